@@ -1,0 +1,130 @@
+//! The booking API's error type: every failure a client can see, with its status and code.
+//!
+//! Handlers return `Result<_, ApiError>`; domain errors convert into it here and nowhere else, so
+//! the mapping from "what went wrong" to "what the client is told" can be read in one place.
+//! Internal errors are logged with their cause and answered as a bare 500 that reveals nothing.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use floodgate_contract::api::ErrorBody;
+use floodgate_contract::token::TokenError;
+
+use crate::gatekeeper::ReserveError;
+use crate::publish::PublishError;
+
+/// Seconds a client should wait before retrying after a 503: long enough for a Redis or broker
+/// reconnect, short enough that an admitted user's token is still valid.
+const RETRY_AFTER_SECS: u32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{1}")]
+    BadRequest(&'static str, String),
+    #[error("{1}")]
+    Unauthorized(&'static str, String),
+    #[error("{1}")]
+    Forbidden(&'static str, String),
+    #[error("{1}")]
+    NotFound(&'static str, String),
+    #[error("{1}")]
+    Conflict(&'static str, String),
+    #[error("{1}")]
+    PayloadTooLarge(&'static str, String),
+    #[error("{1}")]
+    Unprocessable(&'static str, String),
+    /// A dependency is down; nothing was decided. Answered with `Retry-After`.
+    #[error("{1}")]
+    Unavailable(&'static str, String),
+    /// A bug or an unexpected state; the cause is logged, never sent.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(..) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(..) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(..) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(..) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(..) => StatusCode::CONFLICT,
+            ApiError::PayloadTooLarge(..) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Unprocessable(..) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Unavailable(..) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn body(&self) -> ErrorBody {
+        let (code, message) = match self {
+            ApiError::BadRequest(c, m)
+            | ApiError::Unauthorized(c, m)
+            | ApiError::Forbidden(c, m)
+            | ApiError::NotFound(c, m)
+            | ApiError::Conflict(c, m)
+            | ApiError::PayloadTooLarge(c, m)
+            | ApiError::Unprocessable(c, m)
+            | ApiError::Unavailable(c, m) => (*c, m.clone()),
+            ApiError::Internal(_) => ("internal", "an internal error occurred".to_owned()),
+        };
+        ErrorBody {
+            error: code.to_owned(),
+            message,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let ApiError::Internal(cause) = &self {
+            tracing::error!(%cause, "internal error");
+        }
+        let mut response = (self.status(), Json(self.body())).into_response();
+        if matches!(self, ApiError::Unavailable(..)) {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        }
+        response
+    }
+}
+
+impl From<TokenError> for ApiError {
+    fn from(e: TokenError) -> Self {
+        let code = match e {
+            TokenError::Malformed => "token_malformed",
+            TokenError::UnknownKey | TokenError::BadSignature => "token_invalid",
+            TokenError::Expired => "token_expired",
+        };
+        ApiError::Unauthorized(code, e.to_string())
+    }
+}
+
+impl From<ReserveError> for ApiError {
+    fn from(e: ReserveError) -> Self {
+        let message = e.to_string();
+        match e {
+            ReserveError::UnknownSale => ApiError::NotFound("unknown_sale", message),
+            ReserveError::UnknownPool => ApiError::NotFound("unknown_pool", message),
+            ReserveError::SoldOut { .. } => ApiError::Conflict("sold_out", message),
+            ReserveError::TokenSpent => ApiError::Conflict("token_spent", message),
+            ReserveError::KeyReused => ApiError::Unprocessable("idempotency_key_reused", message),
+            ReserveError::Redis(_) => ApiError::Unavailable(
+                "redis_unavailable",
+                "the seat store is unavailable; nothing was reserved, retry shortly".into(),
+            ),
+            ReserveError::Protocol(_) => ApiError::Internal(message),
+        }
+    }
+}
+
+impl From<PublishError> for ApiError {
+    fn from(e: PublishError) -> Self {
+        tracing::warn!(error = %e, "reservation not acknowledged by the broker");
+        ApiError::Unavailable(
+            "broker_unavailable",
+            "the reservation could not be made durable; retry with the same Idempotency-Key".into(),
+        )
+    }
+}

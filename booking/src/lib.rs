@@ -1,0 +1,117 @@
+//! Floodgate's booking service: the admitted client's reservation, decided atomically in Redis
+//! and answered only once it is durable in Kafka; plus the sale catalog and its arming.
+//!
+//! # Layout
+//! - [`config`]: process settings (flags and environment).
+//! - [`api`]: the HTTP handlers (`create_reservation`, `health`).
+//! - [`error`]: [`error::ApiError`], the one mapping from failures to statuses and JSON bodies.
+//! - [`gatekeeper`]: the Lua scripts of a reservation and their replies as Rust types.
+//! - [`publish`]: the idempotent Kafka producer that acknowledges events before a 2xx.
+//! - [`catalog`]: sale files, the PostgreSQL catalog and arming a sale into Redis.
+//!
+//! This crate never writes bookings to PostgreSQL: the consumer does, from the event stream.
+
+pub mod api;
+pub mod catalog;
+pub mod config;
+pub mod error;
+pub mod gatekeeper;
+pub mod publish;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::{header, HeaderName, Method};
+use axum::routing::{get, post};
+use axum::Router;
+use floodgate_contract::keys::Keys;
+use floodgate_contract::token::TokenVerifier;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::trace::TraceLayer;
+
+pub use config::Config;
+use gatekeeper::Gatekeeper;
+use publish::Publisher;
+
+/// Reservation bodies are a few dozen bytes; anything near this is not a booking request.
+const MAX_BODY_BYTES: usize = 4 * 1024;
+
+/// Shared state of the booking service; every field is a cheap handle.
+#[derive(Clone)]
+pub struct AppState {
+    /// Runs the reservation scripts on Redis, where every seat decision is made.
+    pub gatekeeper: Gatekeeper,
+    /// Checks admission tokens against the gateways' public keys.
+    pub verifier: Arc<TokenVerifier>,
+    /// Publishes decisions to Kafka and waits for the ack before a 2xx.
+    pub publisher: Publisher,
+}
+
+impl AppState {
+    /// Connects to Redis and creates the producer from `config`.
+    pub async fn connect(config: &Config) -> anyhow::Result<Self> {
+        use anyhow::Context as _;
+        let verifier = TokenVerifier::from_list(&config.token_public_keys)
+            .context("FLOODGATE_TOKEN_PUBLIC_KEYS is not a valid key list")?;
+        let redis = floodgate_contract::runtime::connect_redis(&config.redis_url)
+            .await
+            .context("connecting to Redis")?;
+        let publisher = Publisher::new(
+            &config.kafka_brokers,
+            &config.reservations_topic,
+            Duration::from_millis(config.delivery_timeout_ms),
+            config.linger_ms,
+        )
+        .context("creating the Kafka producer")?;
+        Ok(Self {
+            gatekeeper: Gatekeeper::new(redis, Keys::new(&config.redis_prefix)),
+            verifier: Arc::new(verifier),
+            publisher,
+        })
+    }
+}
+
+/// The booking API's routes.
+pub fn router(state: AppState) -> Router {
+    // Tokens travel in a header, never in cookies, so allowing any origin exposes nothing:
+    // the browser client may be served from a CDN host other than this API's.
+    let cors = CorsLayer::new()
+        .allow_origin(AllowOrigin::any())
+        .allow_methods([Method::GET, Method::POST])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            HeaderName::from_static("idempotency-key"),
+        ]);
+    Router::new()
+        .route(
+            "/v1/sales/{sale}/reservations",
+            post(api::create_reservation),
+        )
+        .route("/healthz", get(api::health))
+        .fallback(api::not_found)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(cors)
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// Serves the API on `listener` until `shutdown` is cancelled, then drains in-flight requests
+/// and flushes the producer so no acknowledged-but-unsent event is dropped.
+pub async fn run(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let publisher = state.publisher.clone();
+    let app = router(state);
+    let stop = shutdown.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .await?;
+    publisher.flush(Duration::from_secs(5));
+    Ok(())
+}

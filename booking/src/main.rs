@@ -1,0 +1,165 @@
+//! `floodgate-booking`: serve the booking API, apply migrations, create and arm sales.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use floodgate_booking::catalog::{self, SaleFile};
+use floodgate_booking::{AppState, Config};
+use floodgate_contract::keys::{check_prefix, Keys};
+use floodgate_contract::runtime;
+use sqlx::postgres::PgPoolOptions;
+
+#[derive(Parser)]
+#[command(name = "floodgate-booking", version, about)]
+struct Cli {
+    /// Log as JSON lines (for log shippers) instead of human-readable text.
+    #[arg(long, env = "FLOODGATE_LOG_JSON", global = true)]
+    log_json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the booking API.
+    Serve(Config),
+    /// Apply the database migrations in `migrations/` (idempotent).
+    Migrate(DbArgs),
+    /// Create and arm sales in the catalog.
+    #[command(subcommand)]
+    Sale(SaleCommand),
+}
+
+#[derive(Subcommand)]
+enum SaleCommand {
+    /// Write a sale file (TOML) to the catalog; with --arm, arm it too.
+    Create {
+        file: PathBuf,
+        /// Override the file's opens_at: open this many seconds from now (demos, rehearsals).
+        #[arg(long)]
+        opens_in_secs: Option<u64>,
+        /// Arm the sale right after creating it.
+        #[arg(long)]
+        arm: bool,
+        #[command(flatten)]
+        stores: StoreArgs,
+    },
+    /// Pre-load a catalog sale's counters and settings into Redis (refused once it has opened).
+    Arm {
+        sale: String,
+        #[command(flatten)]
+        stores: StoreArgs,
+    },
+}
+
+#[derive(clap::Args)]
+struct DbArgs {
+    /// PostgreSQL holding the catalog and the bookings.
+    #[arg(
+        long,
+        env = "FLOODGATE_DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/floodgate"
+    )]
+    database_url: String,
+}
+
+#[derive(clap::Args)]
+struct StoreArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    #[arg(
+        long,
+        env = "FLOODGATE_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379"
+    )]
+    redis_url: String,
+    #[arg(long, env = "FLOODGATE_REDIS_PREFIX", default_value = "fg:")]
+    redis_prefix: String,
+}
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    runtime::init_tracing(cli.log_json);
+    match cli.command {
+        Command::Serve(config) => serve(config).await,
+        Command::Migrate(db) => {
+            let pool = connect_db(&db).await?;
+            MIGRATOR.run(&pool).await.context("applying migrations")?;
+            println!("migrations applied");
+            Ok(())
+        }
+        Command::Sale(SaleCommand::Create {
+            file,
+            opens_in_secs,
+            arm,
+            stores,
+        }) => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            let mut sale =
+                SaleFile::parse(&text).with_context(|| format!("in {}", file.display()))?;
+            if let Some(secs) = opens_in_secs {
+                sale.opens_at =
+                    time::OffsetDateTime::now_utc() + time::Duration::seconds(secs as i64);
+            }
+            let db = connect_db(&stores.db).await?;
+            catalog::create_sale(&db, &sale).await?;
+            println!(
+                "sale {} written to the catalog ({} pools, opens at {})",
+                sale.id,
+                sale.pools.len(),
+                sale.opens_at
+            );
+            if arm {
+                arm_sale(&db, &stores, &sale.id).await?;
+            }
+            Ok(())
+        }
+        Command::Sale(SaleCommand::Arm { sale, stores }) => {
+            let db = connect_db(&stores.db).await?;
+            arm_sale(&db, &stores, &sale).await
+        }
+    }
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        check_prefix(&config.redis_prefix),
+        "FLOODGATE_REDIS_PREFIX must not contain braces"
+    );
+    let state = AppState::connect(&config).await?;
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    tracing::info!(addr = %listener.local_addr()?, "booking API listening");
+    floodgate_booking::run(listener, state, runtime::shutdown_on_signal()).await?;
+    Ok(())
+}
+
+async fn connect_db(db: &DbArgs) -> anyhow::Result<sqlx::PgPool> {
+    PgPoolOptions::new()
+        .max_connections(4)
+        .connect(&db.database_url)
+        .await
+        .with_context(|| format!("connecting to PostgreSQL at {}", db.database_url))
+}
+
+async fn arm_sale(db: &sqlx::PgPool, stores: &StoreArgs, sale: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        check_prefix(&stores.redis_prefix),
+        "FLOODGATE_REDIS_PREFIX must not contain braces"
+    );
+    let redis = runtime::connect_redis(&stores.redis_url)
+        .await
+        .context("connecting to Redis")?;
+    let report = catalog::arm_sale(db, &redis, &Keys::new(&stores.redis_prefix), sale).await?;
+    for (pool, capacity) in &report.pools {
+        println!("armed pool {pool}: {capacity} seats");
+    }
+    println!("sale {} armed; opens at {}", report.sale, report.opens_at);
+    Ok(())
+}

@@ -1,0 +1,126 @@
+//! Floodgate's consumer: reads the reservations topic and writes every decision to PostgreSQL.
+//!
+//! # Layout
+//! - [`lib.rs`](self): [`Config`] and [`run`], the consume-apply-commit loop.
+//! - [`store`]: applying one event to the database, idempotently.
+//!
+//! Order of effects, which is what makes delivery at-least-once and the result exactly-once: the
+//! event's row is committed in PostgreSQL first, the Kafka offset after. A crash between the two
+//! redelivers the event, and the insert keyed on the reservation id absorbs the repeat.
+
+pub mod store;
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use floodgate_contract::events::DEFAULT_RESERVATIONS_TOPIC;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::message::Message;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+/// The migrations this service's tables come from (applied at start-up; idempotent).
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct Config {
+    /// Kafka bootstrap servers.
+    #[arg(
+        long,
+        env = "FLOODGATE_KAFKA_BROKERS",
+        default_value = "127.0.0.1:9092"
+    )]
+    pub kafka_brokers: String,
+    /// Topic of reservation events.
+    #[arg(long, env = "FLOODGATE_RESERVATIONS_TOPIC", default_value = DEFAULT_RESERVATIONS_TOPIC)]
+    pub reservations_topic: String,
+    /// Consumer group; instances in one group share the topic's partitions.
+    #[arg(
+        long,
+        env = "FLOODGATE_CONSUMER_GROUP",
+        default_value = "floodgate-consumer"
+    )]
+    pub group: String,
+}
+
+/// How long to wait before retrying after PostgreSQL or the broker failed. Short enough to catch
+/// up quickly after a blip; the offset is not committed meanwhile, so nothing is skipped.
+const RETRY_DELAY: Duration = Duration::from_millis(500);
+
+/// Consumes until `shutdown` is cancelled, then commits the offsets of everything already
+/// written to the database.
+pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let consumer: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &config.kafka_brokers)
+        .set("group.id", &config.group)
+        // Offsets are committed by hand, after the database commit, never on a timer.
+        .set("enable.auto.commit", "false")
+        // A new group starts from the beginning: every retained decision must reach the database.
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .context("creating the Kafka consumer")?;
+    consumer
+        .subscribe(&[&config.reservations_topic])
+        .context("subscribing to the reservations topic")?;
+    tracing::info!(topic = %config.reservations_topic, group = %config.group, "consumer started");
+
+    loop {
+        let message = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            message = consumer.recv() => message,
+        };
+        let message = match message {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(error = %e, "kafka receive failed; retrying");
+                tokio::time::sleep(RETRY_DELAY).await;
+                continue;
+            }
+        };
+        let payload = message.payload().unwrap_or_default();
+        loop {
+            match store::apply(&db, payload).await {
+                Ok(outcome) => {
+                    tracing::debug!(?outcome, offset = message.offset(), "event applied");
+                    break;
+                }
+                Err(store::ApplyError::Poison(reason)) => {
+                    // A dead-letter topic takes these in a later step; for now the reason is
+                    // logged loudly and the partition moves on rather than stalling every pool
+                    // behind one unreadable message.
+                    tracing::error!(%reason, partition = message.partition(), offset = message.offset(), "poison message skipped");
+                    break;
+                }
+                Err(store::ApplyError::Db(e)) => {
+                    tracing::warn!(error = %e, "database write failed; retrying without committing");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return commit_final(&consumer),
+                        _ = tokio::time::sleep(RETRY_DELAY) => {}
+                    }
+                }
+            }
+        }
+        if let Err(e) = consumer.commit_message(&message, CommitMode::Async) {
+            // Not fatal: the next commit covers this offset, and a redelivery is absorbed.
+            tracing::warn!(error = %e, "offset commit failed");
+        }
+    }
+    commit_final(&consumer)
+}
+
+fn commit_final(consumer: &StreamConsumer) -> anyhow::Result<()> {
+    // Only offsets of events already committed to the database were ever stored.
+    match consumer.commit_consumer_state(CommitMode::Sync) {
+        Ok(()) => {}
+        // Nothing consumed yet: there is no offset to commit.
+        Err(rdkafka::error::KafkaError::ConsumerCommit(
+            rdkafka::types::RDKafkaErrorCode::NoOffset,
+        )) => {}
+        Err(e) => {
+            tracing::warn!(error = %e, "final offset commit failed; events since the last commit will be redelivered")
+        }
+    }
+    tracing::info!("consumer stopped");
+    Ok(())
+}

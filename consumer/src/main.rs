@@ -1,0 +1,37 @@
+//! `floodgate-consumer`: persist reservation events to PostgreSQL.
+
+use anyhow::Context as _;
+use clap::Parser;
+use floodgate_consumer::{Config, MIGRATOR};
+use floodgate_contract::runtime;
+use sqlx::postgres::PgPoolOptions;
+
+#[derive(Parser)]
+#[command(name = "floodgate-consumer", version, about)]
+struct Cli {
+    #[command(flatten)]
+    config: Config,
+    /// PostgreSQL to write bookings to.
+    #[arg(
+        long,
+        env = "FLOODGATE_DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/floodgate"
+    )]
+    database_url: String,
+    /// Log as JSON lines instead of human-readable text.
+    #[arg(long, env = "FLOODGATE_LOG_JSON")]
+    log_json: bool,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    runtime::init_tracing(cli.log_json);
+    let db = PgPoolOptions::new()
+        .max_connections(4)
+        .connect(&cli.database_url)
+        .await
+        .with_context(|| format!("connecting to PostgreSQL at {}", cli.database_url))?;
+    MIGRATOR.run(&db).await.context("applying migrations")?;
+    floodgate_consumer::run(&cli.config, db, runtime::shutdown_on_signal()).await
+}

@@ -1,0 +1,174 @@
+//! The Redis key layout.
+//!
+//! Every key is `<prefix><{hash tag}>:<name>`. The prefix (default `fg:`) is configuration so tests
+//! can run side by side on one Redis with a random prefix each. The hash tag decides the Redis
+//! Cluster slot, and there are exactly two kinds of slot:
+//!
+//! | slot | hash tag | keys |
+//! |---|---|---|
+//! | sale-wide | `{s:<sale>}` | `meta`, `seq`, `frontier`, `leader`, `tok:<jti>` |
+//! | per pool | `{p:<sale>/<pool>}` | `cfg`, `avail`, `held`, `sold`, `holds`, `expiries`, `res:<jti>` |
+//!
+//! A Lua script only ever receives keys from one of these builders, so no script can touch two
+//! slots. Pools of one sale spread over the cluster; the sale's own queue state stays together.
+//!
+//! Sale and pool ids are validated by [`crate::ids`] before they get here; they cannot contain
+//! `{`, `}` or `:`, so a tag can never be closed early.
+
+use std::sync::Arc;
+
+/// Builds every Redis key Floodgate uses, under one configurable prefix.
+#[derive(Clone, Debug)]
+pub struct Keys {
+    prefix: Arc<str>,
+}
+
+impl Keys {
+    /// # Panics
+    /// If `prefix` contains a brace: it would become the hash tag of every key and put the whole
+    /// system in one Redis Cluster slot. Configuration checks this first with [`check_prefix`].
+    pub fn new(prefix: impl Into<String>) -> Self {
+        let prefix = prefix.into();
+        assert!(check_prefix(&prefix), "key prefix must not contain a brace");
+        Self {
+            prefix: Arc::from(prefix),
+        }
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Keys in the sale-wide slot of `sale`.
+    pub fn sale(&self, sale: &str) -> SaleKeys {
+        SaleKeys {
+            base: format!("{}{{s:{}}}", self.prefix, sale),
+        }
+    }
+
+    /// Keys in the slot of one inventory pool of `sale`.
+    pub fn pool(&self, sale: &str, pool: &str) -> PoolKeys {
+        PoolKeys {
+            base: format!("{}{{p:{}/{}}}", self.prefix, sale, pool),
+        }
+    }
+}
+
+/// Keys of one sale's waiting room and token use, all in one slot.
+#[derive(Clone, Debug)]
+pub struct SaleKeys {
+    base: String,
+}
+
+impl SaleKeys {
+    /// Hash: the armed sale's settings (`opens_at`, `rate`, `token_ttl_ms`, `max_seats`,
+    /// `active_cap`, `pools`), written by arming and read by gateways and booking.
+    pub fn meta(&self) -> String {
+        format!("{}:meta", self.base)
+    }
+    /// Integer: the last ticket number handed out (tickets start at 1).
+    pub fn seq(&self) -> String {
+        format!("{}:seq", self.base)
+    }
+    /// Integer: the highest ticket admitted so far (0 before the first admission).
+    pub fn frontier(&self) -> String {
+        format!("{}:frontier", self.base)
+    }
+    /// String with a TTL: the id of the gateway instance currently running the admission controller.
+    pub fn leader(&self) -> String {
+        format!("{}:leader", self.base)
+    }
+    /// Hash: the use of one admission token (`idem`, `fp` of the request that claimed it).
+    pub fn token(&self, jti: &str) -> String {
+        format!("{}:tok:{}", self.base, jti)
+    }
+}
+
+/// Keys of one inventory pool, all in one slot.
+#[derive(Clone, Debug)]
+pub struct PoolKeys {
+    base: String,
+}
+
+impl PoolKeys {
+    /// Hash: `capacity`, `hold_ttl_ms`, `opens_at` as armed. Its absence means "not armed".
+    pub fn config(&self) -> String {
+        format!("{}:cfg", self.base)
+    }
+    /// Integer: seats available now.
+    pub fn available(&self) -> String {
+        format!("{}:avail", self.base)
+    }
+    /// Integer: seats in live holds (reserved, not yet paid).
+    pub fn held(&self) -> String {
+        format!("{}:held", self.base)
+    }
+    /// Integer: seats sold (paid).
+    pub fn sold(&self) -> String {
+        format!("{}:sold", self.base)
+    }
+    /// Hash: reservation id -> token id, for every live hold.
+    pub fn holds(&self) -> String {
+        format!("{}:holds", self.base)
+    }
+    /// Sorted set: reservation id scored by hold expiry (Unix ms), for the reaper.
+    pub fn expiries(&self) -> String {
+        format!("{}:expiries", self.base)
+    }
+    /// Hash: the reservation made with one admission token; also the idempotency record.
+    pub fn reservation(&self, jti: &str) -> String {
+        format!("{}:res:{}", self.base, jti)
+    }
+}
+
+/// Whether `prefix` is usable as a key prefix (no braces, at most 32 bytes).
+pub fn check_prefix(prefix: &str) -> bool {
+    prefix.len() <= 32 && !prefix.contains(['{', '}'])
+}
+
+/// The Kafka message key of a pool: one pool's events share a partition and so stay ordered.
+pub fn pool_partition_key(sale: &str, pool: &str) -> String {
+    format!("{sale}/{pool}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The part of a key Redis Cluster hashes: the first `{...}` with something inside.
+    fn hash_tag(key: &str) -> &str {
+        let open = key.find('{').expect("key has a hash tag");
+        let close = key[open..].find('}').expect("hash tag is closed") + open;
+        &key[open + 1..close]
+    }
+
+    #[test]
+    fn sale_keys_share_one_slot_and_pool_keys_another() {
+        let keys = Keys::new("t:");
+        let sale = keys.sale("s1");
+        let tags: Vec<_> = [sale.meta(), sale.seq(), sale.frontier(), sale.token("j")]
+            .iter()
+            .map(|k| hash_tag(k).to_owned())
+            .collect();
+        assert!(tags.iter().all(|t| t == "s:s1"), "{tags:?}");
+
+        let pool = keys.pool("s1", "p1");
+        for key in [
+            pool.config(),
+            pool.available(),
+            pool.held(),
+            pool.sold(),
+            pool.holds(),
+            pool.expiries(),
+            pool.reservation("j"),
+        ] {
+            assert_eq!(hash_tag(&key), "p:s1/p1");
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "brace")]
+    fn a_prefix_with_a_brace_is_refused() {
+        let _ = Keys::new("bad{x}:");
+    }
+}

@@ -1,0 +1,33 @@
+//! The contracts of Floodgate: everything that crosses a process boundary is defined here and
+//! nowhere else, so the gateway, the booking service, the consumer and the tests cannot drift apart.
+//!
+//! # Layout
+//! - [`api`]: the JSON error body of every HTTP endpoint.
+//! - [`ids`]: validation of sale and pool identifiers (they end up inside Redis keys and URLs).
+//! - [`keys`]: the Redis key layout and its hash tags (sale-wide slot, per-pool slot).
+//! - [`token`]: admission token claims, Ed25519 signing with a key id, verification.
+//! - [`events`]: the versioned event envelope written to Kafka and its payloads.
+//! - [`ws`]: WebSocket messages in both directions and the close codes.
+//! - [`runtime`]: process plumbing the binaries share (telemetry, signals, the Redis connection).
+//!
+//! Changing anything here is a protocol change: bump the relevant version
+//! ([`events::SCHEMA_VERSION`], [`ws::PROTOCOL_VERSION`]) and keep readers tolerant of the old one.
+
+pub mod api;
+pub mod events;
+pub mod ids;
+pub mod keys;
+pub mod runtime;
+pub mod token;
+pub mod ws;
+
+/// Milliseconds since the Unix epoch, the one time unit used on every wire and in Redis.
+pub type UnixMillis = i64;
+
+/// Current wall-clock time in Unix milliseconds.
+pub fn now_millis() -> UnixMillis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,62 @@
+//! Process plumbing every Floodgate binary shares: telemetry, shutdown signals, the Redis
+//! connection. Kept here so the three services start, log and stop the same way.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio_util::sync::CancellationToken;
+
+/// Starts `tracing` with `RUST_LOG` (default `info`), as JSON lines when `json` is set.
+pub fn init_tracing(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // A second init (tests start several services in one process) is harmless: keep the first.
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+/// A token cancelled on the first SIGINT or SIGTERM; every task of a service watches it.
+pub fn shutdown_on_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let trigger = token.clone();
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let term = std::future::pending::<()>();
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term => {},
+        }
+        tracing::info!("shutdown signal received");
+        trigger.cancel();
+    });
+    token
+}
+
+/// Connects to Redis with a reconnecting, multiplexed connection.
+///
+/// The timeouts are short on purpose: a booking request that cannot reach Redis must fail fast
+/// with 503 (fail closed) instead of holding a client for the length of a TCP timeout. The
+/// manager reconnects by itself when Redis comes back.
+pub async fn connect_redis(url: &str) -> Result<ConnectionManager, redis::RedisError> {
+    let client = redis::Client::open(url)?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Duration::from_secs(2))
+        .set_response_timeout(Duration::from_secs(2))
+        .set_number_of_retries(2)
+        .set_max_delay(500);
+    ConnectionManager::new_with_config(client, config).await
+}

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Floodgate's local stack: makes sure Redis (127.0.0.1:6379), PostgreSQL (127.0.0.1:5432) and a
+# Kafka-API broker (Tansu, 127.0.0.1:9092) are running, installing whatever is missing, then
+# creates the database and the topics. Safe to run any number of times.
+#
+#   deploy/stack.sh up      ensure everything (the default)
+#   deploy/stack.sh down    stop the Tansu broker this script started (Redis and PostgreSQL are
+#                           the machine's services and are left running)
+#   deploy/stack.sh status  show what is up
+#
+# Everything it installs or keeps lives under $FLOODGATE_HOME (default ~/.cache/floodgate):
+# the Tansu binary (built once from crates.io, ~15 minutes on 2 cores), its sqlite data (topics,
+# messages and consumer offsets survive a broker restart) and its log.
+set -euo pipefail
+
+FLOODGATE_HOME=${FLOODGATE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/floodgate}
+TANSU_VERSION=0.6.0
+TANSU_ROOT="$FLOODGATE_HOME/tansu-$TANSU_VERSION"
+TANSU="$TANSU_ROOT/bin/tansu"
+TANSU_DATA="$FLOODGATE_HOME/tansu-data"
+KAFKA_PORT=9092
+DATABASE=${FLOODGATE_DATABASE:-floodgate}
+TOPICS=(floodgate.reservations)
+# Partitions of the reservations topic: the consumer group scales to this many instances, and
+# pools spread over them by key.
+PARTITIONS=6
+
+say() { printf '\033[1m[stack]\033[0m %s\n' "$*"; }
+die() { printf '\033[31m[stack] %s\033[0m\n' "$*" >&2; exit 1; }
+
+# Waits up to $2 seconds for TCP port $1 on 127.0.0.1 to accept connections.
+wait_port() {
+  local port=$1 secs=${2:-30}
+  for _ in $(seq 1 $((secs * 10))); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+APT_UPDATED=
+apt_install() {
+  command -v apt-get >/dev/null || die "apt-get not found: install $* by hand"
+  if [ -z "$APT_UPDATED" ]; then
+    say "apt-get update"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    APT_UPDATED=1
+  fi
+  say "installing $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+ensure_redis() {
+  if port_open 6379; then say "redis: up on 127.0.0.1:6379"; return; fi
+  command -v redis-server >/dev/null || apt_install redis-server redis-tools
+  mkdir -p /var/lib/redis /var/log/redis
+  # The same flags this machine kind starts Redis with: no persistence (tests and the demo arm
+  # sales afresh; a lost pool is detected, never silently served).
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+    --dir /var/lib/redis --logfile /var/log/redis/ci.log
+  wait_port 6379 20 || die "redis did not start (see /var/log/redis/ci.log)"
+  say "redis: started on 127.0.0.1:6379"
+}
+
+ensure_postgres() {
+  if ! command -v pg_ctlcluster >/dev/null; then
+    apt_install postgresql
+  fi
+  if ! port_open 5432; then
+    local version
+    version=$(ls /etc/postgresql | sort -V | tail -n 1)
+    [ -n "$version" ] || die "no PostgreSQL cluster found under /etc/postgresql"
+    pg_ctlcluster --skip-systemctl-redirect "$version" main start
+    wait_port 5432 30 || die "PostgreSQL did not start"
+    say "postgres: started cluster $version/main"
+  fi
+  if ! psql -h 127.0.0.1 -U postgres -d postgres -Atqc 'select 1' >/dev/null 2>&1; then
+    # A freshly installed cluster asks for passwords on TCP; the local stack uses trust on
+    # loopback only, as this machine kind does.
+    local hba
+    hba=$(runuser -u postgres -- psql -Atqc 'show hba_file')
+    sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$hba"
+    runuser -u postgres -- psql -Atqc 'select pg_reload_conf()' >/dev/null
+    psql -h 127.0.0.1 -U postgres -d postgres -Atqc 'select 1' >/dev/null || die "cannot connect to PostgreSQL as postgres"
+  fi
+  say "postgres: up on 127.0.0.1:5432"
+  if [ "$(psql -h 127.0.0.1 -U postgres -d postgres -Atqc "select 1 from pg_database where datname = '$DATABASE'")" != 1 ]; then
+    psql -h 127.0.0.1 -U postgres -d postgres -qc "create database \"$DATABASE\"" >/dev/null
+    say "postgres: created database $DATABASE"
+  fi
+}
+
+ensure_tansu_binary() {
+  if [ -x "$TANSU" ]; then return; fi
+  say "building Tansu $TANSU_VERSION from crates.io into $TANSU_ROOT (once; about 15 minutes on 2 cores)"
+  mkdir -p "$FLOODGATE_HOME"
+  # Its own target dir, so the broker's build never invalidates the project's.
+  CARGO_TARGET_DIR="$FLOODGATE_HOME/tansu-build" cargo install tansu --locked \
+    --version "$TANSU_VERSION" --features dynostore,libsql --root "$TANSU_ROOT"
+  rm -rf "$FLOODGATE_HOME/tansu-build"
+}
+
+ensure_tansu() {
+  ensure_tansu_binary
+  if port_open "$KAFKA_PORT"; then
+    say "kafka: up on 127.0.0.1:$KAFKA_PORT"
+  else
+    mkdir -p "$TANSU_DATA"
+    # Tansu resolves a sqlite:// path against its working directory.
+    (cd "$TANSU_DATA" && nohup "$TANSU" broker \
+        --listener-url "tcp://127.0.0.1:$KAFKA_PORT" \
+        --advertised-listener-url "tcp://127.0.0.1:$KAFKA_PORT" \
+        --storage-engine sqlite://tansu.db >"$FLOODGATE_HOME/tansu.log" 2>&1 &
+      echo $! >"$FLOODGATE_HOME/tansu.pid")
+    wait_port "$KAFKA_PORT" 30 || die "Tansu did not start (see $FLOODGATE_HOME/tansu.log)"
+    say "kafka: started Tansu on 127.0.0.1:$KAFKA_PORT (sqlite data in $TANSU_DATA)"
+  fi
+  local existing
+  existing=$("$TANSU" topic list --broker "tcp://127.0.0.1:$KAFKA_PORT")
+  for topic in "${TOPICS[@]}"; do
+    if ! grep -q "\"name\":\"$topic\"" <<<"$existing"; then
+      "$TANSU" topic create "$topic" --partitions "$PARTITIONS" --broker "tcp://127.0.0.1:$KAFKA_PORT" >/dev/null
+      say "kafka: created topic $topic ($PARTITIONS partitions)"
+    fi
+  done
+}
+
+stop_tansu() {
+  if [ -f "$FLOODGATE_HOME/tansu.pid" ] && kill "$(cat "$FLOODGATE_HOME/tansu.pid")" 2>/dev/null; then
+    say "kafka: stopped Tansu"
+  else
+    say "kafka: no Tansu started by this script is running"
+  fi
+  rm -f "$FLOODGATE_HOME/tansu.pid"
+}
+
+case "${1:-up}" in
+  up)
+    ensure_redis
+    ensure_postgres
+    ensure_tansu
+    ;;
+  down) stop_tansu ;;
+  status)
+    for p in 6379 5432 "$KAFKA_PORT"; do
+      if port_open "$p"; then say "127.0.0.1:$p up"; else say "127.0.0.1:$p down"; fi
+    done
+    ;;
+  *) die "usage: deploy/stack.sh [up|down|status]" ;;
+esac

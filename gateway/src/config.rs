@@ -1,0 +1,51 @@
+//! Settings of a gateway, from flags or `FLOODGATE_*` environment variables.
+
+use std::path::PathBuf;
+
+use secrecy::SecretString;
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct Config {
+    /// Address the waiting room (WebSocket and static files) listens on.
+    #[arg(
+        long,
+        env = "FLOODGATE_GATEWAY_LISTEN",
+        default_value = "127.0.0.1:8080"
+    )]
+    pub listen: String,
+    /// Redis holding the waiting rooms and the inventory.
+    #[arg(
+        long,
+        env = "FLOODGATE_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379"
+    )]
+    pub redis_url: String,
+    /// Prefix of every Redis key.
+    #[arg(long, env = "FLOODGATE_REDIS_PREFIX", default_value = "fg:")]
+    pub redis_prefix: String,
+    /// Key id of the signing key, written into every admission token's header.
+    #[arg(long, env = "FLOODGATE_TOKEN_KEY_ID")]
+    pub token_key_id: String,
+    /// Ed25519 private seed (base64url, 32 bytes) that admission tokens are signed with.
+    /// `floodgate-gateway keygen` makes one.
+    #[arg(long, env = "FLOODGATE_TOKEN_SIGNING_KEY", hide_env_values = true)]
+    pub token_signing_key: SecretString,
+    /// How often each gateway reads the frontier (one Redis round trip per sale per tick) and
+    /// the controller admits a batch. 100 ms keeps admission smooth and the push prompt at a
+    /// cost of 10 round trips a second per sale per gateway, whatever the number of clients.
+    #[arg(long, env = "FLOODGATE_TICK_MS", default_value_t = 100)]
+    pub tick_ms: u64,
+    /// Admission-controller lease length. A dead leader is replaced within this time; it must
+    /// be many ticks long so a slow tick never loses the lease.
+    #[arg(long, env = "FLOODGATE_LEASE_MS", default_value_t = 3_000)]
+    pub lease_ms: u64,
+    /// Least time between two position messages to one client. Admission is pushed at once.
+    #[arg(long, env = "FLOODGATE_POSITION_INTERVAL_MS", default_value_t = 1_000)]
+    pub position_interval_ms: u64,
+    /// Folder of the browser client, served at `/` (none: no static files).
+    #[arg(long, env = "FLOODGATE_STATIC_DIR")]
+    pub static_dir: Option<PathBuf>,
+    /// Name of this instance in the controller lease (default: random). Must differ per instance.
+    #[arg(long, env = "FLOODGATE_INSTANCE_ID")]
+    pub instance_id: Option<String>,
+}

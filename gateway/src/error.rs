@@ -1,0 +1,55 @@
+//! HTTP errors of the gateway (before a WebSocket upgrade, and its small JSON endpoints).
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use floodgate_contract::api::ErrorBody;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{1}")]
+    BadRequest(&'static str, String),
+    #[error("{1}")]
+    NotFound(&'static str, String),
+    #[error("{1}")]
+    UpgradeRequired(&'static str, String),
+    /// Redis is unreachable: no ticket was handed out. Answered with `Retry-After`.
+    #[error("{1}")]
+    Unavailable(&'static str, String),
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code, message) = match self {
+            ApiError::BadRequest(c, m) => (StatusCode::BAD_REQUEST, c, m),
+            ApiError::NotFound(c, m) => (StatusCode::NOT_FOUND, c, m),
+            ApiError::UpgradeRequired(c, m) => (StatusCode::UPGRADE_REQUIRED, c, m),
+            ApiError::Unavailable(c, m) => (StatusCode::SERVICE_UNAVAILABLE, c, m),
+        };
+        let mut response = (
+            status,
+            Json(ErrorBody {
+                error: code.to_owned(),
+                message,
+            }),
+        )
+            .into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            // One second: long enough for Redis to reconnect, short enough not to lose the crowd.
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}
+
+impl From<redis::RedisError> for ApiError {
+    fn from(e: redis::RedisError) -> Self {
+        tracing::warn!(error = %e, "redis unavailable");
+        ApiError::Unavailable(
+            "redis_unavailable",
+            "the waiting room is briefly unavailable; retry in a second".into(),
+        )
+    }
+}

@@ -1,0 +1,59 @@
+//! `floodgate-gateway`: serve the waiting room, or make a token signing key.
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use floodgate_contract::runtime;
+use floodgate_contract::token::TokenSigner;
+use floodgate_gateway::{AppState, Config};
+
+#[derive(Parser)]
+#[command(name = "floodgate-gateway", version, about)]
+struct Cli {
+    /// Log as JSON lines instead of human-readable text.
+    #[arg(long, env = "FLOODGATE_LOG_JSON", global = true)]
+    log_json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the waiting room.
+    Serve(Box<Config>),
+    /// Print a new Ed25519 admission-token key pair as environment variables.
+    Keygen {
+        /// Key id written into tokens; pick a new one per rotation (e.g. a date).
+        #[arg(long, default_value = "k1")]
+        kid: String,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    runtime::init_tracing(cli.log_json);
+    match cli.command {
+        Command::Keygen { kid } => {
+            let signer = TokenSigner::generate(&kid);
+            println!("# gateways only (secret):");
+            println!("FLOODGATE_TOKEN_KEY_ID={kid}");
+            println!("FLOODGATE_TOKEN_SIGNING_KEY={}", signer.seed_base64());
+            println!("# booking service (public; list every key still in use):");
+            println!(
+                "FLOODGATE_TOKEN_PUBLIC_KEYS={kid}={}",
+                signer.public_base64()
+            );
+            Ok(())
+        }
+        Command::Serve(config) => {
+            let listen = config.listen.clone();
+            let state = AppState::connect(*config, runtime::shutdown_on_signal()).await?;
+            let listener = tokio::net::TcpListener::bind(&listen)
+                .await
+                .with_context(|| format!("binding {listen}"))?;
+            tracing::info!(addr = %listener.local_addr()?, "gateway listening");
+            floodgate_gateway::run(listener, state).await?;
+            Ok(())
+        }
+    }
+}

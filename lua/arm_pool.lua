@@ -1,0 +1,32 @@
+-- arm_pool: load one pool's counters before its sale opens.
+--
+-- KEYS[1] pool cfg hash     KEYS[2] available   KEYS[3] held   KEYS[4] sold
+-- KEYS[5] holds hash        KEYS[6] expiries zset
+-- ARGV[1] capacity (seats)  ARGV[2] hold TTL (ms)   ARGV[3] the sale's opens_at (Unix ms)
+--
+-- Returns one of:
+--   {"armed"}           counters set: available = capacity, held = sold = 0
+--   {"opened", at_ms}   refused: the sale opened at at_ms (as armed before, or as asked now)
+--
+-- Redis' own clock decides "before the opening", the same clock the admission controller uses, so
+-- no process clock skew can let a re-arm reset counters that a live sale is already spending.
+-- Before the opening no admission can have happened, so resetting the counters is safe and makes
+-- arming idempotent (and lets an operator fix a capacity before the opening).
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local armed_opens = tonumber(redis.call('HGET', KEYS[1], 'opens_at_ms'))
+if armed_opens and now >= armed_opens then
+  return {'opened', tostring(armed_opens)}
+end
+local opens = tonumber(ARGV[3])
+if now >= opens then
+  return {'opened', tostring(opens)}
+end
+
+redis.call('HSET', KEYS[1], 'capacity', ARGV[1], 'hold_ttl_ms', ARGV[2], 'opens_at_ms', ARGV[3])
+redis.call('SET', KEYS[2], ARGV[1])
+redis.call('SET', KEYS[3], 0)
+redis.call('SET', KEYS[4], 0)
+redis.call('DEL', KEYS[5], KEYS[6])
+return {'armed'}

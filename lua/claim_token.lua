@@ -1,0 +1,31 @@
+-- claim_token: the sale-wide step of a reservation: one reservation per admission token.
+--
+-- KEYS[1] sale meta hash   KEYS[2] the token's use record (hash)
+-- ARGV[1] Idempotency-Key   ARGV[2] request fingerprint (pool and seats)   ARGV[3] record TTL (ms)
+--
+-- Returns one of:
+--   "claimed"        first use: the token is now bound to this Idempotency-Key and request
+--   "retry"          the same key and request again: go on to the pool step, which replays
+--   "spent"          the token was already used with another Idempotency-Key
+--   "mismatch"       the same Idempotency-Key with a different request (pool or seats)
+--   "unknown_sale"   the sale is not armed
+--
+-- A refusal in the pool step (sold out, unknown pool) gives the claim back with release_claim,
+-- so the token can still be used for another pool. If the process dies between the two steps,
+-- the claim stays; a retry with the same Idempotency-Key ("retry") completes the reservation.
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 'unknown_sale'
+end
+local current = redis.call('HMGET', KEYS[2], 'idem', 'fp')
+if not current[1] then
+  redis.call('HSET', KEYS[2], 'idem', ARGV[1], 'fp', ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+  return 'claimed'
+end
+if current[1] ~= ARGV[1] then
+  return 'spent'
+end
+if current[2] ~= ARGV[2] then
+  return 'mismatch'
+end
+return 'retry'

@@ -1,0 +1,287 @@
+//! Test harness: spawns Floodgate's real services in-process on port 0, against the real Redis,
+//! Kafka broker and PostgreSQL, each test isolated by a fresh database (from `#[sqlx::test]`),
+//! a random Redis key prefix, a fresh topic and a fresh consumer group.
+//!
+//! Where the services are comes from the environment, with the local stack's defaults:
+//! `FLOODGATE_TEST_REDIS_URL` (redis://127.0.0.1:6379) and `FLOODGATE_TEST_KAFKA_BROKERS`
+//! (127.0.0.1:9092). The database server is `DATABASE_URL`, as `#[sqlx::test]` reads it.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use floodgate_booking::catalog::{self, ClassDef, PoolDef, SaleFile, TrainDef};
+use floodgate_contract::keys::Keys;
+use floodgate_contract::token::TokenSigner;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use redis::aio::ConnectionManager;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+pub fn redis_url() -> String {
+    std::env::var("FLOODGATE_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+pub fn kafka_brokers() -> String {
+    std::env::var("FLOODGATE_TEST_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".into())
+}
+
+/// A short random name, for prefixes, topics, groups and sales.
+pub fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    )
+}
+
+/// Creates a topic on the real broker (Tansu does not auto-create topics).
+pub async fn create_topic(brokers: &str, topic: &str, partitions: i32) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .expect("admin client");
+    let results = admin
+        .create_topics(
+            &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
+        )
+        .await
+        .expect("create_topics request");
+    for result in results {
+        result.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
+    }
+}
+
+/// Settings of the sale a test runs.
+#[derive(Clone, Debug)]
+pub struct SaleSpec {
+    pub pools: Vec<(String, u32)>,
+    pub opens_in: Duration,
+    pub admission_rate: f64,
+    pub max_seats: u32,
+    pub token_ttl_secs: u32,
+    pub hold_ttl_secs: u32,
+}
+
+impl Default for SaleSpec {
+    fn default() -> Self {
+        Self {
+            pools: vec![("p1".into(), 10)],
+            opens_in: Duration::from_secs(2),
+            admission_rate: 50.0,
+            max_seats: 1,
+            token_ttl_secs: 120,
+            hold_ttl_secs: 300,
+        }
+    }
+}
+
+impl SaleSpec {
+    /// The sale as a sale file would declare it.
+    pub fn to_file(&self, id: &str) -> SaleFile {
+        SaleFile {
+            id: id.to_owned(),
+            name: format!("Test sale {id}"),
+            opens_at: time::OffsetDateTime::now_utc() + self.opens_in,
+            hold_ttl_secs: self.hold_ttl_secs,
+            token_ttl_secs: self.token_ttl_secs,
+            max_seats_per_booking: self.max_seats,
+            admission_rate: self.admission_rate,
+            active_cap: 10_000,
+            classes: vec![ClassDef {
+                code: "3A".into(),
+                name: "AC 3 Tier".into(),
+            }],
+            trains: vec![TrainDef {
+                id: "12951".into(),
+                name: "Test Rajdhani".into(),
+                origin: "MMCT".into(),
+                destination: "NDLS".into(),
+                departs: "17:00".into(),
+                arrives: "08:32".into(),
+            }],
+            pools: self
+                .pools
+                .iter()
+                .map(|(id, capacity)| PoolDef {
+                    id: id.clone(),
+                    train: "12951".into(),
+                    date: "2026-12-01".into(),
+                    class: "3A".into(),
+                    quota: "TQ".into(),
+                    capacity: *capacity,
+                    fare_minor: 150_000,
+                    currency: "INR".into(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Floodgate's three services running against the real dependencies, isolated for one test.
+pub struct TestApp {
+    pub db: PgPool,
+    pub redis: ConnectionManager,
+    pub keys: Keys,
+    pub topic: String,
+    /// The gateways' signing key: tests use it to make tokens the booking API must accept,
+    /// and a different key to make tokens it must refuse.
+    pub signer: TokenSigner,
+    pub gateway: SocketAddr,
+    pub booking: SocketAddr,
+    pub http: reqwest::Client,
+    shutdown: CancellationToken,
+}
+
+impl TestApp {
+    /// Starts gateway, booking and consumer on port 0 with a fresh prefix, topic and group.
+    pub async fn spawn(db: PgPool) -> TestApp {
+        let prefix = unique("t") + ":";
+        let topic = unique("floodgate.test.");
+        let brokers = kafka_brokers();
+        create_topic(&brokers, &topic, 3).await;
+        let signer = TokenSigner::generate("test-key");
+        let shutdown = CancellationToken::new();
+
+        let gateway_config = floodgate_gateway::Config {
+            listen: "127.0.0.1:0".into(),
+            redis_url: redis_url(),
+            redis_prefix: prefix.clone(),
+            token_key_id: signer.kid().to_owned(),
+            token_signing_key: signer.seed_base64().into(),
+            tick_ms: 50,
+            lease_ms: 2_000,
+            position_interval_ms: 200,
+            static_dir: None,
+            instance_id: None,
+        };
+        let gateway_state =
+            floodgate_gateway::AppState::connect(gateway_config, shutdown.child_token())
+                .await
+                .expect("gateway state");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let gateway = listener.local_addr().unwrap();
+        tokio::spawn(floodgate_gateway::run(listener, gateway_state));
+
+        let booking_config = floodgate_booking::Config {
+            listen: "127.0.0.1:0".into(),
+            redis_url: redis_url(),
+            redis_prefix: prefix.clone(),
+            kafka_brokers: brokers.clone(),
+            reservations_topic: topic.clone(),
+            delivery_timeout_ms: 10_000,
+            linger_ms: 0,
+            token_public_keys: format!("{}={}", signer.kid(), signer.public_base64()),
+        };
+        let booking_state = floodgate_booking::AppState::connect(&booking_config)
+            .await
+            .expect("booking state");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let booking = listener.local_addr().unwrap();
+        tokio::spawn(floodgate_booking::run(
+            listener,
+            booking_state,
+            shutdown.child_token(),
+        ));
+
+        let consumer_config = floodgate_consumer::Config {
+            kafka_brokers: brokers,
+            reservations_topic: topic.clone(),
+            group: unique("floodgate-test-"),
+        };
+        let consumer_db = db.clone();
+        let consumer_stop = shutdown.child_token();
+        tokio::spawn(async move {
+            floodgate_consumer::run(&consumer_config, consumer_db, consumer_stop)
+                .await
+                .expect("consumer runs")
+        });
+
+        TestApp {
+            db,
+            redis: floodgate_contract::runtime::connect_redis(&redis_url())
+                .await
+                .expect("redis"),
+            keys: Keys::new(prefix),
+            topic,
+            signer,
+            gateway,
+            booking,
+            http: reqwest::Client::new(),
+            shutdown,
+        }
+    }
+
+    /// Writes `spec` to the catalog as sale `id` and arms it, as the admin command does.
+    pub async fn create_sale(&self, id: &str, spec: &SaleSpec) {
+        catalog::create_sale(&self.db, &spec.to_file(id))
+            .await
+            .expect("create sale");
+        catalog::arm_sale(&self.db, &self.redis, &self.keys, id)
+            .await
+            .expect("arm sale");
+    }
+
+    pub fn ws_url(&self, sale: &str) -> String {
+        format!("ws://{}/ws?sale={sale}", self.gateway)
+    }
+
+    pub fn reservations_url(&self, sale: &str) -> String {
+        format!("http://{}/v1/sales/{sale}/reservations", self.booking)
+    }
+
+    /// POSTs a reservation with the given token, key and JSON body.
+    pub async fn reserve(
+        &self,
+        sale: &str,
+        token: &str,
+        idempotency_key: &str,
+        body: &serde_json::Value,
+    ) -> (u16, serde_json::Value) {
+        let response = self
+            .http
+            .post(self.reservations_url(sale))
+            .bearer_auth(token)
+            .header("Idempotency-Key", idempotency_key)
+            .json(body)
+            .send()
+            .await
+            .expect("booking API reachable");
+        let status = response.status().as_u16();
+        (status, response.json().await.expect("JSON body"))
+    }
+
+    /// Reads an integer key (0 if missing).
+    pub async fn redis_int(&self, key: &str) -> i64 {
+        let mut conn = self.redis.clone();
+        let value: Option<i64> = redis::cmd("GET")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .expect("redis GET");
+        value.unwrap_or(0)
+    }
+
+    /// Waits until `check` holds, polling; panics with `what` after `timeout`.
+    pub async fn eventually<F, Fut>(&self, what: &str, timeout: Duration, mut check: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while !check().await {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for: {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
