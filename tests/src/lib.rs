@@ -252,6 +252,20 @@ impl TestApp {
         (status, response.json().await.expect("JSON body"))
     }
 
+    /// A token for `sale` signed with the gateways' key, as a gateway would issue it.
+    pub fn token(&self, sale: &str, ticket: u64, max_seats: u32, ttl_ms: i64) -> String {
+        let now = floodgate_contract::now_millis();
+        self.signer
+            .sign(&floodgate_contract::token::AdmissionClaims {
+                sale: sale.to_owned(),
+                ticket,
+                jti: uuid::Uuid::new_v4().simple().to_string(),
+                max_seats,
+                iat_ms: now,
+                exp_ms: now + ttl_ms,
+            })
+    }
+
     /// Reads an integer key (0 if missing).
     pub async fn redis_int(&self, key: &str) -> i64 {
         let mut conn = self.redis.clone();

@@ -1,0 +1,154 @@
+//! The waiting room's handling of bad input, against a real gateway and Redis.
+
+use std::time::Duration;
+
+use floodgate_contract::ws::{close, ServerMessage};
+use floodgate_tests::{unique, SaleSpec, TestApp};
+use futures::{SinkExt, StreamExt};
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn next_message(ws: &mut Socket) -> Message {
+    tokio::time::timeout(Duration::from_secs(10), ws.next())
+        .await
+        .expect("a frame in time")
+        .expect("socket open")
+        .expect("a frame")
+}
+
+/// Joins and reads the ticket message.
+async fn join(app: &TestApp, sale: &str) -> (Socket, u64) {
+    let (mut ws, _) = tokio_tungstenite::connect_async(app.ws_url(sale))
+        .await
+        .expect("joins");
+    match next_message(&mut ws).await {
+        Message::Text(t) => match serde_json::from_str(&t).unwrap() {
+            ServerMessage::Ticket { ticket, .. } => (ws, ticket),
+            other => panic!("expected a ticket, got {other:?}"),
+        },
+        other => panic!("expected text, got {other:?}"),
+    }
+}
+
+/// Reads until the server's close frame and returns its code.
+async fn close_code(ws: &mut Socket) -> u16 {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .expect("closed in time")
+        {
+            Some(Ok(Message::Close(Some(frame)))) => return u16::from(frame.code),
+            Some(Ok(Message::Close(None))) => panic!("closed without a code"),
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => panic!("socket error instead of a close frame: {e}"),
+            None => panic!("socket ended without a close frame"),
+        }
+    }
+}
+
+async fn pending_sale(app: &TestApp) -> String {
+    let sale = unique("room-");
+    // Opens far in the future: these clients stay queued for the whole test.
+    let spec = SaleSpec {
+        opens_in: Duration::from_secs(3600),
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    sale
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn joining_an_unknown_sale_or_without_websocket_is_a_json_error(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+
+    match tokio_tungstenite::connect_async(app.ws_url("no-such-sale")).await {
+        Err(WsError::Http(response)) => {
+            assert_eq!(response.status(), 404);
+            let body: serde_json::Value =
+                serde_json::from_slice(response.body().as_deref().unwrap()).unwrap();
+            assert_eq!(body["error"], "unknown_sale");
+        }
+        other => panic!("expected a 404, got {other:?}"),
+    }
+
+    let get = |path: String| {
+        let http = app.http.clone();
+        async move {
+            let res = http.get(path).send().await.unwrap();
+            (
+                res.status().as_u16(),
+                res.json::<serde_json::Value>().await.unwrap(),
+            )
+        }
+    };
+    let (status, body) = get(format!("http://{}/ws", app.gateway)).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("sale_missing"))
+    );
+    let sale = pending_sale(&app).await;
+    let (status, body) = get(format!("http://{}/ws?sale={sale}", app.gateway)).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (426, Some("websocket_required"))
+    );
+    let (status, body) = get(format!("http://{}/ws?sale=bad%7Bid%7D", app.gateway)).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (404, Some("unknown_sale"))
+    );
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn bad_frames_close_only_their_own_session(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = pending_sale(&app).await;
+
+    // A bystander who stays connected through all of it.
+    let (mut bystander, bystander_ticket) = join(&app, &sale).await;
+
+    let (mut ws, _) = join(&app, &sale).await;
+    ws.send(Message::Text("this is not json".into()))
+        .await
+        .unwrap();
+    assert_eq!(close_code(&mut ws).await, close::BAD_MESSAGE);
+
+    let (mut ws, _) = join(&app, &sale).await;
+    ws.send(Message::Text(r#"{"type":"book_me_now"}"#.into()))
+        .await
+        .unwrap();
+    assert_eq!(close_code(&mut ws).await, close::BAD_MESSAGE);
+
+    let (mut ws, _) = join(&app, &sale).await;
+    ws.send(Message::Binary(vec![0u8, 1, 2].into()))
+        .await
+        .unwrap();
+    assert_eq!(close_code(&mut ws).await, close::BAD_MESSAGE);
+
+    let (mut ws, _) = join(&app, &sale).await;
+    ws.send(Message::Text("x".repeat(64 * 1024).into()))
+        .await
+        .unwrap();
+    assert_eq!(close_code(&mut ws).await, close::MESSAGE_TOO_BIG);
+
+    // The bystander is still served: it answers a ping and still has its place.
+    bystander
+        .send(Message::Text(r#"{"type":"ping"}"#.into()))
+        .await
+        .unwrap();
+    loop {
+        let Message::Text(t) = next_message(&mut bystander).await else {
+            continue;
+        };
+        match serde_json::from_str(&t).unwrap() {
+            ServerMessage::Pong => break,
+            ServerMessage::Position { position, .. } => assert!(position <= bystander_ticket),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    // And newcomers still get tickets, after everyone before them.
+    let (_late, ticket) = join(&app, &sale).await;
+    assert_eq!(ticket, bystander_ticket + 5);
+}
