@@ -108,7 +108,8 @@ ensure_tansu() {
   else
     mkdir -p "$TANSU_DATA"
     # Tansu resolves a sqlite:// path against its working directory.
-    (cd "$TANSU_DATA" && nohup "$TANSU" broker \
+    (cd "$TANSU_DATA" || exit 1
+      nohup "$TANSU" broker \
         --listener-url "tcp://127.0.0.1:$KAFKA_PORT" \
         --advertised-listener-url "tcp://127.0.0.1:$KAFKA_PORT" \
         --storage-engine sqlite://tansu.db >"$FLOODGATE_HOME/tansu.log" 2>&1 &
@@ -127,7 +128,12 @@ ensure_tansu() {
 }
 
 stop_tansu() {
-  if [ -f "$FLOODGATE_HOME/tansu.pid" ] && kill "$(cat "$FLOODGATE_HOME/tansu.pid")" 2>/dev/null; then
+  local pid
+  pid=$(cat "$FLOODGATE_HOME/tansu.pid" 2>/dev/null || true)
+  if [ -n "$pid" ] && kill "$pid" 2>/dev/null; then
+    # Wait for it to go, so an `up` right after starts a fresh one instead of finding the port
+    # of a dying broker.
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     say "kafka: stopped Tansu"
   else
     say "kafka: no Tansu started by this script is running"

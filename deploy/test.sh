@@ -14,6 +14,10 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$FLOODGATE_HOME/target}
 # The server `#[sqlx::test]` creates a fresh database on for every test.
 export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 
+# A broker this run starts is stopped when it ends; one that was already running is left alone.
+if ! (exec 3<>/dev/tcp/127.0.0.1/9092) 2>/dev/null; then
+  trap 'deploy/stack.sh down' EXIT
+fi
 deploy/stack.sh up
 
 echo "[test] cargo fmt --check"

@@ -36,6 +36,9 @@ enum SaleCommand {
     /// Write a sale file (TOML) to the catalog; with --arm, arm it too.
     Create {
         file: PathBuf,
+        /// Override the file's sale id (rehearse the same file as many sales).
+        #[arg(long)]
+        id: Option<String>,
         /// Override the file's opens_at: open this many seconds from now (demos, rehearsals).
         #[arg(long)]
         opens_in_secs: Option<u64>,
@@ -94,6 +97,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Sale(SaleCommand::Create {
             file,
+            id,
             opens_in_secs,
             arm,
             stores,
@@ -102,6 +106,10 @@ async fn main() -> anyhow::Result<()> {
                 .with_context(|| format!("reading {}", file.display()))?;
             let mut sale =
                 SaleFile::parse(&text).with_context(|| format!("in {}", file.display()))?;
+            if let Some(id) = id {
+                floodgate_contract::ids::check_sale_id(&id)?;
+                sale.id = id;
+            }
             if let Some(secs) = opens_in_secs {
                 sale.opens_at =
                     time::OffsetDateTime::now_utc() + time::Duration::seconds(secs as i64);

@@ -14,8 +14,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use floodgate_contract::events::DEFAULT_RESERVATIONS_TOPIC;
+use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
+};
 use rdkafka::message::Message;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
@@ -42,6 +45,15 @@ pub struct Config {
         default_value = "floodgate-consumer"
     )]
     pub group: String,
+    /// Static group membership id (`group.instance.id`), stable across restarts and unique per
+    /// instance. A restarted instance takes its partitions straight back instead of waiting for
+    /// the broker to expire its previous incarnation; checked against Tansu, which otherwise
+    /// keeps a `kill -9`ed member in the group and assigns it partitions no one reads.
+    #[arg(long, env = "FLOODGATE_CONSUMER_INSTANCE_ID")]
+    pub instance_id: Option<String>,
+    /// librdkafka debug contexts (e.g. `cgrp,fetch`) for diagnosing the broker conversation.
+    #[arg(long, env = "FLOODGATE_KAFKA_DEBUG")]
+    pub kafka_debug: Option<String>,
 }
 
 /// How long to wait before retrying after PostgreSQL or the broker failed. Short enough to catch
@@ -51,14 +63,21 @@ const RETRY_DELAY: Duration = Duration::from_millis(500);
 /// Consumes until `shutdown` is cancelled, then commits the offsets of everything already
 /// written to the database.
 pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let consumer: StreamConsumer = ClientConfig::new()
+    let mut client = ClientConfig::new();
+    if let Some(id) = &config.instance_id {
+        client.set("group.instance.id", id);
+    }
+    if let Some(debug) = &config.kafka_debug {
+        client.set("debug", debug);
+    }
+    let consumer: StreamConsumer<GroupLog> = client
         .set("bootstrap.servers", &config.kafka_brokers)
         .set("group.id", &config.group)
         // Offsets are committed by hand, after the database commit, never on a timer.
         .set("enable.auto.commit", "false")
         // A new group starts from the beginning: every retained decision must reach the database.
         .set("auto.offset.reset", "earliest")
-        .create()
+        .create_with_context(GroupLog)
         .context("creating the Kafka consumer")?;
     consumer
         .subscribe(&[&config.reservations_topic])
@@ -109,7 +128,27 @@ pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> an
     commit_final(&consumer)
 }
 
-fn commit_final(consumer: &StreamConsumer) -> anyhow::Result<()> {
+/// Logs the partitions this instance is given and loses, so an operator can see the group
+/// spread over its members (and notice a group that never settles).
+struct GroupLog;
+
+impl ClientContext for GroupLog {}
+
+impl ConsumerContext for GroupLog {
+    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        match rebalance {
+            Rebalance::Assign(partitions) => {
+                tracing::info!(partitions = partitions.count(), "partitions assigned")
+            }
+            Rebalance::Revoke(partitions) => {
+                tracing::info!(partitions = partitions.count(), "partitions revoked")
+            }
+            Rebalance::Error(e) => tracing::warn!(error = %e, "rebalance failed"),
+        }
+    }
+}
+
+fn commit_final(consumer: &StreamConsumer<GroupLog>) -> anyhow::Result<()> {
     // Only offsets of events already committed to the database were ever stored.
     match consumer.commit_consumer_state(CommitMode::Sync) {
         Ok(()) => {}

@@ -189,6 +189,8 @@ impl TestApp {
             kafka_brokers: brokers,
             reservations_topic: topic.clone(),
             group: unique("floodgate-test-"),
+            instance_id: Some("consumer-1".into()),
+            kafka_debug: None,
         };
         let consumer_db = db.clone();
         let consumer_stop = shutdown.child_token();

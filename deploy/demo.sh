@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Runs the whole Floodgate stack on this machine with a demo sale, and prints where to look.
+# This is the README's run command. Ctrl-C stops the three services (Redis, PostgreSQL and the
+# Tansu broker keep running; `deploy/stack.sh down` stops the broker).
+#
+# Settings (environment): OPENS_IN (seconds until the demo sale opens, default 60),
+# FLOODGATE_GATEWAY_LISTEN (127.0.0.1:8080), FLOODGATE_BOOKING_LISTEN (127.0.0.1:8081).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+FLOODGATE_HOME=${FLOODGATE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/floodgate}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$FLOODGATE_HOME/target}
+export FLOODGATE_DATABASE_URL=${FLOODGATE_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/floodgate}
+export FLOODGATE_GATEWAY_LISTEN=${FLOODGATE_GATEWAY_LISTEN:-127.0.0.1:8080}
+export FLOODGATE_BOOKING_LISTEN=${FLOODGATE_BOOKING_LISTEN:-127.0.0.1:8081}
+# A stable id per consumer instance lets a restarted consumer take its partitions straight back.
+export FLOODGATE_CONSUMER_INSTANCE_ID=${FLOODGATE_CONSUMER_INSTANCE_ID:-demo-consumer-1}
+export FLOODGATE_STATIC_DIR=${FLOODGATE_STATIC_DIR:-$PWD/static}
+OPENS_IN=${OPENS_IN:-60}
+LOGS="$FLOODGATE_HOME/logs"
+mkdir -p "$LOGS"
+
+say() { printf '\033[1m[demo]\033[0m %s\n' "$*"; }
+
+deploy/stack.sh up
+
+say "building the services (the first build takes a few minutes)"
+cargo build --locked -q -p floodgate-gateway -p floodgate-booking -p floodgate-consumer
+BIN="$CARGO_TARGET_DIR/debug"
+
+# One token key pair per machine, kept between runs: gateways sign with the private half,
+# the booking service verifies with the public half.
+KEYS="$FLOODGATE_HOME/demo-keys.env"
+if [ ! -f "$KEYS" ]; then
+  "$BIN/floodgate-gateway" keygen --kid "demo-$(date +%Y%m%d)" >"$KEYS"
+  chmod 600 "$KEYS"
+fi
+set -a
+# shellcheck disable=SC1090
+. "$KEYS"
+set +a
+
+"$BIN/floodgate-booking" migrate
+SALE="tatkal-demo-$(date +%Y%m%d-%H%M%S)"
+"$BIN/floodgate-booking" sale create deploy/sales/demo.toml --id "$SALE" --opens-in-secs "$OPENS_IN" --arm
+
+PIDS=()
+cleanup() {
+  trap - INT TERM EXIT
+  say "stopping services"
+  kill "${PIDS[@]}" 2>/dev/null || true
+  wait "${PIDS[@]}" 2>/dev/null || true
+}
+trap cleanup INT TERM EXIT
+
+"$BIN/floodgate-consumer" >"$LOGS/consumer.log" 2>&1 & PIDS+=($!)
+"$BIN/floodgate-booking" serve >"$LOGS/booking.log" 2>&1 & PIDS+=($!)
+"$BIN/floodgate-gateway" serve >"$LOGS/gateway.log" 2>&1 & PIDS+=($!)
+
+for addr in "$FLOODGATE_GATEWAY_LISTEN" "$FLOODGATE_BOOKING_LISTEN"; do
+  for _ in $(seq 1 100); do
+    curl -fsS "http://$addr/healthz" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  curl -fsS "http://$addr/healthz" >/dev/null || { say "a service did not start; see $LOGS"; exit 1; }
+done
+
+cat <<TXT
+
+  Floodgate is running. The demo sale $SALE opens in $OPENS_IN seconds.
+
+  Waiting room (open in a browser, in several tabs to see the queue):
+      http://$FLOODGATE_GATEWAY_LISTEN/?sale=$SALE&api=http://$FLOODGATE_BOOKING_LISTEN
+  The sale's live figures:
+      http://$FLOODGATE_GATEWAY_LISTEN/v1/sales/$SALE
+  Booking API:
+      POST http://$FLOODGATE_BOOKING_LISTEN/v1/sales/$SALE/reservations
+  Bookings as they land in PostgreSQL:
+      psql postgres://postgres@127.0.0.1:5432/floodgate -c "select reservation_id, pool_id, seats, status from bookings where sale_id = '$SALE'"
+  Logs:
+      $LOGS/{gateway,booking,consumer}.log
+
+  Ctrl-C stops the services.
+TXT
+
+wait -n "${PIDS[@]}"
+say "a service exited; see $LOGS"
