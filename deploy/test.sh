@@ -3,7 +3,7 @@
 # first. This is the README's test command and exactly what CI runs.
 #
 #   deploy/test.sh                 formatting, lints, then every test
-#   deploy/test.sh -- <filter>     extra arguments after -- go to `cargo test`
+#   deploy/test.sh -- <filter>     extra arguments after -- go to `cargo nextest run`
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +24,12 @@ echo "[test] cargo fmt --check"
 cargo fmt --all -- --check
 echo "[test] cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
-echo "[test] cargo test"
+# nextest runs every test in its own process (no shared global state between tests) and ends
+# with one summary line. This machine kind ships it; elsewhere it is installed once.
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "[test] installing cargo-nextest"
+  cargo install cargo-nextest --locked
+fi
+echo "[test] cargo nextest run"
 if [ "${1:-}" = "--" ]; then shift; fi
-cargo test --workspace --locked "$@"
+cargo nextest run --workspace --locked --no-fail-fast "$@"
