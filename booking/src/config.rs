@@ -1,6 +1,6 @@
 //! Settings of the booking service, from flags or `FLOODGATE_*` environment variables.
 
-use floodgate_contract::events::DEFAULT_RESERVATIONS_TOPIC;
+use floodgate_contract::runtime::{KafkaArgs, RedisArgs};
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct Config {
@@ -11,26 +11,10 @@ pub struct Config {
         default_value = "127.0.0.1:8081"
     )]
     pub listen: String,
-    /// Redis holding the inventory and the waiting rooms.
-    #[arg(
-        long,
-        env = "FLOODGATE_REDIS_URL",
-        default_value = "redis://127.0.0.1:6379"
-    )]
-    pub redis_url: String,
-    /// Prefix of every Redis key (several deployments or tests can share one Redis).
-    #[arg(long, env = "FLOODGATE_REDIS_PREFIX", default_value = "fg:")]
-    pub redis_prefix: String,
-    /// Kafka bootstrap servers.
-    #[arg(
-        long,
-        env = "FLOODGATE_KAFKA_BROKERS",
-        default_value = "127.0.0.1:9092"
-    )]
-    pub kafka_brokers: String,
-    /// Topic of reservation events.
-    #[arg(long, env = "FLOODGATE_RESERVATIONS_TOPIC", default_value = DEFAULT_RESERVATIONS_TOPIC)]
-    pub reservations_topic: String,
+    #[command(flatten)]
+    pub redis: RedisArgs,
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
     /// How long a reservation may wait for the broker's ack before the client gets 503.
     /// Five seconds covers a broker leader change; a client retrying after that still holds a
     /// valid token.

@@ -25,7 +25,6 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::{header, HeaderName, Method};
 use axum::routing::{get, post};
 use axum::Router;
-use floodgate_contract::keys::Keys;
 use floodgate_contract::token::TokenVerifier;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -56,18 +55,19 @@ impl AppState {
         use anyhow::Context as _;
         let verifier = TokenVerifier::from_list(&config.token_public_keys)
             .context("FLOODGATE_TOKEN_PUBLIC_KEYS is not a valid key list")?;
-        let redis = floodgate_contract::runtime::connect_redis(&config.redis_url)
+        let keys = config.redis.keys().map_err(anyhow::Error::msg)?;
+        let redis = floodgate_contract::runtime::connect_redis(&config.redis.redis_url)
             .await
             .context("connecting to Redis")?;
         let publisher = Publisher::new(
-            &config.kafka_brokers,
-            &config.reservations_topic,
+            &config.kafka.kafka_brokers,
+            &config.kafka.reservations_topic,
             Duration::from_millis(config.delivery_timeout_ms),
             config.linger_ms,
         )
         .context("creating the Kafka producer")?;
         Ok(Self {
-            gatekeeper: Gatekeeper::new(redis, Keys::new(&config.redis_prefix)),
+            gatekeeper: Gatekeeper::new(redis, keys),
             verifier: Arc::new(verifier),
             publisher,
         })

@@ -6,8 +6,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use floodgate_booking::catalog::{self, SaleFile};
 use floodgate_booking::{AppState, Config};
-use floodgate_contract::keys::{check_prefix, Keys};
-use floodgate_contract::runtime;
+use floodgate_contract::runtime::{self, RedisArgs};
 use sqlx::postgres::PgPoolOptions;
 
 #[derive(Parser)]
@@ -71,14 +70,8 @@ struct DbArgs {
 struct StoreArgs {
     #[command(flatten)]
     db: DbArgs,
-    #[arg(
-        long,
-        env = "FLOODGATE_REDIS_URL",
-        default_value = "redis://127.0.0.1:6379"
-    )]
-    redis_url: String,
-    #[arg(long, env = "FLOODGATE_REDIS_PREFIX", default_value = "fg:")]
-    redis_prefix: String,
+    #[command(flatten)]
+    redis: RedisArgs,
 }
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
@@ -135,10 +128,6 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        check_prefix(&config.redis_prefix),
-        "FLOODGATE_REDIS_PREFIX must not contain braces"
-    );
     let state = AppState::connect(&config).await?;
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
@@ -157,14 +146,11 @@ async fn connect_db(db: &DbArgs) -> anyhow::Result<sqlx::PgPool> {
 }
 
 async fn arm_sale(db: &sqlx::PgPool, stores: &StoreArgs, sale: &str) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        check_prefix(&stores.redis_prefix),
-        "FLOODGATE_REDIS_PREFIX must not contain braces"
-    );
-    let redis = runtime::connect_redis(&stores.redis_url)
+    let keys = stores.redis.keys().map_err(anyhow::Error::msg)?;
+    let redis = runtime::connect_redis(&stores.redis.redis_url)
         .await
         .context("connecting to Redis")?;
-    let report = catalog::arm_sale(db, &redis, &Keys::new(&stores.redis_prefix), sale).await?;
+    let report = catalog::arm_sale(db, &redis, &keys, sale).await?;
     for (pool, capacity) in &report.pools {
         println!("armed pool {pool}: {capacity} seats");
     }

@@ -13,7 +13,7 @@ pub mod store;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use floodgate_contract::events::DEFAULT_RESERVATIONS_TOPIC;
+use floodgate_contract::runtime::KafkaArgs;
 use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{
@@ -28,16 +28,8 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct Config {
-    /// Kafka bootstrap servers.
-    #[arg(
-        long,
-        env = "FLOODGATE_KAFKA_BROKERS",
-        default_value = "127.0.0.1:9092"
-    )]
-    pub kafka_brokers: String,
-    /// Topic of reservation events.
-    #[arg(long, env = "FLOODGATE_RESERVATIONS_TOPIC", default_value = DEFAULT_RESERVATIONS_TOPIC)]
-    pub reservations_topic: String,
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
     /// Consumer group; instances in one group share the topic's partitions.
     #[arg(
         long,
@@ -71,7 +63,7 @@ pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> an
         client.set("debug", debug);
     }
     let consumer: StreamConsumer<GroupLog> = client
-        .set("bootstrap.servers", &config.kafka_brokers)
+        .set("bootstrap.servers", &config.kafka.kafka_brokers)
         .set("group.id", &config.group)
         // Offsets are committed by hand, after the database commit, never on a timer.
         .set("enable.auto.commit", "false")
@@ -80,9 +72,9 @@ pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> an
         .create_with_context(GroupLog)
         .context("creating the Kafka consumer")?;
     consumer
-        .subscribe(&[&config.reservations_topic])
+        .subscribe(&[&config.kafka.reservations_topic])
         .context("subscribing to the reservations topic")?;
-    tracing::info!(topic = %config.reservations_topic, group = %config.group, "consumer started");
+    tracing::info!(topic = %config.kafka.reservations_topic, group = %config.group, "consumer started");
 
     loop {
         let message = tokio::select! {

@@ -60,3 +60,44 @@ pub async fn connect_redis(url: &str) -> Result<ConnectionManager, redis::RedisE
         .set_max_delay(500);
     ConnectionManager::new_with_config(client, config).await
 }
+
+/// Where Redis is, for every service that uses it.
+#[derive(Clone, Debug, clap::Args)]
+pub struct RedisArgs {
+    /// Redis holding the waiting rooms and the inventory.
+    #[arg(
+        long,
+        env = "FLOODGATE_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379"
+    )]
+    pub redis_url: String,
+    /// Prefix of every Redis key (several deployments or tests can share one Redis). No braces.
+    #[arg(long, env = "FLOODGATE_REDIS_PREFIX", default_value = "fg:")]
+    pub redis_prefix: String,
+}
+
+impl RedisArgs {
+    /// The key builder for this prefix, refusing a prefix that would break the hash tags.
+    pub fn keys(&self) -> Result<crate::keys::Keys, String> {
+        if crate::keys::check_prefix(&self.redis_prefix) {
+            Ok(crate::keys::Keys::new(&self.redis_prefix))
+        } else {
+            Err("FLOODGATE_REDIS_PREFIX must be at most 32 bytes and contain no braces".into())
+        }
+    }
+}
+
+/// Where Kafka is and which topic carries reservation events.
+#[derive(Clone, Debug, clap::Args)]
+pub struct KafkaArgs {
+    /// Kafka bootstrap servers.
+    #[arg(
+        long,
+        env = "FLOODGATE_KAFKA_BROKERS",
+        default_value = "127.0.0.1:9092"
+    )]
+    pub kafka_brokers: String,
+    /// Topic of reservation events.
+    #[arg(long, env = "FLOODGATE_RESERVATIONS_TOPIC", default_value = crate::events::DEFAULT_RESERVATIONS_TOPIC)]
+    pub reservations_topic: String,
+}

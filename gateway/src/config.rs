@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use floodgate_contract::runtime::RedisArgs;
 use secrecy::SecretString;
 
 #[derive(Clone, Debug, clap::Args)]
@@ -13,16 +14,8 @@ pub struct Config {
         default_value = "127.0.0.1:8080"
     )]
     pub listen: String,
-    /// Redis holding the waiting rooms and the inventory.
-    #[arg(
-        long,
-        env = "FLOODGATE_REDIS_URL",
-        default_value = "redis://127.0.0.1:6379"
-    )]
-    pub redis_url: String,
-    /// Prefix of every Redis key.
-    #[arg(long, env = "FLOODGATE_REDIS_PREFIX", default_value = "fg:")]
-    pub redis_prefix: String,
+    #[command(flatten)]
+    pub redis: RedisArgs,
     /// Key id of the signing key, written into every admission token's header.
     #[arg(long, env = "FLOODGATE_TOKEN_KEY_ID")]
     pub token_key_id: String,

@@ -27,7 +27,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use dashmap::DashMap;
 use floodgate_contract::ids::check_sale_id;
-use floodgate_contract::keys::{check_prefix, Keys};
+use floodgate_contract::keys::Keys;
 use floodgate_contract::token::TokenSigner;
 use floodgate_contract::ws::MAX_CLIENT_MESSAGE;
 use redis::aio::ConnectionManager;
@@ -70,10 +70,7 @@ pub struct AppState {
 impl AppState {
     /// Validates `config` and connects to Redis.
     pub async fn connect(config: Config, shutdown: CancellationToken) -> anyhow::Result<Self> {
-        anyhow::ensure!(
-            check_prefix(&config.redis_prefix),
-            "FLOODGATE_REDIS_PREFIX must not contain braces"
-        );
+        let keys = config.redis.keys().map_err(anyhow::Error::msg)?;
         anyhow::ensure!(
             config.tick_ms > 0 && config.lease_ms >= 5 * config.tick_ms,
             "the lease must be at least five ticks long"
@@ -83,7 +80,7 @@ impl AppState {
             config.token_signing_key.expose_secret(),
         )
         .context("FLOODGATE_TOKEN_SIGNING_KEY is not a base64url 32-byte seed")?;
-        let redis = floodgate_contract::runtime::connect_redis(&config.redis_url)
+        let redis = floodgate_contract::runtime::connect_redis(&config.redis.redis_url)
             .await
             .context("connecting to Redis")?;
         let instance_id = config
@@ -92,7 +89,7 @@ impl AppState {
             .unwrap_or_else(|| format!("gw-{}", uuid::Uuid::new_v4().simple()));
         Ok(Self {
             redis,
-            keys: Keys::new(&config.redis_prefix),
+            keys,
             scripts: Scripts::default(),
             signer: Arc::new(signer),
             rooms: Arc::new(DashMap::new()),

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use floodgate_booking::catalog::{self, ClassDef, PoolDef, SaleFile, TrainDef};
 use floodgate_contract::keys::Keys;
+use floodgate_contract::runtime::{KafkaArgs, RedisArgs};
 use floodgate_contract::token::TokenSigner;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -146,8 +147,10 @@ impl TestApp {
 
         let gateway_config = floodgate_gateway::Config {
             listen: "127.0.0.1:0".into(),
-            redis_url: redis_url(),
-            redis_prefix: prefix.clone(),
+            redis: RedisArgs {
+                redis_url: redis_url(),
+                redis_prefix: prefix.clone(),
+            },
             token_key_id: signer.kid().to_owned(),
             token_signing_key: signer.seed_base64().into(),
             tick_ms: 50,
@@ -166,10 +169,14 @@ impl TestApp {
 
         let booking_config = floodgate_booking::Config {
             listen: "127.0.0.1:0".into(),
-            redis_url: redis_url(),
-            redis_prefix: prefix.clone(),
-            kafka_brokers: brokers.clone(),
-            reservations_topic: topic.clone(),
+            redis: RedisArgs {
+                redis_url: redis_url(),
+                redis_prefix: prefix.clone(),
+            },
+            kafka: KafkaArgs {
+                kafka_brokers: brokers.clone(),
+                reservations_topic: topic.clone(),
+            },
             delivery_timeout_ms: 10_000,
             linger_ms: 0,
             token_public_keys: format!("{}={}", signer.kid(), signer.public_base64()),
@@ -186,8 +193,10 @@ impl TestApp {
         ));
 
         let consumer_config = floodgate_consumer::Config {
-            kafka_brokers: brokers,
-            reservations_topic: topic.clone(),
+            kafka: KafkaArgs {
+                kafka_brokers: brokers,
+                reservations_topic: topic.clone(),
+            },
             group: unique("floodgate-test-"),
             instance_id: Some("consumer-1".into()),
             kafka_debug: None,
