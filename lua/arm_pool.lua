@@ -3,6 +3,7 @@
 -- KEYS[1] pool cfg hash     KEYS[2] available   KEYS[3] held   KEYS[4] sold
 -- KEYS[5] holds hash        KEYS[6] expiries zset
 -- ARGV[1] capacity (seats)  ARGV[2] hold TTL (ms)   ARGV[3] the sale's opens_at (Unix ms)
+-- ARGV[4] sale id   ARGV[5] pool id   ARGV[6] fare per seat (minor units)   ARGV[7] currency
 --
 -- Returns one of:
 --   {"armed"}           counters set: available = capacity, held = sold = 0
@@ -24,7 +25,10 @@ if now >= opens then
   return {'opened', tostring(opens)}
 end
 
-redis.call('HSET', KEYS[1], 'capacity', ARGV[1], 'hold_ttl_ms', ARGV[2], 'opens_at_ms', ARGV[3])
+-- `armed` is the marker that the counters below were written together with this config: a
+-- pool whose counters are gone while the sale lists it has lost its state and is refused.
+redis.call('HSET', KEYS[1], 'capacity', ARGV[1], 'hold_ttl_ms', ARGV[2], 'opens_at_ms', ARGV[3],
+  'sale', ARGV[4], 'pool', ARGV[5], 'fare_minor', ARGV[6], 'currency', ARGV[7], 'armed', '1')
 redis.call('SET', KEYS[2], ARGV[1])
 redis.call('SET', KEYS[3], 0)
 redis.call('SET', KEYS[4], 0)

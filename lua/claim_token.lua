@@ -2,6 +2,7 @@
 --
 -- KEYS[1] sale meta hash   KEYS[2] the token's use record (hash)
 -- ARGV[1] Idempotency-Key   ARGV[2] request fingerprint (pool and seats)   ARGV[3] record TTL (ms)
+-- ARGV[4] the pool asked for
 --
 -- Returns one of:
 --   "claimed"        first use: the token is now bound to this Idempotency-Key and request
@@ -9,12 +10,17 @@
 --   "spent"          the token was already used with another Idempotency-Key
 --   "mismatch"       the same Idempotency-Key with a different request (pool or seats)
 --   "unknown_sale"   the sale is not armed
+--   "unknown_pool"   the sale has no such pool (nothing changed)
 --
 -- A refusal in the pool step (sold out, unknown pool) gives the claim back with release_claim,
 -- so the token can still be used for another pool. If the process dies between the two steps,
 -- the claim stays; a retry with the same Idempotency-Key ("retry") completes the reservation.
-if redis.call('EXISTS', KEYS[1]) == 0 then
+local pools = redis.call('HGET', KEYS[1], 'pools')
+if not pools then
   return 'unknown_sale'
+end
+if not string.find(',' .. pools .. ',', ',' .. ARGV[4] .. ',', 1, true) then
+  return 'unknown_pool'
 end
 local current = redis.call('HMGET', KEYS[2], 'idem', 'fp')
 if not current[1] then

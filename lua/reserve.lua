@@ -1,31 +1,39 @@
 -- reserve: the pool step of a reservation: check stock, take seats, record a hold. Idempotent.
 --
--- KEYS[1] pool cfg hash   KEYS[2] available   KEYS[3] held   KEYS[4] holds hash
--- KEYS[5] expiries zset   KEYS[6] the token's reservation record in this pool (hash)
+-- KEYS: see lib.lua; KEYS[8] is the new reservation's record, KEYS[9] the token's pointer in
+-- this pool (hash: the reservation it made, with its key and answer).
 -- ARGV[1] token id (jti)   ARGV[2] Idempotency-Key   ARGV[3] seats
--- ARGV[4] new reservation id   ARGV[5] new reservation secret   ARGV[6] ticket
+-- ARGV[4] new reservation id (names KEYS[8])   ARGV[5] new secret   ARGV[6] ticket
 --
 -- Returns a flat array of strings, first the outcome:
---   {"reserved", id, secret, seats, hold_expires_at_ms, reserved_at_ms}  seats taken now
---   {"replay",   id, secret, seats, hold_expires_at_ms, reserved_at_ms}  this key's earlier result
---   {"sold_out", available}          fewer seats than asked are left (nothing changed)
---   {"spent"}                        this token reserved here under another Idempotency-Key
---   {"not_armed"}                    the pool's config or counter is missing (nothing changed)
+--   {"reserved", id, secret, seats, hold_expires_at_ms, reserved_at_ms, outbox entry, event}
+--       a new hold; `event` is the SeatReserved envelope (JSON) just written to the outbox
+--   {"replay", id, secret, seats, hold_expires_at_ms, reserved_at_ms, outbox entry, event}
+--       this key's earlier answer; `event` is "" once the outbox entry is gone, which happens
+--       only after the broker acknowledged it
+--   {"sold_out", available}   fewer seats left than asked (nothing changed)
+--   {"spent"}                 this token reserved here under another Idempotency-Key
+--   {"not_armed"}             the pool's config or counter is missing: its state was lost or it
+--                             was never armed (nothing changed; never read as zero)
 --
--- A missing counter is refused, never read as zero or nil arithmetic: it means the pool was
--- never armed or its Redis state was lost, and selling from it could sell a seat twice.
--- The replay check comes first so a retry gets its original answer even after a sell-out.
-local rec = redis.call('HMGET', KEYS[6], 'id', 'idem', 'secret', 'seats', 'expires_ms', 'at_ms')
-if rec[1] then
-  if rec[2] ~= ARGV[2] then
+-- The replay check comes first, so a retry gets its original answer even after a sell-out. An
+-- aborted reservation (abort.lua) removes the pointer, so a retry after a 503 reserves afresh.
+local prior = redis.call('HMGET', K.extra, 'id', 'idem', 'secret', 'seats', 'expires_ms', 'at_ms', 'entry')
+if prior[1] then
+  if prior[2] ~= ARGV[2] then
     return {'spent'}
   end
-  return {'replay', rec[1], rec[3], rec[4], rec[5], rec[6]}
+  local pending = redis.call('XRANGE', K.outbox, prior[7], prior[7])
+  local event = ''
+  if #pending > 0 then
+    event = pending[1][2][2]
+  end
+  return {'replay', prior[1], prior[3], prior[4], prior[5], prior[6], prior[7], event}
 end
 
-local ttl = tonumber(redis.call('HGET', KEYS[1], 'hold_ttl_ms'))
-local available = tonumber(redis.call('GET', KEYS[2]))
-if not ttl or not available then
+local cfg = load(K.cfg)
+local available = tonumber(redis.call('GET', K.avail))
+if not cfg or cfg.armed ~= '1' or not available then
   return {'not_armed'}
 end
 local seats = tonumber(ARGV[3])
@@ -33,13 +41,20 @@ if available < seats then
   return {'sold_out', tostring(available)}
 end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local expires = now + ttl
-redis.call('DECRBY', KEYS[2], seats)
-redis.call('INCRBY', KEYS[3], seats)
-redis.call('HSET', KEYS[4], ARGV[4], ARGV[1])
-redis.call('ZADD', KEYS[5], expires, ARGV[4])
-redis.call('HSET', KEYS[6], 'id', ARGV[4], 'idem', ARGV[2], 'secret', ARGV[5], 'seats', ARGV[3],
-  'expires_ms', tostring(expires), 'at_ms', tostring(now), 'ticket', ARGV[6], 'state', 'held')
-return {'reserved', ARGV[4], ARGV[5], ARGV[3], tostring(expires), tostring(now)}
+local now = now_ms()
+local rec = {
+  id = ARGV[4], jti = ARGV[1], idem = ARGV[2], secret = ARGV[5], seats = ARGV[3],
+  ticket = ARGV[6], expires_ms = tostring(now + tonumber(cfg.hold_ttl_ms)), at_ms = tostring(now),
+  state = 'held',
+}
+redis.call('DECRBY', K.avail, seats)
+redis.call('INCRBY', K.held, seats)
+redis.call('HSET', K.holds, rec.id, rec.seats)
+redis.call('ZADD', K.expiries, rec.expires_ms, rec.id)
+redis.call('HSET', K.rsv, 'id', rec.id, 'jti', rec.jti, 'idem', rec.idem, 'secret', rec.secret,
+  'seats', rec.seats, 'ticket', rec.ticket, 'expires_ms', rec.expires_ms, 'at_ms', rec.at_ms,
+  'state', rec.state)
+local entry, event = emit(cfg, 'SeatReserved', 'reserved', now, rec)
+redis.call('HSET', K.extra, 'id', rec.id, 'idem', rec.idem, 'secret', rec.secret,
+  'seats', rec.seats, 'expires_ms', rec.expires_ms, 'at_ms', rec.at_ms, 'entry', entry)
+return {'reserved', rec.id, rec.secret, rec.seats, rec.expires_ms, rec.at_ms, entry, event}

@@ -7,15 +7,15 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::Json;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine as _;
-use floodgate_contract::events::{Envelope, Event, SeatReserved};
-use floodgate_contract::ids::{check_pool_id, check_sale_id};
+use floodgate_contract::ids::{check_pool_id, check_sale_id, reservation_id, reservation_pool};
 use floodgate_contract::now_millis;
 use floodgate_contract::token::AdmissionClaims;
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
-use crate::gatekeeper::{Hold, ReserveRequest};
+use crate::gatekeeper::{ReserveError, ReserveRequest, StoredReservation};
+use crate::payments::CreatePayment;
 use crate::AppState;
 
 /// The longest `Idempotency-Key` accepted. A UUID is 36 characters; 128 leaves room for any
@@ -72,7 +72,8 @@ pub async fn create_reservation(
         ));
     }
 
-    let hold = state
+    let new_id = reservation_id(&request.pool, &uuid::Uuid::now_v7().simple().to_string());
+    let reserved = state
         .gatekeeper
         .reserve(
             &ReserveRequest {
@@ -81,18 +82,59 @@ pub async fn create_reservation(
                 seats: request.seats,
                 idempotency_key,
             },
-            &new_reservation_id(),
+            &new_id,
             &new_secret(),
         )
-        .await?;
+        .await;
+    let hold = match reserved {
+        Ok(hold) => hold,
+        Err(ReserveError::UnknownSale) => return Err(unknown_or_lost_sale(&state, &sale).await),
+        Err(e) => return Err(e.into()),
+    };
 
-    // Published on the first answer and again on every replay: the earlier attempt may have
-    // failed to reach the broker, and a 2xx must never stand on an unacknowledged event. The
-    // event id is derived from the reservation, so the consumer sees one decision, not two.
-    state
-        .publisher
-        .publish(&seat_reserved(&claims, &request.pool, &hold))
-        .await?;
+    // The SeatReserved event is in the pool's outbox already (same script as the hold). A 2xx
+    // must stand on it being acknowledged by the broker, so publish it now, also on a replay
+    // whose earlier attempt may have failed; the relay would get there too, but later.
+    if let Some(event) = &hold.pending_event {
+        let published = tokio::time::timeout(
+            state.delivery_timeout,
+            state.publisher.publish(&sale, &request.pool, event),
+        )
+        .await;
+        match published {
+            Ok(Ok(())) => {
+                // Acked: the relay need not send it again. A lost XDEL only means a duplicate
+                // the consumer absorbs.
+                if let Err(e) = state
+                    .gatekeeper
+                    .ack_outbox(&sale, &request.pool, &hold.outbox_entry)
+                    .await
+                {
+                    tracing::warn!(error = %e, "acked outbox entry not removed");
+                }
+            }
+            Ok(Err(e)) => {
+                return Err(abort(
+                    &state,
+                    &claims,
+                    &request.pool,
+                    &hold.reservation_id,
+                    e.to_string(),
+                )
+                .await)
+            }
+            Err(_) => {
+                return Err(abort(
+                    &state,
+                    &claims,
+                    &request.pool,
+                    &hold.reservation_id,
+                    "timed out".into(),
+                )
+                .await)
+            }
+        }
+    }
 
     Ok((
         StatusCode::CREATED,
@@ -109,20 +151,53 @@ pub async fn create_reservation(
     ))
 }
 
-fn seat_reserved(claims: &AdmissionClaims, pool: &str, hold: &Hold) -> Envelope {
-    Envelope::new(
-        format!("{}.reserved", hold.reservation_id),
-        hold.reserved_at_ms,
-        &claims.sale,
-        pool,
-        Event::SeatReserved(SeatReserved {
-            reservation_id: hold.reservation_id.clone(),
-            token_id: claims.jti.clone(),
-            ticket: claims.ticket,
-            seats: hold.seats,
-            hold_expires_at_ms: hold.hold_expires_at_ms,
-        }),
+/// Takes the hold back after its event could not be made durable, and tells the client 503.
+/// The outbox then holds SeatReserved followed by ReservationAborted, so downstream a late
+/// SeatReserved is always cancelled. If Redis is unreachable too, the hold stays and the relay
+/// publishes SeatReserved later: the client's retry with the same key then gets its 201.
+async fn abort(
+    state: &AppState,
+    claims: &AdmissionClaims,
+    pool: &str,
+    reservation_id: &str,
+    cause: String,
+) -> ApiError {
+    tracing::warn!(%cause, %reservation_id, "SeatReserved not acknowledged; aborting the hold");
+    if let Err(e) = state
+        .gatekeeper
+        .abort(&claims.sale, pool, &claims.jti, reservation_id)
+        .await
+    {
+        tracing::error!(error = %e, %reservation_id, "hold not aborted; the relay will publish it");
+    }
+    ApiError::Unavailable(
+        "broker_unavailable",
+        "the reservation could not be made durable and was not kept; retry with the same Idempotency-Key".into(),
     )
+}
+
+/// The sale is unknown to Redis. If the catalog says it was armed, Redis lost it: that is an
+/// outage (503), not a client error.
+async fn unknown_or_lost_sale(state: &AppState, sale: &str) -> ApiError {
+    let armed: Result<Option<bool>, _> =
+        sqlx::query_scalar("select armed_at is not null from sales where id = $1")
+            .bind(sale)
+            .fetch_optional(&state.db)
+            .await;
+    match armed {
+        Ok(Some(true)) => {
+            tracing::error!(%sale, "armed sale missing from Redis: its state was lost");
+            ApiError::Unavailable(
+                "sale_unavailable",
+                "this sale is temporarily unavailable; retry shortly".into(),
+            )
+        }
+        Ok(_) => not_found_sale(),
+        Err(e) => {
+            tracing::warn!(error = %e, "catalog unreachable");
+            ApiError::Unavailable("catalog_unavailable", "retry shortly".into())
+        }
+    }
 }
 
 fn not_found_sale() -> ApiError {
@@ -208,10 +283,6 @@ fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<ReservationRequest,
     })
 }
 
-fn new_reservation_id() -> String {
-    format!("r_{}", uuid::Uuid::now_v7().simple())
-}
-
 /// 256 random bits: guessing a reservation's secret is not a practical attack.
 fn new_secret() -> String {
     let mut bytes = [0u8; 32];
@@ -227,4 +298,164 @@ pub async fn health() -> Json<serde_json::Value> {
 /// Any route not defined: a JSON 404 like every other error.
 pub async fn not_found() -> ApiError {
     ApiError::NotFound("not_found", "no such endpoint".into())
+}
+
+/// `GET /v1/sales/{sale}/reservations/{id}`: a reservation's state, for whoever holds its secret.
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ReservationView {
+    pub reservation_id: String,
+    pub sale: String,
+    pub pool: String,
+    pub seats: u32,
+    /// `held`, `confirmed`, `cancelled` (payment failed), `expired`, or `aborted`.
+    pub status: String,
+    pub reserved_at_ms: i64,
+    pub hold_expires_at_ms: i64,
+    /// Price of the whole reservation, in the currency's minor unit.
+    pub amount_minor: i64,
+    pub currency: String,
+    /// The payment that bought the seats, once confirmed.
+    pub payment_id: Option<String>,
+    /// Refunds of payments that arrived when the hold was no longer live.
+    pub refunds: Vec<RefundView>,
+}
+
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RefundView {
+    pub payment_id: String,
+    /// `pending`, `succeeded` or `failed`.
+    pub status: String,
+}
+
+impl ReservationView {
+    fn new(sale: &str, pool: &str, r: StoredReservation) -> Self {
+        let status = match r.state.as_str() {
+            "sold" => "confirmed",
+            "released" => "cancelled",
+            other => other,
+        };
+        Self {
+            status: status.to_owned(),
+            reservation_id: r.id,
+            sale: sale.to_owned(),
+            pool: pool.to_owned(),
+            seats: r.seats,
+            reserved_at_ms: r.reserved_at_ms,
+            hold_expires_at_ms: r.hold_expires_at_ms,
+            amount_minor: r.fare_minor * i64::from(r.seats),
+            currency: r.currency,
+            payment_id: r.payment_id,
+            refunds: r
+                .refunds
+                .into_iter()
+                .map(|(payment_id, status)| RefundView { payment_id, status })
+                .collect(),
+        }
+    }
+}
+
+/// Finds a reservation and checks its secret. Unknown ids and wrong secrets get the same 404,
+/// so the API never confirms that someone else's reservation exists.
+async fn authorized_reservation(
+    state: &AppState,
+    sale: &str,
+    id: &str,
+    headers: &HeaderMap,
+) -> Result<(String, StoredReservation), ApiError> {
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, secret)| secret.trim())
+        .ok_or_else(|| {
+            ApiError::Unauthorized(
+                "secret_missing",
+                "present the reservation's secret: Authorization: Bearer <secret>".into(),
+            )
+        })?;
+    let not_found = || ApiError::NotFound("unknown_reservation", "no such reservation".into());
+    check_sale_id(sale).map_err(|_| not_found())?;
+    let pool = reservation_pool(id).ok_or_else(not_found)?.to_owned();
+    let stored = state
+        .gatekeeper
+        .reservation(sale, &pool, id)
+        .await
+        .map_err(ReserveError::from)?
+        .ok_or_else(not_found)?;
+    if !constant_time_eq(presented.as_bytes(), stored.secret.as_bytes()) {
+        return Err(not_found());
+    }
+    Ok((pool, stored))
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// `GET /v1/sales/{sale}/reservations/{id}` with `Authorization: Bearer <secret>`.
+#[tracing::instrument(skip_all, fields(%sale, %id))]
+pub async fn get_reservation(
+    State(state): State<AppState>,
+    Path((sale, id)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Json<ReservationView>, ApiError> {
+    let (pool, stored) = authorized_reservation(&state, &sale, &id, &headers).await?;
+    Ok(Json(ReservationView::new(&sale, &pool, stored)))
+}
+
+/// `POST /v1/sales/{sale}/reservations/{id}/payment` with `Authorization: Bearer <secret>`:
+/// starts paying for a held reservation. Answers 202 with the provider's checkout URL; the
+/// outcome arrives later by webhook, and `GET` on the reservation shows it.
+#[tracing::instrument(skip_all, fields(%sale, %id))]
+pub async fn start_payment(
+    State(state): State<AppState>,
+    Path((sale, id)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+    let (pool, stored) = authorized_reservation(&state, &sale, &id, &headers).await?;
+    if stored.state != "held" {
+        let view = ReservationView::new(&sale, &pool, stored);
+        return Err(ApiError::Conflict(
+            "not_payable",
+            format!(
+                "this reservation is {}; only a held reservation can be paid",
+                view.status
+            ),
+        ));
+    }
+    let amount_minor = stored.fare_minor * i64::from(stored.seats);
+    let created = state
+        .provider
+        .create_payment(&CreatePayment {
+            reference: id.clone(),
+            sale: sale.clone(),
+            amount_minor,
+            currency: stored.currency.clone(),
+        })
+        .await
+        .map_err(|e| {
+            tracing::warn!(error = %e, "payment provider call failed");
+            ApiError::Unavailable(
+                "payment_provider_unavailable",
+                "the payment provider is unavailable; retry shortly".into(),
+            )
+        })?;
+    state
+        .gatekeeper
+        .set_pending_payment(&sale, &pool, &id, &created.payment_id)
+        .await
+        .map_err(ReserveError::from)?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(serde_json::json!({
+            "reservation_id": id,
+            "payment_id": created.payment_id,
+            "status": created.status,
+            "checkout_url": created.checkout_url,
+            "amount_minor": amount_minor,
+            "currency": stored.currency,
+            "hold_expires_at_ms": stored.hold_expires_at_ms,
+        })),
+    ))
 }

@@ -268,11 +268,12 @@ pub async fn arm_sale(
     .await?;
     let (opens_at, hold_ttl, token_ttl, max_seats, rate, active_cap) =
         row.ok_or_else(|| CatalogError::NotFound(sale_id.to_owned()))?;
-    let pools: Vec<(String, i32)> =
-        sqlx::query_as("select id, capacity from pools where sale_id = $1 order by id")
-            .bind(sale_id)
-            .fetch_all(db)
-            .await?;
+    let pools: Vec<(String, i32, i64, String)> = sqlx::query_as(
+        "select id, capacity, fare_minor, currency from pools where sale_id = $1 order by id",
+    )
+    .bind(sale_id)
+    .fetch_all(db)
+    .await?;
     let opens_at_ms = (opens_at.unix_timestamp_nanos() / 1_000_000) as i64;
     let already_open = || CatalogError::AlreadyOpen {
         sale: sale_id.to_owned(),
@@ -281,7 +282,7 @@ pub async fn arm_sale(
 
     let mut conn = redis.clone();
     let arm_pool = Script::new(include_str!("../../lua/arm_pool.lua"));
-    for (pool, capacity) in &pools {
+    for (pool, capacity, fare_minor, currency) in &pools {
         let k = keys.pool(sale_id, pool);
         let reply: Vec<String> = arm_pool
             .key(k.config())
@@ -293,6 +294,10 @@ pub async fn arm_sale(
             .arg(capacity)
             .arg(i64::from(hold_ttl) * 1000)
             .arg(opens_at_ms)
+            .arg(sale_id)
+            .arg(pool)
+            .arg(fare_minor)
+            .arg(currency)
             .invoke_async(&mut conn)
             .await?;
         if reply.first().map(String::as_str) != Some("armed") {
@@ -301,7 +306,7 @@ pub async fn arm_sale(
     }
     let pool_list = pools
         .iter()
-        .map(|(id, _)| id.as_str())
+        .map(|(id, ..)| id.as_str())
         .collect::<Vec<_>>()
         .join(",");
     let sale_keys = keys.sale(sale_id);
@@ -320,13 +325,22 @@ pub async fn arm_sale(
     if reply.first().map(String::as_str) != Some("armed") {
         return Err(already_open());
     }
+    // Known to the relay and the reaper from now on.
+    let _: i64 = redis::cmd("SADD")
+        .arg(keys.sales())
+        .arg(sale_id)
+        .query_async(&mut conn)
+        .await?;
     sqlx::query("update sales set armed_at = now() where id = $1")
         .bind(sale_id)
         .execute(db)
         .await?;
     Ok(ArmReport {
         sale: sale_id.to_owned(),
-        pools: pools.into_iter().map(|(id, c)| (id, c as u32)).collect(),
+        pools: pools
+            .into_iter()
+            .map(|(id, c, ..)| (id, c as u32))
+            .collect(),
         opens_at,
     })
 }

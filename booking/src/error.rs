@@ -107,6 +107,10 @@ impl From<ReserveError> for ApiError {
         match e {
             ReserveError::UnknownSale => ApiError::NotFound("unknown_sale", message),
             ReserveError::UnknownPool => ApiError::NotFound("unknown_pool", message),
+            ReserveError::PoolUnavailable => {
+                tracing::error!("a pool's Redis state is missing: refused until rebuilt");
+                ApiError::Unavailable("pool_unavailable", message)
+            }
             ReserveError::SoldOut { .. } => ApiError::Conflict("sold_out", message),
             ReserveError::TokenSpent => ApiError::Conflict("token_spent", message),
             ReserveError::KeyReused => ApiError::Unprocessable("idempotency_key_reused", message),

@@ -3,7 +3,11 @@
 //!
 //! # Layout
 //! - [`config`]: process settings (flags and environment).
-//! - [`api`]: the HTTP handlers (`create_reservation`, `health`).
+//! - [`api`]: reservation handlers (`create_reservation`, `get_reservation`, `start_payment`).
+//! - [`webhook`]: `receive_webhook`, the payment provider's signed outcomes.
+//! - [`payments`]: the provider's API, webhook signatures and their wire types.
+//! - [`worker`]: the outbox relay and the hold reaper, run by every instance.
+//! - [`sandbox`]: a sandbox payment provider (`floodgate-booking sandbox-pay`).
 //! - [`error`]: [`error::ApiError`], the one mapping from failures to statuses and JSON bodies.
 //! - [`gatekeeper`]: the Lua scripts of a reservation and their replies as Rust types.
 //! - [`publish`]: the idempotent Kafka producer that acknowledges events before a 2xx.
@@ -16,7 +20,11 @@ pub mod catalog;
 pub mod config;
 pub mod error;
 pub mod gatekeeper;
+pub mod payments;
 pub mod publish;
+pub mod sandbox;
+pub mod webhook;
+pub mod worker;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,7 +41,10 @@ use tower_http::trace::TraceLayer;
 
 pub use config::Config;
 use gatekeeper::Gatekeeper;
+use payments::ProviderClient;
 use publish::Publisher;
+use secrecy::SecretString;
+use worker::Workers;
 
 /// Reservation bodies are a few dozen bytes; anything near this is not a booking request.
 const MAX_BODY_BYTES: usize = 4 * 1024;
@@ -47,11 +58,24 @@ pub struct AppState {
     pub verifier: Arc<TokenVerifier>,
     /// Publishes decisions to Kafka and waits for the ack before a 2xx.
     pub publisher: Publisher,
+    /// The catalog: tells a sale Redis lost from one that never existed.
+    pub db: sqlx::PgPool,
+    /// The payment provider's API.
+    pub provider: ProviderClient,
+    /// Verifies the provider's webhooks.
+    pub webhook_secret: Arc<SecretString>,
+    pub webhook_tolerance_secs: u64,
+    /// How long a request waits for its SeatReserved ack before aborting the hold.
+    pub delivery_timeout: Duration,
+    /// Settings, parsed once (the workers read theirs from here).
+    pub config: Arc<Config>,
+    /// This instance's name in the relay leases.
+    pub instance_id: Arc<str>,
 }
 
 impl AppState {
-    /// Connects to Redis and creates the producer from `config`.
-    pub async fn connect(config: &Config) -> anyhow::Result<Self> {
+    /// Connects to Redis and creates the producer from `config`; `db` holds the catalog.
+    pub async fn connect(config: &Config, db: sqlx::PgPool) -> anyhow::Result<Self> {
         use anyhow::Context as _;
         let verifier = TokenVerifier::from_list(&config.token_public_keys)
             .context("FLOODGATE_TOKEN_PUBLIC_KEYS is not a valid key list")?;
@@ -70,6 +94,18 @@ impl AppState {
             gatekeeper: Gatekeeper::new(redis, keys),
             verifier: Arc::new(verifier),
             publisher,
+            db,
+            provider: ProviderClient::new(&config.payment_provider_url),
+            webhook_secret: Arc::new(config.webhook_secret.clone()),
+            webhook_tolerance_secs: config.webhook_tolerance_secs,
+            delivery_timeout: Duration::from_millis(config.delivery_timeout_ms),
+            instance_id: Arc::from(
+                config
+                    .instance_id
+                    .clone()
+                    .unwrap_or_else(|| format!("booking-{}", uuid::Uuid::new_v4().simple())),
+            ),
+            config: Arc::new(config.clone()),
         })
     }
 }
@@ -91,6 +127,15 @@ pub fn router(state: AppState) -> Router {
             "/v1/sales/{sale}/reservations",
             post(api::create_reservation),
         )
+        .route(
+            "/v1/sales/{sale}/reservations/{id}",
+            get(api::get_reservation),
+        )
+        .route(
+            "/v1/sales/{sale}/reservations/{id}/payment",
+            post(api::start_payment),
+        )
+        .route("/v1/payments/webhook", post(webhook::receive_webhook))
         .route("/healthz", get(api::health))
         .fallback(api::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -107,11 +152,21 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let publisher = state.publisher.clone();
+    let workers = Workers {
+        gatekeeper: state.gatekeeper.clone(),
+        publisher: state.publisher.clone(),
+        instance_id: state.instance_id.clone(),
+        relay_interval: Duration::from_millis(state.config.relay_interval_ms),
+        reaper_interval: Duration::from_millis(state.config.reaper_interval_ms),
+        relay_grace_ms: state.config.relay_grace_ms(),
+    };
+    let worker = tokio::spawn(workers.run(shutdown.clone()));
     let app = router(state);
     let stop = shutdown.clone();
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { stop.cancelled().await })
         .await?;
+    let _ = worker.await;
     publisher.flush(Duration::from_secs(5));
     Ok(())
 }

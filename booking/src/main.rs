@@ -21,8 +21,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the booking API.
-    Serve(Config),
+    /// Serve the booking API (and run the outbox relay and the hold reaper).
+    Serve {
+        #[command(flatten)]
+        config: Config,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Run the sandbox payment provider (for demos and tests).
+    SandboxPay(floodgate_booking::sandbox::SandboxConfig),
     /// Apply the database migrations in `migrations/` (idempotent).
     Migrate(DbArgs),
     /// Create and arm sales in the catalog.
@@ -81,7 +88,21 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     runtime::init_tracing(cli.log_json);
     match cli.command {
-        Command::Serve(config) => serve(config).await,
+        Command::Serve { config, db } => serve(config, db).await,
+        Command::SandboxPay(config) => {
+            let listener = tokio::net::TcpListener::bind(&config.listen)
+                .await
+                .with_context(|| format!("binding {}", config.listen))?;
+            tracing::info!(addr = %listener.local_addr()?, "sandbox payment provider listening");
+            let shutdown = runtime::shutdown_on_signal();
+            axum::serve(
+                listener,
+                floodgate_booking::sandbox::Sandbox::new(config).router(),
+            )
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await?;
+            Ok(())
+        }
         Command::Migrate(db) => {
             let pool = connect_db(&db).await?;
             MIGRATOR.run(&pool).await.context("applying migrations")?;
@@ -127,8 +148,10 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
-async fn serve(config: Config) -> anyhow::Result<()> {
-    let state = AppState::connect(&config).await?;
+async fn serve(config: Config, db: DbArgs) -> anyhow::Result<()> {
+    let db = connect_db(&db).await?;
+    MIGRATOR.run(&db).await.context("applying migrations")?;
+    let state = AppState::connect(&config, db).await?;
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;

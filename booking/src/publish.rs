@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use floodgate_contract::events::Envelope;
 use floodgate_contract::keys::pool_partition_key;
 use rdkafka::config::ClientConfig;
 use rdkafka::error::KafkaError;
@@ -53,12 +52,12 @@ impl Publisher {
         })
     }
 
-    /// Sends one event keyed by its pool and waits for the broker's acknowledgement.
-    #[tracing::instrument(skip_all, fields(event = %envelope.id, kind = envelope.event.kind()))]
-    pub async fn publish(&self, envelope: &Envelope) -> Result<(), PublishError> {
-        let key = pool_partition_key(&envelope.sale, &envelope.pool);
-        let payload = envelope.to_json();
-        let record = FutureRecord::to(&self.topic).key(&key).payload(&payload);
+    /// Sends one event (an envelope's JSON, as the pool script wrote it to the outbox) keyed by
+    /// its pool, and waits for the broker's acknowledgement.
+    #[tracing::instrument(skip_all, fields(%sale, %pool))]
+    pub async fn publish(&self, sale: &str, pool: &str, event: &str) -> Result<(), PublishError> {
+        let key = pool_partition_key(sale, pool);
+        let record = FutureRecord::to(&self.topic).key(&key).payload(event);
         self.producer
             .send(record, Timeout::Never)
             .await

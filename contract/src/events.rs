@@ -1,12 +1,18 @@
 //! The events Floodgate writes to Kafka.
 //!
 //! Every message on the reservations topic is one JSON [`Envelope`]: a schema version, a unique and
-//! *deterministic* event id (a retried decision produces the same id, so consumers can deduplicate),
-//! the sale and pool, and one [`Event`] as `{"type": .., "data": {..}}`. The Kafka message key is
-//! [`crate::keys::pool_partition_key`], so one pool's events stay in order on one partition.
+//! *deterministic* event id (`<reservation id>.<transition>`: a retried or relayed-again event has
+//! the same id, so consumers can deduplicate), the sale and pool, and one [`Event`] as
+//! `{"type": .., "data": {..}}`. The Kafka message key is [`crate::keys::pool_partition_key`], so one
+//! pool's events stay in order on one partition.
 //!
-//! Compatibility rule: within one `v`, fields may be added (readers ignore unknown fields) but never
-//! removed or changed in meaning; anything else is a new `v`, and consumers keep reading the old.
+//! Every event carries the whole reservation ([`ReservationData`]), not just what changed, so a
+//! consumer can apply any event even if it sees it before the one that created the reservation.
+//!
+//! The pool scripts in `lua/` build these envelopes (in `lua/lib.lua`) and write them to the pool's
+//! outbox in the same atomic step as the change; this module is their schema. Compatibility rule:
+//! within one `v`, fields may be added (readers ignore unknown fields) but never removed or changed
+//! in meaning; anything else is a new `v`, and consumers keep reading the old.
 
 use serde::{Deserialize, Serialize};
 
@@ -23,7 +29,7 @@ pub const DEFAULT_RESERVATIONS_TOPIC: &str = "floodgate.reservations";
 pub struct Envelope {
     /// Schema version of this envelope and its payload.
     pub v: u16,
-    /// Unique per decision and the same on every retry of it: the consumer's deduplication key.
+    /// `<reservation id>.<transition>`: unique per decision and the same on every retry of it.
     pub id: String,
     /// When the decision was made (Redis server time), Unix ms.
     pub at_ms: UnixMillis,
@@ -33,13 +39,27 @@ pub struct Envelope {
     pub event: Event,
 }
 
-/// What happened. Later kinds (payment, expiry, refund, abort) join this enum.
+/// What happened to a reservation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "data")]
-#[non_exhaustive]
 pub enum Event {
-    /// Seats were taken from a pool into a hold awaiting payment.
-    SeatReserved(SeatReserved),
+    /// Seats were taken from the pool into a hold awaiting payment.
+    SeatReserved(ReservationData),
+    /// The hold was taken back because its `SeatReserved` could not be made durable in time;
+    /// the client was told 503. Cancels a `SeatReserved` that lands late.
+    ReservationAborted(ReservationData),
+    /// Payment succeeded on a live hold: the seats are sold.
+    PaymentConfirmed(ReservationData),
+    /// Payment failed: the seats went back to the pool.
+    PaymentFailed(ReservationData),
+    /// The hold lapsed unpaid: the seats went back to the pool.
+    HoldExpired(ReservationData),
+    /// Money arrived for a hold that was no longer live; it is being refunded.
+    RefundRequired(ReservationData),
+    /// The provider confirmed the refund.
+    RefundSucceeded(ReservationData),
+    /// The provider could not refund: a person must follow up.
+    RefundFailed(ReservationData),
 }
 
 impl Event {
@@ -47,40 +67,55 @@ impl Event {
     pub fn kind(&self) -> &'static str {
         match self {
             Event::SeatReserved(_) => "SeatReserved",
+            Event::ReservationAborted(_) => "ReservationAborted",
+            Event::PaymentConfirmed(_) => "PaymentConfirmed",
+            Event::PaymentFailed(_) => "PaymentFailed",
+            Event::HoldExpired(_) => "HoldExpired",
+            Event::RefundRequired(_) => "RefundRequired",
+            Event::RefundSucceeded(_) => "RefundSucceeded",
+            Event::RefundFailed(_) => "RefundFailed",
+        }
+    }
+
+    pub fn data(&self) -> &ReservationData {
+        match self {
+            Event::SeatReserved(d)
+            | Event::ReservationAborted(d)
+            | Event::PaymentConfirmed(d)
+            | Event::PaymentFailed(d)
+            | Event::HoldExpired(d)
+            | Event::RefundRequired(d)
+            | Event::RefundSucceeded(d)
+            | Event::RefundFailed(d) => d,
         }
     }
 }
 
+/// The reservation an event is about, as it stands after the event.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SeatReserved {
+pub struct ReservationData {
     pub reservation_id: String,
     /// The admission token that made it (one reservation per token).
     pub token_id: String,
     /// The waiting-room ticket that was admitted.
     pub ticket: u64,
     pub seats: u32,
-    /// When the hold lapses unless paid, Unix ms.
+    /// When Redis granted the hold, Unix ms.
+    pub reserved_at_ms: UnixMillis,
+    /// When the hold lapses (or lapsed) unless paid, Unix ms.
     pub hold_expires_at_ms: UnixMillis,
+    /// The provider's payment id, on payment and refund events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payment_id: Option<String>,
 }
 
 impl Envelope {
-    pub fn new(id: String, at_ms: UnixMillis, sale: &str, pool: &str, event: Event) -> Self {
-        Self {
-            v: SCHEMA_VERSION,
-            id,
-            at_ms,
-            sale: sale.to_owned(),
-            pool: pool.to_owned(),
-            event,
-        }
+    pub fn from_json(bytes: &[u8]) -> Result<Self, serde_json::Error> {
+        serde_json::from_slice(bytes)
     }
 
     pub fn to_json(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("envelope serialises")
-    }
-
-    pub fn from_json(bytes: &[u8]) -> Result<Self, serde_json::Error> {
-        serde_json::from_slice(bytes)
     }
 }
 
@@ -90,38 +125,25 @@ mod tests {
 
     #[test]
     fn the_wire_shape_is_stable() {
-        let envelope = Envelope::new(
-            "e1".into(),
-            5,
-            "s1",
-            "p1",
-            Event::SeatReserved(SeatReserved {
-                reservation_id: "r1".into(),
-                token_id: "t1".into(),
-                ticket: 3,
-                seats: 2,
-                hold_expires_at_ms: 9,
-            }),
-        );
-        let json: serde_json::Value = serde_json::from_slice(&envelope.to_json()).unwrap();
-        assert_eq!(
-            json,
-            serde_json::json!({
-                "v": 1, "id": "e1", "at_ms": 5, "sale": "s1", "pool": "p1",
-                "type": "SeatReserved",
-                "data": {"reservation_id": "r1", "token_id": "t1", "ticket": 3, "seats": 2,
-                         "hold_expires_at_ms": 9}
-            })
-        );
-        assert_eq!(Envelope::from_json(&envelope.to_json()).unwrap(), envelope);
+        let json = br#"{"v":1,"id":"p~r.reserved","at_ms":5,"sale":"s1","pool":"p1",
+            "type":"SeatReserved","data":{"reservation_id":"p~r","token_id":"t1","ticket":3,
+            "seats":2,"reserved_at_ms":4,"hold_expires_at_ms":9}}"#;
+        let envelope = Envelope::from_json(json).unwrap();
+        assert_eq!(envelope.event.kind(), "SeatReserved");
+        assert_eq!(envelope.event.data().seats, 2);
+        assert_eq!(envelope.event.data().payment_id, None);
+        let round: serde_json::Value = serde_json::from_slice(&envelope.to_json()).unwrap();
+        let original: serde_json::Value = serde_json::from_slice(json).unwrap();
+        assert_eq!(round, original);
     }
 
     #[test]
     fn unknown_fields_are_tolerated_and_unknown_types_are_errors() {
         let with_extra = br#"{"v":1,"id":"e","at_ms":1,"sale":"s","pool":"p","new":true,
-            "type":"SeatReserved","data":{"reservation_id":"r","token_id":"t","ticket":1,
-            "seats":1,"hold_expires_at_ms":2,"later":0}}"#;
-        assert!(Envelope::from_json(with_extra).is_ok());
+            "type":"PaymentConfirmed","data":{"reservation_id":"r","token_id":"t","ticket":1,
+            "seats":1,"reserved_at_ms":1,"hold_expires_at_ms":2,"payment_id":"pay_1","later":0}}"#;
+        let e = Envelope::from_json(with_extra).unwrap();
+        assert_eq!(e.event.data().payment_id.as_deref(), Some("pay_1"));
         let unknown =
             br#"{"v":1,"id":"e","at_ms":1,"sale":"s","pool":"p","type":"Nope","data":{}}"#;
         assert!(Envelope::from_json(unknown).is_err());

@@ -67,3 +67,34 @@ mod tests {
         ));
     }
 }
+
+/// The separator between a reservation id's pool and its unique part. Not in the id alphabet,
+/// so the split is unambiguous.
+const RESERVATION_SEP: char = '~';
+
+/// A reservation id names its pool (`<pool>~<32 hex digits>`), so any booking instance finds the
+/// reservation's keys in O(1), in the pool's slot, without a cross-slot index.
+pub fn reservation_id(pool: &str, unique: &str) -> String {
+    format!("{pool}{RESERVATION_SEP}{unique}")
+}
+
+/// The pool of a well-formed reservation id, or `None`.
+pub fn reservation_pool(id: &str) -> Option<&str> {
+    let (pool, unique) = id.rsplit_once(RESERVATION_SEP)?;
+    let unique_ok = unique.len() == 32 && unique.bytes().all(|b| b.is_ascii_hexdigit());
+    (unique_ok && check_pool_id(pool).is_ok()).then_some(pool)
+}
+
+#[cfg(test)]
+mod reservation_id_tests {
+    use super::*;
+
+    #[test]
+    fn reservation_ids_name_their_pool() {
+        let id = reservation_id("12951-3A", &"a".repeat(32));
+        assert_eq!(reservation_pool(&id), Some("12951-3A"));
+        assert_eq!(reservation_pool("nope"), None);
+        assert_eq!(reservation_pool("p~short"), None);
+        assert_eq!(reservation_pool(&format!("p}}~{}", "a".repeat(32))), None);
+    }
+}

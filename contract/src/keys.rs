@@ -7,7 +7,8 @@
 //! | slot | hash tag | keys |
 //! |---|---|---|
 //! | sale-wide | `{s:<sale>}` | `meta`, `seq`, `frontier`, `leader`, `tok:<jti>` |
-//! | per pool | `{p:<sale>/<pool>}` | `cfg`, `avail`, `held`, `sold`, `holds`, `expiries`, `res:<jti>` |
+//! | per pool | `{p:<sale>/<pool>}` | `cfg`, `avail`, `held`, `sold`, `holds`, `expiries`, `outbox`, `relay`, `rsv:<id>`, `tok:<jti>`, `whk:<event>` |
+//! | global | none | `sales` (the armed sales, for the relay and the reaper) |
 //!
 //! A Lua script only ever receives keys from one of these builders, so no script can touch two
 //! slots. Pools of one sale spread over the cluster; the sale's own queue state stays together.
@@ -37,6 +38,12 @@ impl Keys {
 
     pub fn prefix(&self) -> &str {
         &self.prefix
+    }
+
+    /// Set: ids of every armed sale. Read by background workers (relay, reaper) to find pools;
+    /// never by a script, so it may live in any slot.
+    pub fn sales(&self) -> String {
+        format!("{}sales", self.prefix)
     }
 
     /// Keys in the sale-wide slot of `sale`.
@@ -107,7 +114,7 @@ impl PoolKeys {
     pub fn sold(&self) -> String {
         format!("{}:sold", self.base)
     }
-    /// Hash: reservation id -> token id, for every live hold.
+    /// Hash: reservation id -> seats, for every live hold.
     pub fn holds(&self) -> String {
         format!("{}:holds", self.base)
     }
@@ -115,9 +122,26 @@ impl PoolKeys {
     pub fn expiries(&self) -> String {
         format!("{}:expiries", self.base)
     }
-    /// Hash: the reservation made with one admission token; also the idempotency record.
-    pub fn reservation(&self, jti: &str) -> String {
-        format!("{}:res:{}", self.base, jti)
+    /// Hash: one reservation (its token, key, secret, seats, state, payment).
+    pub fn reservation(&self, reservation_id: &str) -> String {
+        format!("{}:rsv:{}", self.base, reservation_id)
+    }
+    /// String: the reservation an admission token made in this pool (the idempotency pointer).
+    pub fn token_reservation(&self, jti: &str) -> String {
+        format!("{}:tok:{}", self.base, jti)
+    }
+    /// Stream: events of this pool not yet acknowledged by Kafka, written by the same script
+    /// as the change they describe.
+    pub fn outbox(&self) -> String {
+        format!("{}:outbox", self.base)
+    }
+    /// String with a TTL: the booking instance currently draining this pool's outbox.
+    pub fn relay(&self) -> String {
+        format!("{}:relay", self.base)
+    }
+    /// String with a TTL: the outcome of one payment-provider webhook event, for idempotency.
+    pub fn webhook(&self, event_id: &str) -> String {
+        format!("{}:whk:{}", self.base, event_id)
     }
 }
 
@@ -160,7 +184,11 @@ mod tests {
             pool.sold(),
             pool.holds(),
             pool.expiries(),
-            pool.reservation("j"),
+            pool.reservation("r"),
+            pool.token_reservation("j"),
+            pool.outbox(),
+            pool.relay(),
+            pool.webhook("e"),
         ] {
             assert_eq!(hash_tag(&key), "p:s1/p1");
         }

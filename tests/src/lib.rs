@@ -129,20 +129,54 @@ pub struct TestApp {
     /// The gateways' signing key: tests use it to make tokens the booking API must accept,
     /// and a different key to make tokens it must refuse.
     pub signer: TokenSigner,
+    /// The secret the sandbox provider signs webhooks with.
+    pub webhook_secret: String,
     pub gateway: SocketAddr,
     pub booking: SocketAddr,
+    /// The sandbox payment provider.
+    pub sandbox: SocketAddr,
     pub http: reqwest::Client,
     shutdown: CancellationToken,
 }
 
+/// What a test may change about the services it starts.
+#[derive(Clone, Debug)]
+pub struct TestOptions {
+    /// The booking service's Redis (a fault-injecting proxy, say); the shared one by default.
+    pub booking_redis_url: Option<String>,
+    /// The broker for booking and consumer (a private instance, say); the shared one by default.
+    pub kafka_brokers: Option<String>,
+    pub delivery_timeout_ms: u64,
+    pub relay_interval_ms: u64,
+    pub reaper_interval_ms: u64,
+}
+
+impl Default for TestOptions {
+    fn default() -> Self {
+        Self {
+            booking_redis_url: None,
+            kafka_brokers: None,
+            delivery_timeout_ms: 10_000,
+            relay_interval_ms: 100,
+            reaper_interval_ms: 100,
+        }
+    }
+}
+
 impl TestApp {
-    /// Starts gateway, booking and consumer on port 0 with a fresh prefix, topic and group.
+    /// Starts gateway, booking, consumer and the sandbox payment provider on port 0 with a
+    /// fresh prefix, topic and group.
     pub async fn spawn(db: PgPool) -> TestApp {
+        Self::spawn_with(db, TestOptions::default()).await
+    }
+
+    pub async fn spawn_with(db: PgPool, options: TestOptions) -> TestApp {
         let prefix = unique("t") + ":";
         let topic = unique("floodgate.test.");
-        let brokers = kafka_brokers();
+        let brokers = options.kafka_brokers.clone().unwrap_or_else(kafka_brokers);
         create_topic(&brokers, &topic, 3).await;
         let signer = TokenSigner::generate("test-key");
+        let webhook_secret = unique("whsec_");
         let shutdown = CancellationToken::new();
 
         let gateway_config = floodgate_gateway::Config {
@@ -167,27 +201,50 @@ impl TestApp {
         let gateway = listener.local_addr().unwrap();
         tokio::spawn(floodgate_gateway::run(listener, gateway_state));
 
+        // Booking and the sandbox provider call each other: bind both before configuring either.
+        let booking_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let booking = booking_listener.local_addr().unwrap();
+        let sandbox_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let sandbox = sandbox_listener.local_addr().unwrap();
+        let sandbox_app =
+            floodgate_booking::sandbox::Sandbox::new(floodgate_booking::sandbox::SandboxConfig {
+                listen: sandbox.to_string(),
+                public_url: format!("http://{sandbox}"),
+                webhook_url: format!("http://{booking}/v1/payments/webhook"),
+                webhook_secret: webhook_secret.clone().into(),
+            });
+        let sandbox_stop = shutdown.child_token();
+        tokio::spawn(async move {
+            axum::serve(sandbox_listener, sandbox_app.router())
+                .with_graceful_shutdown(async move { sandbox_stop.cancelled().await })
+                .await
+        });
+
         let booking_config = floodgate_booking::Config {
-            listen: "127.0.0.1:0".into(),
+            listen: booking.to_string(),
             redis: RedisArgs {
-                redis_url: redis_url(),
+                redis_url: options.booking_redis_url.clone().unwrap_or_else(redis_url),
                 redis_prefix: prefix.clone(),
             },
             kafka: KafkaArgs {
                 kafka_brokers: brokers.clone(),
                 reservations_topic: topic.clone(),
             },
-            delivery_timeout_ms: 10_000,
+            delivery_timeout_ms: options.delivery_timeout_ms,
             linger_ms: 0,
             token_public_keys: format!("{}={}", signer.kid(), signer.public_base64()),
+            payment_provider_url: format!("http://{sandbox}"),
+            webhook_secret: webhook_secret.clone().into(),
+            webhook_tolerance_secs: 300,
+            relay_interval_ms: options.relay_interval_ms,
+            reaper_interval_ms: options.reaper_interval_ms,
+            instance_id: None,
         };
-        let booking_state = floodgate_booking::AppState::connect(&booking_config)
+        let booking_state = floodgate_booking::AppState::connect(&booking_config, db.clone())
             .await
             .expect("booking state");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let booking = listener.local_addr().unwrap();
         tokio::spawn(floodgate_booking::run(
-            listener,
+            booking_listener,
             booking_state,
             shutdown.child_token(),
         ));
@@ -217,8 +274,10 @@ impl TestApp {
             keys: Keys::new(prefix),
             topic,
             signer,
+            webhook_secret,
             gateway,
             booking,
+            sandbox,
             http: reqwest::Client::new(),
             shutdown,
         }

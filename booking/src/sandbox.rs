@@ -1,0 +1,352 @@
+//! The sandbox payment provider: `floodgate-booking sandbox-pay`.
+//!
+//! It behaves like a real provider, for the demo and the tests: the booking service creates a
+//! payment (`POST /v1/payments`, idempotent by `Idempotency-Key`) and sends the payer to its
+//! checkout; the payer completes it there (`POST /v1/payments/{id}/checkout`, or the small page
+//! at `GET /checkout/{id}`); some time later the sandbox posts a signed webhook to the booking
+//! service, retrying until it gets a 2xx. Refunds (`POST /v1/refunds`) end in a webhook too.
+//!
+//! The checkout body tells it how to behave, like a provider's test cards:
+//! `{"outcome": "succeed" | "fail", "delay_ms": 0, "deliveries": 1, "refund": "succeed" | "fail"}`:
+//! succeed or fail, be slow, deliver the same event several times, and let a later refund of this
+//! payment succeed or fail.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use dashmap::DashMap;
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::payments::{
+    sign, CreatePayment, CreateRefund, CreatedPayment, PaymentObject, WebhookEvent,
+    SIGNATURE_HEADER,
+};
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct SandboxConfig {
+    /// Address the sandbox provider listens on.
+    #[arg(
+        long,
+        env = "FLOODGATE_SANDBOX_LISTEN",
+        default_value = "127.0.0.1:8082"
+    )]
+    pub listen: String,
+    /// This provider's address as payers' browsers reach it (for checkout URLs).
+    #[arg(
+        long,
+        env = "FLOODGATE_SANDBOX_PUBLIC_URL",
+        default_value = "http://127.0.0.1:8082"
+    )]
+    pub public_url: String,
+    /// Where webhooks are delivered (the booking service).
+    #[arg(
+        long,
+        env = "FLOODGATE_SANDBOX_WEBHOOK_URL",
+        default_value = "http://127.0.0.1:8081/v1/payments/webhook"
+    )]
+    pub webhook_url: String,
+    /// The secret webhooks are signed with (the booking service's FLOODGATE_WEBHOOK_SECRET).
+    #[arg(long, env = "FLOODGATE_WEBHOOK_SECRET", hide_env_values = true)]
+    pub webhook_secret: SecretString,
+}
+
+#[derive(Clone, Debug)]
+struct Payment {
+    object: PaymentObject,
+    status: String,
+    refund_fails: bool,
+}
+
+#[derive(Clone)]
+pub struct Sandbox {
+    config: Arc<SandboxConfig>,
+    payments: Arc<DashMap<String, Payment>>,
+    /// Idempotency-Key -> the id it created, for payments and refunds alike.
+    idempotency: Arc<DashMap<String, String>>,
+    http: reqwest::Client,
+}
+
+impl Sandbox {
+    pub fn new(config: SandboxConfig) -> Self {
+        Self {
+            config: Arc::new(config),
+            payments: Arc::default(),
+            idempotency: Arc::default(),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(5))
+                .build()
+                .expect("HTTP client builds"),
+        }
+    }
+
+    pub fn router(self) -> Router {
+        Router::new()
+            .route("/v1/payments", post(create_payment))
+            .route("/v1/payments/{id}", get(get_payment))
+            .route("/v1/payments/{id}/checkout", post(checkout))
+            .route("/v1/refunds", post(create_refund))
+            .route("/checkout/{id}", get(checkout_page))
+            .with_state(self)
+    }
+
+    /// Posts `event` to the webhook URL `deliveries` times after `delay`, each delivery retried
+    /// with backoff until it is acknowledged (or after about a minute of trying).
+    fn deliver(&self, event: WebhookEvent, delay: Duration, deliveries: u32) {
+        let sandbox = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let body = serde_json::to_vec(&event).expect("events serialise");
+            for _ in 0..deliveries.max(1) {
+                let mut backoff = Duration::from_millis(100);
+                for _attempt in 0..12 {
+                    let now = floodgate_contract::now_millis() / 1000;
+                    let signature = sign(
+                        sandbox.config.webhook_secret.expose_secret().as_bytes(),
+                        now,
+                        &body,
+                    );
+                    let sent = sandbox
+                        .http
+                        .post(&sandbox.config.webhook_url)
+                        .header(SIGNATURE_HEADER, signature)
+                        .header("Content-Type", "application/json")
+                        .body(body.clone())
+                        .send()
+                        .await;
+                    match sent {
+                        Ok(r) if r.status().is_success() => break,
+                        Ok(r) => {
+                            tracing::warn!(status = %r.status(), event = %event.id, "webhook refused; retrying")
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, event = %event.id, "webhook not delivered; retrying")
+                        }
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                }
+            }
+        });
+    }
+}
+
+fn error(status: StatusCode, code: &str, message: &str) -> Response {
+    (status, Json(json!({ "error": code, "message": message }))).into_response()
+}
+
+fn new_id(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
+}
+
+async fn create_payment(
+    State(sandbox): State<Sandbox>,
+    headers: HeaderMap,
+    Json(request): Json<CreatePayment>,
+) -> Response {
+    let key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let id = match &key {
+        Some(key) => sandbox
+            .idempotency
+            .entry(key.clone())
+            .or_insert_with(|| new_id("pay"))
+            .clone(),
+        None => new_id("pay"),
+    };
+    let payment = sandbox
+        .payments
+        .entry(id.clone())
+        .or_insert_with(|| Payment {
+            object: PaymentObject {
+                payment_id: id.clone(),
+                reference: request.reference,
+                sale: request.sale,
+                amount_minor: request.amount_minor,
+                currency: request.currency,
+            },
+            status: "requires_payment".into(),
+            refund_fails: false,
+        })
+        .clone();
+    let created = CreatedPayment {
+        payment_id: id.clone(),
+        status: payment.status,
+        checkout_url: format!("{}/checkout/{id}", sandbox.config.public_url),
+    };
+    (StatusCode::CREATED, Json(created)).into_response()
+}
+
+async fn get_payment(State(sandbox): State<Sandbox>, Path(id): Path<String>) -> Response {
+    match sandbox.payments.get(&id) {
+        Some(p) => Json(json!({ "payment": p.object, "status": p.status })).into_response(),
+        None => error(StatusCode::NOT_FOUND, "unknown_payment", "no such payment"),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Checkout {
+    outcome: String,
+    #[serde(default)]
+    delay_ms: u64,
+    #[serde(default = "one")]
+    deliveries: u32,
+    #[serde(default)]
+    refund: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+async fn checkout(
+    State(sandbox): State<Sandbox>,
+    Path(id): Path<String>,
+    Json(checkout): Json<Checkout>,
+) -> Response {
+    let succeed = match checkout.outcome.as_str() {
+        "succeed" => true,
+        "fail" => false,
+        _ => {
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_outcome",
+                "outcome is succeed or fail",
+            )
+        }
+    };
+    let Some(mut payment) = sandbox.payments.get_mut(&id) else {
+        return error(StatusCode::NOT_FOUND, "unknown_payment", "no such payment");
+    };
+    if payment.status != "requires_payment" {
+        return error(
+            StatusCode::CONFLICT,
+            "already_completed",
+            "this payment was already completed",
+        );
+    }
+    payment.status = if succeed { "succeeded" } else { "failed" }.into();
+    payment.refund_fails = checkout.refund.as_deref() == Some("fail");
+    let event = WebhookEvent {
+        id: new_id("evt"),
+        kind: if succeed {
+            "payment.succeeded"
+        } else {
+            "payment.failed"
+        }
+        .into(),
+        created: floodgate_contract::now_millis() / 1000,
+        data: payment.object.clone(),
+    };
+    let status = payment.status.clone();
+    drop(payment);
+    sandbox.deliver(
+        event,
+        Duration::from_millis(checkout.delay_ms.min(600_000)),
+        checkout.deliveries.min(10),
+    );
+    (
+        StatusCode::ACCEPTED,
+        Json(json!({ "payment_id": id, "status": status })),
+    )
+        .into_response()
+}
+
+async fn create_refund(
+    State(sandbox): State<Sandbox>,
+    headers: HeaderMap,
+    Json(request): Json<CreateRefund>,
+) -> Response {
+    let Some(mut payment) = sandbox.payments.get_mut(&request.payment_id) else {
+        return error(StatusCode::NOT_FOUND, "unknown_payment", "no such payment");
+    };
+    if payment.status != "succeeded"
+        && payment.status != "refunded"
+        && payment.status != "refund_failed"
+    {
+        return error(
+            StatusCode::CONFLICT,
+            "not_refundable",
+            "only a succeeded payment can be refunded",
+        );
+    }
+    let key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    if !key.is_empty() && sandbox.idempotency.contains_key(&key) {
+        return (
+            StatusCode::OK,
+            Json(json!({ "payment_id": request.payment_id, "status": payment.status })),
+        )
+            .into_response();
+    }
+    sandbox.idempotency.insert(key, request.payment_id.clone());
+    let fails = payment.refund_fails;
+    payment.status = if fails { "refund_failed" } else { "refunded" }.into();
+    let event = WebhookEvent {
+        id: new_id("evt"),
+        kind: if fails {
+            "refund.failed"
+        } else {
+            "refund.succeeded"
+        }
+        .into(),
+        created: floodgate_contract::now_millis() / 1000,
+        data: payment.object.clone(),
+    };
+    drop(payment);
+    sandbox.deliver(event, Duration::from_millis(50), 1);
+    (
+        StatusCode::ACCEPTED,
+        Json(json!({ "payment_id": request.payment_id, "status": "pending" })),
+    )
+        .into_response()
+}
+
+/// A minimal hosted checkout page for the demo: pay or decline.
+async fn checkout_page(State(sandbox): State<Sandbox>, Path(id): Path<String>) -> Response {
+    let Some(payment) = sandbox.payments.get(&id).map(|p| p.clone()) else {
+        return error(StatusCode::NOT_FOUND, "unknown_payment", "no such payment");
+    };
+    let amount = format!(
+        "{}.{:02} {}",
+        payment.object.amount_minor / 100,
+        payment.object.amount_minor % 100,
+        payment.object.currency
+    );
+    let id = serde_json::to_string(&id).expect("string serialises");
+    Html(format!(
+        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Sandbox checkout</title><style>body{{font:16px system-ui;max-width:28rem;margin:3rem auto;padding:0 1rem}}button{{font:inherit;padding:.6rem 1.2rem;margin-right:.5rem}}</style></head>
+<body><h1>Sandbox checkout</h1><p>Pay <strong>{amount}</strong> for reservation <code>{reference}</code>.</p>
+<p><button id="pay">Pay</button><button id="decline">Decline</button></p><p id="out" role="status"></p>
+<script>
+async function go(outcome) {{
+  const r = await fetch("/v1/payments/" + {id} + "/checkout", {{method: "POST", headers: {{"Content-Type": "application/json"}}, body: JSON.stringify({{outcome}})}});
+  document.getElementById("out").textContent = r.ok ? "Done: " + outcome + ". You can close this tab." : "This payment was already completed.";
+}}
+document.getElementById("pay").onclick = () => go("succeed");
+document.getElementById("decline").onclick = () => go("fail");
+</script></body></html>"#,
+        reference = html_escape(&payment.object.reference),
+    ))
+    .into_response()
+}
+
+fn html_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}

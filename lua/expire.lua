@@ -1,0 +1,19 @@
+-- expire: the reaper's step for one hold whose expiry has passed.
+--
+-- KEYS: see lib.lua; KEYS[9] is not used.
+--
+-- Returns {"expired"} when the hold was live and due (seats back, HoldExpired emitted), else
+-- {"skipped", state} (already sold, released, expired by another reaper, or not yet due).
+-- Any number of reapers may call this for the same hold: only one finds it held and due.
+local rec = load(K.rsv)
+if not rec then
+  redis.call('ZREM', K.expiries, KEYS[8])
+  return {'skipped', 'unknown'}
+end
+local now = now_ms()
+if rec.state ~= 'held' or now < tonumber(rec.expires_ms) then
+  return {'skipped', rec.state}
+end
+release_hold(rec, 'expired')
+emit(load(K.cfg), 'HoldExpired', 'expired', now, rec)
+return {'expired'}

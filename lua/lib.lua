@@ -1,0 +1,65 @@
+-- lib.lua: helpers shared by every pool script. The booking service prepends this file to each
+-- pool script when it loads it (booking/src/gatekeeper.rs), so each script is still one atomic
+-- EVALSHA in one slot.
+--
+-- Every pool script takes the same KEYS, all in the pool's slot:
+--   KEYS[1] cfg hash      KEYS[2] available   KEYS[3] held      KEYS[4] sold
+--   KEYS[5] holds hash    KEYS[6] expiries    KEYS[7] outbox    KEYS[8] the reservation (hash)
+--   KEYS[9] the script's own extra key (documented in each script)
+local K = {
+  cfg = KEYS[1], avail = KEYS[2], held = KEYS[3], sold = KEYS[4], holds = KEYS[5],
+  expiries = KEYS[6], outbox = KEYS[7], rsv = KEYS[8], extra = KEYS[9],
+}
+
+-- Redis' own clock, in Unix ms: the one clock every decision about holds is made by.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A hash as a table, or nil when the key does not exist.
+local function load(key)
+  local flat = redis.call('HGETALL', key)
+  if #flat == 0 then
+    return nil
+  end
+  local t = {}
+  for i = 1, #flat, 2 do
+    t[flat[i]] = flat[i + 1]
+  end
+  return t
+end
+
+-- Appends a transition's event to the pool's outbox, inside the caller's atomic step: the change
+-- and its event cannot part. The envelope is contract/src/events.rs, schema v1; `suffix` makes
+-- the event id (`<reservation id>.<suffix>`) unique per transition and stable across retries.
+-- Returns the stream entry id and the envelope's JSON.
+local function emit(cfg, kind, suffix, at, rec, payment_id)
+  local data = {
+    reservation_id = rec.id, token_id = rec.jti, ticket = tonumber(rec.ticket),
+    seats = tonumber(rec.seats), reserved_at_ms = tonumber(rec.at_ms),
+    hold_expires_at_ms = tonumber(rec.expires_ms),
+  }
+  if payment_id and payment_id ~= '' then
+    data.payment_id = payment_id
+  end
+  local envelope = {
+    v = 1, id = rec.id .. '.' .. suffix, at_ms = at, sale = cfg.sale, pool = cfg.pool,
+    type = kind, data = data,
+  }
+  local json = cjson.encode(envelope)
+  return redis.call('XADD', K.outbox, '*', 'e', json), json
+end
+
+-- Gives a live hold's seats back to the pool and marks the reservation `state`.
+local function release_hold(rec, state)
+  redis.call('INCRBY', K.avail, rec.seats)
+  redis.call('DECRBY', K.held, rec.seats)
+  redis.call('HDEL', K.holds, rec.id)
+  redis.call('ZREM', K.expiries, rec.id)
+  redis.call('HSET', K.rsv, 'state', state)
+  rec.state = state
+end
+
+-- How long a webhook's outcome is remembered: longer than any provider retries a delivery.
+local WEBHOOK_MEMORY_SECS = 7 * 24 * 3600
