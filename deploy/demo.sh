@@ -13,6 +13,10 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$FLOODGATE_HOME/target}
 export FLOODGATE_DATABASE_URL=${FLOODGATE_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/floodgate}
 export FLOODGATE_GATEWAY_LISTEN=${FLOODGATE_GATEWAY_LISTEN:-127.0.0.1:8080}
 export FLOODGATE_BOOKING_LISTEN=${FLOODGATE_BOOKING_LISTEN:-127.0.0.1:8081}
+export FLOODGATE_SANDBOX_LISTEN=${FLOODGATE_SANDBOX_LISTEN:-127.0.0.1:8082}
+export FLOODGATE_SANDBOX_PUBLIC_URL=${FLOODGATE_SANDBOX_PUBLIC_URL:-http://$FLOODGATE_SANDBOX_LISTEN}
+export FLOODGATE_SANDBOX_WEBHOOK_URL=${FLOODGATE_SANDBOX_WEBHOOK_URL:-http://$FLOODGATE_BOOKING_LISTEN/v1/payments/webhook}
+export FLOODGATE_PAYMENT_PROVIDER_URL=${FLOODGATE_PAYMENT_PROVIDER_URL:-http://$FLOODGATE_SANDBOX_LISTEN}
 # A stable id per consumer instance lets a restarted consumer take its partitions straight back.
 export FLOODGATE_CONSUMER_INSTANCE_ID=${FLOODGATE_CONSUMER_INSTANCE_ID:-demo-consumer-1}
 export FLOODGATE_STATIC_DIR=${FLOODGATE_STATIC_DIR:-$PWD/static}
@@ -35,6 +39,10 @@ if [ ! -f "$KEYS" ]; then
   "$BIN/floodgate-gateway" keygen --kid "demo-$(date +%Y%m%d)" >"$KEYS"
   chmod 600 "$KEYS"
 fi
+if ! grep -q '^FLOODGATE_WEBHOOK_SECRET=' "$KEYS"; then
+  # The secret the (sandbox) payment provider signs its webhooks with.
+  echo "FLOODGATE_WEBHOOK_SECRET=whsec_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$KEYS"
+fi
 set -a
 # shellcheck disable=SC1090
 . "$KEYS"
@@ -55,6 +63,7 @@ trap cleanup INT TERM EXIT
 
 "$BIN/floodgate-consumer" >"$LOGS/consumer.log" 2>&1 & PIDS+=($!)
 "$BIN/floodgate-booking" serve >"$LOGS/booking.log" 2>&1 & PIDS+=($!)
+"$BIN/floodgate-booking" sandbox-pay >"$LOGS/sandbox-pay.log" 2>&1 & PIDS+=($!)
 "$BIN/floodgate-gateway" serve >"$LOGS/gateway.log" 2>&1 & PIDS+=($!)
 
 for addr in "$FLOODGATE_GATEWAY_LISTEN" "$FLOODGATE_BOOKING_LISTEN"; do
@@ -75,10 +84,12 @@ cat <<TXT
       http://$FLOODGATE_GATEWAY_LISTEN/v1/sales/$SALE
   Booking API:
       POST http://$FLOODGATE_BOOKING_LISTEN/v1/sales/$SALE/reservations
+  Sandbox payment provider (its checkout pages open from the waiting-room page):
+      http://$FLOODGATE_SANDBOX_LISTEN
   Bookings as they land in PostgreSQL:
       psql postgres://postgres@127.0.0.1:5432/floodgate -c "select reservation_id, pool_id, seats, status from bookings where sale_id = '$SALE'"
   Logs:
-      $LOGS/{gateway,booking,consumer}.log
+      $LOGS/{gateway,booking,sandbox-pay,consumer}.log
 
   Ctrl-C stops the services.
 TXT

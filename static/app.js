@@ -133,13 +133,41 @@ function showHold(body) {
   const timer = document.createElement("p");
   timer.setAttribute("aria-live", "polite");
   result.appendChild(timer);
+  const pay = document.createElement("button");
+  pay.textContent = "Pay now";
+  pay.className = "primary";
+  result.appendChild(pay);
+  let settled = false;
   const tick = () => {
+    if (settled) return;
     const left = Math.max(0, Math.round((body.hold_expires_at_ms - Date.now()) / 1000));
     timer.textContent = left > 0 ? `Held for you for ${formatSecs(left)} more. Pay before then.` : "The hold has lapsed.";
     if (left > 0) setTimeout(tick, 1000);
   };
   tick();
   setStatus("Seats held.", "ok");
+  const reservationUrl = `${api}/v1/sales/${encodeURIComponent(sale)}/reservations/${encodeURIComponent(body.reservation_id)}`;
+  const auth = { Authorization: `Bearer ${body.secret}` };
+  pay.onclick = async () => {
+    pay.disabled = true;
+    const started = await fetch(`${reservationUrl}/payment`, { method: "POST", headers: auth });
+    const payment = await started.json();
+    if (!started.ok) { setStatus(payment.message, "warn"); pay.disabled = false; return; }
+    window.open(payment.checkout_url, "_blank");
+    setStatus("Complete the payment in the new tab…");
+    // The outcome arrives by webhook; watch the reservation until it settles.
+    const watch = async () => {
+      const view = await (await fetch(reservationUrl, { headers: auth })).json();
+      if (view.status === "held") return setTimeout(watch, 1000);
+      settled = true;
+      pay.hidden = true;
+      const done = { confirmed: ["Booked! Your seats are confirmed.", "ok"], cancelled: ["The payment failed; the seats were released.", "warn"], expired: ["The hold lapsed before the payment arrived; any money taken is refunded.", "warn"] };
+      const [text, cls] = done[view.status] || [`Reservation ${view.status}.`, "warn"];
+      timer.textContent = "";
+      setStatus(text, cls);
+    };
+    watch();
+  };
 }
 
 if (!sale) {
