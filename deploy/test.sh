@@ -13,12 +13,19 @@ FLOODGATE_HOME=${FLOODGATE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/floodgate}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$FLOODGATE_HOME/target}
 # The server `#[sqlx::test]` creates a fresh database on for every test.
 export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+# Tests that stop a broker start a private Tansu from the binary the stack script installed.
+export FLOODGATE_TANSU=${FLOODGATE_TANSU:-$FLOODGATE_HOME/tansu-0.6.0/bin/tansu}
 
 # A broker this run starts is stopped when it ends; one that was already running is left alone.
 if ! (exec 3<>/dev/tcp/127.0.0.1/9092) 2>/dev/null; then
   trap 'deploy/stack.sh down' EXIT
 fi
 deploy/stack.sh up
+
+# Databases that multi-threaded tests created in earlier runs (`fresh_db`).
+psql -h 127.0.0.1 -U postgres -d postgres -Atqc \
+  "select 'drop database \"' || datname || '\";' from pg_database where datname like 'floodgate_test_%'" |
+  psql -h 127.0.0.1 -U postgres -d postgres -q >/dev/null
 
 echo "[test] cargo fmt --check"
 cargo fmt --all -- --check

@@ -114,10 +114,13 @@ impl From<ReserveError> for ApiError {
             ReserveError::SoldOut { .. } => ApiError::Conflict("sold_out", message),
             ReserveError::TokenSpent => ApiError::Conflict("token_spent", message),
             ReserveError::KeyReused => ApiError::Unprocessable("idempotency_key_reused", message),
-            ReserveError::Redis(_) => ApiError::Unavailable(
-                "redis_unavailable",
-                "the seat store is unavailable; nothing was reserved, retry shortly".into(),
-            ),
+            ReserveError::Redis(e) => {
+                tracing::warn!(error = %e, "redis call failed");
+                ApiError::Unavailable(
+                    "redis_unavailable",
+                    "the seat store is unavailable; nothing was reserved, retry shortly".into(),
+                )
+            }
             ReserveError::Protocol(_) => ApiError::Internal(message),
         }
     }

@@ -61,6 +61,27 @@ impl Default for Scripts {
     }
 }
 
+impl Scripts {
+    /// Loads every script into Redis' script cache up front. Without it, the first burst of
+    /// requests after a start (or a Redis restart) all miss with NOSCRIPT and each sends the
+    /// whole script text again: thousands of loads exactly when the rush begins.
+    pub async fn preload(&self, conn: &mut ConnectionManager) -> redis::RedisResult<()> {
+        for script in [
+            &self.claim_token,
+            &self.release_claim,
+            &self.reserve,
+            &self.abort,
+            &self.confirm,
+            &self.release,
+            &self.expire,
+            &self.refund_result,
+        ] {
+            script.load_async(conn).await?;
+        }
+        Ok(())
+    }
+}
+
 /// A hold on seats, as granted (or replayed) by `reserve.lua`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hold {
@@ -244,12 +265,15 @@ pub struct Gatekeeper {
 const CLAIM_RECORD_TTL_MS: u64 = 24 * 60 * 60 * 1000;
 
 impl Gatekeeper {
-    pub fn new(redis: ConnectionManager, keys: Keys) -> Self {
-        Self {
+    /// Builds the gatekeeper and loads its scripts into Redis.
+    pub async fn connect(redis: ConnectionManager, keys: Keys) -> redis::RedisResult<Self> {
+        let scripts = Scripts::default();
+        scripts.preload(&mut redis.clone()).await?;
+        Ok(Self {
             redis,
             keys,
-            scripts: Arc::new(Scripts::default()),
-        }
+            scripts: Arc::new(scripts),
+        })
     }
 
     pub fn keys(&self) -> &Keys {

@@ -91,7 +91,9 @@ impl AppState {
         )
         .context("creating the Kafka producer")?;
         Ok(Self {
-            gatekeeper: Gatekeeper::new(redis, keys),
+            gatekeeper: Gatekeeper::connect(redis, keys)
+                .await
+                .context("loading the Lua scripts into Redis")?,
             verifier: Arc::new(verifier),
             publisher,
             db,

@@ -6,6 +6,9 @@
 //! `FLOODGATE_TEST_REDIS_URL` (redis://127.0.0.1:6379) and `FLOODGATE_TEST_KAFKA_BROKERS`
 //! (127.0.0.1:9092). The database server is `DATABASE_URL`, as `#[sqlx::test]` reads it.
 
+pub mod broker;
+pub mod chaos;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -171,6 +174,8 @@ impl TestApp {
     }
 
     pub async fn spawn_with(db: PgPool, options: TestOptions) -> TestApp {
+        // Logs go to the test's captured output (RUST_LOG=debug for more).
+        floodgate_contract::runtime::init_tracing(false);
         let prefix = unique("t") + ":";
         let topic = unique("floodgate.test.");
         let brokers = options.kafka_brokers.clone().unwrap_or_else(kafka_brokers);
@@ -368,4 +373,50 @@ impl Drop for TestApp {
     fn drop(&mut self) {
         self.shutdown.cancel();
     }
+}
+
+/// A fresh, migrated database on the `DATABASE_URL` server, for tests that need a multi-threaded
+/// runtime (`#[sqlx::test]` runs on a single thread). Named `floodgate_test_*`; `deploy/test.sh`
+/// drops leftovers of earlier runs.
+pub async fn fresh_db() -> PgPool {
+    let server =
+        std::env::var("DATABASE_URL").expect("DATABASE_URL names the test database server");
+    let admin = PgPool::connect(&server)
+        .await
+        .expect("database server reachable");
+    let name = unique("floodgate_test_");
+    sqlx::query(&format!("create database \"{name}\""))
+        .execute(&admin)
+        .await
+        .expect("create test database");
+    let mut url = url_with_database(&server, &name);
+    if url.is_empty() {
+        url = server.clone();
+    }
+    let db = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(8)
+        .connect(&url)
+        .await
+        .expect("test database reachable");
+    floodgate_consumer::MIGRATOR
+        .run(&db)
+        .await
+        .expect("migrations apply");
+    db
+}
+
+/// `postgres://user@host:port/db?opts` with its database replaced by `name`.
+fn url_with_database(url: &str, name: &str) -> String {
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
+    let Some(slash) = base.rfind('/').filter(|i| *i > "postgres://".len()) else {
+        return String::new();
+    };
+    let mut out = format!("{}/{name}", &base[..slash]);
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    out
 }
