@@ -62,6 +62,8 @@ struct Payment {
     object: PaymentObject,
     status: String,
     refund_fails: bool,
+    /// Webhook deliveries of this payment's events that the receiver acknowledged.
+    delivered: u32,
 }
 
 #[derive(Clone)]
@@ -121,7 +123,12 @@ impl Sandbox {
                         .send()
                         .await;
                     match sent {
-                        Ok(r) if r.status().is_success() => break,
+                        Ok(r) if r.status().is_success() => {
+                            if let Some(mut p) = sandbox.payments.get_mut(&event.data.payment_id) {
+                                p.delivered += 1;
+                            }
+                            break;
+                        }
                         Ok(r) => {
                             tracing::warn!(status = %r.status(), event = %event.id, "webhook refused; retrying")
                         }
@@ -175,6 +182,7 @@ async fn create_payment(
             },
             status: "requires_payment".into(),
             refund_fails: false,
+            delivered: 0,
         })
         .clone();
     let created = CreatedPayment {
@@ -187,7 +195,12 @@ async fn create_payment(
 
 async fn get_payment(State(sandbox): State<Sandbox>, Path(id): Path<String>) -> Response {
     match sandbox.payments.get(&id) {
-        Some(p) => Json(json!({ "payment": p.object, "status": p.status })).into_response(),
+        Some(p) => Json(json!({
+            "payment": p.object,
+            "status": p.status,
+            "webhooks_delivered": p.delivered,
+        }))
+        .into_response(),
         None => error(StatusCode::NOT_FOUND, "unknown_payment", "no such payment"),
     }
 }

@@ -352,6 +352,25 @@ impl TestApp {
         value.unwrap_or(0)
     }
 
+    /// Waits until `probe` yields a value, polling; panics with `what` after `timeout`.
+    pub async fn wait_for<T, F, Fut>(&self, what: &str, timeout: Duration, mut probe: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Option<T>>,
+    {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(value) = probe().await {
+                return value;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for: {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Waits until `check` holds, polling; panics with `what` after `timeout`.
     pub async fn eventually<F, Fut>(&self, what: &str, timeout: Duration, mut check: F)
     where
