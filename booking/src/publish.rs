@@ -2,9 +2,15 @@
 //!
 //! The producer is idempotent with `acks=all`: a retried send inside librdkafka can neither
 //! duplicate nor reorder one pool's events, and an ack means every in-sync replica has the event.
+//!
+//! The producer is also disposable. After a failed send it is replaced by a fresh one (at most
+//! once per [`RENEW_AFTER`]): an idempotent producer can be left unable to send after its broker
+//! restarts and forgets its producer id (seen with Tansu: every send then fails at once with an
+//! unknown broker error). Nothing is lost by the swap: every event is in its pool's outbox until
+//! acknowledged, and a request whose send failed has already been answered 503.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use floodgate_contract::keys::pool_partition_key;
 use rdkafka::config::ClientConfig;
@@ -12,29 +18,39 @@ use rdkafka::error::KafkaError;
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
 
+/// Least age of a producer before a failure replaces it: keeps an outage from churning clients.
+const RENEW_AFTER: Duration = Duration::from_secs(2);
+
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
     #[error("the broker did not acknowledge the event: {0}")]
     NotAcked(#[from] KafkaError),
 }
 
-/// A cheap-to-clone handle on one shared producer.
+struct Current {
+    producer: FutureProducer,
+    created: Instant,
+    generation: u64,
+}
+
+/// A cheap-to-clone handle on one shared, replaceable producer.
 #[derive(Clone)]
 pub struct Publisher {
-    producer: FutureProducer,
+    config: Arc<ClientConfig>,
+    current: Arc<RwLock<Current>>,
     topic: Arc<str>,
 }
 
 impl Publisher {
-    /// `delivery_timeout` bounds how long one event may wait for its ack, retries included; a
-    /// request waits at most that long before it is answered 503.
+    /// `delivery_timeout` bounds how long one event may wait for its ack, retries included.
     pub fn new(
         brokers: &str,
         topic: &str,
         delivery_timeout: Duration,
         linger_ms: u32,
     ) -> Result<Self, KafkaError> {
-        let producer: FutureProducer = ClientConfig::new()
+        let mut config = ClientConfig::new();
+        config
             .set("bootstrap.servers", brokers)
             .set("enable.idempotence", "true")
             .set("acks", "all")
@@ -44,12 +60,22 @@ impl Publisher {
             .set(
                 "message.timeout.ms",
                 delivery_timeout.as_millis().to_string(),
-            )
-            .create()?;
+            );
+        let producer: FutureProducer = config.create()?;
         Ok(Self {
-            producer,
+            config: Arc::new(config),
+            current: Arc::new(RwLock::new(Current {
+                producer,
+                created: Instant::now(),
+                generation: 0,
+            })),
             topic: Arc::from(topic),
         })
+    }
+
+    fn producer(&self) -> (FutureProducer, u64) {
+        let current = self.current.read().unwrap_or_else(|e| e.into_inner());
+        (current.producer.clone(), current.generation)
     }
 
     /// Sends one event (an envelope's JSON, as the pool script wrote it to the outbox) keyed by
@@ -57,17 +83,53 @@ impl Publisher {
     #[tracing::instrument(skip_all, fields(%sale, %pool))]
     pub async fn publish(&self, sale: &str, pool: &str, event: &str) -> Result<(), PublishError> {
         let key = pool_partition_key(sale, pool);
+        let (producer, generation) = self.producer();
         let record = FutureRecord::to(&self.topic).key(&key).payload(event);
-        self.producer
-            .send(record, Timeout::Never)
-            .await
-            .map(|_| ())
-            .map_err(|(e, _)| PublishError::NotAcked(e))
+        match producer.send(record, Timeout::Never).await {
+            Ok(_) => Ok(()),
+            Err((e, _)) => {
+                self.renew(generation);
+                Err(PublishError::NotAcked(e))
+            }
+        }
+    }
+
+    /// Replaces the producer of `generation` with a fresh one, unless it is young or already
+    /// replaced.
+    fn renew(&self, generation: u64) {
+        let old = {
+            let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+            if current.generation != generation || current.created.elapsed() < RENEW_AFTER {
+                return;
+            }
+            let producer: FutureProducer = match self.config.create() {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not create a fresh producer");
+                    return;
+                }
+            };
+            tracing::info!(
+                generation = generation + 1,
+                "replacing the Kafka producer after a failed send"
+            );
+            std::mem::replace(
+                &mut *current,
+                Current {
+                    producer,
+                    created: Instant::now(),
+                    generation: generation + 1,
+                },
+            )
+        };
+        // Dropping a producer waits for its queue to drain: never on an async worker thread.
+        tokio::task::spawn_blocking(move || drop(old));
     }
 
     /// Waits up to `timeout` for every queued event to be acknowledged (graceful shutdown).
     pub fn flush(&self, timeout: Duration) {
-        if let Err(e) = self.producer.flush(Timeout::After(timeout)) {
+        let (producer, _) = self.producer();
+        if let Err(e) = producer.flush(Timeout::After(timeout)) {
             tracing::warn!(error = %e, "producer flush incomplete at shutdown");
         }
     }

@@ -1,6 +1,7 @@
 //! A private Kafka-API broker (Tansu) for tests that stop the broker: it runs on its own port
-//! with its own sqlite data, so stopping it never disturbs the shared broker other tests use, and
-//! a restart on the same port keeps its topics, messages and group offsets.
+//! with its own in-memory storage, so stopping it never disturbs the shared broker other tests
+//! use. A restart on the same port comes back empty: the harder case for Floodgate, whose events
+//! must then all come from its own outboxes.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -20,8 +21,22 @@ pub fn tansu_binary() -> PathBuf {
     home.join("tansu-0.6.0/bin/tansu")
 }
 
+/// The broker's log, appended across restarts, kept beside its data while the test runs.
+fn log_file(dir: &std::path::Path) -> Stdio {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("tansu.log"))
+        .map(Stdio::from)
+        .unwrap_or_else(|_| Stdio::null())
+}
+
 pub struct PrivateBroker {
     pub port: u16,
+    /// The address clients are told to connect to (a proxy in front of the broker, say).
+    advertised: String,
+    /// `memory://tansu/` (gone on restart) or `sqlite://tansu.db` (kept).
+    storage: &'static str,
     dir: PathBuf,
     child: Option<Child>,
 }
@@ -32,10 +47,23 @@ impl PrivateBroker {
             let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
             probe.local_addr().unwrap().port()
         };
+        Self::start_on(port, None).await
+    }
+
+    /// Starts on `port`, telling clients to reach it at `advertised` (for instance a
+    /// [`crate::chaos::ChaosProxy`] in front of it), so that every client connection, not only
+    /// the bootstrap one, goes through that address. Default: the port itself.
+    pub async fn start_on(port: u16, advertised: Option<std::net::SocketAddr>) -> Self {
         let dir = std::env::temp_dir().join(crate::unique("floodgate-broker-"));
         std::fs::create_dir_all(&dir).expect("broker data dir");
+        let advertised = advertised.map_or_else(|| format!("127.0.0.1:{port}"), |a| a.to_string());
         let mut broker = Self {
             port,
+            advertised,
+            // Tansu 0.6's sqlite engine panics on requests from a producer id it does not know
+            // (a client of the broker's previous life) and then stops answering; the memory
+            // engine answers them with an error the client recovers from.
+            storage: "memory://tansu/",
             dir,
             child: None,
         };
@@ -43,25 +71,22 @@ impl PrivateBroker {
         broker
     }
 
+    /// Where clients connect (the advertised address).
     pub fn address(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        self.advertised.clone()
     }
 
-    /// Starts (again) on the same port and data.
+    /// Starts (again) on the same port.
     pub async fn resume(&mut self) {
         let url = format!("tcp://127.0.0.1:{}", self.port);
+        let advertised = format!("tcp://{}", self.advertised);
         let child = Command::new(tansu_binary())
             .current_dir(&self.dir)
-            .args([
-                "broker",
-                "--listener-url",
-                &url,
-                "--advertised-listener-url",
-                &url,
-            ])
-            .args(["--storage-engine", "sqlite://tansu.db"])
+            .args(["broker", "--listener-url", &url])
+            .args(["--advertised-listener-url", &advertised])
+            .args(["--storage-engine", self.storage])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log_file(&self.dir))
             .spawn()
             .expect("tansu starts (run deploy/stack.sh up once to build it)");
         self.child = Some(child);
@@ -78,6 +103,14 @@ impl PrivateBroker {
         }
     }
 
+    /// Starts again on the same port with no data at all (a replacement broker).
+    pub async fn resume_fresh(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        std::fs::create_dir_all(&self.dir).expect("broker data dir");
+        self.resume().await;
+    }
+
     /// Kills the broker (as a crash would).
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -90,6 +123,12 @@ impl PrivateBroker {
 impl Drop for PrivateBroker {
     fn drop(&mut self) {
         self.stop();
+        if std::thread::panicking() {
+            // The broker's own account of a failed test.
+            if let Ok(log) = std::fs::read_to_string(self.dir.join("tansu.log")) {
+                eprintln!("--- private broker log ---\n{log}");
+            }
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

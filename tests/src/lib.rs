@@ -341,6 +341,16 @@ impl TestApp {
             })
     }
 
+    /// Runs a one-key command that answers an integer (XLEN, SCARD, ...).
+    pub async fn redis_int_cmd(&self, command: &str, key: &str) -> i64 {
+        let mut conn = self.redis.clone();
+        redis::cmd(command)
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .expect("redis command")
+    }
+
     /// Reads an integer key (0 if missing).
     pub async fn redis_int(&self, key: &str) -> i64 {
         let mut conn = self.redis.clone();
