@@ -166,6 +166,15 @@ fn parse_reserve(reply: &[String]) -> Result<Hold, ReserveError> {
     }
 }
 
+/// The reservation a payment-provider webhook event is about.
+pub struct WebhookTarget<'a> {
+    pub sale: &'a str,
+    pub pool: &'a str,
+    pub reservation_id: &'a str,
+    /// The provider's event id.
+    pub event: &'a str,
+}
+
 /// A reservation request, already authenticated and validated.
 pub struct ReserveRequest<'a> {
     pub claims: &'a AdmissionClaims,
@@ -389,73 +398,64 @@ impl Gatekeeper {
         Ok(reply.first().map(String::as_str) == Some("aborted"))
     }
 
+    /// Runs a webhook script (`confirm`, `release`, `refund_result`): its KEYS[9] remembers the
+    /// provider's event, so a redelivery changes nothing.
+    async fn webhook_script(
+        &self,
+        script: &Script,
+        target: &WebhookTarget<'_>,
+        args: &[&str],
+    ) -> redis::RedisResult<Vec<String>> {
+        let keys = self.keys.pool(target.sale, target.pool);
+        let mut invocation = Self::pool_invocation(
+            script,
+            &keys,
+            target.reservation_id,
+            &keys.webhook(target.event),
+        );
+        for arg in args {
+            invocation.arg(*arg);
+        }
+        invocation.invoke_async(&mut self.redis.clone()).await
+    }
+
     /// A payment succeeded (`confirm.lua`).
-    #[tracing::instrument(skip_all, fields(%reservation_id, %payment_id))]
+    #[tracing::instrument(skip_all, fields(reservation = %target.reservation_id, %payment_id))]
     pub async fn confirm(
         &self,
-        sale: &str,
-        pool: &str,
-        reservation_id: &str,
+        target: &WebhookTarget<'_>,
         payment_id: &str,
-        webhook_event: &str,
     ) -> redis::RedisResult<Confirmation> {
-        let keys = self.keys.pool(sale, pool);
-        let reply: Vec<String> = Self::pool_invocation(
-            &self.scripts.confirm,
-            &keys,
-            reservation_id,
-            &keys.webhook(webhook_event),
-        )
-        .arg(payment_id)
-        .invoke_async(&mut self.redis.clone())
-        .await?;
+        let reply = self
+            .webhook_script(&self.scripts.confirm, target, &[payment_id])
+            .await?;
         parse_confirm(&reply)
     }
 
     /// A payment failed (`release.lua`).
-    #[tracing::instrument(skip_all, fields(%reservation_id, %payment_id))]
+    #[tracing::instrument(skip_all, fields(reservation = %target.reservation_id, %payment_id))]
     pub async fn release(
         &self,
-        sale: &str,
-        pool: &str,
-        reservation_id: &str,
+        target: &WebhookTarget<'_>,
         payment_id: &str,
-        webhook_event: &str,
     ) -> redis::RedisResult<Release> {
-        let keys = self.keys.pool(sale, pool);
-        let reply: Vec<String> = Self::pool_invocation(
-            &self.scripts.release,
-            &keys,
-            reservation_id,
-            &keys.webhook(webhook_event),
-        )
-        .arg(payment_id)
-        .invoke_async(&mut self.redis.clone())
-        .await?;
+        let reply = self
+            .webhook_script(&self.scripts.release, target, &[payment_id])
+            .await?;
         parse_release(&reply)
     }
 
     /// The provider's verdict on a refund (`refund_result.lua`). Returns its outcome word.
     pub async fn refund_result(
         &self,
-        sale: &str,
-        pool: &str,
-        reservation_id: &str,
+        target: &WebhookTarget<'_>,
         payment_id: &str,
         succeeded: bool,
-        webhook_event: &str,
     ) -> redis::RedisResult<String> {
-        let keys = self.keys.pool(sale, pool);
-        let reply: Vec<String> = Self::pool_invocation(
-            &self.scripts.refund_result,
-            &keys,
-            reservation_id,
-            &keys.webhook(webhook_event),
-        )
-        .arg(payment_id)
-        .arg(if succeeded { "succeeded" } else { "failed" })
-        .invoke_async(&mut self.redis.clone())
-        .await?;
+        let outcome = if succeeded { "succeeded" } else { "failed" };
+        let reply = self
+            .webhook_script(&self.scripts.refund_result, target, &[payment_id, outcome])
+            .await?;
         reply
             .into_iter()
             .next()

@@ -14,7 +14,7 @@ use secrecy::ExposeSecret;
 use serde_json::{json, Value};
 
 use crate::error::ApiError;
-use crate::gatekeeper::{Confirmation, Release, ReserveError};
+use crate::gatekeeper::{Confirmation, Release, ReserveError, WebhookTarget};
 use crate::payments::{verify, SignatureError, WebhookEvent, SIGNATURE_HEADER};
 use crate::AppState;
 
@@ -76,12 +76,18 @@ pub async fn receive_webhook(
         ));
     };
     let gatekeeper = &state.gatekeeper;
-    let (sale, reference, payment) = (&data.sale, &data.reference, &data.payment_id);
+    let (reference, payment) = (&data.reference, &data.payment_id);
+    let target = WebhookTarget {
+        sale: &data.sale,
+        pool,
+        reservation_id: reference,
+        event: &event.id,
+    };
 
     let result = match event.kind.as_str() {
         "payment.succeeded" => {
             let confirmation = gatekeeper
-                .confirm(sale, pool, reference, payment, &event.id)
+                .confirm(&target, payment)
                 .await
                 .map_err(ReserveError::from)?;
             match confirmation {
@@ -104,7 +110,7 @@ pub async fn receive_webhook(
             }
         }
         "payment.failed" => match gatekeeper
-            .release(sale, pool, reference, payment, &event.id)
+            .release(&target, payment)
             .await
             .map_err(ReserveError::from)?
         {
@@ -116,7 +122,7 @@ pub async fn receive_webhook(
         kind @ ("refund.succeeded" | "refund.failed") => {
             let succeeded = kind == "refund.succeeded";
             let outcome = gatekeeper
-                .refund_result(sale, pool, reference, payment, succeeded, &event.id)
+                .refund_result(&target, payment, succeeded)
                 .await
                 .map_err(ReserveError::from)?;
             if !succeeded {

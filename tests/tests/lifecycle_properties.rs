@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 
 use floodgate_booking::catalog;
-use floodgate_booking::gatekeeper::{Confirmation, Gatekeeper, Hold, Release, ReserveRequest};
+use floodgate_booking::gatekeeper::{
+    Confirmation, Gatekeeper, Hold, Release, ReserveRequest, WebhookTarget,
+};
 use floodgate_contract::ids::reservation_id;
 use floodgate_contract::keys::Keys;
 use floodgate_contract::token::AdmissionClaims;
@@ -114,6 +116,15 @@ impl World {
             outbox, self.events,
             "{step}: one event per change, none for a no-op"
         );
+    }
+
+    fn target<'a>(&'a self, id: &'a str, event: &'a str) -> WebhookTarget<'a> {
+        WebhookTarget {
+            sale: &self.sale,
+            pool: "p1",
+            reservation_id: id,
+            event,
+        }
     }
 
     fn fresh(&mut self, prefix: &str) -> String {
@@ -244,7 +255,7 @@ impl World {
         let id = self.reservations[i].hold.reservation_id.clone();
         let got = self
             .gatekeeper
-            .confirm(&self.sale, "p1", &id, &payment, &event)
+            .confirm(&self.target(&id, &event), &payment)
             .await
             .unwrap();
         self.expect_confirm(i, &payment, false, &got);
@@ -258,7 +269,7 @@ impl World {
         let id = self.reservations[i].hold.reservation_id.clone();
         let got = self
             .gatekeeper
-            .release(&self.sale, "p1", &id, &payment, &event)
+            .release(&self.target(&id, &event), &payment)
             .await
             .unwrap();
         let r = &mut self.reservations[i];
@@ -282,14 +293,14 @@ impl World {
         if success {
             let got = self
                 .gatekeeper
-                .confirm(&self.sale, "p1", &id, &payment, &event)
+                .confirm(&self.target(&id, &event), &payment)
                 .await
                 .unwrap();
             assert!(matches!(got, Confirmation::Duplicate(_)), "{got:?}");
         } else {
             let got = self
                 .gatekeeper
-                .release(&self.sale, "p1", &id, &payment, &event)
+                .release(&self.target(&id, &event), &payment)
                 .await
                 .unwrap();
             assert!(matches!(got, Release::Duplicate(_)), "{got:?}");
@@ -331,9 +342,9 @@ impl World {
         let event = self.fresh("evt");
         let id = self.reservations[i].hold.reservation_id.clone();
         let was_held = self.reservations[i].state == State::Held;
+        let target = self.target(&id, &event);
         let (confirmed, expired) = tokio::join!(
-            self.gatekeeper
-                .confirm(&self.sale, "p1", &id, &payment, &event),
+            self.gatekeeper.confirm(&target, &payment),
             self.gatekeeper.expire(&self.sale, "p1", &id),
         );
         let (confirmed, expired) = (confirmed.unwrap(), expired.unwrap());
