@@ -18,7 +18,7 @@ export FLOODGATE_TANSU=${FLOODGATE_TANSU:-$FLOODGATE_HOME/tansu-0.6.0/bin/tansu}
 
 # A broker this run starts is stopped when it ends; one that was already running is left alone.
 if ! (exec 3<>/dev/tcp/127.0.0.1/9092) 2>/dev/null; then
-  trap 'deploy/stack.sh down' EXIT
+  trap 'deploy/stack.sh down >/dev/null' EXIT
 fi
 deploy/stack.sh up
 
