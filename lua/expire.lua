@@ -1,13 +1,15 @@
 -- expire: the reaper's step for one hold whose expiry has passed.
 --
 -- KEYS: see lib.lua; KEYS[9] is not used.
+-- ARGV[1] the reservation id (its member in the expiries index)
 --
 -- Returns {"expired"} when the hold was live and due (seats back, HoldExpired emitted), else
 -- {"skipped", state} (already sold, released, expired by another reaper, or not yet due).
 -- Any number of reapers may call this for the same hold: only one finds it held and due.
 local rec = load(K.rsv)
 if not rec then
-  redis.call('ZREM', K.expiries, KEYS[8])
+  -- An index entry without its reservation: drop it so the reaper stops coming back to it.
+  redis.call('ZREM', K.expiries, ARGV[1])
   return {'skipped', 'unknown'}
 end
 local now = now_ms()

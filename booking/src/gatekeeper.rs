@@ -472,6 +472,7 @@ impl Gatekeeper {
         let keys = self.keys.pool(sale, pool);
         let reply: Vec<String> =
             Self::pool_invocation(&self.scripts.expire, &keys, reservation_id, &keys.relay())
+                .arg(reservation_id)
                 .invoke_async(&mut self.redis.clone())
                 .await?;
         Ok(reply.first().map(String::as_str) == Some("expired"))

@@ -422,3 +422,43 @@ async fn random_interleavings_keep_every_invariant(db: sqlx::PgPool) {
         run(&db, seed).await;
     }
 }
+
+#[sqlx::test(migrations = "../migrations")]
+async fn the_reaper_drops_an_index_entry_whose_reservation_is_gone(db: sqlx::PgPool) {
+    let keys = Keys::new(unique("prop") + ":");
+    let redis = floodgate_contract::runtime::connect_redis(&redis_url())
+        .await
+        .unwrap();
+    let sale = unique("stray-");
+    catalog::create_sale(&db, &SaleSpec::default().to_file(&sale))
+        .await
+        .unwrap();
+    catalog::arm_sale(&db, &redis, &keys, &sale).await.unwrap();
+    let gatekeeper = Gatekeeper::connect(redis.clone(), keys.clone())
+        .await
+        .unwrap();
+    let stray = reservation_id("p1", &"0".repeat(32));
+    let expiries = keys.pool(&sale, "p1").expiries();
+    let _: i64 = redis::cmd("ZADD")
+        .arg(&expiries)
+        .arg(0)
+        .arg(&stray)
+        .query_async(&mut redis.clone())
+        .await
+        .unwrap();
+
+    assert!(
+        !gatekeeper.expire(&sale, "p1", &stray).await.unwrap(),
+        "nothing to expire"
+    );
+    let score: Option<f64> = redis::cmd("ZSCORE")
+        .arg(&expiries)
+        .arg(&stray)
+        .query_async(&mut redis.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        score, None,
+        "the stray entry is gone, so the reaper does not come back to it"
+    );
+}
