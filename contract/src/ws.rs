@@ -72,6 +72,8 @@ pub mod close {
     pub const BAD_MESSAGE: u16 = 4400;
     /// The sale named in the URL is not armed (or does not exist).
     pub const UNKNOWN_SALE: u16 = 4404;
+    /// Nothing (not even a pong) arrived from the client for the idle timeout: reconnect.
+    pub const IDLE_TIMEOUT: u16 = 4408;
     /// The sale is over (sold out or closed): do not reconnect.
     pub const SALE_OVER: u16 = 4410;
     /// A dependency (Redis) is unavailable: reconnect with backoff; nothing was lost.

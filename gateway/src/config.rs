@@ -35,6 +35,26 @@ pub struct Config {
     /// Least time between two position messages to one client. Admission is pushed at once.
     #[arg(long, env = "FLOODGATE_POSITION_INTERVAL_MS", default_value_t = 1_000)]
     pub position_interval_ms: u64,
+    /// Most simultaneous WebSocket sessions from one IP address. A household or an office behind
+    /// one NAT shares an address, so this is generous; it stops one host from holding thousands
+    /// of places in line.
+    #[arg(long, env = "FLOODGATE_MAX_CONNECTIONS_PER_IP", default_value_t = 32)]
+    pub max_connections_per_ip: u32,
+    /// Joins per second allowed from one IP address (with a burst of twice that): reconnect
+    /// storms and scripted joiners are slowed down, people are not.
+    #[arg(long, env = "FLOODGATE_JOINS_PER_SEC_PER_IP", default_value_t = 5)]
+    pub joins_per_sec_per_ip: u32,
+    /// How often the gateway pings each client (protocol-level ping; browsers answer by themselves).
+    #[arg(long, env = "FLOODGATE_HEARTBEAT_MS", default_value_t = 15_000)]
+    pub heartbeat_ms: u64,
+    /// A session from which nothing (not even a pong) arrives for this long is closed with 4408:
+    /// three heartbeats, so one lost pong is not enough to drop someone.
+    #[arg(long, env = "FLOODGATE_IDLE_TIMEOUT_MS", default_value_t = 45_000)]
+    pub idle_timeout_ms: u64,
+    /// A send that cannot complete in this time means the client is not reading: it is
+    /// disconnected rather than allowed to hold memory.
+    #[arg(long, env = "FLOODGATE_SEND_TIMEOUT_MS", default_value_t = 10_000)]
+    pub send_timeout_ms: u64,
     /// Folder of the browser client, served at `/` (none: no static files).
     #[arg(long, env = "FLOODGATE_STATIC_DIR")]
     pub static_dir: Option<PathBuf>,

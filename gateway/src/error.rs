@@ -13,6 +13,9 @@ pub enum ApiError {
     NotFound(&'static str, String),
     #[error("{1}")]
     UpgradeRequired(&'static str, String),
+    /// A per-IP limit: answered with `Retry-After`.
+    #[error("{1}")]
+    TooManyRequests(&'static str, String),
     /// Redis is unreachable: no ticket was handed out. Answered with `Retry-After`.
     #[error("{1}")]
     Unavailable(&'static str, String),
@@ -24,6 +27,7 @@ impl IntoResponse for ApiError {
             ApiError::BadRequest(c, m) => (StatusCode::BAD_REQUEST, c, m),
             ApiError::NotFound(c, m) => (StatusCode::NOT_FOUND, c, m),
             ApiError::UpgradeRequired(c, m) => (StatusCode::UPGRADE_REQUIRED, c, m),
+            ApiError::TooManyRequests(c, m) => (StatusCode::TOO_MANY_REQUESTS, c, m),
             ApiError::Unavailable(c, m) => (StatusCode::SERVICE_UNAVAILABLE, c, m),
         };
         let mut response = (
@@ -34,7 +38,7 @@ impl IntoResponse for ApiError {
             }),
         )
             .into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
+        if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
             // One second: long enough for Redis to reconnect, short enough not to lose the crowd.
             response
                 .headers_mut()

@@ -7,11 +7,13 @@
 //! - [`room`]: a sale's shared view on this gateway, its refresh task and the admission controller.
 //! - [`session`]: one client's WebSocket session.
 //! - [`error`]: JSON errors answered before an upgrade.
+//! - [`limits`]: per-IP connection and join-rate limits.
 //!
 //! A gateway never decides a seat: it only hands out tickets and admission tokens.
 
 pub mod config;
 pub mod error;
+pub mod limits;
 pub mod room;
 pub mod session;
 
@@ -21,7 +23,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::{Path, Query, State, WebSocketUpgrade};
+use axum::extract::{ConnectInfo, Path, Query, State, WebSocketUpgrade};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -65,6 +67,8 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// Tracks sessions and room tasks so shutdown can wait for them.
     pub tasks: TaskTracker,
+    /// Per-IP connection counts and join rates.
+    pub limits: Arc<limits::IpLimits>,
 }
 
 impl AppState {
@@ -87,6 +91,8 @@ impl AppState {
             .instance_id
             .clone()
             .unwrap_or_else(|| format!("gw-{}", uuid::Uuid::new_v4().simple()));
+        let limits =
+            limits::IpLimits::new(config.max_connections_per_ip, config.joins_per_sec_per_ip);
         Ok(Self {
             redis,
             keys,
@@ -97,6 +103,7 @@ impl AppState {
             config: Arc::new(config),
             shutdown,
             tasks: TaskTracker::new(),
+            limits,
         })
     }
 
@@ -155,6 +162,7 @@ pub struct JoinParams {
 #[tracing::instrument(skip_all)]
 pub async fn join_queue(
     State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
     params: Result<Query<JoinParams>, QueryRejection>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
@@ -170,6 +178,18 @@ pub async fn join_queue(
             "websocket_required",
             format!("this endpoint speaks WebSocket only: {e}"),
         )
+    })?;
+
+    // Limits before any Redis work: a flood from one address costs a map lookup.
+    let slot = state.limits.admit(peer.ip()).map_err(|e| match e {
+        limits::LimitError::TooManyConnections => ApiError::TooManyRequests(
+            "too_many_connections",
+            "too many open connections from this address".into(),
+        ),
+        limits::LimitError::JoiningTooFast => ApiError::TooManyRequests(
+            "join_rate_limited",
+            "joining too fast from this address; retry in a second".into(),
+        ),
     })?;
 
     let keys = state.keys.sale(&sale);
@@ -191,7 +211,11 @@ pub async fn join_queue(
         opens_at_ms,
         signer: state.signer.clone(),
         position_interval: Duration::from_millis(state.config.position_interval_ms),
+        heartbeat: Duration::from_millis(state.config.heartbeat_ms),
+        idle_timeout: Duration::from_millis(state.config.idle_timeout_ms),
+        send_timeout: Duration::from_millis(state.config.send_timeout_ms),
         shutdown: state.shutdown.clone(),
+        _connection: slot,
     };
     let tasks = state.tasks.clone();
     Ok(upgrade
@@ -239,7 +263,18 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 pub async fn run(listener: TcpListener, state: AppState) -> std::io::Result<()> {
     let shutdown = state.shutdown.clone();
     let tasks = state.tasks.clone();
-    let app = router(state);
+    let limits = state.limits.clone();
+    let pruning = shutdown.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(60));
+        loop {
+            tokio::select! {
+                _ = pruning.cancelled() => break,
+                _ = every.tick() => limits.prune(),
+            }
+        }
+    });
+    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await?;

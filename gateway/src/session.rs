@@ -24,7 +24,13 @@ pub struct Session {
     pub room: Arc<Room>,
     pub signer: Arc<TokenSigner>,
     pub position_interval: Duration,
+    /// How often the client is pinged, how long it may stay silent, how long a send may take.
+    pub heartbeat: Duration,
+    pub idle_timeout: Duration,
+    pub send_timeout: Duration,
     pub shutdown: CancellationToken,
+    /// Holds this session's place in its IP address's connection count until the session ends.
+    pub _connection: crate::limits::ConnectionSlot,
 }
 
 /// Why a session ended, for the log.
@@ -47,6 +53,9 @@ impl Session {
                 })))
                 .await;
         }
+        if !matches!(end, End::ClientLeft) {
+            finish_closing(&mut socket).await;
+        }
         tracing::debug!(?end, "session ended");
     }
 
@@ -57,9 +66,12 @@ impl Session {
             ticket: self.ticket,
             opens_at_ms: self.opens_at_ms,
         };
-        if send(socket, &hello).await.is_err() {
+        if self.send(socket, &hello).await.is_err() {
             return End::ClientLeft;
         }
+        let mut heartbeat =
+            tokio::time::interval_at(Instant::now() + self.heartbeat, self.heartbeat);
+        let mut last_heard = Instant::now();
         let mut view = self.room.subscribe();
         view.mark_changed();
         let mut last_sent: Option<u64> = None;
@@ -89,7 +101,17 @@ impl Session {
                     }
                 }
                 _ = sleep_until(flush_at) => {}
+                _ = heartbeat.tick() => {
+                    if last_heard.elapsed() >= self.idle_timeout {
+                        return End::Closed(close::IDLE_TIMEOUT, "no answer to pings; reconnect");
+                    }
+                    let ping = socket.send(Message::Ping(Default::default()));
+                    if !matches!(tokio::time::timeout(self.send_timeout, ping).await, Ok(Ok(()))) {
+                        return End::ClientLeft;
+                    }
+                }
                 incoming = socket.recv() => {
+                    last_heard = Instant::now();
                     if let Some(end) = self.on_client_message(socket, incoming).await {
                         return end;
                     }
@@ -100,7 +122,7 @@ impl Session {
                 if let ServerMessage::Position { position, .. } = &message {
                     last_sent = Some(*position);
                 }
-                if send(socket, &message).await.is_err() {
+                if self.send(socket, &message).await.is_err() {
                     return End::ClientLeft;
                 }
                 next_position_at = Instant::now() + self.position_interval;
@@ -123,7 +145,7 @@ impl Session {
             expires_at_ms: claims.exp_ms,
             max_seats: claims.max_seats,
         };
-        if send(socket, &admitted).await.is_err() {
+        if self.send(socket, &admitted).await.is_err() {
             return End::ClientLeft;
         }
         tracing::debug!("admitted");
@@ -164,7 +186,8 @@ impl Session {
                 "binary frames are not accepted",
             )),
             Some(Ok(Message::Text(text))) => match serde_json::from_str::<ClientMessage>(&text) {
-                Ok(ClientMessage::Ping) => send(socket, &ServerMessage::Pong)
+                Ok(ClientMessage::Ping) => self
+                    .send(socket, &ServerMessage::Pong)
                     .await
                     .err()
                     .map(|_| End::ClientLeft),
@@ -177,9 +200,38 @@ impl Session {
     }
 }
 
-async fn send(socket: &mut WebSocket, message: &ServerMessage) -> Result<(), axum::Error> {
-    let text = serde_json::to_string(message).expect("server messages serialise");
-    socket.send(Message::Text(text.into())).await
+impl Session {
+    /// Sends one message, giving up on a client that does not read: a session never queues
+    /// more than the message in hand, so a slow client costs one socket buffer, not a backlog.
+    async fn send(&self, socket: &mut WebSocket, message: &ServerMessage) -> Result<(), ()> {
+        let text = serde_json::to_string(message).expect("server messages serialise");
+        match tokio::time::timeout(self.send_timeout, socket.send(Message::Text(text.into()))).await
+        {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(()),
+            Err(_) => {
+                tracing::debug!("client not reading; disconnected");
+                Err(())
+            }
+        }
+    }
+}
+
+/// How long the gateway waits for the client's half of the closing handshake.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
+
+/// Waits (briefly) for the client to answer our Close frame before the TCP connection goes, as
+/// RFC 6455 asks: dropping it at once can make the client lose the close code it was sent (its
+/// last writes hit a closed socket before it reads the frame).
+async fn finish_closing(socket: &mut WebSocket) {
+    let _ = tokio::time::timeout(CLOSE_WAIT, async {
+        while let Some(Ok(message)) = socket.recv().await {
+            if matches!(message, Message::Close(_)) {
+                break;
+            }
+        }
+    })
+    .await;
 }
 
 async fn sleep_until(at: Option<Instant>) {

@@ -152,6 +152,10 @@ pub struct TestOptions {
     pub delivery_timeout_ms: u64,
     pub relay_interval_ms: u64,
     pub reaper_interval_ms: u64,
+    pub max_connections_per_ip: u32,
+    pub joins_per_sec_per_ip: u32,
+    pub heartbeat_ms: u64,
+    pub idle_timeout_ms: u64,
 }
 
 impl Default for TestOptions {
@@ -162,6 +166,11 @@ impl Default for TestOptions {
             delivery_timeout_ms: 10_000,
             relay_interval_ms: 100,
             reaper_interval_ms: 100,
+            // Tests open many sockets from 127.0.0.1 at once.
+            max_connections_per_ip: 10_000,
+            joins_per_sec_per_ip: 100_000,
+            heartbeat_ms: 15_000,
+            idle_timeout_ms: 45_000,
         }
     }
 }
@@ -195,6 +204,11 @@ impl TestApp {
             tick_ms: 50,
             lease_ms: 2_000,
             position_interval_ms: 200,
+            max_connections_per_ip: options.max_connections_per_ip,
+            joins_per_sec_per_ip: options.joins_per_sec_per_ip,
+            heartbeat_ms: options.heartbeat_ms,
+            idle_timeout_ms: options.idle_timeout_ms,
+            send_timeout_ms: 5_000,
             static_dir: None,
             instance_id: None,
         };

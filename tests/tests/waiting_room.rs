@@ -152,3 +152,103 @@ async fn bad_frames_close_only_their_own_session(db: sqlx::PgPool) {
     let (_late, ticket) = join(&app, &sale).await;
     assert_eq!(ticket, bystander_ticket + 5);
 }
+
+async fn pending_sale_with(
+    options: floodgate_tests::TestOptions,
+    db: sqlx::PgPool,
+) -> (TestApp, String) {
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = pending_sale(&app).await;
+    (app, sale)
+}
+
+/// Expects the gateway to refuse the join with HTTP 429 and `code`.
+async fn refused_with(app: &TestApp, sale: &str, code: &str) {
+    match tokio_tungstenite::connect_async(app.ws_url(sale)).await {
+        Err(WsError::Http(response)) => {
+            assert_eq!(response.status(), 429);
+            assert_eq!(response.headers()["retry-after"], "1");
+            let body: serde_json::Value =
+                serde_json::from_slice(response.body().as_deref().unwrap()).unwrap();
+            assert_eq!(body["error"], code);
+        }
+        other => panic!("expected a 429 {code}, got {other:?}"),
+    }
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn one_address_may_hold_only_so_many_sessions(db: sqlx::PgPool) {
+    let options = floodgate_tests::TestOptions {
+        max_connections_per_ip: 3,
+        ..Default::default()
+    };
+    let (app, sale) = pending_sale_with(options, db).await;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(join(&app, &sale).await.0);
+    }
+    refused_with(&app, &sale, "too_many_connections").await;
+
+    // One leaves: its slot comes back and someone else from the address gets in.
+    let mut leaving = held.pop().unwrap();
+    leaving.close(None).await.unwrap();
+    let (_again, _) = app
+        .wait_for("a slot freed", Duration::from_secs(10), || async {
+            tokio_tungstenite::connect_async(app.ws_url(&sale))
+                .await
+                .ok()
+        })
+        .await;
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn joining_too_fast_from_one_address_is_slowed_down(db: sqlx::PgPool) {
+    let options = floodgate_tests::TestOptions {
+        joins_per_sec_per_ip: 1,
+        ..Default::default()
+    };
+    let (app, sale) = pending_sale_with(options, db).await;
+    // A burst of twice the rate is allowed, then the address must wait.
+    let _first = join(&app, &sale).await;
+    let _second = join(&app, &sale).await;
+    refused_with(&app, &sale, "join_rate_limited").await;
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_client_that_stops_answering_pings_is_closed_and_others_are_not(db: sqlx::PgPool) {
+    let options = floodgate_tests::TestOptions {
+        heartbeat_ms: 100,
+        idle_timeout_ms: 300,
+        ..Default::default()
+    };
+    let (app, sale) = pending_sale_with(options, db).await;
+    let (mut silent, _) = join(&app, &sale).await;
+    let (mut lively, _) = join(&app, &sale).await;
+
+    // The lively client keeps reading (its WebSocket layer answers every ping) for as long as
+    // the silent one reads nothing at all, which is what a vanished phone looks like.
+    let keep_reading = async {
+        let until = tokio::time::Instant::now() + Duration::from_millis(800);
+        while let Ok(Some(Ok(frame))) = tokio::time::timeout_at(until, lively.next()).await {
+            assert!(
+                !matches!(frame, Message::Close(_)),
+                "a client answering pings stays connected"
+            );
+        }
+    };
+    keep_reading.await;
+    assert_eq!(close_code(&mut silent).await, close::IDLE_TIMEOUT);
+
+    lively
+        .send(Message::Text(r#"{"type":"ping"}"#.into()))
+        .await
+        .unwrap();
+    loop {
+        let Message::Text(t) = next_message(&mut lively).await else {
+            continue;
+        };
+        if matches!(serde_json::from_str(&t).unwrap(), ServerMessage::Pong) {
+            break;
+        }
+    }
+}

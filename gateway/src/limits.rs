@@ -1,0 +1,108 @@
+//! Per-IP limits on the waiting room's front door: how many sessions one address may hold at
+//! once, and how fast it may join. Both are checked before a ticket is taken, so a flood from one
+//! host costs a map lookup, not a Redis round trip or a place in line.
+
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+
+pub struct IpLimits {
+    max_connections: u32,
+    connections: DashMap<IpAddr, u32>,
+    joins: DefaultKeyedRateLimiter<IpAddr>,
+}
+
+/// Why a join was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum LimitError {
+    TooManyConnections,
+    JoiningTooFast,
+}
+
+impl IpLimits {
+    pub fn new(max_connections: u32, joins_per_sec: u32) -> Arc<Self> {
+        let rate = NonZeroU32::new(joins_per_sec.max(1)).expect("at least one");
+        let burst = NonZeroU32::new(joins_per_sec.max(1).saturating_mul(2)).expect("at least one");
+        Arc::new(Self {
+            max_connections: max_connections.max(1),
+            connections: DashMap::new(),
+            joins: RateLimiter::keyed(Quota::per_second(rate).allow_burst(burst)),
+        })
+    }
+
+    /// Admits one more session from `ip`, or says why not. The slot is given back when the
+    /// returned [`ConnectionSlot`] is dropped (the session ended, or the upgrade failed).
+    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<ConnectionSlot, LimitError> {
+        if self.joins.check_key(&ip).is_err() {
+            return Err(LimitError::JoiningTooFast);
+        }
+        let mut count = self.connections.entry(ip).or_insert(0);
+        if *count >= self.max_connections {
+            return Err(LimitError::TooManyConnections);
+        }
+        *count += 1;
+        Ok(ConnectionSlot {
+            limits: self.clone(),
+            ip,
+        })
+    }
+
+    /// Forgets rate-limit state of addresses not seen lately (bounded memory under churn).
+    pub fn prune(&self) {
+        self.joins.retain_recent();
+        self.joins.shrink_to_fit();
+    }
+
+    #[cfg(test)]
+    fn connections(&self, ip: IpAddr) -> u32 {
+        self.connections.get(&ip).map_or(0, |c| *c)
+    }
+}
+
+/// One session's share of its address's connection count.
+pub struct ConnectionSlot {
+    limits: Arc<IpLimits>,
+    ip: IpAddr,
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        // Remove the entry at zero so the map only holds addresses with live sessions.
+        self.limits.connections.remove_if_mut(&self.ip, |_, count| {
+            *count = count.saturating_sub(1);
+            *count == 0
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_are_counted_per_address_and_given_back() {
+        let limits = IpLimits::new(2, 1_000);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let first = limits.admit(a).unwrap();
+        let _second = limits.admit(a).unwrap();
+        assert_eq!(limits.admit(a).err(), Some(LimitError::TooManyConnections));
+        let _other = limits.admit(b).expect("another address is not affected");
+        drop(first);
+        assert_eq!(limits.connections(a), 1);
+        assert!(limits.admit(a).is_ok());
+    }
+
+    #[test]
+    fn joins_are_rate_limited_per_address() {
+        let limits = IpLimits::new(1_000, 2);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let slots: Vec<_> = (0..4).map_while(|_| limits.admit(a).ok()).collect();
+        assert_eq!(slots.len(), 4, "a burst of twice the rate");
+        assert_eq!(limits.admit(a).err(), Some(LimitError::JoiningTooFast));
+        assert!(limits.admit("10.0.0.9".parse().unwrap()).is_ok());
+    }
+}
