@@ -88,6 +88,8 @@ cat <<TXT
       http://$FLOODGATE_SANDBOX_LISTEN
   Bookings as they land in PostgreSQL:
       psql postgres://postgres@127.0.0.1:5432/floodgate -c "select reservation_id, pool_id, seats, status from bookings where sale_id = '$SALE'"
+  Metrics (Prometheus):
+      http://$FLOODGATE_GATEWAY_LISTEN/metrics  http://$FLOODGATE_BOOKING_LISTEN/metrics  http://127.0.0.1:9102/metrics
   Logs:
       $LOGS/{gateway,booking,sandbox-pay,consumer}.log
 

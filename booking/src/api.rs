@@ -136,6 +136,12 @@ pub async fn create_reservation(
         }
     }
 
+    let outcome = if hold.replayed {
+        "replayed"
+    } else {
+        "reserved"
+    };
+    metrics::counter!("floodgate_reservations_total", "outcome" => outcome).increment(1);
     Ok((
         StatusCode::CREATED,
         Json(ReservationCreated {
@@ -163,6 +169,7 @@ async fn abort(
     cause: String,
 ) -> ApiError {
     tracing::warn!(%cause, %reservation_id, "SeatReserved not acknowledged; aborting the hold");
+    metrics::counter!("floodgate_reservations_aborted_total").increment(1);
     if let Err(e) = state
         .gatekeeper
         .abort(&claims.sale, pool, &claims.jti, reservation_id)

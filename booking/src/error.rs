@@ -77,6 +77,9 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        // Every refusal and failure, by the code the client sees.
+        let code = self.body().error;
+        metrics::counter!("floodgate_api_errors_total", "code" => code).increment(1);
         if let ApiError::Internal(cause) = &self {
             tracing::error!(%cause, "internal error");
         }

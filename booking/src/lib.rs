@@ -79,6 +79,7 @@ impl AppState {
         use anyhow::Context as _;
         let verifier = TokenVerifier::from_list(&config.token_public_keys)
             .context("FLOODGATE_TOKEN_PUBLIC_KEYS is not a valid key list")?;
+        floodgate_contract::runtime::metrics();
         let keys = config.redis.keys().map_err(anyhow::Error::msg)?;
         let redis = floodgate_contract::runtime::connect_redis(&config.redis.redis_url)
             .await
@@ -139,6 +140,10 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/payments/webhook", post(webhook::receive_webhook))
         .route("/healthz", get(api::health))
+        .route(
+            "/metrics",
+            get(|| async { floodgate_contract::runtime::metrics().render() }),
+        )
         .fallback(api::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(cors)

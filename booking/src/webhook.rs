@@ -135,6 +135,16 @@ pub async fn receive_webhook(
             json!({ "result": "ignored", "reason": "event type not handled" })
         }
     };
+    let outcome = result["result"].as_str().unwrap_or("?").to_owned();
+    // Only known types become label values: a provider's new types must not grow the series.
+    let kind: &'static str = match event.kind.as_str() {
+        "payment.succeeded" => "payment.succeeded",
+        "payment.failed" => "payment.failed",
+        "refund.succeeded" => "refund.succeeded",
+        "refund.failed" => "refund.failed",
+        _ => "other",
+    };
+    metrics::counter!("floodgate_webhooks_total", "type" => kind, "result" => outcome).increment(1);
     Ok(Json(result))
 }
 

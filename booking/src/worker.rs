@@ -161,6 +161,7 @@ impl Workers {
         }
         if !acked.is_empty() {
             tracing::debug!(count = acked.len(), "relayed outbox events");
+            metrics::counter!("floodgate_outbox_relayed_total").increment(acked.len() as u64);
         }
         self.delete(&keys.outbox(), &acked).await
     }
@@ -200,6 +201,7 @@ impl Workers {
                 .map_err(|e| e.to_string())?
             {
                 tracing::debug!(%reservation, "hold expired");
+                metrics::counter!("floodgate_holds_expired_total").increment(1);
             }
         }
         Ok(())

@@ -55,6 +55,7 @@ const RETRY_DELAY: Duration = Duration::from_millis(500);
 /// Consumes until `shutdown` is cancelled, then commits the offsets of everything already
 /// written to the database.
 pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> anyhow::Result<()> {
+    floodgate_contract::runtime::metrics();
     let mut client = ClientConfig::new();
     if let Some(id) = &config.instance_id {
         client.set("group.instance.id", id);
@@ -94,9 +95,17 @@ pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> an
             match store::apply(&db, payload).await {
                 Ok(outcome) => {
                     tracing::debug!(?outcome, offset = message.offset(), "event applied");
+                    let label = if outcome == store::Applied::Changed {
+                        "changed"
+                    } else {
+                        "unchanged"
+                    };
+                    metrics::counter!("floodgate_consumer_events_total", "outcome" => label)
+                        .increment(1);
                     break;
                 }
                 Err(store::ApplyError::Poison(reason)) => {
+                    metrics::counter!("floodgate_consumer_poison_total").increment(1);
                     // A dead-letter topic takes these in a later step; for now the reason is
                     // logged loudly and the partition moves on rather than stalling every pool
                     // behind one unreadable message.
@@ -104,6 +113,7 @@ pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> an
                     break;
                 }
                 Err(store::ApplyError::Db(e)) => {
+                    metrics::counter!("floodgate_consumer_db_retries_total").increment(1);
                     tracing::warn!(error = %e, "database write failed; retrying without committing");
                     tokio::select! {
                         _ = shutdown.cancelled() => return commit_final(&consumer),

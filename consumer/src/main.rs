@@ -18,6 +18,13 @@ struct Cli {
         default_value = "postgres://postgres@127.0.0.1:5432/floodgate"
     )]
     database_url: String,
+    /// Where Prometheus scrapes this consumer's metrics (`GET /metrics`).
+    #[arg(
+        long,
+        env = "FLOODGATE_CONSUMER_METRICS_LISTEN",
+        default_value = "127.0.0.1:9102"
+    )]
+    metrics_listen: String,
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, env = "FLOODGATE_LOG_JSON")]
     log_json: bool,
@@ -33,5 +40,13 @@ async fn main() -> anyhow::Result<()> {
         .await
         .with_context(|| format!("connecting to PostgreSQL at {}", cli.database_url))?;
     MIGRATOR.run(&db).await.context("applying migrations")?;
+    let metrics_listener = tokio::net::TcpListener::bind(&cli.metrics_listen)
+        .await
+        .with_context(|| format!("binding {}", cli.metrics_listen))?;
+    let metrics_app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(|| async { runtime::metrics().render() }),
+    );
+    tokio::spawn(async move { axum::serve(metrics_listener, metrics_app).await });
     floodgate_consumer::run(&cli.config, db, runtime::shutdown_on_signal()).await
 }

@@ -101,3 +101,15 @@ pub struct KafkaArgs {
     #[arg(long, env = "FLOODGATE_RESERVATIONS_TOPIC", default_value = crate::events::DEFAULT_RESERVATIONS_TOPIC)]
     pub reservations_topic: String,
 }
+
+/// The process-wide Prometheus recorder, installed on first use. Every service serves its
+/// rendering at `GET /metrics`; several services in one process (the tests) share it.
+pub fn metrics() -> &'static metrics_exporter_prometheus::PrometheusHandle {
+    static HANDLE: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> =
+        std::sync::OnceLock::new();
+    HANDLE.get_or_init(|| {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .install_recorder()
+            .expect("the Prometheus recorder is installed once per process")
+    })
+}

@@ -74,6 +74,7 @@ pub struct AppState {
 impl AppState {
     /// Validates `config` and connects to Redis.
     pub async fn connect(config: Config, shutdown: CancellationToken) -> anyhow::Result<Self> {
+        floodgate_contract::runtime::metrics();
         let keys = config.redis.keys().map_err(anyhow::Error::msg)?;
         anyhow::ensure!(
             config.tick_ms > 0 && config.lease_ms >= 5 * config.tick_ms,
@@ -140,6 +141,10 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/healthz",
             get(|| async { Json(serde_json::json!({ "status": "ok" })) }),
+        )
+        .route(
+            "/metrics",
+            get(|| async { floodgate_contract::runtime::metrics().render() }),
         );
     if let Some(dir) = &state.config.static_dir {
         router = router.fallback_service(ServeDir::new(dir));
@@ -204,6 +209,7 @@ pub async fn join_queue(
     let [ticket, opens_at_ms] = joined[..] else {
         return Err(unknown_sale());
     };
+    metrics::counter!("floodgate_tickets_issued_total").increment(1);
     let session = Session {
         room: state.room(&sale),
         sale,

@@ -37,10 +37,14 @@ impl IpLimits {
     /// returned [`ConnectionSlot`] is dropped (the session ended, or the upgrade failed).
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<ConnectionSlot, LimitError> {
         if self.joins.check_key(&ip).is_err() {
+            metrics::counter!("floodgate_joins_refused_total", "reason" => "join_rate_limited")
+                .increment(1);
             return Err(LimitError::JoiningTooFast);
         }
         let mut count = self.connections.entry(ip).or_insert(0);
         if *count >= self.max_connections {
+            metrics::counter!("floodgate_joins_refused_total", "reason" => "too_many_connections")
+                .increment(1);
             return Err(LimitError::TooManyConnections);
         }
         *count += 1;

@@ -44,7 +44,10 @@ enum End {
 impl Session {
     #[tracing::instrument(skip_all, fields(sale = %self.sale, ticket = self.ticket))]
     pub async fn run(self, mut socket: WebSocket) {
+        let sessions = metrics::gauge!("floodgate_ws_sessions");
+        sessions.increment(1.0);
         let end = self.serve(&mut socket).await;
+        sessions.decrement(1.0);
         if let End::Closed(code, reason) = end {
             let _ = socket
                 .send(Message::Close(Some(CloseFrame {
@@ -149,6 +152,7 @@ impl Session {
             return End::ClientLeft;
         }
         tracing::debug!("admitted");
+        metrics::counter!("floodgate_admissions_pushed_total").increment(1);
         let _ = socket
             .send(Message::Close(Some(CloseFrame {
                 code: close::NORMAL,

@@ -355,6 +355,27 @@ impl TestApp {
             })
     }
 
+    /// One sample from a service's `GET /metrics` (Prometheus text): `series` is the name with
+    /// its labels as rendered, e.g. `floodgate_reservations_total{outcome="reserved"}`.
+    pub async fn metric(&self, service: SocketAddr, series: &str) -> Option<f64> {
+        let text = self
+            .http
+            .get(format!("http://{service}/metrics"))
+            .send()
+            .await
+            .expect("metrics endpoint reachable")
+            .text()
+            .await
+            .expect("metrics text");
+        text.lines().find_map(|line| {
+            line.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
+    }
+
     /// Runs a one-key command that answers an integer (XLEN, SCARD, ...).
     pub async fn redis_int_cmd(&self, command: &str, key: &str) -> i64 {
         let mut conn = self.redis.clone();

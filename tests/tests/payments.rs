@@ -149,6 +149,32 @@ async fn a_successful_payment_sells_the_held_seat(db: sqlx::PgPool) {
             .unwrap();
     assert_eq!(paid.as_deref(), Some(payment.as_str()));
 
+    // The services count what happened (all share this process's recorder).
+    let reserved = app
+        .metric(
+            app.booking,
+            r#"floodgate_reservations_total{outcome="reserved"}"#,
+        )
+        .await;
+    assert_eq!(reserved, Some(1.0));
+    let webhooks = app
+        .metric(
+            app.booking,
+            r#"floodgate_webhooks_total{type="payment.succeeded",result="confirmed"}"#,
+        )
+        .await;
+    assert_eq!(webhooks, Some(1.0));
+    let applied = app
+        .metric(
+            app.booking,
+            r#"floodgate_consumer_events_total{outcome="changed"}"#,
+        )
+        .await;
+    assert!(
+        applied.is_some_and(|n| n >= 2.0),
+        "SeatReserved and PaymentConfirmed applied: {applied:?}"
+    );
+
     // A sold reservation cannot be paid again.
     let again = app
         .http

@@ -188,6 +188,22 @@ async fn one_address_may_hold_only_so_many_sessions(db: sqlx::PgPool) {
         held.push(join(&app, &sale).await.0);
     }
     refused_with(&app, &sale, "too_many_connections").await;
+    let refused = app
+        .metric(
+            app.gateway,
+            r#"floodgate_joins_refused_total{reason="too_many_connections"}"#,
+        )
+        .await;
+    assert_eq!(refused, Some(1.0));
+    assert_eq!(
+        app.metric(app.gateway, "floodgate_tickets_issued_total")
+            .await,
+        Some(3.0)
+    );
+    assert_eq!(
+        app.metric(app.gateway, "floodgate_ws_sessions").await,
+        Some(3.0)
+    );
 
     // One leaves: its slot comes back and someone else from the address gets in.
     let mut leaving = held.pop().unwrap();
