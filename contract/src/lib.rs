@@ -5,6 +5,7 @@
 //! - [`api`]: the JSON error body of every HTTP endpoint.
 //! - [`ids`]: validation of sale and pool identifiers (they end up inside Redis keys and URLs).
 //! - [`keys`]: the Redis key layout and its hash tags (sale-wide slot, per-pool slot).
+//! - [`lottery`]: the verifiable pre-queue draw (keyed Feistel permutation, commitment).
 //! - [`token`]: admission token claims, Ed25519 signing with a key id, verification.
 //! - [`events`]: the versioned event envelope written to Kafka and its payloads.
 //! - [`ws`]: WebSocket messages in both directions and the close codes.
@@ -17,6 +18,7 @@ pub mod api;
 pub mod events;
 pub mod ids;
 pub mod keys;
+pub mod lottery;
 pub mod runtime;
 pub mod token;
 pub mod ws;
