@@ -39,6 +39,10 @@ if [ ! -f "$KEYS" ]; then
   "$BIN/floodgate-gateway" keygen --kid "demo-$(date +%Y%m%d)" >"$KEYS"
   chmod 600 "$KEYS"
 fi
+if ! grep -q '^FLOODGATE_OPS_TOKEN=' "$KEYS"; then
+  # The ops API's bearer token.
+  echo "FLOODGATE_OPS_TOKEN=ops_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$KEYS"
+fi
 if ! grep -q '^FLOODGATE_WEBHOOK_SECRET=' "$KEYS"; then
   # The secret the (sandbox) payment provider signs its webhooks with.
   echo "FLOODGATE_WEBHOOK_SECRET=whsec_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$KEYS"
@@ -88,6 +92,8 @@ cat <<TXT
       http://$FLOODGATE_SANDBOX_LISTEN
   Bookings as they land in PostgreSQL:
       psql postgres://postgres@127.0.0.1:5432/floodgate -c "select reservation_id, pool_id, seats, status from bookings where sale_id = '$SALE'"
+  Ops API (live figures; pause, resume, open-now, rate; token in $KEYS):
+      curl -H "Authorization: Bearer \$FLOODGATE_OPS_TOKEN" http://127.0.0.1:9081/admin/v1/sales/$SALE
   Metrics (Prometheus):
       http://$FLOODGATE_GATEWAY_LISTEN/metrics  http://$FLOODGATE_BOOKING_LISTEN/metrics  http://127.0.0.1:9102/metrics
   Logs:

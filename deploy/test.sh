@@ -37,6 +37,9 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   echo "[test] installing cargo-nextest"
   cargo install cargo-nextest --locked
 fi
+# The outage tests start the real service binaries as separate processes.
+echo "[test] cargo build --bins"
+cargo build --workspace --bins --locked
 echo "[test] cargo nextest run"
 if [ "${1:-}" = "--" ]; then shift; fi
 cargo nextest run --workspace --locked --no-fail-fast "$@"

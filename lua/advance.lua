@@ -7,8 +7,8 @@
 --   admitted = -1   this instance does not hold the lease (nothing changed)
 --   admitted = -2   the sale is not armed (nothing changed)
 --   admitted >= 0   tickets admitted by this call; frontier is the new frontier
--- The frontier never passes the last ticket handed out, and nothing is admitted before the
--- opening by Redis' clock (the one arming uses).
+-- The frontier never passes the last ticket handed out, nothing is admitted before the opening
+-- by Redis' clock (the one arming uses), and nothing while the sale's `paused` flag is "1".
 if redis.call('GET', KEYS[4]) ~= ARGV[1] then
   return {-1, 0}
 end
@@ -19,7 +19,8 @@ end
 local frontier = tonumber(redis.call('GET', KEYS[3]) or '0')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if now < opens then
+-- Before the opening, and while an operator has paused admission, nobody is let in.
+if now < opens or redis.call('HGET', KEYS[1], 'paused') == '1' then
   return {0, frontier}
 end
 local issued = tonumber(redis.call('GET', KEYS[2]) or '0')

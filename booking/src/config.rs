@@ -48,6 +48,12 @@ pub struct Config {
     /// How often the reaper looks for lapsed holds.
     #[arg(long, env = "FLOODGATE_REAPER_INTERVAL_MS", default_value_t = 500)]
     pub reaper_interval_ms: u64,
+    /// Address of the ops API (its own listener, never exposed through the CDN).
+    #[arg(long, env = "FLOODGATE_ADMIN_LISTEN", default_value = "127.0.0.1:9081")]
+    pub admin_listen: String,
+    /// Bearer token of the ops API. Without one the ops API is not served.
+    #[arg(long, env = "FLOODGATE_OPS_TOKEN", hide_env_values = true)]
+    pub ops_token: Option<SecretString>,
     /// Name of this instance in the relay leases (default: random). Must differ per instance.
     #[arg(long, env = "FLOODGATE_INSTANCE_ID")]
     pub instance_id: Option<String>,

@@ -6,6 +6,7 @@
 //! - [`api`]: reservation handlers (`create_reservation`, `get_reservation`, `start_payment`).
 //! - [`webhook`]: `receive_webhook`, the payment provider's signed outcomes.
 //! - [`payments`]: the provider's API, webhook signatures and their wire types.
+//! - [`admin`]: the ops API (live figures, rate, cap, pause, resume, open now) on its own listener.
 //! - [`worker`]: the outbox relay and the hold reaper, run by every instance.
 //! - [`sandbox`]: a sandbox payment provider (`floodgate-booking sandbox-pay`).
 //! - [`error`]: [`error::ApiError`], the one mapping from failures to statuses and JSON bodies.
@@ -15,6 +16,7 @@
 //!
 //! This crate never writes bookings to PostgreSQL: the consumer does, from the event stream.
 
+pub mod admin;
 pub mod api;
 pub mod catalog;
 pub mod config;
@@ -176,4 +178,17 @@ pub async fn run(
     let _ = worker.await;
     publisher.flush(Duration::from_secs(5));
     Ok(())
+}
+
+/// Serves the ops API on `listener` until `shutdown`, requiring `ops_token`.
+pub async fn run_admin(
+    listener: TcpListener,
+    state: AppState,
+    ops_token: SecretString,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let app = admin::router(state, Arc::new(ops_token)).layer(TraceLayer::new_for_http());
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
 }

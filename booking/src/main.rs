@@ -81,7 +81,13 @@ struct StoreArgs {
     redis: RedisArgs,
 }
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+/// The schema, applied at start-up and by `migrate`. Migrations a newer release already applied
+/// are tolerated, so an instance of the previous release can restart during a rolling upgrade.
+fn migrator() -> sqlx::migrate::Migrator {
+    let mut migrator = sqlx::migrate!("../migrations");
+    migrator.set_ignore_missing(true);
+    migrator
+}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -105,7 +111,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Migrate(db) => {
             let pool = connect_db(&db).await?;
-            MIGRATOR.run(&pool).await.context("applying migrations")?;
+            migrator().run(&pool).await.context("applying migrations")?;
             println!("migrations applied");
             Ok(())
         }
@@ -150,13 +156,29 @@ async fn main() -> anyhow::Result<()> {
 
 async fn serve(config: Config, db: DbArgs) -> anyhow::Result<()> {
     let db = connect_db(&db).await?;
-    MIGRATOR.run(&db).await.context("applying migrations")?;
+    migrator().run(&db).await.context("applying migrations")?;
     let state = AppState::connect(&config, db).await?;
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     tracing::info!(addr = %listener.local_addr()?, "booking API listening");
-    floodgate_booking::run(listener, state, runtime::shutdown_on_signal()).await?;
+    let shutdown = runtime::shutdown_on_signal();
+    match config.ops_token.clone() {
+        Some(token) => {
+            let admin = tokio::net::TcpListener::bind(&config.admin_listen)
+                .await
+                .with_context(|| format!("binding {}", config.admin_listen))?;
+            tracing::info!(addr = %admin.local_addr()?, "ops API listening");
+            tokio::spawn(floodgate_booking::run_admin(
+                admin,
+                state.clone(),
+                token,
+                shutdown.clone(),
+            ));
+        }
+        None => tracing::warn!("FLOODGATE_OPS_TOKEN is not set: the ops API is not served"),
+    }
+    floodgate_booking::run(listener, state, shutdown).await?;
     Ok(())
 }
 

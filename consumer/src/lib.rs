@@ -24,7 +24,15 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 /// The migrations this service's tables come from (applied at start-up; idempotent).
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+///
+/// Migrations a newer release already applied are tolerated, so that during a rolling upgrade an
+/// instance of the previous release can still restart against the migrated database (every
+/// migration here is additive for that reason).
+pub fn migrator() -> sqlx::migrate::Migrator {
+    let mut migrator = sqlx::migrate!("../migrations");
+    migrator.set_ignore_missing(true);
+    migrator
+}
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct Config {

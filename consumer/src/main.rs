@@ -2,7 +2,7 @@
 
 use anyhow::Context as _;
 use clap::Parser;
-use floodgate_consumer::{Config, MIGRATOR};
+use floodgate_consumer::{migrator, Config};
 use floodgate_contract::runtime;
 use sqlx::postgres::PgPoolOptions;
 
@@ -39,7 +39,7 @@ async fn main() -> anyhow::Result<()> {
         .connect(&cli.database_url)
         .await
         .with_context(|| format!("connecting to PostgreSQL at {}", cli.database_url))?;
-    MIGRATOR.run(&db).await.context("applying migrations")?;
+    migrator().run(&db).await.context("applying migrations")?;
     let metrics_listener = tokio::net::TcpListener::bind(&cli.metrics_listen)
         .await
         .with_context(|| format!("binding {}", cli.metrics_listen))?;

@@ -29,6 +29,8 @@ pub struct RoomView {
     pub rate: f64,
     pub token_ttl_ms: i64,
     pub max_seats: u32,
+    /// An operator paused admission: nobody is let in, and no ETA can be given.
+    pub paused: bool,
 }
 
 impl RoomView {
@@ -39,7 +41,7 @@ impl RoomView {
 
     /// Seconds until `position` is admitted at the armed rate; unknown before the opening.
     pub fn eta_secs(&self, position: u64, now_ms: i64) -> Option<u64> {
-        if now_ms < self.opens_at_ms || self.rate <= 0.0 {
+        if now_ms < self.opens_at_ms || self.rate <= 0.0 || self.paused {
             return None;
         }
         Some((position as f64 / self.rate).ceil() as u64)
@@ -139,7 +141,7 @@ impl RoomDriver {
         let mut conn = self.redis.clone();
         let mut view = read_view(&mut conn, keys).await?;
         let waiting = view.issued.saturating_sub(view.frontier);
-        if waiting > 0 && now_millis() >= view.opens_at_ms {
+        if waiting > 0 && !view.paused && now_millis() >= view.opens_at_ms {
             if let Some(frontier) = controller
                 .admit(self, &mut conn, keys, &view, waiting)
                 .await?
@@ -156,11 +158,17 @@ pub async fn read_view(
     conn: &mut ConnectionManager,
     keys: &SaleKeys,
 ) -> redis::RedisResult<RoomView> {
-    type Meta = (Option<i64>, Option<f64>, Option<i64>, Option<u32>);
+    type Meta = (
+        Option<i64>,
+        Option<f64>,
+        Option<i64>,
+        Option<u32>,
+        Option<String>,
+    );
     let (meta, frontier, issued): (Meta, Option<u64>, Option<u64>) = redis::pipe()
         .hget(
             keys.meta(),
-            &["opens_at_ms", "rate", "token_ttl_ms", "max_seats"],
+            &["opens_at_ms", "rate", "token_ttl_ms", "max_seats", "paused"],
         )
         .get(keys.frontier())
         .get(keys.seq())
@@ -173,6 +181,7 @@ pub async fn read_view(
         rate: meta.1.unwrap_or(0.0),
         token_ttl_ms: meta.2.unwrap_or(0),
         max_seats: meta.3.unwrap_or(1),
+        paused: meta.4.as_deref() == Some("1"),
     })
 }
 

@@ -134,6 +134,9 @@ pub struct TestApp {
     pub signer: TokenSigner,
     /// The secret the sandbox provider signs webhooks with.
     pub webhook_secret: String,
+    /// The ops API's bearer token, and where it listens.
+    pub ops_token: String,
+    pub admin: SocketAddr,
     pub gateway: SocketAddr,
     pub booking: SocketAddr,
     /// The sandbox payment provider.
@@ -191,6 +194,7 @@ impl TestApp {
         create_topic(&brokers, &topic, 3).await;
         let signer = TokenSigner::generate("test-key");
         let webhook_secret = unique("whsec_");
+        let ops_token = unique("ops_");
         let shutdown = CancellationToken::new();
 
         let gateway_config = floodgate_gateway::Config {
@@ -255,6 +259,8 @@ impl TestApp {
             payment_provider_url: format!("http://{sandbox}"),
             webhook_secret: webhook_secret.clone().into(),
             webhook_tolerance_secs: 300,
+            admin_listen: "127.0.0.1:0".into(),
+            ops_token: Some(ops_token.clone().into()),
             relay_interval_ms: options.relay_interval_ms,
             reaper_interval_ms: options.reaper_interval_ms,
             instance_id: None,
@@ -262,6 +268,14 @@ impl TestApp {
         let booking_state = floodgate_booking::AppState::connect(&booking_config, db.clone())
             .await
             .expect("booking state");
+        let admin_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let admin = admin_listener.local_addr().unwrap();
+        tokio::spawn(floodgate_booking::run_admin(
+            admin_listener,
+            booking_state.clone(),
+            ops_token.clone().into(),
+            shutdown.child_token(),
+        ));
         tokio::spawn(floodgate_booking::run(
             booking_listener,
             booking_state,
@@ -294,6 +308,8 @@ impl TestApp {
             topic,
             signer,
             webhook_secret,
+            ops_token,
+            admin,
             gateway,
             booking,
             sandbox,
@@ -462,7 +478,7 @@ pub async fn fresh_db() -> PgPool {
         .connect(&url)
         .await
         .expect("test database reachable");
-    floodgate_consumer::MIGRATOR
+    floodgate_consumer::migrator()
         .run(&db)
         .await
         .expect("migrations apply");

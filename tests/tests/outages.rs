@@ -182,7 +182,13 @@ fn booking_binary() -> std::path::PathBuf {
     if dir.ends_with("deps") {
         dir.pop();
     }
-    dir.join("floodgate-booking")
+    let binary = dir.join("floodgate-booking");
+    assert!(
+        binary.exists(),
+        "{} is missing: build the binaries first (deploy/test.sh does)",
+        binary.display()
+    );
+    binary
 }
 
 #[sqlx::test(migrations = "../migrations")]

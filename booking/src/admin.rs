@@ -1,0 +1,296 @@
+//! The ops API, on its own listener behind a bearer token: a sale's live figures, and the
+//! controls an operator turns while the rush is on (admission rate, active cap, pause, resume,
+//! open now). Every change is written to Redis, where every gateway's controller reads it on its
+//! next tick, and back to the catalog, so a re-arm or a restart keeps it.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Request, State};
+use axum::http::header;
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use floodgate_contract::ids::check_sale_id;
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::error::ApiError;
+use crate::AppState;
+
+/// The ops API's routes; every one requires `Authorization: Bearer <ops token>`.
+pub fn router(state: AppState, ops_token: Arc<SecretString>) -> Router {
+    Router::new()
+        .route(
+            "/admin/v1/sales/{sale}",
+            get(sale_figures).patch(update_sale),
+        )
+        .route("/admin/v1/sales/{sale}/pause", post(pause))
+        .route("/admin/v1/sales/{sale}/resume", post(resume))
+        .route("/admin/v1/sales/{sale}/open-now", post(open_now))
+        .layer(middleware::from_fn_with_state(ops_token, require_ops_token))
+        .with_state(state)
+}
+
+async fn require_ops_token(
+    State(token): State<Arc<SecretString>>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    let expected = token.expose_secret().as_bytes();
+    let same = presented.len() == expected.len()
+        && presented
+            .bytes()
+            .zip(expected)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+    if !same {
+        return Err(ApiError::Unauthorized(
+            "ops_token_invalid",
+            "this API needs the ops token".into(),
+        ));
+    }
+    Ok(next.run(request).await)
+}
+
+fn unknown_sale() -> ApiError {
+    ApiError::NotFound("unknown_sale", "no such armed sale".into())
+}
+
+fn redis_error(e: redis::RedisError) -> ApiError {
+    crate::gatekeeper::ReserveError::Redis(e).into()
+}
+
+fn db_error(e: sqlx::Error) -> ApiError {
+    tracing::warn!(error = %e, "catalog write failed");
+    ApiError::Unavailable(
+        "catalog_unavailable",
+        "the catalog is unavailable; retry shortly".into(),
+    )
+}
+
+/// `GET /admin/v1/sales/{sale}`: the live figures of a sale.
+pub async fn sale_figures(
+    State(state): State<AppState>,
+    Path(sale): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    check_sale_id(&sale).map_err(|_| unknown_sale())?;
+    figures(&state, &sale).await.map(Json)
+}
+
+async fn figures(state: &AppState, sale: &str) -> Result<Value, ApiError> {
+    let keys = state.gatekeeper.keys();
+    let sale_keys = keys.sale(sale);
+    let mut conn = state.gatekeeper.redis();
+    type Meta = (
+        Option<i64>,
+        Option<f64>,
+        Option<u32>,
+        Option<String>,
+        Option<String>,
+    );
+    let (meta, issued, frontier, time): (Meta, Option<u64>, Option<u64>, (i64, i64)) =
+        redis::pipe()
+            .hget(
+                sale_keys.meta(),
+                &["opens_at_ms", "rate", "active_cap", "paused", "pools"],
+            )
+            .get(sale_keys.seq())
+            .get(sale_keys.frontier())
+            .cmd("TIME")
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_error)?;
+    let (Some(opens_at_ms), Some(pools)) = (meta.0, meta.4) else {
+        return Err(unknown_sale());
+    };
+    let now_ms = time.0 * 1000 + time.1 / 1000;
+    let mut pool_figures = Vec::new();
+    for pool in pools.split(',').filter(|p| !p.is_empty()) {
+        let k = keys.pool(sale, pool);
+        let (capacity, available, held, sold): (
+            Option<i64>,
+            Option<i64>,
+            Option<i64>,
+            Option<i64>,
+        ) = redis::pipe()
+            .hget(k.config(), "capacity")
+            .get(k.available())
+            .get(k.held())
+            .get(k.sold())
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_error)?;
+        pool_figures.push(json!({
+            "pool": pool, "capacity": capacity, "available": available, "held": held, "sold": sold,
+        }));
+    }
+    let (issued, frontier) = (issued.unwrap_or(0), frontier.unwrap_or(0));
+    Ok(json!({
+        "sale": sale,
+        "opens_at_ms": opens_at_ms,
+        "open": now_ms >= opens_at_ms,
+        "paused": meta.3.as_deref() == Some("1"),
+        "admission_rate": meta.1,
+        "active_cap": meta.2,
+        "tickets_issued": issued,
+        "frontier": frontier,
+        "waiting": issued.saturating_sub(frontier),
+        "pools": pool_figures,
+    }))
+}
+
+/// Body of `PATCH /admin/v1/sales/{sale}`: the settings to change.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SaleUpdate {
+    pub admission_rate: Option<f64>,
+    pub active_cap: Option<u32>,
+}
+
+/// `PATCH /admin/v1/sales/{sale}`: change the admission rate and/or the active cap, live.
+pub async fn update_sale(
+    State(state): State<AppState>,
+    Path(sale): Path<String>,
+    body: Result<Json<SaleUpdate>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    check_sale_id(&sale).map_err(|_| unknown_sale())?;
+    let Json(update) =
+        body.map_err(|e| ApiError::Unprocessable("invalid_request", e.body_text()))?;
+    if update
+        .admission_rate
+        .is_some_and(|r| !(r.is_finite() && r > 0.0 && r <= 1_000_000.0))
+    {
+        return Err(ApiError::Unprocessable(
+            "invalid_rate",
+            "admission_rate must be in (0, 1000000]".into(),
+        ));
+    }
+    if update.active_cap == Some(0) {
+        return Err(ApiError::Unprocessable(
+            "invalid_cap",
+            "active_cap must be positive".into(),
+        ));
+    }
+    figures(&state, &sale).await?;
+    let meta = state.gatekeeper.keys().sale(&sale).meta();
+    let mut fields: Vec<(&str, String)> = Vec::new();
+    if let Some(rate) = update.admission_rate {
+        fields.push(("rate", rate.to_string()));
+    }
+    if let Some(cap) = update.active_cap {
+        fields.push(("active_cap", cap.to_string()));
+    }
+    if !fields.is_empty() {
+        let _: i64 = redis::cmd("HSET")
+            .arg(&meta)
+            .arg(fields)
+            .query_async(&mut state.gatekeeper.redis())
+            .await
+            .map_err(redis_error)?;
+        sqlx::query(
+            "update sales set admission_rate = coalesce($2, admission_rate),
+               active_cap = coalesce($3, active_cap), updated_at = now() where id = $1",
+        )
+        .bind(&sale)
+        .bind(update.admission_rate)
+        .bind(update.active_cap.map(|c| c as i32))
+        .execute(&state.db)
+        .await
+        .map_err(db_error)?;
+        tracing::info!(%sale, rate = ?update.admission_rate, cap = ?update.active_cap, "sale settings changed");
+    }
+    figures(&state, &sale).await.map(Json)
+}
+
+async fn set_paused(state: &AppState, sale: &str, paused: bool) -> Result<Json<Value>, ApiError> {
+    check_sale_id(sale).map_err(|_| unknown_sale())?;
+    figures(state, sale).await?;
+    let _: i64 = redis::cmd("HSET")
+        .arg(state.gatekeeper.keys().sale(sale).meta())
+        .arg("paused")
+        .arg(if paused { "1" } else { "0" })
+        .query_async(&mut state.gatekeeper.redis())
+        .await
+        .map_err(redis_error)?;
+    sqlx::query("update sales set paused = $2, updated_at = now() where id = $1")
+        .bind(sale)
+        .bind(paused)
+        .execute(&state.db)
+        .await
+        .map_err(db_error)?;
+    tracing::info!(%sale, paused, "admission paused or resumed");
+    figures(state, sale).await.map(Json)
+}
+
+/// `POST /admin/v1/sales/{sale}/pause`: stop admitting (the queue keeps its order).
+pub async fn pause(
+    State(state): State<AppState>,
+    Path(sale): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    set_paused(&state, &sale, true).await
+}
+
+/// `POST /admin/v1/sales/{sale}/resume`: admit again at the sale's rate.
+pub async fn resume(
+    State(state): State<AppState>,
+    Path(sale): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    set_paused(&state, &sale, false).await
+}
+
+/// `POST /admin/v1/sales/{sale}/open-now`: open the sale at once instead of at `opens_at`.
+///
+/// The pools' armed opening moves first, then the sale's: from the moment admission can start,
+/// every pool already refuses a re-arm, so no live counter can be reset.
+pub async fn open_now(
+    State(state): State<AppState>,
+    Path(sale): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    check_sale_id(&sale).map_err(|_| unknown_sale())?;
+    let current = figures(&state, &sale).await?;
+    if current["open"] == true {
+        return Ok(Json(current));
+    }
+    let keys = state.gatekeeper.keys();
+    let mut conn = state.gatekeeper.redis();
+    let (secs, micros): (i64, i64) = redis::cmd("TIME")
+        .query_async(&mut conn)
+        .await
+        .map_err(redis_error)?;
+    let now_ms = secs * 1000 + micros / 1000;
+    let pools = current["pools"].as_array().cloned().unwrap_or_default();
+    for pool in pools.iter().filter_map(|p| p["pool"].as_str()) {
+        let _: i64 = redis::cmd("HSET")
+            .arg(keys.pool(&sale, pool).config())
+            .arg("opens_at_ms")
+            .arg(now_ms)
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_error)?;
+    }
+    let _: i64 = redis::cmd("HSET")
+        .arg(keys.sale(&sale).meta())
+        .arg("opens_at_ms")
+        .arg(now_ms)
+        .query_async(&mut conn)
+        .await
+        .map_err(redis_error)?;
+    let opens_at = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(now_ms) * 1_000_000)
+        .map_err(|_| ApiError::Internal("clock out of range".into()))?;
+    sqlx::query("update sales set opens_at = $2, updated_at = now() where id = $1")
+        .bind(&sale)
+        .bind(opens_at)
+        .execute(&state.db)
+        .await
+        .map_err(db_error)?;
+    tracing::info!(%sale, "sale opened now by an operator");
+    figures(&state, &sale).await.map(Json)
+}
