@@ -16,13 +16,9 @@
 --
 -- Confirm and expire are both atomic and both check the state, so exactly one of them wins a
 -- race; the caller of the loser learns which from `state`.
-local done = redis.call('GET', K.extra)
-if done then
-  return {'duplicate', done}
-end
-local rec = load(K.rsv)
-if not rec then
-  return {'unknown', ''}
+local rec, early = webhook_start()
+if early then
+  return early
 end
 local cfg = load(K.cfg)
 local now = now_ms()

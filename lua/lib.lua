@@ -61,5 +61,19 @@ local function release_hold(rec, state)
   rec.state = state
 end
 
+-- The start of every webhook script: the reservation, or the reply to give at once (this
+-- provider event was already processed, or names no reservation).
+local function webhook_start()
+  local done = redis.call('GET', K.extra)
+  if done then
+    return nil, {'duplicate', done}
+  end
+  local rec = load(K.rsv)
+  if not rec then
+    return nil, {'unknown', ''}
+  end
+  return rec, nil
+end
+
 -- How long a webhook's outcome is remembered: longer than any provider retries a delivery.
 local WEBHOOK_MEMORY_SECS = 7 * 24 * 3600

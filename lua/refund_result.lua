@@ -3,15 +3,11 @@
 -- KEYS: see lib.lua; KEYS[9] the webhook event's memory.
 -- ARGV[1] the provider's payment id   ARGV[2] "succeeded" or "failed"
 --
--- Returns {outcome}: "recorded" (RefundSucceeded or RefundFailed emitted), "duplicate",
+-- Returns {outcome, ...}: "recorded" (RefundSucceeded or RefundFailed emitted), "duplicate",
 -- "not_pending" (no refund of this payment was pending: nothing changed), or "unknown".
-local done = redis.call('GET', K.extra)
-if done then
-  return {'duplicate'}
-end
-local rec = load(K.rsv)
-if not rec then
-  return {'unknown'}
+local rec, early = webhook_start()
+if early then
+  return early
 end
 local field = 'refund:' .. ARGV[1]
 local outcome = 'not_pending'

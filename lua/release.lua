@@ -9,13 +9,9 @@
 --                            arrives late or out of order changes nothing
 --   {"duplicate", earlier}   this webhook event was already processed
 --   {"unknown", ""}          no such reservation
-local done = redis.call('GET', K.extra)
-if done then
-  return {'duplicate', done}
-end
-local rec = load(K.rsv)
-if not rec then
-  return {'unknown', ''}
+local rec, early = webhook_start()
+if early then
+  return early
 end
 local outcome, state = 'ignored', rec.state
 if rec.state == 'held' then
