@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, Request, State};
-use axum::http::header;
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -16,6 +15,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::auth::{bearer, constant_time_eq};
 use crate::error::ApiError;
 use crate::AppState;
 
@@ -38,19 +38,8 @@ async fn require_ops_token(
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or_default();
-    let expected = token.expose_secret().as_bytes();
-    let same = presented.len() == expected.len()
-        && presented
-            .bytes()
-            .zip(expected)
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0;
+    let presented = bearer(request.headers()).unwrap_or_default();
+    let same = constant_time_eq(presented.as_bytes(), token.expose_secret().as_bytes());
     if !same {
         return Err(ApiError::Unauthorized(
             "ops_token_invalid",

@@ -3,7 +3,7 @@
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine as _;
@@ -13,6 +13,7 @@ use floodgate_contract::token::AdmissionClaims;
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
+use crate::auth::{bearer, constant_time_eq, BearerError};
 use crate::error::ApiError;
 use crate::gatekeeper::{ReserveError, ReserveRequest, StoredReservation};
 use crate::payments::CreatePayment;
@@ -217,27 +218,16 @@ fn authenticate(
     headers: &HeaderMap,
     sale: &str,
 ) -> Result<AdmissionClaims, ApiError> {
-    let value = headers.get(header::AUTHORIZATION).ok_or_else(|| {
-        ApiError::Unauthorized(
+    let token = bearer(headers).map_err(|e| match e {
+        BearerError::Missing => ApiError::Unauthorized(
             "token_missing",
             "an admission token is required: Authorization: Bearer <token>".into(),
-        )
+        ),
+        BearerError::Malformed => ApiError::Unauthorized(
+            "token_malformed",
+            "expected Authorization: Bearer <token>".into(),
+        ),
     })?;
-    let token = value
-        .to_str()
-        .ok()
-        .and_then(|v| {
-            let (scheme, token) = v.split_once(' ')?;
-            scheme
-                .eq_ignore_ascii_case("bearer")
-                .then_some(token.trim())
-        })
-        .ok_or_else(|| {
-            ApiError::Unauthorized(
-                "token_malformed",
-                "expected Authorization: Bearer <token>".into(),
-            )
-        })?;
     let claims = state.verifier.verify(token, now_millis())?;
     if claims.sale != sale {
         return Err(ApiError::Forbidden(
@@ -369,18 +359,12 @@ async fn authorized_reservation(
     id: &str,
     headers: &HeaderMap,
 ) -> Result<(String, StoredReservation), ApiError> {
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, secret)| secret.trim())
-        .ok_or_else(|| {
-            ApiError::Unauthorized(
-                "secret_missing",
-                "present the reservation's secret: Authorization: Bearer <secret>".into(),
-            )
-        })?;
+    let presented = bearer(headers).map_err(|_| {
+        ApiError::Unauthorized(
+            "secret_missing",
+            "present the reservation's secret: Authorization: Bearer <secret>".into(),
+        )
+    })?;
     let not_found = || ApiError::NotFound("unknown_reservation", "no such reservation".into());
     check_sale_id(sale).map_err(|_| not_found())?;
     let pool = reservation_pool(id).ok_or_else(not_found)?.to_owned();
@@ -394,10 +378,6 @@ async fn authorized_reservation(
         return Err(not_found());
     }
     Ok((pool, stored))
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// `GET /v1/sales/{sale}/reservations/{id}` with `Authorization: Bearer <secret>`.

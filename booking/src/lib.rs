@@ -9,6 +9,7 @@
 //! - [`admin`]: the ops API (live figures, rate, cap, pause, resume, open now) on its own listener.
 //! - [`worker`]: the outbox relay and the hold reaper, run by every instance.
 //! - [`sandbox`]: a sandbox payment provider (`floodgate-booking sandbox-pay`).
+//! - [`auth`]: reading bearer credentials and comparing secrets in constant time.
 //! - [`error`]: [`error::ApiError`], the one mapping from failures to statuses and JSON bodies.
 //! - [`gatekeeper`]: the Lua scripts of a reservation and their replies as Rust types.
 //! - [`publish`]: the idempotent Kafka producer that acknowledges events before a 2xx.
@@ -18,6 +19,7 @@
 
 pub mod admin;
 pub mod api;
+pub mod auth;
 pub mod catalog;
 pub mod config;
 pub mod error;

@@ -402,6 +402,13 @@ impl TestApp {
             .expect("redis command")
     }
 
+    /// Sends a request and returns its status and JSON body (every Floodgate answer is JSON).
+    pub async fn answer(&self, request: reqwest::RequestBuilder) -> (u16, serde_json::Value) {
+        let response = request.send().await.expect("service reachable");
+        let status = response.status().as_u16();
+        (status, response.json().await.expect("a JSON body"))
+    }
+
     /// Reads an integer key (0 if missing).
     pub async fn redis_int(&self, key: &str) -> i64 {
         let mut conn = self.redis.clone();

@@ -39,30 +39,26 @@ async fn bad_tokens_are_refused_with_clear_errors(db: sqlx::PgPool) {
     let url = app.reservations_url(&sale);
     let body = json!({ "pool": "p1", "seats": 1 });
 
-    let missing = app
-        .http
-        .post(&url)
-        .header("Idempotency-Key", key())
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
     assert_error(
-        (missing.status().as_u16(), missing.json().await.unwrap()),
+        app.answer(
+            app.http
+                .post(&url)
+                .header("Idempotency-Key", key())
+                .json(&body),
+        )
+        .await,
         401,
         "token_missing",
     );
-    let basic = app
-        .http
-        .post(&url)
-        .header("Authorization", "Basic dXNlcjpwYXNz")
-        .header("Idempotency-Key", key())
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
     assert_error(
-        (basic.status().as_u16(), basic.json().await.unwrap()),
+        app.answer(
+            app.http
+                .post(&url)
+                .header("Authorization", "Basic dXNlcjpwYXNz")
+                .header("Idempotency-Key", key())
+                .json(&body),
+        )
+        .await,
         401,
         "token_malformed",
     );
@@ -186,29 +182,22 @@ async fn malformed_requests_get_json_errors_and_the_service_keeps_serving(db: sq
         r#"{{"pool":"p1","seats":1,"pad":"{}"}}"#,
         "x".repeat(64 * 1024)
     );
-    let res = app
-        .http
-        .post(&url)
-        .bearer_auth(&token)
-        .header("Idempotency-Key", key())
-        .body(huge)
-        .send()
-        .await
-        .unwrap();
     assert_error(
-        (res.status().as_u16(), res.json().await.unwrap()),
+        app.answer(
+            app.http
+                .post(&url)
+                .bearer_auth(&token)
+                .header("Idempotency-Key", key())
+                .body(huge),
+        )
+        .await,
         413,
         "body_too_large",
     );
 
-    let nowhere = app
-        .http
-        .get(format!("http://{}/v2/nothing", app.booking))
-        .send()
-        .await
-        .unwrap();
     assert_error(
-        (nowhere.status().as_u16(), nowhere.json().await.unwrap()),
+        app.answer(app.http.get(format!("http://{}/v2/nothing", app.booking)))
+            .await,
         404,
         "not_found",
     );

@@ -1,0 +1,66 @@
+//! The `Authorization: Bearer <credential>` header, as every endpoint of this service reads it
+//! (admission tokens, reservation secrets, the ops token), and a comparison that takes the same
+//! time whether a guess is close or not.
+
+use axum::http::{header, HeaderMap};
+
+/// Why no bearer credential could be read.
+#[derive(Debug, PartialEq, Eq)]
+pub enum BearerError {
+    /// No `Authorization` header at all.
+    Missing,
+    /// A header that is not `Bearer <credential>`.
+    Malformed,
+}
+
+/// The credential of an `Authorization: Bearer <credential>` header (scheme case-insensitive).
+pub fn bearer(headers: &HeaderMap) -> Result<&str, BearerError> {
+    let value = headers
+        .get(header::AUTHORIZATION)
+        .ok_or(BearerError::Missing)?;
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, credential)| credential.trim())
+        .filter(|credential| !credential.is_empty())
+        .ok_or(BearerError::Malformed)
+}
+
+/// Compares two secrets without an early exit, so timing does not reveal how much matched.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn with(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_str(value).unwrap());
+        headers
+    }
+
+    #[test]
+    fn bearer_credentials_are_read_and_anything_else_is_told_apart() {
+        assert_eq!(bearer(&with("Bearer abc")), Ok("abc"));
+        assert_eq!(bearer(&with("bearer  abc ")), Ok("abc"));
+        assert_eq!(bearer(&HeaderMap::new()), Err(BearerError::Missing));
+        assert_eq!(
+            bearer(&with("Basic dXNlcjpwYXNz")),
+            Err(BearerError::Malformed)
+        );
+        assert_eq!(bearer(&with("Bearer")), Err(BearerError::Malformed));
+        assert_eq!(bearer(&with("Bearer ")), Err(BearerError::Malformed));
+    }
+
+    #[test]
+    fn secrets_compare_by_content() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+    }
+}
