@@ -1,33 +1,73 @@
--- advance: move a sale's admission frontier forward, by the lease holder only.
+-- advance: the admission controller's step, by the lease holder only.
 --
 -- KEYS[1] sale meta hash   KEYS[2] ticket sequence   KEYS[3] frontier   KEYS[4] leader key
--- ARGV[1] this instance's id   ARGV[2] most tickets to admit now (the rate limiter's permits)
+-- KEYS[5] dead places   KEYS[6] admits stream   KEYS[7] batches (sorted set)   KEYS[8] tokens
+-- ARGV[1] the caller's fencing token (from lease.lua)
+-- ARGV[2] most live tickets to admit now (the rate limiter's permits, within the active cap
+--         and what stock can serve; 0 to do only the upkeep)
 --
--- Returns {admitted, frontier}:
---   admitted = -1   this instance does not hold the lease (nothing changed)
+-- Returns {admitted, frontier, exp}:
+--   admitted = -1   the caller does not hold the lease with this token (nothing changed)
 --   admitted = -2   the sale is not armed (nothing changed)
---   admitted >= 0   tickets admitted by this call; frontier is the new frontier
--- The frontier never passes the last ticket handed out, nothing is admitted before the opening
--- by Redis' clock (the one arming uses), and nothing while the sale's `paused` flag is "1".
+--   admitted >= 0   live tickets admitted by this call; frontier is the new frontier, and exp
+--                   the expiry of their tokens (0 if none were admitted)
+--
+-- The frontier moves past dead places without counting them, so the governed rate admits only
+-- people who are still there; it never passes the last ticket handed out. Nothing is admitted
+-- before the opening by Redis' clock, while paused, or once sold out. Each batch's tokens
+-- expire together at `exp`, which is written to the admits stream for the gateways that mint
+-- them, and counted as unspent until claimed (claim_token.lua) or expired (here).
 if redis.call('GET', KEYS[4]) ~= ARGV[1] then
-  return {-1, 0}
+  return {-1, 0, 0}
 end
 local opens = tonumber(redis.call('HGET', KEYS[1], 'opens_at_ms'))
 if not opens then
-  return {-2, 0}
+  return {-2, 0, 0}
 end
+local now = now_ms()
+close_prequeue(KEYS[1], KEYS[2], now)
+
+-- Tokens of batches past their expiry can no longer be spent: they stop counting as active.
+local expired = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now)
+for _, exp in ipairs(expired) do
+  local unspent = tonumber(redis.call('HGET', KEYS[8], exp) or '0')
+  redis.call('HINCRBY', KEYS[1], 'unspent', -unspent)
+  redis.call('HDEL', KEYS[8], exp)
+  redis.call('ZREM', KEYS[7], exp)
+end
+
 local frontier = tonumber(redis.call('GET', KEYS[3]) or '0')
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
--- Before the opening, and while an operator has paused admission, nobody is let in.
-if now < opens or redis.call('HGET', KEYS[1], 'paused') == '1' then
-  return {0, frontier}
+local meta = redis.call('HMGET', KEYS[1], 'paused', 'sold_out', 'token_ttl_ms')
+if now < opens or meta[1] == '1' or meta[2] == '1' then
+  return {0, frontier, 0}
 end
 local issued = tonumber(redis.call('GET', KEYS[2]) or '0')
-local n = math.min(tonumber(ARGV[2]), issued - frontier)
-if n > 0 then
-  frontier = redis.call('INCRBY', KEYS[3], n)
-else
-  n = 0
+local need = tonumber(ARGV[2])
+local admitted = 0
+local target = frontier
+-- Each round takes `need` more places and gives back those that are dead; it ends when enough
+-- live ones are in or the line is exhausted.
+while need > 0 and target < issued do
+  local upto = math.min(target + need, issued)
+  local live = (upto - target) - redis.call('ZCOUNT', KEYS[5], '(' .. target, upto)
+  admitted = admitted + live
+  need = need - live
+  target = upto
 end
-return {n, frontier}
+if target > frontier then
+  redis.call('SET', KEYS[3], target)
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', target)
+end
+local exp = 0
+if admitted > 0 then
+  local ttl = tonumber(meta[3] or '0')
+  exp = now + ttl
+  redis.call('HINCRBY', KEYS[8], exp, admitted)
+  redis.call('ZADD', KEYS[7], exp, exp)
+  redis.call('HINCRBY', KEYS[1], 'unspent', admitted)
+  redis.call('HINCRBY', KEYS[1], 'admitted_total', admitted)
+  -- Gateways look up a batch's expiry here for as long as its tokens live (and a minute more).
+  redis.call('XADD', KEYS[6], 'MINID', '~', now - ttl - 60000, '*',
+    'from', frontier, 'to', target, 'n', admitted, 'exp', exp)
+end
+return {admitted, target, exp}

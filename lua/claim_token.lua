@@ -2,7 +2,8 @@
 --
 -- KEYS[1] sale meta hash   KEYS[2] the token's use record (hash)
 -- ARGV[1] Idempotency-Key   ARGV[2] request fingerprint (pool and seats)   ARGV[3] record TTL (ms)
--- ARGV[4] the pool asked for
+-- ARGV[4] the pool asked for   ARGV[5] the token's expiry (Unix ms)
+-- KEYS[3] unspent tokens per admission batch (hash: expiry -> count)
 --
 -- Returns one of:
 --   "claimed"        first use: the token is now bound to this Idempotency-Key and request
@@ -26,6 +27,11 @@ local current = redis.call('HMGET', KEYS[2], 'idem', 'fp')
 if not current[1] then
   redis.call('HSET', KEYS[2], 'idem', ARGV[1], 'fp', ARGV[2])
   redis.call('PEXPIRE', KEYS[2], ARGV[3])
+  -- A spent token no longer counts as an active admitted user (its hold does, in its pool).
+  if redis.call('HEXISTS', KEYS[3], ARGV[5]) == 1 then
+    redis.call('HINCRBY', KEYS[3], ARGV[5], -1)
+    redis.call('HINCRBY', KEYS[1], 'unspent', -1)
+  end
   return 'claimed'
 end
 if current[1] ~= ARGV[1] then

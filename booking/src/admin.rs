@@ -78,60 +78,126 @@ async fn figures(state: &AppState, sale: &str) -> Result<Value, ApiError> {
     let keys = state.gatekeeper.keys();
     let sale_keys = keys.sale(sale);
     let mut conn = state.gatekeeper.redis();
-    type Meta = (
-        Option<i64>,
-        Option<f64>,
-        Option<u32>,
-        Option<String>,
-        Option<String>,
+    const FIELDS: [&str; 10] = [
+        "opens_at_ms",
+        "rate",
+        "active_cap",
+        "paused",
+        "pools",
+        "admitted_total",
+        "dead_total",
+        "unspent",
+        "stock_factor",
+        "sold_out",
+    ];
+    type Reply = (
+        Vec<Option<String>>,
+        Option<u64>,
+        Option<u64>,
+        (i64, i64),
+        u64,
+        Vec<String>,
     );
-    let (meta, issued, frontier, time): (Meta, Option<u64>, Option<u64>, (i64, i64)) =
-        redis::pipe()
-            .hget(
-                sale_keys.meta(),
-                &["opens_at_ms", "rate", "active_cap", "paused", "pools"],
-            )
-            .get(sale_keys.seq())
-            .get(sale_keys.frontier())
-            .cmd("TIME")
-            .query_async(&mut conn)
-            .await
-            .map_err(redis_error)?;
-    let (Some(opens_at_ms), Some(pools)) = (meta.0, meta.4) else {
+    let (meta, issued, frontier, time, in_grace, gateways): Reply = redis::pipe()
+        .hget(sale_keys.meta(), &FIELDS)
+        .get(sale_keys.seq())
+        .get(sale_keys.frontier())
+        .cmd("TIME")
+        .cmd("ZCOUNT")
+        .arg(sale_keys.gone())
+        .arg(1)
+        .arg("+inf")
+        .smembers(sale_keys.gateways())
+        .query_async(&mut conn)
+        .await
+        .map_err(redis_error)?;
+    let get = |i: usize| meta.get(i).cloned().flatten();
+    let num = |i: usize| get(i).and_then(|v| v.parse::<f64>().ok());
+    let (Some(opens_at_ms), Some(pools)) = (num(0), get(4)) else {
         return Err(unknown_sale());
     };
     let now_ms = time.0 * 1000 + time.1 / 1000;
+    let (issued, frontier) = (issued.unwrap_or(0), frontier.unwrap_or(0));
+
+    // Connected clients, over every gateway serving the sale, and the dead places still ahead,
+    // and the admissions of the last ten seconds (the measured rate).
+    let mut pipe = redis::pipe();
+    for gateway in &gateways {
+        pipe.scard(sale_keys.gateway_sessions(gateway));
+    }
+    pipe.cmd("ZCOUNT")
+        .arg(sale_keys.dead())
+        .arg(format!("({frontier}"))
+        .arg("+inf");
+    pipe.cmd("XRANGE")
+        .arg(sale_keys.admits())
+        .arg(now_ms - 10_000)
+        .arg("+");
+    let mut replies: Vec<redis::Value> = pipe.query_async(&mut conn).await.map_err(redis_error)?;
+    let recent: Vec<(String, Vec<String>)> =
+        redis::from_redis_value(&replies.pop().unwrap_or(redis::Value::Nil)).unwrap_or_default();
+    let dead_ahead: u64 =
+        redis::from_redis_value(&replies.pop().unwrap_or(redis::Value::Nil)).unwrap_or(0);
+    let live: u64 = replies
+        .iter()
+        .map(|v| redis::from_redis_value::<u64>(v).unwrap_or(0))
+        .sum();
+    let recent_admissions: u64 = recent
+        .iter()
+        .filter_map(|(_, f)| {
+            f.chunks_exact(2)
+                .find(|kv| kv[0] == "n")
+                .and_then(|kv| kv[1].parse::<u64>().ok())
+        })
+        .sum();
+
     let mut pool_figures = Vec::new();
+    let mut holds_total = 0u64;
     for pool in pools.split(',').filter(|p| !p.is_empty()) {
         let k = keys.pool(sale, pool);
-        let (capacity, available, held, sold): (
+        let (capacity, available, held, sold, holds): (
             Option<i64>,
             Option<i64>,
             Option<i64>,
             Option<i64>,
+            u64,
         ) = redis::pipe()
             .hget(k.config(), "capacity")
             .get(k.available())
             .get(k.held())
             .get(k.sold())
+            .hlen(k.holds())
             .query_async(&mut conn)
             .await
             .map_err(redis_error)?;
+        holds_total += holds;
         pool_figures.push(json!({
             "pool": pool, "capacity": capacity, "available": available, "held": held, "sold": sold,
+            "holds": holds,
         }));
     }
-    let (issued, frontier) = (issued.unwrap_or(0), frontier.unwrap_or(0));
+    let unspent = num(7).unwrap_or(0.0).max(0.0) as u64;
     Ok(json!({
         "sale": sale,
-        "opens_at_ms": opens_at_ms,
-        "open": now_ms >= opens_at_ms,
-        "paused": meta.3.as_deref() == Some("1"),
-        "admission_rate": meta.1,
-        "active_cap": meta.2,
+        "opens_at_ms": opens_at_ms as i64,
+        "open": now_ms >= opens_at_ms as i64,
+        "paused": get(3).as_deref() == Some("1"),
+        "sold_out": get(9).as_deref() == Some("1"),
+        "admission_rate": num(1),
+        "measured_rate": recent_admissions as f64 / 10.0,
+        "active_cap": num(2).map(|v| v as u64),
+        "stock_factor": num(8),
         "tickets_issued": issued,
         "frontier": frontier,
-        "waiting": issued.saturating_sub(frontier),
+        // Tickets not yet admitted whose holders are connected or within their grace.
+        "waiting": issued.saturating_sub(frontier).saturating_sub(dead_ahead),
+        "live": live,
+        "in_grace": in_grace,
+        "admitted": num(5).map_or(0, |v| v as u64),
+        "skipped": num(6).map_or(0, |v| v as u64),
+        // As DESIGN.md defines it: unspent admission tokens plus live holds.
+        "active": unspent + holds_total,
+        "unspent_tokens": unspent,
         "pools": pool_figures,
     }))
 }

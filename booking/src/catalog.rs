@@ -45,6 +45,11 @@ pub struct SaleFile {
     pub max_seats_per_booking: u32,
     pub admission_rate: f64,
     pub active_cap: u32,
+    /// Admitted users with an unspent token allowed per available seat (default 2.0): the
+    /// controller never lets more in than `stock_factor x available`, so people are not
+    /// admitted to a sold-out page.
+    #[serde(default = "default_stock_factor")]
+    pub stock_factor: f64,
     #[serde(default)]
     pub classes: Vec<ClassDef>,
     #[serde(default)]
@@ -91,6 +96,10 @@ fn general_quota() -> String {
     "GN".into()
 }
 
+fn default_stock_factor() -> f64 {
+    2.0
+}
+
 fn default_currency() -> String {
     "INR".into()
 }
@@ -119,6 +128,9 @@ impl SaleFile {
         }
         if self.active_cap == 0 {
             return invalid("active_cap must be positive".into());
+        }
+        if !(self.stock_factor.is_finite() && self.stock_factor > 0.0) {
+            return invalid("stock_factor must be a positive number".into());
         }
         if self.pools.is_empty() {
             return invalid("a sale needs at least one pool".into());
@@ -190,13 +202,13 @@ pub async fn create_sale(db: &PgPool, sale: &SaleFile) -> Result<(), CatalogErro
     }
     sqlx::query(
         "insert into sales (id, name, opens_at, hold_ttl_secs, token_ttl_secs,
-           max_seats_per_booking, admission_rate, active_cap)
-         values ($1, $2, $3, $4, $5, $6, $7, $8)
+           max_seats_per_booking, admission_rate, active_cap, stock_factor)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9)
          on conflict (id) do update set name = excluded.name, opens_at = excluded.opens_at,
            hold_ttl_secs = excluded.hold_ttl_secs, token_ttl_secs = excluded.token_ttl_secs,
            max_seats_per_booking = excluded.max_seats_per_booking,
            admission_rate = excluded.admission_rate, active_cap = excluded.active_cap,
-           updated_at = now()",
+           stock_factor = excluded.stock_factor, updated_at = now()",
     )
     .bind(&sale.id)
     .bind(&sale.name)
@@ -206,6 +218,7 @@ pub async fn create_sale(db: &PgPool, sale: &SaleFile) -> Result<(), CatalogErro
     .bind(sale.max_seats_per_booking as i32)
     .bind(sale.admission_rate)
     .bind(sale.active_cap as i32)
+    .bind(sale.stock_factor)
     .execute(&mut *tx)
     .await?;
     sqlx::query("delete from pools where sale_id = $1")
@@ -258,15 +271,15 @@ pub async fn arm_sale(
     keys: &Keys,
     sale_id: &str,
 ) -> Result<ArmReport, CatalogError> {
-    type SaleRow = (OffsetDateTime, i32, i32, i32, f64, i32);
+    type SaleRow = (OffsetDateTime, i32, i32, i32, f64, i32, bool, f64);
     let row: Option<SaleRow> = sqlx::query_as(
         "select opens_at, hold_ttl_secs, token_ttl_secs, max_seats_per_booking, admission_rate,
-           active_cap from sales where id = $1",
+           active_cap, paused, stock_factor from sales where id = $1",
     )
     .bind(sale_id)
     .fetch_optional(db)
     .await?;
-    let (opens_at, hold_ttl, token_ttl, max_seats, rate, active_cap) =
+    let (opens_at, hold_ttl, token_ttl, max_seats, rate, active_cap, paused, stock_factor) =
         row.ok_or_else(|| CatalogError::NotFound(sale_id.to_owned()))?;
     let pools: Vec<(String, i32, i64, String)> = sqlx::query_as(
         "select id, capacity, fare_minor, currency from pools where sale_id = $1 order by id",
@@ -310,6 +323,9 @@ pub async fn arm_sale(
         .collect::<Vec<_>>()
         .join(",");
     let sale_keys = keys.sale(sale_id);
+    // The lottery's secret seed. Only the first arming's is kept (arm_sale.lua), so the
+    // commitment published to the pre-queue never changes.
+    let secret: [u8; 32] = rand::random();
     let reply: Vec<String> = Script::new(include_str!("../../lua/arm_sale.lua"))
         .key(sale_keys.meta())
         .key(sale_keys.seq())
@@ -320,6 +336,12 @@ pub async fn arm_sale(
         .arg(max_seats)
         .arg(active_cap)
         .arg(pool_list)
+        .arg(if paused { "1" } else { "0" })
+        .arg(stock_factor)
+        .arg(hex::encode(secret))
+        .arg(hex::encode(floodgate_contract::lottery::commitment(
+            &secret,
+        )))
         .invoke_async(&mut conn)
         .await?;
     if reply.first().map(String::as_str) != Some("armed") {

@@ -332,10 +332,12 @@ impl Gatekeeper {
             .claim_token
             .key(sale_keys.meta())
             .key(&token_key)
+            .key(sale_keys.tokens())
             .arg(req.idempotency_key)
             .arg(&fingerprint)
             .arg(CLAIM_RECORD_TTL_MS)
             .arg(req.pool)
+            .arg(req.claims.exp_ms)
             .invoke_async(&mut conn)
             .await?;
         let claim = Claim::parse(&claim)?;
@@ -364,7 +366,10 @@ impl Gatekeeper {
                     .scripts
                     .release_claim
                     .key(&token_key)
+                    .key(sale_keys.meta())
+                    .key(sale_keys.tokens())
                     .arg(req.idempotency_key)
+                    .arg(req.claims.exp_ms)
                     .invoke_async(&mut conn)
                     .await;
                 if let Err(e) = released {

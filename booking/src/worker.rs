@@ -120,14 +120,15 @@ impl Workers {
         // Several intervals long, so a slow pass keeps it; another instance takes over a pool
         // whose relay died within this time.
         let lease_ms = (self.relay_interval.as_millis() as u64 * 10).max(2_000);
-        let held: i64 = lease
+        let fence: String = lease
             .key(keys.relay())
+            .key(keys.relay_epoch())
             .arg(&*self.instance_id)
             .arg(lease_ms)
             .invoke_async(&mut conn)
             .await
             .map_err(|e| e.to_string())?;
-        if held != 1 {
+        if fence.is_empty() {
             return Ok(());
         }
         let entries: StreamRangeReply = redis::cmd("XRANGE")

@@ -6,8 +6,8 @@
 //!
 //! | slot | hash tag | keys |
 //! |---|---|---|
-//! | sale-wide | `{s:<sale>}` | `meta`, `seq`, `frontier`, `leader`, `tok:<jti>` |
-//! | per pool | `{p:<sale>/<pool>}` | `cfg`, `avail`, `held`, `sold`, `holds`, `expiries`, `outbox`, `relay`, `rsv:<id>`, `tok:<jti>`, `whk:<event>` |
+//! | sale-wide | `{s:<sale>}` | `meta`, `seq`, `frontier`, `leader`, `epoch`, `tok:<jti>`, the waiting room's `prequeue`, `gone`, `holders`, `dead`, `deaths`, `admits`, `batches`, `tokens`, `gateways`, `gw:<id>`, `gw:<id>:sessions` |
+//! | per pool | `{p:<sale>/<pool>}` | `cfg`, `avail`, `held`, `sold`, `holds`, `expiries`, `outbox`, `relay`, `relay_epoch`, `rsv:<id>`, `tok:<jti>`, `whk:<event>` |
 //! | global | none | `sales` (the armed sales, for the relay and the reaper) |
 //!
 //! A Lua script only ever receives keys from one of these builders, so no script can touch two
@@ -89,6 +89,57 @@ impl SaleKeys {
     pub fn token(&self, jti: &str) -> String {
         format!("{}:tok:{}", self.base, jti)
     }
+    /// Integer: incremented each time the controller lease changes hands (the fencing epoch).
+    pub fn epoch(&self) -> String {
+        format!("{}:epoch", self.base)
+    }
+    /// List: the draw nonce of every pre-queue ticket, in ticket order (published for verifiers).
+    pub fn prequeue(&self) -> String {
+        format!("{}:prequeue", self.base)
+    }
+    /// Sorted set: tickets whose client went away, scored by the end of their grace (Unix ms);
+    /// score 0 once the grace has passed and the ticket is dead for good.
+    pub fn gone(&self) -> String {
+        format!("{}:gone", self.base)
+    }
+    /// Hash: ticket -> session id, for tickets resumed on a new session (the newest holder).
+    pub fn holders(&self) -> String {
+        format!("{}:holders", self.base)
+    }
+    /// Sorted set: places in line, beyond the frontier, whose tickets are dead (the controller
+    /// skips them).
+    pub fn dead(&self) -> String {
+        format!("{}:dead", self.base)
+    }
+    /// Stream: every place declared dead, in order; gateways follow it to count live tickets.
+    pub fn deaths(&self) -> String {
+        format!("{}:deaths", self.base)
+    }
+    /// Stream: admission batches (`to` place, `n` live tickets admitted, token `exp`), trimmed to
+    /// the token lifetime; gateways follow it for token expiry and the measured admission rate.
+    pub fn admits(&self) -> String {
+        format!("{}:admits", self.base)
+    }
+    /// Sorted set: the token expiry (Unix ms) of each admission batch whose tokens may be unspent.
+    pub fn batches(&self) -> String {
+        format!("{}:batches", self.base)
+    }
+    /// Hash: token expiry -> admitted tokens of that batch not yet spent.
+    pub fn tokens(&self) -> String {
+        format!("{}:tokens", self.base)
+    }
+    /// Set: the gateway instances that have served this sale (for the sweep of dead ones).
+    pub fn gateways(&self) -> String {
+        format!("{}:gateways", self.base)
+    }
+    /// String with a TTL: present while gateway `id` is alive (renewed every tick).
+    pub fn gateway_alive(&self, id: &str) -> String {
+        format!("{}:gw:{}", self.base, id)
+    }
+    /// Set: tickets with a session open on gateway `id`.
+    pub fn gateway_sessions(&self, id: &str) -> String {
+        format!("{}:gw:{}:sessions", self.base, id)
+    }
 }
 
 /// Keys of one inventory pool, all in one slot.
@@ -139,6 +190,10 @@ impl PoolKeys {
     pub fn relay(&self) -> String {
         format!("{}:relay", self.base)
     }
+    /// Integer: the relay lease's epoch (lease.lua counts hand-overs there).
+    pub fn relay_epoch(&self) -> String {
+        format!("{}:relay_epoch", self.base)
+    }
     /// String with a TTL: the outcome of one payment-provider webhook event, for idempotency.
     pub fn webhook(&self, event_id: &str) -> String {
         format!("{}:whk:{}", self.base, event_id)
@@ -170,10 +225,27 @@ mod tests {
     fn sale_keys_share_one_slot_and_pool_keys_another() {
         let keys = Keys::new("t:");
         let sale = keys.sale("s1");
-        let tags: Vec<_> = [sale.meta(), sale.seq(), sale.frontier(), sale.token("j")]
-            .iter()
-            .map(|k| hash_tag(k).to_owned())
-            .collect();
+        let tags: Vec<_> = [
+            sale.meta(),
+            sale.seq(),
+            sale.frontier(),
+            sale.token("j"),
+            sale.epoch(),
+            sale.prequeue(),
+            sale.gone(),
+            sale.holders(),
+            sale.dead(),
+            sale.deaths(),
+            sale.admits(),
+            sale.batches(),
+            sale.tokens(),
+            sale.gateways(),
+            sale.gateway_alive("g"),
+            sale.gateway_sessions("g"),
+        ]
+        .iter()
+        .map(|k| hash_tag(k).to_owned())
+        .collect();
         assert!(tags.iter().all(|t| t == "s:s1"), "{tags:?}");
 
         let pool = keys.pool("s1", "p1");
@@ -188,6 +260,7 @@ mod tests {
             pool.token_reservation("j"),
             pool.outbox(),
             pool.relay(),
+            pool.relay_epoch(),
             pool.webhook("e"),
         ] {
             assert_eq!(hash_tag(&key), "p:s1/p1");

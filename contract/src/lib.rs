@@ -6,6 +6,7 @@
 //! - [`ids`]: validation of sale and pool identifiers (they end up inside Redis keys and URLs).
 //! - [`keys`]: the Redis key layout and its hash tags (sale-wide slot, per-pool slot).
 //! - [`lottery`]: the verifiable pre-queue draw (keyed Feistel permutation, commitment).
+//! - [`resume`]: resume tokens, a client's claim to its ticket across reconnects.
 //! - [`token`]: admission token claims, Ed25519 signing with a key id, verification.
 //! - [`events`]: the versioned event envelope written to Kafka and its payloads.
 //! - [`ws`]: WebSocket messages in both directions and the close codes.
@@ -19,6 +20,7 @@ pub mod events;
 pub mod ids;
 pub mod keys;
 pub mod lottery;
+pub mod resume;
 pub mod runtime;
 pub mod token;
 pub mod ws;

@@ -1,15 +1,20 @@
 //! The pre-queue lottery: a verifiable, uniformly random order for everyone who joined before
-//! the opening (building block of the fair waiting room; the gateway wiring comes with it).
+//! the opening. Later arrivals queue first-come first-served behind the pre-queue.
 //!
-//! How it is made verifiable:
-//! 1. When the pre-queue opens, the operator picks a secret 32-byte seed and publishes its
-//!    [`commitment`] (SHA-256 of the seed). From then on the seed cannot be changed unseen.
-//! 2. At the opening, the pre-queue is closed and a digest of its ticket list is published. The
-//!    draw uses [`draw_seed`] = SHA-256(secret seed || pre-queue digest): a value nobody could know
-//!    while tickets were being handed out, not even the operator, because it depends on the full
-//!    list of who came.
-//! 3. The secret seed is revealed. Anyone can check it against the commitment, recompute the
-//!    draw seed, and recompute every position with [`Lottery::position`].
+//! How it is made verifiable (docs/protocol.md walks a verifier through it):
+//! 1. Arming picks a secret 32-byte seed and publishes its [`commitment`] (SHA-256 of the seed)
+//!    at `GET /v1/sales/{sale}/draw` from the moment the pre-queue opens. From then on the seed
+//!    cannot be changed unseen.
+//! 2. Every pre-queue ticket gets a random draw nonce, told to its client, and the waiting room
+//!    keeps a hash chain over them in ticket order: `chain = SHA1-hex(chain || nonce)`, starting
+//!    from the empty string ([`chain_step`]). At the opening the pre-queue closes and the chain's
+//!    last value is its digest: a value nobody could know while tickets were being handed out,
+//!    not even the operator, because it depends on everyone who came. (SHA-1 because Redis'
+//!    scripting offers only SHA-1; the digest needs to be unpredictable, which SHA-1 is, not
+//!    collision-resistant, and the full nonce list is published so anyone can recompute it.)
+//! 3. The draw uses [`draw_seed`] = SHA-256(secret seed || digest as ASCII hex). The secret seed
+//!    is revealed with the digest and the nonce list; anyone can check the seed against the
+//!    commitment, recompute the digest and the draw seed, and every place with [`Draw::place`].
 //!
 //! The permutation is a keyed Feistel network over the smallest power of four at least `n`, with
 //! cycle walking to stay inside `[0, n)`: a bijection, evaluated for one ticket in O(1) without
@@ -26,12 +31,54 @@ pub fn commitment(secret_seed: &[u8; 32]) -> [u8; 32] {
     Sha256::digest(secret_seed).into()
 }
 
-/// The seed the draw actually uses: the secret mixed with a digest of the closed pre-queue.
-pub fn draw_seed(secret_seed: &[u8; 32], prequeue_digest: &[u8; 32]) -> [u8; 32] {
+/// The seed the draw actually uses: the secret mixed with the digest of the closed pre-queue
+/// (40 lowercase hex characters, or empty for an empty pre-queue).
+pub fn draw_seed(secret_seed: &[u8; 32], prequeue_digest: &str) -> [u8; 32] {
     let mut hasher = Sha256::new();
     hasher.update(secret_seed);
-    hasher.update(prequeue_digest);
+    hasher.update(prequeue_digest.as_bytes());
     hasher.finalize().into()
+}
+
+/// One link of the pre-queue's hash chain: the digest after `nonce` joined, given the digest
+/// before it (empty for the first ticket). The same computation as `lua/join.lua`.
+pub fn chain_step(previous: &str, nonce: &str) -> String {
+    let mut hasher = sha1::Sha1::new();
+    hasher.update(previous.as_bytes());
+    hasher.update(nonce.as_bytes());
+    hex::encode(hasher.finalize())
+}
+
+/// The closed pre-queue's order: where each ticket stands in line.
+#[derive(Clone, Debug)]
+pub struct Draw {
+    lottery: Lottery,
+    size: u64,
+}
+
+impl Draw {
+    /// The draw of a pre-queue of `size` tickets (tickets `1..=size`) under `seed` (from
+    /// [`draw_seed`]).
+    pub fn new(seed: [u8; 32], size: u64) -> Self {
+        Self {
+            lottery: Lottery::new(seed, size),
+            size,
+        }
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The 1-based place in line of `ticket`: drawn for the pre-queue, the ticket number itself
+    /// for later arrivals, who follow in the order they came.
+    pub fn place(&self, ticket: u64) -> u64 {
+        if ticket >= 1 && ticket <= self.size {
+            self.lottery.position(ticket - 1) + 1
+        } else {
+            ticket
+        }
+    }
 }
 
 /// A keyed permutation of `[0, n)`.
@@ -143,6 +190,36 @@ mod tests {
         let secret = [9u8; 32];
         assert_eq!(commitment(&secret), commitment(&[9u8; 32]));
         assert_ne!(commitment(&secret), commitment(&[8u8; 32]));
-        assert_ne!(draw_seed(&secret, &[0; 32]), draw_seed(&secret, &[1; 32]));
+        assert_ne!(draw_seed(&secret, "00"), draw_seed(&secret, "01"));
+    }
+
+    #[test]
+    fn the_chain_is_sha1_hex_of_the_previous_digest_and_the_nonce() {
+        // SHA-1("abc"), the FIPS 180 test vector: the chain hashes the plain concatenation.
+        assert_eq!(
+            chain_step("a", "bc"),
+            "a9993e364706816aba3e25717850c26c9cd0d89d"
+        );
+        assert_ne!(chain_step("", "x"), chain_step("", "y"));
+    }
+
+    #[test]
+    fn the_draw_shuffles_the_prequeue_and_queues_later_arrivals_in_order() {
+        let draw = Draw::new([3; 32], 100);
+        let mut places: Vec<u64> = (1..=100).map(|t| draw.place(t)).collect();
+        assert_ne!(places, (1..=100).collect::<Vec<_>>());
+        places.sort_unstable();
+        assert_eq!(
+            places,
+            (1..=100).collect::<Vec<_>>(),
+            "a permutation of 1..=100"
+        );
+        assert_eq!(draw.place(101), 101);
+        assert_eq!(draw.place(5_000), 5_000);
+        assert_eq!(
+            Draw::new([3; 32], 0).place(1),
+            1,
+            "no pre-queue: plain FIFO"
+        );
     }
 }

@@ -110,6 +110,12 @@ impl TokenSigner {
         B64.encode(self.key.to_bytes())
     }
 
+    /// The key of the resume tokens this signer's gateways make and check (derived from the
+    /// private key, so a gateway needs no second secret).
+    pub fn resume_key(&self) -> crate::resume::ResumeKey {
+        crate::resume::ResumeKey::derive(&self.key.to_bytes())
+    }
+
     /// The public key, base64url: what the booking service is configured with.
     pub fn public_base64(&self) -> String {
         B64.encode(self.key.verifying_key().to_bytes())

@@ -3,7 +3,9 @@
 //! All frames are JSON text objects with a `type`. The server speaks first, with a [`ServerMessage::Ticket`];
 //! then it pushes [`ServerMessage::Position`] while the client waits and [`ServerMessage::Admitted`] with
 //! the admission token the moment the frontier passes its ticket, after which it closes with
-//! [`close::NORMAL`]. The client need not send anything; it may send [`ClientMessage::Ping`].
+//! [`close::NORMAL`]. Before the opening it pushes [`ServerMessage::PreQueue`] instead of
+//! positions. The client need not send anything; it may send [`ClientMessage::Ping`].
+//! docs/protocol.md is the full description, with resume, back-off and the lottery.
 //! Anything else it sends (binary, non-JSON, an unknown type, an oversized frame) ends the session
 //! with a close code from [`close`] and a short reason; the gateway keeps serving everyone else.
 
@@ -22,18 +24,32 @@ pub const MAX_CLIENT_MESSAGE: usize = 1024;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerMessage {
-    /// First message: the client's place in the sale's waiting room.
+    /// First message: the client's ticket in the sale's waiting room.
     Ticket {
         protocol: u16,
         sale: String,
         ticket: u64,
         /// When the sale opens (admission starts), Unix ms.
         opens_at_ms: UnixMillis,
+        /// Present this (`/ws?sale=..&resume=..`) to keep the ticket after a disconnect, on any
+        /// gateway, within the grace period.
+        resume_token: String,
+        /// Whether the ticket was resumed rather than newly issued.
+        resumed: bool,
+        /// For a ticket taken before the opening: its nonce in the pre-queue's hash chain, so
+        /// its holder can check that the published draw includes it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        draw_nonce: Option<String>,
+        /// SHA-256 (hex) of the lottery's secret seed, fixed when the sale was armed.
+        commitment: String,
     },
-    /// How many live tickets are ahead, and a rough wait. Sent when it changes.
+    /// Before the opening: how many tickets are in the pre-queue so far. Sent when it changes.
+    PreQueue { size: u64, opens_at_ms: UnixMillis },
+    /// How many live tickets are ahead, plus one (1 = next), and a rough wait. Sent when it
+    /// changes, at most once per position interval; it never goes up.
     Position {
         position: u64,
-        /// Estimated seconds until admission at the current admission rate; absent before the
+        /// Estimated seconds until admission at the measured admission rate; absent before the
         /// sale opens or while admission is paused.
         eta_secs: Option<u64>,
     },
@@ -43,7 +59,7 @@ pub enum ServerMessage {
         expires_at_ms: UnixMillis,
         max_seats: u32,
     },
-    /// Nothing is left to sell; the room is closing.
+    /// Nothing is left to sell and no hold can return; the room closes with [`close::SALE_OVER`].
     SoldOut,
     /// Answer to [`ClientMessage::Ping`].
     Pong,
@@ -62,19 +78,24 @@ pub enum ClientMessage {
 pub mod close {
     /// The session is complete (the client was admitted and has its token).
     pub const NORMAL: u16 = 1000;
-    /// The gateway is shutting down: reconnect, to any gateway.
+    /// The gateway is going away for another reason: reconnect (with the resume token), to any
+    /// gateway.
     pub const GOING_AWAY: u16 = 1001;
     /// A frame or message exceeded [`super::MAX_CLIENT_MESSAGE`].
     pub const MESSAGE_TOO_BIG: u16 = 1009;
     /// An unexpected server error: reconnect with backoff.
     pub const INTERNAL_ERROR: u16 = 1011;
+    /// The gateway is draining (shutdown or restart). The close reason is the client's resume
+    /// token: reconnect with it, after a random delay, to keep the place in line.
+    pub const SERVICE_RESTART: u16 = 1012;
     /// The client sent something that is not a valid [`super::ClientMessage`].
     pub const BAD_MESSAGE: u16 = 4400;
     /// The sale named in the URL is not armed (or does not exist).
     pub const UNKNOWN_SALE: u16 = 4404;
     /// Nothing (not even a pong) arrived from the client for the idle timeout: reconnect.
     pub const IDLE_TIMEOUT: u16 = 4408;
-    /// The sale is over (sold out or closed): do not reconnect.
+    /// The sale is over for this client: sold out, or its admission expired unused. Do not
+    /// reconnect with this ticket.
     pub const SALE_OVER: u16 = 4410;
     /// A dependency (Redis) is unavailable: reconnect with backoff; nothing was lost.
     pub const UNAVAILABLE: u16 = 4503;

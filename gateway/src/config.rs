@@ -55,6 +55,17 @@ pub struct Config {
     /// disconnected rather than allowed to hold memory.
     #[arg(long, env = "FLOODGATE_SEND_TIMEOUT_MS", default_value_t = 10_000)]
     pub send_timeout_ms: u64,
+    /// How long a client that disconnected keeps its place: reconnecting with its resume token
+    /// inside this time (on any gateway) continues where it was; after it, the ticket is dead
+    /// and skipped. 30 s covers a network switch or a page reload, and is short enough that the
+    /// admission rate is not spent on people who left (other waiting rooms keep them 5-15 min).
+    #[arg(long, env = "FLOODGATE_GRACE_MS", default_value_t = 30_000)]
+    pub grace_ms: u64,
+    /// Most WebSocket sessions this gateway holds; past it, joins are shed with 503 and
+    /// `Retry-After`. Default: the open-files limit (raised to its hard limit at start) less a
+    /// reserve for Redis connections, logs and the listener.
+    #[arg(long, env = "FLOODGATE_MAX_SESSIONS")]
+    pub max_sessions: Option<u64>,
     /// Folder of the browser client, served at `/` (none: no static files).
     #[arg(long, env = "FLOODGATE_STATIC_DIR")]
     pub static_dir: Option<PathBuf>,

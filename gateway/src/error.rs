@@ -10,7 +10,15 @@ pub enum ApiError {
     #[error("{1}")]
     BadRequest(&'static str, String),
     #[error("{1}")]
+    Unauthorized(&'static str, String),
+    #[error("{1}")]
     NotFound(&'static str, String),
+    /// The resource existed and is gone for good (a ticket past its grace).
+    #[error("{1}")]
+    Gone(&'static str, String),
+    /// The gateway is over its connection budget: answered with a jittered `Retry-After`.
+    #[error("{1}")]
+    Busy(&'static str, String),
     #[error("{1}")]
     UpgradeRequired(&'static str, String),
     /// A per-IP limit: answered with `Retry-After`.
@@ -25,10 +33,29 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code, message) = match self {
             ApiError::BadRequest(c, m) => (StatusCode::BAD_REQUEST, c, m),
+            ApiError::Unauthorized(c, m) => (StatusCode::UNAUTHORIZED, c, m),
             ApiError::NotFound(c, m) => (StatusCode::NOT_FOUND, c, m),
+            ApiError::Gone(c, m) => (StatusCode::GONE, c, m),
             ApiError::UpgradeRequired(c, m) => (StatusCode::UPGRADE_REQUIRED, c, m),
             ApiError::TooManyRequests(c, m) => (StatusCode::TOO_MANY_REQUESTS, c, m),
             ApiError::Unavailable(c, m) => (StatusCode::SERVICE_UNAVAILABLE, c, m),
+            ApiError::Busy(c, m) => {
+                let mut response = (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    Json(ErrorBody {
+                        error: c.to_owned(),
+                        message: m,
+                    }),
+                )
+                    .into_response();
+                // Spread the retries of a shed crowd over 2-10 s, so they do not come back
+                // as one wave.
+                let secs = rand::random::<u64>() % 9 + 2;
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+                return response;
+            }
         };
         let mut response = (
             status,

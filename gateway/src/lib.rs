@@ -5,18 +5,21 @@
 //! # Layout
 //! - [`config`]: process settings (flags and environment).
 //! - [`room`]: a sale's shared view on this gateway, its refresh task and the admission controller.
+//! - [`places`]: dead places and admission batches, as the room learns them from Redis.
 //! - [`session`]: one client's WebSocket session.
 //! - [`error`]: JSON errors answered before an upgrade.
-//! - [`limits`]: per-IP connection and join-rate limits.
+//! - [`limits`]: the connection budget and per-IP connection and join-rate limits.
 //!
 //! A gateway never decides a seat: it only hands out tickets and admission tokens.
 
 pub mod config;
 pub mod error;
 pub mod limits;
+pub mod places;
 pub mod room;
 pub mod session;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,6 +33,7 @@ use axum::{Json, Router};
 use dashmap::DashMap;
 use floodgate_contract::ids::check_sale_id;
 use floodgate_contract::keys::Keys;
+use floodgate_contract::resume::{ResumeError, ResumeKey};
 use floodgate_contract::token::TokenSigner;
 use floodgate_contract::ws::MAX_CLIENT_MESSAGE;
 use redis::aio::ConnectionManager;
@@ -44,6 +48,8 @@ use tower_http::trace::TraceLayer;
 pub use config::Config;
 use error::ApiError;
 use room::{read_view, Room, RoomDriver, Scripts};
+
+mod draw;
 use session::Session;
 
 /// Shared state of a gateway; every field is a cheap handle.
@@ -69,6 +75,12 @@ pub struct AppState {
     pub tasks: TaskTracker,
     /// Per-IP connection counts and join rates.
     pub limits: Arc<limits::IpLimits>,
+    /// The gateway's connection budget.
+    pub budget: Arc<limits::Budget>,
+    /// Makes and checks resume tokens.
+    pub resume: Arc<ResumeKey>,
+    /// Numbers this gateway's sessions (session ids are `<instance>/<n>`).
+    pub sessions: Arc<AtomicU64>,
 }
 
 impl AppState {
@@ -88,12 +100,21 @@ impl AppState {
         let redis = floodgate_contract::runtime::connect_redis(&config.redis.redis_url)
             .await
             .context("connecting to Redis")?;
-        let instance_id = config
-            .instance_id
-            .clone()
-            .unwrap_or_else(|| format!("gw-{}", uuid::Uuid::new_v4().simple()));
+        // Unique per run even when the instance is named: a restarted gateway must not be taken
+        // for its previous life, whose sessions the sweep has to hand over to the grace period.
+        let run = &uuid::Uuid::new_v4().simple().to_string()[..8];
+        let instance_id = match &config.instance_id {
+            Some(name) => format!("{name}.{run}"),
+            None => format!("gw-{run}"),
+        };
         let limits =
             limits::IpLimits::new(config.max_connections_per_ip, config.joins_per_sec_per_ip);
+        let budget = limits::Budget::new(
+            config
+                .max_sessions
+                .unwrap_or_else(|| session_budget(raise_open_files_limit())),
+        );
+        let resume = signer.resume_key();
         Ok(Self {
             redis,
             keys,
@@ -105,6 +126,9 @@ impl AppState {
             shutdown,
             tasks: TaskTracker::new(),
             limits,
+            budget,
+            resume: Arc::new(resume),
+            sessions: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -124,8 +148,9 @@ impl AppState {
                     instance_id: self.instance_id.clone(),
                     tick: Duration::from_millis(self.config.tick_ms),
                     lease: Duration::from_millis(self.config.lease_ms),
+                    grace: Duration::from_millis(self.config.grace_ms),
                 };
-                let (room, task) = driver.start(Default::default(), self.shutdown.clone());
+                let (room, task) = driver.start(self.shutdown.clone());
                 self.tasks.spawn(task);
                 room
             })
@@ -138,6 +163,8 @@ pub fn router(state: AppState) -> Router {
     let mut router = Router::new()
         .route("/ws", get(join_queue))
         .route("/v1/sales/{sale}", get(sale_summary))
+        .route("/v1/sales/{sale}/draw", get(draw::draw))
+        .route("/v1/sales/{sale}/draw/nonces", get(draw::nonces))
         .route(
             "/healthz",
             get(|| async { Json(serde_json::json!({ "status": "ok" })) }),
@@ -158,12 +185,15 @@ pub fn router(state: AppState) -> Router {
 #[derive(Deserialize)]
 pub struct JoinParams {
     sale: String,
+    /// A resume token from an earlier session: take that ticket back instead of a new one.
+    resume: Option<String>,
 }
 
-/// `GET /ws?sale=<id>`: join a sale's waiting room.
+/// `GET /ws?sale=<id>[&resume=<token>]`: join a sale's waiting room, or come back to it.
 ///
-/// The ticket is taken before the upgrade so that an unknown sale or an unreachable Redis is a
-/// plain JSON HTTP error the client can read, not a socket that opens and dies.
+/// The ticket is taken (or taken back) before the upgrade so that an unknown sale, a bad resume
+/// token or an unreachable Redis is a plain JSON HTTP error the client can read, not a socket
+/// that opens and dies.
 #[tracing::instrument(skip_all)]
 pub async fn join_queue(
     State(state): State<AppState>,
@@ -171,7 +201,7 @@ pub async fn join_queue(
     params: Result<Query<JoinParams>, QueryRejection>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(JoinParams { sale }) = params.map_err(|_| {
+    let Query(JoinParams { sale, resume }) = params.map_err(|_| {
         ApiError::BadRequest(
             "sale_missing",
             "name the sale to join: /ws?sale=<sale id>".into(),
@@ -184,8 +214,25 @@ pub async fn join_queue(
             format!("this endpoint speaks WebSocket only: {e}"),
         )
     })?;
+    let resumed_ticket = resume
+        .map(|token| state.resume.verify(&token, &sale))
+        .transpose()
+        .map_err(|e| match e {
+            ResumeError::Invalid => ApiError::Unauthorized(
+                "resume_invalid",
+                "the resume token is not genuine; join without it for a new ticket".into(),
+            ),
+            ResumeError::OtherSale(other) => ApiError::BadRequest(
+                "resume_other_sale",
+                format!("the resume token is for sale {other}, not {sale}"),
+            ),
+        })?;
 
-    // Limits before any Redis work: a flood from one address costs a map lookup.
+    // Limits before any Redis work: a flood costs a counter or a map lookup.
+    let budget = state.budget.take().ok_or(ApiError::Busy(
+        "gateway_full",
+        "this gateway is full; retry after the delay (with jitter), or another gateway".into(),
+    ))?;
     let slot = state.limits.admit(peer.ip()).map_err(|e| match e {
         limits::LimitError::TooManyConnections => ApiError::TooManyRequests(
             "too_many_connections",
@@ -199,36 +246,144 @@ pub async fn join_queue(
 
     let keys = state.keys.sale(&sale);
     let mut conn = state.redis.clone();
-    let joined: Vec<i64> = state
-        .scripts
-        .join
-        .key(keys.meta())
-        .key(keys.seq())
-        .invoke_async(&mut conn)
-        .await?;
-    let [ticket, opens_at_ms] = joined[..] else {
-        return Err(unknown_sale());
+    let session_id = format!(
+        "{}/{}",
+        state.instance_id,
+        state.sessions.fetch_add(1, Ordering::Relaxed)
+    );
+    let sessions_key = keys.gateway_sessions(&state.instance_id);
+    let (ticket, opens_at_ms, draw_nonce, commitment, frontier_floor) =
+        match resumed_ticket {
+            None => {
+                let nonce = hex::encode(rand::random::<[u8; 8]>());
+                let joined: Vec<String> = state
+                    .scripts
+                    .join
+                    .key(keys.meta())
+                    .key(keys.seq())
+                    .key(keys.prequeue())
+                    .key(&sessions_key)
+                    .arg(&nonce)
+                    .invoke_async(&mut conn)
+                    .await?;
+                let [ticket, opens, nonce, _sold_out, commitment] = &joined[..] else {
+                    return Err(unknown_sale());
+                };
+                metrics::counter!("floodgate_tickets_issued_total").increment(1);
+                (
+                    ticket.clone(),
+                    opens.clone(),
+                    (!nonce.is_empty()).then(|| nonce.clone()),
+                    commitment.clone(),
+                    0,
+                )
+            }
+            Some(ticket) => {
+                let resumed: Vec<String> = state
+                    .scripts
+                    .resume
+                    .key(keys.meta())
+                    .key(keys.seq())
+                    .key(keys.gone())
+                    .key(keys.holders())
+                    .key(&sessions_key)
+                    .key(keys.frontier())
+                    .arg(ticket)
+                    .arg(&session_id)
+                    .invoke_async(&mut conn)
+                    .await?;
+                match resumed.first().map(String::as_str) {
+                    Some("resumed") => {}
+                    Some("expired") => return Err(ApiError::Gone(
+                        "ticket_expired",
+                        "this ticket was given up after its grace period; join again for a new one"
+                            .into(),
+                    )),
+                    _ => {
+                        return Err(ApiError::NotFound(
+                            "unknown_ticket",
+                            "this sale has no such ticket; join again for a new one".into(),
+                        ))
+                    }
+                }
+                metrics::counter!("floodgate_tickets_resumed_total").increment(1);
+                (
+                    ticket.to_string(),
+                    resumed[1].clone(),
+                    None,
+                    resumed.get(3).cloned().unwrap_or_default(),
+                    resumed.get(4).and_then(|f| f.parse().ok()).unwrap_or(0),
+                )
+            }
+        };
+    let (Ok(ticket), Ok(opens_at_ms)) = (ticket.parse::<u64>(), opens_at_ms.parse::<i64>()) else {
+        return Err(ApiError::Unavailable(
+            "redis_unavailable",
+            "the waiting room answered oddly; retry in a second".into(),
+        ));
     };
-    metrics::counter!("floodgate_tickets_issued_total").increment(1);
     let session = Session {
         room: state.room(&sale),
+        resume_token: state.resume.issue(&sale, ticket),
         sale,
-        ticket: ticket as u64,
+        ticket,
         opens_at_ms,
+        resumed: resumed_ticket.is_some(),
+        draw_nonce,
+        commitment,
+        frontier_floor,
+        session_id,
         signer: state.signer.clone(),
+        redis: state.redis.clone(),
+        keys,
+        scripts: state.scripts.clone(),
+        instance_id: state.instance_id.clone(),
+        grace: Duration::from_millis(state.config.grace_ms),
         position_interval: Duration::from_millis(state.config.position_interval_ms),
         heartbeat: Duration::from_millis(state.config.heartbeat_ms),
         idle_timeout: Duration::from_millis(state.config.idle_timeout_ms),
         send_timeout: Duration::from_millis(state.config.send_timeout_ms),
         shutdown: state.shutdown.clone(),
         _connection: slot,
+        _budget: budget,
     };
     let tasks = state.tasks.clone();
     Ok(upgrade
         .max_message_size(MAX_CLIENT_MESSAGE)
         .max_frame_size(MAX_CLIENT_MESSAGE)
+        // Sized for many idle sockets: the default 128 KiB read buffer is allocated per
+        // connection up front. Client frames are at most 1 KiB; messages to the client are
+        // written at once (no write buffer kept), and a client that does not read is dropped
+        // by the send timeout, so nothing piles up.
+        .read_buffer_size(READ_BUFFER)
+        .write_buffer_size(0)
+        .max_write_buffer_size(MAX_WRITE_BUFFER)
         .on_upgrade(move |socket| tasks.track_future(session.run(socket)))
         .into_response())
+}
+
+/// Per-connection WebSocket read buffer (client frames are at most [`MAX_CLIENT_MESSAGE`]).
+const READ_BUFFER: usize = 2 * 1024;
+/// Most bytes one connection may hold unsent: a few messages; past it the send fails and the
+/// session ends (the send timeout usually ends a slow client first).
+const MAX_WRITE_BUFFER: usize = 64 * 1024;
+
+/// Raises this process' open-files soft limit to its hard limit (each client is a file
+/// descriptor) and returns the limit now in force.
+pub fn raise_open_files_limit() -> u64 {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => limit,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not raise the open-files limit");
+            rlimit::getrlimit(rlimit::Resource::NOFILE).map_or(1024, |(soft, _)| soft)
+        }
+    }
+}
+
+/// Sessions a gateway may hold with `open_files` descriptors: all but a reserve for Redis, the
+/// listener, logs and the HTTP requests that are not sessions.
+fn session_budget(open_files: u64) -> u64 {
+    open_files.saturating_sub(256).max(1)
 }
 
 /// `GET /v1/sales/{sale}`: the waiting room's public figures (opening, rate, queue, pools).
@@ -253,11 +408,14 @@ pub async fn sale_summary(
         "max_seats": view.max_seats,
         "tickets_issued": view.issued,
         "frontier": view.frontier,
+        "paused": view.paused,
+        "sold_out": view.sold_out,
+        "lottery_commitment": view.commitment,
         "pools": pools.split(',').filter(|p| !p.is_empty()).collect::<Vec<_>>(),
     })))
 }
 
-fn unknown_sale() -> ApiError {
+pub(crate) fn unknown_sale() -> ApiError {
     ApiError::NotFound("unknown_sale", "no such sale is open for queueing".into())
 }
 

@@ -1,9 +1,10 @@
-//! Per-IP limits on the waiting room's front door: how many sessions one address may hold at
-//! once, and how fast it may join. Both are checked before a ticket is taken, so a flood from one
-//! host costs a map lookup, not a Redis round trip or a place in line.
+//! Limits on the waiting room's front door: the gateway's connection budget, how many sessions
+//! one address may hold at once, and how fast it may join. All are checked before a ticket is
+//! taken, so a flood costs a counter or a map lookup, not a Redis round trip or a place in line.
 
 use std::net::IpAddr;
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use dashmap::DashMap;
@@ -82,6 +83,54 @@ impl Drop for ConnectionSlot {
     }
 }
 
+/// The gateway's connection budget: past it, new sessions are shed before the upgrade (503 with
+/// `Retry-After`) instead of failing later for want of file descriptors or memory.
+pub struct Budget {
+    max: u64,
+    open: AtomicU64,
+}
+
+impl Budget {
+    pub fn new(max: u64) -> Arc<Self> {
+        Arc::new(Self {
+            max: max.max(1),
+            open: AtomicU64::new(0),
+        })
+    }
+
+    /// A slot for one more session, or `None` if the gateway is full.
+    pub fn take(self: &Arc<Self>) -> Option<BudgetSlot> {
+        let taken = self
+            .open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
+                (open < self.max).then_some(open + 1)
+            })
+            .is_ok();
+        if !taken {
+            metrics::counter!("floodgate_joins_refused_total", "reason" => "gateway_full")
+                .increment(1);
+        }
+        taken.then(|| BudgetSlot {
+            budget: self.clone(),
+        })
+    }
+
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+}
+
+/// One session's share of the connection budget, given back on drop.
+pub struct BudgetSlot {
+    budget: Arc<Budget>,
+}
+
+impl Drop for BudgetSlot {
+    fn drop(&mut self) {
+        self.budget.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,6 +147,16 @@ mod tests {
         drop(first);
         assert_eq!(limits.connections(a), 1);
         assert!(limits.admit(a).is_ok());
+    }
+
+    #[test]
+    fn the_budget_sheds_past_its_size_and_refills() {
+        let budget = Budget::new(2);
+        let a = budget.take().unwrap();
+        let _b = budget.take().unwrap();
+        assert!(budget.take().is_none());
+        drop(a);
+        assert!(budget.take().is_some());
     }
 
     #[test]

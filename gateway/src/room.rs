@@ -2,14 +2,15 @@
 //! task that refreshes it and, while this instance holds the lease, runs the admission controller.
 //!
 //! Per tick and per sale this gateway makes one pipelined Redis round trip to read the view,
-//! whatever the number of clients; sessions compute their own positions from it. The controller
-//! adds at most two more (lease, advance) and only on the leader, only while someone waits.
+//! whatever the number of clients; sessions compute their own positions from it. The leader
+//! adds a few more (lease, stock and housekeeping reads, bury, advance), never per client.
 
 use std::num::NonZeroU32;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use floodgate_contract::keys::{Keys, SaleKeys};
+use floodgate_contract::lottery::{draw_seed, Draw};
 use floodgate_contract::now_millis;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use redis::aio::ConnectionManager;
@@ -17,34 +18,54 @@ use redis::Script;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::places::{Batch, Batches, DeadPlaces};
+
 /// What every session of a sale needs to know, refreshed once per tick.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RoomView {
-    /// Highest ticket admitted so far.
+    /// False until the first read from Redis: sessions wait for a real view.
+    pub loaded: bool,
+    /// Highest place in line admitted so far.
     pub frontier: u64,
     /// Highest ticket handed out so far.
     pub issued: u64,
     pub opens_at_ms: i64,
-    /// Admissions per second, as armed.
+    /// Admissions per second, as set.
     pub rate: f64,
+    /// Live admissions per second over the last few seconds, once there were some.
+    pub measured_rate: Option<f64>,
     pub token_ttl_ms: i64,
     pub max_seats: u32,
     /// An operator paused admission: nobody is let in, and no ETA can be given.
     pub paused: bool,
+    /// Every pool is sold out and no hold can return: the room is closing.
+    pub sold_out: bool,
+    /// Whether the pre-queue has been drawn (then [`Room::place`] answers).
+    pub drawn: bool,
+    /// Dead places this gateway knows of: a new death changes positions, so it changes the view.
+    pub dead_known: u64,
+    /// SHA-256 (hex) of the lottery's secret seed.
+    pub commitment: String,
+    /// Settings the controller needs.
+    pub active_cap: u64,
+    pub stock_factor: f64,
+    /// Admission tokens handed out and not yet spent or expired.
+    pub unspent: u64,
+    pub pools: Vec<String>,
 }
 
 impl RoomView {
-    /// 1-based place in line of `ticket` (1 = next to be admitted), or `None` once admitted.
-    pub fn position(&self, ticket: u64) -> Option<u64> {
-        ticket.checked_sub(self.frontier).filter(|p| *p > 0)
-    }
-
-    /// Seconds until `position` is admitted at the armed rate; unknown before the opening.
+    /// Seconds until `position` is admitted, at the measured rate once there is one (the set
+    /// rate before that); unknown before the opening or while paused.
     pub fn eta_secs(&self, position: u64, now_ms: i64) -> Option<u64> {
-        if now_ms < self.opens_at_ms || self.rate <= 0.0 || self.paused {
+        if now_ms < self.opens_at_ms || self.paused {
             return None;
         }
-        Some((position as f64 / self.rate).ceil() as u64)
+        let rate = self.measured_rate.unwrap_or(self.rate);
+        if !(rate.is_finite() && rate > 0.0) {
+            return None;
+        }
+        Some((position as f64 / rate).ceil() as u64)
     }
 }
 
@@ -52,28 +73,109 @@ impl RoomView {
 #[derive(Clone)]
 pub struct Scripts {
     pub join: Script,
+    pub resume: Script,
+    pub leave: Script,
     lease: Script,
     advance: Script,
+    bury: Script,
+    sweep: Script,
 }
 
 impl Default for Scripts {
     fn default() -> Self {
+        // The scripts of the sale's slot share sale_lib.lua's helpers.
+        let with_lib =
+            |body: &str| Script::new(&format!("{}{body}", include_str!("../../lua/sale_lib.lua")));
         Self {
-            join: Script::new(include_str!("../../lua/join.lua")),
+            join: with_lib(include_str!("../../lua/join.lua")),
+            resume: with_lib(include_str!("../../lua/resume.lua")),
+            leave: Script::new(include_str!("../../lua/leave.lua")),
             lease: Script::new(include_str!("../../lua/lease.lua")),
-            advance: Script::new(include_str!("../../lua/advance.lua")),
+            advance: with_lib(include_str!("../../lua/advance.lua")),
+            bury: with_lib(include_str!("../../lua/bury.lua")),
+            sweep: Script::new(include_str!("../../lua/sweep.lua")),
         }
     }
 }
 
-/// One sale's room on this gateway; sessions subscribe to its view.
+impl Scripts {
+    /// lease.lua for `instance` on `keys`' sale: the fencing token, or "" if another leads.
+    pub fn lease_call(
+        &self,
+        keys: &SaleKeys,
+        instance: &str,
+        lease: Duration,
+    ) -> redis::ScriptInvocation<'_> {
+        let mut call = self.lease.prepare_invoke();
+        call.key(keys.leader())
+            .key(keys.epoch())
+            .arg(instance)
+            .arg(lease.as_millis() as u64);
+        call
+    }
+
+    /// advance.lua with fencing token `fence`, admitting at most `permits` live tickets:
+    /// `(admitted, frontier, token expiry)`.
+    pub fn advance_call(
+        &self,
+        keys: &SaleKeys,
+        fence: &str,
+        permits: u64,
+    ) -> redis::ScriptInvocation<'_> {
+        let mut call = self.advance.prepare_invoke();
+        call.key(keys.meta())
+            .key(keys.seq())
+            .key(keys.frontier())
+            .key(keys.leader())
+            .key(keys.dead())
+            .key(keys.admits())
+            .key(keys.batches())
+            .key(keys.tokens())
+            .arg(fence)
+            .arg(permits);
+        call
+    }
+}
+
+/// One sale's room on this gateway; sessions subscribe to its view and ask it where they stand.
 pub struct Room {
     view: watch::Receiver<RoomView>,
+    shared: Arc<Shared>,
+}
+
+/// What the room task learns beyond the view, too big to copy every tick.
+#[derive(Default)]
+struct Shared {
+    draw: OnceLock<Draw>,
+    dead: RwLock<DeadPlaces>,
+    batches: Mutex<Batches>,
 }
 
 impl Room {
     pub fn subscribe(&self) -> watch::Receiver<RoomView> {
         self.view.clone()
+    }
+
+    /// The place in line of `ticket`, once the pre-queue has been drawn.
+    pub fn place(&self, ticket: u64) -> Option<u64> {
+        self.shared.draw.get().map(|draw| draw.place(ticket))
+    }
+
+    /// Live tickets ahead of `place`, plus one. It overestimates by at most the tickets that
+    /// died since this gateway last read the deaths stream (one tick), never underestimates.
+    pub fn position(&self, place: u64, frontier: u64) -> u64 {
+        let dead = self
+            .shared
+            .dead
+            .read()
+            .expect("lock")
+            .between(frontier, place);
+        place.saturating_sub(frontier).saturating_sub(dead).max(1)
+    }
+
+    /// When the admission token of an admitted `place` expires, if its batch is still known.
+    pub fn token_expiry(&self, place: u64) -> Option<i64> {
+        self.shared.batches.lock().expect("lock").expiry_of(place)
     }
 }
 
@@ -83,34 +185,65 @@ pub struct RoomDriver {
     pub keys: Keys,
     pub redis: ConnectionManager,
     pub scripts: Scripts,
+    /// This process' name in the lease and the session registry (unique per run).
     pub instance_id: Arc<str>,
     pub tick: Duration,
     pub lease: Duration,
+    /// How long a departed client keeps its place (the sweep of dead gateways uses it too).
+    pub grace: Duration,
+}
+
+/// Stream entries read per tick: catching up on a long history takes a few ticks, during which
+/// positions are overestimates.
+const STREAM_BATCH: usize = 10_000;
+/// Tickets handled per tick by the bury and sweep steps.
+const HOUSEKEEPING_BATCH: usize = 5_000;
+
+/// Where this gateway has read the streams up to.
+struct Cursor {
+    deaths: String,
+    admits: String,
 }
 
 impl RoomDriver {
     /// Starts the room's task; it runs until `shutdown`.
     pub fn start(
         self,
-        initial: RoomView,
         shutdown: CancellationToken,
     ) -> (Arc<Room>, impl std::future::Future<Output = ()>) {
-        let (tx, rx) = watch::channel(initial);
-        (Arc::new(Room { view: rx }), self.drive(tx, shutdown))
+        let (tx, rx) = watch::channel(RoomView::default());
+        let shared = Arc::new(Shared::default());
+        let room = Arc::new(Room {
+            view: rx,
+            shared: shared.clone(),
+        });
+        (room, self.drive(tx, shared, shutdown))
     }
 
-    async fn drive(self, tx: watch::Sender<RoomView>, shutdown: CancellationToken) {
+    async fn drive(
+        self,
+        tx: watch::Sender<RoomView>,
+        shared: Arc<Shared>,
+        shutdown: CancellationToken,
+    ) {
         let keys = self.keys.sale(&self.sale);
         let mut ticker = tokio::time::interval(self.tick);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut controller = Controller::default();
+        let mut cursor = Cursor {
+            deaths: "-".into(),
+            admits: "-".into(),
+        };
         let mut failing = false;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = ticker.tick() => {}
             }
-            match self.tick_once(&keys, &mut controller).await {
+            match self
+                .tick_once(&keys, &shared, &mut cursor, &mut controller)
+                .await
+            {
                 Ok(view) => {
                     if failing {
                         tracing::info!(sale = %self.sale, "waiting room reads recovered");
@@ -136,53 +269,198 @@ impl RoomDriver {
     async fn tick_once(
         &self,
         keys: &SaleKeys,
+        shared: &Shared,
+        cursor: &mut Cursor,
         controller: &mut Controller,
     ) -> redis::RedisResult<RoomView> {
         let mut conn = self.redis.clone();
-        let mut view = read_view(&mut conn, keys).await?;
-        let waiting = view.issued.saturating_sub(view.frontier);
-        if waiting > 0 && !view.paused && now_millis() >= view.opens_at_ms {
-            if let Some(frontier) = controller
-                .admit(self, &mut conn, keys, &view, waiting)
-                .await?
-            {
-                view.frontier = frontier;
+        let mut view = self.read(&mut conn, keys, shared, cursor).await?;
+        if let Some(fence) = controller.lease(self, &mut conn, keys).await? {
+            controller
+                .lead(self, &mut conn, keys, shared, &mut view, &fence)
+                .await?;
+        }
+        let now = now_millis();
+        let mut batches = shared.batches.lock().expect("lock");
+        batches.prune(now);
+        view.measured_rate = batches.measured_rate(now, view.opens_at_ms);
+        Ok(view)
+    }
+
+    /// The per-tick read: settings, frontier, tickets, the deaths and admissions since the last
+    /// read, and this gateway's liveness, in one pipelined round trip.
+    async fn read(
+        &self,
+        conn: &mut ConnectionManager,
+        keys: &SaleKeys,
+        shared: &Shared,
+        cursor: &mut Cursor,
+    ) -> redis::RedisResult<RoomView> {
+        type Entries = Vec<(String, Vec<String>)>;
+        let (meta, frontier, issued, deaths, admits): (
+            Vec<Option<String>>,
+            Option<u64>,
+            Option<u64>,
+            Entries,
+            Entries,
+        ) = redis::pipe()
+            .hget(keys.meta(), META_FIELDS)
+            .get(keys.frontier())
+            .get(keys.seq())
+            .cmd("XRANGE")
+            .arg(keys.deaths())
+            .arg(exclusive(&cursor.deaths))
+            .arg("+")
+            .arg("COUNT")
+            .arg(STREAM_BATCH)
+            .cmd("XRANGE")
+            .arg(keys.admits())
+            .arg(exclusive(&cursor.admits))
+            .arg("+")
+            .arg("COUNT")
+            .arg(STREAM_BATCH)
+            .cmd("SADD")
+            .arg(keys.gateways())
+            .arg(&*self.instance_id)
+            .ignore()
+            .cmd("SET")
+            .arg(keys.gateway_alive(&self.instance_id))
+            .arg(1)
+            .arg("PX")
+            .arg(self.lease.as_millis() as u64)
+            .ignore()
+            .query_async(conn)
+            .await?;
+        if let Some((last, _)) = deaths.last() {
+            cursor.deaths = last.clone();
+            let mut dead = shared.dead.write().expect("lock");
+            for (_, fields) in &deaths {
+                if let Some(place) = field(fields, "p") {
+                    dead.insert(place);
+                }
             }
         }
-        Ok(view)
+        if let Some((last, _)) = admits.last() {
+            cursor.admits = last.clone();
+            let mut batches = shared.batches.lock().expect("lock");
+            for (id, fields) in &admits {
+                let at_ms = id.split('-').next().and_then(|ms| ms.parse().ok());
+                if let (Some(from), Some(to), Some(n), Some(exp_ms), Some(at_ms)) = (
+                    field(fields, "from"),
+                    field(fields, "to"),
+                    field(fields, "n"),
+                    field(fields, "exp"),
+                    at_ms,
+                ) {
+                    batches.push(Batch {
+                        from,
+                        to,
+                        n,
+                        exp_ms: exp_ms as i64,
+                        at_ms,
+                    });
+                }
+            }
+        }
+        let view = view_from(&meta, frontier.unwrap_or(0), issued.unwrap_or(0));
+        if shared.draw.get().is_none() {
+            if let Some(draw) = draw_from(&meta) {
+                tracing::info!(sale = %self.sale, prequeue = draw.size(), "pre-queue drawn");
+                let _ = shared.draw.set(draw);
+            }
+        }
+        Ok(RoomView {
+            drawn: shared.draw.get().is_some(),
+            dead_known: shared.dead.read().expect("lock").total(),
+            ..view
+        })
     }
 }
 
-/// Reads a sale's view in one round trip (all keys share the sale's slot).
+/// The meta fields of the per-tick read, in the order [`view_from`] and [`draw_from`] read them.
+const META_FIELDS: &[&str] = &[
+    "opens_at_ms",
+    "rate",
+    "token_ttl_ms",
+    "max_seats",
+    "paused",
+    "sold_out",
+    "lottery_commitment",
+    "active_cap",
+    "stock_factor",
+    "unspent",
+    "pools",
+    "prequeue_size",
+    "prequeue_digest",
+    "lottery_secret",
+];
+
+fn view_from(meta: &[Option<String>], frontier: u64, issued: u64) -> RoomView {
+    let get = |i: usize| meta.get(i).and_then(|v| v.as_deref());
+    let num = |i: usize| get(i).and_then(|v| v.parse::<f64>().ok());
+    RoomView {
+        loaded: true,
+        frontier,
+        issued,
+        opens_at_ms: num(0).map_or(i64::MAX, |v| v as i64),
+        rate: num(1).unwrap_or(0.0),
+        measured_rate: None,
+        token_ttl_ms: num(2).map_or(0, |v| v as i64),
+        max_seats: num(3).map_or(1, |v| v as u32),
+        paused: get(4) == Some("1"),
+        sold_out: get(5) == Some("1"),
+        drawn: false,
+        dead_known: 0,
+        commitment: get(6).unwrap_or_default().to_owned(),
+        active_cap: num(7).map_or(u64::MAX, |v| v.max(0.0) as u64),
+        stock_factor: num(8).unwrap_or(2.0),
+        unspent: num(9).map_or(0, |v| v.max(0.0) as u64),
+        pools: get(10)
+            .unwrap_or_default()
+            .split(',')
+            .filter(|p| !p.is_empty())
+            .map(str::to_owned)
+            .collect(),
+    }
+}
+
+/// The draw, once the pre-queue has closed (its size and digest are set) and the secret is known.
+fn draw_from(meta: &[Option<String>]) -> Option<Draw> {
+    let get = |i: usize| meta.get(i).and_then(|v| v.as_deref());
+    let size: u64 = get(11)?.parse().ok()?;
+    let digest = get(12)?;
+    let secret: [u8; 32] = hex::decode(get(13)?).ok()?.try_into().ok()?;
+    Some(Draw::new(draw_seed(&secret, digest), size))
+}
+
+fn field(fields: &[String], name: &str) -> Option<u64> {
+    fields
+        .chunks_exact(2)
+        .find(|kv| kv[0] == name)
+        .and_then(|kv| kv[1].parse().ok())
+}
+
+/// The XRANGE start just after stream id `id` (or the very start).
+fn exclusive(id: &str) -> String {
+    if id == "-" {
+        "-".into()
+    } else {
+        format!("({id}")
+    }
+}
+
+/// Reads a sale's public figures in one round trip (for the summary endpoint).
 pub async fn read_view(
     conn: &mut ConnectionManager,
     keys: &SaleKeys,
 ) -> redis::RedisResult<RoomView> {
-    type Meta = (
-        Option<i64>,
-        Option<f64>,
-        Option<i64>,
-        Option<u32>,
-        Option<String>,
-    );
-    let (meta, frontier, issued): (Meta, Option<u64>, Option<u64>) = redis::pipe()
-        .hget(
-            keys.meta(),
-            &["opens_at_ms", "rate", "token_ttl_ms", "max_seats", "paused"],
-        )
+    let (meta, frontier, issued): (Vec<Option<String>>, Option<u64>, Option<u64>) = redis::pipe()
+        .hget(keys.meta(), META_FIELDS)
         .get(keys.frontier())
         .get(keys.seq())
         .query_async(conn)
         .await?;
-    Ok(RoomView {
-        frontier: frontier.unwrap_or(0),
-        issued: issued.unwrap_or(0),
-        opens_at_ms: meta.0.unwrap_or(i64::MAX),
-        rate: meta.1.unwrap_or(0.0),
-        token_ttl_ms: meta.2.unwrap_or(0),
-        max_seats: meta.3.unwrap_or(1),
-        paused: meta.4.as_deref() == Some("1"),
-    })
+    Ok(view_from(&meta, frontier.unwrap_or(0), issued.unwrap_or(0)))
 }
 
 /// The admission controller's local half: the rate limiter, rebuilt when the rate changes.
@@ -195,51 +473,183 @@ struct Controller {
     limiter: Option<(f64, DefaultDirectRateLimiter)>,
 }
 
+/// The stock of a sale's pools, as the leader reads it each tick.
+#[derive(Debug, Default)]
+struct Stock {
+    available: u64,
+    holds: u64,
+    /// Every pool answered with an armed state.
+    complete: bool,
+}
+
 impl Controller {
-    async fn admit(
+    /// Takes or renews the lease; the fencing token if this instance leads.
+    async fn lease(
         &mut self,
         driver: &RoomDriver,
         conn: &mut ConnectionManager,
         keys: &SaleKeys,
-        view: &RoomView,
-        waiting: u64,
-    ) -> redis::RedisResult<Option<u64>> {
-        let leased: i64 = driver
+    ) -> redis::RedisResult<Option<String>> {
+        let fence: String = driver
             .scripts
-            .lease
-            .key(keys.leader())
-            .arg(&*driver.instance_id)
-            .arg(driver.lease.as_millis() as u64)
+            .lease_call(keys, &driver.instance_id, driver.lease)
             .invoke_async(conn)
             .await?;
-        if leased != 1 {
+        if fence.is_empty() {
+            // Someone else leads: a later takeover starts from a fresh, full limiter.
+            self.limiter = None;
             return Ok(None);
         }
-        let Some(limiter) = self.limiter_for(view.rate, driver.tick) else {
-            return Ok(None);
-        };
+        Ok(Some(fence))
+    }
+
+    /// The leader's work for one tick: stock and sold-out, burying the departed, sweeping dead
+    /// gateways, then one fenced advance within rate, cap and stock.
+    async fn lead(
+        &mut self,
+        driver: &RoomDriver,
+        conn: &mut ConnectionManager,
+        keys: &SaleKeys,
+        shared: &Shared,
+        view: &mut RoomView,
+        fence: &str,
+    ) -> redis::RedisResult<()> {
+        let now = now_millis();
+        let mut pipe = redis::pipe();
+        for pool in &view.pools {
+            let k = driver.keys.pool(&driver.sale, pool);
+            pipe.exists(k.config()).get(k.available()).hlen(k.holds());
+        }
+        pipe.cmd("ZRANGEBYSCORE")
+            .arg(keys.gone())
+            .arg(1)
+            .arg(now)
+            .arg("LIMIT")
+            .arg(0)
+            .arg(HOUSEKEEPING_BATCH)
+            .smembers(keys.gateways());
+        let replies: Vec<redis::Value> = pipe.query_async(conn).await?;
+        let (pool_replies, rest) = replies.split_at(view.pools.len() * 3);
+        let stock = stock_from(pool_replies);
+        let due: Vec<u64> = redis::from_redis_value(&rest[0])?;
+        let gateways: Vec<String> = redis::from_redis_value(&rest[1])?;
+
+        let opened = now >= view.opens_at_ms;
+        if opened && !view.sold_out && stock.complete && stock.available == 0 && stock.holds == 0 {
+            // Nothing to sell and no hold that could return a seat: final.
+            let _: () = redis::cmd("HSET")
+                .arg(keys.meta())
+                .arg("sold_out")
+                .arg(1)
+                .query_async(conn)
+                .await?;
+            tracing::info!(sale = %driver.sale, "sold out: the room closes");
+            view.sold_out = true;
+        }
+
+        if let (Some(draw), false) = (shared.draw.get(), due.is_empty()) {
+            let mut bury = driver.scripts.bury.prepare_invoke();
+            bury.key(keys.meta())
+                .key(keys.frontier())
+                .key(keys.gone())
+                .key(keys.dead())
+                .key(keys.deaths());
+            for ticket in &due {
+                bury.arg(ticket).arg(draw.place(*ticket));
+            }
+            let buried: u64 = bury.invoke_async(conn).await?;
+            if buried > 0 {
+                metrics::counter!("floodgate_tickets_skipped_total").increment(buried);
+            }
+        }
+
+        self.sweep(driver, conn, keys, &gateways).await?;
+
         let mut permits = 0u64;
-        while permits < waiting && limiter.check().is_ok() {
-            permits += 1;
+        if opened && !view.paused && !view.sold_out {
+            let dead_beyond = {
+                let dead = shared.dead.read().expect("lock");
+                dead.total() - dead.up_to(view.frontier)
+            };
+            let live_waiting = view.issued.saturating_sub(view.frontier + dead_beyond);
+            let active = view.unspent + stock.holds;
+            let cap_room = view.active_cap.saturating_sub(active);
+            let stock_room = ((view.stock_factor * stock.available as f64).floor() as u64)
+                .saturating_sub(view.unspent);
+            let allowed = live_waiting.min(cap_room).min(stock_room);
+            if let Some(limiter) = self.limiter_for(view.rate, driver.tick) {
+                while permits < allowed && limiter.check().is_ok() {
+                    permits += 1;
+                }
+            }
         }
-        if permits == 0 {
-            return Ok(None);
-        }
-        let (admitted, frontier): (i64, u64) = driver
+        // Called every tick, even with no permits: it also expires unspent tokens.
+        let (admitted, frontier, exp_ms): (i64, u64, i64) = driver
             .scripts
-            .advance
-            .key(keys.meta())
-            .key(keys.seq())
-            .key(keys.frontier())
-            .key(keys.leader())
-            .arg(&*driver.instance_id)
-            .arg(permits)
+            .advance_call(keys, fence, permits)
             .invoke_async(conn)
             .await?;
+        if admitted < 0 {
+            return Ok(());
+        }
         if admitted > 0 {
             tracing::debug!(admitted, frontier, "frontier advanced");
+            metrics::counter!("floodgate_admissions_total").increment(admitted as u64);
+            // Known here at once, so this gateway's admitted clients need not wait a tick.
+            shared.batches.lock().expect("lock").push(Batch {
+                from: view.frontier,
+                to: frontier,
+                n: admitted as u64,
+                exp_ms,
+                at_ms: now_millis(),
+            });
         }
-        Ok((admitted >= 0).then_some(frontier))
+        view.frontier = view.frontier.max(frontier);
+        Ok(())
+    }
+
+    /// Hands the tickets of gateways that died without goodbye to the grace period.
+    async fn sweep(
+        &self,
+        driver: &RoomDriver,
+        conn: &mut ConnectionManager,
+        keys: &SaleKeys,
+        gateways: &[String],
+    ) -> redis::RedisResult<()> {
+        let others: Vec<&String> = gateways
+            .iter()
+            .filter(|g| g.as_str() != &*driver.instance_id)
+            .collect();
+        if others.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for g in &others {
+            pipe.exists(keys.gateway_alive(g));
+        }
+        let alive: Vec<bool> = pipe.query_async(conn).await?;
+        for (gateway, alive) in others.into_iter().zip(alive) {
+            if alive {
+                continue;
+            }
+            let swept: i64 = driver
+                .scripts
+                .sweep
+                .key(keys.gateway_alive(gateway))
+                .key(keys.gateway_sessions(gateway))
+                .key(keys.holders())
+                .key(keys.gone())
+                .key(keys.gateways())
+                .arg(gateway)
+                .arg(driver.grace.as_millis() as u64)
+                .arg(HOUSEKEEPING_BATCH)
+                .invoke_async(conn)
+                .await?;
+            if swept > 0 {
+                tracing::info!(%gateway, swept, "a gateway died: its clients' grace has started");
+            }
+        }
+        Ok(())
     }
 
     fn limiter_for(&mut self, rate: f64, tick: Duration) -> Option<&DefaultDirectRateLimiter> {
@@ -251,6 +661,25 @@ impl Controller {
         }
         self.limiter.as_ref().map(|(_, l)| l)
     }
+}
+
+fn stock_from(replies: &[redis::Value]) -> Stock {
+    let mut stock = Stock {
+        complete: true,
+        ..Default::default()
+    };
+    for pool in replies.chunks_exact(3) {
+        let armed: bool = redis::from_redis_value(&pool[0]).unwrap_or(false);
+        let available: Option<i64> = redis::from_redis_value(&pool[1]).unwrap_or(None);
+        let holds: u64 = redis::from_redis_value(&pool[2]).unwrap_or(0);
+        match (armed, available) {
+            (true, Some(available)) => stock.available += available.max(0) as u64,
+            // A pool whose state was lost sells nothing until rebuilt, and is not "sold out".
+            _ => stock.complete = false,
+        }
+        stock.holds += holds;
+    }
+    stock
 }
 
 /// A limiter admitting `rate` per second, with a burst of one tick's worth so a batch per tick
@@ -271,27 +700,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn position_is_one_based_and_ends_at_admission() {
-        let view = RoomView {
-            frontier: 10,
-            ..Default::default()
-        };
-        assert_eq!(view.position(11), Some(1));
-        assert_eq!(view.position(15), Some(5));
-        assert_eq!(view.position(10), None);
-        assert_eq!(view.position(3), None);
-    }
-
-    #[test]
-    fn eta_follows_the_rate_and_is_unknown_before_opening() {
-        let view = RoomView {
+    fn eta_follows_the_measured_rate_and_is_unknown_before_opening() {
+        let mut view = RoomView {
             opens_at_ms: 1_000,
             rate: 4.0,
             ..Default::default()
         };
         assert_eq!(view.eta_secs(10, 999), None);
         assert_eq!(view.eta_secs(10, 1_000), Some(3));
-        assert_eq!(view.eta_secs(8, 2_000), Some(2));
+        view.measured_rate = Some(2.0);
+        assert_eq!(view.eta_secs(8, 2_000), Some(4));
+        view.paused = true;
+        assert_eq!(view.eta_secs(8, 2_000), None);
     }
 
     #[test]
@@ -308,5 +728,14 @@ mod tests {
             slow.check().is_err(),
             "burst never below one, never above rate x tick"
         );
+    }
+
+    #[test]
+    fn stock_counts_armed_pools_and_flags_lost_ones() {
+        use redis::Value::{Int, Nil};
+        let stock = stock_from(&[Int(1), Int(3), Int(2), Int(1), Int(0), Int(1)]);
+        assert_eq!((stock.available, stock.holds, stock.complete), (3, 3, true));
+        let lost = stock_from(&[Int(1), Int(0), Int(0), Int(0), Nil, Int(0)]);
+        assert!(!lost.complete, "a lost pool is never taken for sold out");
     }
 }

@@ -1,28 +1,50 @@
 //! One client's WebSocket session in a waiting room.
 //!
 //! The session owns nothing shared: it watches its room's view, works out its own position and
-//! pushes what changed. Positions are coalesced to one message per interval; admission is sent
-//! the moment it is seen. Bad input ends only this session, with a documented close code.
+//! pushes what changed. Positions are coalesced to one message per interval and never go up;
+//! admission is sent the moment it is seen. Bad input ends only this session, with a documented
+//! close code. However it ends, the session tells Redis (leave.lua), so a client that does not
+//! come back within the grace is skipped by the controller.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use floodgate_contract::keys::SaleKeys;
 use floodgate_contract::now_millis;
 use floodgate_contract::token::{AdmissionClaims, TokenSigner};
 use floodgate_contract::ws::{close, ClientMessage, ServerMessage, PROTOCOL_VERSION};
+use redis::aio::ConnectionManager;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::room::{Room, RoomView};
+use crate::room::{Room, RoomView, Scripts};
 
 /// What a session needs besides its socket.
 pub struct Session {
     pub sale: String,
     pub ticket: u64,
     pub opens_at_ms: i64,
+    /// Whether this session took an existing ticket back (resume) rather than a new one.
+    pub resumed: bool,
+    pub draw_nonce: Option<String>,
+    /// The lottery commitment, as the ticket was taken.
+    pub commitment: String,
+    /// The frontier in Redis when the session began (resumed sessions): positions are computed
+    /// from at least this, so a client moving from a gateway whose view was newer than this
+    /// one's never sees its position go up.
+    pub frontier_floor: u64,
+    pub resume_token: String,
+    /// `<gateway instance>/<n>`: who holds the ticket, for leave.lua and the sweep.
+    pub session_id: String,
     pub room: Arc<Room>,
     pub signer: Arc<TokenSigner>,
+    pub redis: ConnectionManager,
+    pub keys: SaleKeys,
+    pub scripts: Scripts,
+    pub instance_id: Arc<str>,
+    pub grace: Duration,
     pub position_interval: Duration,
     /// How often the client is pinged, how long it may stay silent, how long a send may take.
     pub heartbeat: Duration,
@@ -31,14 +53,28 @@ pub struct Session {
     pub shutdown: CancellationToken,
     /// Holds this session's place in its IP address's connection count until the session ends.
     pub _connection: crate::limits::ConnectionSlot,
+    /// Holds its place in the gateway's connection budget.
+    pub _budget: crate::limits::BudgetSlot,
 }
 
-/// Why a session ended, for the log.
+/// Why a session ended.
 #[derive(Debug)]
 enum End {
+    /// Admitted (token sent): the ticket has done its job.
     Admitted,
+    /// The client went away (closed, network gone, stopped reading).
     ClientLeft,
-    Closed(u16, &'static str),
+    /// We close with this code and reason.
+    Closed(u16, Cow<'static, str>),
+    /// The sale is over for this ticket (sold out, admission lapsed): closed, no grace.
+    Over(&'static str),
+}
+
+impl End {
+    /// Whether the ticket keeps its place for the grace period: yes unless its business is done.
+    fn keeps_place(&self) -> bool {
+        matches!(self, End::ClientLeft | End::Closed(..))
+    }
 }
 
 impl Session {
@@ -48,11 +84,18 @@ impl Session {
         sessions.increment(1.0);
         let end = self.serve(&mut socket).await;
         sessions.decrement(1.0);
-        if let End::Closed(code, reason) = end {
+        // Tell Redis first: a client told to reconnect may be back on another gateway at once.
+        self.leave(&end).await;
+        let frame = match &end {
+            End::Closed(code, reason) => Some((*code, reason.clone())),
+            End::Over(reason) => Some((close::SALE_OVER, Cow::Borrowed(*reason))),
+            End::Admitted | End::ClientLeft => None,
+        };
+        if let Some((code, reason)) = frame {
             let _ = socket
                 .send(Message::Close(Some(CloseFrame {
                     code,
-                    reason: Utf8Bytes::from_static(reason),
+                    reason: Utf8Bytes::from(reason.into_owned()),
                 })))
                 .await;
         }
@@ -62,12 +105,41 @@ impl Session {
         tracing::debug!(?end, "session ended");
     }
 
+    async fn leave(&self, end: &End) {
+        let grace = if end.keeps_place() {
+            self.grace.as_millis() as i64
+        } else {
+            -1
+        };
+        let mut conn = self.redis.clone();
+        let left: redis::RedisResult<i64> = self
+            .scripts
+            .leave
+            .key(self.keys.gone())
+            .key(self.keys.holders())
+            .key(self.keys.gateway_sessions(&self.instance_id))
+            .arg(self.ticket)
+            .arg(&self.session_id)
+            .arg(grace)
+            .invoke_async(&mut conn)
+            .await;
+        if let Err(e) = left {
+            // The ticket stays registered to this gateway; it is handled if this gateway dies.
+            tracing::warn!(error = %e, "could not record the departure");
+        }
+    }
+
     async fn serve(&self, socket: &mut WebSocket) -> End {
+        let mut view = self.room.subscribe();
         let hello = ServerMessage::Ticket {
             protocol: PROTOCOL_VERSION,
             sale: self.sale.clone(),
             ticket: self.ticket,
             opens_at_ms: self.opens_at_ms,
+            resume_token: self.resume_token.clone(),
+            resumed: self.resumed,
+            draw_nonce: self.draw_nonce.clone(),
+            commitment: self.commitment.clone(),
         };
         if self.send(socket, &hello).await.is_err() {
             return End::ClientLeft;
@@ -75,38 +147,63 @@ impl Session {
         let mut heartbeat =
             tokio::time::interval_at(Instant::now() + self.heartbeat, self.heartbeat);
         let mut last_heard = Instant::now();
-        let mut view = self.room.subscribe();
         view.mark_changed();
-        let mut last_sent: Option<u64> = None;
+        let mut last_sent: Option<ServerMessage> = None;
+        let mut lowest_position = u64::MAX;
         let mut pending: Option<ServerMessage> = None;
         let mut next_position_at = Instant::now();
 
         loop {
             let flush_at = pending.as_ref().map(|_| next_position_at);
             tokio::select! {
+                // Shutdown first: the room stops with it, and its end must not be taken for
+                // anything but a drain.
+                biased;
                 _ = self.shutdown.cancelled() => {
-                    return End::Closed(close::GOING_AWAY, "gateway shutting down; reconnect");
+                    // Draining: the reason carries the resume token, so the client can take its
+                    // place to another gateway without having kept the first message.
+                    return End::Closed(close::SERVICE_RESTART, Cow::Owned(self.resume_token.clone()));
                 }
                 changed = view.changed() => {
                     if changed.is_err() {
-                        return End::Closed(close::GOING_AWAY, "room closed; reconnect");
+                        // The room task ended (only shutdown ends it): reconnect elsewhere.
+                        return End::Closed(close::SERVICE_RESTART, Cow::Owned(self.resume_token.clone()));
                     }
                     let current = view.borrow_and_update().clone();
-                    match current.position(self.ticket) {
-                        None => return self.admit(socket, &current).await,
-                        Some(position) if Some(position) != last_sent => {
-                            pending = Some(ServerMessage::Position {
-                                position,
-                                eta_secs: current.eta_secs(position, now_millis()),
-                            });
+                    if !current.loaded {
+                        continue;
+                    }
+                    if current.sold_out {
+                        return self.sold_out(socket).await;
+                    }
+                    let next = match self.room.place(self.ticket) {
+                        None => ServerMessage::PreQueue {
+                            size: current.issued,
+                            opens_at_ms: current.opens_at_ms,
+                        },
+                        Some(place) if place <= current.frontier => {
+                            return self.admit(socket, &current, place).await;
                         }
-                        Some(_) => {}
+                        Some(place) => {
+                            // Never up: a later view may briefly know fewer deaths than an
+                            // earlier one (a pruned count, a catching-up gateway).
+                            let frontier = current.frontier.max(self.frontier_floor);
+                            lowest_position =
+                                lowest_position.min(self.room.position(place, frontier));
+                            ServerMessage::Position {
+                                position: lowest_position,
+                                eta_secs: current.eta_secs(lowest_position, now_millis()),
+                            }
+                        }
+                    };
+                    if last_sent.as_ref() != Some(&next) {
+                        pending = Some(next);
                     }
                 }
                 _ = sleep_until(flush_at) => {}
                 _ = heartbeat.tick() => {
                     if last_heard.elapsed() >= self.idle_timeout {
-                        return End::Closed(close::IDLE_TIMEOUT, "no answer to pings; reconnect");
+                        return End::Closed(close::IDLE_TIMEOUT, Cow::Borrowed("no answer to pings; reconnect"));
                     }
                     let ping = socket.send(Message::Ping(Default::default()));
                     if !matches!(tokio::time::timeout(self.send_timeout, ping).await, Ok(Ok(()))) {
@@ -122,26 +219,38 @@ impl Session {
             }
             if pending.is_some() && Instant::now() >= next_position_at {
                 let message = pending.take().expect("checked above");
-                if let ServerMessage::Position { position, .. } = &message {
-                    last_sent = Some(*position);
-                }
                 if self.send(socket, &message).await.is_err() {
                     return End::ClientLeft;
                 }
+                last_sent = Some(message);
                 next_position_at = Instant::now() + self.position_interval;
             }
         }
     }
 
-    async fn admit(&self, socket: &mut WebSocket, view: &RoomView) -> End {
+    async fn sold_out(&self, socket: &mut WebSocket) -> End {
+        if self.send(socket, &ServerMessage::SoldOut).await.is_err() {
+            return End::ClientLeft;
+        }
+        End::Over("sold out")
+    }
+
+    async fn admit(&self, socket: &mut WebSocket, view: &RoomView, place: u64) -> End {
         let now = now_millis();
+        // Every token of a batch expires together, when the controller stops counting it as
+        // active; a client that comes back after that has lost its turn.
+        let Some(exp_ms) = self.room.token_expiry(place).filter(|exp| *exp > now) else {
+            return End::Over("admission expired unused");
+        };
         let claims = AdmissionClaims {
             sale: self.sale.clone(),
             ticket: self.ticket,
-            jti: uuid::Uuid::new_v4().simple().to_string(),
+            // One id per ticket: however many sessions a ticket has had, it makes one
+            // reservation (the booking service refuses a second use of a token id).
+            jti: format!("t{}", self.ticket),
             max_seats: view.max_seats,
             iat_ms: now,
-            exp_ms: now + view.token_ttl_ms,
+            exp_ms,
         };
         let admitted = ServerMessage::Admitted {
             token: self.signer.sign(&claims),
@@ -149,6 +258,7 @@ impl Session {
             max_seats: claims.max_seats,
         };
         if self.send(socket, &admitted).await.is_err() {
+            // Its tokens are minted again if the client resumes within the token's lifetime.
             return End::ClientLeft;
         }
         tracing::debug!("admitted");
@@ -168,6 +278,8 @@ impl Session {
         socket: &mut WebSocket,
         incoming: Option<Result<Message, axum::Error>>,
     ) -> Option<End> {
+        let bad =
+            |reason: &'static str| Some(End::Closed(close::BAD_MESSAGE, Cow::Borrowed(reason)));
         match incoming {
             None | Some(Ok(Message::Close(_))) => Some(End::ClientLeft),
             Some(Err(e)) => {
@@ -177,7 +289,10 @@ impl Session {
                     || text.contains("too long")
                     || text.contains("too big")
                 {
-                    Some(End::Closed(close::MESSAGE_TOO_BIG, "message too big"))
+                    Some(End::Closed(
+                        close::MESSAGE_TOO_BIG,
+                        Cow::Borrowed("message too big"),
+                    ))
                 } else {
                     tracing::debug!(error = %e, "websocket error");
                     Some(End::ClientLeft)
@@ -185,26 +300,18 @@ impl Session {
             }
             // Protocol-level pings are answered by the WebSocket layer itself.
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => None,
-            Some(Ok(Message::Binary(_))) => Some(End::Closed(
-                close::BAD_MESSAGE,
-                "binary frames are not accepted",
-            )),
+            Some(Ok(Message::Binary(_))) => bad("binary frames are not accepted"),
             Some(Ok(Message::Text(text))) => match serde_json::from_str::<ClientMessage>(&text) {
                 Ok(ClientMessage::Ping) => self
                     .send(socket, &ServerMessage::Pong)
                     .await
                     .err()
                     .map(|_| End::ClientLeft),
-                Err(_) => Some(End::Closed(
-                    close::BAD_MESSAGE,
-                    "expected a JSON message such as {\"type\":\"ping\"}",
-                )),
+                Err(_) => bad("expected a JSON message such as {\"type\":\"ping\"}"),
             },
         }
     }
-}
 
-impl Session {
     /// Sends one message, giving up on a client that does not read: a session never queues
     /// more than the message in hand, so a slow client costs one socket buffer, not a backlog.
     async fn send(&self, socket: &mut WebSocket, message: &ServerMessage) -> Result<(), ()> {

@@ -8,6 +8,8 @@
 
 pub mod broker;
 pub mod chaos;
+pub mod client;
+pub mod gateways;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -66,6 +68,8 @@ pub struct SaleSpec {
     pub max_seats: u32,
     pub token_ttl_secs: u32,
     pub hold_ttl_secs: u32,
+    pub active_cap: u32,
+    pub stock_factor: f64,
 }
 
 impl Default for SaleSpec {
@@ -77,6 +81,8 @@ impl Default for SaleSpec {
             max_seats: 1,
             token_ttl_secs: 120,
             hold_ttl_secs: 300,
+            active_cap: 10_000,
+            stock_factor: 2.0,
         }
     }
 }
@@ -92,7 +98,8 @@ impl SaleSpec {
             token_ttl_secs: self.token_ttl_secs,
             max_seats_per_booking: self.max_seats,
             admission_rate: self.admission_rate,
-            active_cap: 10_000,
+            active_cap: self.active_cap,
+            stock_factor: self.stock_factor,
             classes: vec![ClassDef {
                 code: "3A".into(),
                 name: "AC 3 Tier".into(),
@@ -159,6 +166,8 @@ pub struct TestOptions {
     pub joins_per_sec_per_ip: u32,
     pub heartbeat_ms: u64,
     pub idle_timeout_ms: u64,
+    pub grace_ms: u64,
+    pub max_sessions: Option<u64>,
 }
 
 impl Default for TestOptions {
@@ -174,6 +183,8 @@ impl Default for TestOptions {
             joins_per_sec_per_ip: 100_000,
             heartbeat_ms: 15_000,
             idle_timeout_ms: 45_000,
+            grace_ms: 30_000,
+            max_sessions: None,
         }
     }
 }
@@ -213,8 +224,10 @@ impl TestApp {
             heartbeat_ms: options.heartbeat_ms,
             idle_timeout_ms: options.idle_timeout_ms,
             send_timeout_ms: 5_000,
+            grace_ms: options.grace_ms,
+            max_sessions: options.max_sessions,
             static_dir: None,
-            instance_id: None,
+            instance_id: Some("gw-test".into()),
         };
         let gateway_state =
             floodgate_gateway::AppState::connect(gateway_config, shutdown.child_token())
@@ -439,6 +452,91 @@ impl TestApp {
         }
     }
 
+    /// GETs `url` and parses its JSON body, whatever the status.
+    pub async fn get_json(&self, url: &str) -> serde_json::Value {
+        self.http
+            .get(url)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// The drawn order of `sale`'s closed pre-queue, from the public record of the gateway at
+    /// `gateway` (the draw seed as published; tests of the record itself recompute it).
+    pub async fn drawn_order(
+        &self,
+        gateway: SocketAddr,
+        sale: &str,
+    ) -> floodgate_contract::lottery::Draw {
+        let body = self
+            .get_json(&format!("http://{gateway}/v1/sales/{sale}/draw"))
+            .await;
+        assert_eq!(body["status"], "drawn", "{body}");
+        let seed: [u8; 32] = hex::decode(body["draw_seed"].as_str().unwrap())
+            .unwrap()
+            .try_into()
+            .unwrap();
+        floodgate_contract::lottery::Draw::new(seed, body["prequeue_size"].as_u64().unwrap())
+    }
+
+    /// Calls the ops API with bearer `token`; the status and JSON body.
+    pub async fn ops(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: &str,
+        body: Option<serde_json::Value>,
+    ) -> (u16, serde_json::Value) {
+        let mut request = self
+            .http
+            .request(method, format!("http://{}{path}", self.admin))
+            .bearer_auth(token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        (response.status().as_u16(), response.json().await.unwrap())
+    }
+
+    /// Starts paying for a reservation and completes the sandbox checkout with `checkout`
+    /// (`{"outcome": "succeed"}`, say). Returns the payment's start answer.
+    pub async fn pay(
+        &self,
+        sale: &str,
+        reservation_id: &str,
+        secret: &str,
+        checkout: serde_json::Value,
+    ) -> serde_json::Value {
+        let res = self
+            .http
+            .post(format!(
+                "http://{}/v1/sales/{sale}/reservations/{reservation_id}/payment",
+                self.booking
+            ))
+            .bearer_auth(secret)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 202);
+        let started: serde_json::Value = res.json().await.unwrap();
+        let payment = started["payment_id"].as_str().expect("a payment id");
+        let res = self
+            .http
+            .post(format!(
+                "http://{}/v1/payments/{payment}/checkout",
+                self.sandbox
+            ))
+            .json(&checkout)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 202, "{}", res.text().await.unwrap());
+        started
+    }
+
     /// Waits until `check` holds, polling; panics with `what` after `timeout`.
     pub async fn eventually<F, Fut>(&self, what: &str, timeout: Duration, mut check: F)
     where
@@ -460,6 +558,23 @@ impl Drop for TestApp {
     fn drop(&mut self) {
         self.shutdown.cancel();
     }
+}
+
+/// The workspace binary `name` next to this test's own executable (deploy/test.sh builds the
+/// binaries before the tests).
+pub fn binary(name: &str) -> std::path::PathBuf {
+    let mut dir = std::env::current_exe().unwrap();
+    dir.pop();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let binary = dir.join(name);
+    assert!(
+        binary.exists(),
+        "{} is missing: build the binaries first (deploy/test.sh does)",
+        binary.display()
+    );
+    binary
 }
 
 /// A fresh, migrated database on the `DATABASE_URL` server, for tests that need a multi-threaded

@@ -6,26 +6,8 @@ use std::time::Duration;
 use floodgate_contract::ws::ServerMessage;
 use floodgate_tests::{unique, SaleSpec, TestApp};
 use futures::StreamExt;
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
-
-async fn admin(
-    app: &TestApp,
-    method: reqwest::Method,
-    path: &str,
-    token: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut request = app
-        .http
-        .request(method, format!("http://{}{path}", app.admin))
-        .bearer_auth(token);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.unwrap();
-    (response.status().as_u16(), response.json().await.unwrap())
-}
 
 #[sqlx::test(migrations = "../migrations")]
 async fn the_ops_api_needs_its_token(db: sqlx::PgPool) {
@@ -33,33 +15,30 @@ async fn the_ops_api_needs_its_token(db: sqlx::PgPool) {
     let sale = unique("ops-");
     app.create_sale(&sale, &SaleSpec::default()).await;
     let path = format!("/admin/v1/sales/{sale}");
-    let (status, body) = admin(&app, reqwest::Method::GET, &path, "wrong", None).await;
+    let (status, body) = app.ops(reqwest::Method::GET, &path, "wrong", None).await;
     assert_eq!(
         (status, body["error"].as_str()),
         (401, Some("ops_token_invalid"))
     );
-    let (status, body) = admin(
-        &app,
-        reqwest::Method::POST,
-        &format!("{path}/open-now"),
-        "",
-        None,
-    )
-    .await;
+    let (status, body) = app
+        .ops(reqwest::Method::POST, &format!("{path}/open-now"), "", None)
+        .await;
     assert_eq!(
         (status, body["error"].as_str()),
         (401, Some("ops_token_invalid"))
     );
-    let (status, _) = admin(&app, reqwest::Method::GET, &path, &app.ops_token, None).await;
+    let (status, _) = app
+        .ops(reqwest::Method::GET, &path, &app.ops_token, None)
+        .await;
     assert_eq!(status, 200);
-    let (status, body) = admin(
-        &app,
-        reqwest::Method::GET,
-        "/admin/v1/sales/nope",
-        &app.ops_token,
-        None,
-    )
-    .await;
+    let (status, body) = app
+        .ops(
+            reqwest::Method::GET,
+            "/admin/v1/sales/nope",
+            &app.ops_token,
+            None,
+        )
+        .await;
     assert_eq!(
         (status, body["error"].as_str()),
         (404, Some("unknown_sale"))
@@ -90,7 +69,9 @@ async fn pause_open_now_rate_and_resume_take_effect_in_the_waiting_room(db: sqlx
                 .0,
         );
     }
-    let (status, figures) = admin(&app, reqwest::Method::GET, &path, &app.ops_token, None).await;
+    let (status, figures) = app
+        .ops(reqwest::Method::GET, &path, &app.ops_token, None)
+        .await;
     assert_eq!(status, 200);
     assert_eq!(
         (
@@ -106,38 +87,40 @@ async fn pause_open_now_rate_and_resume_take_effect_in_the_waiting_room(db: sqlx
     assert_eq!(figures["pools"][0]["available"], 10);
 
     // Pause, then open: the sale is open but nobody is let in.
-    let (status, figures) = admin(
-        &app,
-        reqwest::Method::POST,
-        &format!("{path}/pause"),
-        &app.ops_token,
-        None,
-    )
-    .await;
+    let (status, figures) = app
+        .ops(
+            reqwest::Method::POST,
+            &format!("{path}/pause"),
+            &app.ops_token,
+            None,
+        )
+        .await;
     assert_eq!((status, figures["paused"].as_bool()), (200, Some(true)));
-    let (status, figures) = admin(
-        &app,
-        reqwest::Method::POST,
-        &format!("{path}/open-now"),
-        &app.ops_token,
-        None,
-    )
-    .await;
+    let (status, figures) = app
+        .ops(
+            reqwest::Method::POST,
+            &format!("{path}/open-now"),
+            &app.ops_token,
+            None,
+        )
+        .await;
     assert_eq!((status, figures["open"].as_bool()), (200, Some(true)));
     // Ten gateway ticks at 50 admissions a second would admit all three if the pause were ignored.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let (_, figures) = admin(&app, reqwest::Method::GET, &path, &app.ops_token, None).await;
+    let (_, figures) = app
+        .ops(reqwest::Method::GET, &path, &app.ops_token, None)
+        .await;
     assert_eq!(figures["frontier"], 0, "paused: nobody admitted");
 
     // A new rate, written to Redis and back to the catalog.
-    let (status, figures) = admin(
-        &app,
-        reqwest::Method::PATCH,
-        &path,
-        &app.ops_token,
-        Some(json!({"admission_rate": 20.0, "active_cap": 7})),
-    )
-    .await;
+    let (status, figures) = app
+        .ops(
+            reqwest::Method::PATCH,
+            &path,
+            &app.ops_token,
+            Some(json!({"admission_rate": 20.0, "active_cap": 7})),
+        )
+        .await;
     assert_eq!(
         (
             status,
@@ -153,28 +136,28 @@ async fn pause_open_now_rate_and_resume_take_effect_in_the_waiting_room(db: sqlx
             .await
             .unwrap();
     assert_eq!((rate, cap, paused), (20.0, 7, true));
-    let (status, body) = admin(
-        &app,
-        reqwest::Method::PATCH,
-        &path,
-        &app.ops_token,
-        Some(json!({"admission_rate": -1})),
-    )
-    .await;
+    let (status, body) = app
+        .ops(
+            reqwest::Method::PATCH,
+            &path,
+            &app.ops_token,
+            Some(json!({"admission_rate": -1})),
+        )
+        .await;
     assert_eq!(
         (status, body["error"].as_str()),
         (422, Some("invalid_rate"))
     );
 
     // Resume: everyone is admitted, and each client is pushed its token.
-    let (status, _) = admin(
-        &app,
-        reqwest::Method::POST,
-        &format!("{path}/resume"),
-        &app.ops_token,
-        None,
-    )
-    .await;
+    let (status, _) = app
+        .ops(
+            reqwest::Method::POST,
+            &format!("{path}/resume"),
+            &app.ops_token,
+            None,
+        )
+        .await;
     assert_eq!(status, 200);
     for ws in &mut clients {
         loop {
@@ -189,7 +172,9 @@ async fn pause_open_now_rate_and_resume_take_effect_in_the_waiting_room(db: sqlx
             }
         }
     }
-    let (_, figures) = admin(&app, reqwest::Method::GET, &path, &app.ops_token, None).await;
+    let (_, figures) = app
+        .ops(reqwest::Method::GET, &path, &app.ops_token, None)
+        .await;
     assert_eq!(
         (figures["frontier"].as_u64(), figures["waiting"].as_u64()),
         (Some(3), Some(0))

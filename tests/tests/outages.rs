@@ -174,23 +174,6 @@ async fn with_redis_unreachable_nothing_is_granted_and_service_resumes(db: sqlx:
     assert_eq!(counters(&app, &sale).await, (4, 1));
 }
 
-/// The `floodgate-booking` binary next to this test's own executable (cargo builds the
-/// workspace's binaries with its tests).
-fn booking_binary() -> std::path::PathBuf {
-    let mut dir = std::env::current_exe().unwrap();
-    dir.pop();
-    if dir.ends_with("deps") {
-        dir.pop();
-    }
-    let binary = dir.join("floodgate-booking");
-    assert!(
-        binary.exists(),
-        "{} is missing: build the binaries first (deploy/test.sh does)",
-        binary.display()
-    );
-    binary
-}
-
 #[sqlx::test(migrations = "../migrations")]
 async fn a_booking_process_killed_before_its_publish_loses_nothing(db: sqlx::PgPool) {
     let app = TestApp::spawn_with(
@@ -218,7 +201,7 @@ async fn a_booking_process_killed_before_its_publish_loses_nothing(db: sqlx::PgP
         .unwrap();
     let server = std::env::var("DATABASE_URL").unwrap();
     let db_url = format!("{}/{db_url}", server.rsplit_once('/').unwrap().0);
-    let mut doomed = Command::new(booking_binary())
+    let mut doomed = Command::new(floodgate_tests::binary("floodgate-booking"))
         .arg("serve")
         .env("FLOODGATE_BOOKING_LISTEN", format!("127.0.0.1:{port}"))
         .env("FLOODGATE_DATABASE_URL", db_url)

@@ -64,15 +64,7 @@ async fn view(app: &TestApp, b: &Booked) -> Value {
 
 /// Starts the payment and completes the sandbox checkout with `checkout`; returns the payment id.
 async fn pay(app: &TestApp, b: &Booked, checkout: Value) -> String {
-    let res = app
-        .http
-        .post(format!("{}/payment", reservation_url(app, b)))
-        .bearer_auth(&b.secret)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 202);
-    let started: Value = res.json().await.unwrap();
+    let started = app.pay(&b.sale, &b.id, &b.secret, checkout).await;
     assert_eq!(
         started["amount_minor"], 150_000,
         "the pool's fare times the seats"
@@ -81,19 +73,7 @@ async fn pay(app: &TestApp, b: &Booked, checkout: Value) -> String {
         .as_str()
         .unwrap()
         .contains("/checkout/"));
-    let payment = started["payment_id"].as_str().unwrap().to_owned();
-    let res = app
-        .http
-        .post(format!(
-            "http://{}/v1/payments/{payment}/checkout",
-            app.sandbox
-        ))
-        .json(&checkout)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 202, "{}", res.text().await.unwrap());
-    payment
+    started["payment_id"].as_str().unwrap().to_owned()
 }
 
 async fn status_becomes(app: &TestApp, b: &Booked, status: &str) -> Value {
@@ -235,15 +215,9 @@ async fn duplicate_deliveries_sell_the_seat_once(db: sqlx::PgPool) {
         "three deliveries acknowledged",
         Duration::from_secs(20),
         || async {
-            let p: Value = app
-                .http
-                .get(format!("http://{}/v1/payments/{payment}", app.sandbox))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let p = app
+                .get_json(&format!("http://{}/v1/payments/{payment}", app.sandbox))
+                .await;
             Some(()).filter(|_| p["webhooks_delivered"] == 3)
         },
     )

@@ -145,6 +145,7 @@ async fn bad_frames_close_only_their_own_session(db: sqlx::PgPool) {
         match serde_json::from_str(&t).unwrap() {
             ServerMessage::Pong => break,
             ServerMessage::Position { position, .. } => assert!(position <= bystander_ticket),
+            ServerMessage::PreQueue { .. } => {}
             other => panic!("unexpected {other:?}"),
         }
     }

@@ -1,7 +1,9 @@
 //! One sale end to end on the real Redis, Kafka broker and PostgreSQL: 50 clients queue for 10
-//! seats; each is admitted in turn, tries to reserve, and exactly 10 win.
+//! seats; they are admitted in their drawn order, as stock allows, and exactly 10 win. Once the
+//! ten pay, nothing can come back, and everyone still waiting is told `sold_out`.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use floodgate_contract::token::AdmissionClaims;
@@ -31,18 +33,24 @@ enum Ending {
 struct ClientLog {
     ticket: u64,
     positions: Vec<u64>,
+    /// Pre-queue sizes it was told before the opening.
+    prequeue: Vec<u64>,
     claims: Option<AdmissionClaims>,
     ending: Ending,
 }
 
-async fn client(app: &TestApp, sale: &str) -> ClientLog {
+/// Reservations won so far: (id, secret).
+type Won = Mutex<Vec<(String, String)>>;
+
+async fn client(app: &TestApp, sale: &str, won: &Won) -> ClientLog {
     let (mut ws, _) = tokio_tungstenite::connect_async(app.ws_url(sale))
         .await
         .expect("websocket connects");
     let mut ticket = None;
     let mut positions = Vec::new();
+    let mut prequeue = Vec::new();
     let (token, claims) = loop {
-        let frame = tokio::time::timeout(Duration::from_secs(30), ws.next())
+        let frame = tokio::time::timeout(Duration::from_secs(60), ws.next())
             .await
             .expect("the waiting room keeps talking")
             .expect("socket open")
@@ -55,6 +63,7 @@ async fn client(app: &TestApp, sale: &str) -> ClientLog {
                 assert_eq!(s, sale);
                 ticket = Some(t);
             }
+            ServerMessage::PreQueue { size, .. } => prequeue.push(size),
             ServerMessage::Position { position, .. } => positions.push(position),
             ServerMessage::Admitted { token, .. } => {
                 let claims = app
@@ -68,6 +77,7 @@ async fn client(app: &TestApp, sale: &str) -> ClientLog {
                 return ClientLog {
                     ticket: ticket.expect("ticket first"),
                     positions,
+                    prequeue,
                     claims: None,
                     ending: Ending::ToldSoldOut,
                 };
@@ -91,6 +101,10 @@ async fn client(app: &TestApp, sale: &str) -> ClientLog {
                 retry_status, 201,
                 "a retry with the same key gets the same answer"
             );
+            won.lock().unwrap().push((
+                reply["reservation_id"].as_str().unwrap().to_owned(),
+                reply["secret"].as_str().unwrap().to_owned(),
+            ));
             Ending::Reserved {
                 body: reply,
                 retry_body,
@@ -105,6 +119,7 @@ async fn client(app: &TestApp, sale: &str) -> ClientLog {
     ClientLog {
         ticket,
         positions,
+        prequeue,
         claims: Some(claims),
         ending,
     }
@@ -123,10 +138,40 @@ async fn fifty_clients_ten_seats_exactly_ten_reservations(db: sqlx::PgPool) {
     let opens_at = floodgate_contract::now_millis() + spec.opens_in.as_millis() as i64;
     app.create_sale(&sale, &spec).await;
 
-    let logs: Vec<ClientLog> =
-        futures::future::join_all((0..CLIENTS).map(|_| client(&app, &sale))).await;
+    let won = Won::default();
+    let count = || async {
+        sqlx::query_scalar::<_, i64>(
+            "select count(*) from bookings where sale_id = $1 and status = 'PENDING_PAYMENT'",
+        )
+        .bind(&sale)
+        .fetch_one(&db)
+        .await
+        .unwrap()
+    };
+    // Ten win and are written to PostgreSQL as PENDING_PAYMENT; admission then stops (no seat is
+    // available, but holds could still return some). Once the ten pay, nothing can return: the
+    // waiting room tells everyone left that the sale is sold out.
+    let payer = async {
+        app.eventually(
+            "ten PENDING_PAYMENT bookings in PostgreSQL",
+            Duration::from_secs(60),
+            || async { count().await >= SEATS as i64 },
+        )
+        .await;
+        let won = won.lock().unwrap().clone();
+        assert_eq!(won.len(), SEATS as usize);
+        for (id, secret) in &won {
+            app.pay(&sale, id, secret, serde_json::json!({"outcome": "succeed"}))
+                .await;
+        }
+    };
+    let (logs, ()) = tokio::join!(
+        futures::future::join_all((0..CLIENTS).map(|_| client(&app, &sale, &won))),
+        payer
+    );
 
-    // Every client got its own ticket, and positions while it waited that never went up.
+    // Every client got its own ticket, joined the pre-queue, and was told positions that never
+    // went up and never counted more than everyone in line.
     let tickets: BTreeSet<u64> = logs.iter().map(|l| l.ticket).collect();
     assert_eq!(
         tickets,
@@ -135,8 +180,8 @@ async fn fifty_clients_ten_seats_exactly_ten_reservations(db: sqlx::PgPool) {
     );
     for log in &logs {
         assert!(
-            !log.positions.is_empty(),
-            "ticket {} was never told its position",
+            !log.prequeue.is_empty(),
+            "ticket {} was not told it is in the pre-queue",
             log.ticket
         );
         assert!(
@@ -144,39 +189,47 @@ async fn fifty_clients_ten_seats_exactly_ten_reservations(db: sqlx::PgPool) {
             "position went up: {:?}",
             log.positions
         );
-        assert!(*log.positions.last().unwrap() <= log.ticket);
+        assert!(log.positions.iter().all(|p| *p <= CLIENTS as u64));
     }
+    let told_sold_out = logs
+        .iter()
+        .filter(|l| matches!(l.ending, Ending::ToldSoldOut))
+        .count();
+    assert!(
+        told_sold_out > 0,
+        "stock-aware admission kept some clients waiting until the sale sold out"
+    );
 
     // Admission followed the configured rate: the gateway's burst is one tick's worth, so the last
     // admission cannot come before (admitted - burst) / rate after the opening. (A lower bound
     // only: a busy machine makes admission slower, never faster.)
     let admitted: Vec<&AdmissionClaims> = logs.iter().filter_map(|l| l.claims.as_ref()).collect();
-    if admitted.len() > 10 {
-        let burst = (RATE * 0.05).ceil();
-        let last = admitted.iter().map(|c| c.iat_ms).max().unwrap();
-        let floor_ms = ((admitted.len() as f64 - burst) / RATE * 1000.0) as i64;
+    assert!(admitted.len() >= SEATS as usize);
+    let burst = (RATE * 0.05).ceil();
+    let last = admitted.iter().map(|c| c.iat_ms).max().unwrap();
+    let floor_ms = ((admitted.len() as f64 - burst) / RATE * 1000.0) as i64;
+    assert!(
+        last - opens_at >= floor_ms - 50,
+        "{} admissions within {} ms of opening exceed the rate {RATE}/s",
+        admitted.len(),
+        last - opens_at
+    );
+    // Admission followed the drawn order: every admitted ticket's place is ahead of every
+    // ticket that was never admitted.
+    let order = app.drawn_order(app.gateway, &sale).await;
+    assert_eq!(order.size(), CLIENTS as u64);
+
+    let last_admitted_place = admitted
+        .iter()
+        .map(|c| order.place(c.ticket))
+        .max()
+        .unwrap();
+    for log in logs.iter().filter(|l| l.claims.is_none()) {
         assert!(
-            last - opens_at >= floor_ms - 50,
-            "{} admissions within {} ms of opening exceed the rate {RATE}/s",
-            admitted.len(),
-            last - opens_at
-        );
-        // Earlier tickets were admitted no later than later ones.
-        let mut by_ticket: Vec<_> = admitted.iter().map(|c| (c.ticket, c.iat_ms)).collect();
-        by_ticket.sort();
-        let first_half_latest = by_ticket[..by_ticket.len() / 2]
-            .iter()
-            .map(|x| x.1)
-            .max()
-            .unwrap();
-        let second_half_earliest = by_ticket[by_ticket.len() / 2..]
-            .iter()
-            .map(|x| x.1)
-            .min()
-            .unwrap();
-        assert!(
-            first_half_latest <= second_half_earliest + 1_000,
-            "admission did not follow ticket order"
+            order.place(log.ticket) > last_admitted_place,
+            "ticket {} (place {}) was passed over",
+            log.ticket,
+            order.place(log.ticket)
         );
     }
 
@@ -202,28 +255,30 @@ async fn fifty_clients_ten_seats_exactly_ten_reservations(db: sqlx::PgPool) {
         "exactly {SEATS} reservations"
     );
 
-    // Redis: nothing left, ten held, and the invariant available + held + sold = capacity.
+    // Redis: nothing left, all ten sold, and available + held + sold = capacity.
     let pool = app.keys.pool(&sale, "p1");
     assert_eq!(app.redis_int(&pool.available()).await, 0);
-    assert_eq!(app.redis_int(&pool.held()).await, SEATS as i64);
-    assert_eq!(app.redis_int(&pool.sold()).await, 0);
+    assert_eq!(app.redis_int(&pool.held()).await, 0);
+    assert_eq!(app.redis_int(&pool.sold()).await, SEATS as i64);
 
-    // PostgreSQL: the consumer wrote exactly the ten reservations, as PENDING_PAYMENT.
-    let count = || async {
-        sqlx::query_scalar::<_, i64>("select count(*) from bookings where sale_id = $1")
+    // PostgreSQL: exactly the ten reservations, one row each, retries absorbed, now paid.
+    app.eventually(
+        "ten CONFIRMED bookings",
+        Duration::from_secs(30),
+        || async {
+            sqlx::query_scalar::<_, i64>(
+                "select count(*) from bookings where sale_id = $1 and status = 'CONFIRMED'",
+            )
             .bind(&sale)
             .fetch_one(&db)
             .await
             .unwrap()
-    };
-    app.eventually(
-        "ten bookings in PostgreSQL",
-        Duration::from_secs(30),
-        || async { count().await >= SEATS as i64 },
+                == SEATS as i64
+        },
     )
     .await;
-    let rows: Vec<(String, String, i64)> =
-        sqlx::query_as("select reservation_id, status, ticket from bookings where sale_id = $1")
+    let rows: Vec<(String, i64)> =
+        sqlx::query_as("select reservation_id, ticket from bookings where sale_id = $1")
             .bind(&sale)
             .fetch_all(&db)
             .await
@@ -233,8 +288,7 @@ async fn fifty_clients_ten_seats_exactly_ten_reservations(db: sqlx::PgPool) {
         SEATS as usize,
         "one row per reservation, retries absorbed"
     );
-    for (id, status, ticket) in rows {
-        assert_eq!(status, "PENDING_PAYMENT");
+    for (id, ticket) in rows {
         assert_eq!(
             reserved.get(&id),
             Some(&(ticket as u64)),

@@ -1,0 +1,130 @@
+//! The lottery's public record: `GET /v1/sales/{sale}/draw` and its nonce list. Everything a
+//! verifier needs to recompute every pre-queue place (docs/protocol.md, "Checking the draw").
+
+use axum::extract::{Path, Query, State};
+use axum::Json;
+use floodgate_contract::ids::check_sale_id;
+use floodgate_contract::lottery::draw_seed;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::error::ApiError;
+use crate::{unknown_sale, AppState};
+
+/// `GET /v1/sales/{sale}/draw`: the commitment while the pre-queue is open; once it has closed,
+/// the revealed secret seed, the pre-queue's size and digest, and the draw seed.
+pub async fn draw(
+    State(state): State<AppState>,
+    Path(sale): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    check_sale_id(&sale).map_err(|_| unknown_sale())?;
+    let keys = state.keys.sale(&sale);
+    let mut conn = state.redis.clone();
+    let (meta, issued): (Vec<Option<String>>, Option<u64>) = redis::pipe()
+        .hget(
+            keys.meta(),
+            &[
+                "opens_at_ms",
+                "lottery_commitment",
+                "prequeue_size",
+                "prequeue_digest",
+                "lottery_secret",
+                "prequeue_closed_at_ms",
+            ],
+        )
+        .get(keys.seq())
+        .query_async(&mut conn)
+        .await?;
+    let get = |i: usize| meta.get(i).cloned().flatten();
+    let opens_at_ms: i64 = get(0)
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(unknown_sale)?;
+    let commitment = get(1).unwrap_or_default();
+    let closed = (get(2), get(3), get(4));
+    let (Some(size), Some(digest), Some(secret)) = closed else {
+        return Ok(Json(json!({
+            "sale": sale,
+            "status": "pre_queue",
+            "opens_at_ms": opens_at_ms,
+            "commitment": commitment,
+            "prequeue_size_so_far": issued.unwrap_or(0),
+        })));
+    };
+    let secret_bytes: [u8; 32] = hex::decode(&secret)
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| {
+            ApiError::Unavailable("draw_unavailable", "the draw record is damaged".into())
+        })?;
+    Ok(Json(json!({
+        "sale": sale,
+        "status": "drawn",
+        "opens_at_ms": opens_at_ms,
+        "closed_at_ms": get(5).and_then(|v| v.parse::<i64>().ok()),
+        "algorithm": "floodgate-lottery-v1",
+        "commitment": commitment,
+        "secret_seed": secret,
+        "prequeue_size": size.parse::<u64>().unwrap_or(0),
+        "prequeue_digest": digest,
+        "draw_seed": hex::encode(draw_seed(&secret_bytes, &digest)),
+        "nonces_url": format!("/v1/sales/{sale}/draw/nonces?from=1&count={MAX_NONCES}"),
+    })))
+}
+
+/// Most nonces in one page.
+const MAX_NONCES: u64 = 10_000;
+
+#[derive(Deserialize)]
+pub struct NoncePage {
+    #[serde(default = "first")]
+    from: u64,
+    #[serde(default = "page")]
+    count: u64,
+}
+
+fn first() -> u64 {
+    1
+}
+
+fn page() -> u64 {
+    MAX_NONCES
+}
+
+/// `GET /v1/sales/{sale}/draw/nonces?from=1&count=10000`: the draw nonces of pre-queue tickets
+/// `from..from+count`, in ticket order (the input of the pre-queue's hash chain).
+pub async fn nonces(
+    State(state): State<AppState>,
+    Path(sale): Path<String>,
+    page: Result<Query<NoncePage>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    check_sale_id(&sale).map_err(|_| unknown_sale())?;
+    let Query(NoncePage { from, count }) = page.map_err(|_| {
+        ApiError::BadRequest(
+            "bad_page",
+            "from and count must be positive integers".into(),
+        )
+    })?;
+    if from == 0 || count == 0 || count > MAX_NONCES {
+        return Err(ApiError::BadRequest(
+            "bad_page",
+            format!("from starts at 1; count is 1 to {MAX_NONCES}"),
+        ));
+    }
+    let keys = state.keys.sale(&sale);
+    let mut conn = state.redis.clone();
+    let (armed, nonces): (bool, Vec<String>) = redis::pipe()
+        .hexists(keys.meta(), "opens_at_ms")
+        .lrange(
+            keys.prequeue(),
+            (from - 1) as isize,
+            (from - 1 + count - 1) as isize,
+        )
+        .query_async(&mut conn)
+        .await?;
+    if !armed {
+        return Err(unknown_sale());
+    }
+    Ok(Json(
+        json!({ "sale": sale, "from": from, "nonces": nonces }),
+    ))
+}

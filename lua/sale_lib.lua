@@ -1,0 +1,28 @@
+-- sale_lib: helpers shared by the waiting-room scripts of a sale's slot. The gateway prepends
+-- this file to join, resume, advance and bury (as the booking service does with lib.lua), so
+-- there is one definition of "now" and of closing the pre-queue.
+
+-- Milliseconds by Redis' clock: the one clock arming, opening and every deadline use, so
+-- gateways with skewed clocks still agree.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Closes the pre-queue at the first script run at or after the opening: its size is the last
+-- ticket handed out before, and its digest the hash chain over their draw nonces at that
+-- moment. Nothing can join the pre-queue after this, so the digest is final.
+local function close_prequeue(meta, seq, now)
+  if redis.call('HEXISTS', meta, 'prequeue_size') == 1 then
+    return
+  end
+  local opens = tonumber(redis.call('HGET', meta, 'opens_at_ms'))
+  if not opens or now < opens then
+    return
+  end
+  redis.call('HSET', meta,
+    'prequeue_size', redis.call('GET', seq) or '0',
+    'prequeue_digest', redis.call('HGET', meta, 'prequeue_chain') or '',
+    'prequeue_closed_at_ms', now)
+end
+

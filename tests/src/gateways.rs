@@ -1,0 +1,128 @@
+//! Extra gateway processes (the real `floodgate-gateway` binary) sharing a [`TestApp`]'s Redis
+//! prefix and signing key: for tests of the waiting room across instances, leader failover and
+//! draining.
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::{binary, redis_url, TestApp};
+
+/// Timings of a test gateway, short so failover and graces fit in a test.
+#[derive(Clone, Debug)]
+pub struct GatewayTimings {
+    pub tick_ms: u64,
+    pub lease_ms: u64,
+    pub grace_ms: u64,
+    pub position_interval_ms: u64,
+}
+
+impl Default for GatewayTimings {
+    fn default() -> Self {
+        Self {
+            tick_ms: 50,
+            lease_ms: 1_500,
+            grace_ms: 30_000,
+            position_interval_ms: 100,
+        }
+    }
+}
+
+/// One running gateway process; killed when dropped.
+pub struct GatewayProcess {
+    pub name: String,
+    pub addr: SocketAddr,
+    child: Child,
+}
+
+impl GatewayProcess {
+    /// Starts a gateway named `name` (its lease holder id starts with `name.`) and waits until
+    /// it answers.
+    pub async fn spawn(app: &TestApp, name: &str, timings: &GatewayTimings) -> Self {
+        let addr = free_port();
+        let child = Command::new(binary("floodgate-gateway"))
+            .arg("serve")
+            .env("FLOODGATE_GATEWAY_LISTEN", addr.to_string())
+            .env("FLOODGATE_REDIS_URL", redis_url())
+            .env("FLOODGATE_REDIS_PREFIX", app.keys.prefix())
+            .env("FLOODGATE_TOKEN_KEY_ID", app.signer.kid())
+            .env("FLOODGATE_TOKEN_SIGNING_KEY", app.signer.seed_base64())
+            .env("FLOODGATE_INSTANCE_ID", name)
+            .env("FLOODGATE_TICK_MS", timings.tick_ms.to_string())
+            .env("FLOODGATE_LEASE_MS", timings.lease_ms.to_string())
+            .env("FLOODGATE_GRACE_MS", timings.grace_ms.to_string())
+            .env(
+                "FLOODGATE_POSITION_INTERVAL_MS",
+                timings.position_interval_ms.to_string(),
+            )
+            .env("FLOODGATE_MAX_CONNECTIONS_PER_IP", "100000")
+            .env("FLOODGATE_JOINS_PER_SEC_PER_IP", "100000")
+            .env("RUST_LOG", "warn,floodgate_gateway=info")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("the gateway binary starts");
+        let gateway = Self {
+            name: name.to_owned(),
+            addr,
+            child,
+        };
+        let http = reqwest::Client::new();
+        app.eventually(
+            &format!("gateway {name} answers"),
+            Duration::from_secs(20),
+            || async {
+                http.get(format!("http://{addr}/healthz"))
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success())
+            },
+        )
+        .await;
+        gateway
+    }
+
+    pub fn ws_url(&self, sale: &str) -> String {
+        format!("ws://{}/ws?sale={sale}", self.addr)
+    }
+
+    /// SIGKILL: the process dies without a goodbye to anyone.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM: the process drains (closes every session with its resume token) and exits.
+    pub fn terminate(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+    }
+
+    /// Waits for the process to exit; its exit status.
+    pub async fn wait(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A loopback port free right now (the gateway binds it a moment later).
+fn free_port() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+}

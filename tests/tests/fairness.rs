@@ -1,0 +1,400 @@
+//! The waiting room's fairness on a real gateway and Redis: the verifiable pre-queue draw,
+//! positions that count only live tickets and never rise, the grace period and its resume
+//! tokens, and admission that follows stock.
+
+use std::time::Duration;
+
+use floodgate_contract::lottery::{chain_step, commitment, draw_seed, Draw};
+use floodgate_contract::token::AdmissionClaims;
+use floodgate_contract::ws::{close, ServerMessage};
+use floodgate_tests::client::{Heard, RoomClient};
+use floodgate_tests::{unique, SaleSpec, TestApp, TestOptions};
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+async fn get_json(app: &TestApp, path: &str) -> Value {
+    app.get_json(&format!("http://{}{path}", app.gateway)).await
+}
+
+fn claims(app: &TestApp, token: &str) -> AdmissionClaims {
+    app.signer
+        .verifier()
+        .verify(token, floodgate_contract::now_millis())
+        .expect("a valid admission token")
+}
+
+async fn join_all(app: &TestApp, sale: &str, n: usize) -> Vec<RoomClient> {
+    let mut clients = Vec::new();
+    for _ in 0..n {
+        clients.push(RoomClient::join(&app.ws_url(sale)).await.expect("joins"));
+    }
+    clients
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn the_prequeue_is_drawn_verifiably_and_admitted_in_drawn_order(db: sqlx::PgPool) {
+    const N: usize = 40;
+    let app = TestApp::spawn(db).await;
+    let sale = unique("draw-");
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 500)],
+        opens_in: Duration::from_secs(3),
+        admission_rate: 40.0,
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+
+    // While the pre-queue is open, only the commitment is public.
+    let before = get_json(&app, &format!("/v1/sales/{sale}/draw")).await;
+    assert_eq!(before["status"], "pre_queue");
+    assert!(before.get("secret_seed").is_none(), "{before}");
+    let committed = before["commitment"].as_str().unwrap().to_owned();
+    assert_eq!(committed.len(), 64);
+
+    let mut clients = join_all(&app, &sale, N).await;
+    for c in &clients {
+        assert_eq!(
+            c.commitment, committed,
+            "every ticket is told the commitment"
+        );
+        assert!(c.draw_nonce.is_some(), "pre-queue tickets get a draw nonce");
+    }
+    // Everyone is told the pre-queue's size before the opening, then admitted.
+    let mut tokens = Vec::new();
+    for c in clients.iter_mut() {
+        tokens.push(claims(&app, &c.admitted(WAIT).await));
+        assert!(
+            !c.prequeue.is_empty(),
+            "ticket {} saw no pre-queue size",
+            c.ticket
+        );
+        assert!(c.positions_never_rose(), "{:?}", c.positions);
+    }
+    // A later arrival is not in the pre-queue: no nonce, and it queues behind it.
+    let late = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    assert_eq!(
+        (late.ticket, late.draw_nonce.as_deref()),
+        (N as u64 + 1, None)
+    );
+
+    // The revealed draw checks out against the commitment and the published nonces.
+    let drawn = get_json(&app, &format!("/v1/sales/{sale}/draw")).await;
+    assert_eq!(drawn["status"], "drawn", "{drawn}");
+    assert_eq!(drawn["prequeue_size"], N as u64);
+    let secret: [u8; 32] = hex::decode(drawn["secret_seed"].as_str().unwrap())
+        .unwrap()
+        .try_into()
+        .unwrap();
+    assert_eq!(hex::encode(commitment(&secret)), committed);
+    let nonces = get_json(
+        &app,
+        &format!("/v1/sales/{sale}/draw/nonces?from=1&count=1000"),
+    )
+    .await;
+    let nonces: Vec<String> = serde_json::from_value(nonces["nonces"].clone()).unwrap();
+    assert_eq!(nonces.len(), N);
+    for c in &clients {
+        assert_eq!(
+            Some(&nonces[c.ticket as usize - 1]),
+            c.draw_nonce.as_ref(),
+            "each client finds its own nonce at its ticket"
+        );
+    }
+    let digest = nonces
+        .iter()
+        .fold(String::new(), |chain, n| chain_step(&chain, n));
+    assert_eq!(drawn["prequeue_digest"], digest.as_str());
+    let seed = draw_seed(&secret, &digest);
+    assert_eq!(drawn["draw_seed"], hex::encode(seed).as_str());
+
+    // The order is a permutation that is not join order, and admission followed it: tokens of
+    // one batch share an expiry, and a better place never got a later batch.
+    let draw = Draw::new(seed, N as u64);
+    let mut places: Vec<u64> = (1..=N as u64).map(|t| draw.place(t)).collect();
+    assert_ne!(places, (1..=N as u64).collect::<Vec<_>>(), "not join order");
+    places.sort_unstable();
+    assert_eq!(places, (1..=N as u64).collect::<Vec<_>>());
+    let mut by_place: Vec<(u64, i64)> = tokens
+        .iter()
+        .map(|c| (draw.place(c.ticket), c.exp_ms))
+        .collect();
+    by_place.sort_unstable();
+    assert!(
+        by_place.windows(2).all(|w| w[0].1 <= w[1].1),
+        "admission out of drawn order: {by_place:?}"
+    );
+    // The first position each client heard was its place (nobody admitted, nobody gone yet),
+    // for those that were told one before being admitted.
+    for c in &clients {
+        if let Some(first) = c.positions.first() {
+            assert!(*first <= draw.place(c.ticket), "ticket {}", c.ticket);
+        }
+    }
+}
+
+async fn paused_sale(app: &TestApp, opens_in: Duration) -> String {
+    let sale = unique("grace-");
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 100)],
+        opens_in,
+        admission_rate: 100.0,
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    let (status, _) = app
+        .ops(
+            reqwest::Method::POST,
+            &format!("/admin/v1/sales/{sale}/pause"),
+            &app.ops_token,
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    sale
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn leavers_are_skipped_after_the_grace_and_a_returner_keeps_its_place(db: sqlx::PgPool) {
+    let options = TestOptions {
+        grace_ms: 1_500,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    // Opened but paused: everyone is placed, nobody is admitted until the operator resumes.
+    let sale = paused_sale(&app, Duration::from_millis(500)).await;
+    let mut clients = join_all(&app, &sale, 8).await;
+    // Tickets joined before the opening are drawn; these first positions are the places.
+    let mut first = Vec::new();
+    for c in clients.iter_mut() {
+        first.push(c.position(WAIT).await);
+    }
+    let mut sorted = first.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted,
+        (1..=8).collect::<Vec<_>>(),
+        "positions are the drawn places"
+    );
+    clients.sort_by_key(|c| c.positions[0]);
+
+    // Place 2 drops and comes back inside the grace with its resume token: same ticket, same place.
+    let returner = clients.remove(1);
+    let (ticket, token) = (returner.ticket, returner.resume_token.clone());
+    returner.leave().await;
+    let resume_url = format!("{}&resume={token}", app.ws_url(&sale));
+    let mut back = RoomClient::join(&resume_url).await.expect("resumed");
+    assert!(back.resumed);
+    assert_eq!(back.ticket, ticket);
+    assert_eq!(back.position(WAIT).await, 2, "it kept its place");
+
+    // Places 3, 4 and 5 leave for good (clients[1..4] after the removal).
+    let mut leavers = Vec::new();
+    for _ in 0..3 {
+        let c = clients.remove(1);
+        leavers.push((c.ticket, c.resume_token.clone()));
+        c.leave().await;
+    }
+    // After the grace they are skipped: place 8 moves up to position 5, place 6 to 3; the
+    // returner is still second.
+    let last = clients.last_mut().unwrap();
+    last.position_becomes(5, Duration::from_secs(15)).await;
+    clients[1].position_becomes(3, WAIT).await;
+    back.position_becomes(2, WAIT).await;
+    for c in &clients {
+        assert!(c.positions_never_rose(), "{:?}", c.positions);
+    }
+
+    // A departed ticket cannot be resumed after its grace: it is dead for good.
+    let (_, dead_token) = &leavers[0];
+    let refused = RoomClient::join(&format!("{}&resume={dead_token}", app.ws_url(&sale)))
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(
+        (refused.status, refused.body["error"].as_str()),
+        (410, Some("ticket_expired"))
+    );
+
+    // On resume, the five who are still there are admitted, and only they: the dead places
+    // are skipped without spending admissions.
+    app.ops(
+        reqwest::Method::POST,
+        &format!("/admin/v1/sales/{sale}/resume"),
+        &app.ops_token,
+        None,
+    )
+    .await;
+    back.admitted(WAIT).await;
+    for c in clients.iter_mut() {
+        c.admitted(WAIT).await;
+    }
+    let (_, figures) = app
+        .ops(
+            reqwest::Method::GET,
+            &format!("/admin/v1/sales/{sale}"),
+            &app.ops_token,
+            None,
+        )
+        .await;
+    assert_eq!(
+        (figures["admitted"].as_u64(), figures["skipped"].as_u64()),
+        (Some(5), Some(3)),
+        "{figures}"
+    );
+    assert_eq!(figures["frontier"], 8);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn bad_resume_tokens_get_their_documented_errors(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = paused_sale(&app, Duration::from_secs(3_600)).await;
+    let other = paused_sale(&app, Duration::from_secs(3_600)).await;
+    let mine = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+
+    let attempt = |token: String| {
+        let url = format!("{}&resume={token}", app.ws_url(&sale));
+        async move { RoomClient::join(&url).await.err().expect("refused") }
+    };
+    // Forged: the right shape, a made-up signature.
+    let forged = attempt(format!("r1:{sale}:{}:AAAAAAAAAAAAAAAAAAAAAA", mine.ticket)).await;
+    assert_eq!(
+        (forged.status, forged.body["error"].as_str()),
+        (401, Some("resume_invalid"))
+    );
+    // Tampered: a genuine token with another ticket number.
+    let tampered = mine
+        .resume_token
+        .replace(&format!(":{}:", mine.ticket), ":999:");
+    let tampered = attempt(tampered).await;
+    assert_eq!(tampered.status, 401);
+    // Garbage.
+    let junk = attempt("not-a-token".into()).await;
+    assert_eq!(
+        (junk.status, junk.body["error"].as_str()),
+        (401, Some("resume_invalid"))
+    );
+    // A genuine token of another sale.
+    let theirs = RoomClient::join(&app.ws_url(&other)).await.unwrap();
+    let foreign = attempt(theirs.resume_token.clone()).await;
+    assert_eq!(
+        (foreign.status, foreign.body["error"].as_str()),
+        (400, Some("resume_other_sale"))
+    );
+    // None of it disturbed the genuine holder's place or the sequence.
+    let again = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    assert_eq!(again.ticket, mine.ticket + 1);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_full_gateway_sheds_joins_before_the_upgrade(db: sqlx::PgPool) {
+    let options = TestOptions {
+        max_sessions: Some(2),
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = paused_sale(&app, Duration::from_secs(3_600)).await;
+    let _a = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    let b = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    let shed = RoomClient::join(&app.ws_url(&sale))
+        .await
+        .err()
+        .expect("shed");
+    assert_eq!(
+        (shed.status, shed.body["error"].as_str()),
+        (503, Some("gateway_full"))
+    );
+    let retry: u64 = shed.retry_after.expect("Retry-After").parse().unwrap();
+    assert!((2..=10).contains(&retry), "jittered retry {retry}");
+    // Shedding takes no ticket; a freed slot is usable again.
+    b.leave().await;
+    let c = app
+        .wait_for("a slot frees", WAIT, || async {
+            RoomClient::join(&app.ws_url(&sale)).await.ok()
+        })
+        .await;
+    assert_eq!(c.ticket, 3);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn admission_follows_stock_sold_out_is_pushed_and_an_expired_hold_resumes_it(
+    db: sqlx::PgPool,
+) {
+    let app = TestApp::spawn(db).await;
+    let sale = unique("stock-");
+    // One seat, one admitted user per available seat, holds of 2 s.
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 1)],
+        opens_in: Duration::from_millis(1_500),
+        admission_rate: 100.0,
+        hold_ttl_secs: 2,
+        stock_factor: 1.0,
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    let waits: Vec<_> = join_all(&app, &sale, 3)
+        .await
+        .into_iter()
+        .map(|mut c| {
+            Box::pin(async move {
+                let heard = c.outcome(Duration::from_secs(30)).await;
+                (c, heard)
+            })
+        })
+        .collect();
+
+    // Exactly one is admitted: one seat, factor 1.
+    let ((_, heard), _, waits) = futures::future::select_all(waits).await;
+    let Heard::Message(ServerMessage::Admitted { token, .. }) = heard else {
+        panic!("expected an admission, got {heard:?}");
+    };
+    let (status, hold) = app
+        .reserve(&sale, &token, "k1", &json!({"pool": "p1", "seats": 1}))
+        .await;
+    assert_eq!(status, 201, "{hold}");
+    let held_at = floodgate_contract::now_millis();
+
+    // With the seat held, nobody else is let in, but the room stays open: the hold may return.
+    let frontier_key = app.keys.sale(&sale).frontier();
+    let frontier = app.redis_int(&frontier_key).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        app.redis_int(&frontier_key).await,
+        frontier,
+        "no admission while held"
+    );
+
+    // The hold expires unpaid; its seat returns and the next in line is admitted.
+    let ((_, heard), _, mut waits) = futures::future::select_all(waits).await;
+    let Heard::Message(ServerMessage::Admitted { token, .. }) = heard else {
+        panic!("expected an admission, got {heard:?}");
+    };
+    assert!(
+        claims(&app, &token).iat_ms >= held_at + 1_500,
+        "admitted only once the hold had expired"
+    );
+    let (status, hold) = app
+        .reserve(&sale, &token, "k2", &json!({"pool": "p1", "seats": 1}))
+        .await;
+    assert_eq!(status, 201, "{hold}");
+    // Paid: nothing is left and nothing can return. The last client is told, and the room
+    // closes for it with 4410; a newcomer is told at once.
+    app.pay(
+        &sale,
+        hold["reservation_id"].as_str().unwrap(),
+        hold["secret"].as_str().unwrap(),
+        json!({"outcome": "succeed"}),
+    )
+    .await;
+    let (mut last, heard) = waits.pop().unwrap().await;
+    assert_eq!(heard, Heard::Message(ServerMessage::SoldOut));
+    assert!(matches!(
+        last.next(WAIT).await,
+        Heard::Closed(close::SALE_OVER, _)
+    ));
+    let mut newcomer = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    assert_eq!(
+        newcomer.next(WAIT).await,
+        Heard::Message(ServerMessage::SoldOut)
+    );
+}
