@@ -10,7 +10,10 @@ const $ = (id) => document.getElementById(id);
 let firstPosition = null;
 let token = null;
 let maxSeats = 1;
-let retryDelay = 1000;
+let attempt = 0;
+// The resume token keeps this tab's place across reconnects (and reloads, via sessionStorage).
+const resumeKey = `floodgate:resume:${sale}`;
+let resume = sessionStorage.getItem(resumeKey);
 
 function setStatus(text, cls) {
   const el = $("status");
@@ -20,17 +23,28 @@ function setStatus(text, cls) {
 
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
-  const ws = new WebSocket(`${scheme}://${location.host}/ws?sale=${encodeURIComponent(sale)}`);
+  let url = `${scheme}://${location.host}/ws?sale=${encodeURIComponent(sale)}`;
+  if (resume) url += `&resume=${encodeURIComponent(resume)}`;
+  const ws = new WebSocket(url);
+  let opened = false;
+  ws.onopen = () => { opened = true; };
   ws.onmessage = (event) => {
-    retryDelay = 1000;
+    attempt = 0;
     const msg = JSON.parse(event.data);
     switch (msg.type) {
       case "ticket": {
+        resume = msg.resume_token;
+        sessionStorage.setItem(resumeKey, resume);
         $("ticket").textContent = msg.ticket;
         $("queue").hidden = false;
         const opens = new Date(msg.opens_at_ms);
         if (opens > new Date()) setStatus(`In the waiting room. Booking opens at ${opens.toLocaleTimeString()}.`);
         else setStatus("In the queue.");
+        break;
+      }
+      case "pre_queue": {
+        $("position").textContent = "–";
+        $("eta").textContent = `${msg.size.toLocaleString()} people in the pre-queue. At the opening everyone here gets a random place.`;
         break;
       }
       case "position": {
@@ -57,11 +71,27 @@ function connect() {
     }
   };
   ws.onclose = (event) => {
-    if (token || event.code === 4410 || event.code === 1000) return;
+    if (token || event.code === 1000) return;
+    if (event.code === 4410) {
+      sessionStorage.removeItem(resumeKey);
+      if (event.reason !== "sold out") setStatus("Your admission expired unused.", "warn");
+      return;
+    }
     if (event.code === 4404) { setStatus("This sale does not exist or is not open for queueing.", "warn"); return; }
+    if (event.code === 1012 && event.reason) {
+      // The gateway is draining and handed us our resume token: come back after a short, random delay.
+      resume = event.reason;
+      setTimeout(connect, Math.random() * 2000);
+      return;
+    }
+    // A socket refused before it opened may be a dead ticket (410) or a bad token: after a few
+    // failures with the token, start afresh without it.
+    if (!opened && resume && attempt >= 5) { resume = null; sessionStorage.removeItem(resumeKey); }
     setStatus("Connection lost, reconnecting…", "warn");
-    setTimeout(connect, retryDelay);
-    retryDelay = Math.min(retryDelay * 2, 15000);
+    // Exponential back-off with jitter (docs/protocol.md 1.5), so a restart is not a reconnect storm.
+    const delay = Math.min(30000, 500 * 2 ** attempt) * (0.5 + Math.random() / 2);
+    attempt += 1;
+    setTimeout(connect, delay);
   };
 }
 

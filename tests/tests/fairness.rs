@@ -398,3 +398,73 @@ async fn admission_follows_stock_sold_out_is_pushed_and_an_expired_hold_resumes_
         Heard::Message(ServerMessage::SoldOut)
     );
 }
+
+#[sqlx::test(migrations = "../migrations")]
+async fn the_active_cap_counts_unspent_tokens_and_live_holds(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = unique("cap-");
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 100)],
+        opens_in: Duration::from_millis(1_000),
+        admission_rate: 100.0,
+        active_cap: 2,
+        stock_factor: 10.0,
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    let waits: Vec<_> = join_all(&app, &sale, 5)
+        .await
+        .into_iter()
+        .map(|mut c| {
+            Box::pin(async move {
+                let heard = c.outcome(Duration::from_secs(30)).await;
+                (c, heard)
+            })
+        })
+        .collect();
+    let admitted_token = |heard: Heard| match heard {
+        Heard::Message(ServerMessage::Admitted { token, .. }) => token,
+        other => panic!("expected an admission, got {other:?}"),
+    };
+    // Two are let in at once, plenty of stock and rate notwithstanding.
+    let ((_, first), _, waits) = futures::future::select_all(waits).await;
+    let ((_, second), _, waits) = futures::future::select_all(waits).await;
+    let (first, _second) = (admitted_token(first), admitted_token(second));
+    let frontier_key = app.keys.sale(&sale).frontier();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        app.redis_int(&frontier_key).await,
+        2,
+        "capped at two active"
+    );
+
+    // A token spent on a hold is still one active user: nobody new.
+    let (status, hold) = app
+        .reserve(&sale, &first, "k1", &json!({"pool": "p1", "seats": 1}))
+        .await;
+    assert_eq!(status, 201, "{hold}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(app.redis_int(&frontier_key).await, 2, "a live hold counts");
+
+    // Paid, the hold is no longer active: exactly one more is admitted.
+    app.pay(
+        &sale,
+        hold["reservation_id"].as_str().unwrap(),
+        hold["secret"].as_str().unwrap(),
+        json!({"outcome": "succeed"}),
+    )
+    .await;
+    let ((_, third), _, _waits) = futures::future::select_all(waits).await;
+    admitted_token(third);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(app.redis_int(&frontier_key).await, 3);
+    let (_, figures) = app
+        .ops(
+            reqwest::Method::GET,
+            &format!("/admin/v1/sales/{sale}"),
+            &app.ops_token,
+            None,
+        )
+        .await;
+    assert_eq!(figures["active"], 2, "{figures}");
+}
