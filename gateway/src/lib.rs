@@ -59,8 +59,9 @@ pub struct AppState {
     pub redis: ConnectionManager,
     /// Key builder with this deployment's prefix.
     pub keys: Keys,
-    /// The Lua scripts, loaded once.
-    pub scripts: Scripts,
+    /// The Lua scripts, loaded once and shared: each holds its source text, a few KB that
+    /// must not be copied per session.
+    pub scripts: Arc<Scripts>,
     /// Signs admission tokens; only gateways hold the private key.
     pub signer: Arc<TokenSigner>,
     /// The rooms this gateway has clients in, by sale id.
@@ -118,7 +119,7 @@ impl AppState {
         Ok(Self {
             redis,
             keys,
-            scripts: Scripts::default(),
+            scripts: Arc::new(Scripts::default()),
             signer: Arc::new(signer),
             rooms: Arc::new(DashMap::new()),
             instance_id: Arc::from(instance_id),
@@ -363,7 +364,7 @@ pub async fn join_queue(
 }
 
 /// Per-connection WebSocket read buffer (client frames are at most [`MAX_CLIENT_MESSAGE`]).
-const READ_BUFFER: usize = 2 * 1024;
+const READ_BUFFER: usize = 1024;
 /// Most bytes one connection may hold unsent: a few messages; past it the send fails and the
 /// session ends (the send timeout usually ends a slow client first).
 const MAX_WRITE_BUFFER: usize = 64 * 1024;

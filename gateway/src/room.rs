@@ -184,7 +184,7 @@ pub struct RoomDriver {
     pub sale: String,
     pub keys: Keys,
     pub redis: ConnectionManager,
-    pub scripts: Scripts,
+    pub scripts: Arc<Scripts>,
     /// This process' name in the lease and the session registry (unique per run).
     pub instance_id: Arc<str>,
     pub tick: Duration,

@@ -42,7 +42,7 @@ pub struct Session {
     pub signer: Arc<TokenSigner>,
     pub redis: ConnectionManager,
     pub keys: SaleKeys,
-    pub scripts: Scripts,
+    pub scripts: Arc<Scripts>,
     pub instance_id: Arc<str>,
     pub grace: Duration,
     pub position_interval: Duration,
@@ -85,22 +85,23 @@ impl Session {
         let end = self.serve(&mut socket).await;
         sessions.decrement(1.0);
         // Tell Redis first: a client told to reconnect may be back on another gateway at once.
-        self.leave(&end).await;
+        // Cold paths are boxed: an idle session's task is sized by its largest await point,
+        // and these would otherwise make every waiting client's allocation larger.
+        Box::pin(self.leave(&end)).await;
         let frame = match &end {
             End::Closed(code, reason) => Some((*code, reason.clone())),
             End::Over(reason) => Some((close::SALE_OVER, Cow::Borrowed(*reason))),
             End::Admitted | End::ClientLeft => None,
         };
         if let Some((code, reason)) = frame {
-            let _ = socket
-                .send(Message::Close(Some(CloseFrame {
-                    code,
-                    reason: Utf8Bytes::from(reason.into_owned()),
-                })))
-                .await;
+            let _ = Box::pin(socket.send(Message::Close(Some(CloseFrame {
+                code,
+                reason: Utf8Bytes::from(reason.into_owned()),
+            }))))
+            .await;
         }
         if !matches!(end, End::ClientLeft) {
-            finish_closing(&mut socket).await;
+            Box::pin(finish_closing(&mut socket)).await;
         }
         tracing::debug!(?end, "session ended");
     }
@@ -141,7 +142,7 @@ impl Session {
             draw_nonce: self.draw_nonce.clone(),
             commitment: self.commitment.clone(),
         };
-        if self.send(socket, &hello).await.is_err() {
+        if Box::pin(self.send(socket, &hello)).await.is_err() {
             return End::ClientLeft;
         }
         let mut heartbeat =
@@ -174,7 +175,7 @@ impl Session {
                         continue;
                     }
                     if current.sold_out {
-                        return self.sold_out(socket).await;
+                        return Box::pin(self.sold_out(socket)).await;
                     }
                     let next = match self.room.place(self.ticket) {
                         None => ServerMessage::PreQueue {
@@ -182,7 +183,7 @@ impl Session {
                             opens_at_ms: current.opens_at_ms,
                         },
                         Some(place) if place <= current.frontier => {
-                            return self.admit(socket, &current, place).await;
+                            return Box::pin(self.admit(socket, &current, place)).await;
                         }
                         Some(place) => {
                             // Never up: a later view may briefly know fewer deaths than an
@@ -212,14 +213,14 @@ impl Session {
                 }
                 incoming = socket.recv() => {
                     last_heard = Instant::now();
-                    if let Some(end) = self.on_client_message(socket, incoming).await {
+                    if let Some(end) = Box::pin(self.on_client_message(socket, incoming)).await {
                         return end;
                     }
                 }
             }
             if pending.is_some() && Instant::now() >= next_position_at {
                 let message = pending.take().expect("checked above");
-                if self.send(socket, &message).await.is_err() {
+                if Box::pin(self.send(socket, &message)).await.is_err() {
                     return End::ClientLeft;
                 }
                 last_sent = Some(message);

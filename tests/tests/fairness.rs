@@ -133,6 +133,28 @@ async fn the_prequeue_is_drawn_verifiably_and_admitted_in_drawn_order(db: sqlx::
     }
 }
 
+type Outcome = std::pin::Pin<Box<dyn std::future::Future<Output = (RoomClient, Heard)> + Send>>;
+
+/// Each client waiting for how its wait ends (admitted, sold out, closed), to race them.
+fn until_outcome(clients: Vec<RoomClient>) -> Vec<Outcome> {
+    clients
+        .into_iter()
+        .map(|mut c| -> Outcome {
+            Box::pin(async move {
+                let heard = c.outcome(Duration::from_secs(30)).await;
+                (c, heard)
+            })
+        })
+        .collect()
+}
+
+fn admitted_token(heard: Heard) -> String {
+    match heard {
+        Heard::Message(ServerMessage::Admitted { token, .. }) => token,
+        other => panic!("expected an admission, got {other:?}"),
+    }
+}
+
 async fn paused_sale(app: &TestApp, opens_in: Duration) -> String {
     let sale = unique("grace-");
     let spec = SaleSpec {
@@ -332,22 +354,11 @@ async fn admission_follows_stock_sold_out_is_pushed_and_an_expired_hold_resumes_
         ..SaleSpec::default()
     };
     app.create_sale(&sale, &spec).await;
-    let waits: Vec<_> = join_all(&app, &sale, 3)
-        .await
-        .into_iter()
-        .map(|mut c| {
-            Box::pin(async move {
-                let heard = c.outcome(Duration::from_secs(30)).await;
-                (c, heard)
-            })
-        })
-        .collect();
+    let waits = until_outcome(join_all(&app, &sale, 3).await);
 
     // Exactly one is admitted: one seat, factor 1.
     let ((_, heard), _, waits) = futures::future::select_all(waits).await;
-    let Heard::Message(ServerMessage::Admitted { token, .. }) = heard else {
-        panic!("expected an admission, got {heard:?}");
-    };
+    let token = admitted_token(heard);
     let (status, hold) = app
         .reserve(&sale, &token, "k1", &json!({"pool": "p1", "seats": 1}))
         .await;
@@ -366,9 +377,7 @@ async fn admission_follows_stock_sold_out_is_pushed_and_an_expired_hold_resumes_
 
     // The hold expires unpaid; its seat returns and the next in line is admitted.
     let ((_, heard), _, mut waits) = futures::future::select_all(waits).await;
-    let Heard::Message(ServerMessage::Admitted { token, .. }) = heard else {
-        panic!("expected an admission, got {heard:?}");
-    };
+    let token = admitted_token(heard);
     assert!(
         claims(&app, &token).iat_ms >= held_at + 1_500,
         "admitted only once the hold had expired"
@@ -412,20 +421,7 @@ async fn the_active_cap_counts_unspent_tokens_and_live_holds(db: sqlx::PgPool) {
         ..SaleSpec::default()
     };
     app.create_sale(&sale, &spec).await;
-    let waits: Vec<_> = join_all(&app, &sale, 5)
-        .await
-        .into_iter()
-        .map(|mut c| {
-            Box::pin(async move {
-                let heard = c.outcome(Duration::from_secs(30)).await;
-                (c, heard)
-            })
-        })
-        .collect();
-    let admitted_token = |heard: Heard| match heard {
-        Heard::Message(ServerMessage::Admitted { token, .. }) => token,
-        other => panic!("expected an admission, got {other:?}"),
-    };
+    let waits = until_outcome(join_all(&app, &sale, 5).await);
     // Two are let in at once, plenty of stock and rate notwithstanding.
     let ((_, first), _, waits) = futures::future::select_all(waits).await;
     let ((_, second), _, waits) = futures::future::select_all(waits).await;
