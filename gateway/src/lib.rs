@@ -363,8 +363,9 @@ pub async fn join_queue(
         .into_response())
 }
 
-/// Per-connection WebSocket read buffer (client frames are at most [`MAX_CLIENT_MESSAGE`]).
-const READ_BUFFER: usize = 1024;
+/// Per-connection WebSocket read buffer. Idle clients send only pongs and pings of a few bytes;
+/// a larger frame (up to [`MAX_CLIENT_MESSAGE`]) grows the buffer when it comes.
+const READ_BUFFER: usize = 256;
 /// Most bytes one connection may hold unsent: a few messages; past it the send fails and the
 /// session ends (the send timeout usually ends a slow client first).
 const MAX_WRITE_BUFFER: usize = 64 * 1024;

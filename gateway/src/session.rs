@@ -7,6 +7,7 @@
 //! come back within the grace is skipped by the controller.
 
 use std::borrow::Cow;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use floodgate_contract::now_millis;
 use floodgate_contract::token::{AdmissionClaims, TokenSigner};
 use floodgate_contract::ws::{close, ClientMessage, ServerMessage, PROTOCOL_VERSION};
 use redis::aio::ConnectionManager;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 
 use crate::room::{Room, RoomView, Scripts};
@@ -149,13 +150,17 @@ impl Session {
             tokio::time::interval_at(Instant::now() + self.heartbeat, self.heartbeat);
         let mut last_heard = Instant::now();
         view.mark_changed();
-        let mut last_sent: Option<ServerMessage> = None;
+        // What the client was last told and what it is to be told next (coalesced): small
+        // values, because every idle session carries them.
+        let mut shown: Option<Shown> = None;
+        let mut pending: Option<Shown> = None;
         let mut lowest_position = u64::MAX;
-        let mut pending: Option<ServerMessage> = None;
         let mut next_position_at = Instant::now();
+        // Armed only while something is pending, and boxed: a sleep is ~100 bytes that an idle
+        // session need not carry.
+        let mut flush: Option<Pin<Box<Sleep>>> = None;
 
         loop {
-            let flush_at = pending.as_ref().map(|_| next_position_at);
             tokio::select! {
                 // Shutdown first: the room stops with it, and its end must not be taken for
                 // anything but a drain.
@@ -170,44 +175,28 @@ impl Session {
                         // The room task ended (only shutdown ends it): reconnect elsewhere.
                         return End::Closed(close::SERVICE_RESTART, Cow::Owned(self.resume_token.clone()));
                     }
-                    let current = view.borrow_and_update().clone();
-                    if !current.loaded {
-                        continue;
-                    }
-                    if current.sold_out {
-                        return Box::pin(self.sold_out(socket)).await;
-                    }
-                    let next = match self.room.place(self.ticket) {
-                        None => ServerMessage::PreQueue {
-                            size: current.issued,
-                            opens_at_ms: current.opens_at_ms,
-                        },
-                        Some(place) if place <= current.frontier => {
-                            return Box::pin(self.admit(socket, &current, place)).await;
+                    let step = self.step(&view.borrow_and_update(), &mut lowest_position);
+                    match step {
+                        Step::Wait => {}
+                        Step::SoldOut => return Box::pin(self.sold_out(socket)).await,
+                        Step::Admit { place, max_seats } => {
+                            return Box::pin(self.admit(socket, place, max_seats)).await;
                         }
-                        Some(place) => {
-                            // Never up: a later view may briefly know fewer deaths than an
-                            // earlier one (a pruned count, a catching-up gateway).
-                            let frontier = current.frontier.max(self.frontier_floor);
-                            lowest_position =
-                                lowest_position.min(self.room.position(place, frontier));
-                            ServerMessage::Position {
-                                position: lowest_position,
-                                eta_secs: current.eta_secs(lowest_position, now_millis()),
-                            }
-                        }
-                    };
-                    if last_sent.as_ref() != Some(&next) {
-                        pending = Some(next);
+                        // A newer value replaces a pending one, even when it is back to what
+                        // the client already shows.
+                        Step::Show(next) => pending = (shown != Some(next)).then_some(next),
                     }
                 }
-                _ = sleep_until(flush_at) => {}
+                _ = wait_for(&mut flush) => flush = None,
                 _ = heartbeat.tick() => {
                     if last_heard.elapsed() >= self.idle_timeout {
                         return End::Closed(close::IDLE_TIMEOUT, Cow::Borrowed("no answer to pings; reconnect"));
                     }
-                    let ping = socket.send(Message::Ping(Default::default()));
-                    if !matches!(tokio::time::timeout(self.send_timeout, ping).await, Ok(Ok(()))) {
+                    let ping = Box::pin(tokio::time::timeout(
+                        self.send_timeout,
+                        socket.send(Message::Ping(Default::default())),
+                    ));
+                    if !matches!(ping.await, Ok(Ok(()))) {
                         return End::ClientLeft;
                     }
                 }
@@ -218,13 +207,47 @@ impl Session {
                     }
                 }
             }
-            if pending.is_some() && Instant::now() >= next_position_at {
-                let message = pending.take().expect("checked above");
-                if Box::pin(self.send(socket, &message)).await.is_err() {
-                    return End::ClientLeft;
+            if let Some(next) = pending {
+                if Instant::now() >= next_position_at {
+                    pending = None;
+                    if Box::pin(self.send(socket, &next.message())).await.is_err() {
+                        return End::ClientLeft;
+                    }
+                    shown = Some(next);
+                    next_position_at = Instant::now() + self.position_interval;
+                } else if flush.is_none() {
+                    flush = Some(Box::pin(tokio::time::sleep_until(next_position_at)));
                 }
-                last_sent = Some(message);
-                next_position_at = Instant::now() + self.position_interval;
+            }
+        }
+    }
+
+    /// What a new view means for this session.
+    fn step(&self, view: &RoomView, lowest_position: &mut u64) -> Step {
+        if !view.loaded {
+            return Step::Wait;
+        }
+        if view.sold_out {
+            return Step::SoldOut;
+        }
+        match self.room.place(self.ticket) {
+            None => Step::Show(Shown::PreQueue {
+                size: view.issued,
+                opens_at_ms: view.opens_at_ms,
+            }),
+            Some(place) if place <= view.frontier => Step::Admit {
+                place,
+                max_seats: view.max_seats,
+            },
+            Some(place) => {
+                // Never up: a later view may briefly know fewer deaths than an earlier one (a
+                // catching-up gateway), and a resumed session starts from the frontier it saw.
+                let frontier = view.frontier.max(self.frontier_floor);
+                *lowest_position = (*lowest_position).min(self.room.position(place, frontier));
+                Step::Show(Shown::Position {
+                    position: *lowest_position,
+                    eta_secs: view.eta_secs(*lowest_position, now_millis()),
+                })
             }
         }
     }
@@ -236,7 +259,7 @@ impl Session {
         End::Over("sold out")
     }
 
-    async fn admit(&self, socket: &mut WebSocket, view: &RoomView, place: u64) -> End {
+    async fn admit(&self, socket: &mut WebSocket, place: u64, max_seats: u32) -> End {
         let now = now_millis();
         // Every token of a batch expires together, when the controller stops counting it as
         // active; a client that comes back after that has lost its turn.
@@ -249,7 +272,7 @@ impl Session {
             // One id per ticket: however many sessions a ticket has had, it makes one
             // reservation (the booking service refuses a second use of a token id).
             jti: format!("t{}", self.ticket),
-            max_seats: view.max_seats,
+            max_seats,
             iat_ms: now,
             exp_ms,
         };
@@ -346,9 +369,41 @@ async fn finish_closing(socket: &mut WebSocket) {
     .await;
 }
 
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
+async fn wait_for(sleep: &mut Option<Pin<Box<Sleep>>>) {
+    match sleep {
+        Some(sleep) => sleep.await,
         None => std::future::pending().await,
+    }
+}
+
+/// What a session does after a new view.
+enum Step {
+    Wait,
+    SoldOut,
+    Admit { place: u64, max_seats: u32 },
+    Show(Shown),
+}
+
+/// A coalescable message: what the client is shown while it waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shown {
+    PreQueue {
+        size: u64,
+        opens_at_ms: i64,
+    },
+    Position {
+        position: u64,
+        eta_secs: Option<u64>,
+    },
+}
+
+impl Shown {
+    fn message(self) -> ServerMessage {
+        match self {
+            Shown::PreQueue { size, opens_at_ms } => ServerMessage::PreQueue { size, opens_at_ms },
+            Shown::Position { position, eta_secs } => {
+                ServerMessage::Position { position, eta_secs }
+            }
+        }
     }
 }

@@ -199,6 +199,20 @@ async fn leavers_are_skipped_after_the_grace_and_a_returner_keeps_its_place(db: 
         "positions are the drawn places"
     );
     clients.sort_by_key(|c| c.positions[0]);
+    let figures = app
+        .ops(
+            reqwest::Method::GET,
+            &format!("/admin/v1/sales/{sale}"),
+            &app.ops_token,
+            None,
+        )
+        .await
+        .1;
+    assert_eq!(
+        (figures["live"].as_u64(), figures["waiting"].as_u64()),
+        (Some(8), Some(8)),
+        "{figures}"
+    );
 
     // Place 2 drops and comes back inside the grace with its resume token: same ticket, same place.
     let returner = clients.remove(1);
