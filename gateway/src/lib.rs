@@ -44,13 +44,14 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower_http::services::ServeDir;
 use tower_http::trace::TraceLayer;
+use tracing::Instrument as _;
 
 pub use config::Config;
 use error::ApiError;
-use room::{read_view, Room, RoomDriver, Scripts};
+use room::{read_view, RoomDriver, Scripts};
 
 mod draw;
-use session::Session;
+use session::{Hello, Session};
 
 /// Shared state of a gateway; every field is a cheap handle.
 #[derive(Clone)]
@@ -64,8 +65,8 @@ pub struct AppState {
     pub scripts: Arc<Scripts>,
     /// Signs admission tokens; only gateways hold the private key.
     pub signer: Arc<TokenSigner>,
-    /// The rooms this gateway has clients in, by sale id.
-    pub rooms: Arc<DashMap<String, Arc<Room>>>,
+    /// The rooms this gateway has clients in, by sale id, with what their sessions share.
+    pub rooms: Arc<DashMap<String, Arc<session::Context>>>,
     /// Settings, parsed once.
     pub config: Arc<Config>,
     /// This instance's name in the controller lease.
@@ -133,8 +134,8 @@ impl AppState {
         })
     }
 
-    /// This gateway's room for `sale`, started on first use.
-    fn room(&self, sale: &str) -> Arc<Room> {
+    /// This gateway's room for `sale` (with what its sessions share), started on first use.
+    fn room(&self, sale: &str) -> Arc<session::Context> {
         if let Some(room) = self.rooms.get(sale) {
             return room.clone();
         }
@@ -153,7 +154,23 @@ impl AppState {
                 };
                 let (room, task) = driver.start(self.shutdown.clone());
                 self.tasks.spawn(task);
-                room
+                let config = &self.config;
+                Arc::new(session::Context {
+                    sale: sale.to_owned(),
+                    keys: self.keys.sale(sale),
+                    room,
+                    signer: self.signer.clone(),
+                    resume: self.resume.clone(),
+                    redis: self.redis.clone(),
+                    scripts: self.scripts.clone(),
+                    instance_id: self.instance_id.clone(),
+                    grace: Duration::from_millis(config.grace_ms),
+                    position_interval: Duration::from_millis(config.position_interval_ms),
+                    heartbeat: Duration::from_millis(config.heartbeat_ms),
+                    idle_timeout: Duration::from_millis(config.idle_timeout_ms),
+                    send_timeout: Duration::from_millis(config.send_timeout_ms),
+                    shutdown: self.shutdown.clone(),
+                })
             })
             .clone()
     }
@@ -247,11 +264,9 @@ pub async fn join_queue(
 
     let keys = state.keys.sale(&sale);
     let mut conn = state.redis.clone();
-    let session_id = format!(
-        "{}/{}",
-        state.instance_id,
-        state.sessions.fetch_add(1, Ordering::Relaxed)
-    );
+    let ctx = state.room(&sale);
+    let number = state.sessions.fetch_add(1, Ordering::Relaxed);
+    let session_id = ctx.session_id(number);
     let sessions_key = keys.gateway_sessions(&state.instance_id);
     let (ticket, opens_at_ms, draw_nonce, commitment, frontier_floor) =
         match resumed_ticket {
@@ -323,31 +338,20 @@ pub async fn join_queue(
             "the waiting room answered oddly; retry in a second".into(),
         ));
     };
-    let session = Session {
-        room: state.room(&sale),
-        resume_token: state.resume.issue(&sale, ticket),
-        sale,
+    let session = Box::new(Session {
+        ctx,
         ticket,
         opens_at_ms,
         resumed: resumed_ticket.is_some(),
-        draw_nonce,
-        commitment,
         frontier_floor,
-        session_id,
-        signer: state.signer.clone(),
-        redis: state.redis.clone(),
-        keys,
-        scripts: state.scripts.clone(),
-        instance_id: state.instance_id.clone(),
-        grace: Duration::from_millis(state.config.grace_ms),
-        position_interval: Duration::from_millis(state.config.position_interval_ms),
-        heartbeat: Duration::from_millis(state.config.heartbeat_ms),
-        idle_timeout: Duration::from_millis(state.config.idle_timeout_ms),
-        send_timeout: Duration::from_millis(state.config.send_timeout_ms),
-        shutdown: state.shutdown.clone(),
+        number,
+        hello: Some(Box::new(Hello {
+            draw_nonce,
+            commitment,
+        })),
         _connection: slot,
         _budget: budget,
-    };
+    });
     let tasks = state.tasks.clone();
     Ok(upgrade
         .max_message_size(MAX_CLIENT_MESSAGE)
@@ -359,7 +363,11 @@ pub async fn join_queue(
         .read_buffer_size(READ_BUFFER)
         .write_buffer_size(0)
         .max_write_buffer_size(MAX_WRITE_BUFFER)
-        .on_upgrade(move |socket| tasks.track_future(session.run(socket)))
+        .on_upgrade(move |socket| {
+            let span =
+                tracing::debug_span!("session", sale = %session.ctx.sale, ticket = session.ticket);
+            tasks.track_future(session.run(socket).instrument(span))
+        })
         .into_response())
 }
 

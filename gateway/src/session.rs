@@ -14,6 +14,7 @@ use std::time::Duration;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use floodgate_contract::keys::SaleKeys;
 use floodgate_contract::now_millis;
+use floodgate_contract::resume::ResumeKey;
 use floodgate_contract::token::{AdmissionClaims, TokenSigner};
 use floodgate_contract::ws::{close, ClientMessage, ServerMessage, PROTOCOL_VERSION};
 use redis::aio::ConnectionManager;
@@ -22,27 +23,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::room::{Room, RoomView, Scripts};
 
-/// What a session needs besides its socket.
-pub struct Session {
+/// What every session of one sale on this gateway shares: made once per room, so a session
+/// itself carries only what is its own (every idle client pays for each byte of [`Session`]).
+pub struct Context {
     pub sale: String,
-    pub ticket: u64,
-    pub opens_at_ms: i64,
-    /// Whether this session took an existing ticket back (resume) rather than a new one.
-    pub resumed: bool,
-    pub draw_nonce: Option<String>,
-    /// The lottery commitment, as the ticket was taken.
-    pub commitment: String,
-    /// The frontier in Redis when the session began (resumed sessions): positions are computed
-    /// from at least this, so a client moving from a gateway whose view was newer than this
-    /// one's never sees its position go up.
-    pub frontier_floor: u64,
-    pub resume_token: String,
-    /// `<gateway instance>/<n>`: who holds the ticket, for leave.lua and the sweep.
-    pub session_id: String,
+    pub keys: SaleKeys,
     pub room: Arc<Room>,
     pub signer: Arc<TokenSigner>,
+    pub resume: Arc<ResumeKey>,
     pub redis: ConnectionManager,
-    pub keys: SaleKeys,
     pub scripts: Arc<Scripts>,
     pub instance_id: Arc<str>,
     pub grace: Duration,
@@ -52,10 +41,42 @@ pub struct Session {
     pub idle_timeout: Duration,
     pub send_timeout: Duration,
     pub shutdown: CancellationToken,
+}
+
+impl Context {
+    /// The id of session `n` of this gateway: `<gateway instance>/<n>`, recorded as a resumed
+    /// ticket's holder (resume.lua) and checked when it leaves (leave.lua).
+    pub fn session_id(&self, n: u64) -> String {
+        format!("{}/{n}", self.instance_id)
+    }
+}
+
+/// One client's session.
+pub struct Session {
+    pub ctx: Arc<Context>,
+    pub ticket: u64,
+    pub opens_at_ms: i64,
+    /// Whether this session took an existing ticket back (resume) rather than a new one.
+    pub resumed: bool,
+    /// The frontier in Redis when the session began (resumed sessions): positions are computed
+    /// from at least this, so a client moving from a gateway whose view was newer than this
+    /// one's never sees its position go up.
+    pub frontier_floor: u64,
+    /// This session's number on the gateway (see [`Context::session_id`]).
+    pub number: u64,
+    /// What only the first message needs; dropped once it is sent.
+    pub hello: Option<Box<Hello>>,
     /// Holds this session's place in its IP address's connection count until the session ends.
     pub _connection: crate::limits::ConnectionSlot,
     /// Holds its place in the gateway's connection budget.
     pub _budget: crate::limits::BudgetSlot,
+}
+
+/// The parts of the ticket message that are not needed afterwards.
+pub struct Hello {
+    pub draw_nonce: Option<String>,
+    /// The lottery commitment, as the ticket was taken.
+    pub commitment: String,
 }
 
 /// Why a session ended.
@@ -79,11 +100,14 @@ impl End {
 }
 
 impl Session {
-    #[tracing::instrument(skip_all, fields(sale = %self.sale, ticket = self.ticket))]
-    pub async fn run(self, mut socket: WebSocket) {
+    /// Serves the session to its end. The session is boxed, and the span is attached by the
+    /// caller (not `#[instrument]`, which keeps a second copy of the arguments in the future):
+    /// every idle client's task is sized by this future, so it stays small.
+    pub async fn run(mut self: Box<Self>, mut socket: WebSocket) {
         let sessions = metrics::gauge!("floodgate_ws_sessions");
         sessions.increment(1.0);
-        let end = self.serve(&mut socket).await;
+        let hello = self.hello.take();
+        let end = self.serve(&mut socket, hello).await;
         sessions.decrement(1.0);
         // Tell Redis first: a client told to reconnect may be back on another gateway at once.
         // Cold paths are boxed: an idle session's task is sized by its largest await point,
@@ -109,19 +133,20 @@ impl Session {
 
     async fn leave(&self, end: &End) {
         let grace = if end.keeps_place() {
-            self.grace.as_millis() as i64
+            self.ctx.grace.as_millis() as i64
         } else {
             -1
         };
-        let mut conn = self.redis.clone();
-        let left: redis::RedisResult<i64> = self
+        let ctx = &self.ctx;
+        let mut conn = ctx.redis.clone();
+        let left: redis::RedisResult<i64> = ctx
             .scripts
             .leave
-            .key(self.keys.gone())
-            .key(self.keys.holders())
-            .key(self.keys.gateway_sessions(&self.instance_id))
+            .key(ctx.keys.gone())
+            .key(ctx.keys.holders())
+            .key(ctx.keys.gateway_sessions(&ctx.instance_id))
             .arg(self.ticket)
-            .arg(&self.session_id)
+            .arg(ctx.session_id(self.number))
             .arg(grace)
             .invoke_async(&mut conn)
             .await;
@@ -131,23 +156,38 @@ impl Session {
         }
     }
 
-    async fn serve(&self, socket: &mut WebSocket) -> End {
-        let mut view = self.room.subscribe();
-        let hello = ServerMessage::Ticket {
+    /// The client's resume token (derived again when needed rather than kept per session).
+    fn resume_token(&self) -> String {
+        self.ctx.resume.issue(&self.ctx.sale, self.ticket)
+    }
+
+    async fn send_hello(
+        &self,
+        socket: &mut WebSocket,
+        hello: Option<Box<Hello>>,
+    ) -> Result<(), ()> {
+        let (draw_nonce, commitment) =
+            hello.map_or((None, String::new()), |h| (h.draw_nonce, h.commitment));
+        let message = ServerMessage::Ticket {
             protocol: PROTOCOL_VERSION,
-            sale: self.sale.clone(),
+            sale: self.ctx.sale.clone(),
             ticket: self.ticket,
             opens_at_ms: self.opens_at_ms,
-            resume_token: self.resume_token.clone(),
+            resume_token: self.resume_token(),
             resumed: self.resumed,
-            draw_nonce: self.draw_nonce.clone(),
-            commitment: self.commitment.clone(),
+            draw_nonce,
+            commitment,
         };
-        if Box::pin(self.send(socket, &hello)).await.is_err() {
+        self.send(socket, &message).await
+    }
+
+    async fn serve(&self, socket: &mut WebSocket, hello: Option<Box<Hello>>) -> End {
+        let ctx = &*self.ctx;
+        let mut view = ctx.room.subscribe();
+        if Box::pin(self.send_hello(socket, hello)).await.is_err() {
             return End::ClientLeft;
         }
-        let mut heartbeat =
-            tokio::time::interval_at(Instant::now() + self.heartbeat, self.heartbeat);
+        let mut heartbeat = tokio::time::interval_at(Instant::now() + ctx.heartbeat, ctx.heartbeat);
         let mut last_heard = Instant::now();
         view.mark_changed();
         // What the client was last told and what it is to be told next (coalesced): small
@@ -165,15 +205,15 @@ impl Session {
                 // Shutdown first: the room stops with it, and its end must not be taken for
                 // anything but a drain.
                 biased;
-                _ = self.shutdown.cancelled() => {
+                _ = ctx.shutdown.cancelled() => {
                     // Draining: the reason carries the resume token, so the client can take its
                     // place to another gateway without having kept the first message.
-                    return End::Closed(close::SERVICE_RESTART, Cow::Owned(self.resume_token.clone()));
+                    return End::Closed(close::SERVICE_RESTART, Cow::Owned(self.resume_token()));
                 }
                 changed = view.changed() => {
                     if changed.is_err() {
                         // The room task ended (only shutdown ends it): reconnect elsewhere.
-                        return End::Closed(close::SERVICE_RESTART, Cow::Owned(self.resume_token.clone()));
+                        return End::Closed(close::SERVICE_RESTART, Cow::Owned(self.resume_token()));
                     }
                     let step = self.step(&view.borrow_and_update(), &mut lowest_position);
                     match step {
@@ -189,11 +229,11 @@ impl Session {
                 }
                 _ = wait_for(&mut flush) => flush = None,
                 _ = heartbeat.tick() => {
-                    if last_heard.elapsed() >= self.idle_timeout {
+                    if last_heard.elapsed() >= ctx.idle_timeout {
                         return End::Closed(close::IDLE_TIMEOUT, Cow::Borrowed("no answer to pings; reconnect"));
                     }
                     let ping = Box::pin(tokio::time::timeout(
-                        self.send_timeout,
+                        ctx.send_timeout,
                         socket.send(Message::Ping(Default::default())),
                     ));
                     if !matches!(ping.await, Ok(Ok(()))) {
@@ -214,7 +254,7 @@ impl Session {
                         return End::ClientLeft;
                     }
                     shown = Some(next);
-                    next_position_at = Instant::now() + self.position_interval;
+                    next_position_at = Instant::now() + ctx.position_interval;
                 } else if flush.is_none() {
                     flush = Some(Box::pin(tokio::time::sleep_until(next_position_at)));
                 }
@@ -230,7 +270,7 @@ impl Session {
         if view.sold_out {
             return Step::SoldOut;
         }
-        match self.room.place(self.ticket) {
+        match self.ctx.room.place(self.ticket) {
             None => Step::Show(Shown::PreQueue {
                 size: view.issued,
                 opens_at_ms: view.opens_at_ms,
@@ -243,7 +283,7 @@ impl Session {
                 // Never up: a later view may briefly know fewer deaths than an earlier one (a
                 // catching-up gateway), and a resumed session starts from the frontier it saw.
                 let frontier = view.frontier.max(self.frontier_floor);
-                *lowest_position = (*lowest_position).min(self.room.position(place, frontier));
+                *lowest_position = (*lowest_position).min(self.ctx.room.position(place, frontier));
                 Step::Show(Shown::Position {
                     position: *lowest_position,
                     eta_secs: view.eta_secs(*lowest_position, now_millis()),
@@ -263,11 +303,11 @@ impl Session {
         let now = now_millis();
         // Every token of a batch expires together, when the controller stops counting it as
         // active; a client that comes back after that has lost its turn.
-        let Some(exp_ms) = self.room.token_expiry(place).filter(|exp| *exp > now) else {
+        let Some(exp_ms) = self.ctx.room.token_expiry(place).filter(|exp| *exp > now) else {
             return End::Over("admission expired unused");
         };
         let claims = AdmissionClaims {
-            sale: self.sale.clone(),
+            sale: self.ctx.sale.clone(),
             ticket: self.ticket,
             // One id per ticket: however many sessions a ticket has had, it makes one
             // reservation (the booking service refuses a second use of a token id).
@@ -277,7 +317,7 @@ impl Session {
             exp_ms,
         };
         let admitted = ServerMessage::Admitted {
-            token: self.signer.sign(&claims),
+            token: self.ctx.signer.sign(&claims),
             expires_at_ms: claims.exp_ms,
             max_seats: claims.max_seats,
         };
@@ -340,7 +380,11 @@ impl Session {
     /// more than the message in hand, so a slow client costs one socket buffer, not a backlog.
     async fn send(&self, socket: &mut WebSocket, message: &ServerMessage) -> Result<(), ()> {
         let text = serde_json::to_string(message).expect("server messages serialise");
-        match tokio::time::timeout(self.send_timeout, socket.send(Message::Text(text.into()))).await
+        match tokio::time::timeout(
+            self.ctx.send_timeout,
+            socket.send(Message::Text(text.into())),
+        )
+        .await
         {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(()),
