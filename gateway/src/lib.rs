@@ -373,7 +373,7 @@ pub async fn join_queue(
 
 /// Per-connection WebSocket read buffer. Idle clients send only pongs and pings of a few bytes;
 /// a larger frame (up to [`MAX_CLIENT_MESSAGE`]) grows the buffer when it comes.
-const READ_BUFFER: usize = 256;
+const READ_BUFFER: usize = 128;
 /// Most bytes one connection may hold unsent: a few messages; past it the send fails and the
 /// session ends (the send timeout usually ends a slow client first).
 const MAX_WRITE_BUFFER: usize = 64 * 1024;
@@ -460,4 +460,19 @@ pub async fn run(listener: TcpListener, state: AppState) -> std::io::Result<()> 
         tracing::warn!("some sessions did not close in time");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_open_files_limit_is_raised_to_the_hard_limit_and_the_budget_keeps_a_reserve() {
+        let limit = raise_open_files_limit();
+        let (soft, hard) = rlimit::getrlimit(rlimit::Resource::NOFILE).unwrap();
+        assert_eq!(soft, limit);
+        assert!(soft == hard || hard == rlimit::INFINITY, "{soft} of {hard}");
+        assert_eq!(session_budget(20_000), 19_744);
+        assert_eq!(session_budget(100), 1, "never zero");
+    }
 }
