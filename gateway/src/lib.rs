@@ -151,6 +151,7 @@ impl AppState {
                     tick: Duration::from_millis(self.config.tick_ms),
                     lease: Duration::from_millis(self.config.lease_ms),
                     grace: Duration::from_millis(self.config.grace_ms),
+                    heartbeat: Duration::from_millis(self.config.heartbeat_ms),
                 };
                 let (room, task) = driver.start(self.shutdown.clone());
                 self.tasks.spawn(task);
@@ -166,10 +167,8 @@ impl AppState {
                     instance_id: self.instance_id.clone(),
                     grace: Duration::from_millis(config.grace_ms),
                     position_interval: Duration::from_millis(config.position_interval_ms),
-                    heartbeat: Duration::from_millis(config.heartbeat_ms),
                     idle_timeout: Duration::from_millis(config.idle_timeout_ms),
                     send_timeout: Duration::from_millis(config.send_timeout_ms),
-                    shutdown: self.shutdown.clone(),
                 })
             })
             .clone()
@@ -366,7 +365,10 @@ pub async fn join_queue(
         .on_upgrade(move |socket| {
             let span =
                 tracing::debug_span!("session", sale = %session.ctx.sale, ticket = session.ticket);
-            tasks.track_future(session.run(socket).instrument(span))
+            // A task of its own rather than axum's upgrade task: that one also carries the
+            // upgrade's state for its whole life, and every idle client pays for its size.
+            tasks.spawn(session.run(socket).instrument(span));
+            std::future::ready(())
         })
         .into_response())
 }

@@ -25,6 +25,9 @@ use crate::places::{Batch, Batches, DeadPlaces};
 pub struct RoomView {
     /// False until the first read from Redis: sessions wait for a real view.
     pub loaded: bool,
+    /// Heartbeats since the room started: each change tells every session to ping its client
+    /// (and to check that it has heard from it lately). Counted even while Redis is unreachable.
+    pub beat: u64,
     /// Highest place in line admitted so far.
     pub frontier: u64,
     /// Highest ticket handed out so far.
@@ -191,6 +194,8 @@ pub struct RoomDriver {
     pub lease: Duration,
     /// How long a departed client keeps its place (the sweep of dead gateways uses it too).
     pub grace: Duration,
+    /// How often sessions ping their clients.
+    pub heartbeat: Duration,
 }
 
 /// Stream entries read per tick: catching up on a long history takes a few ticks, during which
@@ -235,16 +240,20 @@ impl RoomDriver {
             admits: "-".into(),
         };
         let mut failing = false;
+        let started = tokio::time::Instant::now();
+        let heartbeat = self.heartbeat.max(Duration::from_millis(1));
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = ticker.tick() => {}
             }
+            let beat = (started.elapsed().as_millis() / heartbeat.as_millis()) as u64;
             match self
                 .tick_once(&keys, &shared, &mut cursor, &mut controller)
                 .await
             {
                 Ok(view) => {
+                    let view = RoomView { beat, ..view };
                     if failing {
                         tracing::info!(sale = %self.sale, "waiting room reads recovered");
                         failing = false;
@@ -255,12 +264,19 @@ impl RoomDriver {
                         changed
                     });
                 }
-                // Sessions keep the last view; they are told nothing wrong, only nothing new.
-                Err(e) if !failing => {
-                    tracing::warn!(sale = %self.sale, error = %e, "waiting room read failed");
-                    failing = true;
+                // Sessions keep the last view; they are told nothing wrong, only nothing new
+                // (but the heartbeat goes on).
+                Err(e) => {
+                    if !failing {
+                        tracing::warn!(sale = %self.sale, error = %e, "waiting room read failed");
+                        failing = true;
+                    }
+                    tx.send_if_modified(|current| {
+                        let changed = current.beat != beat;
+                        current.beat = beat;
+                        changed
+                    });
                 }
-                Err(_) => {}
             }
         }
     }
@@ -400,6 +416,7 @@ fn view_from(meta: &[Option<String>], frontier: u64, issued: u64) -> RoomView {
     let num = |i: usize| get(i).and_then(|v| v.parse::<f64>().ok());
     RoomView {
         loaded: true,
+        beat: 0,
         frontier,
         issued,
         opens_at_ms: num(0).map_or(i64::MAX, |v| v as i64),

@@ -19,7 +19,6 @@ use floodgate_contract::token::{AdmissionClaims, TokenSigner};
 use floodgate_contract::ws::{close, ClientMessage, ServerMessage, PROTOCOL_VERSION};
 use redis::aio::ConnectionManager;
 use tokio::time::{Instant, Sleep};
-use tokio_util::sync::CancellationToken;
 
 use crate::room::{Room, RoomView, Scripts};
 
@@ -36,11 +35,10 @@ pub struct Context {
     pub instance_id: Arc<str>,
     pub grace: Duration,
     pub position_interval: Duration,
-    /// How often the client is pinged, how long it may stay silent, how long a send may take.
-    pub heartbeat: Duration,
+    /// How long a client may stay silent (it is pinged on the room's heartbeat), how long a
+    /// send may take.
     pub idle_timeout: Duration,
     pub send_timeout: Duration,
-    pub shutdown: CancellationToken,
 }
 
 impl Context {
@@ -103,32 +101,26 @@ impl Session {
     /// Serves the session to its end. The session is boxed, and the span is attached by the
     /// caller (not `#[instrument]`, which keeps a second copy of the arguments in the future):
     /// every idle client's task is sized by this future, so it stays small.
-    pub async fn run(mut self: Box<Self>, mut socket: WebSocket) {
-        let sessions = metrics::gauge!("floodgate_ws_sessions");
-        sessions.increment(1.0);
-        let hello = self.hello.take();
-        let end = self.serve(&mut socket, hello).await;
-        sessions.decrement(1.0);
-        // Tell Redis first: a client told to reconnect may be back on another gateway at once.
-        // Cold paths are boxed: an idle session's task is sized by its largest await point,
-        // and these would otherwise make every waiting client's allocation larger.
-        Box::pin(self.leave(&end)).await;
-        let frame = match &end {
-            End::Closed(code, reason) => Some((*code, reason.clone())),
-            End::Over(reason) => Some((close::SALE_OVER, Cow::Borrowed(*reason))),
-            End::Admitted | End::ClientLeft => None,
-        };
-        if let Some((code, reason)) = frame {
-            let _ = Box::pin(socket.send(Message::Close(Some(CloseFrame {
-                code,
-                reason: Utf8Bytes::from(reason.into_owned()),
-            }))))
-            .await;
+    #[allow(clippy::manual_async_fn)] // deliberately not an async fn: see below
+    pub fn run(
+        mut self: Box<Self>,
+        mut socket: WebSocket,
+    ) -> impl std::future::Future<Output = ()> + Send {
+        // An `async move` block that uses its captures in place, rather than an `async fn`: the
+        // arguments of an async fn are stored twice in its future (once as captured, once as
+        // locals), and every idle client pays for each byte of this future.
+        async move {
+            let sessions = metrics::gauge!("floodgate_ws_sessions");
+            sessions.increment(1.0);
+            let hello = self.hello.take();
+            let end = self.serve(&mut socket, hello).await;
+            sessions.decrement(1.0);
+            // Tell Redis first: a client told to reconnect may be back on another gateway at
+            // once. Cold paths are boxed, so they do not size the idle session's task.
+            Box::pin(self.leave(&end)).await;
+            Box::pin(say_goodbye(&mut socket, &end)).await;
+            tracing::debug!(?end, "session ended");
         }
-        if !matches!(end, End::ClientLeft) {
-            Box::pin(finish_closing(&mut socket)).await;
-        }
-        tracing::debug!(?end, "session ended");
     }
 
     async fn leave(&self, end: &End) {
@@ -187,7 +179,8 @@ impl Session {
         if Box::pin(self.send_hello(socket, hello)).await.is_err() {
             return End::ClientLeft;
         }
-        let mut heartbeat = tokio::time::interval_at(Instant::now() + ctx.heartbeat, ctx.heartbeat);
+        // The room's heartbeat counter: one timer per room instead of one per session.
+        let mut beat = view.borrow().beat;
         let mut last_heard = Instant::now();
         view.mark_changed();
         // What the client was last told and what it is to be told next (coalesced): small
@@ -202,20 +195,32 @@ impl Session {
 
         loop {
             tokio::select! {
-                // Shutdown first: the room stops with it, and its end must not be taken for
-                // anything but a drain.
-                biased;
-                _ = ctx.shutdown.cancelled() => {
-                    // Draining: the reason carries the resume token, so the client can take its
-                    // place to another gateway without having kept the first message.
-                    return End::Closed(close::SERVICE_RESTART, Cow::Owned(self.resume_token()));
-                }
                 changed = view.changed() => {
                     if changed.is_err() {
-                        // The room task ended (only shutdown ends it): reconnect elsewhere.
+                        // The room task ended, which only the gateway's shutdown does: drain.
+                        // The reason carries the resume token, so the client can take its place
+                        // to another gateway without having kept the first message. (Watching
+                        // the room rather than the shutdown token saves every idle session a
+                        // future.)
                         return End::Closed(close::SERVICE_RESTART, Cow::Owned(self.resume_token()));
                     }
-                    let step = self.step(&view.borrow_and_update(), &mut lowest_position);
+                    let (step, now_beat) = {
+                        let current = view.borrow_and_update();
+                        (self.step(&current, &mut lowest_position), current.beat)
+                    };
+                    if now_beat != beat {
+                        beat = now_beat;
+                        if last_heard.elapsed() >= ctx.idle_timeout {
+                            return End::Closed(close::IDLE_TIMEOUT, Cow::Borrowed("no answer to pings; reconnect"));
+                        }
+                        let ping = Box::pin(tokio::time::timeout(
+                            ctx.send_timeout,
+                            socket.send(Message::Ping(Default::default())),
+                        ));
+                        if !matches!(ping.await, Ok(Ok(()))) {
+                            return End::ClientLeft;
+                        }
+                    }
                     match step {
                         Step::Wait => {}
                         Step::SoldOut => return Box::pin(self.sold_out(socket)).await,
@@ -228,18 +233,6 @@ impl Session {
                     }
                 }
                 _ = wait_for(&mut flush) => flush = None,
-                _ = heartbeat.tick() => {
-                    if last_heard.elapsed() >= ctx.idle_timeout {
-                        return End::Closed(close::IDLE_TIMEOUT, Cow::Borrowed("no answer to pings; reconnect"));
-                    }
-                    let ping = Box::pin(tokio::time::timeout(
-                        ctx.send_timeout,
-                        socket.send(Message::Ping(Default::default())),
-                    ));
-                    if !matches!(ping.await, Ok(Ok(()))) {
-                        return End::ClientLeft;
-                    }
-                }
                 incoming = socket.recv() => {
                     last_heard = Instant::now();
                     if let Some(end) = Box::pin(self.on_client_message(socket, incoming)).await {
@@ -393,6 +386,26 @@ impl Session {
                 Err(())
             }
         }
+    }
+}
+
+/// Sends the close frame `end` calls for, and waits for the client's.
+async fn say_goodbye(socket: &mut WebSocket, end: &End) {
+    let frame = match end {
+        End::Closed(code, reason) => Some((*code, reason.clone())),
+        End::Over(reason) => Some((close::SALE_OVER, Cow::Borrowed(*reason))),
+        End::Admitted | End::ClientLeft => None,
+    };
+    if let Some((code, reason)) = frame {
+        let _ = socket
+            .send(Message::Close(Some(CloseFrame {
+                code,
+                reason: Utf8Bytes::from(reason.into_owned()),
+            })))
+            .await;
+    }
+    if !matches!(end, End::ClientLeft) {
+        finish_closing(socket).await;
     }
 }
 
