@@ -20,7 +20,7 @@ TANSU="$TANSU_ROOT/bin/tansu"
 TANSU_DATA="$FLOODGATE_HOME/tansu-data"
 KAFKA_PORT=9092
 DATABASE=${FLOODGATE_DATABASE:-floodgate}
-TOPICS=(floodgate.reservations)
+TOPICS=(floodgate.reservations floodgate.reservations.dlq)
 # Partitions of the reservations topic: the consumer group scales to this many instances, and
 # pools spread over them by key.
 PARTITIONS=6

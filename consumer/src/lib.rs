@@ -1,15 +1,17 @@
 //! Floodgate's consumer: reads the reservations topic and writes every decision to PostgreSQL.
 //!
 //! # Layout
-//! - [`lib.rs`](self): [`Config`] and [`run`], the consume-apply-commit loop.
-//! - [`store`]: applying one event to the database, idempotently.
+//! - [`lib.rs`](self): [`Config`] and [`run`], the consume-apply-commit loop, in batches.
+//! - [`store`]: the state machine and applying a batch of events to the database, idempotently.
 //!
-//! Order of effects, which is what makes delivery at-least-once and the result exactly-once: the
-//! event's row is committed in PostgreSQL first, the Kafka offset after. A crash between the two
-//! redelivers the event, and the insert keyed on the reservation id absorbs the repeat.
+//! Order of effects, which is what makes delivery at-least-once and the result exactly-once: a
+//! batch's rows (and its poison messages, to the dead-letter topic) are committed first, the Kafka
+//! offsets after. A crash between the two redelivers the batch, and the writes keyed on the
+//! reservation id and the event id absorb the repeat.
 
 pub mod store;
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -19,7 +21,9 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
 };
-use rdkafka::message::Message;
+use rdkafka::message::{Header, Message, OwnedHeaders, OwnedMessage};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
@@ -54,6 +58,25 @@ pub struct Config {
     /// librdkafka debug contexts (e.g. `cgrp,fetch`) for diagnosing the broker conversation.
     #[arg(long, env = "FLOODGATE_KAFKA_DEBUG")]
     pub kafka_debug: Option<String>,
+    /// Where events that can never be applied go, with the reason in a header (default: the
+    /// reservations topic's name with `.dlq`).
+    #[arg(long, env = "FLOODGATE_DLQ_TOPIC")]
+    pub dlq_topic: Option<String>,
+    /// Most events applied in one database transaction.
+    #[arg(long, env = "FLOODGATE_CONSUMER_BATCH", default_value_t = 500)]
+    pub batch_max: usize,
+    /// How long a batch waits for more events once it has one: a few milliseconds buy large
+    /// batches under load and cost nothing when idle.
+    #[arg(long, env = "FLOODGATE_CONSUMER_LINGER_MS", default_value_t = 10)]
+    pub batch_linger_ms: u64,
+}
+
+impl Config {
+    pub fn dlq_topic(&self) -> String {
+        self.dlq_topic
+            .clone()
+            .unwrap_or_else(|| format!("{}.dlq", self.kafka.reservations_topic))
+    }
 }
 
 /// How long to wait before retrying after PostgreSQL or the broker failed. Short enough to catch
@@ -85,57 +108,307 @@ pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> an
         .context("subscribing to the reservations topic")?;
     tracing::info!(topic = %config.kafka.reservations_topic, group = %config.group, "consumer started");
 
+    let dlq: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &config.kafka.kafka_brokers)
+        .set("acks", "all")
+        .set("enable.idempotence", "true")
+        .create()
+        .context("creating the dead-letter producer")?;
+    let dlq_topic = config.dlq_topic();
+    let lag = tokio::spawn(report_lag(
+        config.kafka.kafka_brokers.clone(),
+        config.group.clone(),
+        config.kafka.reservations_topic.clone(),
+        shutdown.clone(),
+    ));
+    let linger = Duration::from_millis(config.batch_linger_ms);
+    // Every offset whose batch is in the database, for the last (synchronous) commit at shutdown.
+    let mut applied_offsets: HashMap<(String, i32), i64> = HashMap::new();
+
     loop {
-        let message = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            message = consumer.recv() => message,
+        let Some(batch) = next_batch(&consumer, config.batch_max.max(1), linger, &shutdown).await
+        else {
+            break;
         };
-        let message = match message {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::warn!(error = %e, "kafka receive failed; retrying");
-                tokio::time::sleep(RETRY_DELAY).await;
-                continue;
+        metrics::histogram!("floodgate_consumer_batch_size").record(batch.len() as f64);
+        let mut events = Vec::with_capacity(batch.len());
+        let mut poison = Vec::new();
+        for message in &batch {
+            match store::decode(
+                message.payload().unwrap_or_default(),
+                message.partition(),
+                message.offset(),
+            ) {
+                Ok(event) => events.push(event),
+                Err(e) => poison.push((message, e.to_string())),
             }
-        };
-        let payload = message.payload().unwrap_or_default();
-        loop {
-            match store::apply(&db, payload).await {
-                Ok(outcome) => {
-                    tracing::debug!(?outcome, offset = message.offset(), "event applied");
-                    let label = if outcome == store::Applied::Changed {
-                        "changed"
-                    } else {
-                        "unchanged"
-                    };
-                    metrics::counter!("floodgate_consumer_events_total", "outcome" => label)
-                        .increment(1);
-                    break;
-                }
-                Err(store::ApplyError::Poison(reason)) => {
-                    metrics::counter!("floodgate_consumer_poison_total").increment(1);
-                    // A dead-letter topic takes these in a later step; for now the reason is
-                    // logged loudly and the partition moves on rather than stalling every pool
-                    // behind one unreadable message.
-                    tracing::error!(%reason, partition = message.partition(), offset = message.offset(), "poison message skipped");
-                    break;
-                }
-                Err(store::ApplyError::Db(e)) => {
+        }
+        let applied = loop {
+            match apply(&db, &events).await {
+                Ok(applied) => break applied,
+                Err(e) => {
                     metrics::counter!("floodgate_consumer_db_retries_total").increment(1);
                     tracing::warn!(error = %e, "database write failed; retrying without committing");
                     tokio::select! {
-                        _ = shutdown.cancelled() => return commit_final(&consumer),
+                        _ = shutdown.cancelled() => {
+                            lag.abort();
+                            return commit_final(&consumer, &applied_offsets);
+                        }
                         _ = tokio::time::sleep(RETRY_DELAY) => {}
                     }
                 }
             }
+        };
+        for (index, reason) in applied.poison {
+            let event = &events[index];
+            let message = batch
+                .iter()
+                .find(|m| m.partition() == event.partition && m.offset() == event.offset)
+                .expect("every event comes from a message of the batch");
+            poison.push((message, reason));
         }
-        if let Err(e) = consumer.commit_message(&message, CommitMode::Async) {
-            // Not fatal: the next commit covers this offset, and a redelivery is absorbed.
+        for (message, reason) in &poison {
+            // Not committed past until the dead-letter topic has it: a poison message is set
+            // aside, never lost.
+            loop {
+                match dead_letter(&dlq, &dlq_topic, message, reason).await {
+                    Ok(()) => break,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "dead-letter topic unreachable; retrying");
+                        tokio::select! {
+                            _ = shutdown.cancelled() => {
+                                lag.abort();
+                                return commit_final(&consumer, &applied_offsets);
+                            }
+                            _ = tokio::time::sleep(RETRY_DELAY) => {}
+                        }
+                    }
+                }
+            }
+            metrics::counter!("floodgate_consumer_poison_total").increment(1);
+            tracing::error!(%reason, partition = message.partition(), offset = message.offset(), topic = %dlq_topic, "poison message sent to the dead-letter topic");
+        }
+        // Each event that moved a booking wrote one row; the rest (late, repeated, refund
+        // progress) changed nothing but the audit trail.
+        let outcome = &applied.outcome;
+        metrics::counter!("floodgate_consumer_events_total", "outcome" => "changed")
+            .increment(outcome.rows_written);
+        metrics::counter!("floodgate_consumer_events_total", "outcome" => "unchanged")
+            .increment(outcome.events_recorded.saturating_sub(outcome.rows_written));
+        metrics::counter!("floodgate_consumer_rows_written_total")
+            .increment(applied.outcome.rows_written);
+        tracing::debug!(
+            events = batch.len(),
+            rows = applied.outcome.rows_written,
+            "batch applied"
+        );
+        let batch_offsets = next_offsets(&batch);
+        for (partition, offset) in &batch_offsets {
+            let next = applied_offsets.entry(partition.clone()).or_insert(0);
+            *next = (*next).max(*offset);
+        }
+        if let Err(e) = consumer.commit(&offset_list(&batch_offsets), CommitMode::Async) {
+            // Not fatal: the next commit covers these offsets, and a redelivery is absorbed.
             tracing::warn!(error = %e, "offset commit failed");
         }
     }
-    commit_final(&consumer)
+    lag.abort();
+    commit_final(&consumer, &applied_offsets)
+}
+
+/// The outcome of applying a batch, with the events that turned out to be poison.
+struct Applied {
+    outcome: store::BatchOutcome,
+    /// Index into the batch's events, and why.
+    poison: Vec<(usize, String)>,
+}
+
+/// Applies the batch in one transaction. If that hits an event no retry can apply (a constraint
+/// it violates), the events are applied one at a time instead, to set exactly that one aside.
+async fn apply(db: &PgPool, events: &[store::Decoded]) -> Result<Applied, sqlx::Error> {
+    match store::apply_batch(db, events).await {
+        Ok(outcome) => Ok(Applied {
+            outcome,
+            poison: Vec::new(),
+        }),
+        Err(store::ApplyError::Db(e)) => Err(e),
+        Err(store::ApplyError::Poison(_)) => {
+            let mut applied = Applied {
+                outcome: store::BatchOutcome::default(),
+                poison: Vec::new(),
+            };
+            for (index, event) in events.iter().enumerate() {
+                match store::apply_batch(db, std::slice::from_ref(event)).await {
+                    Ok(one) => {
+                        applied.outcome.rows_written += one.rows_written;
+                        applied.outcome.events_recorded += one.events_recorded;
+                    }
+                    Err(store::ApplyError::Db(e)) => return Err(e),
+                    Err(store::ApplyError::Poison(reason)) => applied.poison.push((index, reason)),
+                }
+            }
+            Ok(applied)
+        }
+    }
+}
+
+/// Waits for one message, then takes whatever else arrives within `linger`, up to `max`.
+/// `None` on shutdown.
+async fn next_batch(
+    consumer: &StreamConsumer<GroupLog>,
+    max: usize,
+    linger: Duration,
+    shutdown: &CancellationToken,
+) -> Option<Vec<OwnedMessage>> {
+    let mut batch = Vec::new();
+    while batch.is_empty() {
+        let received = tokio::select! {
+            _ = shutdown.cancelled() => return None,
+            m = consumer.recv() => m,
+        };
+        match received {
+            Ok(m) => batch.push(m.detach()),
+            Err(e) => {
+                tracing::warn!(error = %e, "kafka receive failed; retrying");
+                tokio::time::sleep(RETRY_DELAY).await;
+            }
+        }
+    }
+    let until = tokio::time::Instant::now() + linger;
+    while batch.len() < max {
+        match tokio::time::timeout_at(until, consumer.recv()).await {
+            Ok(Ok(m)) => batch.push(m.detach()),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "kafka receive failed");
+                break;
+            }
+            Err(_) => break,
+        }
+    }
+    Some(batch)
+}
+
+/// The offsets to commit after `batch`: one past its last message, per partition.
+fn next_offsets(batch: &[OwnedMessage]) -> HashMap<(String, i32), i64> {
+    let mut next: HashMap<(String, i32), i64> = HashMap::new();
+    for m in batch {
+        let entry = next
+            .entry((m.topic().to_owned(), m.partition()))
+            .or_insert(0);
+        *entry = (*entry).max(m.offset() + 1);
+    }
+    next
+}
+
+fn offset_list(next: &HashMap<(String, i32), i64>) -> TopicPartitionList {
+    let mut list = TopicPartitionList::new();
+    for ((topic, partition), offset) in next {
+        let _ = list.add_partition_offset(topic, *partition, Offset::Offset(*offset));
+    }
+    list
+}
+
+/// Copies a poison message to the dead-letter topic, same key and payload, with why and where
+/// from in headers; waits for the broker's acknowledgement.
+async fn dead_letter(
+    producer: &FutureProducer,
+    topic: &str,
+    message: &OwnedMessage,
+    reason: &str,
+) -> Result<(), rdkafka::error::KafkaError> {
+    let partition = message.partition().to_string();
+    let offset = message.offset().to_string();
+    let headers = OwnedHeaders::new()
+        .insert(Header {
+            key: "floodgate-reason",
+            value: Some(reason),
+        })
+        .insert(Header {
+            key: "floodgate-source-topic",
+            value: Some(message.topic()),
+        })
+        .insert(Header {
+            key: "floodgate-source-partition",
+            value: Some(&partition),
+        })
+        .insert(Header {
+            key: "floodgate-source-offset",
+            value: Some(&offset),
+        });
+    let mut record = FutureRecord::to(topic)
+        .payload(message.payload().unwrap_or_default())
+        .headers(headers);
+    if let Some(key) = message.key() {
+        record = record.key(key);
+    }
+    producer
+        .send(record, Duration::from_secs(10))
+        .await
+        .map(|_| ())
+        .map_err(|(e, _)| e)
+}
+
+/// Publishes the group's lag (high watermark minus committed offset, per partition) every few
+/// seconds, from a client of its own so the consuming loop never waits for it.
+async fn report_lag(brokers: String, group: String, topic: String, shutdown: CancellationToken) {
+    let client: Result<BaseConsumer, _> = ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .set("group.id", &group)
+        .set("enable.auto.commit", "false")
+        .create();
+    let Ok(client) = client else {
+        tracing::warn!("lag reporting unavailable");
+        return;
+    };
+    let client = std::sync::Arc::new(client);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(LAG_INTERVAL) => {}
+        }
+        let (client, topic) = (client.clone(), topic.clone());
+        let lags = tokio::task::spawn_blocking(move || lag_of(&client, &topic)).await;
+        match lags {
+            Ok(Ok(lags)) => {
+                let mut total = 0;
+                for (partition, lag) in lags {
+                    total += lag;
+                    metrics::gauge!("floodgate_consumer_lag", "partition" => partition.to_string())
+                        .set(lag as f64);
+                }
+                metrics::gauge!("floodgate_consumer_lag_total").set(total as f64);
+            }
+            Ok(Err(e)) => tracing::debug!(error = %e, "lag not available"),
+            Err(_) => {}
+        }
+    }
+}
+
+const LAG_INTERVAL: Duration = Duration::from_secs(5);
+
+fn lag_of(
+    client: &BaseConsumer,
+    topic: &str,
+) -> Result<Vec<(i32, i64)>, rdkafka::error::KafkaError> {
+    let timeout = Duration::from_secs(5);
+    let metadata = client.fetch_metadata(Some(topic), timeout)?;
+    let mut list = TopicPartitionList::new();
+    for t in metadata.topics() {
+        for p in t.partitions() {
+            list.add_partition(topic, p.id());
+        }
+    }
+    let committed = client.committed_offsets(list, timeout)?;
+    let mut lags = Vec::new();
+    for element in committed.elements() {
+        let (low, high) = client.fetch_watermarks(topic, element.partition(), timeout)?;
+        let position = match element.offset() {
+            Offset::Offset(o) => o,
+            _ => low,
+        };
+        lags.push((element.partition(), (high - position).max(0)));
+    }
+    Ok(lags)
 }
 
 /// Logs the partitions this instance is given and loses, so an operator can see the group
@@ -158,16 +431,15 @@ impl ConsumerContext for GroupLog {
     }
 }
 
-fn commit_final(consumer: &StreamConsumer<GroupLog>) -> anyhow::Result<()> {
-    // Only offsets of events already committed to the database were ever stored.
-    match consumer.commit_consumer_state(CommitMode::Sync) {
-        Ok(()) => {}
-        // Nothing consumed yet: there is no offset to commit.
-        Err(rdkafka::error::KafkaError::ConsumerCommit(
-            rdkafka::types::RDKafkaErrorCode::NoOffset,
-        )) => {}
-        Err(e) => {
-            tracing::warn!(error = %e, "final offset commit failed; events since the last commit will be redelivered")
+/// Commits, and waits for, the offsets of every batch already in the database: never the
+/// consumer's position, which may be past a batch that was still being retried.
+fn commit_final(
+    consumer: &StreamConsumer<GroupLog>,
+    applied: &HashMap<(String, i32), i64>,
+) -> anyhow::Result<()> {
+    if !applied.is_empty() {
+        if let Err(e) = consumer.commit(&offset_list(applied), CommitMode::Sync) {
+            tracing::warn!(error = %e, "final offset commit failed; events since the last commit will be redelivered");
         }
     }
     tracing::info!("consumer stopped");

@@ -1,6 +1,7 @@
-//! Applying one event to PostgreSQL. Every write is idempotent on a natural key, so a redelivered
-//! event changes nothing, and the booking state machine only moves forward, so events that arrive
-//! late or out of order change nothing either.
+//! Applying events to PostgreSQL, a batch at a time. Every write is idempotent on a natural key
+//! (the reservation id for a booking, the event id for its audit trail), so a redelivered event
+//! changes nothing, and the booking state machine only moves forward, so events that arrive late
+//! or out of order change nothing either.
 //!
 //! ```text
 //! (none) ──▶ PENDING_PAYMENT ──▶ CONFIRMED
@@ -9,6 +10,13 @@
 //!    │              └──────────▶ ABORTED ───┘
 //!    └──▶ any of them directly (every event carries the whole reservation)
 //! ```
+//!
+//! A batch is one transaction: the rows it locks are read, each event's transition is decided
+//! here ([`transition`], a pure function), and the changes and the audit trail are written with
+//! one multi-row statement each (`UNNEST`). Several events of one reservation in one batch are
+//! applied in rounds, in their order, so each statement touches a row at most once.
+
+use std::collections::HashMap;
 
 use floodgate_contract::events::{Envelope, Event, SCHEMA_VERSION};
 use sqlx::PgPool;
@@ -19,40 +27,86 @@ pub enum ApplyError {
     /// The event can never be applied (undecodable, unknown version, violates a constraint).
     #[error("{0}")]
     Poison(String),
-    /// The database is unreachable or failed transiently: retry the same event.
+    /// The database is unreachable or failed transiently: retry the same events.
     #[error("database: {0}")]
     Db(#[from] sqlx::Error),
 }
 
-/// What applying an event did.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Applied {
-    /// The booking row was created or moved forward.
-    Changed,
-    /// Nothing to do: a redelivery, a late event, or one that does not move a booking.
-    Unchanged,
+/// A booking's status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    PendingPayment,
+    Confirmed,
+    Cancelled,
+    Expired,
+    Aborted,
+    Refunded,
 }
 
-fn timestamp(ms: i64) -> Result<OffsetDateTime, ApplyError> {
-    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .map_err(|_| ApplyError::Poison(format!("timestamp {ms} out of range")))
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::PendingPayment => "PENDING_PAYMENT",
+            Status::Confirmed => "CONFIRMED",
+            Status::Cancelled => "CANCELLED",
+            Status::Expired => "EXPIRED",
+            Status::Aborted => "ABORTED",
+            Status::Refunded => "REFUNDED",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            Status::PendingPayment,
+            Status::Confirmed,
+            Status::Cancelled,
+            Status::Expired,
+            Status::Aborted,
+            Status::Refunded,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == text)
+    }
 }
 
 /// The booking status an event moves a row to, if any.
-pub fn status_after(event: &Event) -> Option<&'static str> {
+pub fn status_after(event: &Event) -> Option<Status> {
     match event {
-        Event::SeatReserved(_) => Some("PENDING_PAYMENT"),
-        Event::ReservationAborted(_) => Some("ABORTED"),
-        Event::PaymentConfirmed(_) => Some("CONFIRMED"),
-        Event::PaymentFailed(_) => Some("CANCELLED"),
-        Event::HoldExpired(_) => Some("EXPIRED"),
-        Event::RefundSucceeded(_) => Some("REFUNDED"),
+        Event::SeatReserved(_) => Some(Status::PendingPayment),
+        Event::ReservationAborted(_) => Some(Status::Aborted),
+        Event::PaymentConfirmed(_) => Some(Status::Confirmed),
+        Event::PaymentFailed(_) => Some(Status::Cancelled),
+        Event::HoldExpired(_) => Some(Status::Expired),
+        Event::RefundSucceeded(_) => Some(Status::Refunded),
         // The refund is under way or needs a person; the booking's own state does not change.
         Event::RefundRequired(_) | Event::RefundFailed(_) => None,
     }
 }
 
-pub async fn apply(db: &PgPool, payload: &[u8]) -> Result<Applied, ApplyError> {
+/// The state machine: the status a booking in `current` (none: no row yet) moves to on an event
+/// aiming at `target`, or `None` if it stays. Forward only: from PENDING_PAYMENT to any final
+/// state, from a dead hold to REFUNDED; never backwards, never sideways.
+pub fn transition(current: Option<Status>, target: Status) -> Option<Status> {
+    use Status::*;
+    match (current, target) {
+        (None, target) => Some(target),
+        (Some(PendingPayment), PendingPayment) => None,
+        (Some(PendingPayment), target) => Some(target),
+        (Some(Expired | Cancelled | Aborted), Refunded) => Some(Refunded),
+        _ => None,
+    }
+}
+
+/// One decoded event and where it came from.
+#[derive(Clone, Debug)]
+pub struct Decoded {
+    pub envelope: Envelope,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+/// Decodes one message's payload, or says why it can never be applied.
+pub fn decode(payload: &[u8], partition: i32, offset: i64) -> Result<Decoded, ApplyError> {
     let envelope = Envelope::from_json(payload)
         .map_err(|e| ApplyError::Poison(format!("undecodable event: {e}")))?;
     if envelope.v > SCHEMA_VERSION {
@@ -61,56 +115,287 @@ pub async fn apply(db: &PgPool, payload: &[u8]) -> Result<Applied, ApplyError> {
             envelope.v
         )));
     }
-    let Some(status) = status_after(&envelope.event) else {
-        tracing::info!(event = %envelope.id, kind = envelope.event.kind(), "event recorded in the log only");
-        return Ok(Applied::Unchanged);
-    };
-    let e = envelope.event.data();
-    // Insert, or move forward: from PENDING_PAYMENT to anything else, and from a dead hold to
-    // REFUNDED. Every other combination (a redelivery, a late SeatReserved after its abort, ...)
-    // leaves the row as it is.
-    let result = sqlx::query(
-        "insert into bookings (reservation_id, sale_id, pool_id, token_id, ticket, seats,
-           status, reserved_at, hold_expires_at, created_event_id, payment_id)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-         on conflict (reservation_id) do update
-           set status = excluded.status,
-               payment_id = coalesce(excluded.payment_id, bookings.payment_id),
-               updated_at = now()
-         where (bookings.status = 'PENDING_PAYMENT' and excluded.status <> 'PENDING_PAYMENT')
-            or (excluded.status = 'REFUNDED'
-                and bookings.status in ('EXPIRED', 'CANCELLED', 'ABORTED'))",
-    )
-    .bind(&e.reservation_id)
-    .bind(&envelope.sale)
-    .bind(&envelope.pool)
-    .bind(&e.token_id)
-    .bind(e.ticket as i64)
-    .bind(e.seats as i32)
-    .bind(status)
-    .bind(timestamp(e.reserved_at_ms)?)
-    .bind(timestamp(e.hold_expires_at_ms)?)
-    .bind(&envelope.id)
-    .bind(
-        status
-            .eq("CONFIRMED")
-            .then_some(e.payment_id.as_deref())
-            .flatten(),
-    )
-    .execute(db)
-    .await
-    .map_err(|err| match &err {
-        // A constraint violation will fail the same way on every retry.
-        sqlx::Error::Database(d) if d.constraint().is_some() => ApplyError::Poison(format!(
-            "event {} violates {}: {d}",
-            envelope.id,
-            d.constraint().unwrap_or("?")
-        )),
-        _ => ApplyError::Db(err),
-    })?;
-    Ok(if result.rows_affected() == 1 {
-        Applied::Changed
-    } else {
-        Applied::Unchanged
+    let data = envelope.event.data();
+    timestamp(envelope.at_ms)?;
+    timestamp(data.reserved_at_ms)?;
+    timestamp(data.hold_expires_at_ms)?;
+    if data.seats == 0 || i32::try_from(data.seats).is_err() || i64::try_from(data.ticket).is_err()
+    {
+        return Err(ApplyError::Poison(format!(
+            "event {} has an impossible seat count or ticket",
+            envelope.id
+        )));
+    }
+    Ok(Decoded {
+        envelope,
+        partition,
+        offset,
     })
+}
+
+fn timestamp(ms: i64) -> Result<OffsetDateTime, ApplyError> {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .map_err(|_| ApplyError::Poison(format!("timestamp {ms} out of range")))
+}
+
+/// What a batch did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct BatchOutcome {
+    /// Booking rows created or moved forward.
+    pub rows_written: u64,
+    /// Events recorded in the audit trail (redeliveries of recorded events are not counted).
+    pub events_recorded: u64,
+}
+
+/// Applies `events` in one transaction, in their order per reservation.
+pub async fn apply_batch(db: &PgPool, events: &[Decoded]) -> Result<BatchOutcome, ApplyError> {
+    // Each reservation's events, in arrival order; round r applies the r-th of each.
+    let mut queues: HashMap<&str, Vec<&Decoded>> = HashMap::new();
+    for event in events {
+        queues
+            .entry(event.envelope.event.data().reservation_id.as_str())
+            .or_default()
+            .push(event);
+    }
+    let rounds = queues.values().map(Vec::len).max().unwrap_or(0);
+    let mut outcome = BatchOutcome::default();
+    let mut tx = db.begin().await?;
+    for round in 0..rounds {
+        let batch: Vec<&Decoded> = queues
+            .values()
+            .filter_map(|q| q.get(round).copied())
+            .collect();
+        let (rows, recorded) = apply_round(&mut tx, &batch).await.map_err(classify)?;
+        outcome.rows_written += rows;
+        outcome.events_recorded += recorded;
+    }
+    tx.commit().await?;
+    Ok(outcome)
+}
+
+/// A constraint violation fails the same way on every retry: poison. Anything else is the
+/// database's trouble: retry.
+fn classify(err: sqlx::Error) -> ApplyError {
+    match &err {
+        sqlx::Error::Database(d) if d.constraint().is_some() => {
+            ApplyError::Poison(format!("violates {}: {d}", d.constraint().unwrap_or("?")))
+        }
+        _ => ApplyError::Db(err),
+    }
+}
+
+/// One round: every reservation appears at most once.
+async fn apply_round(
+    tx: &mut sqlx::PgConnection,
+    events: &[&Decoded],
+) -> Result<(u64, u64), sqlx::Error> {
+    let ids: Vec<&str> = events
+        .iter()
+        .map(|e| e.envelope.event.data().reservation_id.as_str())
+        .collect();
+    // Locked for the transaction: another consumer (during a rebalance) waits, then sees ours.
+    let current: HashMap<String, String> = sqlx::query_as::<_, (String, String)>(
+        "select reservation_id, status from bookings where reservation_id = any($1) for update",
+    )
+    .bind(&ids)
+    .fetch_all(&mut *tx)
+    .await?
+    .into_iter()
+    .collect();
+
+    let mut rows = Rows::default();
+    let mut log = Log::default();
+    for event in events {
+        let envelope = &event.envelope;
+        let data = envelope.event.data();
+        let before = current
+            .get(&data.reservation_id)
+            .and_then(|s| Status::parse(s));
+        let after = status_after(&envelope.event).and_then(|target| transition(before, target));
+        let payment_id = data.payment_id.clone();
+        if let Some(after) = after {
+            rows.reservation_id.push(data.reservation_id.clone());
+            rows.sale_id.push(envelope.sale.clone());
+            rows.pool_id.push(envelope.pool.clone());
+            rows.token_id.push(data.token_id.clone());
+            rows.ticket.push(data.ticket as i64);
+            rows.seats.push(data.seats as i32);
+            rows.status.push(after.as_str());
+            rows.reserved_at.push(ms(data.reserved_at_ms));
+            rows.hold_expires_at.push(ms(data.hold_expires_at_ms));
+            rows.created_event_id.push(envelope.id.clone());
+            rows.payment_id.push(
+                (after == Status::Confirmed)
+                    .then(|| payment_id.clone())
+                    .flatten(),
+            );
+        }
+        log.event_id.push(envelope.id.clone());
+        log.reservation_id.push(data.reservation_id.clone());
+        log.sale_id.push(envelope.sale.clone());
+        log.pool_id.push(envelope.pool.clone());
+        log.event_type.push(envelope.event.kind());
+        log.occurred_at.push(ms(envelope.at_ms));
+        log.status_before.push(before.map(Status::as_str));
+        log.status_after.push(after.or(before).map(Status::as_str));
+        log.changed.push(after.is_some());
+        log.payment_id.push(payment_id);
+        log.partition.push(event.partition);
+        log.offset.push(event.offset);
+    }
+
+    let written = if rows.reservation_id.is_empty() {
+        0
+    } else {
+        sqlx::query(
+            "insert into bookings (reservation_id, sale_id, pool_id, token_id, ticket, seats,
+               status, reserved_at, hold_expires_at, created_event_id, payment_id)
+             select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[],
+               $6::int4[], $7::text[], $8::timestamptz[], $9::timestamptz[], $10::text[],
+               $11::text[])
+             on conflict (reservation_id) do update
+               set status = excluded.status,
+                   payment_id = coalesce(excluded.payment_id, bookings.payment_id),
+                   updated_at = now()",
+        )
+        .bind(&rows.reservation_id)
+        .bind(&rows.sale_id)
+        .bind(&rows.pool_id)
+        .bind(&rows.token_id)
+        .bind(&rows.ticket)
+        .bind(&rows.seats)
+        .bind(&rows.status)
+        .bind(&rows.reserved_at)
+        .bind(&rows.hold_expires_at)
+        .bind(&rows.created_event_id)
+        .bind(&rows.payment_id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+    };
+    let recorded = sqlx::query(
+        "insert into booking_events (event_id, reservation_id, sale_id, pool_id, event_type,
+           occurred_at, status_before, status_after, changed, payment_id, kafka_partition,
+           kafka_offset)
+         select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+           $6::timestamptz[], $7::text[], $8::text[], $9::bool[], $10::text[], $11::int4[],
+           $12::int8[])
+         on conflict (event_id) do nothing",
+    )
+    .bind(&log.event_id)
+    .bind(&log.reservation_id)
+    .bind(&log.sale_id)
+    .bind(&log.pool_id)
+    .bind(&log.event_type)
+    .bind(&log.occurred_at)
+    .bind(&log.status_before)
+    .bind(&log.status_after)
+    .bind(&log.changed)
+    .bind(&log.payment_id)
+    .bind(&log.partition)
+    .bind(&log.offset)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    Ok((written, recorded))
+}
+
+/// Decoding checked every timestamp, so this cannot fail here.
+fn ms(ms: i64) -> OffsetDateTime {
+    timestamp(ms).unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}
+
+/// Column arrays of the booking rows a round writes.
+#[derive(Default)]
+struct Rows {
+    reservation_id: Vec<String>,
+    sale_id: Vec<String>,
+    pool_id: Vec<String>,
+    token_id: Vec<String>,
+    ticket: Vec<i64>,
+    seats: Vec<i32>,
+    status: Vec<&'static str>,
+    reserved_at: Vec<OffsetDateTime>,
+    hold_expires_at: Vec<OffsetDateTime>,
+    created_event_id: Vec<String>,
+    payment_id: Vec<Option<String>>,
+}
+
+/// Column arrays of the audit-trail entries a round writes.
+#[derive(Default)]
+struct Log {
+    event_id: Vec<String>,
+    reservation_id: Vec<String>,
+    sale_id: Vec<String>,
+    pool_id: Vec<String>,
+    event_type: Vec<&'static str>,
+    occurred_at: Vec<OffsetDateTime>,
+    status_before: Vec<Option<&'static str>>,
+    status_after: Vec<Option<&'static str>>,
+    changed: Vec<bool>,
+    payment_id: Vec<Option<String>>,
+    partition: Vec<i32>,
+    offset: Vec<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Status::*;
+    use super::*;
+
+    const ALL: [Status; 6] = [
+        PendingPayment,
+        Confirmed,
+        Cancelled,
+        Expired,
+        Aborted,
+        Refunded,
+    ];
+
+    #[test]
+    fn bookings_only_move_forward() {
+        for target in ALL {
+            assert_eq!(
+                transition(None, target),
+                Some(target),
+                "any event may come first"
+            );
+        }
+        for target in [Confirmed, Cancelled, Expired, Aborted, Refunded] {
+            assert_eq!(transition(Some(PendingPayment), target), Some(target));
+        }
+        assert_eq!(transition(Some(PendingPayment), PendingPayment), None);
+        for dead in [Expired, Cancelled, Aborted] {
+            assert_eq!(transition(Some(dead), Refunded), Some(Refunded));
+        }
+        // Nothing else moves: no way back, no way sideways, nothing out of a final state.
+        for current in [Confirmed, Cancelled, Expired, Aborted, Refunded] {
+            for target in ALL {
+                let allowed =
+                    target == Refunded && matches!(current, Expired | Cancelled | Aborted);
+                assert_eq!(
+                    transition(Some(current), target).is_some(),
+                    allowed,
+                    "{current:?} -> {target:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn statuses_round_trip_through_their_names() {
+        for s in ALL {
+            assert_eq!(Status::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(Status::parse("SOLD"), None);
+    }
+
+    #[test]
+    fn impossible_events_are_poison() {
+        assert!(matches!(decode(b"{", 0, 0), Err(ApplyError::Poison(_))));
+        assert!(matches!(
+            decode(b"{\"v\":99}", 0, 0),
+            Err(ApplyError::Poison(_))
+        ));
+    }
 }

@@ -203,6 +203,7 @@ impl TestApp {
         let topic = unique("floodgate.test.");
         let brokers = options.kafka_brokers.clone().unwrap_or_else(kafka_brokers);
         create_topic(&brokers, &topic, 3).await;
+        create_topic(&brokers, &format!("{topic}.dlq"), 1).await;
         let signer = TokenSigner::generate("test-key");
         let webhook_secret = unique("whsec_");
         let ops_token = unique("ops_");
@@ -303,6 +304,9 @@ impl TestApp {
             group: unique("floodgate-test-"),
             instance_id: Some("consumer-1".into()),
             kafka_debug: None,
+            dlq_topic: None,
+            batch_max: 500,
+            batch_linger_ms: 10,
         };
         let consumer_db = db.clone();
         let consumer_stop = shutdown.child_token();
