@@ -15,6 +15,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use floodgate_booking::catalog::{self, ClassDef, PoolDef, SaleFile, TrainDef};
+use floodgate_contract::events::{Envelope, Event, ReservationData};
 use floodgate_contract::keys::Keys;
 use floodgate_contract::runtime::{KafkaArgs, RedisArgs};
 use floodgate_contract::token::TokenSigner;
@@ -585,6 +586,11 @@ pub fn binary(name: &str) -> std::path::PathBuf {
 /// runtime (`#[sqlx::test]` runs on a single thread). Named `floodgate_test_*`; `deploy/test.sh`
 /// drops leftovers of earlier runs.
 pub async fn fresh_db() -> PgPool {
+    fresh_database().await.1
+}
+
+/// A fresh, migrated database and its URL (for a process or a proxy of the test's own).
+pub async fn fresh_database() -> (String, PgPool) {
     let server =
         std::env::var("DATABASE_URL").expect("DATABASE_URL names the test database server");
     let admin = PgPool::connect(&server)
@@ -608,7 +614,58 @@ pub async fn fresh_db() -> PgPool {
         .run(&db)
         .await
         .expect("migrations apply");
-    db
+    (url, db)
+}
+
+/// Publishes each `(key, payload)` to `topic`, in order, and waits for every acknowledgement.
+pub async fn produce(brokers: &str, topic: &str, messages: &[(String, Vec<u8>)]) {
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("acks", "all")
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "5")
+        .create()
+        .expect("a producer");
+    let deliveries: Vec<_> = messages
+        .iter()
+        .map(|(key, payload)| {
+            producer.send(
+                FutureRecord::to(topic).key(key).payload(payload),
+                Duration::from_secs(30),
+            )
+        })
+        .collect();
+    for delivery in futures::future::join_all(deliveries).await {
+        delivery.expect("the broker acknowledges");
+    }
+}
+
+/// An event as the booking service would publish it, for tests of the consumer alone.
+pub fn event(
+    sale: &str,
+    pool: &str,
+    reservation: &str,
+    make: fn(ReservationData) -> Event,
+) -> Envelope {
+    let now = floodgate_contract::now_millis();
+    let event = make(ReservationData {
+        reservation_id: reservation.to_owned(),
+        token_id: format!("tok-{reservation}"),
+        ticket: 1,
+        seats: 1,
+        reserved_at_ms: now,
+        hold_expires_at_ms: now + 300_000,
+        payment_id: None,
+    });
+    Envelope {
+        v: floodgate_contract::events::SCHEMA_VERSION,
+        id: format!("{reservation}.{}", event.kind()),
+        at_ms: now,
+        sale: sale.to_owned(),
+        pool: pool.to_owned(),
+        event,
+    }
 }
 
 /// `postgres://user@host:port/db?opts` with its database replaced by `name`.
