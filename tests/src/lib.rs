@@ -548,14 +548,19 @@ impl TestApp {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = bool>,
     {
-        let deadline = tokio::time::Instant::now() + timeout;
-        while !check().await {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out waiting for: {what}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        eventually(what, timeout, async || check().await).await
+    }
+}
+
+/// Waits until `check` holds, polling; panics with `what` after `timeout`.
+pub async fn eventually(what: &str, timeout: Duration, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

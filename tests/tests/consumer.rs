@@ -9,7 +9,7 @@ use floodgate_contract::keys::pool_partition_key;
 use floodgate_contract::runtime::KafkaArgs;
 use floodgate_tests::chaos::ChaosProxy;
 use floodgate_tests::{
-    binary, create_topic, event, fresh_database, kafka_brokers, produce, unique,
+    binary, create_topic, event, eventually, fresh_database, kafka_brokers, produce, unique,
 };
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{Headers, Message};
@@ -55,17 +55,6 @@ fn encoded(
 
 async fn count(db: &PgPool, sql: &str) -> i64 {
     sqlx::query_scalar(sql).fetch_one(db).await.unwrap()
-}
-
-async fn eventually(what: &str, timeout: Duration, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + timeout;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
