@@ -69,6 +69,15 @@ pub struct Config {
     /// batches under load and cost nothing when idle.
     #[arg(long, env = "FLOODGATE_CONSUMER_LINGER_MS", default_value_t = 10)]
     pub batch_linger_ms: u64,
+    /// Least time between two offset commits. Each commit is a write on the broker; committing
+    /// after every batch made the broker, not PostgreSQL, the bottleneck (BENCHMARKS.md). After
+    /// a crash, at most this much is consumed again, and absorbed.
+    #[arg(
+        long,
+        env = "FLOODGATE_CONSUMER_COMMIT_INTERVAL_MS",
+        default_value_t = 1_000
+    )]
+    pub commit_interval_ms: u64,
 }
 
 impl Config {
@@ -99,6 +108,9 @@ pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> an
         .set("group.id", &config.group)
         // Offsets are committed by hand, after the database commit, never on a timer.
         .set("enable.auto.commit", "false")
+        // Small requests (fetches, commits) go out at once: with Nagle's algorithm each waited
+        // for the previous one's delayed ACK, ~40 ms a batch (BENCHMARKS.md).
+        .set("socket.nagle.disable", "true")
         // A new group starts from the beginning: every retained decision must reach the database.
         .set("auto.offset.reset", "earliest")
         .create_with_context(GroupLog)
@@ -124,6 +136,8 @@ pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> an
     let linger = Duration::from_millis(config.batch_linger_ms);
     // Every offset whose batch is in the database, for the last (synchronous) commit at shutdown.
     let mut applied_offsets: HashMap<(String, i32), i64> = HashMap::new();
+    let commit_interval = Duration::from_millis(config.commit_interval_ms);
+    let mut last_commit = tokio::time::Instant::now();
 
     loop {
         let Some(batch) = next_batch(&consumer, config.batch_max.max(1), linger, &shutdown).await
@@ -143,6 +157,7 @@ pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> an
                 Err(e) => poison.push((message, e.to_string())),
             }
         }
+        let applying = std::time::Instant::now();
         let applied = loop {
             match apply(&db, &events).await {
                 Ok(applied) => break applied,
@@ -200,16 +215,21 @@ pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> an
         tracing::debug!(
             events = batch.len(),
             rows = applied.outcome.rows_written,
+            apply_ms = applying.elapsed().as_millis() as u64,
             "batch applied"
         );
-        let batch_offsets = next_offsets(&batch);
-        for (partition, offset) in &batch_offsets {
-            let next = applied_offsets.entry(partition.clone()).or_insert(0);
-            *next = (*next).max(*offset);
+        for (partition, offset) in next_offsets(&batch) {
+            let next = applied_offsets.entry(partition).or_insert(0);
+            *next = (*next).max(offset);
         }
-        if let Err(e) = consumer.commit(&offset_list(&batch_offsets), CommitMode::Async) {
-            // Not fatal: the next commit covers these offsets, and a redelivery is absorbed.
-            tracing::warn!(error = %e, "offset commit failed");
+        // Offsets are committed at most once per interval, not per batch: each commit is a
+        // write on the broker, and a redelivery after a crash is absorbed anyway.
+        if last_commit.elapsed() >= commit_interval {
+            last_commit = tokio::time::Instant::now();
+            if let Err(e) = consumer.commit(&offset_list(&applied_offsets), CommitMode::Async) {
+                // Not fatal: the next commit covers these offsets, and a redelivery is absorbed.
+                tracing::warn!(error = %e, "offset commit failed");
+            }
         }
     }
     lag.abort();

@@ -1,8 +1,9 @@
 //! `floodgate-loadgen`: drives real gateways with many waiting-room clients, on loopback only.
 //!
 //! `idle` opens N WebSocket sessions, reads each ticket, then holds them open (answering pings)
-//! for a while: the measure of a gateway's memory per idle connection (BENCHMARKS.md). The sale
-//! simulator of the rush comes with the benchmark suite.
+//! for a while: the measure of a gateway's memory per idle connection (BENCHMARKS.md).
+//! `publish` writes synthetic reservation events straight to a topic: the load of the consumer's
+//! throughput benchmark. The sale simulator of the rush comes with the benchmark suite.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,6 +46,20 @@ enum Command {
         #[arg(long, default_value_t = 30)]
         hold_secs: u64,
     },
+    /// Publish synthetic reservation events (a SeatReserved per reservation, and a
+    /// PaymentConfirmed for every other one) to a topic on a loopback broker.
+    Publish {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        brokers: String,
+        #[arg(long)]
+        topic: String,
+        /// Reservations; the events are 1.5 times as many.
+        #[arg(long, default_value_t = 10_000)]
+        reservations: u64,
+        /// Pools the reservations spread over (the topic's partition keys).
+        #[arg(long, default_value_t = 6)]
+        pools: u64,
+    },
 }
 
 #[tokio::main]
@@ -58,7 +73,91 @@ async fn main() -> anyhow::Result<()> {
             concurrency,
             hold_secs,
         } => idle(gateway, &sale, connections, &from, concurrency, hold_secs).await,
+        Command::Publish {
+            brokers,
+            topic,
+            reservations,
+            pools,
+        } => publish(&brokers, &topic, reservations, pools.max(1)).await,
     }
+}
+
+async fn publish(brokers: &str, topic: &str, reservations: u64, pools: u64) -> anyhow::Result<()> {
+    use floodgate_contract::events::{Envelope, Event, ReservationData, SCHEMA_VERSION};
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+
+    if !brokers
+        .split(',')
+        .all(|b| b.starts_with("127.") || b.starts_with("localhost"))
+    {
+        bail!("floodgate-loadgen only generates load on loopback addresses");
+    }
+    let producer: FutureProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("acks", "all")
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "20")
+        .create()?;
+    let sale = "bench";
+    let now = floodgate_contract::now_millis();
+    let started = Instant::now();
+    let events = (0..reservations).flat_map(|i| {
+        let confirmed = i % 2 == 0;
+        let reserved = Event::SeatReserved as fn(ReservationData) -> Event;
+        std::iter::once((i, reserved)).chain(
+            confirmed.then_some((i, Event::PaymentConfirmed as fn(ReservationData) -> Event)),
+        )
+    });
+    let mut sent = 0u64;
+    let mut pending = futures::stream::FuturesUnordered::new();
+    for (i, make) in events {
+        let pool = format!("pool{}", i % pools);
+        let event = make(ReservationData {
+            reservation_id: format!("{pool}~{i:032x}"),
+            token_id: format!("t{i}"),
+            ticket: i + 1,
+            seats: 1,
+            reserved_at_ms: now,
+            hold_expires_at_ms: now + 300_000,
+            payment_id: None,
+        });
+        let envelope = Envelope {
+            v: SCHEMA_VERSION,
+            id: format!("{pool}~{i:032x}.{}", event.kind()),
+            at_ms: now,
+            sale: sale.into(),
+            pool: pool.clone(),
+            event,
+        };
+        let key = floodgate_contract::keys::pool_partition_key(sale, &pool);
+        let payload = envelope.to_json();
+        let producer = producer.clone();
+        let topic = topic.to_owned();
+        pending.push(async move {
+            producer
+                .send(
+                    FutureRecord::to(&topic).key(&key).payload(&payload),
+                    Duration::from_secs(30),
+                )
+                .await
+                .map_err(|(e, _)| e)
+        });
+        // A bounded window of unacknowledged sends.
+        if pending.len() >= 5_000 {
+            if let Some(result) = pending.next().await {
+                result?;
+            }
+        }
+        sent += 1;
+    }
+    while let Some(result) = pending.next().await {
+        result?;
+    }
+    println!(
+        "published={sent} in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 async fn idle(

@@ -308,6 +308,7 @@ impl TestApp {
             dlq_topic: None,
             batch_max: 500,
             batch_linger_ms: 10,
+            commit_interval_ms: 200,
         };
         let consumer_db = db.clone();
         let consumer_stop = shutdown.child_token();

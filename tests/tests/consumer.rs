@@ -40,6 +40,7 @@ fn config(topic: &str) -> floodgate_consumer::Config {
         dlq_topic: None,
         batch_max: 100,
         batch_linger_ms: 10,
+        commit_interval_ms: 200,
     }
 }
 
