@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use floodgate_booking::catalog::{self, SaleFile};
+use floodgate_booking::reconcile;
 use floodgate_booking::{AppState, Config};
 use floodgate_contract::runtime::{self, RedisArgs};
 use sqlx::postgres::PgPoolOptions;
@@ -57,6 +58,16 @@ enum SaleCommand {
     /// Pre-load a catalog sale's counters and settings into Redis (refused once it has opened).
     Arm {
         sale: String,
+        #[command(flatten)]
+        stores: StoreArgs,
+    },
+    /// Compare each pool's Redis counters with PostgreSQL and print the drifts; exits with 2 if
+    /// any remain. With --repair, fix those that are safe to fix (it only ever makes fewer seats
+    /// sellable) and say what was done.
+    Reconcile {
+        sale: String,
+        #[arg(long)]
+        repair: bool,
         #[command(flatten)]
         stores: StoreArgs,
     },
@@ -150,6 +161,36 @@ async fn main() -> anyhow::Result<()> {
         Command::Sale(SaleCommand::Arm { sale, stores }) => {
             let db = connect_db(&stores.db).await?;
             arm_sale(&db, &stores, &sale).await
+        }
+        Command::Sale(SaleCommand::Reconcile {
+            sale,
+            repair,
+            stores,
+        }) => {
+            let db = connect_db(&stores.db).await?;
+            let keys = stores.redis.keys().map_err(anyhow::Error::msg)?;
+            let redis = runtime::connect_redis(&stores.redis.redis_url)
+                .await
+                .context("connecting to Redis")?;
+            let mut reports = reconcile::report(&db, &redis, &keys, &sale).await?;
+            print!("{}", reconcile::render(&sale, &reports));
+            if repair {
+                let done = reconcile::repair(&redis, &keys, &sale, &reports).await?;
+                println!();
+                if done.is_empty() {
+                    println!("nothing safe to repair");
+                }
+                for line in &done {
+                    println!("repaired {line}");
+                }
+                reports = reconcile::report(&db, &redis, &keys, &sale).await?;
+                println!();
+                print!("{}", reconcile::render(&sale, &reports));
+            }
+            if reports.iter().any(|r| !r.drifts.is_empty()) {
+                std::process::exit(2);
+            }
+            Ok(())
         }
     }
 }

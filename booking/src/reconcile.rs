@@ -1,0 +1,350 @@
+//! Reconciliation: each pool's Redis counters against PostgreSQL's rows, reported as a table,
+//! with an optional repair of the drifts that are safe to fix. The command an on-call engineer
+//! runs at 3 a.m. (`floodgate-booking reconcile <sale> [--repair]`, docs/runbook.md).
+//!
+//! What is compared, per pool:
+//! - Redis: `capacity`, `available`, `held`, `sold`, and the live holds (count and seats).
+//! - PostgreSQL: seats of `CONFIRMED` rows (sold for good) and of `PENDING_PAYMENT` rows.
+//!
+//! A repair may only ever make fewer seats sellable, never more: lowering `available` can at worst
+//! leave a seat unsold, raising it could sell one twice. Everything else is reported for a person.
+
+use std::fmt::Write as _;
+
+use floodgate_contract::keys::Keys;
+use redis::aio::ConnectionManager;
+use redis::Script;
+use sqlx::PgPool;
+
+/// One pool's figures on both sides and what disagrees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolReport {
+    pub pool: String,
+    pub capacity: i64,
+    /// `None`: Redis has no state for this pool (lost; it is refused until rebuilt).
+    pub redis: Option<RedisCounts>,
+    pub confirmed_seats: i64,
+    pub pending_seats: i64,
+    pub drifts: Vec<Drift>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RedisCounts {
+    pub available: i64,
+    pub held: i64,
+    pub sold: i64,
+    /// Seats in the live holds themselves (what `held` must equal).
+    pub hold_seats: i64,
+}
+
+/// A disagreement, and whether (and how) it can be repaired safely.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Drift {
+    /// Redis has no counters for the pool.
+    StateLost,
+    /// `available + held + sold` is more than the capacity: too much is sellable.
+    OverCapacity { excess: i64 },
+    /// `available + held + sold` is less than the capacity: seats are unaccounted for.
+    UnderCapacity { missing: i64 },
+    /// PostgreSQL holds more confirmed seats than Redis counts as sold: Redis lost sales, and
+    /// would sell those seats again.
+    SoldBelowConfirmed { missing: i64 },
+    /// Redis counts more sold seats than PostgreSQL confirmed: events still on their way (the
+    /// consumer is behind) or lost before PostgreSQL.
+    SoldAboveConfirmed { extra: i64 },
+    /// The `held` counter disagrees with the live holds.
+    HeldMismatch { counter: i64, holds: i64 },
+}
+
+impl Drift {
+    fn describe(&self) -> String {
+        match self {
+            Drift::StateLost => "Redis has no state for this pool: it is refused until rebuilt".into(),
+            Drift::OverCapacity { excess } => format!(
+                "{excess} seat(s) more than capacity are counted (repair: take them from available)"
+            ),
+            Drift::UnderCapacity { missing } => format!(
+                "{missing} seat(s) of the capacity are unaccounted for (not repaired: adding them could sell a seat twice)"
+            ),
+            Drift::SoldBelowConfirmed { missing } => format!(
+                "PostgreSQL confirms {missing} more sold seat(s) than Redis counts (repair: move them from available to sold)"
+            ),
+            Drift::SoldAboveConfirmed { extra } => format!(
+                "Redis counts {extra} sold seat(s) PostgreSQL has not confirmed (consumer behind, or events lost: check the lag)"
+            ),
+            Drift::HeldMismatch { counter, holds } => format!(
+                "held counter {counter} but live holds have {holds} seat(s) (not repaired)"
+            ),
+        }
+    }
+}
+
+/// The drifts between one pool's two sides (pure, so every case is unit-tested).
+pub fn drifts(capacity: i64, redis: Option<RedisCounts>, confirmed_seats: i64) -> Vec<Drift> {
+    let Some(r) = redis else {
+        return vec![Drift::StateLost];
+    };
+    let mut found = Vec::new();
+    if r.sold < confirmed_seats {
+        found.push(Drift::SoldBelowConfirmed {
+            missing: confirmed_seats - r.sold,
+        });
+    } else if r.sold > confirmed_seats {
+        found.push(Drift::SoldAboveConfirmed {
+            extra: r.sold - confirmed_seats,
+        });
+    }
+    let total = r.available + r.held + r.sold;
+    if total > capacity {
+        found.push(Drift::OverCapacity {
+            excess: total - capacity,
+        });
+    } else if total < capacity {
+        found.push(Drift::UnderCapacity {
+            missing: capacity - total,
+        });
+    }
+    if r.held != r.hold_seats {
+        found.push(Drift::HeldMismatch {
+            counter: r.held,
+            holds: r.hold_seats,
+        });
+    }
+    found
+}
+
+/// The safe repair of `r`: counters with sold raised to what PostgreSQL confirmed and available
+/// lowered so the total is the capacity again, taking only from available. `None` if there is
+/// nothing safe to do.
+pub fn safe_repair(capacity: i64, r: RedisCounts, confirmed_seats: i64) -> Option<(i64, i64)> {
+    let sold = r.sold.max(confirmed_seats);
+    let available = (capacity - r.held - sold).min(r.available).max(0);
+    let changed = (available, sold) != (r.available, r.sold);
+    // Never more sellable than before, and the invariant restored (or as close as allowed).
+    (changed && available <= r.available).then_some((available, sold))
+}
+
+/// Reads both sides of every pool of `sale`.
+pub async fn report(
+    db: &PgPool,
+    redis: &ConnectionManager,
+    keys: &Keys,
+    sale: &str,
+) -> anyhow::Result<Vec<PoolReport>> {
+    let pools: Vec<(String, i32)> =
+        sqlx::query_as("select id, capacity from pools where sale_id = $1 order by id")
+            .bind(sale)
+            .fetch_all(db)
+            .await?;
+    anyhow::ensure!(!pools.is_empty(), "sale {sale} has no pools in the catalog");
+    let mut conn = redis.clone();
+    let mut reports = Vec::new();
+    for (pool, capacity) in pools {
+        let (confirmed_seats, pending_seats): (i64, i64) = sqlx::query_as(
+            "select coalesce(sum(seats) filter (where status = 'CONFIRMED'), 0)::int8,
+                    coalesce(sum(seats) filter (where status = 'PENDING_PAYMENT'), 0)::int8
+             from bookings where sale_id = $1 and pool_id = $2",
+        )
+        .bind(sale)
+        .bind(&pool)
+        .fetch_one(db)
+        .await?;
+        let k = keys.pool(sale, &pool);
+        let (armed, available, held, sold, holds): (
+            bool,
+            Option<i64>,
+            Option<i64>,
+            Option<i64>,
+            Vec<i64>,
+        ) = redis::pipe()
+            .exists(k.config())
+            .get(k.available())
+            .get(k.held())
+            .get(k.sold())
+            .hvals(k.holds())
+            .query_async(&mut conn)
+            .await?;
+        let redis_counts = match (armed, available) {
+            (true, Some(available)) => Some(RedisCounts {
+                available,
+                held: held.unwrap_or(0),
+                sold: sold.unwrap_or(0),
+                hold_seats: holds.iter().sum(),
+            }),
+            _ => None,
+        };
+        let capacity = i64::from(capacity);
+        reports.push(PoolReport {
+            drifts: drifts(capacity, redis_counts, confirmed_seats),
+            pool,
+            capacity,
+            redis: redis_counts,
+            confirmed_seats,
+            pending_seats,
+        });
+    }
+    Ok(reports)
+}
+
+/// Applies the safe repair of every pool that has one; a line per pool saying what was done.
+pub async fn repair(
+    redis: &ConnectionManager,
+    keys: &Keys,
+    sale: &str,
+    reports: &[PoolReport],
+) -> anyhow::Result<Vec<String>> {
+    let script = Script::new(include_str!("../../lua/repair_pool.lua"));
+    let mut conn = redis.clone();
+    let mut done = Vec::new();
+    for report in reports {
+        let Some(r) = report.redis else {
+            done.push(format!(
+                "{}: not repaired: its state must be rebuilt",
+                report.pool
+            ));
+            continue;
+        };
+        let Some((available, sold)) = safe_repair(report.capacity, r, report.confirmed_seats)
+        else {
+            continue;
+        };
+        let k = keys.pool(sale, &report.pool);
+        let outcome: String = script
+            .key(k.available())
+            .key(k.sold())
+            .arg(r.available)
+            .arg(r.sold)
+            .arg(available)
+            .arg(sold)
+            .invoke_async(&mut conn)
+            .await?;
+        let line = if outcome == "repaired" {
+            format!(
+                "{}: available {} -> {available}, sold {} -> {sold}",
+                report.pool, r.available, r.sold
+            )
+        } else {
+            format!(
+                "{}: changed while being read; not repaired (run again)",
+                report.pool
+            )
+        };
+        tracing::warn!(sale, pool = %report.pool, %line, "reconciliation repair");
+        done.push(line);
+    }
+    Ok(done)
+}
+
+/// The report as a table for a terminal.
+pub fn render(sale: &str, reports: &[PoolReport]) -> String {
+    let mut out = format!("reconciliation of sale {sale}\n\n");
+    let _ = writeln!(
+        out,
+        "{:<28} {:>8} | {:>9} {:>6} {:>6} {:>10} | {:>9} {:>9} | drift",
+        "pool", "capacity", "available", "held", "sold", "hold seats", "confirmed", "pending"
+    );
+    for r in reports {
+        let redis = match r.redis {
+            Some(c) => format!(
+                "{:>9} {:>6} {:>6} {:>10}",
+                c.available, c.held, c.sold, c.hold_seats
+            ),
+            None => format!("{:>9} {:>6} {:>6} {:>10}", "-", "-", "-", "-"),
+        };
+        let drift = if r.drifts.is_empty() {
+            "none".to_owned()
+        } else {
+            r.drifts
+                .iter()
+                .map(Drift::describe)
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let _ = writeln!(
+            out,
+            "{:<28} {:>8} | {redis} | {:>9} {:>9} | {drift}",
+            r.pool, r.capacity, r.confirmed_seats, r.pending_seats
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(available: i64, held: i64, sold: i64) -> RedisCounts {
+        RedisCounts {
+            available,
+            held,
+            sold,
+            hold_seats: held,
+        }
+    }
+
+    #[test]
+    fn a_consistent_pool_has_no_drift_and_no_repair() {
+        assert!(drifts(10, Some(counts(5, 3, 2)), 2).is_empty());
+        assert_eq!(safe_repair(10, counts(5, 3, 2), 2), None);
+    }
+
+    #[test]
+    fn lost_sales_are_taken_from_available() {
+        let r = counts(10, 0, 0);
+        assert_eq!(
+            drifts(10, Some(r), 2),
+            vec![Drift::SoldBelowConfirmed { missing: 2 }]
+        );
+        assert_eq!(safe_repair(10, r, 2), Some((8, 2)));
+    }
+
+    #[test]
+    fn too_much_available_is_lowered_and_too_little_is_left_alone() {
+        assert_eq!(
+            drifts(10, Some(counts(9, 1, 2)), 2),
+            vec![Drift::OverCapacity { excess: 2 }]
+        );
+        assert_eq!(safe_repair(10, counts(9, 1, 2), 2), Some((7, 2)));
+        assert_eq!(
+            drifts(10, Some(counts(5, 1, 2)), 2),
+            vec![Drift::UnderCapacity { missing: 2 }]
+        );
+        assert_eq!(
+            safe_repair(10, counts(5, 1, 2), 2),
+            None,
+            "never adds seats"
+        );
+    }
+
+    #[test]
+    fn sales_postgres_has_not_seen_yet_are_reported_not_repaired() {
+        let r = counts(7, 0, 3);
+        assert_eq!(
+            drifts(10, Some(r), 1),
+            vec![Drift::SoldAboveConfirmed { extra: 2 }]
+        );
+        assert_eq!(safe_repair(10, r, 1), None);
+    }
+
+    #[test]
+    fn a_lost_pool_needs_a_rebuild() {
+        assert_eq!(drifts(10, None, 0), vec![Drift::StateLost]);
+    }
+
+    #[test]
+    fn a_repair_never_makes_more_seats_sellable() {
+        for available in 0..12 {
+            for held in 0..4 {
+                for sold in 0..4 {
+                    for confirmed in 0..5 {
+                        let r = counts(available, held, sold);
+                        if let Some((a, s)) = safe_repair(10, r, confirmed) {
+                            assert!(a <= available && s >= sold, "{r:?} {confirmed} -> {a} {s}");
+                            assert!(a + held + s <= 10.max(available + held + sold));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
