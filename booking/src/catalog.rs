@@ -262,6 +262,21 @@ pub struct ArmReport {
     pub opens_at: OffsetDateTime,
 }
 
+/// Adds a pool's state keys, in the order arm_pool.lua and rebuild_pool.lua take them: config,
+/// available, held, sold, holds, expiries.
+pub(crate) fn with_state_keys<'a, 'b>(
+    invocation: &'b mut redis::ScriptInvocation<'a>,
+    k: &floodgate_contract::keys::PoolKeys,
+) -> &'b mut redis::ScriptInvocation<'a> {
+    invocation
+        .key(k.config())
+        .key(k.available())
+        .key(k.held())
+        .key(k.sold())
+        .key(k.holds())
+        .key(k.expiries())
+}
+
 /// Loads each pool's counter and the sale's settings into Redis. Idempotent before the opening:
 /// arming again resets the (untouched) counters to the catalog's capacities. Refused from the
 /// opening on, by Redis' clock, which is also the clock admission starts by.
@@ -297,13 +312,8 @@ pub async fn arm_sale(
     let arm_pool = Script::new(include_str!("../../lua/arm_pool.lua"));
     for (pool, capacity, fare_minor, currency) in &pools {
         let k = keys.pool(sale_id, pool);
-        let reply: Vec<String> = arm_pool
-            .key(k.config())
-            .key(k.available())
-            .key(k.held())
-            .key(k.sold())
-            .key(k.holds())
-            .key(k.expiries())
+        let mut invocation = arm_pool.prepare_invoke();
+        let reply: Vec<String> = with_state_keys(&mut invocation, &k)
             .arg(capacity)
             .arg(i64::from(hold_ttl) * 1000)
             .arg(opens_at_ms)

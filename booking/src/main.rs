@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use floodgate_booking::catalog::{self, SaleFile};
-use floodgate_booking::reconcile;
+use floodgate_booking::{rebuild, reconcile};
 use floodgate_booking::{AppState, Config};
-use floodgate_contract::runtime::{self, RedisArgs};
+use floodgate_contract::keys::Keys;
+use floodgate_contract::runtime::{self, KafkaArgs, RedisArgs};
 use sqlx::postgres::PgPoolOptions;
 
 #[derive(Parser)]
@@ -60,6 +61,26 @@ enum SaleCommand {
         sale: String,
         #[command(flatten)]
         stores: StoreArgs,
+    },
+    /// Rebuild a pool whose Redis state was lost, from PostgreSQL once the consumer has applied
+    /// the Kafka tail; refused for a pool that has its state.
+    Rebuild {
+        sale: String,
+        pool: String,
+        #[command(flatten)]
+        stores: StoreArgs,
+        #[command(flatten)]
+        kafka: KafkaArgs,
+        /// The consumer group that writes the bookings (its progress is the Kafka tail).
+        #[arg(
+            long,
+            env = "FLOODGATE_CONSUMER_GROUP",
+            default_value = "floodgate-consumer"
+        )]
+        group: String,
+        /// How long to wait for the consumer to catch up.
+        #[arg(long, default_value_t = 60)]
+        wait_secs: u64,
     },
     /// Compare each pool's Redis counters with PostgreSQL and print the drifts; exits with 2 if
     /// any remain. With --repair, fix those that are safe to fix (it only ever makes fewer seats
@@ -154,24 +175,45 @@ async fn main() -> anyhow::Result<()> {
                 sale.opens_at
             );
             if arm {
-                arm_sale(&db, &stores, &sale.id).await?;
+                let (db, keys, redis) = connect_stores(&stores).await?;
+                arm_sale(&db, &redis, &keys, &sale.id).await?;
             }
             Ok(())
         }
         Command::Sale(SaleCommand::Arm { sale, stores }) => {
-            let db = connect_db(&stores.db).await?;
-            arm_sale(&db, &stores, &sale).await
+            let (db, keys, redis) = connect_stores(&stores).await?;
+            arm_sale(&db, &redis, &keys, &sale).await
+        }
+        Command::Sale(SaleCommand::Rebuild {
+            sale,
+            pool,
+            stores,
+            kafka,
+            group,
+            wait_secs,
+        }) => {
+            let (db, keys, redis) = connect_stores(&stores).await?;
+            println!("waiting for the consumer group {group} to apply the Kafka tail");
+            rebuild::wait_for_consumer(&rebuild::KafkaTail {
+                brokers: kafka.kafka_brokers,
+                topic: kafka.reservations_topic,
+                group,
+                timeout: std::time::Duration::from_secs(wait_secs),
+            })
+            .await?;
+            let done = rebuild::rebuild(&db, &redis, &keys, &sale, &pool).await?;
+            println!(
+                "pool {pool} rebuilt: available {}, held {}, sold {} ({} reservation records restored)",
+                done.available, done.held, done.sold, done.records
+            );
+            Ok(())
         }
         Command::Sale(SaleCommand::Reconcile {
             sale,
             repair,
             stores,
         }) => {
-            let db = connect_db(&stores.db).await?;
-            let keys = stores.redis.keys().map_err(anyhow::Error::msg)?;
-            let redis = runtime::connect_redis(&stores.redis.redis_url)
-                .await
-                .context("connecting to Redis")?;
+            let (db, keys, redis) = connect_stores(&stores).await?;
             let mut reports = reconcile::report(&db, &redis, &keys, &sale).await?;
             print!("{}", reconcile::render(&sale, &reports));
             if repair {
@@ -231,12 +273,25 @@ async fn connect_db(db: &DbArgs) -> anyhow::Result<sqlx::PgPool> {
         .with_context(|| format!("connecting to PostgreSQL at {}", db.database_url))
 }
 
-async fn arm_sale(db: &sqlx::PgPool, stores: &StoreArgs, sale: &str) -> anyhow::Result<()> {
+/// PostgreSQL, the key layout and Redis, as the admin commands need them.
+async fn connect_stores(
+    stores: &StoreArgs,
+) -> anyhow::Result<(sqlx::PgPool, Keys, redis::aio::ConnectionManager)> {
+    let db = connect_db(&stores.db).await?;
     let keys = stores.redis.keys().map_err(anyhow::Error::msg)?;
     let redis = runtime::connect_redis(&stores.redis.redis_url)
         .await
         .context("connecting to Redis")?;
-    let report = catalog::arm_sale(db, &redis, &keys, sale).await?;
+    Ok((db, keys, redis))
+}
+
+async fn arm_sale(
+    db: &sqlx::PgPool,
+    redis: &redis::aio::ConnectionManager,
+    keys: &Keys,
+    sale: &str,
+) -> anyhow::Result<()> {
+    let report = catalog::arm_sale(db, redis, keys, sale).await?;
     for (pool, capacity) in &report.pools {
         println!("armed pool {pool}: {capacity} seats");
     }

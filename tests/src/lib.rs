@@ -137,6 +137,8 @@ pub struct TestApp {
     pub redis: ConnectionManager,
     pub keys: Keys,
     pub topic: String,
+    /// The consumer's group on `topic`.
+    pub consumer_group: String,
     /// The gateways' signing key: tests use it to make tokens the booking API must accept,
     /// and a different key to make tokens it must refuse.
     pub signer: TokenSigner,
@@ -297,12 +299,13 @@ impl TestApp {
             shutdown.child_token(),
         ));
 
+        let consumer_group = unique("floodgate-test-");
         let consumer_config = floodgate_consumer::Config {
             kafka: KafkaArgs {
                 kafka_brokers: brokers,
                 reservations_topic: topic.clone(),
             },
-            group: unique("floodgate-test-"),
+            group: consumer_group.clone(),
             instance_id: Some("consumer-1".into()),
             kafka_debug: None,
             dlq_topic: None,
@@ -325,6 +328,7 @@ impl TestApp {
                 .expect("redis"),
             keys: Keys::new(prefix),
             topic,
+            consumer_group,
             signer,
             webhook_secret,
             ops_token,

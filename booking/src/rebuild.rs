@@ -1,0 +1,264 @@
+//! Rebuilding a pool whose Redis state was lost (a restart without persistence, a failover that
+//! dropped writes), from PostgreSQL and the Kafka tail, so it can be served again without selling
+//! any seat twice (`floodgate-booking sale rebuild <sale> <pool>`, docs/runbook.md).
+//!
+//! 1. The Kafka tail: every event published before the rebuild must be in PostgreSQL, so the
+//!    command waits until the consumer group has committed past the topic's end as it was at
+//!    the start. (The lost pool is refused meanwhile, so it adds no events of its own.)
+//! 2. From PostgreSQL: seats sold are the `CONFIRMED` rows; every `PENDING_PAYMENT` row is a hold
+//!    again, until its original expiry (the reaper then expires it as usual, and the consumer
+//!    records it). Every reservation's record and its token's pointer are restored, so a token
+//!    cannot reserve a second time and a late payment finds its reservation.
+//! 3. One atomic script (`lua/rebuild_pool.lua`) writes the counters and the config last: until
+//!    then the pool stays refused, and it refuses to touch a pool that has its state.
+//!
+//! What cannot come back: a held reservation's secret (only its holder had it; PostgreSQL keeps
+//! none), so its holder can no longer read or pay it through the API, and the Idempotency-Key
+//! replay of its 201. Its seat returns at the hold's expiry.
+
+use std::time::Duration;
+
+use floodgate_contract::keys::Keys;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use redis::aio::ConnectionManager;
+use redis::Script;
+use sqlx::PgPool;
+use time::OffsetDateTime;
+
+/// Where the consumer group reads the reservations topic.
+pub struct KafkaTail {
+    pub brokers: String,
+    pub topic: String,
+    pub group: String,
+    /// How long to wait for the consumer to catch up.
+    pub timeout: Duration,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct Rebuilt {
+    pub available: i64,
+    pub held: i64,
+    pub sold: i64,
+    /// Reservation records restored (every non-aborted row of the pool).
+    pub records: usize,
+}
+
+/// Waits until the consumer group has committed, on every partition, at least the end offset
+/// the topic had when this was called.
+pub async fn wait_for_consumer(tail: &KafkaTail) -> anyhow::Result<()> {
+    let client: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &tail.brokers)
+        .set("group.id", &tail.group)
+        .set("enable.auto.commit", "false")
+        .create()?;
+    let client = std::sync::Arc::new(client);
+    let topic = tail.topic.clone();
+    let ends = {
+        let (client, topic) = (client.clone(), topic.clone());
+        tokio::task::spawn_blocking(move || {
+            let timeout = Duration::from_secs(10);
+            let metadata = client.fetch_metadata(Some(&topic), timeout)?;
+            let mut ends = Vec::new();
+            for t in metadata.topics() {
+                for p in t.partitions() {
+                    let (_, high) = client.fetch_watermarks(&topic, p.id(), timeout)?;
+                    ends.push((p.id(), high));
+                }
+            }
+            Ok::<_, rdkafka::error::KafkaError>(ends)
+        })
+        .await??
+    };
+    anyhow::ensure!(!ends.is_empty(), "topic {topic} has no partitions");
+    let deadline = tokio::time::Instant::now() + tail.timeout;
+    loop {
+        let (c, t, e) = (client.clone(), topic.clone(), ends.clone());
+        let behind = tokio::task::spawn_blocking(move || {
+            let mut list = TopicPartitionList::new();
+            for (partition, _) in &e {
+                list.add_partition(&t, *partition);
+            }
+            let committed = c.committed_offsets(list, Duration::from_secs(10))?;
+            let mut behind = 0i64;
+            for (partition, end) in &e {
+                let at = committed
+                    .find_partition(&t, *partition)
+                    .and_then(|p| match p.offset() {
+                        Offset::Offset(o) => Some(o),
+                        _ => None,
+                    })
+                    .unwrap_or(0);
+                behind += (end - at).max(0);
+            }
+            Ok::<_, rdkafka::error::KafkaError>(behind)
+        })
+        .await??;
+        if behind == 0 {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the consumer group {} is still {behind} event(s) behind; is it running?",
+            tail.group
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The Redis state of a reservation as its PostgreSQL status says it must be; `None` for an
+/// aborted one (its hold was taken back and its token may reserve again).
+pub fn record_state(status: &str) -> Option<&'static str> {
+    match status {
+        "PENDING_PAYMENT" => Some("held"),
+        "CONFIRMED" => Some("sold"),
+        "CANCELLED" => Some("released"),
+        // A refund only ever follows a hold that had died.
+        "EXPIRED" | "REFUNDED" => Some("expired"),
+        _ => None,
+    }
+}
+
+/// Rebuilds `pool` of `sale` from PostgreSQL (call [`wait_for_consumer`] first).
+pub async fn rebuild(
+    db: &PgPool,
+    redis: &ConnectionManager,
+    keys: &Keys,
+    sale: &str,
+    pool: &str,
+) -> anyhow::Result<Rebuilt> {
+    type PoolRow = (i32, i64, String, i32, OffsetDateTime);
+    let (capacity, fare_minor, currency, hold_ttl_secs, opens_at): PoolRow = sqlx::query_as(
+        "select p.capacity, p.fare_minor, p.currency, s.hold_ttl_secs, s.opens_at
+         from pools p join sales s on s.id = p.sale_id where p.sale_id = $1 and p.id = $2",
+    )
+    .bind(sale)
+    .bind(pool)
+    .fetch_optional(db)
+    .await?
+    .ok_or_else(|| anyhow::anyhow!("the catalog has no pool {pool} in sale {sale}"))?;
+    type BookingRow = (
+        String,
+        String,
+        i64,
+        i32,
+        String,
+        OffsetDateTime,
+        OffsetDateTime,
+        Option<String>,
+    );
+    let rows: Vec<BookingRow> = sqlx::query_as(
+        "select reservation_id, token_id, ticket, seats, status, reserved_at, hold_expires_at,
+                payment_id
+         from bookings where sale_id = $1 and pool_id = $2 order by reserved_at",
+    )
+    .bind(sale)
+    .bind(pool)
+    .fetch_all(db)
+    .await?;
+
+    let k = keys.pool(sale, pool);
+    let mut conn = redis.clone();
+    let ms = |t: OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
+    let mut sold = 0i64;
+    let mut holds = Vec::new();
+    let mut records = 0;
+    let mut pipe = redis::pipe();
+    for (id, token, ticket, seats, status, reserved_at, expires_at, payment) in &rows {
+        let Some(state) = record_state(status) else {
+            continue;
+        };
+        records += 1;
+        // The secret is gone with Redis; a fresh one keeps the record well-formed, and nobody
+        // holds it, so the reservation can no longer be read or paid through the API.
+        let secret = hex::encode(rand::random::<[u8; 16]>());
+        let (at, expires) = (ms(*reserved_at).to_string(), ms(*expires_at).to_string());
+        let seats = seats.to_string();
+        let mut fields: Vec<(&str, String)> = vec![
+            ("id", id.clone()),
+            ("jti", token.clone()),
+            ("idem", String::new()),
+            ("secret", secret.clone()),
+            ("seats", seats.clone()),
+            ("ticket", ticket.to_string()),
+            ("expires_ms", expires.clone()),
+            ("at_ms", at.clone()),
+            ("state", state.to_owned()),
+        ];
+        if let Some(payment) = payment {
+            fields.push(("payment_id", payment.clone()));
+        }
+        pipe.hset_multiple(k.reservation(id), &fields).ignore();
+        // The token's pointer: the token made this reservation, so it cannot make another.
+        pipe.hset_multiple(
+            k.token_reservation(token),
+            &[
+                ("id", id.clone()),
+                ("idem", String::new()),
+                ("secret", secret),
+                ("seats", seats.clone()),
+                ("expires_ms", expires.clone()),
+                ("at_ms", at),
+                ("entry", "0-0".to_owned()),
+            ],
+        )
+        .ignore();
+        match state {
+            "sold" => sold += i64::from(seats.parse::<i32>().unwrap_or(0)),
+            "held" => holds.push((id.clone(), seats, expires)),
+            _ => {}
+        }
+    }
+    let _: () = pipe.query_async(&mut conn).await?;
+
+    let rebuild_pool = Script::new(include_str!("../../lua/rebuild_pool.lua"));
+    let mut script = rebuild_pool.prepare_invoke();
+    crate::catalog::with_state_keys(&mut script, &k)
+        .arg(capacity)
+        .arg(i64::from(hold_ttl_secs) * 1000)
+        .arg(ms(opens_at))
+        .arg(sale)
+        .arg(pool)
+        .arg(fare_minor)
+        .arg(&currency)
+        .arg(sold);
+    for (id, seats, expires) in &holds {
+        script.arg(id).arg(seats).arg(expires);
+    }
+    let reply: Vec<String> = script.invoke_async(&mut conn).await?;
+    match reply.first().map(String::as_str) {
+        Some("rebuilt") => {
+            let num = |i: usize| reply.get(i).and_then(|v| v.parse().ok()).unwrap_or(0);
+            Ok(Rebuilt {
+                available: num(1),
+                held: num(2),
+                sold: num(3),
+                records,
+            })
+        }
+        Some("intact") => anyhow::bail!("pool {pool} has its Redis state: nothing to rebuild"),
+        Some("overcommitted") => anyhow::bail!(
+            "PostgreSQL has more seats sold and held than pool {pool}'s capacity: not rebuilt, a person must look"
+        ),
+        other => anyhow::bail!("unexpected reply from rebuild_pool.lua: {other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_status_maps_to_the_redis_state_its_events_left() {
+        assert_eq!(record_state("PENDING_PAYMENT"), Some("held"));
+        assert_eq!(record_state("CONFIRMED"), Some("sold"));
+        assert_eq!(record_state("CANCELLED"), Some("released"));
+        assert_eq!(record_state("EXPIRED"), Some("expired"));
+        assert_eq!(record_state("REFUNDED"), Some("expired"));
+        assert_eq!(
+            record_state("ABORTED"),
+            None,
+            "an aborted token may reserve again"
+        );
+    }
+}

@@ -1,0 +1,174 @@
+//! A pool whose Redis state is wiped in the middle of a sale: refused until rebuilt from
+//! PostgreSQL and the Kafka tail, then the sale finishes with no seat sold twice.
+
+use std::process::Command;
+use std::time::Duration;
+
+use floodgate_tests::{
+    binary, fresh_database, kafka_brokers, redis_url, unique, SaleSpec, TestApp,
+};
+use serde_json::json;
+
+async fn reserve(app: &TestApp, sale: &str, ticket: u64) -> (u16, serde_json::Value) {
+    let token = app.token(sale, ticket, 1, 120_000);
+    reserve_with(app, sale, &token, &format!("key-{ticket}")).await
+}
+
+async fn reserve_with(
+    app: &TestApp,
+    sale: &str,
+    token: &str,
+    key: &str,
+) -> (u16, serde_json::Value) {
+    app.reserve(sale, token, key, &json!({"pool": "p1", "seats": 1}))
+        .await
+}
+
+async fn rows(db: &sqlx::PgPool, status: &str) -> i64 {
+    sqlx::query_scalar("select count(*) from bookings where status = $1")
+        .bind(status)
+        .fetch_one(db)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wiped_pool_is_refused_until_rebuilt_and_then_sells_no_seat_twice() {
+    const CAPACITY: u64 = 8;
+    let (url, db) = fresh_database().await;
+    let app = TestApp::spawn(db.clone()).await;
+    let sale = unique("rebuild-");
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), CAPACITY as u32)],
+        opens_in: Duration::from_millis(500),
+        hold_ttl_secs: 10,
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    tokio::time::sleep(Duration::from_millis(600)).await; // past the opening
+
+    // Mid-sale: two seats paid, two held.
+    let mut ticket = 0;
+    let mut tokens = Vec::new();
+    for pay in [true, true, false, false] {
+        ticket += 1;
+        let token = app.token(&sale, ticket, 1, 120_000);
+        let (status, body) = reserve_with(&app, &sale, &token, &format!("key-{ticket}")).await;
+        tokens.push(token);
+        assert_eq!(status, 201, "{body}");
+        if pay {
+            app.pay(
+                &sale,
+                body["reservation_id"].as_str().unwrap(),
+                body["secret"].as_str().unwrap(),
+                json!({"outcome": "succeed"}),
+            )
+            .await;
+        }
+    }
+    app.eventually(
+        "the sale so far in PostgreSQL",
+        Duration::from_secs(30),
+        || async { rows(&db, "CONFIRMED").await == 2 && rows(&db, "PENDING_PAYMENT").await == 2 },
+    )
+    .await;
+
+    // Redis loses the pool.
+    let pattern = format!("{}{{p:{sale}/p1}}*", app.keys.prefix());
+    let mut conn = app.redis.clone();
+    let lost: Vec<String> = redis::cmd("KEYS")
+        .arg(&pattern)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!lost.is_empty());
+    let _: () = redis::cmd("DEL")
+        .arg(&lost)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    // Refused, not read as empty or as full.
+    ticket += 1;
+    let (status, body) = reserve(&app, &sale, ticket).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (503, Some("pool_unavailable"))
+    );
+
+    let output = Command::new(binary("floodgate-booking"))
+        .args(["sale", "rebuild", &sale, "p1"])
+        .env("FLOODGATE_DATABASE_URL", &url)
+        .env("FLOODGATE_REDIS_URL", redis_url())
+        .env("FLOODGATE_REDIS_PREFIX", app.keys.prefix())
+        .env("FLOODGATE_KAFKA_BROKERS", kafka_brokers())
+        .env("FLOODGATE_RESERVATIONS_TOPIC", &app.topic)
+        .env("FLOODGATE_CONSUMER_GROUP", &app.consumer_group)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        said.contains("available 4, held 2, sold 2 (4 reservation records restored)"),
+        "{said}"
+    );
+
+    // Tokens that reserved before the loss cannot reserve again, even with a new key: neither
+    // the one whose seat was paid nor the one whose hold was restored.
+    for token in [&tokens[0], &tokens[2]] {
+        let (status, body) = reserve_with(&app, &sale, token, "another-key").await;
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (409, Some("token_spent")),
+            "{body}"
+        );
+    }
+
+    // The sale goes on: the four free seats sell, then it is sold out...
+    let mut sold_after = 0;
+    loop {
+        ticket += 1;
+        match reserve(&app, &sale, ticket).await {
+            (201, _) => sold_after += 1,
+            (409, body) if body["error"] == "sold_out" => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(sold_after, 4);
+    // ...until the two restored holds expire unpaid and their seats return, exactly once each.
+    app.eventually(
+        "the restored holds expire",
+        Duration::from_secs(30),
+        || async { rows(&db, "EXPIRED").await == 2 },
+    )
+    .await;
+    for _ in 0..2 {
+        ticket += 1;
+        let (status, body) = reserve(&app, &sale, ticket).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    ticket += 1;
+    assert_eq!(reserve(&app, &sale, ticket).await.0, 409, "sold out again");
+
+    // No seat sold twice: Redis balances, and PostgreSQL never has more live bookings than seats.
+    let pool = app.keys.pool(&sale, "p1");
+    let (available, held, sold) = (
+        app.redis_int(&pool.available()).await,
+        app.redis_int(&pool.held()).await,
+        app.redis_int(&pool.sold()).await,
+    );
+    assert_eq!((available, held + sold), (0, CAPACITY as i64));
+    app.eventually(
+        "every hold in PostgreSQL",
+        Duration::from_secs(30),
+        || async {
+            rows(&db, "PENDING_PAYMENT").await + rows(&db, "CONFIRMED").await == CAPACITY as i64
+        },
+    )
+    .await;
+}
