@@ -146,6 +146,20 @@ async fn poison_goes_to_the_dead_letter_topic_and_the_events_behind_it_still_app
     assert_eq!(dead[0].0, b"{ not an event");
     assert!(dead[0].1.contains("undecodable"), "{}", dead[0].1);
     assert!(dead[1].1.contains("seat count"), "{}", dead[1].1);
+    // And the metrics say so.
+    let rendered = floodgate_contract::runtime::metrics().render();
+    assert!(
+        rendered.contains("floodgate_consumer_poison_total 2"),
+        "{rendered}"
+    );
+    assert!(
+        rendered.contains("floodgate_consumer_batch_size_count"),
+        "{rendered}"
+    );
+    assert!(
+        rendered.contains("floodgate_consumer_rows_written_total 3"),
+        "r1 created and confirmed, r2 created: {rendered}"
+    );
     stop.cancel();
     consumer.await.unwrap().unwrap();
 }
