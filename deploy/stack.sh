@@ -51,6 +51,14 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
+# nginx plays the CDN in the edge tests (deploy/nginx/cdn.conf); only the package is needed, each
+# test runs its own instance.
+ensure_nginx() {
+  if [ -x /usr/sbin/nginx ]; then say "nginx: installed"; return; fi
+  apt_install nginx-core
+  say "nginx: installed"
+}
+
 ensure_redis() {
   if port_open 6379; then say "redis: up on 127.0.0.1:6379"; return; fi
   command -v redis-server >/dev/null || apt_install redis-server redis-tools
@@ -145,6 +153,7 @@ case "${1:-up}" in
   up)
     ensure_redis
     ensure_postgres
+    ensure_nginx
     ensure_tansu
     ;;
   down) stop_tansu ;;

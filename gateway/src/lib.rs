@@ -17,6 +17,7 @@ pub mod error;
 pub mod limits;
 pub mod places;
 pub mod room;
+pub mod seats;
 pub mod session;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -83,6 +84,8 @@ pub struct AppState {
     pub resume: Arc<ResumeKey>,
     /// Numbers this gateway's sessions (session ids are `<instance>/<n>`).
     pub sessions: Arc<AtomicU64>,
+    /// The cacheable seat-count snapshots.
+    pub seats: Arc<seats::SeatBoard>,
 }
 
 impl AppState {
@@ -131,6 +134,7 @@ impl AppState {
             budget,
             resume: Arc::new(resume),
             sessions: Arc::new(AtomicU64::new(0)),
+            seats: Arc::new(seats::SeatBoard::default()),
         })
     }
 
@@ -181,6 +185,8 @@ pub fn router(state: AppState) -> Router {
         .route("/ws", get(join_queue))
         .route("/v1/sales/{sale}", get(sale_summary))
         .route("/v1/sales/{sale}/draw", get(draw::draw))
+        .route("/v1/sales/{sale}/seats", get(seats::seats))
+        .route("/v1/sales/{sale}/{file}", get(seats_json))
         .route("/v1/sales/{sale}/draw/nonces", get(draw::nonces))
         .route(
             "/healthz",
@@ -396,6 +402,19 @@ pub fn raise_open_files_limit() -> u64 {
 /// listener, logs and the HTTP requests that are not sessions.
 fn session_budget(open_files: u64) -> u64 {
     open_files.saturating_sub(256).max(1)
+}
+
+/// `GET /v1/sales/{sale}/seats.json` (axum matches whole path segments, so the file name is
+/// checked here).
+async fn seats_json(
+    state: State<AppState>,
+    Path((sale, file)): Path<(String, String)>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
+    if file != "seats.json" {
+        return Err(ApiError::NotFound("not_found", "no such endpoint".into()));
+    }
+    seats::seats(state, Path(sale), headers).await
 }
 
 /// `GET /v1/sales/{sale}`: the waiting room's public figures (opening, rate, queue, pools).

@@ -9,6 +9,7 @@
 pub mod broker;
 pub mod chaos;
 pub mod client;
+pub mod edge;
 pub mod gateways;
 
 use std::net::SocketAddr;

@@ -1,0 +1,263 @@
+//! `GET /v1/sales/{sale}/seats.json`: rough live seat counts per pool, for display only, made
+//! to be cached. Most traffic before an opening is people looking; a CDN (deploy/nginx) serves
+//! them from its cache and asks this origin about once a second whatever the crowd.
+//!
+//! Each sale's snapshot is rebuilt at most once per [`MAX_AGE`], by one request at a time (the
+//! others wait for it and share it), and kept precompressed (gzip, brotli) with a strong ETag per
+//! representation, so a revalidation is a 304 with no body.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use dashmap::DashMap;
+use floodgate_contract::ids::check_sale_id;
+use floodgate_contract::keys::Keys;
+use redis::aio::ConnectionManager;
+use sha2::{Digest, Sha256};
+
+use crate::error::ApiError;
+use crate::{unknown_sale, AppState};
+
+/// How old a snapshot may be before the next request rebuilds it.
+pub const MAX_AGE: Duration = Duration::from_secs(1);
+/// What caches are told: fresh for a second, and servable stale for five more while one request
+/// refreshes it (so no viewer ever waits on the origin).
+const CACHE_CONTROL: &str = "public, max-age=1, stale-while-revalidate=5";
+
+/// One snapshot in the three encodings a client may accept.
+pub struct Snapshot {
+    made: Instant,
+    identity: Bytes,
+    gzip: Bytes,
+    br: Bytes,
+    /// Hex digest of the JSON: the ETag of each representation derives from it.
+    digest: String,
+}
+
+/// The snapshots of every sale asked about, each behind its own lock (single flight).
+#[derive(Default)]
+pub struct SeatBoard {
+    sales: DashMap<String, Arc<tokio::sync::Mutex<Option<Arc<Snapshot>>>>>,
+}
+
+impl SeatBoard {
+    async fn get(
+        &self,
+        redis: &ConnectionManager,
+        keys: &Keys,
+        sale: &str,
+    ) -> Result<Arc<Snapshot>, ApiError> {
+        let slot = self.sales.entry(sale.to_owned()).or_default().clone();
+        let mut current = slot.lock().await;
+        if let Some(snapshot) = current.as_ref().filter(|s| s.made.elapsed() < MAX_AGE) {
+            return Ok(snapshot.clone());
+        }
+        match build(redis, keys, sale).await? {
+            Some(snapshot) => {
+                let snapshot = Arc::new(snapshot);
+                *current = Some(snapshot.clone());
+                Ok(snapshot)
+            }
+            None => {
+                // Unknown sales take no room: the map holds only sales that exist.
+                drop(current);
+                self.sales.remove(sale);
+                Err(unknown_sale())
+            }
+        }
+    }
+}
+
+async fn build(
+    redis: &ConnectionManager,
+    keys: &Keys,
+    sale: &str,
+) -> Result<Option<Snapshot>, ApiError> {
+    let mut conn = redis.clone();
+    let sale_keys = keys.sale(sale);
+    let (pools, sold_out, opens_at_ms, time): (
+        Option<String>,
+        Option<String>,
+        Option<i64>,
+        (i64, i64),
+    ) = redis::pipe()
+        .hget(sale_keys.meta(), "pools")
+        .hget(sale_keys.meta(), "sold_out")
+        .hget(sale_keys.meta(), "opens_at_ms")
+        .cmd("TIME")
+        .query_async(&mut conn)
+        .await?;
+    let Some(pools) = pools else {
+        return Ok(None);
+    };
+    let pools: Vec<&str> = pools.split(',').filter(|p| !p.is_empty()).collect();
+    let mut pipe = redis::pipe();
+    for pool in &pools {
+        let k = keys.pool(sale, pool);
+        pipe.hget(k.config(), "capacity")
+            .get(k.available())
+            .get(k.held())
+            .get(k.sold());
+    }
+    let counts: Vec<Option<i64>> = pipe.query_async(&mut conn).await?;
+    let pools: Vec<serde_json::Value> = pools
+        .iter()
+        .zip(counts.chunks_exact(4))
+        .map(|(pool, c)| {
+            serde_json::json!({
+                "pool": pool, "capacity": c[0], "available": c[1], "held": c[2], "sold": c[3],
+            })
+        })
+        .collect();
+    let body = serde_json::to_vec(&serde_json::json!({
+        "sale": sale,
+        "at_ms": time.0 * 1000 + time.1 / 1000,
+        "opens_at_ms": opens_at_ms,
+        "sold_out": sold_out.as_deref() == Some("1"),
+        "pools": pools,
+    }))
+    .expect("JSON serialises");
+    Ok(Some(Snapshot {
+        made: Instant::now(),
+        digest: hex::encode(&Sha256::digest(&body)[..12]),
+        gzip: gzip(&body),
+        br: brotli(&body),
+        identity: Bytes::from(body),
+    }))
+}
+
+fn gzip(body: &[u8]) -> Bytes {
+    use std::io::Write as _;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(body).expect("writing to memory");
+    Bytes::from(encoder.finish().expect("writing to memory"))
+}
+
+fn brotli(body: &[u8]) -> Bytes {
+    let mut out = Vec::new();
+    let params = brotli::enc::BrotliEncoderParams {
+        quality: 5,
+        ..Default::default()
+    };
+    brotli::BrotliCompress(&mut &body[..], &mut out, &params).expect("writing to memory");
+    Bytes::from(out)
+}
+
+/// The encodings this endpoint can answer with, best first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    Brotli,
+    Gzip,
+    Identity,
+}
+
+/// Picks brotli, then gzip, from an `Accept-Encoding` header (a coding with `q=0` is refused).
+pub fn negotiate(accept: Option<&str>) -> Encoding {
+    let accepted = |name: &str| {
+        accept.unwrap_or_default().split(',').any(|item| {
+            let mut parts = item.split(';').map(str::trim);
+            parts.next() == Some(name)
+                && !parts.any(|p| {
+                    p.strip_prefix("q=")
+                        .and_then(|q| q.parse::<f32>().ok())
+                        .is_some_and(|q| q <= 0.0)
+                })
+        })
+    };
+    if accepted("br") {
+        Encoding::Brotli
+    } else if accepted("gzip") {
+        Encoding::Gzip
+    } else {
+        Encoding::Identity
+    }
+}
+
+/// The handler.
+pub async fn seats(
+    State(state): State<AppState>,
+    Path(sale): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let sale = sale.strip_suffix(".json").unwrap_or(&sale).to_owned();
+    check_sale_id(&sale).map_err(|_| unknown_sale())?;
+    metrics::counter!("floodgate_seat_snapshot_requests_total").increment(1);
+    let snapshot = state.seats.get(&state.redis, &state.keys, &sale).await?;
+    let encoding = negotiate(
+        headers
+            .get(header::ACCEPT_ENCODING)
+            .and_then(|v| v.to_str().ok()),
+    );
+    let (body, suffix, content_encoding) = match encoding {
+        Encoding::Brotli => (snapshot.br.clone(), "-br", Some("br")),
+        Encoding::Gzip => (snapshot.gzip.clone(), "-gz", Some("gzip")),
+        Encoding::Identity => (snapshot.identity.clone(), "", None),
+    };
+    let etag = format!("\"{}{suffix}\"", snapshot.digest);
+    let matches = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|list| {
+            list.split(',')
+                .map(|t| t.trim().trim_start_matches("W/"))
+                .any(|t| t == etag || t == "*")
+        });
+    let mut response = if matches {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        let mut r = (StatusCode::OK, body).into_response();
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if let Some(coding) = content_encoding {
+            r.headers_mut()
+                .insert(header::CONTENT_ENCODING, HeaderValue::from_static(coding));
+        }
+        r
+    };
+    let h = response.headers_mut();
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(CACHE_CONTROL),
+    );
+    h.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    h.insert(
+        header::ETAG,
+        HeaderValue::from_str(&etag).expect("hex and quotes are a valid header"),
+    );
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn brotli_is_preferred_then_gzip_and_q0_refuses() {
+        assert_eq!(negotiate(Some("gzip, deflate, br")), Encoding::Brotli);
+        assert_eq!(negotiate(Some("gzip")), Encoding::Gzip);
+        assert_eq!(negotiate(Some("br;q=0, gzip;q=0.8")), Encoding::Gzip);
+        assert_eq!(negotiate(Some("identity")), Encoding::Identity);
+        assert_eq!(negotiate(None), Encoding::Identity);
+        assert_eq!(negotiate(Some("gzipx")), Encoding::Identity);
+    }
+
+    #[test]
+    fn compressed_bodies_decompress_to_the_json() {
+        use std::io::Read as _;
+        let body = br#"{"sale":"s","pools":[]}"#;
+        let mut plain = Vec::new();
+        flate2::read::GzDecoder::new(&gzip(body)[..])
+            .read_to_end(&mut plain)
+            .unwrap();
+        assert_eq!(plain, body);
+        let mut plain = Vec::new();
+        brotli::BrotliDecompress(&mut &brotli(body)[..], &mut plain).unwrap();
+        assert_eq!(plain, body);
+    }
+}

@@ -1,0 +1,133 @@
+//! The edge: seat counts cacheable by a CDN, and the CDN configuration in deploy/nginx driven by
+//! real nginx in front of the real services.
+
+use std::time::Duration;
+
+use floodgate_tests::client::RoomClient;
+use floodgate_tests::edge::Edge;
+use floodgate_tests::{unique, SaleSpec, TestApp};
+
+async fn sale(app: &TestApp) -> String {
+    let sale = unique("edge-");
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 10), ("p2".into(), 4)],
+        opens_in: Duration::from_secs(3_600),
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    sale
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn seat_counts_are_cacheable_compressed_and_revalidated(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = sale(&app).await;
+    let url = format!("http://{}/v1/sales/{sale}/seats.json", app.gateway);
+    // reqwest here neither decompresses nor sends Accept-Encoding by itself.
+    let plain = app.http.get(&url).send().await.unwrap();
+    assert_eq!(plain.status(), 200);
+    let headers = plain.headers().clone();
+    assert_eq!(
+        headers["cache-control"],
+        "public, max-age=1, stale-while-revalidate=5"
+    );
+    assert_eq!(headers["vary"], "Accept-Encoding");
+    assert!(headers.get("content-encoding").is_none());
+    let etag = headers["etag"].to_str().unwrap().to_owned();
+    let body: serde_json::Value = plain.json().await.unwrap();
+    assert_eq!(body["sale"], sale.as_str());
+    assert_eq!(body["pools"][0]["available"], 10);
+    assert_eq!(body["pools"][1]["capacity"], 4);
+
+    for (accept, coding) in [("gzip", "gzip"), ("gzip, br", "br")] {
+        let r = app
+            .http
+            .get(&url)
+            .header("accept-encoding", accept)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.headers()["content-encoding"], coding);
+        assert_ne!(
+            r.headers()["etag"].to_str().unwrap(),
+            etag,
+            "an ETag per encoding"
+        );
+    }
+    // A revalidation with the current ETag is a 304 with no body.
+    let r = app
+        .http
+        .get(&url)
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 304);
+    assert!(r.bytes().await.unwrap().is_empty());
+    // Unknown sales are a JSON 404, and are not remembered.
+    let r = app
+        .http
+        .get(format!("http://{}/v1/sales/nope/seats.json", app.gateway))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn behind_the_cdn_a_thousand_viewers_cost_the_origin_a_handful_of_requests(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = sale(&app).await;
+    let edge = Edge::start(&[app.gateway], app.booking).await;
+    let url = edge.url(&format!("/v1/sales/{sale}/seats.json"));
+    let origin_hits = || async {
+        app.metric(app.gateway, "floodgate_seat_snapshot_requests_total")
+            .await
+            .unwrap_or(0.0)
+    };
+    let before = origin_hits().await;
+
+    // A thousand requests within two seconds, fifty at a time, as browsers would send them.
+    let started = tokio::time::Instant::now();
+    let client = reqwest::Client::new();
+    let mut served = 0;
+    for _ in 0..20 {
+        let wave = (0..50).map(|_| {
+            let client = client.clone();
+            let url = url.clone();
+            async move {
+                let r = client
+                    .get(&url)
+                    .header("accept-encoding", "gzip, deflate, br")
+                    .send()
+                    .await
+                    .unwrap();
+                (
+                    r.status().as_u16(),
+                    r.headers().get("content-encoding").cloned(),
+                )
+            }
+        });
+        for (status, coding) in futures::future::join_all(wave).await {
+            assert_eq!(status, 200);
+            assert_eq!(coding.as_ref().map(|c| c.to_str().unwrap()), Some("br"));
+            served += 1;
+        }
+    }
+    let elapsed = started.elapsed();
+    let hits = origin_hits().await - before;
+    assert_eq!(served, 1_000);
+    assert!(
+        elapsed < Duration::from_secs(2),
+        "the edge answered a thousand requests in {elapsed:?}"
+    );
+    assert!(
+        (1.0..=6.0).contains(&hits),
+        "{hits} requests reached the origin"
+    );
+
+    // The waiting room works through it: a client joins over the proxied WebSocket.
+    let ws = format!("ws://{}/ws?sale={sale}", edge.addr);
+    let client = RoomClient::join(&ws).await.expect("joins through the edge");
+    assert_eq!(client.ticket, 1);
+}
