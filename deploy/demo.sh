@@ -55,6 +55,7 @@ set +a
 "$BIN/floodgate-booking" migrate
 SALE="tatkal-demo-$(date +%Y%m%d-%H%M%S)"
 "$BIN/floodgate-booking" sale create deploy/sales/demo.toml --id "$SALE" --opens-in-secs "$OPENS_IN" --arm
+"$BIN/floodgate-booking" sale publish "$SALE" --out "$FLOODGATE_STATIC_DIR"
 
 PIDS=()
 cleanup() {

@@ -26,6 +26,7 @@ pub mod error;
 pub mod gatekeeper;
 pub mod payments;
 pub mod publish;
+pub mod publish_static;
 pub mod rebuild;
 pub mod reconcile;
 pub mod sandbox;

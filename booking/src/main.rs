@@ -62,6 +62,15 @@ enum SaleCommand {
         #[command(flatten)]
         stores: StoreArgs,
     },
+    /// Write the sale's static catalog JSON (trains, classes, pools, fares) with gzip and brotli
+    /// siblings under <out>/data/sales/, for the gateways' static folder or a CDN origin.
+    Publish {
+        sale: String,
+        #[arg(long, env = "FLOODGATE_STATIC_DIR", default_value = "static")]
+        out: PathBuf,
+        #[command(flatten)]
+        db: DbArgs,
+    },
     /// Rebuild a pool whose Redis state was lost, from PostgreSQL once the consumer has applied
     /// the Kafka tail; refused for a pool that has its state.
     Rebuild {
@@ -183,6 +192,12 @@ async fn main() -> anyhow::Result<()> {
         Command::Sale(SaleCommand::Arm { sale, stores }) => {
             let (db, keys, redis) = connect_stores(&stores).await?;
             arm_sale(&db, &redis, &keys, &sale).await
+        }
+        Command::Sale(SaleCommand::Publish { sale, out, db }) => {
+            let db = connect_db(&db).await?;
+            let path = floodgate_booking::publish_static::publish(&db, &sale, &out).await?;
+            println!("published {}", path.display());
+            Ok(())
         }
         Command::Sale(SaleCommand::Rebuild {
             sale,

@@ -172,6 +172,8 @@ pub struct TestOptions {
     pub idle_timeout_ms: u64,
     pub grace_ms: u64,
     pub max_sessions: Option<u64>,
+    /// The gateway's static folder (none: no static files).
+    pub static_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for TestOptions {
@@ -189,6 +191,7 @@ impl Default for TestOptions {
             idle_timeout_ms: 45_000,
             grace_ms: 30_000,
             max_sessions: None,
+            static_dir: None,
         }
     }
 }
@@ -231,7 +234,7 @@ impl TestApp {
             send_timeout_ms: 5_000,
             grace_ms: options.grace_ms,
             max_sessions: options.max_sessions,
-            static_dir: None,
+            static_dir: options.static_dir.clone(),
             instance_id: Some("gw-test".into()),
         };
         let gateway_state =

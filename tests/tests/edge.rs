@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use floodgate_tests::client::RoomClient;
 use floodgate_tests::edge::Edge;
-use floodgate_tests::{unique, SaleSpec, TestApp};
+use floodgate_tests::{unique, SaleSpec, TestApp, TestOptions};
 
 async fn sale(app: &TestApp) -> String {
     let sale = unique("edge-");
@@ -130,4 +130,62 @@ async fn behind_the_cdn_a_thousand_viewers_cost_the_origin_a_handful_of_requests
     let ws = format!("ws://{}/ws?sale={sale}", edge.addr);
     let client = RoomClient::join(&ws).await.expect("joins through the edge");
     assert_eq!(client.ticket, 1);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn the_static_catalog_is_published_precompressed_and_cached_at_the_edge(db: sqlx::PgPool) {
+    let dir = std::env::temp_dir().join(unique("floodgate-static-"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let options = TestOptions {
+        static_dir: Some(dir.clone()),
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db.clone(), options).await;
+    let sale = sale(&app).await;
+    let path = floodgate_booking::publish_static::publish(&db, &sale, &dir)
+        .await
+        .unwrap();
+    assert!(path.with_extension("json.br").exists() && path.with_extension("json.gz").exists());
+
+    let url = format!("http://{}/data/sales/{sale}.json", app.gateway);
+    let plain = app.http.get(&url).send().await.unwrap();
+    assert_eq!(plain.status(), 200);
+    assert_eq!(
+        plain.headers()["cache-control"],
+        "public, max-age=60, stale-while-revalidate=600"
+    );
+    let etag = plain.headers()["etag"].to_str().unwrap().to_owned();
+    let catalog: serde_json::Value = plain.json().await.unwrap();
+    assert_eq!(catalog["sale"], sale.as_str());
+    assert_eq!(catalog["trains"][0]["id"], "12951");
+    assert_eq!(catalog["classes"][0]["code"], "3A");
+    assert_eq!(catalog["pools"].as_array().unwrap().len(), 2);
+    assert_eq!(catalog["pools"][0]["fare_minor"], 150_000);
+
+    let compressed = app
+        .http
+        .get(&url)
+        .header("accept-encoding", "br, gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(compressed.headers()["content-encoding"], "br");
+    assert_ne!(compressed.headers()["etag"].to_str().unwrap(), etag);
+    let revalidated = app
+        .http
+        .get(&url)
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revalidated.status(), 304);
+
+    // At the edge, the second viewer is served from the cache.
+    let edge = Edge::start(&[app.gateway], app.booking).await;
+    let at_edge = edge.url(&format!("/data/sales/{sale}.json"));
+    let first = app.http.get(&at_edge).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+    let second = app.http.get(&at_edge).send().await.unwrap();
+    assert_eq!(second.headers()["x-cache"], "HIT");
+    let _ = std::fs::remove_dir_all(&dir);
 }
