@@ -18,6 +18,16 @@ async fn sale(app: &TestApp) -> String {
     sale
 }
 
+/// A GET with one extra request header.
+async fn get_with(app: &TestApp, url: &str, header: &str, value: &str) -> reqwest::Response {
+    app.http
+        .get(url)
+        .header(header, value)
+        .send()
+        .await
+        .unwrap()
+}
+
 #[sqlx::test(migrations = "../migrations")]
 async fn seat_counts_are_cacheable_compressed_and_revalidated(db: sqlx::PgPool) {
     let app = TestApp::spawn(db).await;
@@ -40,13 +50,7 @@ async fn seat_counts_are_cacheable_compressed_and_revalidated(db: sqlx::PgPool) 
     assert_eq!(body["pools"][1]["capacity"], 4);
 
     for (accept, coding) in [("gzip", "gzip"), ("gzip, br", "br")] {
-        let r = app
-            .http
-            .get(&url)
-            .header("accept-encoding", accept)
-            .send()
-            .await
-            .unwrap();
+        let r = get_with(&app, &url, "accept-encoding", accept).await;
         assert_eq!(r.headers()["content-encoding"], coding);
         assert_ne!(
             r.headers()["etag"].to_str().unwrap(),
@@ -55,13 +59,7 @@ async fn seat_counts_are_cacheable_compressed_and_revalidated(db: sqlx::PgPool) 
         );
     }
     // A revalidation with the current ETag is a 304 with no body.
-    let r = app
-        .http
-        .get(&url)
-        .header("if-none-match", &etag)
-        .send()
-        .await
-        .unwrap();
+    let r = get_with(&app, &url, "if-none-match", &etag).await;
     assert_eq!(r.status(), 304);
     assert!(r.bytes().await.unwrap().is_empty());
     // Unknown sales are a JSON 404, and are not remembered.
@@ -162,22 +160,10 @@ async fn the_static_catalog_is_published_precompressed_and_cached_at_the_edge(db
     assert_eq!(catalog["pools"].as_array().unwrap().len(), 2);
     assert_eq!(catalog["pools"][0]["fare_minor"], 150_000);
 
-    let compressed = app
-        .http
-        .get(&url)
-        .header("accept-encoding", "br, gzip")
-        .send()
-        .await
-        .unwrap();
+    let compressed = get_with(&app, &url, "accept-encoding", "br, gzip").await;
     assert_eq!(compressed.headers()["content-encoding"], "br");
     assert_ne!(compressed.headers()["etag"].to_str().unwrap(), etag);
-    let revalidated = app
-        .http
-        .get(&url)
-        .header("if-none-match", &etag)
-        .send()
-        .await
-        .unwrap();
+    let revalidated = get_with(&app, &url, "if-none-match", &etag).await;
     assert_eq!(revalidated.status(), 304);
 
     // At the edge, the second viewer is served from the cache.
