@@ -12,6 +12,7 @@
 //!
 //! A gateway never decides a seat: it only hands out tickets and admission tokens.
 
+pub mod assets;
 pub mod config;
 pub mod error;
 pub mod limits;
@@ -86,6 +87,8 @@ pub struct AppState {
     pub sessions: Arc<AtomicU64>,
     /// The cacheable seat-count snapshots.
     pub seats: Arc<seats::SeatBoard>,
+    /// The browser client's page and hashed assets.
+    pub assets: Arc<assets::Assets>,
 }
 
 impl AppState {
@@ -120,6 +123,11 @@ impl AppState {
                 .unwrap_or_else(|| session_budget(raise_open_files_limit())),
         );
         let resume = signer.resume_key();
+        let assets = match &config.static_dir {
+            Some(dir) => assets::Assets::load(dir)
+                .with_context(|| format!("reading the static folder {}", dir.display()))?,
+            None => assets::Assets::default(),
+        };
         Ok(Self {
             redis,
             keys,
@@ -135,6 +143,7 @@ impl AppState {
             resume: Arc::new(resume),
             sessions: Arc::new(AtomicU64::new(0)),
             seats: Arc::new(seats::SeatBoard::default()),
+            assets: Arc::new(assets),
         })
     }
 
@@ -197,6 +206,10 @@ pub fn router(state: AppState) -> Router {
             get(|| async { floodgate_contract::runtime::metrics().render() }),
         );
     if let Some(dir) = &state.config.static_dir {
+        router = router
+            .route("/", get(assets::index))
+            .route("/index.html", get(assets::index))
+            .route("/assets/{name}", get(assets::asset));
         // Precompressed siblings (`.br`, `.gz`, as `floodgate-booking sale publish` writes them)
         // are served as is; caching headers and ETags come from `static_headers`.
         let files = ServeDir::new(dir).precompressed_br().precompressed_gzip();

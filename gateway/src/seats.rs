@@ -130,14 +130,14 @@ async fn build(
     }))
 }
 
-fn gzip(body: &[u8]) -> Bytes {
+pub(crate) fn gzip(body: &[u8]) -> Bytes {
     use std::io::Write as _;
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     encoder.write_all(body).expect("writing to memory");
     Bytes::from(encoder.finish().expect("writing to memory"))
 }
 
-fn brotli(body: &[u8]) -> Bytes {
+pub(crate) fn brotli(body: &[u8]) -> Bytes {
     let mut out = Vec::new();
     let params = brotli::enc::BrotliEncoderParams {
         quality: 5,

@@ -175,3 +175,53 @@ async fn the_static_catalog_is_published_precompressed_and_cached_at_the_edge(db
     assert_eq!(second.headers()["x-cache"], "HIT");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[sqlx::test(migrations = "../migrations")]
+async fn scripts_and_styles_have_content_hashed_immutable_names(db: sqlx::PgPool) {
+    let static_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../static");
+    let options = TestOptions {
+        static_dir: Some(static_dir.clone()),
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let page = app
+        .http
+        .get(format!("http://{}/", app.gateway))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.headers()["cache-control"], "no-cache");
+    let page = page.text().await.unwrap();
+    let script = page
+        .split('"')
+        .find(|part| part.starts_with("/assets/app.") && part.ends_with(".js"))
+        .unwrap_or_else(|| panic!("the page names a hashed script:\n{page}"))
+        .to_owned();
+    assert!(page.contains("href=\"/assets/style."), "{page}");
+
+    let url = format!("http://{}{script}", app.gateway);
+    let plain = app.http.get(&url).send().await.unwrap();
+    assert_eq!(
+        plain.headers()["cache-control"],
+        "public, max-age=31536000, immutable"
+    );
+    assert!(plain.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/javascript"));
+    let served = plain.bytes().await.unwrap();
+    assert_eq!(served, std::fs::read(static_dir.join("app.js")).unwrap());
+    let compressed = get_with(&app, &url, "accept-encoding", "gzip, br").await;
+    assert_eq!(compressed.headers()["content-encoding"], "br");
+    // A name that is not (or no longer) a hashed asset is a 404, never a stale script.
+    let stale = app
+        .http
+        .get(format!(
+            "http://{}/assets/app.0000000000000000.js",
+            app.gateway
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stale.status(), 404);
+}
