@@ -16,8 +16,9 @@ use crate::error::ApiError;
 use crate::seats::{brotli, gzip, negotiate, Encoding};
 use crate::AppState;
 
-/// One file in its three encodings.
-struct Asset {
+/// One body in the three encodings a client may accept, with a strong ETag per encoding
+/// (shared by the seat counts, `seats.rs`).
+pub(crate) struct Asset {
     content_type: &'static str,
     identity: Bytes,
     gzip: Bytes,
@@ -26,7 +27,7 @@ struct Asset {
 }
 
 impl Asset {
-    fn new(content_type: &'static str, body: Vec<u8>) -> Self {
+    pub(crate) fn new(content_type: &'static str, body: Vec<u8>) -> Self {
         Self {
             content_type,
             digest: hex::encode(&Sha256::digest(&body)[..8]),
@@ -87,7 +88,9 @@ impl Assets {
     }
 }
 
-fn respond(asset: &Asset, headers: &HeaderMap, cache_control: &'static str) -> Response {
+/// The representation `headers` accept (brotli, gzip or plain), or a 304 if `If-None-Match`
+/// names its ETag, with `cache_control`.
+pub(crate) fn respond(asset: &Asset, headers: &HeaderMap, cache_control: &'static str) -> Response {
     let encoding = negotiate(
         headers
             .get(header::ACCEPT_ENCODING)
@@ -105,7 +108,7 @@ fn respond(asset: &Asset, headers: &HeaderMap, cache_control: &'static str) -> R
         .is_some_and(|list| {
             list.split(',')
                 .map(|t| t.trim().trim_start_matches("W/"))
-                .any(|t| t == etag)
+                .any(|t| t == etag || t == "*")
         });
     let mut response = if revalidated {
         StatusCode::NOT_MODIFIED.into_response()

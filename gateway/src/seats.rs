@@ -10,15 +10,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderMap;
+use axum::response::Response;
 use bytes::Bytes;
 use dashmap::DashMap;
 use floodgate_contract::ids::check_sale_id;
 use floodgate_contract::keys::Keys;
 use redis::aio::ConnectionManager;
-use sha2::{Digest, Sha256};
 
+use crate::assets::{respond, Asset};
 use crate::error::ApiError;
 use crate::{unknown_sale, AppState};
 
@@ -28,14 +28,10 @@ pub const MAX_AGE: Duration = Duration::from_secs(1);
 /// refreshes it (so no viewer ever waits on the origin).
 const CACHE_CONTROL: &str = "public, max-age=1, stale-while-revalidate=5";
 
-/// One snapshot in the three encodings a client may accept.
+/// One snapshot, in the three encodings a client may accept.
 pub struct Snapshot {
     made: Instant,
-    identity: Bytes,
-    gzip: Bytes,
-    br: Bytes,
-    /// Hex digest of the JSON: the ETag of each representation derives from it.
-    digest: String,
+    body: Asset,
 }
 
 /// The snapshots of every sale asked about, each behind its own lock (single flight).
@@ -123,10 +119,7 @@ async fn build(
     .expect("JSON serialises");
     Ok(Some(Snapshot {
         made: Instant::now(),
-        digest: hex::encode(&Sha256::digest(&body)[..12]),
-        gzip: gzip(&body),
-        br: brotli(&body),
-        identity: Bytes::from(body),
+        body: Asset::new("application/json", body),
     }))
 }
 
@@ -187,50 +180,7 @@ pub async fn seats(
     check_sale_id(&sale).map_err(|_| unknown_sale())?;
     metrics::counter!("floodgate_seat_snapshot_requests_total").increment(1);
     let snapshot = state.seats.get(&state.redis, &state.keys, &sale).await?;
-    let encoding = negotiate(
-        headers
-            .get(header::ACCEPT_ENCODING)
-            .and_then(|v| v.to_str().ok()),
-    );
-    let (body, suffix, content_encoding) = match encoding {
-        Encoding::Brotli => (snapshot.br.clone(), "-br", Some("br")),
-        Encoding::Gzip => (snapshot.gzip.clone(), "-gz", Some("gzip")),
-        Encoding::Identity => (snapshot.identity.clone(), "", None),
-    };
-    let etag = format!("\"{}{suffix}\"", snapshot.digest);
-    let matches = headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|list| {
-            list.split(',')
-                .map(|t| t.trim().trim_start_matches("W/"))
-                .any(|t| t == etag || t == "*")
-        });
-    let mut response = if matches {
-        StatusCode::NOT_MODIFIED.into_response()
-    } else {
-        let mut r = (StatusCode::OK, body).into_response();
-        r.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        if let Some(coding) = content_encoding {
-            r.headers_mut()
-                .insert(header::CONTENT_ENCODING, HeaderValue::from_static(coding));
-        }
-        r
-    };
-    let h = response.headers_mut();
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static(CACHE_CONTROL),
-    );
-    h.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
-    h.insert(
-        header::ETAG,
-        HeaderValue::from_str(&etag).expect("hex and quotes are a valid header"),
-    );
-    Ok(response)
+    Ok(respond(&snapshot.body, &headers, CACHE_CONTROL))
 }
 
 #[cfg(test)]
