@@ -44,6 +44,12 @@ pub struct Config {
     /// storms and scripted joiners are slowed down, people are not.
     #[arg(long, env = "FLOODGATE_JOINS_PER_SEC_PER_IP", default_value_t = 5)]
     pub joins_per_sec_per_ip: u32,
+    /// Addresses of the proxies in front (the CDN's edges, a load balancer), comma-separated.
+    /// A connection from one of them is counted against the client address it forwards (the
+    /// rightmost `X-Forwarded-For` entry that is not itself a trusted proxy); without this, every
+    /// client behind the CDN would share the edge's address and its limits.
+    #[arg(long, env = "FLOODGATE_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<std::net::IpAddr>,
     /// How often the gateway pings each client (protocol-level ping; browsers answer by themselves).
     #[arg(long, env = "FLOODGATE_HEARTBEAT_MS", default_value_t = 15_000)]
     pub heartbeat_ms: u64,

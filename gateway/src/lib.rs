@@ -241,6 +241,7 @@ pub struct JoinParams {
 pub async fn join_queue(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    headers: axum::http::HeaderMap,
     params: Result<Query<JoinParams>, QueryRejection>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
@@ -276,7 +277,13 @@ pub async fn join_queue(
         "gateway_full",
         "this gateway is full; retry after the delay (with jitter), or another gateway".into(),
     ))?;
-    let slot = state.limits.admit(peer.ip()).map_err(|e| match e {
+    let forwarded: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let client = limits::client_address(peer.ip(), &forwarded, &state.config.trusted_proxies);
+    let slot = state.limits.admit(client).map_err(|e| match e {
         limits::LimitError::TooManyConnections => ApiError::TooManyRequests(
             "too_many_connections",
             "too many open connections from this address".into(),

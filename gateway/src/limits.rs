@@ -83,6 +83,29 @@ impl Drop for ConnectionSlot {
     }
 }
 
+/// The address a connection from `peer` stands for: `peer` itself, unless it is a trusted proxy,
+/// in which case the rightmost `X-Forwarded-For` entry that is not a trusted proxy (entries
+/// further left were written by the client and prove nothing).
+pub fn client_address(peer: IpAddr, forwarded_for: &[&str], trusted: &[IpAddr]) -> IpAddr {
+    if !trusted.contains(&peer) {
+        return peer;
+    }
+    let mut chain = forwarded_for
+        .iter()
+        .flat_map(|header| header.split(','))
+        .map(str::trim)
+        .collect::<Vec<_>>();
+    while let Some(entry) = chain.pop() {
+        match entry.parse::<IpAddr>() {
+            Ok(ip) if trusted.contains(&ip) => continue,
+            Ok(ip) => return ip,
+            // A malformed entry: nothing to its left can be trusted either.
+            Err(_) => return peer,
+        }
+    }
+    peer
+}
+
 /// The gateway's connection budget: past it, new sessions are shed before the upgrade (503 with
 /// `Retry-After`) instead of failing later for want of file descriptors or memory.
 pub struct Budget {
@@ -147,6 +170,27 @@ mod tests {
         drop(first);
         assert_eq!(limits.connections(a), 1);
         assert!(limits.admit(a).is_ok());
+    }
+
+    #[test]
+    fn forwarded_addresses_count_only_behind_a_trusted_proxy() {
+        let edge: IpAddr = "10.1.1.1".parse().unwrap();
+        let client: IpAddr = "203.0.113.7".parse().unwrap();
+        let trusted = [edge];
+        // Direct connections are themselves, whatever they claim.
+        assert_eq!(client_address(client, &["198.51.100.1"], &trusted), client);
+        // Through the edge: the entry the edge appended, not what the client wrote before it.
+        assert_eq!(
+            client_address(edge, &["198.51.100.1, 203.0.113.7"], &trusted),
+            client
+        );
+        assert_eq!(
+            client_address(edge, &["203.0.113.7", "10.1.1.1"], &trusted),
+            client,
+            "several headers, and a trusted hop skipped"
+        );
+        assert_eq!(client_address(edge, &[], &trusted), edge);
+        assert_eq!(client_address(edge, &["not-an-ip"], &trusted), edge);
     }
 
     #[test]

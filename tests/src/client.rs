@@ -44,7 +44,21 @@ pub struct Refused {
 impl RoomClient {
     /// Joins `url` (`ws://.../ws?sale=..[&resume=..]`) and reads the ticket message.
     pub async fn join(url: &str) -> Result<Self, Refused> {
-        let mut ws = match tokio_tungstenite::connect_async(url).await {
+        Self::join_with(url, &[]).await
+    }
+
+    /// Joins with extra request headers (an `X-Forwarded-For`, say).
+    pub async fn join_with(url: &str, headers: &[(&str, &str)]) -> Result<Self, Refused> {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+        let mut request = url.into_client_request().expect("a WebSocket URL");
+        for (name, value) in headers {
+            request.headers_mut().insert(
+                tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(name.as_bytes())
+                    .unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        let mut ws = match tokio_tungstenite::connect_async(request).await {
             Ok((ws, _)) => ws,
             Err(WsError::Http(response)) => {
                 return Err(Refused {

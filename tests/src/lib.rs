@@ -174,6 +174,8 @@ pub struct TestOptions {
     pub max_sessions: Option<u64>,
     /// The gateway's static folder (none: no static files).
     pub static_dir: Option<std::path::PathBuf>,
+    /// Proxies whose `X-Forwarded-For` the gateway believes.
+    pub trusted_proxies: Vec<std::net::IpAddr>,
 }
 
 impl Default for TestOptions {
@@ -192,6 +194,7 @@ impl Default for TestOptions {
             grace_ms: 30_000,
             max_sessions: None,
             static_dir: None,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -234,6 +237,7 @@ impl TestApp {
             send_timeout_ms: 5_000,
             grace_ms: options.grace_ms,
             max_sessions: options.max_sessions,
+            trusted_proxies: options.trusted_proxies.clone(),
             static_dir: options.static_dir.clone(),
             instance_id: Some("gw-test".into()),
         };

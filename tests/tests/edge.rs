@@ -225,3 +225,35 @@ async fn scripts_and_styles_have_content_hashed_immutable_names(db: sqlx::PgPool
         .unwrap();
     assert_eq!(stale.status(), 404);
 }
+
+#[sqlx::test(migrations = "../migrations")]
+async fn behind_the_cdn_per_address_limits_count_the_forwarded_client(db: sqlx::PgPool) {
+    let options = TestOptions {
+        max_connections_per_ip: 2,
+        trusted_proxies: vec!["127.0.0.1".parse().unwrap()],
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = sale(&app).await;
+    let edge = Edge::start(&[app.gateway], app.booking).await;
+    let ws = format!("ws://{}/ws?sale={sale}", edge.addr);
+    // Every connection reaches the gateway from the edge's address; each client is counted as
+    // the address the edge saw (here the loopback edge appends 127.0.0.1, a trusted hop, so the
+    // address the client's own proxy reported is the one that counts).
+    let mut held = Vec::new();
+    for client in ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.9", "10.0.0.9"] {
+        held.push(
+            RoomClient::join_with(&ws, &[("x-forwarded-for", client)])
+                .await
+                .unwrap_or_else(|r| panic!("{client} refused: {r:?}")),
+        );
+    }
+    let refused = RoomClient::join_with(&ws, &[("x-forwarded-for", "10.0.0.9")])
+        .await
+        .err()
+        .expect("a third session from one client address is refused");
+    assert_eq!(
+        (refused.status, refused.body["error"].as_str()),
+        (429, Some("too_many_connections"))
+    );
+}
