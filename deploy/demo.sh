@@ -93,7 +93,9 @@ cat <<TXT
       http://$FLOODGATE_SANDBOX_LISTEN
   Bookings as they land in PostgreSQL:
       psql postgres://postgres@127.0.0.1:5432/floodgate -c "select reservation_id, pool_id, seats, status from bookings where sale_id = '$SALE'"
-  Ops API (live figures; pause, resume, open-now, rate; token in $KEYS):
+  Ops console (live charts and controls; the ops token is FLOODGATE_OPS_TOKEN in $KEYS):
+      http://127.0.0.1:9081/admin/console?sale=$SALE
+  Ops API:
       curl -H "Authorization: Bearer \$FLOODGATE_OPS_TOKEN" http://127.0.0.1:9081/admin/v1/sales/$SALE
   Metrics (Prometheus):
       http://$FLOODGATE_GATEWAY_LISTEN/metrics  http://$FLOODGATE_BOOKING_LISTEN/metrics  http://127.0.0.1:9102/metrics

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use axum::extract::{Path, Request, State};
 use axum::middleware::{self, Next};
+use axum::response::IntoResponse as _;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -30,7 +31,44 @@ pub fn router(state: AppState, ops_token: Arc<SecretString>) -> Router {
         .route("/admin/v1/sales/{sale}/resume", post(resume))
         .route("/admin/v1/sales/{sale}/open-now", post(open_now))
         .layer(middleware::from_fn_with_state(ops_token, require_ops_token))
+        // The console holds no secret (the operator types the token into it), so it is served
+        // without one; it exists only on this listener, never on a public path or a CDN.
+        .route("/admin/console", get(console_page))
+        .route("/admin/console/console.js", get(console_script))
         .with_state(state)
+}
+
+/// The ops console's page and script, compiled in.
+async fn console_page() -> axum::response::Response {
+    console_file(
+        "text/html; charset=utf-8",
+        include_str!("../console/index.html"),
+    )
+}
+
+async fn console_script() -> axum::response::Response {
+    console_file(
+        "text/javascript; charset=utf-8",
+        include_str!("../console/console.js"),
+    )
+}
+
+fn console_file(content_type: &'static str, body: &'static str) -> axum::response::Response {
+    use axum::http::header;
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-store"),
+            // Only this origin's script and API, never framed by another page.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'self'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'",
+            ),
+            (header::X_FRAME_OPTIONS, "DENY"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 async fn require_ops_token(

@@ -180,3 +180,43 @@ async fn pause_open_now_rate_and_resume_take_effect_in_the_waiting_room(db: sqlx
         (Some(3), Some(0))
     );
 }
+
+#[sqlx::test(migrations = "../migrations")]
+async fn the_ops_console_is_served_by_the_admin_listener_only(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let page = app
+        .http
+        .get(format!("http://{}/admin/console", app.admin))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let headers = page.headers().clone();
+    assert!(headers["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
+    assert_eq!(headers["cache-control"], "no-store");
+    assert!(headers["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .contains("frame-ancestors 'none'"));
+    let html = page.text().await.unwrap();
+    assert!(html.contains("Floodgate ops") && html.contains("/admin/console/console.js"));
+    let script = app
+        .http
+        .get(format!("http://{}/admin/console/console.js", app.admin))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(script.status(), 200);
+    assert!(script.text().await.unwrap().contains("/admin/v1/sales/"));
+    // Not on the public side.
+    let public = app
+        .http
+        .get(format!("http://{}/admin/console", app.gateway))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(public.status(), 404);
+}
