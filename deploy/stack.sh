@@ -16,6 +16,8 @@ set -euo pipefail
 FLOODGATE_HOME=${FLOODGATE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/floodgate}
 TANSU_VERSION=0.6.0
 TANSU_ROOT="$FLOODGATE_HOME/tansu-$TANSU_VERSION"
+# The repository this script belongs to (for the browser tests' node modules).
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TANSU="$TANSU_ROOT/bin/tansu"
 TANSU_DATA="$FLOODGATE_HOME/tansu-data"
 KAFKA_PORT=9092
@@ -57,6 +59,17 @@ ensure_nginx() {
   if [ -x /usr/sbin/nginx ]; then say "nginx: installed"; return; fi
   apt_install nginx-core
   say "nginx: installed"
+}
+
+# Headless Chromium and playwright-core drive the browser tests (tests/tests/browser.rs).
+ensure_browser() {
+  [ -x /usr/bin/chromium ] || apt_install chromium
+  if [ ! -d "$ROOT/tests/browser/node_modules/playwright-core" ]; then
+    command -v npm >/dev/null || apt_install nodejs npm
+    say "installing playwright-core for the browser tests"
+    (cd "$ROOT/tests/browser" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  fi
+  say "browser: chromium and playwright-core ready"
 }
 
 ensure_redis() {
@@ -154,6 +167,7 @@ case "${1:-up}" in
     ensure_redis
     ensure_postgres
     ensure_nginx
+    ensure_browser
     ensure_tansu
     ;;
   down) stop_tansu ;;

@@ -11,6 +11,7 @@ let firstPosition = null;
 let token = null;
 let maxSeats = 1;
 let attempt = 0;
+let opensAt = 0;
 // The resume token keeps this tab's place across reconnects (and reloads, via sessionStorage).
 const resumeKey = `floodgate:resume:${sale}`;
 let resume = sessionStorage.getItem(resumeKey);
@@ -37,6 +38,7 @@ function connect() {
         sessionStorage.setItem(resumeKey, resume);
         $("ticket").textContent = msg.ticket;
         $("queue").hidden = false;
+        opensAt = msg.opens_at_ms;
         const opens = new Date(msg.opens_at_ms);
         if (opens > new Date()) setStatus(`In the waiting room. Booking opens at ${opens.toLocaleTimeString()}.`);
         else setStatus("In the queue.");
@@ -53,7 +55,11 @@ function connect() {
         const done = firstPosition > 1 ? Math.round(100 * (firstPosition - msg.position) / (firstPosition - 1)) : 100;
         $("bar-fill").style.width = `${done}%`;
         document.querySelector(".bar").setAttribute("aria-valuenow", String(done));
-        $("eta").textContent = msg.eta_secs == null ? "Waiting for the opening." : `About ${formatSecs(msg.eta_secs)} to go.`;
+        $("eta").textContent = msg.eta_secs != null
+          ? `About ${formatSecs(msg.eta_secs)} to go.`
+          : Date.now() >= opensAt
+            ? "Admission is paused for a moment. You keep your place."
+            : "Waiting for the opening.";
         setStatus(`Your place in line: ${msg.position.toLocaleString()}.`);
         break;
       }

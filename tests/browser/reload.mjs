@@ -1,0 +1,37 @@
+// A reload during the wait keeps the place: open the waiting room on a phone-sized screen, note
+// the ticket and position, reload, and note them again. Prints the four values as JSON; saves a
+// screenshot of each state into the artifacts folder.
+//
+//   node reload.mjs <page url> <artifacts folder>
+import { chromium } from "playwright-core";
+
+const [url, artifacts] = process.argv.slice(2);
+const browser = await chromium.launch({
+  executablePath: process.env.FLOODGATE_CHROMIUM || "/usr/bin/chromium",
+  args: ["--no-sandbox", "--disable-dev-shm-usage"],
+});
+try {
+  const page = await browser.newPage({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2 });
+  const placed = async () => {
+    await page.waitForFunction(
+      () => /^\d+$/.test(document.querySelector("#ticket")?.textContent ?? "")
+        && /^\d+$/.test(document.querySelector("#position")?.textContent ?? ""),
+      null,
+      { timeout: 20_000 },
+    );
+    return {
+      ticket: Number(await page.textContent("#ticket")),
+      position: Number(await page.textContent("#position")),
+      status: await page.getAttribute("#status", "role"),
+    };
+  };
+  await page.goto(url);
+  const before = await placed();
+  await page.screenshot({ path: `${artifacts}/reload-before.png`, fullPage: true });
+  await page.reload();
+  const after = await placed();
+  await page.screenshot({ path: `${artifacts}/reload-after.png`, fullPage: true });
+  console.log(JSON.stringify({ before, after }));
+} finally {
+  await browser.close();
+}
