@@ -500,6 +500,19 @@ impl TestApp {
         floodgate_contract::lottery::Draw::new(seed, body["prequeue_size"].as_u64().unwrap())
     }
 
+    /// Pauses (`"pause"`) or resumes (`"resume"`) admission through the ops API.
+    pub async fn admission(&self, sale: &str, control: &str) {
+        let (status, body) = self
+            .ops(
+                reqwest::Method::POST,
+                &format!("/admin/v1/sales/{sale}/{control}"),
+                &self.ops_token,
+                None,
+            )
+            .await;
+        assert_eq!(status, 200, "{control}: {body}");
+    }
+
     /// Calls the ops API with bearer `token`; the status and JSON body.
     pub async fn ops(
         &self,

@@ -52,15 +52,7 @@ async fn a_reload_during_the_wait_keeps_the_place(db: sqlx::PgPool) {
     };
     app.create_sale(&sale, &spec).await;
     // Open, but paused: everyone keeps their place while the page reloads.
-    let (status, _) = app
-        .ops(
-            reqwest::Method::POST,
-            &format!("/admin/v1/sales/{sale}/pause"),
-            &app.ops_token,
-            None,
-        )
-        .await;
-    assert_eq!(status, 200);
+    app.admission(&sale, "pause").await;
     tokio::time::sleep(Duration::from_millis(400)).await;
     // Two people are ahead.
     let mut ahead = Vec::new();

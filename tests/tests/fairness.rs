@@ -164,15 +164,7 @@ async fn paused_sale(app: &TestApp, opens_in: Duration) -> String {
         ..SaleSpec::default()
     };
     app.create_sale(&sale, &spec).await;
-    let (status, _) = app
-        .ops(
-            reqwest::Method::POST,
-            &format!("/admin/v1/sales/{sale}/pause"),
-            &app.ops_token,
-            None,
-        )
-        .await;
-    assert_eq!(status, 200);
+    app.admission(&sale, "pause").await;
     sale
 }
 
@@ -254,13 +246,7 @@ async fn leavers_are_skipped_after_the_grace_and_a_returner_keeps_its_place(db: 
 
     // On resume, the five who are still there are admitted, and only they: the dead places
     // are skipped without spending admissions.
-    app.ops(
-        reqwest::Method::POST,
-        &format!("/admin/v1/sales/{sale}/resume"),
-        &app.ops_token,
-        None,
-    )
-    .await;
+    app.admission(&sale, "resume").await;
     back.admitted(WAIT).await;
     for c in clients.iter_mut() {
         c.admitted(WAIT).await;

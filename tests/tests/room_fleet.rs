@@ -7,15 +7,8 @@ use floodgate_contract::ws::close;
 use floodgate_tests::client::{Heard, RoomClient};
 use floodgate_tests::gateways::{GatewayProcess, GatewayTimings};
 use floodgate_tests::{fresh_db, unique, SaleSpec, TestApp};
-use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(30);
-
-async fn ops(app: &TestApp, method: reqwest::Method, path: &str) -> Value {
-    let (status, body) = app.ops(method, path, &app.ops_token, None).await;
-    assert_eq!(status, 200, "{body}");
-    body
-}
 
 /// A sale that opens in `opens_in`, paused, with plenty of stock.
 async fn paused_sale(app: &TestApp, rate: f64, opens_in: Duration) -> String {
@@ -27,12 +20,7 @@ async fn paused_sale(app: &TestApp, rate: f64, opens_in: Duration) -> String {
         ..SaleSpec::default()
     };
     app.create_sale(&sale, &spec).await;
-    ops(
-        app,
-        reqwest::Method::POST,
-        &format!("/admin/v1/sales/{sale}/pause"),
-    )
-    .await;
+    app.admission(&sale, "pause").await;
     sale
 }
 
@@ -88,12 +76,7 @@ async fn two_gateways_show_consistent_positions_and_admit_within_the_rate_togeth
         );
     }
 
-    ops(
-        &app,
-        reqwest::Method::POST,
-        &format!("/admin/v1/sales/{sale}/resume"),
-    )
-    .await;
+    app.admission(&sale, "resume").await;
     let admitted = futures::future::join_all(clients.into_iter().map(|(g, mut c)| async move {
         let token = c.admitted(WAIT).await;
         assert!(c.positions_never_rose(), "{:?}", c.positions);
