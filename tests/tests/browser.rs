@@ -75,3 +75,45 @@ async fn a_reload_during_the_wait_keeps_the_place(db: sqlx::PgPool) {
     );
     assert!(browser_dir().join("artifacts/reload-after.png").exists());
 }
+
+#[sqlx::test(migrations = "../migrations")]
+async fn one_user_books_and_pays_from_the_waiting_room_to_a_confirmation(db: sqlx::PgPool) {
+    let options = TestOptions {
+        static_dir: Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../static")),
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db.clone(), options).await;
+    let sale = unique("journey-");
+    let spec = SaleSpec {
+        opens_in: Duration::from_secs(2),
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    let url = format!(
+        "http://{}/?sale={sale}&api=http://{}",
+        app.gateway, app.booking
+    );
+    let seen = tokio::task::spawn_blocking(move || run_script("journey.mjs", &[&url]))
+        .await
+        .unwrap();
+    assert_eq!(seen["ticket"], 1, "{seen}");
+    assert!(
+        seen["result"].as_str().unwrap().contains("confirmed"),
+        "{seen}"
+    );
+    // The booking is durable and confirmed.
+    app.eventually("a CONFIRMED booking", Duration::from_secs(30), || async {
+        sqlx::query_scalar::<_, i64>(
+            "select count(*) from bookings where sale_id = $1 and status = 'CONFIRMED'",
+        )
+        .bind(&sale)
+        .fetch_one(&db)
+        .await
+        .unwrap()
+            == 1
+    })
+    .await;
+    assert!(browser_dir()
+        .join("artifacts/journey-5-confirmed.png")
+        .exists());
+}
