@@ -3,15 +3,12 @@
 // the artifacts folder; prints {"ticket", "result"} as JSON.
 //
 //   node journey.mjs <page url> <artifacts folder>
-import { chromium } from "playwright-core";
+import { launch, PHONE } from "./chromium.mjs";
 
 const [url, artifacts] = process.argv.slice(2);
-const browser = await chromium.launch({
-  executablePath: process.env.FLOODGATE_CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-dev-shm-usage"],
-});
+const browser = await launch();
 try {
-  const context = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2 });
+  const context = await browser.newContext(PHONE);
   const page = await context.newPage();
   // The page's own errors (a refused request, a script error) explain a failed step.
   const problems = [];

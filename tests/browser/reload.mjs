@@ -3,15 +3,12 @@
 // screenshot of each state into the artifacts folder.
 //
 //   node reload.mjs <page url> <artifacts folder>
-import { chromium } from "playwright-core";
+import { launch, PHONE } from "./chromium.mjs";
 
 const [url, artifacts] = process.argv.slice(2);
-const browser = await chromium.launch({
-  executablePath: process.env.FLOODGATE_CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-dev-shm-usage"],
-});
+const browser = await launch();
 try {
-  const page = await browser.newPage({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2 });
+  const page = await browser.newPage(PHONE);
   const placed = async () => {
     await page.waitForFunction(
       () => /^\d+$/.test(document.querySelector("#ticket")?.textContent ?? "")

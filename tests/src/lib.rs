@@ -500,6 +500,16 @@ impl TestApp {
         floodgate_contract::lottery::Draw::new(seed, body["prequeue_size"].as_u64().unwrap())
     }
 
+    /// Bookings of `sale` in PostgreSQL with `status`.
+    pub async fn bookings(&self, sale: &str, status: &str) -> i64 {
+        sqlx::query_scalar("select count(*) from bookings where sale_id = $1 and status = $2")
+            .bind(sale)
+            .bind(status)
+            .fetch_one(&self.db)
+            .await
+            .unwrap()
+    }
+
     /// Pauses (`"pause"`) or resumes (`"resume"`) admission through the ops API.
     pub async fn admission(&self, sale: &str, control: &str) {
         let (status, body) = self

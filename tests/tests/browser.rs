@@ -82,7 +82,7 @@ async fn one_user_books_and_pays_from_the_waiting_room_to_a_confirmation(db: sql
         static_dir: Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../static")),
         ..TestOptions::default()
     };
-    let app = TestApp::spawn_with(db.clone(), options).await;
+    let app = TestApp::spawn_with(db, options).await;
     let sale = unique("journey-");
     let spec = SaleSpec {
         opens_in: Duration::from_secs(2),
@@ -103,14 +103,7 @@ async fn one_user_books_and_pays_from_the_waiting_room_to_a_confirmation(db: sql
     );
     // The booking is durable and confirmed.
     app.eventually("a CONFIRMED booking", Duration::from_secs(30), || async {
-        sqlx::query_scalar::<_, i64>(
-            "select count(*) from bookings where sale_id = $1 and status = 'CONFIRMED'",
-        )
-        .bind(&sale)
-        .fetch_one(&db)
-        .await
-        .unwrap()
-            == 1
+        app.bookings(&sale, "CONFIRMED").await == 1
     })
     .await;
     assert!(browser_dir()

@@ -139,15 +139,7 @@ async fn fifty_clients_ten_seats_exactly_ten_reservations(db: sqlx::PgPool) {
     app.create_sale(&sale, &spec).await;
 
     let won = Won::default();
-    let count = || async {
-        sqlx::query_scalar::<_, i64>(
-            "select count(*) from bookings where sale_id = $1 and status = 'PENDING_PAYMENT'",
-        )
-        .bind(&sale)
-        .fetch_one(&db)
-        .await
-        .unwrap()
-    };
+    let count = || app.bookings(&sale, "PENDING_PAYMENT");
     // Ten win and are written to PostgreSQL as PENDING_PAYMENT; admission then stops (no seat is
     // available, but holds could still return some). Once the ten pay, nothing can return: the
     // waiting room tells everyone left that the sale is sold out.
@@ -265,16 +257,7 @@ async fn fifty_clients_ten_seats_exactly_ten_reservations(db: sqlx::PgPool) {
     app.eventually(
         "ten CONFIRMED bookings",
         Duration::from_secs(30),
-        || async {
-            sqlx::query_scalar::<_, i64>(
-                "select count(*) from bookings where sale_id = $1 and status = 'CONFIRMED'",
-            )
-            .bind(&sale)
-            .fetch_one(&db)
-            .await
-            .unwrap()
-                == SEATS as i64
-        },
+        || async { app.bookings(&sale, "CONFIRMED").await == SEATS as i64 },
     )
     .await;
     let rows: Vec<(String, i64)> =
