@@ -16,8 +16,6 @@ if holder then
 end
 local grace = tonumber(ARGV[3])
 if grace >= 0 then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('ZADD', KEYS[1], 'NX', now + grace, ARGV[1])
+  redis.call('ZADD', KEYS[1], 'NX', now_ms() + grace, ARGV[1])
 end
 return 1

@@ -1,5 +1,5 @@
 -- sale_lib: helpers shared by the waiting-room scripts of a sale's slot. The gateway prepends
--- this file to join, resume, advance and bury (as the booking service does with lib.lua), so
+-- this file to join, resume, leave, sweep, advance and bury (as the booking service does with lib.lua), so
 -- there is one definition of "now" and of closing the pre-queue.
 
 -- Milliseconds by Redis' clock: the one clock arming, opening and every deadline use, so

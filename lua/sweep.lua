@@ -11,8 +11,7 @@
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return -1
 end
-local t = redis.call('TIME')
-local deadline = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
+local deadline = now_ms() + tonumber(ARGV[2])
 local mine = ARGV[1] .. '/'
 local tickets = redis.call('SPOP', KEYS[2], tonumber(ARGV[3]))
 for _, ticket in ipairs(tickets) do

@@ -70,8 +70,12 @@ impl ResumeKey {
             .decode(mac)
             .map_err(|_| ResumeError::Invalid)?;
         // Verify before comparing sales: only a genuine token may learn which sale it is for.
-        let expected = self.mac(token_sale, ticket);
-        if mac.len() != MAC_BYTES || !constant_time_eq(&mac, &expected) {
+        if mac.len() != MAC_BYTES
+            || self
+                .hmac(token_sale, ticket)
+                .verify_truncated_left(&mac)
+                .is_err()
+        {
             return Err(ResumeError::Invalid);
         }
         if token_sale != sale {
@@ -80,18 +84,18 @@ impl ResumeKey {
         Ok(ticket)
     }
 
-    fn mac(&self, sale: &str, ticket: u64) -> [u8; MAC_BYTES] {
+    fn hmac(&self, sale: &str, ticket: u64) -> Hmac<Sha256> {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("any key length works");
         mac.update(sale.as_bytes());
         mac.update(b"\0");
         mac.update(&ticket.to_be_bytes());
-        let full = mac.finalize().into_bytes();
+        mac
+    }
+
+    fn mac(&self, sale: &str, ticket: u64) -> [u8; MAC_BYTES] {
+        let full = self.hmac(sale, ticket).finalize().into_bytes();
         full[..MAC_BYTES].try_into().expect("16 bytes")
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]

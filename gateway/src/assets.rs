@@ -88,6 +88,17 @@ impl Assets {
     }
 }
 
+/// Whether the request's `If-None-Match` names `etag` (or `*`): then the answer is a 304.
+pub(crate) fn etag_matches(if_none_match: Option<&HeaderValue>, etag: &str) -> bool {
+    if_none_match
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|list| {
+            list.split(',')
+                .map(|t| t.trim().trim_start_matches("W/"))
+                .any(|t| t == etag || t == "*")
+        })
+}
+
 /// The representation `headers` accept (brotli, gzip or plain), or a 304 if `If-None-Match`
 /// names its ETag, with `cache_control`.
 pub(crate) fn respond(asset: &Asset, headers: &HeaderMap, cache_control: &'static str) -> Response {
@@ -102,14 +113,7 @@ pub(crate) fn respond(asset: &Asset, headers: &HeaderMap, cache_control: &'stati
         Encoding::Identity => (asset.identity.clone(), "", None),
     };
     let etag = format!("\"{}{suffix}\"", asset.digest);
-    let revalidated = headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|list| {
-            list.split(',')
-                .map(|t| t.trim().trim_start_matches("W/"))
-                .any(|t| t == etag || t == "*")
-        });
+    let revalidated = etag_matches(headers.get(header::IF_NONE_MATCH), &etag);
     let mut response = if revalidated {
         StatusCode::NOT_MODIFIED.into_response()
     } else {

@@ -465,15 +465,7 @@ async fn static_headers(request: axum::extract::Request, next: axum::middleware:
     .concat();
     let digest = <sha2::Sha256 as sha2::Digest>::digest(&identity);
     let etag = format!("\"{}\"", hex::encode(&digest[..10]));
-    let matches = if_none_match
-        .as_ref()
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|list| {
-            list.split(',')
-                .map(|t| t.trim().trim_start_matches("W/"))
-                .any(|t| t == etag || t == "*")
-        });
-    if matches {
+    if assets::etag_matches(if_none_match.as_ref(), &etag) {
         response = StatusCode::NOT_MODIFIED.into_response();
     }
     let headers = response.headers_mut();

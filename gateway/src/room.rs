@@ -86,17 +86,17 @@ pub struct Scripts {
 
 impl Default for Scripts {
     fn default() -> Self {
-        // The scripts of the sale's slot share sale_lib.lua's helpers.
+        // The waiting room's scripts share sale_lib.lua's helpers.
         let with_lib =
             |body: &str| Script::new(&format!("{}{body}", include_str!("../../lua/sale_lib.lua")));
         Self {
             join: with_lib(include_str!("../../lua/join.lua")),
             resume: with_lib(include_str!("../../lua/resume.lua")),
-            leave: Script::new(include_str!("../../lua/leave.lua")),
+            leave: with_lib(include_str!("../../lua/leave.lua")),
             lease: Script::new(include_str!("../../lua/lease.lua")),
             advance: with_lib(include_str!("../../lua/advance.lua")),
             bury: with_lib(include_str!("../../lua/bury.lua")),
-            sweep: Script::new(include_str!("../../lua/sweep.lua")),
+            sweep: with_lib(include_str!("../../lua/sweep.lua")),
         }
     }
 }

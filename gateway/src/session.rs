@@ -187,7 +187,7 @@ impl Session {
         // values, because every idle session carries them.
         let mut shown: Option<Shown> = None;
         let mut pending: Option<Shown> = None;
-        let mut lowest_position = u64::MAX;
+        let mut standing = Standing::default();
         let mut next_position_at = Instant::now();
         // Armed only while something is pending, and boxed: a sleep is ~100 bytes that an idle
         // session need not carry.
@@ -206,7 +206,7 @@ impl Session {
                     }
                     let (step, now_beat) = {
                         let current = view.borrow_and_update();
-                        (self.step(&current, &mut lowest_position), current.beat)
+                        (self.step(&current, &mut standing), current.beat)
                     };
                     if now_beat != beat {
                         beat = now_beat;
@@ -256,14 +256,19 @@ impl Session {
     }
 
     /// What a new view means for this session.
-    fn step(&self, view: &RoomView, lowest_position: &mut u64) -> Step {
+    fn step(&self, view: &RoomView, standing: &mut Standing) -> Step {
         if !view.loaded {
             return Step::Wait;
         }
         if view.sold_out {
             return Step::SoldOut;
         }
-        match self.ctx.room.place(self.ticket) {
+        // The place never changes once drawn: evaluate the permutation (a few hashes) once per
+        // session, not on every view of every tick.
+        if standing.place == 0 {
+            standing.place = self.ctx.room.place(self.ticket).unwrap_or(0);
+        }
+        match Some(standing.place).filter(|p| *p > 0) {
             None => Step::Show(Shown::PreQueue {
                 size: view.issued,
                 opens_at_ms: view.opens_at_ms,
@@ -276,10 +281,11 @@ impl Session {
                 // Never up: a later view may briefly know fewer deaths than an earlier one (a
                 // catching-up gateway), and a resumed session starts from the frontier it saw.
                 let frontier = view.frontier.max(self.frontier_floor);
-                *lowest_position = (*lowest_position).min(self.ctx.room.position(place, frontier));
+                let lowest = standing.lowest.min(self.ctx.room.position(place, frontier));
+                standing.lowest = lowest;
                 Step::Show(Shown::Position {
-                    position: *lowest_position,
-                    eta_secs: view.eta_secs(*lowest_position, now_millis()),
+                    position: lowest,
+                    eta_secs: view.eta_secs(lowest, now_millis()),
                 })
             }
         }
@@ -430,6 +436,22 @@ async fn wait_for(sleep: &mut Option<Pin<Box<Sleep>>>) {
     match sleep {
         Some(sleep) => sleep.await,
         None => std::future::pending().await,
+    }
+}
+
+/// Where a session stands: its place once drawn (places start at 1; 0 is "not drawn yet"), and
+/// the lowest position computed so far. Plain integers: every idle session carries them.
+struct Standing {
+    place: u64,
+    lowest: u64,
+}
+
+impl Default for Standing {
+    fn default() -> Self {
+        Self {
+            place: 0,
+            lowest: u64::MAX,
+        }
     }
 }
 
