@@ -1,20 +1,37 @@
-// Floodgate's demo client: join the waiting room over WebSocket, wait, get admitted, reserve.
-// Query parameters: sale (required), api (booking API origin; default: this host, port 8081).
+// Floodgate's browser client: browse a sale's trains (static catalog JSON and cached seat counts),
+// wait in the waiting room over WebSocket, get admitted, reserve, pay, see the confirmation.
+// Query parameters: sale (none: the list of sales), api (the booking API's origin; default: this
+// host, port 8081). The protocol is docs/protocol.md.
 "use strict";
 
 const params = new URLSearchParams(location.search);
 const sale = params.get("sale");
 const api = params.get("api") || `${location.protocol}//${location.hostname}:8081`;
 const $ = (id) => document.getElementById(id);
+const enc = encodeURIComponent;
 
-let firstPosition = null;
-let token = null;
-let maxSeats = 1;
-let attempt = 0;
-let opensAt = 0;
-// The resume token keeps this tab's place across reconnects (and reloads, via sessionStorage).
+// Survive a reload: the resume token keeps the place in line, the hold keeps the reservation.
 const resumeKey = `floodgate:resume:${sale}`;
-let resume = sessionStorage.getItem(resumeKey);
+const holdKey = `floodgate:hold:${sale}`;
+
+const state = {
+  catalog: null, // the sale's catalog (trains, classes, pools, fares), or null if unpublished
+  counts: new Map(), // pool id -> live counts from seats.json
+  countsAt: 0,
+  mode: "browse", // browse | queued | choose | held | done | over
+  resume: sessionStorage.getItem(resumeKey),
+  token: null,
+  tokenExpires: 0,
+  maxSeats: 1,
+  opensAt: 0,
+  firstPosition: null,
+  attempt: 0,
+  spoken: { position: null, at: 0 },
+};
+
+// ---- small helpers -------------------------------------------------------------------------
+
+function show(id, visible) { $(id).hidden = !visible; }
 
 function setStatus(text, cls) {
   const el = $("status");
@@ -22,193 +39,577 @@ function setStatus(text, cls) {
   el.className = "status " + (cls || "");
 }
 
+// Polite announcements for screen readers; `urgent` ones interrupt (admission, expiry).
+function announce(text, urgent) {
+  const el = urgent ? $("alert") : $("announce");
+  el.textContent = "";
+  // A fresh text node after a tick, so the same words twice are still read.
+  setTimeout(() => { el.textContent = text; }, 50);
+}
+
+function clock(ms) {
+  const s = Math.max(0, Math.ceil(ms / 1000));
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const sec = String(s % 60).padStart(2, "0");
+  return h > 0 ? `${h}:${String(m).padStart(2, "0")}:${sec}` : `${m}:${sec}`;
+}
+
+function aboutSecs(s) {
+  if (s < 60) return "less than a minute";
+  const m = Math.round(s / 60);
+  if (m < 60) return m === 1 ? "about a minute" : `about ${m} minutes`;
+  return `about ${Math.floor(m / 60)} h ${m % 60} min`;
+}
+
+function money(minor, currency) {
+  try {
+    return new Intl.NumberFormat(undefined, { style: "currency", currency, maximumFractionDigits: minor % 100 ? 2 : 0 }).format(minor / 100);
+  } catch {
+    return `${(minor / 100).toFixed(2)} ${currency}`;
+  }
+}
+
+function day(date) {
+  const d = new Date(`${date}T00:00:00`);
+  return isNaN(d) ? date : d.toLocaleDateString(undefined, { weekday: "short", day: "numeric", month: "short" });
+}
+
+function el(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text != null) node.textContent = text;
+  return node;
+}
+
+function poolInfo(id) {
+  const pool = state.catalog?.pools.find((p) => p.id === id);
+  if (!pool) return { id, title: id, cls: id };
+  const train = state.catalog.trains.find((t) => t.id === pool.train);
+  const cls = state.catalog.classes.find((c) => c.code === pool.class);
+  return {
+    ...pool,
+    title: train ? `${train.name} (${train.id})` : pool.train,
+    route: train ? `${train.origin} ${train.departs} → ${train.destination} ${train.arrives}, ${day(pool.date)}` : day(pool.date),
+    cls: cls ? `${cls.name} (${cls.code})` : pool.class,
+  };
+}
+
+// Rows of [term, value, class of the value].
+function fillSummary(dl, rows) {
+  dl.innerHTML = "";
+  for (const [term, value, cls] of rows) {
+    dl.appendChild(el("dt", null, term));
+    dl.appendChild(el("dd", cls, value));
+  }
+}
+
+// ---- the list of sales (no sale given) -------------------------------------------------------
+
+async function showSales() {
+  show("sales-view", true);
+  document.title = "Upcoming openings · Floodgate";
+  $("draw-link").removeAttribute("href");
+  const list = $("sales");
+  try {
+    const index = await (await fetch("/data/sales/index.json")).json();
+    if (!index.sales.length) list.appendChild(el("li", "muted", "No sales are scheduled right now."));
+    for (const s of index.sales) {
+      const li = el("li", "card sale");
+      const a = el("a", null, s.name);
+      a.href = `/?sale=${enc(s.sale)}${params.get("api") ? `&api=${enc(api)}` : ""}`;
+      li.appendChild(a);
+      li.appendChild(el("span", "muted", `Opens ${new Date(s.opens_at_ms).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" })}`));
+      list.appendChild(li);
+    }
+  } catch {
+    list.appendChild(el("li", "muted", "The list of sales could not be loaded. Try again in a moment."));
+  }
+}
+
+// ---- the train list --------------------------------------------------------------------------
+
+async function loadCatalog() {
+  try {
+    const response = await fetch(`/data/sales/${enc(sale)}.json`);
+    if (response.ok) state.catalog = await response.json();
+  } catch { /* the waiting room works without the catalog */ }
+  if (state.catalog) {
+    $("sale-name").textContent = state.catalog.name;
+    document.title = `${state.catalog.name} · Floodgate`;
+    state.opensAt = state.catalog.opens_at_ms;
+    state.maxSeats = state.catalog.max_seats_per_booking;
+  } else {
+    $("sale-name").textContent = sale;
+  }
+}
+
+function renderTrains() {
+  const list = $("trains");
+  list.innerHTML = "";
+  if (!state.catalog) {
+    list.appendChild(el("li", "muted", "The timetable is not available right now; you can still queue and book."));
+    return;
+  }
+  const bookable = state.mode === "choose";
+  for (const train of state.catalog.trains) {
+    const pools = state.catalog.pools.filter((p) => p.train === train.id);
+    const li = el("li", "card train");
+    const head = el("div", "train-head");
+    head.appendChild(el("h3", null, train.name));
+    head.appendChild(el("span", "number", train.id));
+    li.appendChild(head);
+    const route = el("div", "route");
+    const from = el("div", "stop");
+    from.appendChild(el("strong", null, train.departs));
+    from.appendChild(el("span", null, train.origin));
+    const to = el("div", "stop end");
+    to.appendChild(el("strong", null, train.arrives));
+    to.appendChild(el("span", null, train.destination));
+    route.appendChild(from);
+    const line = el("div", "line");
+    line.appendChild(el("span", null, pools[0] ? day(pools[0].date) : ""));
+    route.appendChild(line);
+    route.appendChild(to);
+    li.appendChild(route);
+    const classes = el("ul", "classes");
+    for (const pool of pools) {
+      const info = poolInfo(pool.id);
+      const row = el("li", "class");
+      const name = el("div", "class-name");
+      name.appendChild(el("strong", null, info.cls));
+      name.appendChild(el("span", "muted small", `${pool.quota === "TQ" ? "Tatkal" : pool.quota} quota`));
+      row.appendChild(name);
+      row.appendChild(el("span", "fare", money(pool.fare_minor, pool.currency)));
+      const avail = el("span", "avail");
+      avail.dataset.pool = pool.id;
+      row.appendChild(avail);
+      if (bookable) {
+        const button = el("button", "book", "Book");
+        button.dataset.pool = pool.id;
+        button.setAttribute("aria-label", `Book ${info.cls} on ${train.name}, ${money(pool.fare_minor, pool.currency)} per seat`);
+        button.onclick = () => reserve(pool.id, button);
+        row.appendChild(button);
+      }
+      classes.appendChild(row);
+    }
+    li.appendChild(classes);
+    list.appendChild(li);
+  }
+  paintCounts();
+}
+
+// Seat counts are rough (a second or two old, cached by the CDN): for display, never a promise.
+function paintCounts() {
+  const open = Date.now() >= state.opensAt;
+  for (const node of document.querySelectorAll(".avail")) {
+    const pool = state.catalog.pools.find((p) => p.id === node.dataset.pool);
+    const c = state.counts.get(node.dataset.pool);
+    let text, cls;
+    if (!c) { text = `${pool.capacity} seats`; cls = ""; }
+    else if (c.available == null) { text = "Unavailable"; cls = "warn"; }
+    else if (!open) { text = `${c.capacity} seats`; cls = ""; }
+    else if (c.available > 5) { text = `${c.available} available`; cls = "ok"; }
+    else if (c.available > 0) { text = `Only ${c.available} left`; cls = "low"; }
+    else if (c.held > 0) { text = "All held · may return"; cls = "low"; }
+    else { text = "Sold out"; cls = "gone"; }
+    node.textContent = text;
+    node.className = `avail ${cls}`;
+    const button = document.querySelector(`button.book[data-pool="${CSS.escape(node.dataset.pool)}"]`);
+    if (button && c && c.available === 0 && c.held === 0) button.disabled = true;
+  }
+  if (state.countsAt) $("counts-age").textContent = `Seats as of ${new Date(state.countsAt).toLocaleTimeString()}`;
+}
+
+async function refreshCounts() {
+  if (document.visibilityState === "visible" && state.catalog && !["done", "over"].includes(state.mode)) {
+    try {
+      const response = await fetch(state.catalog.seats_url || `/v1/sales/${enc(sale)}/seats.json`);
+      if (response.ok) {
+        const seats = await response.json();
+        for (const p of seats.pools) state.counts.set(p.pool, p);
+        state.countsAt = seats.at_ms;
+        paintCounts();
+      }
+    } catch { /* keep the last counts */ }
+  }
+  // Faster while choosing a class, gentle while browsing or waiting (the CDN serves these).
+  setTimeout(refreshCounts, state.mode === "choose" ? 2000 : 10000);
+}
+
+function tickOpening() {
+  const left = state.opensAt - Date.now();
+  const at = new Date(state.opensAt).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" });
+  if (!state.opensAt) $("opening").textContent = "";
+  else if (left > 0) {
+    $("sale-kind").textContent = "Booking opens";
+    $("opening").textContent = `at ${at} · in ${clock(left)}`;
+  } else {
+    $("sale-kind").textContent = "Booking is open";
+    $("opening").textContent = `since ${at}`;
+  }
+  // Counts read differently once the sale is open (capacity before, what is left after).
+  if (state.catalog && state.mode !== "held") paintCounts();
+  setTimeout(tickOpening, 1000 - (Date.now() % 1000));
+}
+
+// ---- the waiting room ------------------------------------------------------------------------
+
+function join() {
+  state.mode = "queued";
+  state.firstPosition = null;
+  state.spoken = { position: null, at: 0 };
+  show("join-box", false);
+  setStatus("Joining the queue…");
+  connect();
+}
+
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
-  let url = `${scheme}://${location.host}/ws?sale=${encodeURIComponent(sale)}`;
-  if (resume) url += `&resume=${encodeURIComponent(resume)}`;
+  let url = `${scheme}://${location.host}/ws?sale=${enc(sale)}`;
+  if (state.resume) url += `&resume=${enc(state.resume)}`;
   const ws = new WebSocket(url);
   let opened = false;
   ws.onopen = () => { opened = true; };
   ws.onmessage = (event) => {
-    attempt = 0;
+    state.attempt = 0;
     const msg = JSON.parse(event.data);
-    switch (msg.type) {
-      case "ticket": {
-        resume = msg.resume_token;
-        sessionStorage.setItem(resumeKey, resume);
-        $("ticket").textContent = msg.ticket;
-        $("queue").hidden = false;
-        opensAt = msg.opens_at_ms;
-        const opens = new Date(msg.opens_at_ms);
-        if (opens > new Date()) setStatus(`In the waiting room. Booking opens at ${opens.toLocaleTimeString()}.`);
-        else setStatus("In the queue.");
-        break;
-      }
-      case "pre_queue": {
-        $("position").textContent = "–";
-        $("eta").textContent = `${msg.size.toLocaleString()} people in the pre-queue. At the opening everyone here gets a random place.`;
-        break;
-      }
-      case "position": {
-        if (firstPosition === null || msg.position > firstPosition) firstPosition = msg.position;
-        $("position").textContent = msg.position.toLocaleString();
-        const done = firstPosition > 1 ? Math.round(100 * (firstPosition - msg.position) / (firstPosition - 1)) : 100;
-        $("bar-fill").style.width = `${done}%`;
-        document.querySelector(".bar").setAttribute("aria-valuenow", String(done));
-        $("eta").textContent = msg.eta_secs != null
-          ? `About ${formatSecs(msg.eta_secs)} to go.`
-          : Date.now() >= opensAt
-            ? "Admission is paused for a moment. You keep your place."
-            : "Waiting for the opening.";
-        setStatus(`Your place in line: ${msg.position.toLocaleString()}.`);
-        break;
-      }
-      case "admitted":
-        token = msg.token;
-        maxSeats = msg.max_seats;
-        $("queue").hidden = true;
-        setStatus("It's your turn. Pick a class to reserve.", "ok");
-        showPools(new Date(msg.expires_at_ms));
-        break;
-      case "sold_out":
-        $("queue").hidden = true;
-        setStatus("Sorry, everything has been sold.", "warn");
-        break;
-    }
+    if (msg.type === "ticket") onTicket(msg);
+    else if (msg.type === "pre_queue") onPreQueue(msg);
+    else if (msg.type === "position") onPosition(msg);
+    else if (msg.type === "admitted") onAdmitted(msg);
+    else if (msg.type === "sold_out") soldOut();
   };
   ws.onclose = (event) => {
-    if (token || event.code === 1000) return;
+    if (state.mode !== "queued" || event.code === 1000) return;
     if (event.code === 4410) {
       sessionStorage.removeItem(resumeKey);
-      if (event.reason !== "sold out") setStatus("Your admission expired unused.", "warn");
+      if (event.reason === "sold out") soldOut();
+      else over("Your turn passed without a booking. You can join the queue again.", true);
       return;
     }
-    if (event.code === 4404) { setStatus("This sale does not exist or is not open for queueing.", "warn"); return; }
+    if (event.code === 4404) { over("This sale does not exist or is not open for queueing.", false); return; }
     if (event.code === 1012 && event.reason) {
-      // The gateway is draining and handed us our resume token: come back after a short, random delay.
-      resume = event.reason;
+      // The gateway is draining and handed over our resume token: come back after a short,
+      // random delay so thousands of clients do not return in the same millisecond.
+      state.resume = event.reason;
       setTimeout(connect, Math.random() * 2000);
       return;
     }
     // A socket refused before it opened may be a dead ticket (410) or a bad token: after a few
     // failures with the token, start afresh without it.
-    if (!opened && resume && attempt >= 5) { resume = null; sessionStorage.removeItem(resumeKey); }
-    setStatus("Connection lost, reconnecting…", "warn");
+    if (!opened && state.resume && state.attempt >= 5) { state.resume = null; sessionStorage.removeItem(resumeKey); }
+    setStatus("Connection lost. Reconnecting; you keep your place…", "warn");
     // Exponential back-off with jitter (docs/protocol.md 1.5), so a restart is not a reconnect storm.
-    const delay = Math.min(30000, 500 * 2 ** attempt) * (0.5 + Math.random() / 2);
-    attempt += 1;
+    const delay = Math.min(30000, 500 * 2 ** state.attempt) * (0.5 + Math.random() / 2);
+    state.attempt += 1;
     setTimeout(connect, delay);
   };
 }
 
-function formatSecs(s) {
-  if (s < 60) return `${s} s`;
-  const m = Math.round(s / 60);
-  return m < 60 ? `${m} min` : `${Math.floor(m / 60)} h ${m % 60} min`;
+function onTicket(msg) {
+  state.mode = "queued";
+  state.resume = msg.resume_token;
+  sessionStorage.setItem(resumeKey, state.resume);
+  state.opensAt = msg.opens_at_ms;
+  $("ticket").textContent = msg.ticket;
+  show("join-box", false);
+  show("queue", true);
+  $("panel-title").textContent = "You are in the queue";
+  if (msg.opens_at_ms > Date.now()) {
+    setStatus(`You are in. Booking opens at ${new Date(msg.opens_at_ms).toLocaleTimeString()}.`);
+    announce("You are in the waiting room. Your place is drawn when booking opens.");
+  } else {
+    setStatus("You are in the queue.");
+  }
 }
 
-async function showPools(expiry) {
-  $("token-expiry").textContent = expiry.toLocaleTimeString();
+function onPreQueue(msg) {
+  $("position").textContent = "Drawn at the opening";
+  $("position").classList.add("pending");
+  const others = msg.size - 1;
+  $("eta").textContent = others > 0
+    ? `You and ${others.toLocaleString()} ${others === 1 ? "other person are" : "others are"} waiting for the opening. Then everyone here gets a random place in line, by a lottery anyone can check.`
+    : "You are the first here. At the opening, everyone who is here gets a random place in line, by a lottery anyone can check.";
+}
+
+function onPosition(msg) {
+  const position = msg.position;
+  if (state.firstPosition === null || position > state.firstPosition) state.firstPosition = position;
+  $("position").textContent = position.toLocaleString();
+  $("position").classList.remove("pending");
+  const done = state.firstPosition > 1 ? Math.round(100 * (state.firstPosition - position) / (state.firstPosition - 1)) : 100;
+  $("bar-fill").style.width = `${done}%`;
+  $("bar").setAttribute("aria-valuenow", String(done));
+  let eta;
+  if (msg.eta_secs != null) eta = `Estimated wait: ${aboutSecs(msg.eta_secs)}.`;
+  else if (Date.now() >= state.opensAt) eta = "Admission is paused for a moment. You keep your place.";
+  else eta = "Waiting for the opening.";
+  $("eta").textContent = eta;
+  setStatus(position === 1 ? "You are next." : `${(position - 1).toLocaleString()} ${position === 2 ? "person is" : "people are"} ahead of you.`);
+  document.title = `(${position.toLocaleString()}) ${state.catalog?.name ?? "Waiting"} · Floodgate`;
+  // Speak the place when it first arrives, then when it has moved a good deal (a tenth) and at
+  // least 20 s have passed, and at every step of the last ten: often enough to follow, never a
+  // stream of numbers.
+  const last = state.spoken.position;
+  const moved = last === null || (last - position) >= Math.max(1, last / 10);
+  if (last === null || (moved && Date.now() - state.spoken.at >= 20000) || (position <= 10 && position < last)) {
+    state.spoken = { position, at: Date.now() };
+    announce(`Your place in line: ${position}. ${eta}`);
+  }
+}
+
+function onAdmitted(msg) {
+  state.mode = "choose";
+  state.token = msg.token;
+  state.tokenExpires = msg.expires_at_ms;
+  state.maxSeats = msg.max_seats;
+  // Admission means the sale is open, whatever this device's clock says.
+  state.opensAt = Math.min(state.opensAt, Date.now());
+  show("join-box", false);
+  show("queue", false);
+  show("choose", true);
+  $("panel-title").textContent = "It's your turn";
+  setStatus("Pick a train and class below to hold your seats.", "ok");
+  document.title = `Your turn · ${state.catalog?.name ?? "Floodgate"}`;
+  announce("It's your turn. Choose a train and class to book.", true);
   const seats = $("seats");
   seats.innerHTML = "";
-  for (let n = 1; n <= maxSeats; n++) seats.add(new Option(String(n), String(n)));
-  $("booking").hidden = false;
-  const summary = await (await fetch(`/v1/sales/${encodeURIComponent(sale)}`)).json();
-  const list = $("pools");
+  for (let n = 1; n <= state.maxSeats; n++) seats.add(new Option(String(n), String(n)));
+  if (state.catalog) renderTrains();
+  else showBarePools();
+  $("trains-title").scrollIntoView({ behavior: "smooth", block: "start" });
+  tickPass();
+  refreshCountsSoon();
+}
+
+function refreshCountsSoon() {
+  if (state.catalog) fetch(state.catalog.seats_url).then((r) => r.json()).then((seats) => {
+    for (const p of seats.pools) state.counts.set(p.pool, p);
+    state.countsAt = seats.at_ms;
+    paintCounts();
+  }).catch(() => {});
+}
+
+// Without a published catalog, the gateway's summary still names the pools.
+async function showBarePools() {
+  const summary = await (await fetch(`/v1/sales/${enc(sale)}`)).json();
+  const list = $("trains");
   list.innerHTML = "";
   for (const pool of summary.pools) {
-    const li = document.createElement("li");
-    const button = document.createElement("button");
-    button.textContent = describePool(pool);
+    const li = el("li", "card class");
+    li.appendChild(el("strong", null, pool));
+    const button = el("button", "book", "Book");
+    button.dataset.pool = pool;
     button.onclick = () => reserve(pool, button);
     li.appendChild(button);
     list.appendChild(li);
   }
 }
 
-// Pool ids read TRAIN-DATE-CLASS-QUOTA in the demo catalog.
-function describePool(id) {
-  const [train, date, cls, quota] = id.split("-");
-  return cls ? `Train ${train} · ${date} · class ${cls} · quota ${quota}` : id;
+function tickPass() {
+  if (state.mode !== "choose") return;
+  const left = state.tokenExpires - Date.now();
+  $("pass-left").textContent = clock(left);
+  if (left <= 0) { over("Your turn passed without a booking. You can join the queue again.", true); return; }
+  setTimeout(tickPass, 1000 - (Date.now() % 1000));
 }
 
-async function reserve(pool, button, key = crypto.randomUUID()) {
-  button.disabled = true;
-  const response = await fetch(`${api}/v1/sales/${encodeURIComponent(sale)}/reservations`, {
-    method: "POST",
-    headers: { "Content-Type": "application/json", Authorization: `Bearer ${token}`, "Idempotency-Key": key },
-    body: JSON.stringify({ pool, seats: Number($("seats").value) }),
-  });
-  const body = await response.json();
-  if (response.status === 201) return showHold(body);
-  if (response.status === 503) {
-    // Retry with the same key: the answer, when it comes, is the one decision.
-    const wait = Number(response.headers.get("Retry-After") || "1") * 1000;
-    setStatus("Busy, retrying…");
-    return setTimeout(() => reserve(pool, button, key), wait);
+function soldOut() {
+  over("Sorry, every seat has been sold. Seats from unpaid holds may come back: this page shows them.", true);
+  $("panel-title").textContent = "Sold out";
+}
+
+function over(text, canRejoin) {
+  state.mode = "over";
+  sessionStorage.removeItem(resumeKey);
+  state.resume = null;
+  for (const id of ["queue", "choose", "hold"]) show(id, false);
+  setStatus(text, "warn");
+  announce(text, true);
+  if (canRejoin) {
+    $("join").textContent = "Join the queue again";
+    show("join-box", true);
+    state.mode = "browse";
   }
+  renderTrains();
+}
+
+// ---- reserve, hold, pay ------------------------------------------------------------------------
+
+async function reserve(pool, button, key = crypto.randomUUID()) {
+  for (const b of document.querySelectorAll("button.book")) b.disabled = true;
+  button.textContent = "Holding…";
+  const retry = (ms) => setTimeout(() => reserve(pool, button, key), ms);
+  let response, body;
+  try {
+    response = await fetch(`${api}/v1/sales/${enc(sale)}/reservations`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Authorization: `Bearer ${state.token}`, "Idempotency-Key": key },
+      body: JSON.stringify({ pool, seats: Number($("seats").value) }),
+    });
+    body = await response.json();
+  } catch {
+    // No answer: the same key again is safe, it gets the one decision.
+    setStatus("Network trouble, retrying…", "warn");
+    return retry(1000);
+  }
+  if (response.status === 201) {
+    sessionStorage.setItem(holdKey, JSON.stringify(body));
+    return showHold(body);
+  }
+  if (response.status === 503) {
+    setStatus("Very busy, retrying…", "warn");
+    return retry(Number(response.headers.get("Retry-After") || "1") * 1000);
+  }
+  for (const b of document.querySelectorAll("button.book")) b.disabled = false;
+  button.textContent = "Book";
   if (body.error === "sold_out") {
-    button.textContent += " — sold out";
-    setStatus(body.message + " Try another class.", "warn");
+    button.disabled = true;
+    button.textContent = "Sold out";
+    setStatus("Not enough seats left in that class. Try another one.", "warn");
+    announce("Not enough seats left in that class. Try another one.", true);
     return;
   }
+  if (body.error === "token_expired") return over("Your turn passed without a booking. You can join the queue again.", true);
   setStatus(body.message || "The reservation failed.", "warn");
-  button.disabled = false;
 }
 
 function showHold(body) {
-  $("booking").hidden = true;
-  const result = $("result");
-  result.hidden = false;
-  result.innerHTML = "";
-  const p = document.createElement("p");
-  p.innerHTML = `<strong class="ok">Reserved ${body.seats} seat(s)</strong> in <code></code>. Reservation <code></code>.`;
-  p.querySelectorAll("code")[0].textContent = body.pool;
-  p.querySelectorAll("code")[1].textContent = body.reservation_id;
-  result.appendChild(p);
-  const timer = document.createElement("p");
-  timer.setAttribute("aria-live", "polite");
-  result.appendChild(timer);
-  const pay = document.createElement("button");
-  pay.textContent = "Pay now";
-  pay.className = "primary";
-  result.appendChild(pay);
-  let settled = false;
+  state.mode = "held";
+  const info = poolInfo(body.pool);
+  show("join-box", false);
+  show("queue", false);
+  show("choose", false);
+  show("hold", true);
+  $("trains").closest("section").hidden = true;
+  $("panel-title").textContent = "Your seats are held";
+  document.title = `Seats held · ${state.catalog?.name ?? "Floodgate"}`;
+  const total = info.fare_minor != null ? money(info.fare_minor * body.seats, info.currency) : null;
+  fillSummary($("hold-summary"), [
+    ["Train", info.title],
+    ...(info.route ? [["Journey", info.route]] : []),
+    ["Class", info.cls],
+    ["Passengers", String(body.seats)],
+    ...(total ? [["Total", total]] : []),
+  ]);
+  $("pay").textContent = total ? `Pay ${total}` : "Pay";
+  setStatus("Pay now to make them yours.", "ok");
+  announce(`Seats held. You have ${aboutSecs((body.hold_expires_at_ms - Date.now()) / 1000)} to pay.`, true);
+  const span = body.hold_expires_at_ms - body.reserved_at_ms;
+  let warned = false;
   const tick = () => {
-    if (settled) return;
-    const left = Math.max(0, Math.round((body.hold_expires_at_ms - Date.now()) / 1000));
-    timer.textContent = left > 0 ? `Held for you for ${formatSecs(left)} more. Pay before then.` : "The hold has lapsed.";
-    if (left > 0) setTimeout(tick, 1000);
+    if (state.mode !== "held") return;
+    const left = body.hold_expires_at_ms - Date.now();
+    $("hold-left").textContent = clock(left);
+    $("hold-fill").style.width = `${Math.max(0, (100 * left) / span)}%`;
+    $("hold-left").classList.toggle("low", left < 60000);
+    if (!warned && left < 60000 && left > 0) { warned = true; announce("One minute left to pay.", true); }
+    if (left <= 0) {
+      $("hold-note").textContent = "The time is up. Checking with the booking service…";
+      return;
+    }
+    setTimeout(tick, 1000 - (Date.now() % 1000));
   };
   tick();
-  setStatus("Seats held.", "ok");
-  const reservationUrl = `${api}/v1/sales/${encodeURIComponent(sale)}/reservations/${encodeURIComponent(body.reservation_id)}`;
+  const url = `${api}/v1/sales/${enc(sale)}/reservations/${enc(body.reservation_id)}`;
   const auth = { Authorization: `Bearer ${body.secret}` };
-  pay.onclick = async () => {
-    pay.disabled = true;
-    const started = await fetch(`${reservationUrl}/payment`, { method: "POST", headers: auth });
-    const payment = await started.json();
-    if (!started.ok) { setStatus(payment.message, "warn"); pay.disabled = false; return; }
-    window.open(payment.checkout_url, "_blank");
-    setStatus("Complete the payment in the new tab…");
-    // The outcome arrives by webhook; watch the reservation until it settles.
-    const watch = async () => {
-      const view = await (await fetch(reservationUrl, { headers: auth })).json();
-      if (view.status === "held") return setTimeout(watch, 1000);
-      settled = true;
-      pay.hidden = true;
-      const done = { confirmed: ["Booked! Your seats are confirmed.", "ok"], cancelled: ["The payment failed; the seats were released.", "warn"], expired: ["The hold lapsed before the payment arrived; any money taken is refunded.", "warn"] };
-      const [text, cls] = done[view.status] || [`Reservation ${view.status}.`, "warn"];
-      timer.textContent = "";
-      setStatus(text, cls);
-    };
-    watch();
-  };
+  $("pay").onclick = () => pay(url, auth);
+  watch(url, auth);
 }
 
-if (!sale) {
-  setStatus("No sale given: open this page as /?sale=<sale id>.", "warn");
-} else {
-  $("sale-id").textContent = sale;
-  connect();
+async function pay(url, auth) {
+  $("pay").disabled = true;
+  try {
+    const started = await fetch(`${url}/payment`, { method: "POST", headers: auth });
+    const payment = await started.json();
+    if (!started.ok) { setStatus(payment.message, "warn"); $("pay").disabled = false; return; }
+    window.open(payment.checkout_url, "_blank");
+    setStatus("Complete the payment in the new tab. This page updates by itself.");
+  } catch {
+    setStatus("Could not reach the payment service. Try again.", "warn");
+    $("pay").disabled = false;
+  }
 }
+
+// The outcome (payment or expiry) is decided on the server: follow the reservation until it
+// settles. The provider's webhook, not this page, confirms a payment.
+async function watch(url, auth) {
+  let view = null;
+  try {
+    const response = await fetch(url, { headers: auth });
+    if (response.ok) view = await response.json();
+  } catch { /* try again */ }
+  if (!view || view.status === "held") { setTimeout(() => watch(url, auth), 1500); return; }
+  sessionStorage.removeItem(holdKey);
+  sessionStorage.removeItem(resumeKey);
+  state.resume = null;
+  settle(view);
+}
+
+function settle(view) {
+  state.mode = view.status === "confirmed" ? "done" : "over";
+  for (const id of ["join-box", "queue", "choose", "hold"]) show(id, false);
+  const info = poolInfo(view.pool);
+  if (view.status === "confirmed") {
+    show("done", true);
+    $("panel-title").textContent = "Booking confirmed";
+    document.title = `Booking confirmed · ${state.catalog?.name ?? "Floodgate"}`;
+    $("trains").closest("section").hidden = true;
+    setStatus("Your seats are confirmed. Keep the reference below: it is your booking.", "ok");
+    announce("Booking confirmed.", true);
+    fillSummary($("done-summary"), [
+      ["Reference", view.reservation_id, "mono"],
+      ["Train", info.title],
+      ...(info.route ? [["Journey", info.route]] : []),
+      ["Class", info.cls],
+      ["Passengers", String(view.seats)],
+      ["Paid", money(view.amount_minor, view.currency)],
+      ["Payment", view.payment_id, "mono"],
+    ]);
+    return;
+  }
+  const texts = {
+    expired: "The hold expired before a payment arrived, and the seats went back on sale. Any money taken is refunded automatically.",
+    cancelled: "The payment did not go through, so the seats were released.",
+    aborted: "The reservation could not be recorded and was withdrawn. Nothing was charged.",
+  };
+  $("panel-title").textContent = view.status === "expired" ? "Hold expired" : "Not booked";
+  const text = texts[view.status] || `Reservation ${view.status}.`;
+  setStatus(text, "warn");
+  announce(text, true);
+  $("trains").closest("section").hidden = false;
+  // Seats may be left: a new place in line can still get one.
+  $("join").textContent = "Join the queue again";
+  show("join-box", true);
+  state.mode = "browse";
+  renderTrains();
+}
+
+// ---- start -----------------------------------------------------------------------------------
+
+async function start() {
+  if (!sale) { showSales(); return; }
+  show("sale-view", true);
+  $("draw-link").href = `/v1/sales/${enc(sale)}/draw`;
+  $("join").onclick = join;
+  await loadCatalog();
+  tickOpening();
+  renderTrains();
+  refreshCounts();
+  const held = sessionStorage.getItem(holdKey);
+  if (held) {
+    showHold(JSON.parse(held));
+  } else if (state.resume) {
+    // Back after a reload: take the place in line up again.
+    show("join-box", false);
+    setStatus("Taking your place in line back…");
+    state.mode = "queued";
+    connect();
+  } else {
+    setStatus(state.catalog ? "Browse the trains, then join the queue." : "Join the queue to book.");
+    show("join-box", true);
+  }
+}
+
+start();

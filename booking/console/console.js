@@ -25,7 +25,9 @@ function plot(series, value) {
   const points = (history[series] = (history[series] || []).concat([value]).slice(-HISTORY));
   const max = Math.max(1, ...points);
   const svg = document.querySelector(`svg[data-series="${series}"] polyline`);
-  svg.setAttribute("points", points.map((v, i) => `${(i * 120) / (HISTORY - 1)},${40 - (v / max) * 38}`).join(" "));
+  // The line spans the chart's width whatever the number of samples (up to two minutes' worth).
+  const step = 120 / Math.max(1, points.length - 1);
+  svg.setAttribute("points", points.map((v, i) => `${i * step},${40 - (v / max) * 38}`).join(" "));
 }
 
 function show(f) {

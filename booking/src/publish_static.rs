@@ -64,16 +64,53 @@ pub async fn catalog(db: &PgPool, sale: &str) -> anyhow::Result<Value> {
     }))
 }
 
-/// Writes `<out>/data/sales/<sale>.json` and its `.gz` and `.br` siblings (each written to a
-/// temporary name and renamed, so a reader never sees half a file). Returns the JSON's path.
+/// The list of sales a visitor can pick from: every armed sale that opens later or opened within
+/// the last day, soonest first.
+pub async fn sales_index(db: &PgPool) -> anyhow::Result<Value> {
+    let sales: Vec<(String, String, OffsetDateTime)> = sqlx::query_as(
+        "select id, name, opens_at from sales
+         where armed_at is not null and opens_at > now() - interval '1 day'
+         order by opens_at, id limit 100",
+    )
+    .fetch_all(db)
+    .await?;
+    let mut listed = Vec::with_capacity(sales.len());
+    for (id, name, opens_at) in sales {
+        listed.push(json!({
+            "sale": id,
+            "name": name,
+            "opens_at": opens_at.format(&Rfc3339)?,
+            "opens_at_ms": (opens_at.unix_timestamp_nanos() / 1_000_000) as i64,
+            "catalog_url": format!("/data/sales/{id}.json"),
+        }));
+    }
+    Ok(json!({ "sales": listed }))
+}
+
+/// Writes `<out>/data/sales/<sale>.json` and refreshes `<out>/data/sales/index.json`, each with
+/// `.gz` and `.br` siblings (every file written to a temporary name and renamed, so a reader
+/// never sees half a file). Returns the sale's JSON path.
 pub async fn publish(db: &PgPool, sale: &str, out: &Path) -> anyhow::Result<PathBuf> {
+    // The index shares the folder; a sale of that name would be overwritten by it.
+    anyhow::ensure!(
+        sale != "index",
+        "a sale called \"index\" cannot be published"
+    );
     let body = serde_json::to_vec_pretty(&catalog(db, sale).await?)?;
     let dir = out.join("data").join("sales");
     std::fs::create_dir_all(&dir)?;
     let path = dir.join(format!("{sale}.json"));
-    write_atomically(&path, &body)?;
+    write_compressed(&path, &body)?;
+    let index = serde_json::to_vec_pretty(&sales_index(db).await?)?;
+    write_compressed(&dir.join("index.json"), &index)?;
+    Ok(path)
+}
+
+/// `path` and its gzip and brotli siblings, as a precompressing static server expects them.
+fn write_compressed(path: &Path, body: &[u8]) -> anyhow::Result<()> {
+    write_atomically(path, body)?;
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-    gz.write_all(&body)?;
+    gz.write_all(body)?;
     write_atomically(&path.with_extension("json.gz"), &gz.finish()?)?;
     let mut br = Vec::new();
     let params = brotli::enc::BrotliEncoderParams {
@@ -82,7 +119,7 @@ pub async fn publish(db: &PgPool, sale: &str, out: &Path) -> anyhow::Result<Path
     };
     brotli::BrotliCompress(&mut &body[..], &mut br, &params)?;
     write_atomically(&path.with_extension("json.br"), &br)?;
-    Ok(path)
+    Ok(())
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

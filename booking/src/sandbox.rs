@@ -341,9 +341,22 @@ async fn checkout_page(State(sandbox): State<Sandbox>, Path(id): Path<String>) -
     let id = serde_json::to_string(&id).expect("string serialises");
     Html(format!(
         r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Sandbox checkout</title><style>body{{font:16px system-ui;max-width:28rem;margin:3rem auto;padding:0 1rem}}button{{font:inherit;padding:.6rem 1.2rem;margin-right:.5rem}}</style></head>
-<body><h1>Sandbox checkout</h1><p>Pay <strong>{amount}</strong> for reservation <code>{reference}</code>.</p>
-<p><button id="pay">Pay</button><button id="decline">Decline</button></p><p id="out" role="status"></p>
+<title>Sandbox checkout</title><style>
+body{{margin:0;font:16px/1.5 system-ui,sans-serif;color:#1b2433;background:#eef1f6}}
+main{{max-width:26rem;margin:2rem auto;padding:0 1rem}}
+.card{{background:#fff;border:1px solid #dde2ea;border-radius:14px;padding:1.3rem 1.4rem}}
+.badge{{display:inline-block;font-size:.75rem;font-weight:700;letter-spacing:.06em;text-transform:uppercase;color:#8a4b00;background:#fff1d6;border-radius:6px;padding:.15rem .5rem}}
+h1{{font-size:1.25rem;margin:.6rem 0 .2rem}}.amount{{font-size:2rem;font-weight:750;margin:.2rem 0 .6rem}}
+.muted{{color:#5a6478;font-size:.85rem}}code{{font-size:.8rem;word-break:break-all}}
+.fake-card{{border:1px dashed #c3cbd8;border-radius:10px;padding:.7rem .9rem;margin:1rem 0;font-family:ui-monospace,monospace;color:#5a6478}}
+button{{font:inherit;font-weight:600;width:100%;min-height:48px;border-radius:10px;margin-top:.6rem;cursor:pointer}}
+#pay{{border:0;background:#0b5fcc;color:#fff}}#decline{{border:1px solid #c3cbd8;background:#fff;color:#1b2433}}
+</style></head>
+<body><main><div class="card"><span class="badge">Test mode</span><h1>Sandbox checkout</h1>
+<p class="amount">{amount}</p><p class="muted">For reservation <code>{reference}</code></p>
+<div class="fake-card" aria-hidden="true">4242 4242 4242 4242 · 12/34 · 123</div>
+<p class="muted">No money moves: this provider only pretends, then tells Floodgate by a signed webhook.</p>
+<button id="pay">Pay {amount}</button><button id="decline">Decline</button><p id="out" role="status"></p></div></main>
 <script>
 async function go(outcome) {{
   const r = await fetch("/v1/payments/" + {id} + "/checkout", {{method: "POST", headers: {{"Content-Type": "application/json"}}, body: JSON.stringify({{outcome}})}});

@@ -1,6 +1,6 @@
-// A reload during the wait keeps the place: open the waiting room on a phone-sized screen, note
-// the ticket and position, reload, and note them again. Prints the four values as JSON; saves a
-// screenshot of each state into the artifacts folder.
+// A reload during the wait keeps the place: open the sale's page on a phone-sized screen, join
+// the queue, note the ticket and position, reload, and note them again (the page rejoins by
+// itself). Prints the values as JSON; saves a screenshot of each state into the artifacts folder.
 //
 //   node reload.mjs <page url> <artifacts folder>
 import { launch, PHONE } from "./chromium.mjs";
@@ -19,16 +19,17 @@ try {
     return {
       ticket: Number(await page.textContent("#ticket")),
       position: Number(await page.textContent("#position")),
-      status: await page.getAttribute("#status", "role"),
     };
   };
   await page.goto(url);
+  await page.getByRole("button", { name: "Join the queue" }).click();
   const before = await placed();
+  const eta = await page.textContent("#eta");
   await page.screenshot({ path: `${artifacts}/reload-before.png`, fullPage: true });
   await page.reload();
   const after = await placed();
   await page.screenshot({ path: `${artifacts}/reload-after.png`, fullPage: true });
-  console.log(JSON.stringify({ before, after }));
+  console.log(JSON.stringify({ before, after, eta }));
 } finally {
   await browser.close();
 }

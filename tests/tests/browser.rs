@@ -1,5 +1,6 @@
-//! The browser client in real headless Chromium (Debian's, driven by playwright-core; both
-//! installed by deploy/stack.sh). Each test saves screenshots under tests/browser/artifacts/.
+//! The browser client and the ops console in real headless Chromium (Debian's, driven by
+//! playwright-core; both installed by deploy/stack.sh). Each test saves screenshots under
+//! tests/browser/artifacts/.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -38,19 +39,78 @@ fn run_script(script: &str, args: &[&str]) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("{script} printed no JSON ({e}):\n{stdout}"))
 }
 
+async fn script(name: &'static str, args: Vec<String>) -> serde_json::Value {
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_script(name, &args)
+    })
+    .await
+    .unwrap()
+}
+
+/// A static folder of its own for one test: the browser client's files, to which the test
+/// publishes its sale's catalog as `floodgate-booking sale publish` would.
+struct Site(PathBuf);
+
+impl Site {
+    fn new() -> Self {
+        let dir = std::env::temp_dir().join(unique("floodgate-site-"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("../static");
+        for name in ["index.html", "app.js", "style.css"] {
+            std::fs::copy(client.join(name), dir.join(name)).unwrap();
+        }
+        Self(dir)
+    }
+
+    fn options(&self) -> TestOptions {
+        TestOptions {
+            static_dir: Some(self.0.clone()),
+            ..TestOptions::default()
+        }
+    }
+
+    async fn publish(&self, app: &TestApp, sale: &str) {
+        floodgate_booking::publish_static::publish(&app.db, sale, &self.0)
+            .await
+            .expect("publish the catalog");
+    }
+}
+
+impl Drop for Site {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A gateway serving the browser client from a site of its own, with a sale (`spec`, id
+/// starting with `prefix`) created, armed and published into that site.
+async fn published_sale(db: sqlx::PgPool, prefix: &str, spec: SaleSpec) -> (Site, TestApp, String) {
+    let site = Site::new();
+    let app = TestApp::spawn_with(db, site.options()).await;
+    let sale = unique(prefix);
+    app.create_sale(&sale, &spec).await;
+    site.publish(&app, &sale).await;
+    (site, app, sale)
+}
+
+/// The home page (the list of sales) on the gateway, talking to the test's booking API.
+fn home_url(app: &TestApp) -> String {
+    format!("http://{}/?api=http://{}", app.gateway, app.booking)
+}
+
+/// The sale's page.
+fn page_url(app: &TestApp, sale: &str) -> String {
+    format!("{}&sale={sale}", home_url(app))
+}
+
 #[sqlx::test(migrations = "../migrations")]
 async fn a_reload_during_the_wait_keeps_the_place(db: sqlx::PgPool) {
-    let options = TestOptions {
-        static_dir: Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../static")),
-        ..TestOptions::default()
-    };
-    let app = TestApp::spawn_with(db, options).await;
-    let sale = unique("browser-");
     let spec = SaleSpec {
         opens_in: Duration::from_millis(300),
         ..SaleSpec::default()
     };
-    app.create_sale(&sale, &spec).await;
+    let (_site, app, sale) = published_sale(db, "browser-", spec).await;
     // Open, but paused: everyone keeps their place while the page reloads.
     app.admission(&sale, "pause").await;
     tokio::time::sleep(Duration::from_millis(400)).await;
@@ -60,53 +120,153 @@ async fn a_reload_during_the_wait_keeps_the_place(db: sqlx::PgPool) {
         ahead.push(RoomClient::join(&app.ws_url(&sale)).await.unwrap());
     }
 
-    let url = format!(
-        "http://{}/?sale={sale}&api=http://{}",
-        app.gateway, app.booking
-    );
-    let seen = tokio::task::spawn_blocking(move || run_script("reload.mjs", &[&url]))
-        .await
-        .unwrap();
+    let seen = script("reload.mjs", vec![page_url(&app, &sale)]).await;
     assert_eq!(seen["before"]["ticket"], 3, "{seen}");
     assert_eq!(seen["before"]["position"], 3, "{seen}");
     assert_eq!(
         seen["after"], seen["before"],
         "the reload kept the ticket and the place: {seen}"
     );
+    assert!(
+        seen["eta"].as_str().unwrap().contains("paused"),
+        "the page says admission is paused: {seen}"
+    );
     assert!(browser_dir().join("artifacts/reload-after.png").exists());
 }
 
 #[sqlx::test(migrations = "../migrations")]
-async fn one_user_books_and_pays_from_the_waiting_room_to_a_confirmation(db: sqlx::PgPool) {
-    let options = TestOptions {
-        static_dir: Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../static")),
-        ..TestOptions::default()
-    };
-    let app = TestApp::spawn_with(db, options).await;
-    let sale = unique("journey-");
+async fn one_user_books_and_pays_from_the_train_list_to_a_confirmation(db: sqlx::PgPool) {
     let spec = SaleSpec {
-        opens_in: Duration::from_secs(2),
+        opens_in: Duration::from_secs(3),
         ..SaleSpec::default()
     };
-    app.create_sale(&sale, &spec).await;
-    let url = format!(
-        "http://{}/?sale={sale}&api=http://{}",
-        app.gateway, app.booking
+    let (_site, app, sale) = published_sale(db, "journey-", spec).await;
+
+    let seen = script("journey.mjs", vec![home_url(&app), "pay".into()]).await;
+    assert_eq!(
+        seen["sales"],
+        serde_json::json!([format!("Test sale {sale}")]),
+        "{seen}"
     );
-    let seen = tokio::task::spawn_blocking(move || run_script("journey.mjs", &[&url]))
-        .await
-        .unwrap();
+    assert_eq!(
+        seen["trains"],
+        serde_json::json!(["Test Rajdhani"]),
+        "{seen}"
+    );
     assert_eq!(seen["ticket"], 1, "{seen}");
+    assert!(
+        seen["announced"].as_str().unwrap().contains("your turn"),
+        "admission is announced to screen readers: {seen}"
+    );
+    // The hold is 300 s: its countdown starts just under five minutes.
+    let countdown = seen["countdown"].as_str().unwrap();
+    assert!(countdown.starts_with("4:") || countdown == "5:00", "{seen}");
+    let summary = seen["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("Test Rajdhani") && summary.contains("AC 3 Tier"),
+        "{seen}"
+    );
     assert!(
         seen["result"].as_str().unwrap().contains("confirmed"),
         "{seen}"
     );
+    // The confirmation names the booking and the amount paid (1 seat at 1,500.00 INR).
+    let details = seen["details"].as_str().unwrap();
+    assert!(details.contains("1,500"), "{seen}");
     // The booking is durable and confirmed.
     app.eventually("a CONFIRMED booking", Duration::from_secs(30), || async {
         app.bookings(&sale, "CONFIRMED").await == 1
     })
     .await;
+    let reference: String =
+        sqlx::query_scalar("select reservation_id from bookings where sale_id = $1")
+            .bind(&sale)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert!(
+        details.contains(&reference),
+        "the reference shown is the booking's: {seen}"
+    );
     assert!(browser_dir()
-        .join("artifacts/journey-5-confirmed.png")
+        .join("artifacts/journey-6-confirmed.png")
         .exists());
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn an_unpaid_hold_counts_down_and_the_page_shows_its_expiry(db: sqlx::PgPool) {
+    let spec = SaleSpec {
+        opens_in: Duration::from_secs(2),
+        hold_ttl_secs: 4,
+        ..SaleSpec::default()
+    };
+    let (_site, app, sale) = published_sale(db, "expiry-", spec).await;
+
+    let seen = script("journey.mjs", vec![home_url(&app), "expire".into()]).await;
+    assert!(
+        seen["countdown"].as_str().unwrap().starts_with("0:0"),
+        "a four-second hold counts down from 0:04: {seen}"
+    );
+    assert!(
+        seen["result"].as_str().unwrap().contains("expired"),
+        "{seen}"
+    );
+    app.eventually("an EXPIRED booking", Duration::from_secs(30), || async {
+        app.bookings(&sale, "EXPIRED").await == 1
+    })
+    .await;
+    assert!(browser_dir()
+        .join("artifacts/expiry-5-expired.png")
+        .exists());
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_rate_change_in_the_ops_console_shows_in_the_admissions(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = unique("console-");
+    // One admission every 1,000 seconds: after the first (the limiter's burst of one), nobody
+    // else gets in during this test unless the rate changes.
+    let spec = SaleSpec {
+        opens_in: Duration::from_millis(300),
+        admission_rate: 0.001,
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let mut clients = Vec::new();
+    for _ in 0..5 {
+        clients.push(RoomClient::join(&app.ws_url(&sale)).await.unwrap());
+    }
+    let path = format!("/admin/v1/sales/{sale}");
+    let figures = || async {
+        app.ops(reqwest::Method::GET, &path, &app.ops_token, None)
+            .await
+            .1
+    };
+    app.eventually(
+        "one admitted, four waiting",
+        Duration::from_secs(10),
+        || async {
+            let f = figures().await;
+            f["admitted"] == 1 && f["waiting"] == 4
+        },
+    )
+    .await;
+
+    let url = format!("http://{}/admin/console?sale={sale}", app.admin);
+    let seen = script(
+        "console.mjs",
+        vec![url, app.ops_token.clone(), "50".into(), "5".into()],
+    )
+    .await;
+    assert_eq!(seen["before"]["admitted"], "1", "{seen}");
+    assert_eq!(seen["before"]["waiting"], "4", "{seen}");
+    assert_eq!(seen["after"]["admitted"], "5", "{seen}");
+    assert_eq!(seen["after"]["rate"], "50", "{seen}");
+    // The change is the sale's, not the page's: every waiting client was admitted.
+    for client in &mut clients {
+        client.admitted(Duration::from_secs(10)).await;
+    }
+    assert_eq!(figures().await["admission_rate"], 50.0);
+    assert!(browser_dir().join("artifacts/console-after.png").exists());
 }

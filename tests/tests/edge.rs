@@ -144,6 +144,15 @@ async fn the_static_catalog_is_published_precompressed_and_cached_at_the_edge(db
         .await
         .unwrap();
     assert!(path.with_extension("json.br").exists() && path.with_extension("json.gz").exists());
+    // The index a visitor picks a sale from lists it.
+    let index: serde_json::Value = app
+        .get_json(&format!("http://{}/data/sales/index.json", app.gateway))
+        .await;
+    assert_eq!(index["sales"][0]["sale"], sale.as_str(), "{index}");
+    assert_eq!(
+        index["sales"][0]["catalog_url"],
+        format!("/data/sales/{sale}.json")
+    );
 
     let url = format!("http://{}/data/sales/{sale}.json", app.gateway);
     let plain = app.http.get(&url).send().await.unwrap();
