@@ -272,6 +272,14 @@ pub async fn join_queue(
             ),
         })?;
 
+    // A draining gateway takes no one new: a session started now would be told to leave at
+    // once. The 503 lets the load balancer or CDN try another gateway (cdn.conf does).
+    if state.shutdown.is_cancelled() {
+        return Err(ApiError::Busy(
+            "gateway_draining",
+            "this gateway is shutting down; reconnect, another gateway will take you".into(),
+        ));
+    }
     // Limits before any Redis work: a flood costs a counter or a map lookup.
     let budget = state.budget.take().ok_or(ApiError::Busy(
         "gateway_full",

@@ -3,31 +3,19 @@
 // itself). Prints the values as JSON; saves a screenshot of each state into the artifacts folder.
 //
 //   node reload.mjs <page url> <artifacts folder>
-import { launch, PHONE } from "./chromium.mjs";
+import { launch, PHONE, placed } from "./chromium.mjs";
 
 const [url, artifacts] = process.argv.slice(2);
 const browser = await launch();
 try {
   const page = await browser.newPage(PHONE);
-  const placed = async () => {
-    await page.waitForFunction(
-      () => /^\d+$/.test(document.querySelector("#ticket")?.textContent ?? "")
-        && /^\d+$/.test(document.querySelector("#position")?.textContent ?? ""),
-      null,
-      { timeout: 20_000 },
-    );
-    return {
-      ticket: Number(await page.textContent("#ticket")),
-      position: Number(await page.textContent("#position")),
-    };
-  };
   await page.goto(url);
   await page.getByRole("button", { name: "Join the queue" }).click();
-  const before = await placed();
+  const before = await placed(page);
   const eta = await page.textContent("#eta");
   await page.screenshot({ path: `${artifacts}/reload-before.png`, fullPage: true });
   await page.reload();
-  const after = await placed();
+  const after = await placed(page);
   await page.screenshot({ path: `${artifacts}/reload-after.png`, fullPage: true });
   console.log(JSON.stringify({ before, after, eta }));
 } finally {

@@ -39,9 +39,30 @@ impl GatewayProcess {
     /// Starts a gateway named `name` (its lease holder id starts with `name.`) and waits until
     /// it answers.
     pub async fn spawn(app: &TestApp, name: &str, timings: &GatewayTimings) -> Self {
+        Self::spawn_with_env(app, name, timings, &[]).await
+    }
+
+    /// A gateway that also serves the browser client from `static_dir`.
+    pub async fn spawn_serving(
+        app: &TestApp,
+        name: &str,
+        timings: &GatewayTimings,
+        static_dir: &std::path::Path,
+    ) -> Self {
+        let dir = static_dir.to_str().expect("a UTF-8 path");
+        Self::spawn_with_env(app, name, timings, &[("FLOODGATE_STATIC_DIR", dir)]).await
+    }
+
+    async fn spawn_with_env(
+        app: &TestApp,
+        name: &str,
+        timings: &GatewayTimings,
+        env: &[(&str, &str)],
+    ) -> Self {
         let addr = free_port();
         let child = Command::new(binary("floodgate-gateway"))
             .arg("serve")
+            .envs(env.iter().copied())
             .env("FLOODGATE_GATEWAY_LISTEN", addr.to_string())
             .env("FLOODGATE_REDIS_URL", redis_url())
             .env("FLOODGATE_REDIS_PREFIX", app.keys.prefix())

@@ -7,7 +7,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use floodgate_tests::client::RoomClient;
+use floodgate_tests::edge::Edge;
+use floodgate_tests::gateways::{GatewayProcess, GatewayTimings};
 use floodgate_tests::{unique, SaleSpec, TestApp, TestOptions};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 fn browser_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("browser")
@@ -94,6 +97,25 @@ async fn published_sale(db: sqlx::PgPool, prefix: &str, spec: SaleSpec) -> (Site
     (site, app, sale)
 }
 
+/// Pauses `sale` and, once it is open, puts two people in line (on the in-process gateway): a
+/// queue that holds still, so a place can be compared before and after something happens.
+async fn still_queue_with_two_ahead(app: &TestApp, sale: &str) -> Vec<RoomClient> {
+    app.admission(sale, "pause").await;
+    let path = format!("/admin/v1/sales/{sale}");
+    app.eventually("the sale opens", Duration::from_secs(10), || async {
+        let (_, figures) = app
+            .ops(reqwest::Method::GET, &path, &app.ops_token, None)
+            .await;
+        figures["open"] == true
+    })
+    .await;
+    let mut ahead = Vec::new();
+    for _ in 0..2 {
+        ahead.push(RoomClient::join(&app.ws_url(sale)).await.unwrap());
+    }
+    ahead
+}
+
 /// The home page (the list of sales) on the gateway, talking to the test's booking API.
 fn home_url(app: &TestApp) -> String {
     format!("http://{}/?api=http://{}", app.gateway, app.booking)
@@ -111,14 +133,7 @@ async fn a_reload_during_the_wait_keeps_the_place(db: sqlx::PgPool) {
         ..SaleSpec::default()
     };
     let (_site, app, sale) = published_sale(db, "browser-", spec).await;
-    // Open, but paused: everyone keeps their place while the page reloads.
-    app.admission(&sale, "pause").await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    // Two people are ahead.
-    let mut ahead = Vec::new();
-    for _ in 0..2 {
-        ahead.push(RoomClient::join(&app.ws_url(&sale)).await.unwrap());
-    }
+    let _ahead = still_queue_with_two_ahead(&app, &sale).await;
 
     let seen = script("reload.mjs", vec![page_url(&app, &sale)]).await;
     assert_eq!(seen["before"]["ticket"], 3, "{seen}");
@@ -269,4 +284,82 @@ async fn a_rate_change_in_the_ops_console_shows_in_the_admissions(db: sqlx::PgPo
     }
     assert_eq!(figures().await["admission_rate"], 50.0);
     assert!(browser_dir().join("artifacts/console-after.png").exists());
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn when_its_gateway_goes_away_the_page_reconnects_and_keeps_its_place(db: sqlx::PgPool) {
+    let spec = SaleSpec {
+        opens_in: Duration::from_millis(300),
+        ..SaleSpec::default()
+    };
+    let (site, app, sale) = published_sale(db, "reconnect-", spec).await;
+    // Two gateways behind the CDN serve the page and the waiting room.
+    let timings = GatewayTimings::default();
+    let mut gateways = [
+        GatewayProcess::spawn_serving(&app, "gw-a", &timings, &site.0).await,
+        GatewayProcess::spawn_serving(&app, "gw-b", &timings, &site.0).await,
+    ];
+    let edge = Edge::start(&[gateways[0].addr, gateways[1].addr], app.booking).await;
+    let _ahead = still_queue_with_two_ahead(&app, &sale).await;
+
+    let url = edge.url(&format!("/?sale={sale}&api=http://{}", app.booking));
+    let dir = browser_dir();
+    let artifacts = dir.join("artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let mut node = tokio::process::Command::new("node")
+        .arg("reconnect.mjs")
+        .arg(&url)
+        .arg(&artifacts)
+        .current_dir(&dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node runs");
+    let mut out = BufReader::new(node.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(30), out.next_line())
+        .await
+        .expect("the page joins in time")
+        .unwrap()
+        .expect("reconnect.mjs printed where it stands");
+    let before: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(before["before"]["ticket"], 3, "{before}");
+    assert_eq!(before["before"]["position"], 3, "{before}");
+
+    // Stop (drain) the gateway holding the page's socket.
+    let mut on = None;
+    for (i, gateway) in gateways.iter().enumerate() {
+        if app.metric(gateway.addr, "floodgate_ws_sessions").await == Some(1.0) {
+            on = Some(i);
+        }
+    }
+    let on = on.expect("one of the two gateways holds the page's socket");
+    gateways[on].terminate();
+    assert!(gateways[on].wait(Duration::from_secs(20)).await.is_some());
+    let mut stdin = node.stdin.take().unwrap();
+    stdin.write_all(b"go\n").await.unwrap();
+    stdin.flush().await.unwrap();
+    drop(stdin);
+
+    let line = tokio::time::timeout(Duration::from_secs(40), out.next_line())
+        .await
+        .expect("the page is back in time")
+        .unwrap()
+        .expect("reconnect.mjs printed where it stands after");
+    let after: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert!(node.wait().await.unwrap().success());
+    assert_eq!(after["sockets"], 2, "one reconnect: {after}");
+    assert_eq!(after["after"]["ticket"], 3, "the same ticket: {after}");
+    assert_eq!(
+        after["after"]["heard"], 3,
+        "the same place, from the new socket: {after}"
+    );
+    // It came back on the other gateway, with its resume token.
+    let other = &gateways[1 - on];
+    assert_eq!(
+        app.metric(other.addr, "floodgate_tickets_resumed_total")
+            .await,
+        Some(1.0)
+    );
+    assert!(artifacts.join("reconnect-after.png").exists());
 }
