@@ -13,11 +13,14 @@ try {
   await page.getByRole("button", { name: "Join the queue" }).click();
   const before = await placed(page);
   const eta = await page.textContent("#eta");
+  // What a screen reader heard (the polite live region).
+  await page.waitForFunction(() => /place in line/.test(document.querySelector("#announce")?.textContent ?? ""));
+  const announced = await page.textContent("#announce");
   await page.screenshot({ path: `${artifacts}/reload-before.png`, fullPage: true });
   await page.reload();
   const after = await placed(page);
   await page.screenshot({ path: `${artifacts}/reload-after.png`, fullPage: true });
-  console.log(JSON.stringify({ before, after, eta }));
+  console.log(JSON.stringify({ before, after, eta, announced }));
 } finally {
   await browser.close();
 }

@@ -146,6 +146,13 @@ async fn a_reload_during_the_wait_keeps_the_place(db: sqlx::PgPool) {
         seen["eta"].as_str().unwrap().contains("paused"),
         "the page says admission is paused: {seen}"
     );
+    assert!(
+        seen["announced"]
+            .as_str()
+            .unwrap()
+            .starts_with("Your place in line: 3."),
+        "screen readers hear the place: {seen}"
+    );
     assert!(browser_dir().join("artifacts/reload-after.png").exists());
 }
 
