@@ -31,7 +31,11 @@ close_prequeue(KEYS[1], KEYS[2], now)
 local expired = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now)
 for _, exp in ipairs(expired) do
   local unspent = tonumber(redis.call('HGET', KEYS[8], exp) or '0')
-  redis.call('HINCRBY', KEYS[1], 'unspent', -unspent)
+  -- Only when something is left: Lua renders -0 as "-0", which HINCRBY refuses as "not an
+  -- integer", and that error would stop admission for good once a fully spent batch expires.
+  if unspent ~= 0 then
+    redis.call('HINCRBY', KEYS[1], 'unspent', -unspent)
+  end
   redis.call('HDEL', KEYS[8], exp)
   redis.call('ZREM', KEYS[7], exp)
 end

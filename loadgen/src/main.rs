@@ -3,7 +3,11 @@
 //! `idle` opens N WebSocket sessions, reads each ticket, then holds them open (answering pings)
 //! for a while: the measure of a gateway's memory per idle connection (BENCHMARKS.md).
 //! `publish` writes synthetic reservation events straight to a topic: the load of the consumer's
-//! throughput benchmark. The sale simulator of the rush comes with the benchmark suite.
+//! throughput benchmark. `sale` runs the whole rush (join, wait, admitted, reserve, pay or walk
+//! away, expire) and checks its invariants against Redis and PostgreSQL at the end.
+
+mod report;
+mod sale;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,6 +64,9 @@ enum Command {
         #[arg(long, default_value_t = 6)]
         pools: u64,
     },
+    /// The whole rush against running services, with its invariants checked at the end
+    /// (exit status 2 if any fails).
+    Sale(sale::SaleArgs),
 }
 
 #[tokio::main]
@@ -79,6 +86,12 @@ async fn main() -> anyhow::Result<()> {
             reservations,
             pools,
         } => publish(&brokers, &topic, reservations, pools.max(1)).await,
+        Command::Sale(args) => {
+            if !sale::run(args).await? {
+                std::process::exit(2);
+            }
+            Ok(())
+        }
     }
 }
 
@@ -223,8 +236,8 @@ async fn idle(
 
 type Socket = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
 
-/// One session from `source`: connected, upgraded, its ticket read.
-async fn session(source: IpAddr, gateway: SocketAddr, url: &str) -> anyhow::Result<Socket> {
+/// A WebSocket to `url` on `gateway`, from the local address `source`.
+async fn connect(source: IpAddr, gateway: SocketAddr, url: &str) -> anyhow::Result<Socket> {
     let socket = if source.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
@@ -232,9 +245,15 @@ async fn session(source: IpAddr, gateway: SocketAddr, url: &str) -> anyhow::Resu
     };
     socket.bind(SocketAddr::new(source, 0))?;
     let stream = socket.connect(gateway).await.context("connect")?;
-    let (mut ws, _) = tokio_tungstenite::client_async(url, stream)
+    let (ws, _) = tokio_tungstenite::client_async(url, stream)
         .await
         .context("upgrade")?;
+    Ok(ws)
+}
+
+/// One session from `source`: connected, upgraded, its ticket read.
+async fn session(source: IpAddr, gateway: SocketAddr, url: &str) -> anyhow::Result<Socket> {
+    let mut ws = connect(source, gateway, url).await?;
     match tokio::time::timeout(Duration::from_secs(30), ws.next()).await {
         Ok(Some(Ok(_ticket))) => Ok(ws),
         other => bail!("no ticket: {other:?}"),

@@ -464,3 +464,45 @@ async fn the_active_cap_counts_unspent_tokens_and_live_holds(db: sqlx::PgPool) {
         .await;
     assert_eq!(figures["active"], 2, "{figures}");
 }
+
+/// A batch whose every token was spent still expires, and admission goes on after it: the room
+/// once stopped for good here (the expiry's `HINCRBY` of "-0" failed every tick). Found by the
+/// load generator's sale scenario.
+#[sqlx::test(migrations = "../migrations")]
+async fn admission_goes_on_after_a_fully_spent_batch_expires(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = unique("spent-");
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 10)],
+        opens_in: Duration::from_millis(300),
+        token_ttl_secs: 1,
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    let mut first = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    let token = first.admitted(WAIT).await;
+    let (status, hold) = app
+        .reserve(&sale, &token, "k1", &json!({"pool": "p1", "seats": 1}))
+        .await;
+    assert_eq!(status, 201, "{hold}");
+
+    // The batch (one token, spent) expires a second later and is retired.
+    let batches = app.keys.sale(&sale).batches();
+    app.eventually(
+        "the spent batch retired",
+        Duration::from_secs(10),
+        || async {
+            let mut redis = app.redis.clone();
+            let left: i64 = redis::cmd("ZCARD")
+                .arg(&batches)
+                .query_async(&mut redis)
+                .await
+                .unwrap();
+            left == 0
+        },
+    )
+    .await;
+    // And the next person in line is still let in.
+    let mut next = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    next.admitted(WAIT).await;
+}
