@@ -4,8 +4,10 @@
 //! for a while: the measure of a gateway's memory per idle connection (BENCHMARKS.md).
 //! `publish` writes synthetic reservation events straight to a topic: the load of the consumer's
 //! throughput benchmark. `sale` runs the whole rush (join, wait, admitted, reserve, pay or walk
-//! away, expire) and checks its invariants against Redis and PostgreSQL at the end.
+//! away, expire) and checks its invariants against Redis and PostgreSQL at the end. `queue`
+//! holds many sessions and times a frontier change's fan-out; `burst` times joins at the opening.
 
+mod queue;
 mod report;
 mod sale;
 
@@ -64,6 +66,11 @@ enum Command {
         #[arg(long, default_value_t = 6)]
         pools: u64,
     },
+    /// Hold many sessions: join rate, gateway memory per connection, and the time one frontier
+    /// change takes to reach every client.
+    Queue(queue::QueueArgs),
+    /// Many joins inside one window, as at the opening: how long each waits for its ticket.
+    Burst(queue::BurstArgs),
     /// The whole rush against running services, with its invariants checked at the end
     /// (exit status 2 if any fails).
     Sale(sale::SaleArgs),
@@ -86,13 +93,36 @@ async fn main() -> anyhow::Result<()> {
             reservations,
             pools,
         } => publish(&brokers, &topic, reservations, pools.max(1)).await,
-        Command::Sale(args) => {
-            if !sale::run(args).await? {
-                std::process::exit(2);
-            }
-            Ok(())
-        }
+        Command::Queue(args) => exit_on_failure(queue::queue(args).await?),
+        Command::Burst(args) => exit_on_failure(queue::burst(args).await?),
+        Command::Sale(args) => exit_on_failure(sale::run(args).await?),
     }
+}
+
+/// Refuses any address that is not loopback: this tool never loads anything else.
+fn loopback_only(addrs: impl IntoIterator<Item = IpAddr>) -> anyhow::Result<()> {
+    if let Some(ip) = addrs.into_iter().find(|ip| !ip.is_loopback()) {
+        bail!("floodgate-loadgen only generates load on loopback addresses, not {ip}");
+    }
+    Ok(())
+}
+
+/// Raises the open-files limit as far as allowed; refuses `sockets` beyond it (with a reserve).
+fn room_for(sockets: u64) -> anyhow::Result<()> {
+    let limit = rlimit::increase_nofile_limit(u64::MAX).unwrap_or(1024);
+    if sockets + 256 > limit {
+        bail!("{sockets} sockets need more than the open-files limit ({limit}): run several processes");
+    }
+    Ok(())
+}
+
+/// A scenario that ran but found something wrong (an invariant broken, clients that could not
+/// join) exits with status 2, after its report.
+fn exit_on_failure(ok: bool) -> anyhow::Result<()> {
+    if !ok {
+        std::process::exit(2);
+    }
+    Ok(())
 }
 
 async fn publish(brokers: &str, topic: &str, reservations: u64, pools: u64) -> anyhow::Result<()> {
@@ -181,13 +211,8 @@ async fn idle(
     concurrency: usize,
     hold_secs: u64,
 ) -> anyhow::Result<()> {
-    if !gateway.ip().is_loopback() || from.iter().any(|ip| !ip.is_loopback()) {
-        bail!("floodgate-loadgen only generates load on loopback addresses");
-    }
-    let limit = rlimit::increase_nofile_limit(u64::MAX).unwrap_or(1024);
-    if connections + 64 > limit {
-        bail!("{connections} connections need more than the open-files limit ({limit})");
-    }
+    loopback_only(std::iter::once(gateway.ip()).chain(from.iter().copied()))?;
+    room_for(connections)?;
     let url = format!("ws://{gateway}/ws?sale={sale}");
     let open = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));

@@ -122,24 +122,16 @@ struct Progress {
 }
 
 pub async fn run(args: SaleArgs) -> anyhow::Result<bool> {
-    let loopback = args.gateways.iter().map(SocketAddr::ip);
-    if !loopback
-        .chain([args.booking.ip(), args.sandbox.ip()])
-        .chain(args.from.iter().copied())
-        .all(|ip| ip.is_loopback())
-    {
-        bail!("floodgate-loadgen only generates load on loopback addresses");
-    }
     if args.gateways.is_empty() || args.from.is_empty() {
         bail!("name at least one gateway and one source address");
     }
-    let limit = rlimit::increase_nofile_limit(u64::MAX).unwrap_or(1024);
-    if args.clients + 256 > limit {
-        bail!(
-            "{} clients need more than the open-files limit ({limit}): run several processes",
-            args.clients
-        );
-    }
+    let gateways = args.gateways.iter().map(SocketAddr::ip);
+    crate::loopback_only(
+        gateways
+            .chain([args.booking.ip(), args.sandbox.ip()])
+            .chain(args.from.iter().copied()),
+    )?;
+    crate::room_for(args.clients)?;
     let db = sqlx::PgPool::connect(&args.database_url)
         .await
         .context("PostgreSQL")?;

@@ -510,6 +510,18 @@ impl TestApp {
             .unwrap()
     }
 
+    /// Waits until `sale` has opened (as the ops API sees it).
+    pub async fn until_open(&self, sale: &str) {
+        let path = format!("/admin/v1/sales/{sale}");
+        self.eventually("the sale opens", Duration::from_secs(10), || async {
+            let (_, figures) = self
+                .ops(reqwest::Method::GET, &path, &self.ops_token, None)
+                .await;
+            figures["open"] == true
+        })
+        .await;
+    }
+
     /// Pauses (`"pause"`) or resumes (`"resume"`) admission through the ops API.
     pub async fn admission(&self, sale: &str, control: &str) {
         let (status, body) = self

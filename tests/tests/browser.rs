@@ -101,14 +101,7 @@ async fn published_sale(db: sqlx::PgPool, prefix: &str, spec: SaleSpec) -> (Site
 /// queue that holds still, so a place can be compared before and after something happens.
 async fn still_queue_with_two_ahead(app: &TestApp, sale: &str) -> Vec<RoomClient> {
     app.admission(sale, "pause").await;
-    let path = format!("/admin/v1/sales/{sale}");
-    app.eventually("the sale opens", Duration::from_secs(10), || async {
-        let (_, figures) = app
-            .ops(reqwest::Method::GET, &path, &app.ops_token, None)
-            .await;
-        figures["open"] == true
-    })
-    .await;
+    app.until_open(sale).await;
     let mut ahead = Vec::new();
     for _ in 0..2 {
         ahead.push(RoomClient::join(&app.ws_url(sale)).await.unwrap());

@@ -1,34 +1,55 @@
-//! The load generator's `sale` scenario against the real services: the whole rush on a small
-//! scale (join, wait, admitted, reserve, pay or walk away, expire), whose invariant checks must
-//! pass; and the same checks failing, with exit status 2, once the seat counters are corrupted.
+//! The load generator's scenarios against the real services, on a small scale: `sale` (the
+//! whole rush, whose invariant checks must pass, and fail with exit status 2 once the seat
+//! counters are corrupted), `queue` (the fan-out of one frontier change) and `burst`.
 
 use std::process::Command;
 use std::time::Duration;
 
 use floodgate_tests::{binary, fresh_database, redis_url, unique, SaleSpec, TestApp};
 
-fn loadgen(
+/// The `sale` scenario against `app` with `clients` people.
+fn sale_scenario(
     app: &TestApp,
     database_url: &str,
     sale: &str,
     clients: u64,
 ) -> (i32, String, serde_json::Value) {
+    let (clients, gateway) = (clients.to_string(), app.gateway.to_string());
+    let (booking, sandbox) = (app.booking.to_string(), app.sandbox.to_string());
+    let redis = redis_url();
+    scenario(&[
+        "sale",
+        "--sale",
+        sale,
+        "--clients",
+        &clients,
+        "--gateways",
+        &gateway,
+        "--booking",
+        &booking,
+        "--sandbox",
+        &sandbox,
+        "--pay-ratio",
+        "0.6",
+        "--seats",
+        "2",
+        "--timeout-secs",
+        "120",
+        "--database-url",
+        database_url,
+        "--redis-url",
+        &redis,
+        "--redis-prefix",
+        app.keys.prefix(),
+    ])
+}
+
+/// Runs `floodgate-loadgen <args>` with a JSON report: its exit status, what it printed, and
+/// the report.
+fn scenario(args: &[&str]) -> (i32, String, serde_json::Value) {
     let json = std::env::temp_dir().join(format!("{}.json", unique("loadgen-")));
     let output = Command::new(binary("floodgate-loadgen"))
-        .args(["sale", "--sale", sale, "--clients", &clients.to_string()])
-        .args(["--gateways", &app.gateway.to_string()])
-        .args(["--booking", &app.booking.to_string()])
-        .args(["--sandbox", &app.sandbox.to_string()])
-        .args([
-            "--pay-ratio",
-            "0.6",
-            "--seats",
-            "2",
-            "--timeout-secs",
-            "120",
-        ])
-        .args(["--database-url", database_url, "--redis-url", &redis_url()])
-        .args(["--redis-prefix", app.keys.prefix()])
+        .args(args)
         .arg("--json")
         .arg(&json)
         .output()
@@ -65,7 +86,7 @@ async fn the_sale_scenario_runs_the_whole_rush_and_checks_its_invariants() {
     };
     app.create_sale(&sale, &spec).await;
 
-    let (status, stdout, report) = loadgen(&app, &url, &sale, 300);
+    let (status, stdout, report) = sale_scenario(&app, &url, &sale, 300);
     assert_eq!(status, 0, "{stdout}");
     let checks = report["checks"].as_array().unwrap();
     assert_eq!(checks.len(), 4, "{report}");
@@ -100,7 +121,100 @@ async fn the_sale_scenario_runs_the_whole_rush_and_checks_its_invariants() {
         .query_async(&mut redis)
         .await
         .unwrap();
-    let (status, stdout, report) = loadgen(&app, &url, &sale, 0);
+    let (status, stdout, report) = sale_scenario(&app, &url, &sale, 0);
     assert_eq!(status, 2, "{stdout}");
     assert_eq!(report["checks"][0]["ok"], false, "{report}");
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn the_queue_scenario_times_one_frontier_change_reaching_every_client(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = unique("queue-");
+    let spec = SaleSpec {
+        opens_in: Duration::from_millis(300),
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    // Open and paused: nothing moves until the loadgen resumes admission.
+    app.admission(&sale, "pause").await;
+    app.until_open(&sale).await;
+
+    let (gateway, admin, pid) = (
+        app.gateway.to_string(),
+        app.admin.to_string(),
+        std::process::id().to_string(),
+    );
+    let (status, _, report) = tokio::task::spawn_blocking({
+        let (sale, token) = (sale.clone(), app.ops_token.clone());
+        move || {
+            scenario(&[
+                "queue",
+                "--gateways",
+                &gateway,
+                "--sale",
+                &sale,
+                "--clients",
+                "200",
+                "--from",
+                "127.0.0.2,127.0.0.3",
+                "--ops",
+                &admin,
+                "--ops-token",
+                &token,
+                "--gateway-pids",
+                &pid,
+            ])
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(status, 0, "{report}");
+    assert_eq!(report["open"], 200, "{report}");
+    assert_eq!(report["placed"], 200, "{report}");
+    // Every client heard the change (a place nearer, or its admission).
+    assert_eq!(report["fan_out"]["reached"], 200, "{report}");
+    assert_eq!(report["fan_out"]["ms"]["n"], 200, "{report}");
+    assert!(
+        report["gateway_bytes_per_connection"].is_number(),
+        "{report}"
+    );
+    let path = format!("/admin/v1/sales/{sale}");
+    let (_, figures) = app
+        .ops(reqwest::Method::GET, &path, &app.ops_token, None)
+        .await;
+    assert_eq!(figures["paused"], false, "the loadgen resumed admission");
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn the_burst_scenario_tickets_every_join_within_its_window(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = unique("burst-");
+    app.create_sale(&sale, &SaleSpec::default()).await;
+    let gateway = app.gateway.to_string();
+    let (status, _, report) = tokio::task::spawn_blocking({
+        let sale = sale.clone();
+        move || {
+            scenario(&[
+                "burst",
+                "--gateways",
+                &gateway,
+                "--sale",
+                &sale,
+                "--clients",
+                "300",
+                "--within-ms",
+                "500",
+            ])
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(status, 0, "{report}");
+    assert_eq!(report["ticketed"], 300, "{report}");
+    assert_eq!(report["join_to_ticket_ms"]["n"], 300, "{report}");
+    // The gateway agrees: 300 tickets were handed out.
+    let summary = app
+        .get_json(&format!("http://{}/v1/sales/{sale}", app.gateway))
+        .await;
+    assert_eq!(summary["tickets_issued"], 300, "{summary}");
 }

@@ -1,0 +1,406 @@
+//! `floodgate-loadgen queue` and `burst`: the waiting room's own figures.
+//!
+//! `queue` opens N sessions and holds them, reporting the join rate, the gateways' memory per
+//! connection (given their process ids) and, given the ops API, the fan-out: the time for one
+//! frontier change to reach every client. For the fan-out the sale must be open and paused, so
+//! nothing moves until the change: at the agreed instant one process resumes admission and
+//! every client notes when its next message (a position one place nearer, or its admission)
+//! arrives. Several processes measure one change together when given the same
+//! `--change-at-unix-ms` (only one of them with `--trigger`): the wall clock is the shared one.
+//!
+//! `burst` makes N joins inside a window (one second by default), as at the opening, and
+//! reports how long each took to get its ticket.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context as _};
+use floodgate_contract::ws::ServerMessage;
+use futures::StreamExt;
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::report::{Latencies, Table};
+
+/// Where the clients go and come from.
+#[derive(Clone, Debug, clap::Args)]
+pub struct Crowd {
+    /// Gateways (loopback), comma-separated; clients are spread over them in turn.
+    #[arg(long, value_delimiter = ',', default_value = "127.0.0.1:8080")]
+    pub gateways: Vec<SocketAddr>,
+    /// The sale to join.
+    #[arg(long)]
+    pub sale: String,
+    /// Clients (sessions) in this process.
+    #[arg(long, default_value_t = 1_000)]
+    pub clients: u64,
+    /// Local addresses to connect from, comma-separated.
+    #[arg(long, default_value = "127.0.0.1", value_delimiter = ',')]
+    pub from: Vec<IpAddr>,
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+impl Crowd {
+    fn check(&self) -> anyhow::Result<()> {
+        if self.gateways.is_empty() || self.from.is_empty() {
+            bail!("name at least one gateway and one source address");
+        }
+        let gateways = self.gateways.iter().map(SocketAddr::ip);
+        crate::loopback_only(gateways.chain(self.from.iter().copied()))?;
+        crate::room_for(self.clients)
+    }
+
+    fn target(&self, i: u64) -> (IpAddr, SocketAddr, String) {
+        let gateway = self.gateways[i as usize % self.gateways.len()];
+        (
+            self.from[i as usize % self.from.len()],
+            gateway,
+            format!("ws://{gateway}/ws?sale={}", self.sale),
+        )
+    }
+}
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct QueueArgs {
+    #[command(flatten)]
+    pub crowd: Crowd,
+    /// Joins in flight at once.
+    #[arg(long, default_value_t = 200)]
+    pub concurrency: usize,
+    /// Gateway process ids (comma-separated) whose resident memory to measure.
+    #[arg(long, value_delimiter = ',')]
+    pub gateway_pids: Vec<u32>,
+    /// The ops API (admin listener); with it, measure the fan-out of one frontier change.
+    #[arg(long)]
+    pub ops: Option<SocketAddr>,
+    #[arg(long, env = "FLOODGATE_OPS_TOKEN", hide_env_values = true)]
+    pub ops_token: Option<String>,
+    /// The instant of the change (Unix ms), shared by every process of one measurement;
+    /// default: as soon as this process's clients are all in place.
+    #[arg(long)]
+    pub change_at_unix_ms: Option<u64>,
+    /// This process makes the change (resumes admission) at that instant. On by default when
+    /// no instant is given.
+    #[arg(long)]
+    pub trigger: bool,
+    /// How long to hold the sessions after the measurements, in seconds.
+    #[arg(long, default_value_t = 0)]
+    pub hold_secs: u64,
+}
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct BurstArgs {
+    #[command(flatten)]
+    pub crowd: Crowd,
+    /// The window the joins are spread over, in milliseconds.
+    #[arg(long, default_value_t = 1_000)]
+    pub within_ms: u64,
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// One joined client, read by a task of its own: the time of its first position, and of the
+/// first message at or after the change.
+struct Listener {
+    positioned: Arc<AtomicU64>,
+    reached: Arc<AtomicU64>,
+}
+
+const UNSET: u64 = 0;
+
+pub async fn queue(args: QueueArgs) -> anyhow::Result<bool> {
+    args.crowd.check()?;
+    let rss_before = rss(&args.gateway_pids);
+    // The instant of the change, once known (0: not yet). Set before any message can be late.
+    let change_at = Arc::new(AtomicU64::new(args.change_at_unix_ms.unwrap_or(UNSET)));
+    let started = Instant::now();
+    let failed = Arc::new(AtomicU64::new(0));
+    let listeners: Vec<Listener> = futures::stream::iter(0..args.crowd.clients)
+        .map(|i| {
+            let (source, gateway, url) = args.crowd.target(i);
+            let (change_at, failed) = (change_at.clone(), failed.clone());
+            async move {
+                match crate::connect(source, gateway, &url).await {
+                    Ok(ws) => Some(listen(ws, change_at)),
+                    Err(e) => {
+                        if failed.fetch_add(1, Ordering::Relaxed) < 5 {
+                            eprintln!("join failed: {e:#}");
+                        }
+                        None
+                    }
+                }
+            }
+        })
+        .buffer_unordered(args.concurrency.max(1))
+        .filter_map(|l| async move { l })
+        .collect()
+        .await;
+    let open_secs = started.elapsed().as_secs_f64();
+    let open = listeners.len() as u64;
+    eprintln!(
+        "open {open} (failed {}) in {open_secs:.1} s",
+        failed.load(Ordering::Relaxed)
+    );
+
+    // Everyone in place: each has heard its ticket and a position (or the pre-queue size).
+    let placed = wait_for(&listeners, |l| &l.positioned, Duration::from_secs(60)).await;
+    eprintln!("placed {placed}/{open}");
+    // Let the allocator and the first position messages settle before reading memory.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss_after = rss(&args.gateway_pids);
+
+    let mut fan_out = None;
+    if let Some(ops) = args.ops {
+        let at = match args.change_at_unix_ms {
+            Some(at) => at,
+            None => {
+                let at = unix_ms();
+                change_at.store(at, Ordering::SeqCst);
+                at
+            }
+        };
+        let trigger = args.trigger || args.change_at_unix_ms.is_none();
+        if let Some(wait) = at.checked_sub(unix_ms()) {
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+        }
+        if trigger {
+            resume(
+                ops,
+                args.ops_token.as_deref().unwrap_or_default(),
+                &args.crowd.sale,
+            )
+            .await?;
+        }
+        let reached = wait_for(&listeners, |l| &l.reached, Duration::from_secs(30)).await;
+        let latencies = Latencies::of(listeners.iter().filter_map(|l| {
+            let t = l.reached.load(Ordering::Relaxed);
+            (t != UNSET).then(|| Duration::from_millis(t.saturating_sub(at)))
+        }));
+        fan_out = Some((reached, latencies));
+    }
+
+    let per_connection = match (rss_before, rss_after) {
+        (Some(before), Some(after)) if open > 0 => {
+            Some((after.saturating_sub(before)) as f64 * 1024.0 / open as f64)
+        }
+        _ => None,
+    };
+    let report = json!({
+        "scenario": "queue",
+        "sale": args.crowd.sale,
+        "clients": args.crowd.clients,
+        "open": open,
+        "failed": failed.load(Ordering::Relaxed),
+        "placed": placed,
+        "seconds_to_open": open_secs,
+        "joins_per_second": open as f64 / open_secs.max(1e-9),
+        "gateway_rss_kib_before": rss_before,
+        "gateway_rss_kib_after": rss_after,
+        "gateway_bytes_per_connection": per_connection,
+        "fan_out": fan_out.map(|(reached, l)| json!({ "reached": reached, "ms": l })),
+    });
+    let mut table = Table::new(&["figure", "value"]);
+    table.row(&[
+        "sessions open".into(),
+        format!("{open} of {}", args.crowd.clients),
+    ]);
+    table.row(&[
+        "join rate".into(),
+        format!(
+            "{:.0} joins/s",
+            report["joins_per_second"].as_f64().unwrap_or(0.0)
+        ),
+    ]);
+    if let Some(bytes) = per_connection {
+        table.row(&[
+            "gateway memory per connection".into(),
+            format!("{:.2} KB", bytes / 1000.0),
+        ]);
+    }
+    if let Some(f) = report["fan_out"].as_object() {
+        table.row(&[
+            "clients reached by the change".into(),
+            f["reached"].to_string(),
+        ]);
+        table.row(&[
+            "change to client p50 / p99 / max".into(),
+            Latencies::describe(&f["ms"]),
+        ]);
+    }
+    println!("{table}");
+    if let Some(path) = &args.crowd.json {
+        std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
+    }
+    if args.hold_secs > 0 {
+        tokio::time::sleep(Duration::from_secs(args.hold_secs)).await;
+    }
+    Ok(failed.load(Ordering::Relaxed) == 0)
+}
+
+/// Reads one client's messages in a task of its own, noting when it was placed and when it
+/// first heard something at or after the change.
+fn listen(mut ws: crate::Socket, change_at: Arc<AtomicU64>) -> Listener {
+    let positioned = Arc::new(AtomicU64::new(UNSET));
+    let reached = Arc::new(AtomicU64::new(UNSET));
+    let (p, r) = (positioned.clone(), reached.clone());
+    tokio::spawn(async move {
+        while let Some(Ok(frame)) = ws.next().await {
+            let Message::Text(text) = frame else { continue };
+            let now = unix_ms();
+            let heard = matches!(
+                serde_json::from_str::<ServerMessage>(&text),
+                Ok(ServerMessage::Position { .. }
+                    | ServerMessage::PreQueue { .. }
+                    | ServerMessage::Admitted { .. })
+            );
+            if heard {
+                if p.load(Ordering::Relaxed) == UNSET {
+                    p.store(now, Ordering::Relaxed);
+                }
+                let at = change_at.load(Ordering::SeqCst);
+                if at != UNSET && now >= at && r.load(Ordering::Relaxed) == UNSET {
+                    r.store(now, Ordering::Relaxed);
+                }
+            }
+        }
+    });
+    Listener {
+        positioned,
+        reached,
+    }
+}
+
+/// Waits until every listener's `slot` is set, or `timeout`; how many were.
+async fn wait_for(
+    listeners: &[Listener],
+    slot: fn(&Listener) -> &Arc<AtomicU64>,
+    timeout: Duration,
+) -> usize {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let done = listeners
+            .iter()
+            .filter(|l| slot(l).load(Ordering::Relaxed) != UNSET)
+            .count();
+        if done == listeners.len() || Instant::now() >= deadline {
+            return done;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Resident memory of the processes, KiB, summed (`None` if any is unreadable or none given).
+fn rss(pids: &[u32]) -> Option<u64> {
+    if pids.is_empty() {
+        return None;
+    }
+    pids.iter()
+        .map(|pid| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))?
+                .split_whitespace()
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+async fn resume(ops: SocketAddr, token: &str, sale: &str) -> anyhow::Result<()> {
+    crate::loopback_only([ops.ip()])?;
+    let response = reqwest::Client::new()
+        .post(format!("http://{ops}/admin/v1/sales/{sale}/resume"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .context("the ops API")?;
+    if !response.status().is_success() {
+        bail!(
+            "resume refused: {} {}",
+            response.status(),
+            response.text().await?
+        );
+    }
+    Ok(())
+}
+
+pub async fn burst(args: BurstArgs) -> anyhow::Result<bool> {
+    args.crowd.check()?;
+    let n = args.crowd.clients;
+    let started = Instant::now();
+    let spacing = Duration::from_micros(args.within_ms * 1000 / n.max(1));
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let (source, gateway, url) = args.crowd.target(i);
+            let start = started + spacing * i as u32;
+            tokio::spawn(async move {
+                tokio::time::sleep_until(start.into()).await;
+                let asked = Instant::now();
+                match crate::connect(source, gateway, &url).await {
+                    Ok(mut ws) => {
+                        match tokio::time::timeout(Duration::from_secs(30), ws.next()).await {
+                            Ok(Some(Ok(Message::Text(_)))) => Ok((asked.elapsed(), ws)),
+                            other => Err(format!("no ticket: {other:?}")),
+                        }
+                    }
+                    Err(e) => Err(format!("{e:#}")),
+                }
+            })
+        })
+        .collect();
+    let mut times = Vec::with_capacity(tasks.len());
+    let mut sockets = Vec::with_capacity(tasks.len());
+    let mut errors: Vec<String> = Vec::new();
+    for task in tasks {
+        match task.await {
+            Ok(Ok((took, ws))) => {
+                times.push(took);
+                sockets.push(ws);
+            }
+            Ok(Err(e)) => errors.push(e),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    let all_in = started.elapsed().as_secs_f64();
+    drop(sockets);
+    let latencies = Latencies::of(times.iter().copied());
+    let report: Value = json!({
+        "scenario": "burst",
+        "sale": args.crowd.sale,
+        "clients": n,
+        "within_ms": args.within_ms,
+        "ticketed": times.len(),
+        "failed": errors.len(),
+        "first_errors": errors.iter().take(5).collect::<Vec<_>>(),
+        "seconds_until_all_ticketed": all_in,
+        "join_to_ticket_ms": latencies,
+    });
+    let mut table = Table::new(&["figure", "value"]);
+    table.row(&[
+        "joins".into(),
+        format!("{} within {} ms", n, args.within_ms),
+    ]);
+    table.row(&["ticketed".into(), times.len().to_string()]);
+    table.row(&["failed".into(), errors.len().to_string()]);
+    table.row(&["all ticketed after".into(), format!("{all_in:.2} s")]);
+    table.row(&[
+        "join to ticket p50 / p99 / max".into(),
+        Latencies::describe(&report["join_to_ticket_ms"]),
+    ]);
+    println!("{table}");
+    if let Some(path) = &args.crowd.json {
+        std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
+    }
+    Ok(errors.is_empty())
+}
