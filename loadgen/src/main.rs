@@ -7,6 +7,7 @@
 //! away, expire) and checks its invariants against Redis and PostgreSQL at the end. `queue`
 //! holds many sessions and times a frontier change's fan-out; `burst` times joins at the opening.
 
+mod markdown;
 mod queue;
 mod report;
 mod sale;
@@ -71,6 +72,13 @@ enum Command {
     Queue(queue::QueueArgs),
     /// Many joins inside one window, as at the opening: how long each waits for its ticket.
     Burst(queue::BurstArgs),
+    /// Rewrite the generated part of BENCHMARKS.md from a results folder of deploy/bench.sh.
+    Markdown {
+        #[arg(long)]
+        results: std::path::PathBuf,
+        #[arg(long, default_value = "BENCHMARKS.md")]
+        into: std::path::PathBuf,
+    },
     /// The whole rush against running services, with its invariants checked at the end
     /// (exit status 2 if any fails).
     Sale(sale::SaleArgs),
@@ -96,6 +104,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Queue(args) => exit_on_failure(queue::queue(args).await?),
         Command::Burst(args) => exit_on_failure(queue::burst(args).await?),
         Command::Sale(args) => exit_on_failure(sale::run(args).await?),
+        Command::Markdown { results, into } => markdown::run(&results, &into),
     }
 }
 

@@ -169,6 +169,8 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<bool> {
             }
         };
         let trigger = args.trigger || args.change_at_unix_ms.is_none();
+        // Placed after the agreed instant: the figure would include this process's own lateness.
+        let missed = unix_ms() > at + 50;
         if let Some(wait) = at.checked_sub(unix_ms()) {
             tokio::time::sleep(Duration::from_millis(wait)).await;
         }
@@ -181,11 +183,19 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<bool> {
             .await?;
         }
         let reached = wait_for(&listeners, |l| &l.reached, Duration::from_secs(30)).await;
-        let latencies = Latencies::of(listeners.iter().filter_map(|l| {
-            let t = l.reached.load(Ordering::Relaxed);
-            (t != UNSET).then(|| Duration::from_millis(t.saturating_sub(at)))
+        // Every client's delay, so several processes' figures can be merged into one.
+        let samples: Vec<u64> = listeners
+            .iter()
+            .map(|l| l.reached.load(Ordering::Relaxed))
+            .filter(|t| *t != UNSET)
+            .map(|t| t.saturating_sub(at))
+            .collect();
+        fan_out = Some(json!({
+            "reached": reached,
+            "missed_the_instant": missed,
+            "ms": Latencies::of(samples.iter().map(|ms| Duration::from_millis(*ms))),
+            "samples_ms": samples,
         }));
-        fan_out = Some((reached, latencies));
     }
 
     let per_connection = match (rss_before, rss_after) {
@@ -206,7 +216,7 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<bool> {
         "gateway_rss_kib_before": rss_before,
         "gateway_rss_kib_after": rss_after,
         "gateway_bytes_per_connection": per_connection,
-        "fan_out": fan_out.map(|(reached, l)| json!({ "reached": reached, "ms": l })),
+        "fan_out": fan_out,
     });
     let mut table = Table::new(&["figure", "value"]);
     table.row(&[
@@ -375,6 +385,7 @@ pub async fn burst(args: BurstArgs) -> anyhow::Result<bool> {
     let all_in = started.elapsed().as_secs_f64();
     drop(sockets);
     let latencies = Latencies::of(times.iter().copied());
+    let samples: Vec<u64> = times.iter().map(|t| t.as_millis() as u64).collect();
     let report: Value = json!({
         "scenario": "burst",
         "sale": args.crowd.sale,
@@ -385,6 +396,7 @@ pub async fn burst(args: BurstArgs) -> anyhow::Result<bool> {
         "first_errors": errors.iter().take(5).collect::<Vec<_>>(),
         "seconds_until_all_ticketed": all_in,
         "join_to_ticket_ms": latencies,
+        "samples_ms": samples,
     });
     let mut table = Table::new(&["figure", "value"]);
     table.row(&[

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# Runs Floodgate's benchmarks on this machine and rewrites the generated part of BENCHMARKS.md
+# (between its "bench:begin" and "bench:end" markers) with the figures, the machine and the
+# commands. Release builds of the real binaries, the local Redis, PostgreSQL and Tansu; all load
+# on loopback. Figures are reported, never asserted.
+#
+#   deploy/bench.sh                 every scenario
+#   deploy/bench.sh queue sale      some of them (queue, burst, sale)
+#
+# Sizes (environment): BENCH_CLIENTS (queue: sessions held, default 100000), BENCH_GATEWAYS
+# (gateway processes, default 6: one process may hold fewer than 20,000 sockets), BENCH_BURST
+# (joins inside one second, default 10000), BENCH_SALE_CLIENTS (people in the rush, default
+# 10000). The JSON of every run is kept in ~/.cache/floodgate/bench/<date>/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SCENARIOS=${*:-queue burst sale}
+CLIENTS=${BENCH_CLIENTS:-100000}
+GATEWAYS=${BENCH_GATEWAYS:-6}
+BURST=${BENCH_BURST:-10000}
+SALE_CLIENTS=${BENCH_SALE_CLIENTS:-10000}
+FLOODGATE_HOME=${FLOODGATE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/floodgate}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$FLOODGATE_HOME/target}
+PG=${PG:-postgres://postgres@127.0.0.1:5432}
+DB="floodgate_bench_$RANDOM$RANDOM"
+export FLOODGATE_DATABASE_URL="$PG/$DB"
+export FLOODGATE_REDIS_PREFIX="bench$RANDOM:"
+export FLOODGATE_RESERVATIONS_TOPIC="floodgate.bench.$RANDOM$RANDOM"
+export FLOODGATE_CONSUMER_GROUP="bench-$RANDOM"
+# The crowd comes from a handful of loopback addresses: lift the per-address limits.
+export FLOODGATE_MAX_CONNECTIONS_PER_IP=1000000 FLOODGATE_JOINS_PER_SEC_PER_IP=1000000
+export RUST_LOG=${BENCH_LOG:-warn}
+RESULTS="$FLOODGATE_HOME/bench/$(date +%Y%m%d-%H%M%S)"
+LOGS="$RESULTS/logs"
+mkdir -p "$LOGS"
+say() { printf '\033[1m[bench]\033[0m %s\n' "$*" >&2; }
+
+deploy/stack.sh up
+say "building release binaries"
+cargo build --release --locked -q -p floodgate-gateway -p floodgate-booking -p floodgate-consumer \
+  -p floodgate-loadgen
+BIN=$CARGO_TARGET_DIR/release
+set -a
+# shellcheck disable=SC1090
+source <("$BIN/floodgate-gateway" keygen --kid bench | grep -v '^#')
+set +a
+export FLOODGATE_OPS_TOKEN="ops_bench_$RANDOM$RANDOM"
+export FLOODGATE_WEBHOOK_SECRET="whsec_bench_$RANDOM$RANDOM"
+psql -q "$PG/postgres" -c "create database $DB"
+"$BIN/floodgate-booking" migrate >/dev/null
+FLOODGATE_HOME_TANSU="$FLOODGATE_HOME/tansu-0.6.0/bin/tansu"
+"$FLOODGATE_HOME_TANSU" topic create "$FLOODGATE_RESERVATIONS_TOPIC" --partitions 6 \
+  --broker tcp://127.0.0.1:9092 >/dev/null
+"$FLOODGATE_HOME_TANSU" topic create "$FLOODGATE_RESERVATIONS_TOPIC.dlq" --partitions 1 \
+  --broker tcp://127.0.0.1:9092 >/dev/null
+
+PIDS=()
+cleanup() {
+  trap - EXIT INT TERM
+  [ ${#PIDS[@]} -eq 0 ] || kill "${PIDS[@]}" 2>/dev/null || true
+  wait 2>/dev/null || true
+  psql -q "$PG/postgres" -c "drop database if exists $DB" 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+healthy() { for _ in $(seq 1 200); do curl -fs "http://$1/healthz" >/dev/null && return; sleep 0.1; done; say "$1 did not start"; exit 1; }
+
+# Gateways 127.0.0.1:18101.. (their pids in GATEWAY_PIDS, addresses in GATEWAY_ADDRS).
+GATEWAY_PIDS=() GATEWAY_ADDRS=()
+start_gateways() {
+  for i in $(seq 1 "$1"); do
+    local addr="127.0.0.1:$((18100 + i))"
+    FLOODGATE_GATEWAY_LISTEN=$addr FLOODGATE_INSTANCE_ID="bench-gw-$i" \
+      "$BIN/floodgate-gateway" serve >"$LOGS/gateway-$i.log" 2>&1 &
+    PIDS+=($!) GATEWAY_PIDS+=($!) GATEWAY_ADDRS+=("$addr")
+  done
+  for addr in "${GATEWAY_ADDRS[@]}"; do healthy "$addr"; done
+}
+stop_gateways() {
+  kill "${GATEWAY_PIDS[@]}" 2>/dev/null || true
+  wait "${GATEWAY_PIDS[@]}" 2>/dev/null || true
+  GATEWAY_PIDS=() GATEWAY_ADDRS=()
+}
+joined() { local IFS=,; echo "$*"; }
+rss_kib() { local total=0; for pid in "$@"; do total=$((total + $(awk '/^VmRSS/ {print $2}' "/proc/$pid/status"))); done; echo $total; }
+sessions() { local total=0; for addr in "${GATEWAY_ADDRS[@]}"; do total=$((total + $(curl -s "http://$addr/metrics" | awk '/^floodgate_ws_sessions / {print int($2)}'))); done; echo $total; }
+# Source addresses for loadgen process $1 of a run: four of its own.
+sources() { local base=$((2 + 4 * ($1 - 1))); echo "127.0.1.$base,127.0.1.$((base + 1)),127.0.1.$((base + 2)),127.0.1.$((base + 3))"; }
+new_sale() { # <id prefix> <opens in secs>
+  local sale="$1-$RANDOM"
+  "$BIN/floodgate-booking" sale create deploy/sales/bench.toml --id "$sale" --opens-in-secs "$2" --arm >/dev/null
+  echo "$sale"
+}
+ops() { curl -fsS -X "$1" -H "Authorization: Bearer $FLOODGATE_OPS_TOKEN" "http://127.0.0.1:19081$2" >/dev/null; }
+
+BACKEND_UP=
+start_backend() {
+  [ -n "$BACKEND_UP" ] && return
+  FLOODGATE_BOOKING_LISTEN=127.0.0.1:18081 FLOODGATE_ADMIN_LISTEN=127.0.0.1:19081 \
+    FLOODGATE_PAYMENT_PROVIDER_URL=http://127.0.0.1:18082 \
+    "$BIN/floodgate-booking" serve >"$LOGS/booking.log" 2>&1 & PIDS+=($!)
+  FLOODGATE_SANDBOX_LISTEN=127.0.0.1:18082 FLOODGATE_SANDBOX_PUBLIC_URL=http://127.0.0.1:18082 \
+    FLOODGATE_SANDBOX_WEBHOOK_URL=http://127.0.0.1:18081/v1/payments/webhook \
+    "$BIN/floodgate-booking" sandbox-pay >"$LOGS/sandbox.log" 2>&1 & PIDS+=($!)
+  FLOODGATE_CONSUMER_METRICS_LISTEN=127.0.0.1:19102 FLOODGATE_CONSUMER_INSTANCE_ID=bench-consumer \
+    "$BIN/floodgate-consumer" >"$LOGS/consumer.log" 2>&1 & PIDS+=($!)
+  healthy 127.0.0.1:18081
+  BACKEND_UP=1
+}
+
+machine() {
+  jq -n --arg date "$(date -u +%Y-%m-%dT%H:%MZ)" --arg commit "$(git rev-parse --short HEAD)" \
+    --arg cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')" \
+    --argjson cores "$(nproc)" --arg memory "$(free -g | awk '/^Mem/ {print $2 " GiB"}')" \
+    --arg kernel "$(uname -r)" --arg redis "$(redis-server --version | awk '{print $3}' | tr -d v=)" \
+    --arg postgres "$(psql -tAq "$PG/postgres" -c 'show server_version' | awk '{print $1}')" \
+    '{date: $date, commit: $commit, cpu: $cpu, cores: $cores, memory: $memory, kernel: $kernel,
+      redis: $redis, postgres: $postgres}' >"$RESULTS/machine.json"
+}
+
+# queue: CLIENTS sessions over GATEWAYS gateways from as many loadgen processes; memory per
+# connection; then one frontier change (admission resumed on an open, paused sale) timed to
+# every client.
+queue() {
+  local sale per at
+  sale=$(new_sale bench-queue 2)
+  start_backend
+  ops POST "/admin/v1/sales/$sale/pause"
+  sleep 3 # past the opening, so clients get positions, not the pre-queue
+  start_gateways "$GATEWAYS"
+  sleep 1
+  local before; before=$(rss_kib "${GATEWAY_PIDS[@]}")
+  per=$((CLIENTS / GATEWAYS))
+  # The change happens at one instant for every process, once all can be in place.
+  at=$(( $(date +%s%3N) + 30000 + CLIENTS / 2 ))
+  say "queue: $CLIENTS sessions on $GATEWAYS gateways; the change at +$(( (at - $(date +%s%3N)) / 1000 )) s"
+  local loaders=()
+  for l in $(seq 1 "$GATEWAYS"); do
+    local trigger=(); [ "$l" = 1 ] && trigger=(--trigger)
+    "$BIN/floodgate-loadgen" queue --gateways "$(joined "${GATEWAY_ADDRS[@]}")" --sale "$sale" \
+      --clients "$per" --from "$(sources "$l")" --ops 127.0.0.1:19081 \
+      --change-at-unix-ms "$at" "${trigger[@]}" --json "$RESULTS/queue-$l.json" \
+      >"$LOGS/queue-$l.log" 2>&1 &
+    loaders+=($!)
+  done
+  # Memory once everyone is in place, before the change.
+  until [ "$(grep -l '^placed' "$LOGS"/queue-*.log 2>/dev/null | wc -l)" -ge "$GATEWAYS" ]; do
+    sleep 0.5
+  done
+  sleep 2
+  local after held; after=$(rss_kib "${GATEWAY_PIDS[@]}"); held=$(sessions)
+  jq -n --argjson before "$before" --argjson after "$after" --argjson sessions "$held" \
+    --argjson gateways "$GATEWAYS" \
+    '{gateways: $gateways, sessions: $sessions, rss_kib_before: $before, rss_kib_after: $after,
+      bytes_per_connection: (($after - $before) * 1024 / $sessions)}' >"$RESULTS/memory.json"
+  wait "${loaders[@]}" || say "a queue loadgen reported failures (see $LOGS)"
+  stop_gateways
+}
+
+# burst: BURST joins within one second, from four processes, on two gateways, before the
+# opening (the pre-queue, as at a real opening).
+burst() {
+  local sale; sale=$(new_sale bench-burst 600)
+  start_gateways 2
+  say "burst: $BURST joins within one second"
+  local loaders=()
+  for l in 1 2 3 4; do
+    "$BIN/floodgate-loadgen" burst --gateways "$(joined "${GATEWAY_ADDRS[@]}")" --sale "$sale" \
+      --clients $((BURST / 4)) --from "$(sources "$l")" --within-ms 1000 \
+      --json "$RESULTS/burst-$l.json" >"$LOGS/burst-$l.log" 2>&1 &
+    loaders+=($!)
+  done
+  wait "${loaders[@]}" || say "a burst loadgen reported failures (see $LOGS)"
+  stop_gateways
+}
+
+# sale: the whole rush on two gateways with the booking service, sandbox provider and consumer,
+# checked at the end (no oversell, every 201 durable, admission in order).
+sale() {
+  local sale; sale=$(new_sale bench-sale 10)
+  start_backend
+  start_gateways 2
+  say "sale: $SALE_CLIENTS people for 400 seats"
+  "$BIN/floodgate-loadgen" sale --gateways "$(joined "${GATEWAY_ADDRS[@]}")" --sale "$sale" \
+    --booking 127.0.0.1:18081 --sandbox 127.0.0.1:18082 --clients "$SALE_CLIENTS" \
+    --from "$(sources 1),$(sources 2)" --json "$RESULTS/sale.json" 2>"$LOGS/sale.log" ||
+    say "the sale's invariants did NOT all hold (see $RESULTS/sale.json)"
+  stop_gateways
+}
+
+machine
+for scenario in $SCENARIOS; do
+  case $scenario in
+    queue | burst | sale) "$scenario" ;;
+    *) say "unknown scenario $scenario (queue, burst, sale)"; exit 64 ;;
+  esac
+done
+"$BIN/floodgate-loadgen" markdown --results "$RESULTS" --into BENCHMARKS.md
+say "BENCHMARKS.md rewritten from $RESULTS"
