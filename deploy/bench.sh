@@ -5,7 +5,7 @@
 # on loopback. Figures are reported, never asserted.
 #
 #   deploy/bench.sh                 every scenario
-#   deploy/bench.sh queue sale      some of them (queue, burst, sale)
+#   deploy/bench.sh queue sale      some of them (queue, burst, sale, raw)
 #
 # Sizes (environment): BENCH_CLIENTS (queue: sessions held, default 100000), BENCH_GATEWAYS
 # (gateway processes, default 6: one process may hold fewer than 20,000 sockets), BENCH_BURST
@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SCENARIOS=${*:-queue burst sale}
+SCENARIOS=${*:-queue burst sale raw}
 CLIENTS=${BENCH_CLIENTS:-100000}
 GATEWAYS=${BENCH_GATEWAYS:-6}
 BURST=${BENCH_BURST:-10000}
@@ -30,9 +30,15 @@ export FLOODGATE_CONSUMER_GROUP="bench-$RANDOM"
 # The crowd comes from a handful of loopback addresses: lift the per-address limits.
 export FLOODGATE_MAX_CONNECTIONS_PER_IP=1000000 FLOODGATE_JOINS_PER_SEC_PER_IP=1000000
 export RUST_LOG=${BENCH_LOG:-warn}
+PREVIOUS=$(ls -d "$FLOODGATE_HOME"/bench/*/ 2>/dev/null | tail -n 1 || true)
 RESULTS="$FLOODGATE_HOME/bench/$(date +%Y%m%d-%H%M%S)"
 LOGS="$RESULTS/logs"
 mkdir -p "$LOGS"
+# Scenarios not run now keep the previous run's figures (the report says which are carried over).
+if [ -n "$PREVIOUS" ]; then
+  cp "$PREVIOUS"/*.json "$RESULTS"/ 2>/dev/null || true
+  basename "$PREVIOUS" >"$RESULTS/carried-from"
+fi
 say() { printf '\033[1m[bench]\033[0m %s\n' "$*" >&2; }
 
 deploy/stack.sh up
@@ -188,11 +194,69 @@ sale() {
   stop_gateways
 }
 
+# raw: the pool script alone, as redis-benchmark runs it (EVALSHA, 50 connections, unpipelined
+# and 16 deep), against the booking endpoint end to end on the same Redis; and the broker's own
+# acknowledgement rate, which bounds the endpoint (a 201 waits for the broker).
+raw() {
+  # A pool no service knows (so no relay publishes the benchmark's events), armed by hand with
+  # more seats than the run can take.
+  local base="${FLOODGATE_REDIS_PREFIX}{p:rawbench/p}" sha
+  redis-cli HSET "$base:cfg" armed 1 capacity 1000000000 hold_ttl_ms 600000 sale rawbench \
+    pool p fare_minor 100 currency INR >/dev/null
+  redis-cli MSET "$base:avail" 1000000000 "$base:held" 0 "$base:sold" 0 >/dev/null
+  sha=$(redis-cli SCRIPT LOAD "$(cat lua/lib.lua lua/reserve.lua)")
+  say "raw: redis-benchmark EVALSHA of the reserve script"
+  local results=()
+  for depth in 1 16; do
+    local rps
+    rps=$(redis-benchmark -n 200000 -c 50 -P "$depth" -r 1000000000 --csv EVALSHA "$sha" 9 \
+      "$base:cfg" "$base:avail" "$base:held" "$base:sold" "$base:holds" "$base:expiries" \
+      "$base:outbox" "$base:rsv:__rand_int__" "$base:tok:__rand_int__" \
+      t__rand_int__ k 1 r__rand_int__ s 1 | awk -F'"' 'NR == 2 {print $4}')
+    results+=("$rps")
+  done
+  redis-cli --scan --pattern "${FLOODGATE_REDIS_PREFIX}{p:rawbench/p}*" | xargs -r -n 1000 redis-cli DEL >/dev/null
+  jq -n --argjson p1 "${results[0]}" --argjson p16 "${results[1]}" \
+    '{evalsha_per_second: $p1, evalsha_pipelined_16_per_second: $p16, connections: 50}' \
+    >"$RESULTS/raw-redis.json"
+
+  say "raw: the booking endpoint end to end"
+  local sale
+  sale=$(new_sale bench-raw 2)
+  start_backend
+  sleep 3
+  "$BIN/floodgate-loadgen" reserve --booking 127.0.0.1:18081 --sale "$sale" \
+    --pool 12951-20261201-3A-TQ --requests 100 --concurrency 50 --first-ticket 9000000000 \
+    >/dev/null # warm up
+  # The bench sale's pools hold 100 seats: this one gets room for the whole run.
+  local pool="${FLOODGATE_REDIS_PREFIX}{p:$sale/12627-20261201-SL-TQ}"
+  redis-cli MSET "$pool:avail" 1000000 >/dev/null
+  redis-cli HSET "$pool:cfg" capacity 1000100 >/dev/null
+  # A 201 waits for the broker's acknowledgement, so throughput follows the requests in flight.
+  local first=1000000000
+  for inflight in 50 400; do
+    "$BIN/floodgate-loadgen" reserve --booking 127.0.0.1:18081 --sale "$sale" \
+      --pool 12627-20261201-SL-TQ --requests 20000 --concurrency "$inflight" \
+      --first-ticket "$first" --json "$RESULTS/raw-booking-$inflight.json" \
+      >"$LOGS/raw-booking-$inflight.log" 2>&1 ||
+      say "some reservations failed (see $LOGS/raw-booking-$inflight.log)"
+    first=$((first + 1000000))
+  done
+
+  say "raw: the broker's acknowledgement rate"
+  local topic="floodgate.bench.raw$RANDOM"
+  "$FLOODGATE_HOME_TANSU" topic create "$topic" --partitions 6 --broker tcp://127.0.0.1:9092 >/dev/null
+  "$BIN/floodgate-loadgen" publish --topic "$topic" --reservations 20000 --pools 6 \
+    --json "$RESULTS/raw-broker.json" >"$LOGS/raw-broker.log" 2>&1
+}
+
 machine
+# shellcheck disable=SC2086
+jq -n '$ARGS.positional' --args $SCENARIOS >"$RESULTS/ran.json"
 for scenario in $SCENARIOS; do
   case $scenario in
-    queue | burst | sale) "$scenario" ;;
-    *) say "unknown scenario $scenario (queue, burst, sale)"; exit 64 ;;
+    queue | burst | sale | raw) "$scenario" ;;
+    *) say "unknown scenario $scenario (queue, burst, sale, raw)"; exit 64 ;;
   esac
 done
 "$BIN/floodgate-loadgen" markdown --results "$RESULTS" --into BENCHMARKS.md

@@ -10,6 +10,7 @@
 mod markdown;
 mod queue;
 mod report;
+mod reserve;
 mod sale;
 
 use std::net::{IpAddr, SocketAddr};
@@ -66,12 +67,17 @@ enum Command {
         /// Pools the reservations spread over (the topic's partition keys).
         #[arg(long, default_value_t = 6)]
         pools: u64,
+        /// Also write the figures as JSON to this file.
+        #[arg(long)]
+        json: Option<std::path::PathBuf>,
     },
     /// Hold many sessions: join rate, gateway memory per connection, and the time one frontier
     /// change takes to reach every client.
     Queue(queue::QueueArgs),
     /// Many joins inside one window, as at the opening: how long each waits for its ticket.
     Burst(queue::BurstArgs),
+    /// The booking endpoint's end-to-end throughput, with tokens signed here.
+    Reserve(reserve::ReserveArgs),
     /// Rewrite the generated part of BENCHMARKS.md from a results folder of deploy/bench.sh.
     Markdown {
         #[arg(long)]
@@ -100,10 +106,12 @@ async fn main() -> anyhow::Result<()> {
             topic,
             reservations,
             pools,
-        } => publish(&brokers, &topic, reservations, pools.max(1)).await,
+            json,
+        } => publish(&brokers, &topic, reservations, pools.max(1), json).await,
         Command::Queue(args) => exit_on_failure(queue::queue(args).await?),
         Command::Burst(args) => exit_on_failure(queue::burst(args).await?),
         Command::Sale(args) => exit_on_failure(sale::run(args).await?),
+        Command::Reserve(args) => exit_on_failure(reserve::run(args).await?),
         Command::Markdown { results, into } => markdown::run(&results, &into),
     }
 }
@@ -125,6 +133,9 @@ fn room_for(sockets: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Sends awaiting the broker's acknowledgement at once, in `publish`.
+const WINDOW: usize = 5_000;
+
 /// A scenario that ran but found something wrong (an invariant broken, clients that could not
 /// join) exits with status 2, after its report.
 fn exit_on_failure(ok: bool) -> anyhow::Result<()> {
@@ -134,7 +145,13 @@ fn exit_on_failure(ok: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn publish(brokers: &str, topic: &str, reservations: u64, pools: u64) -> anyhow::Result<()> {
+async fn publish(
+    brokers: &str,
+    topic: &str,
+    reservations: u64,
+    pools: u64,
+    json: Option<std::path::PathBuf>,
+) -> anyhow::Result<()> {
     use floodgate_contract::events::{Envelope, Event, ReservationData, SCHEMA_VERSION};
     use rdkafka::producer::{FutureProducer, FutureRecord};
 
@@ -194,8 +211,7 @@ async fn publish(brokers: &str, topic: &str, reservations: u64, pools: u64) -> a
                 .await
                 .map_err(|(e, _)| e)
         });
-        // A bounded window of unacknowledged sends.
-        if pending.len() >= 5_000 {
+        if pending.len() >= WINDOW {
             if let Some(result) = pending.next().await {
                 result?;
             }
@@ -205,10 +221,17 @@ async fn publish(brokers: &str, topic: &str, reservations: u64, pools: u64) -> a
     while let Some(result) = pending.next().await {
         result?;
     }
-    println!(
-        "published={sent} in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+    let seconds = started.elapsed().as_secs_f64();
+    println!("published={sent} in {seconds:.1} s");
+    if let Some(path) = json {
+        let figures = serde_json::json!({
+            "events": sent,
+            "seconds": seconds,
+            "events_per_second": sent as f64 / seconds.max(1e-9),
+            "window": WINDOW,
+        });
+        std::fs::write(path, serde_json::to_vec_pretty(&figures)?)?;
+    }
     Ok(())
 }
 

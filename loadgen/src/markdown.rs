@@ -98,6 +98,22 @@ pub fn render(results: &Path) -> anyhow::Result<String> {
         s(&machine, "redis"),
         s(&machine, "postgres"),
     );
+    if let (Some(ran), Ok(from)) = (
+        read(&results.join("ran.json")),
+        std::fs::read_to_string(results.join("carried-from")),
+    ) {
+        let ran: Vec<&str> = ran
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        out += &format!(
+            "Scenarios run this time: {}; any other figures below are carried over from the run of {}.\n\n",
+            ran.join(", "),
+            from.trim()
+        );
+    }
 
     let queue = parts(results, "queue")?;
     let memory = read(&results.join("memory.json"));
@@ -161,6 +177,41 @@ pub fn render(results: &Path) -> anyhow::Result<String> {
             "| join to ticket p50 / p99 / max | {} |\n\n",
             ms(&merged(&burst, "/samples_ms"))
         );
+    }
+
+    let raw_redis = read(&results.join("raw-redis.json"));
+    let mut raw_booking = parts(results, "raw-booking")?;
+    raw_booking.sort_by_key(|b| b["concurrency"].as_u64());
+    let raw_broker = read(&results.join("raw-broker.json"));
+    if raw_redis.is_some() || !raw_booking.is_empty() {
+        let f = |v: &Option<Value>, k: &str| v.as_ref().and_then(|v| v[k].as_f64()).unwrap_or(0.0);
+        let unpipelined = f(&raw_redis, "evalsha_per_second");
+        out += "### Booking against the raw limit\n\n| figure | per second | |\n|---|---|---|\n";
+        out += &format!(
+            "| `redis-benchmark`: the reserve script by `EVALSHA`, 50 connections, unpipelined | {unpipelined:.0} | |\n"
+        );
+        out += &format!(
+            "| the same, 16 deep | {:.0} | |\n",
+            f(&raw_redis, "evalsha_pipelined_16_per_second")
+        );
+        for b in &raw_booking {
+            let booking = b["reservations_per_second"].as_f64().unwrap_or(0.0);
+            out += &format!(
+                "| the booking endpoint end to end, {} in flight (claim, pool script, broker ack, 201); 201 latency p50 / p99 / max {} | **{booking:.0}** | **{:.0} %** of unpipelined `EVALSHA`; target at least 50 % |\n",
+                b["concurrency"],
+                Latencies::describe(&b["latency_ms"]),
+                100.0 * booking / unpipelined.max(1e-9)
+            );
+        }
+        if raw_broker.is_some() {
+            out += &format!(
+                "| the broker alone: events acknowledged (Tansu, sqlite storage; {} in flight) | {:.0} | every 201 waits for one |
+",
+                raw_broker.as_ref().map_or(Value::Null, |b| b["window"].clone()),
+                f(&raw_broker, "events_per_second")
+            );
+        }
+        out += "\n";
     }
 
     if let Some(sale) = read(&results.join("sale.json")) {

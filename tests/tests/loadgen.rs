@@ -218,3 +218,54 @@ async fn the_burst_scenario_tickets_every_join_within_its_window(db: sqlx::PgPoo
         .await;
     assert_eq!(summary["tickets_issued"], 300, "{summary}");
 }
+
+#[sqlx::test(migrations = "../migrations")]
+async fn the_reserve_scenario_makes_every_reservation_through_the_booking_api(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = unique("reserve-");
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 500)],
+        opens_in: Duration::from_millis(300),
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    app.until_open(&sale).await;
+    let (booking, kid, seed) = (
+        app.booking.to_string(),
+        app.signer.kid().to_owned(),
+        app.signer.seed_base64(),
+    );
+    let (status, _, report) = tokio::task::spawn_blocking({
+        let sale = sale.clone();
+        move || {
+            scenario(&[
+                "reserve",
+                "--booking",
+                &booking,
+                "--sale",
+                &sale,
+                "--pool",
+                "p1",
+                "--requests",
+                "200",
+                "--concurrency",
+                "16",
+                "--token-key-id",
+                &kid,
+                "--token-signing-key",
+                &seed,
+            ])
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(status, 0, "{report}");
+    assert_eq!(
+        report["statuses"],
+        serde_json::json!({"201": 200}),
+        "{report}"
+    );
+    assert!(report["reservations_per_second"].as_f64().unwrap() > 0.0);
+    // The pool agrees: 200 seats are held.
+    assert_eq!(app.redis_int(&app.keys.pool(&sale, "p1").held()).await, 200);
+}
