@@ -5,7 +5,7 @@
 # on loopback. Figures are reported, never asserted.
 #
 #   deploy/bench.sh                 every scenario
-#   deploy/bench.sh queue sale      some of them (queue, burst, sale, raw)
+#   deploy/bench.sh queue sale      some of them (queue, burst, sale, raw, naive)
 #
 # Sizes (environment): BENCH_CLIENTS (queue: sessions held, default 100000), BENCH_GATEWAYS
 # (gateway processes, default 6: one process may hold fewer than 20,000 sockets), BENCH_BURST
@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SCENARIOS=${*:-queue burst sale raw}
+SCENARIOS=${*:-queue burst sale raw naive}
 CLIENTS=${BENCH_CLIENTS:-100000}
 GATEWAYS=${BENCH_GATEWAYS:-6}
 BURST=${BENCH_BURST:-10000}
@@ -250,13 +250,34 @@ raw() {
     --json "$RESULTS/raw-broker.json" >"$LOGS/raw-broker.log" 2>&1
 }
 
+# naive: one PostgreSQL counter row, booked with SELECT ... FOR UPDATE, or read then written back
+# (the race); against Floodgate's endpoint on a pool of the same size: attempts per second and
+# seats sold beyond the capacity.
+naive() {
+  for mode in for-update race; do
+    say "naive: $mode"
+    "$BIN/floodgate-loadgen" naive --mode "$mode" --capacity 1000 --attempts 20000 \
+      --concurrency 50 --json "$RESULTS/naive-$mode.json" >"$LOGS/naive-$mode.log" 2>&1
+  done
+  say "naive: Floodgate's endpoint on a 1,000-seat pool"
+  local sale; sale=$(new_sale bench-naive 2)
+  start_backend
+  sleep 3
+  local pool="${FLOODGATE_REDIS_PREFIX}{p:$sale/12627-20261201-SL-TQ}"
+  redis-cli MSET "$pool:avail" 1000 >/dev/null
+  redis-cli HSET "$pool:cfg" capacity 1000 >/dev/null
+  "$BIN/floodgate-loadgen" reserve --booking 127.0.0.1:18081 --sale "$sale" \
+    --pool 12627-20261201-SL-TQ --requests 20000 --concurrency 50 \
+    --json "$RESULTS/naive-floodgate.json" >"$LOGS/naive-floodgate.log" 2>&1
+}
+
 machine
 # shellcheck disable=SC2086
 jq -n '$ARGS.positional' --args $SCENARIOS >"$RESULTS/ran.json"
 for scenario in $SCENARIOS; do
   case $scenario in
-    queue | burst | sale | raw) "$scenario" ;;
-    *) say "unknown scenario $scenario (queue, burst, sale, raw)"; exit 64 ;;
+    queue | burst | sale | raw | naive) "$scenario" ;;
+    *) say "unknown scenario $scenario (queue, burst, sale, raw, naive)"; exit 64 ;;
   esac
 done
 "$BIN/floodgate-loadgen" markdown --results "$RESULTS" --into BENCHMARKS.md

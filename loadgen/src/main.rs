@@ -8,6 +8,7 @@
 //! holds many sessions and times a frontier change's fan-out; `burst` times joins at the opening.
 
 mod markdown;
+mod naive;
 mod queue;
 mod report;
 mod reserve;
@@ -78,6 +79,8 @@ enum Command {
     Burst(queue::BurstArgs),
     /// The booking endpoint's end-to-end throughput, with tokens signed here.
     Reserve(reserve::ReserveArgs),
+    /// The naive PostgreSQL counter (FOR UPDATE, or the read-then-write race), for comparison.
+    Naive(naive::NaiveArgs),
     /// Rewrite the generated part of BENCHMARKS.md from a results folder of deploy/bench.sh.
     Markdown {
         #[arg(long)]
@@ -112,6 +115,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Burst(args) => exit_on_failure(queue::burst(args).await?),
         Command::Sale(args) => exit_on_failure(sale::run(args).await?),
         Command::Reserve(args) => exit_on_failure(reserve::run(args).await?),
+        Command::Naive(args) => exit_on_failure(naive::run(args).await?),
         Command::Markdown { results, into } => markdown::run(&results, &into),
     }
 }

@@ -214,6 +214,38 @@ pub fn render(results: &Path) -> anyhow::Result<String> {
         out += "\n";
     }
 
+    let locked = read(&results.join("naive-for-update.json"));
+    let race = read(&results.join("naive-race.json"));
+    let ours = read(&results.join("naive-floodgate.json"));
+    if locked.is_some() || race.is_some() || ours.is_some() {
+        out += "### Against the naive PostgreSQL counter\n\n";
+        out += "20,000 attempts at 1,000 seats, 50 at once.\n\n";
+        out += "| approach | attempts per second | sold | oversold |\n|---|---|---|---|\n";
+        for (name, run) in [
+            ("one counter row, `SELECT ... FOR UPDATE`", &locked),
+            ("one counter row, read then write back (the race)", &race),
+        ] {
+            if let Some(r) = run {
+                out += &format!(
+                    "| {name} | {:.0} | {} | **{}** |\n",
+                    r["attempts_per_second"].as_f64().unwrap_or(0.0),
+                    r["booked"],
+                    r["oversold"]
+                );
+            }
+        }
+        if let Some(r) = &ours {
+            let sold = r["statuses"]["201"].as_i64().unwrap_or(0);
+            let attempts = r["requests"].as_f64().unwrap_or(0.0);
+            out += &format!(
+                "| Floodgate's booking endpoint (pool script, broker ack, 201) | {:.0} | {sold} | **{}** |\n",
+                attempts / r["seconds"].as_f64().unwrap_or(1.0).max(1e-9),
+                (sold - 1000).max(0)
+            );
+        }
+        out += "\n";
+    }
+
     if let Some(sale) = read(&results.join("sale.json")) {
         out += "### The whole rush, checked\n\n| figure | value |\n|---|---|\n";
         out += &format!(

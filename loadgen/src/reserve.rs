@@ -142,5 +142,10 @@ pub async fn run(args: ReserveArgs) -> anyhow::Result<bool> {
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
     }
-    Ok(created == args.requests)
+    // A refusal (sold out) is an answer; transport errors and 5xx are failures.
+    let failed = statuses
+        .iter()
+        .filter(|(code, _)| code.as_str() == "error" || code.starts_with('5'))
+        .count();
+    Ok(created > 0 && failed == 0)
 }

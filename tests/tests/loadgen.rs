@@ -269,3 +269,37 @@ async fn the_reserve_scenario_makes_every_reservation_through_the_booking_api(db
     // The pool agrees: 200 seats are held.
     assert_eq!(app.redis_int(&app.keys.pool(&sale, "p1").held()).await, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_naive_counter_reports_its_sales_and_oversell() {
+    let server = std::env::var("DATABASE_URL").expect("DATABASE_URL");
+    let run = |mode: &'static str| {
+        let server = server.clone();
+        tokio::task::spawn_blocking(move || {
+            scenario(&[
+                "naive",
+                "--database-url",
+                &server,
+                "--mode",
+                mode,
+                "--capacity",
+                "50",
+                "--attempts",
+                "400",
+                "--concurrency",
+                "10",
+            ])
+        })
+    };
+    let (status, _, locked) = run("for-update").await.unwrap();
+    assert_eq!(status, 0, "{locked}");
+    // The row lock serialises the bookings: exactly the capacity is sold.
+    assert_eq!(locked["booked"], 50, "{locked}");
+    assert_eq!(locked["oversold"], 0, "{locked}");
+    let (status, _, race) = run("race").await.unwrap();
+    assert_eq!(status, 0, "{race}");
+    // Whatever the interleaving, the report's oversell is what was booked past the capacity.
+    let booked = race["booked"].as_i64().unwrap();
+    assert!(booked >= 50, "{race}");
+    assert_eq!(race["oversold"].as_i64().unwrap(), booked - 50, "{race}");
+}
