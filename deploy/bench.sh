@@ -5,16 +5,17 @@
 # on loopback. Figures are reported, never asserted.
 #
 #   deploy/bench.sh                 every scenario
-#   deploy/bench.sh queue sale      some of them (queue, burst, sale, raw, naive)
+#   deploy/bench.sh queue sale      some of them (queue, burst, sale, raw, naive, poll, peer)
 #
 # Sizes (environment): BENCH_CLIENTS (queue: sessions held, default 100000), BENCH_GATEWAYS
 # (gateway processes, default 6: one process may hold fewer than 20,000 sockets), BENCH_BURST
 # (joins inside one second, default 10000), BENCH_SALE_CLIENTS (people in the rush, default
-# 10000). The JSON of every run is kept in ~/.cache/floodgate/bench/<date>/.
+# 10000), BENCH_POLL_CLIENTS (poll, default 10000), BENCH_PEER_CLIENTS (peer, default 15000).
+# The JSON of every run is kept in ~/.cache/floodgate/bench/<date>/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SCENARIOS=${*:-queue burst sale raw naive}
+SCENARIOS=${*:-queue burst sale raw naive poll peer}
 CLIENTS=${BENCH_CLIENTS:-100000}
 GATEWAYS=${BENCH_GATEWAYS:-6}
 BURST=${BENCH_BURST:-10000}
@@ -271,13 +272,103 @@ naive() {
     --json "$RESULTS/naive-floodgate.json" >"$LOGS/naive-floodgate.log" 2>&1
 }
 
+# poll: the gateway's CPU time per waiting client per minute, WebSocket push against polling the
+# sale's status every 5 s, BENCH_POLL_CLIENTS clients each (default 10000), one gateway.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+measure_cpu() { # <file> <clients> <what>: the gateway's CPU over one minute, as JSON
+  local t0 t1 window=60
+  t0=$(cpu_ticks "${GATEWAY_PIDS[0]}")
+  sleep $window
+  t1=$(cpu_ticks "${GATEWAY_PIDS[0]}")
+  jq -n --arg what "$3" --argjson clients "$2" --argjson ticks $((t1 - t0)) \
+    --argjson hz "$(getconf CLK_TCK)" --argjson window $window \
+    '{what: $what, clients: $clients, seconds: $window, cpu_seconds: ($ticks / $hz)}' >"$1"
+}
+poll() {
+  local n=${BENCH_POLL_CLIENTS:-10000} sale
+  sale=$(new_sale bench-poll 2)
+  start_backend
+  sleep 3
+  # Admission moves slowly, so every waiting client's place changes all the time: push's busiest
+  # case (a position message to every client every second), not an idle room.
+  curl -fsS -X PATCH -H "Authorization: Bearer $FLOODGATE_OPS_TOKEN" \
+    -H 'Content-Type: application/json' -d '{"admission_rate": 2}' \
+    "http://127.0.0.1:19081/admin/v1/sales/$sale" >/dev/null
+  # Push as it runs (a new place at most every second), and at the pollers' freshness (5 s).
+  local loader interval
+  for interval in 1000 5000; do
+    say "poll: $n clients waiting by WebSocket push, a position at most every $interval ms"
+    export FLOODGATE_POSITION_INTERVAL_MS=$interval
+    start_gateways 1
+    unset FLOODGATE_POSITION_INTERVAL_MS
+    "$BIN/floodgate-loadgen" idle --gateway "${GATEWAY_ADDRS[0]}" --sale "$sale" \
+      --connections "$n" --from "$(sources 1)" --hold-secs 90 >"$LOGS/push-$interval.log" 2>&1 &
+    loader=$!
+    until grep -q '^open=' "$LOGS/push-$interval.log"; do sleep 0.5; done
+    sleep 5
+    measure_cpu "$RESULTS/poll-push-$interval.json" "$n" "push, a position at most every $((interval / 1000)) s"
+    kill $loader 2>/dev/null || true
+    wait $loader 2>/dev/null || true
+    stop_gateways
+  done
+  say "poll: $n clients polling every 5 s"
+  start_gateways 1
+  "$BIN/floodgate-loadgen" poll --gateways "${GATEWAY_ADDRS[0]}" --sale "$sale" --clients "$n" \
+    --from "$(sources 2)" --interval-secs 5 --secs 80 >"$LOGS/poll.log" 2>&1 &
+  loader=$!
+  sleep 10 # every client has made its first request
+  measure_cpu "$RESULTS/poll-poll.json" "$n" "poll"
+  wait $loader || say "some polls failed (see $LOGS/poll.log)"
+  stop_gateways
+}
+
+# peer: memory per idle connection, Floodgate's gateway against Node's `ws` (the most used
+# WebSocket server), each holding BENCH_PEER_CLIENTS (default 15000) idle connections opened by
+# the same load generator from the same addresses.
+hold_idle() { # <pid> <address> <sale> <name>: the server's RSS before and with the sessions
+  local n=${BENCH_PEER_CLIENTS:-15000} before after opened loader
+  "$BIN/floodgate-loadgen" idle --gateway "$2" --sale "$3" --connections 1 --hold-secs 0 >/dev/null
+  sleep 2
+  before=$(rss_kib "$1")
+  "$BIN/floodgate-loadgen" idle --gateway "$2" --sale "$3" --connections "$n" \
+    --from "$(sources 3)" --hold-secs 30 >"$LOGS/$4.log" 2>&1 &
+  loader=$!
+  until grep -q '^open=' "$LOGS/$4.log"; do
+    kill -0 $loader 2>/dev/null || { say "the load generator stopped (see $LOGS/$4.log)"; return 1; }
+    sleep 0.5
+  done
+  sleep 10 # the first messages sent, the allocator settled
+  after=$(rss_kib "$1")
+  opened=$(sed -n 's/^open=\([0-9]*\).*/\1/p' "$LOGS/$4.log")
+  jq -n --arg name "$4" --argjson n "$opened" --argjson before "$before" --argjson after "$after" \
+    '{server: $name, connections: $n, rss_kib_before: $before, rss_kib_after: $after,
+      bytes_per_connection: (($after - $before) * 1024 / $n)}' >"$RESULTS/$4.json"
+  kill $loader 2>/dev/null || true
+  wait $loader 2>/dev/null || true
+}
+peer() {
+  [ -d deploy/ws-peer/node_modules/ws ] || (cd deploy/ws-peer && npm ci --silent --no-audit --no-fund)
+  local sale; sale=$(new_sale bench-peer 3600) # before the opening: the sessions only hold
+  say "peer: Floodgate's gateway holding ${BENCH_PEER_CLIENTS:-15000} idle connections"
+  start_gateways 1
+  hold_idle "${GATEWAY_PIDS[0]}" "${GATEWAY_ADDRS[0]}" "$sale" peer-floodgate
+  stop_gateways
+  say "peer: Node's ws holding as many"
+  (ulimit -n "$(ulimit -Hn)"; exec node deploy/ws-peer/server.mjs 18090) >"$LOGS/ws-peer.log" 2>&1 &
+  local node=$!
+  PIDS+=($node)
+  until grep -q listening "$LOGS/ws-peer.log"; do sleep 0.2; done
+  hold_idle "$node" 127.0.0.1:18090 "$sale" peer-node
+  kill $node 2>/dev/null || true
+}
+
 machine
 # shellcheck disable=SC2086
 jq -n '$ARGS.positional' --args $SCENARIOS >"$RESULTS/ran.json"
 for scenario in $SCENARIOS; do
   case $scenario in
-    queue | burst | sale | raw | naive) "$scenario" ;;
-    *) say "unknown scenario $scenario (queue, burst, sale, raw, naive)"; exit 64 ;;
+    queue | burst | sale | raw | naive | poll | peer) "$scenario" ;;
+    *) say "unknown scenario $scenario (queue, burst, sale, raw, naive, poll, peer)"; exit 64 ;;
   esac
 done
 "$BIN/floodgate-loadgen" markdown --results "$RESULTS" --into BENCHMARKS.md

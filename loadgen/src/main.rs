@@ -9,6 +9,7 @@
 
 mod markdown;
 mod naive;
+mod poll;
 mod queue;
 mod report;
 mod reserve;
@@ -81,6 +82,8 @@ enum Command {
     Reserve(reserve::ReserveArgs),
     /// The naive PostgreSQL counter (FOR UPDATE, or the read-then-write race), for comparison.
     Naive(naive::NaiveArgs),
+    /// Wait by polling the sale's status, as polling waiting rooms do (for comparison).
+    Poll(poll::PollArgs),
     /// Rewrite the generated part of BENCHMARKS.md from a results folder of deploy/bench.sh.
     Markdown {
         #[arg(long)]
@@ -116,6 +119,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Sale(args) => exit_on_failure(sale::run(args).await?),
         Command::Reserve(args) => exit_on_failure(reserve::run(args).await?),
         Command::Naive(args) => exit_on_failure(naive::run(args).await?),
+        Command::Poll(args) => exit_on_failure(poll::run(args).await?),
         Command::Markdown { results, into } => markdown::run(&results, &into),
     }
 }

@@ -246,6 +246,66 @@ pub fn render(results: &Path) -> anyhow::Result<String> {
         out += "\n";
     }
 
+    let ours = read(&results.join("peer-floodgate.json"));
+    let node = read(&results.join("peer-node.json"));
+    if let (Some(ours), Some(node)) = (&ours, &node) {
+        let bytes = |r: &Value| r["bytes_per_connection"].as_f64().unwrap_or(0.0);
+        out += "### Idle connections against Node's `ws`\n\n";
+        out += "The same load generator opens the same number of idle sessions on each; each \
+                server sends every client one small JSON message and holds the connection.\n\n";
+        out += "| server | connections | RSS before / with them | per connection |\n|---|---|---|---|\n";
+        for (name, r) in [("Floodgate's gateway", ours), ("Node.js `ws` 8", node)] {
+            out += &format!(
+                "| {name} | {} | {} / {} KiB | **{:.2} KB** |\n",
+                r["connections"],
+                r["rss_kib_before"],
+                r["rss_kib_after"],
+                bytes(r) / 1000.0
+            );
+        }
+        out += &format!(
+            "\nFloodgate's gateway holds an idle connection in **{:.0} %** of the memory Node's `ws` \
+             needs (target: at most half).\n\n",
+            100.0 * bytes(ours) / bytes(node).max(1e-9)
+        );
+    }
+
+    let push = read(&results.join("poll-push-1000.json"));
+    let push_5s = read(&results.join("poll-push-5000.json"));
+    let polled = read(&results.join("poll-poll.json"));
+    if push.is_some() || polled.is_some() {
+        // Milliseconds of gateway CPU per waiting client per minute.
+        let per_client = |r: &Value| {
+            let cpu = r["cpu_seconds"].as_f64().unwrap_or(0.0);
+            let minutes = r["seconds"].as_f64().unwrap_or(60.0) / 60.0;
+            1000.0 * cpu / r["clients"].as_f64().unwrap_or(1.0).max(1.0) / minutes.max(1e-9)
+        };
+        out += "### Waiting by push against waiting by polling\n\n";
+        out += "One gateway, the same number of waiting clients, one minute of its CPU time. \
+                Admission is moving, so every client's place changes all the time: push sends a \
+                new place at most once per position interval (1 s by default: 60 messages a \
+                minute; or 5 s, the pollers' freshness), and the pollers ask for the sale's \
+                status every 5 s (12 requests a minute), each on a kept-alive connection of its \
+                own.\n\n";
+        out +=
+            "| waiting clients | gateway CPU per minute | per client per minute |\n|---|---|---|\n";
+        for (name, run) in [
+            ("WebSocket push, a place every second", &push),
+            ("WebSocket push, a place every 5 s", &push_5s),
+            ("polling every 5 s", &polled),
+        ] {
+            if let Some(r) = run {
+                out += &format!(
+                    "| {} by {name} | {:.2} s | **{:.3} ms** |\n",
+                    r["clients"],
+                    r["cpu_seconds"].as_f64().unwrap_or(0.0),
+                    per_client(r)
+                );
+            }
+        }
+        out += "\n";
+    }
+
     if let Some(sale) = read(&results.join("sale.json")) {
         out += "### The whole rush, checked\n\n| figure | value |\n|---|---|\n";
         out += &format!(

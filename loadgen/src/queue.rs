@@ -46,7 +46,7 @@ pub struct Crowd {
 }
 
 impl Crowd {
-    fn check(&self) -> anyhow::Result<()> {
+    pub fn check(&self) -> anyhow::Result<()> {
         if self.gateways.is_empty() || self.from.is_empty() {
             bail!("name at least one gateway and one source address");
         }
@@ -55,7 +55,7 @@ impl Crowd {
         crate::room_for(self.clients)
     }
 
-    fn target(&self, i: u64) -> (IpAddr, SocketAddr, String) {
+    pub fn target(&self, i: u64) -> (IpAddr, SocketAddr, String) {
         let gateway = self.gateways[i as usize % self.gateways.len()];
         (
             self.from[i as usize % self.from.len()],

@@ -44,6 +44,17 @@ fn sale_scenario(
     ])
 }
 
+/// [`scenario`] off the test's runtime, which the services it drives run on.
+async fn run(args: &[&str]) -> (i32, String, serde_json::Value) {
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        scenario(&args)
+    })
+    .await
+    .unwrap()
+}
+
 /// Runs `floodgate-loadgen <args>` with a JSON report: its exit status, what it printed, and
 /// the report.
 fn scenario(args: &[&str]) -> (i32, String, serde_json::Value) {
@@ -144,30 +155,24 @@ async fn the_queue_scenario_times_one_frontier_change_reaching_every_client(db: 
         app.admin.to_string(),
         std::process::id().to_string(),
     );
-    let (status, _, report) = tokio::task::spawn_blocking({
-        let (sale, token) = (sale.clone(), app.ops_token.clone());
-        move || {
-            scenario(&[
-                "queue",
-                "--gateways",
-                &gateway,
-                "--sale",
-                &sale,
-                "--clients",
-                "200",
-                "--from",
-                "127.0.0.2,127.0.0.3",
-                "--ops",
-                &admin,
-                "--ops-token",
-                &token,
-                "--gateway-pids",
-                &pid,
-            ])
-        }
-    })
-    .await
-    .unwrap();
+    let (status, _, report) = run(&[
+        "queue",
+        "--gateways",
+        &gateway,
+        "--sale",
+        &sale,
+        "--clients",
+        "200",
+        "--from",
+        "127.0.0.2,127.0.0.3",
+        "--ops",
+        &admin,
+        "--ops-token",
+        &app.ops_token,
+        "--gateway-pids",
+        &pid,
+    ])
+    .await;
     assert_eq!(status, 0, "{report}");
     assert_eq!(report["open"], 200, "{report}");
     assert_eq!(report["placed"], 200, "{report}");
@@ -191,24 +196,18 @@ async fn the_burst_scenario_tickets_every_join_within_its_window(db: sqlx::PgPoo
     let sale = unique("burst-");
     app.create_sale(&sale, &SaleSpec::default()).await;
     let gateway = app.gateway.to_string();
-    let (status, _, report) = tokio::task::spawn_blocking({
-        let sale = sale.clone();
-        move || {
-            scenario(&[
-                "burst",
-                "--gateways",
-                &gateway,
-                "--sale",
-                &sale,
-                "--clients",
-                "300",
-                "--within-ms",
-                "500",
-            ])
-        }
-    })
-    .await
-    .unwrap();
+    let (status, _, report) = run(&[
+        "burst",
+        "--gateways",
+        &gateway,
+        "--sale",
+        &sale,
+        "--clients",
+        "300",
+        "--within-ms",
+        "500",
+    ])
+    .await;
     assert_eq!(status, 0, "{report}");
     assert_eq!(report["ticketed"], 300, "{report}");
     assert_eq!(report["join_to_ticket_ms"]["n"], 300, "{report}");
@@ -235,30 +234,24 @@ async fn the_reserve_scenario_makes_every_reservation_through_the_booking_api(db
         app.signer.kid().to_owned(),
         app.signer.seed_base64(),
     );
-    let (status, _, report) = tokio::task::spawn_blocking({
-        let sale = sale.clone();
-        move || {
-            scenario(&[
-                "reserve",
-                "--booking",
-                &booking,
-                "--sale",
-                &sale,
-                "--pool",
-                "p1",
-                "--requests",
-                "200",
-                "--concurrency",
-                "16",
-                "--token-key-id",
-                &kid,
-                "--token-signing-key",
-                &seed,
-            ])
-        }
-    })
-    .await
-    .unwrap();
+    let (status, _, report) = run(&[
+        "reserve",
+        "--booking",
+        &booking,
+        "--sale",
+        &sale,
+        "--pool",
+        "p1",
+        "--requests",
+        "200",
+        "--concurrency",
+        "16",
+        "--token-key-id",
+        &kid,
+        "--token-signing-key",
+        &seed,
+    ])
+    .await;
     assert_eq!(status, 0, "{report}");
     assert_eq!(
         report["statuses"],
@@ -273,10 +266,10 @@ async fn the_reserve_scenario_makes_every_reservation_through_the_booking_api(db
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_naive_counter_reports_its_sales_and_oversell() {
     let server = std::env::var("DATABASE_URL").expect("DATABASE_URL");
-    let run = |mode: &'static str| {
+    let naive = |mode: &'static str| {
         let server = server.clone();
-        tokio::task::spawn_blocking(move || {
-            scenario(&[
+        async move {
+            run(&[
                 "naive",
                 "--database-url",
                 &server,
@@ -289,17 +282,47 @@ async fn the_naive_counter_reports_its_sales_and_oversell() {
                 "--concurrency",
                 "10",
             ])
-        })
+            .await
+        }
     };
-    let (status, _, locked) = run("for-update").await.unwrap();
+    let (status, _, locked) = naive("for-update").await;
     assert_eq!(status, 0, "{locked}");
     // The row lock serialises the bookings: exactly the capacity is sold.
     assert_eq!(locked["booked"], 50, "{locked}");
     assert_eq!(locked["oversold"], 0, "{locked}");
-    let (status, _, race) = run("race").await.unwrap();
+    let (status, _, race) = naive("race").await;
     assert_eq!(status, 0, "{race}");
     // Whatever the interleaving, the report's oversell is what was booked past the capacity.
     let booked = race["booked"].as_i64().unwrap();
     assert!(booked >= 50, "{race}");
     assert_eq!(race["oversold"].as_i64().unwrap(), booked - 50, "{race}");
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn the_poll_scenario_asks_for_the_status_at_its_interval(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = unique("poll-");
+    app.create_sale(&sale, &SaleSpec::default()).await;
+    let gateway = app.gateway.to_string();
+    let (status, _, report) = run(&[
+        "poll",
+        "--gateways",
+        &gateway,
+        "--sale",
+        &sale,
+        "--clients",
+        "50",
+        "--from",
+        "127.0.0.2,127.0.0.3",
+        "--interval-secs",
+        "1",
+        "--secs",
+        "3",
+    ])
+    .await;
+    assert_eq!(status, 0, "{report}");
+    assert_eq!(report["failed"], 0, "{report}");
+    // Each of the 50 asks about once a second for three seconds.
+    let requests = report["requests"].as_u64().unwrap();
+    assert!((100..=200).contains(&requests), "{report}");
 }
