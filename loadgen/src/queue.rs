@@ -124,13 +124,34 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<bool> {
     let change_at = Arc::new(AtomicU64::new(args.change_at_unix_ms.unwrap_or(UNSET)));
     let started = Instant::now();
     let failed = Arc::new(AtomicU64::new(0));
+    let opened = Arc::new(AtomicU64::new(0));
+    // Progress while the sessions open (a large run takes a while).
+    let progress = {
+        let (opened, failed, total) = (opened.clone(), failed.clone(), args.crowd.clients);
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_secs(1));
+            every.tick().await;
+            loop {
+                every.tick().await;
+                eprintln!(
+                    "[{:>4.0}s] open {}/{total}  failed {}",
+                    started.elapsed().as_secs_f64(),
+                    opened.load(Ordering::Relaxed),
+                    failed.load(Ordering::Relaxed)
+                );
+            }
+        })
+    };
     let listeners: Vec<Listener> = futures::stream::iter(0..args.crowd.clients)
         .map(|i| {
             let (source, gateway, url) = args.crowd.target(i);
-            let (change_at, failed) = (change_at.clone(), failed.clone());
+            let (change_at, failed, opened) = (change_at.clone(), failed.clone(), opened.clone());
             async move {
                 match crate::connect(source, gateway, &url).await {
-                    Ok(ws) => Some(listen(ws, change_at)),
+                    Ok(ws) => {
+                        opened.fetch_add(1, Ordering::Relaxed);
+                        Some(listen(ws, change_at))
+                    }
                     Err(e) => {
                         if failed.fetch_add(1, Ordering::Relaxed) < 5 {
                             eprintln!("join failed: {e:#}");
@@ -144,6 +165,7 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<bool> {
         .filter_map(|l| async move { l })
         .collect()
         .await;
+    progress.abort();
     let open_secs = started.elapsed().as_secs_f64();
     let open = listeners.len() as u64;
     eprintln!(
