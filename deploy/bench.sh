@@ -304,7 +304,7 @@ poll() {
     "$BIN/floodgate-loadgen" idle --gateway "${GATEWAY_ADDRS[0]}" --sale "$sale" \
       --connections "$n" --from "$(sources 1)" --hold-secs 90 >"$LOGS/push-$interval.log" 2>&1 &
     loader=$!
-    until grep -q '^open=' "$LOGS/push-$interval.log"; do sleep 0.5; done
+    until grep -q "^open=" "$LOGS/push-$interval.log" 2>/dev/null; do sleep 0.5; done
     sleep 5
     measure_cpu "$RESULTS/poll-push-$interval.json" "$n" "push, a position at most every $((interval / 1000)) s"
     kill $loader 2>/dev/null || true
@@ -333,7 +333,7 @@ hold_idle() { # <pid> <address> <sale> <name>: the server's RSS before and with 
   "$BIN/floodgate-loadgen" idle --gateway "$2" --sale "$3" --connections "$n" \
     --from "$(sources 3)" --hold-secs 30 >"$LOGS/$4.log" 2>&1 &
   loader=$!
-  until grep -q '^open=' "$LOGS/$4.log"; do
+  until grep -q '^open=' "$LOGS/$4.log" 2>/dev/null; do
     kill -0 $loader 2>/dev/null || { say "the load generator stopped (see $LOGS/$4.log)"; return 1; }
     sleep 0.5
   done
@@ -357,7 +357,7 @@ peer() {
   (ulimit -n "$(ulimit -Hn)"; exec node deploy/ws-peer/server.mjs 18090) >"$LOGS/ws-peer.log" 2>&1 &
   local node=$!
   PIDS+=($node)
-  until grep -q listening "$LOGS/ws-peer.log"; do sleep 0.2; done
+  until grep -q listening "$LOGS/ws-peer.log" 2>/dev/null; do sleep 0.2; done
   hold_idle "$node" 127.0.0.1:18090 "$sale" peer-node
   kill $node 2>/dev/null || true
 }

@@ -108,11 +108,15 @@ pub fn render(results: &Path) -> anyhow::Result<String> {
             .flatten()
             .filter_map(Value::as_str)
             .collect();
-        out += &format!(
-            "Scenarios run this time: {}; any other figures below are carried over from the run of {}.\n\n",
-            ran.join(", "),
-            from.trim()
-        );
+        // Only a partial run carries figures over.
+        let every = ["queue", "burst", "sale", "raw", "naive", "poll", "peer"];
+        if !every.iter().all(|s| ran.contains(s)) {
+            out += &format!(
+                "Scenarios run this time: {}; any other figures below are carried over from the run of {}.\n\n",
+                ran.join(", "),
+                from.trim()
+            );
+        }
     }
 
     let queue = parts(results, "queue")?;
