@@ -67,6 +67,8 @@ cleanup() {
   [ ${#PIDS[@]} -eq 0 ] || kill "${PIDS[@]}" 2>/dev/null || true
   wait 2>/dev/null || true
   psql -q "$PG/postgres" -c "drop database if exists $DB" 2>/dev/null || true
+  # The run's Redis keys (its own prefix) go too: the shared Redis keeps only what is in use.
+  redis-cli --scan --pattern "${FLOODGATE_REDIS_PREFIX}*" | xargs -r -n 1000 redis-cli DEL >/dev/null || true
 }
 trap cleanup EXIT INT TERM
 
