@@ -43,6 +43,7 @@ fi
 say() { printf '\033[1m[bench]\033[0m %s\n' "$*" >&2; }
 
 deploy/stack.sh up
+deploy/stack.sh bench-tools
 say "building release binaries"
 cargo build --release --locked -q -p floodgate-gateway -p floodgate-booking -p floodgate-consumer \
   -p floodgate-loadgen
@@ -349,7 +350,6 @@ hold_idle() { # <pid> <address> <sale> <name>: the server's RSS before and with 
   wait $loader 2>/dev/null || true
 }
 peer() {
-  [ -d deploy/ws-peer/node_modules/ws ] || (cd deploy/ws-peer && npm ci --silent --no-audit --no-fund)
   local sale; sale=$(new_sale bench-peer 3600) # before the opening: the sessions only hold
   say "peer: Floodgate's gateway holding ${BENCH_PEER_CLIENTS:-15000} idle connections"
   start_gateways 1

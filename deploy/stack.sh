@@ -72,6 +72,18 @@ ensure_browser() {
   say "browser: chromium and playwright-core ready"
 }
 
+# What deploy/bench.sh needs beyond the stack: jq (its JSON), redis-benchmark (the raw
+# limit), Node.js and the ws-peer's lockfile (the memory comparison).
+ensure_bench_tools() {
+  command -v jq >/dev/null || apt_install jq
+  command -v redis-benchmark >/dev/null || apt_install redis-tools
+  command -v npm >/dev/null || apt_install nodejs npm
+  if [ ! -d "$ROOT/deploy/ws-peer/node_modules/ws" ]; then
+    (cd "$ROOT/deploy/ws-peer" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  fi
+  say "bench tools: jq, redis-benchmark, node and ws ready"
+}
+
 ensure_redis() {
   if port_open 6379; then say "redis: up on 127.0.0.1:6379"; return; fi
   command -v redis-server >/dev/null || apt_install redis-server redis-tools
@@ -170,11 +182,12 @@ case "${1:-up}" in
     ensure_browser
     ensure_tansu
     ;;
+  bench-tools) ensure_bench_tools ;;
   down) stop_tansu ;;
   status)
     for p in 6379 5432 "$KAFKA_PORT"; do
       if port_open "$p"; then say "127.0.0.1:$p up"; else say "127.0.0.1:$p down"; fi
     done
     ;;
-  *) die "usage: deploy/stack.sh [up|down|status]" ;;
+  *) die "usage: deploy/stack.sh [up|down|status|bench-tools]" ;;
 esac

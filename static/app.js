@@ -14,6 +14,8 @@ const enc = encodeURIComponent;
 const resumeKey = `floodgate:resume:${sale}`;
 const holdKey = `floodgate:hold:${sale}`;
 
+const TURN_PASSED = "Your turn passed without a booking. You can join the queue again.";
+
 const state = {
   catalog: null, // the sale's catalog (trains, classes, pools, fares), or null if unpublished
   counts: new Map(), // pool id -> live counts from seats.json
@@ -221,17 +223,21 @@ function paintCounts() {
   if (state.countsAt) $("counts-age").textContent = `Seats as of ${new Date(state.countsAt).toLocaleTimeString()}`;
 }
 
+// One fetch of the counts, painted on arrival; a failure keeps the last counts.
+async function loadCounts() {
+  try {
+    const response = await fetch(state.catalog.seats_url || `/v1/sales/${enc(sale)}/seats.json`);
+    if (!response.ok) return;
+    const seats = await response.json();
+    for (const p of seats.pools) state.counts.set(p.pool, p);
+    state.countsAt = seats.at_ms;
+    paintCounts();
+  } catch { /* keep the last counts */ }
+}
+
 async function refreshCounts() {
   if (document.visibilityState === "visible" && state.catalog && !["done", "over"].includes(state.mode)) {
-    try {
-      const response = await fetch(state.catalog.seats_url || `/v1/sales/${enc(sale)}/seats.json`);
-      if (response.ok) {
-        const seats = await response.json();
-        for (const p of seats.pools) state.counts.set(p.pool, p);
-        state.countsAt = seats.at_ms;
-        paintCounts();
-      }
-    } catch { /* keep the last counts */ }
+    await loadCounts();
   }
   // Faster while choosing a class, gentle while browsing or waiting (the CDN serves these).
   setTimeout(refreshCounts, state.mode === "choose" ? 2000 : 10000);
@@ -285,7 +291,7 @@ function connect() {
     if (event.code === 4410) {
       sessionStorage.removeItem(resumeKey);
       if (event.reason === "sold out") soldOut();
-      else over("Your turn passed without a booking. You can join the queue again.", true);
+      else over(TURN_PASSED, true);
       return;
     }
     if (event.code === 4404) { over("This sale does not exist or is not open for queueing.", false); return; }
@@ -380,15 +386,7 @@ function onAdmitted(msg) {
   else showBarePools();
   $("trains-title").scrollIntoView({ behavior: "smooth", block: "start" });
   tickPass();
-  refreshCountsSoon();
-}
-
-function refreshCountsSoon() {
-  if (state.catalog) fetch(state.catalog.seats_url).then((r) => r.json()).then((seats) => {
-    for (const p of seats.pools) state.counts.set(p.pool, p);
-    state.countsAt = seats.at_ms;
-    paintCounts();
-  }).catch(() => {});
+  if (state.catalog) loadCounts();
 }
 
 // Without a published catalog, the gateway's summary still names the pools.
@@ -411,7 +409,7 @@ function tickPass() {
   if (state.mode !== "choose") return;
   const left = state.tokenExpires - Date.now();
   $("pass-left").textContent = clock(left);
-  if (left <= 0) { over("Your turn passed without a booking. You can join the queue again.", true); return; }
+  if (left <= 0) { over(TURN_PASSED, true); return; }
   setTimeout(tickPass, 1000 - (Date.now() % 1000));
 }
 
@@ -471,7 +469,7 @@ async function reserve(pool, button, key = crypto.randomUUID()) {
     announce("Not enough seats left in that class. Try another one.", true);
     return;
   }
-  if (body.error === "token_expired") return over("Your turn passed without a booking. You can join the queue again.", true);
+  if (body.error === "token_expired") return over(TURN_PASSED, true);
   setStatus(body.message || "The reservation failed.", "warn");
 }
 

@@ -108,11 +108,19 @@ fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// One joined client, read by a task of its own: the time of its first position, and of the
-/// first message at or after the change.
+/// One joined client, read by a task of its own: when it first heard something at or after the
+/// change (Unix ms; `UNSET` until then).
 struct Listener {
-    positioned: Arc<AtomicU64>,
     reached: Arc<AtomicU64>,
+}
+
+/// How many listeners have been placed and have heard the change: counted as they happen, so
+/// waiting for everyone reads two numbers, not every client's slots (that scan would compete
+/// for the CPU with the very messages being timed).
+#[derive(Default)]
+struct Tally {
+    placed: AtomicU64,
+    reached: AtomicU64,
 }
 
 const UNSET: u64 = 0;
@@ -142,15 +150,17 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<bool> {
             }
         })
     };
+    let tally = Arc::new(Tally::default());
     let listeners: Vec<Listener> = futures::stream::iter(0..args.crowd.clients)
         .map(|i| {
             let (source, gateway, url) = args.crowd.target(i);
             let (change_at, failed, opened) = (change_at.clone(), failed.clone(), opened.clone());
+            let tally = tally.clone();
             async move {
                 match crate::connect(source, gateway, &url).await {
                     Ok(ws) => {
                         opened.fetch_add(1, Ordering::Relaxed);
-                        Some(listen(ws, change_at))
+                        Some(listen(ws, change_at, tally))
                     }
                     Err(e) => {
                         if failed.fetch_add(1, Ordering::Relaxed) < 5 {
@@ -174,7 +184,7 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<bool> {
     );
 
     // Everyone in place: each has heard its ticket and a position (or the pre-queue size).
-    let placed = wait_for(&listeners, |l| &l.positioned, Duration::from_secs(60)).await;
+    let placed = wait_for(&tally.placed, open, Duration::from_secs(60)).await;
     eprintln!("placed {placed}/{open}");
     // Let the allocator and the first position messages settle before reading memory.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -204,7 +214,7 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<bool> {
             )
             .await?;
         }
-        let reached = wait_for(&listeners, |l| &l.reached, Duration::from_secs(30)).await;
+        let reached = wait_for(&tally.reached, open, Duration::from_secs(30)).await;
         // Every client's delay, so several processes' figures can be merged into one.
         let samples: Vec<u64> = listeners
             .iter()
@@ -280,11 +290,11 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<bool> {
 
 /// Reads one client's messages in a task of its own, noting when it was placed and when it
 /// first heard something at or after the change.
-fn listen(mut ws: crate::Socket, change_at: Arc<AtomicU64>) -> Listener {
-    let positioned = Arc::new(AtomicU64::new(UNSET));
+fn listen(mut ws: crate::Socket, change_at: Arc<AtomicU64>, tally: Arc<Tally>) -> Listener {
     let reached = Arc::new(AtomicU64::new(UNSET));
-    let (p, r) = (positioned.clone(), reached.clone());
+    let r = reached.clone();
     tokio::spawn(async move {
+        let mut placed = false;
         while let Some(Ok(frame)) = ws.next().await {
             let Message::Text(text) = frame else { continue };
             let now = unix_ms();
@@ -295,35 +305,27 @@ fn listen(mut ws: crate::Socket, change_at: Arc<AtomicU64>) -> Listener {
                     | ServerMessage::Admitted { .. })
             );
             if heard {
-                if p.load(Ordering::Relaxed) == UNSET {
-                    p.store(now, Ordering::Relaxed);
+                if !placed {
+                    placed = true;
+                    tally.placed.fetch_add(1, Ordering::Relaxed);
                 }
                 let at = change_at.load(Ordering::SeqCst);
                 if at != UNSET && now >= at && r.load(Ordering::Relaxed) == UNSET {
                     r.store(now, Ordering::Relaxed);
+                    tally.reached.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
     });
-    Listener {
-        positioned,
-        reached,
-    }
+    Listener { reached }
 }
 
-/// Waits until every listener's `slot` is set, or `timeout`; how many were.
-async fn wait_for(
-    listeners: &[Listener],
-    slot: fn(&Listener) -> &Arc<AtomicU64>,
-    timeout: Duration,
-) -> usize {
+/// Waits until `count` reaches `total`, or `timeout`; the count then.
+async fn wait_for(count: &AtomicU64, total: u64, timeout: Duration) -> u64 {
     let deadline = Instant::now() + timeout;
     loop {
-        let done = listeners
-            .iter()
-            .filter(|l| slot(l).load(Ordering::Relaxed) != UNSET)
-            .count();
-        if done == listeners.len() || Instant::now() >= deadline {
+        let done = count.load(Ordering::Relaxed);
+        if done >= total || Instant::now() >= deadline {
             return done;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
