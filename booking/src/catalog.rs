@@ -420,6 +420,15 @@ mod tests {
                 MINIMAL.replace("max_seats_per_booking = 4", "max_seats_per_booking = 40"),
                 "max_seats",
             ),
+            // Defect 4: a rate the controller cannot pace by.
+            (
+                MINIMAL.replace("admission_rate = 10.0", "admission_rate = 1e-20"),
+                "admission_rate",
+            ),
+            (
+                MINIMAL.replace("admission_rate = 10.0", "admission_rate = 1e9"),
+                "admission_rate",
+            ),
         ];
         for (text, expected) in cases {
             let err = SaleFile::parse(&text).unwrap_err().to_string();

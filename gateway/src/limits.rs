@@ -194,6 +194,56 @@ mod tests {
     }
 
     #[test]
+    fn defect_03_an_ipv6_client_counts_as_its_whole_64() {
+        // One host gets a /64: every address in it is the same client to the limits.
+        let limits = IpLimits::new(2, 1_000);
+        let _a = limits.admit("2001:db8:1:2::1".parse().unwrap()).unwrap();
+        let _b = limits
+            .admit("2001:db8:1:2:ffff::9".parse().unwrap())
+            .unwrap();
+        assert_eq!(
+            limits.admit("2001:db8:1:2:abcd::1".parse().unwrap()).err(),
+            Some(LimitError::TooManyConnections)
+        );
+        assert!(
+            limits.admit("2001:db8:1:3::1".parse().unwrap()).is_ok(),
+            "the next /64 is someone else"
+        );
+        let rate = IpLimits::new(1_000, 1);
+        let slots: Vec<_> = (1..=2)
+            .map(|i| {
+                rate.admit(format!("2001:db8::{i}").parse().unwrap())
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(slots.len(), 2);
+        assert_eq!(
+            rate.admit("2001:db8::3".parse().unwrap()).err(),
+            Some(LimitError::JoiningTooFast),
+            "the join rate counts the /64 too"
+        );
+    }
+
+    #[test]
+    fn defect_03_an_ipv4_mapped_peer_is_its_ipv4_address() {
+        let edge: IpAddr = "10.1.1.1".parse().unwrap();
+        let mapped_edge: IpAddr = "::ffff:10.1.1.1".parse().unwrap();
+        let client: IpAddr = "203.0.113.7".parse().unwrap();
+        // A dual-stack listener sees the edge as ::ffff:10.1.1.1: it is still the trusted edge.
+        assert_eq!(
+            client_address(mapped_edge, &["203.0.113.7"], &[edge]),
+            client
+        );
+        // And a mapped client counts against the same entry as its plain IPv4 address.
+        let limits = IpLimits::new(1, 1_000);
+        let _held = limits.admit("203.0.113.7".parse().unwrap()).unwrap();
+        assert_eq!(
+            limits.admit("::ffff:203.0.113.7".parse().unwrap()).err(),
+            Some(LimitError::TooManyConnections)
+        );
+    }
+
+    #[test]
     fn the_budget_sheds_past_its_size_and_refills() {
         let budget = Budget::new(2);
         let a = budget.take().unwrap();

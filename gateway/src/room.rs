@@ -748,6 +748,22 @@ mod tests {
     }
 
     #[test]
+    fn defect_04_any_stored_rate_makes_a_limiter_without_panicking() {
+        for rate in [
+            1e-20,
+            f64::MIN_POSITIVE,
+            5e-324,
+            1e-300,
+            0.001,
+            1e9,
+            f64::MAX,
+        ] {
+            let l = limiter(rate, Duration::from_millis(100));
+            assert!(l.check().is_ok(), "rate {rate}: one burst to start with");
+        }
+    }
+
+    #[test]
     fn stock_counts_armed_pools_and_flags_lost_ones() {
         use redis::Value::{Int, Nil};
         let stock = stock_from(&[Int(1), Int(3), Int(2), Int(1), Int(0), Int(1)]);

@@ -1,12 +1,14 @@
 //! A fault-injecting TCP proxy (after crates.io's ChaosProxy): put it between a service and a
 //! dependency, then `cut` it to make the dependency vanish for that service alone (open
-//! connections are dropped, new ones refused at once) and `restore` it to bring it back. Other
-//! tests keep using the shared dependency undisturbed.
+//! connections are dropped, new ones refused at once) and `restore` it to bring it back, or
+//! `hold` the dependency's replies (requests still reach it and take effect; the answers wait)
+//! and `release` them. Other tests keep using the shared dependency undisturbed.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
@@ -14,6 +16,12 @@ pub struct ChaosProxy {
     pub addr: SocketAddr,
     cut: Arc<AtomicBool>,
     generation: watch::Sender<u64>,
+    /// True while the upstream's replies are held back.
+    held: watch::Sender<bool>,
+    /// Replies still let through before the proxy holds the rest (see [`ChaosProxy::hold_after`]).
+    pass: Arc<std::sync::atomic::AtomicI64>,
+    /// Replies read from the upstream and waiting to be let through.
+    waiting: Arc<std::sync::atomic::AtomicI64>,
 }
 
 impl ChaosProxy {
@@ -22,21 +30,38 @@ impl ChaosProxy {
         let addr = listener.local_addr().unwrap();
         let cut = Arc::new(AtomicBool::new(false));
         let (generation, _) = watch::channel(0u64);
+        let (held, _) = watch::channel(false);
         let accept_cut = cut.clone();
         let accept_generation = generation.clone();
+        let accept_held = held.clone();
+        let pass = Arc::new(std::sync::atomic::AtomicI64::new(-1));
+        let accept_pass = pass.clone();
+        let waiting = Arc::new(std::sync::atomic::AtomicI64::new(0));
+        let accept_waiting = waiting.clone();
         tokio::spawn(async move {
-            while let Ok((mut client, _)) = listener.accept().await {
+            while let Ok((client, _)) = listener.accept().await {
                 if accept_cut.load(Ordering::SeqCst) {
                     drop(client);
                     continue;
                 }
                 let mut cut_signal = accept_generation.subscribe();
+                let held = accept_held.clone();
+                let pass = accept_pass.clone();
+                let waiting = accept_waiting.clone();
                 tokio::spawn(async move {
-                    let Ok(mut server) = TcpStream::connect(upstream).await else {
+                    let Ok(server) = TcpStream::connect(upstream).await else {
                         return;
                     };
+                    let (mut client_read, mut client_write) = client.into_split();
+                    let (mut server_read, mut server_write) = server.into_split();
+                    let requests = async {
+                        let _ = tokio::io::copy(&mut client_read, &mut server_write).await;
+                        let _ = server_write.shutdown().await;
+                    };
+                    let replies =
+                        copy_unless_held(&mut server_read, &mut client_write, held, pass, waiting);
                     tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = async { tokio::join!(requests, replies) } => {}
                         _ = cut_signal.changed() => {}
                     }
                 });
@@ -46,7 +71,15 @@ impl ChaosProxy {
             addr,
             cut,
             generation,
+            held,
+            pass,
+            waiting,
         }
+    }
+
+    /// Replies the upstream has sent that are being held back now.
+    pub fn waiting(&self) -> i64 {
+        self.waiting.load(Ordering::SeqCst)
     }
 
     /// Drops every open connection and refuses new ones.
@@ -59,4 +92,59 @@ impl ChaosProxy {
     pub fn restore(&self) {
         self.cut.store(false, Ordering::SeqCst);
     }
+
+    /// Holds back the upstream's replies: requests still arrive and take effect, their answers
+    /// wait until [`ChaosProxy::release`].
+    pub fn hold(&self) {
+        self.held.send_replace(true);
+    }
+
+    /// Delivers the held replies and lets later ones through.
+    pub fn release(&self) {
+        self.pass.store(-1, Ordering::SeqCst);
+        self.held.send_replace(false);
+    }
+
+    /// Lets the next `n` replies through, then holds the rest. A reply here is one read from
+    /// the upstream: on loopback a small reply (a Redis script's answer, say) arrives in one.
+    pub fn hold_after(&self, n: i64) {
+        self.pass.store(n, Ordering::SeqCst);
+    }
+}
+
+/// Copies `from` to `to`, waiting before each write while `held` is true; counts `pass` down
+/// per read while it is positive and holds once it reaches zero.
+async fn copy_unless_held(
+    from: &mut tokio::net::tcp::OwnedReadHalf,
+    to: &mut tokio::net::tcp::OwnedWriteHalf,
+    held: watch::Sender<bool>,
+    pass: Arc<std::sync::atomic::AtomicI64>,
+    waiting: Arc<std::sync::atomic::AtomicI64>,
+) {
+    let mut held_now = held.subscribe();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let left = pass.load(Ordering::SeqCst);
+        if left == 0 {
+            held.send_replace(true);
+        } else if left > 0 {
+            pass.fetch_sub(1, Ordering::SeqCst);
+        }
+        if *held_now.borrow_and_update() {
+            waiting.fetch_add(1, Ordering::SeqCst);
+            let let_through = held_now.wait_for(|held| !*held).await.is_ok();
+            waiting.fetch_sub(1, Ordering::SeqCst);
+            if !let_through {
+                break;
+            }
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
 }

@@ -142,7 +142,7 @@ impl Drop for GatewayProcess {
 }
 
 /// A loopback port free right now (the gateway binds it a moment later).
-fn free_port() -> SocketAddr {
+pub fn free_port() -> SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")

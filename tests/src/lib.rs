@@ -145,6 +145,8 @@ pub struct TestApp {
     pub signer: TokenSigner,
     /// The secret the sandbox provider signs webhooks with.
     pub webhook_secret: String,
+    /// The key the booking service presents to the payment provider's API.
+    payment_api_key: String,
     /// The ops API's bearer token, and where it listens.
     pub ops_token: String,
     pub admin: SocketAddr,
@@ -161,6 +163,8 @@ pub struct TestApp {
 pub struct TestOptions {
     /// The booking service's Redis (a fault-injecting proxy, say); the shared one by default.
     pub booking_redis_url: Option<String>,
+    /// The gateway's Redis (a fault-injecting proxy, say); the shared one by default.
+    pub gateway_redis_url: Option<String>,
     /// The broker for booking and consumer (a private instance, say); the shared one by default.
     pub kafka_brokers: Option<String>,
     pub delivery_timeout_ms: u64,
@@ -182,6 +186,7 @@ impl Default for TestOptions {
     fn default() -> Self {
         Self {
             booking_redis_url: None,
+            gateway_redis_url: None,
             kafka_brokers: None,
             delivery_timeout_ms: 10_000,
             relay_interval_ms: 100,
@@ -216,13 +221,14 @@ impl TestApp {
         create_topic(&brokers, &format!("{topic}.dlq"), 1).await;
         let signer = TokenSigner::generate("test-key");
         let webhook_secret = unique("whsec_");
+        let payment_api_key = unique("pk_test_") + &unique("");
         let ops_token = unique("ops_");
         let shutdown = CancellationToken::new();
 
         let gateway_config = floodgate_gateway::Config {
             listen: "127.0.0.1:0".into(),
             redis: RedisArgs {
-                redis_url: redis_url(),
+                redis_url: options.gateway_redis_url.clone().unwrap_or_else(redis_url),
                 redis_prefix: prefix.clone(),
             },
             token_key_id: signer.kid().to_owned(),
@@ -339,6 +345,7 @@ impl TestApp {
             consumer_group,
             signer,
             webhook_secret,
+            payment_api_key,
             ops_token,
             admin,
             gateway,
@@ -347,6 +354,51 @@ impl TestApp {
             http: reqwest::Client::new(),
             shutdown,
         }
+    }
+
+    /// Starts another booking service in-process on port 0, sharing this app's Redis prefix,
+    /// database, topic, keys and sandbox, but publishing to `kafka_brokers` with
+    /// `delivery_timeout_ms`: a second instance that can see a broker the first cannot (or the
+    /// other way round). Stops with the app.
+    pub async fn extra_booking(&self, kafka_brokers: &str, delivery_timeout_ms: u64) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let config = floodgate_booking::Config {
+            listen: addr.to_string(),
+            redis: RedisArgs {
+                redis_url: redis_url(),
+                redis_prefix: self.keys.prefix().to_owned(),
+            },
+            kafka: KafkaArgs {
+                kafka_brokers: kafka_brokers.to_owned(),
+                reservations_topic: self.topic.clone(),
+            },
+            delivery_timeout_ms,
+            linger_ms: 0,
+            token_public_keys: format!("{}={}", self.signer.kid(), self.signer.public_base64()),
+            payment_provider_url: format!("http://{}", self.sandbox),
+            webhook_secret: self.webhook_secret.clone().into(),
+            webhook_tolerance_secs: 300,
+            admin_listen: "127.0.0.1:0".into(),
+            ops_token: Some(self.ops_token.clone().into()),
+            relay_interval_ms: 100,
+            reaper_interval_ms: 100,
+            instance_id: None,
+        };
+        let state = floodgate_booking::AppState::connect(&config, self.db.clone())
+            .await
+            .expect("booking state");
+        tokio::spawn(floodgate_booking::run(
+            listener,
+            state,
+            self.shutdown.child_token(),
+        ));
+        addr
+    }
+
+    /// The key the payment provider's API wants (the sandbox's, here).
+    pub fn payment_api_key(&self) -> &str {
+        &self.payment_api_key
     }
 
     /// Writes `spec` to the catalog as sale `id` and arms it, as the admin command does.

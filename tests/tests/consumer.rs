@@ -310,3 +310,147 @@ fn retries() -> f64 {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0.0)
 }
+
+/// The group's committed lag on `topic`, as Kafka itself sees it: high watermark minus the
+/// committed offset, summed over the partitions.
+async fn committed_lag(topic: &str, group: &str) -> i64 {
+    let (topic, group) = (topic.to_owned(), group.to_owned());
+    tokio::task::spawn_blocking(move || {
+        use rdkafka::consumer::BaseConsumer;
+        use rdkafka::{Offset, TopicPartitionList};
+        let client: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", kafka_brokers())
+            .set("group.id", &group)
+            .set("enable.auto.commit", "false")
+            .create()
+            .unwrap();
+        let timeout = Duration::from_secs(5);
+        let mut list = TopicPartitionList::new();
+        for partition in 0..3 {
+            list.add_partition(&topic, partition);
+        }
+        let committed = client.committed_offsets(list, timeout).unwrap();
+        committed
+            .elements()
+            .iter()
+            .map(|e| {
+                let (low, high) = client
+                    .fetch_watermarks(&topic, e.partition(), timeout)
+                    .unwrap();
+                let at = match e.offset() {
+                    Offset::Offset(o) => o,
+                    _ => low,
+                };
+                (high - at).max(0)
+            })
+            .sum()
+    })
+    .await
+    .unwrap()
+}
+
+/// One series of the consumer process' metrics, if it is there yet.
+async fn process_metric(metrics: std::net::SocketAddr, series: &str) -> Option<f64> {
+    let text = reqwest::get(format!("http://{metrics}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn defect_24_lag_returns_to_zero_after_a_kill_and_a_database_restart() {
+    let topic = topics().await;
+    let (url, db) = fresh_database().await;
+    let upstream: std::net::SocketAddr = "127.0.0.1:5432".parse().unwrap();
+    let proxy = ChaosProxy::start(upstream).await;
+    let proxied = url.replace("127.0.0.1:5432", &proxy.addr.to_string());
+    let group = unique("floodgate-lag-");
+    let metrics = floodgate_tests::gateways::free_port();
+    let start = || {
+        Command::new(binary("floodgate-consumer"))
+            .env("FLOODGATE_DATABASE_URL", &proxied)
+            .env("FLOODGATE_KAFKA_BROKERS", kafka_brokers())
+            .env("FLOODGATE_RESERVATIONS_TOPIC", &topic)
+            .env("FLOODGATE_CONSUMER_GROUP", &group)
+            .env("FLOODGATE_CONSUMER_INSTANCE_ID", "lagging-consumer")
+            .env("FLOODGATE_CONSUMER_METRICS_LISTEN", metrics.to_string())
+            .env("FLOODGATE_CONSUMER_COMMIT_INTERVAL_MS", "3000")
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("the consumer binary starts")
+    };
+    let events = |from: usize, to: usize| -> Vec<(String, Vec<u8>)> {
+        (from..to)
+            .map(|i| encoded(&format!("l{i}"), Event::SeatReserved))
+            .collect()
+    };
+    let rows_become = |n: i64| {
+        let db = db.clone();
+        async move {
+            eventually(&format!("{n} rows"), Duration::from_secs(60), async || {
+                count(&db, "select count(*) from bookings").await == n
+            })
+            .await
+        }
+    };
+
+    // A sale in full flow; the consumer is killed outright in the middle of it.
+    let mut first = start();
+    produce(&kafka_brokers(), &topic, &events(0, 200)).await;
+    rows_become(200).await;
+    first.kill().unwrap();
+    first.wait().unwrap();
+
+    // It comes back, and PostgreSQL restarts under it while the sale goes on.
+    let mut consumer = start();
+    produce(&kafka_brokers(), &topic, &events(200, 300)).await;
+    rows_become(300).await;
+    proxy.cut();
+    produce(&kafka_brokers(), &topic, &events(300, 400)).await;
+    eventually(
+        "the consumer retries",
+        Duration::from_secs(30),
+        async || {
+            process_metric(metrics, "floodgate_consumer_db_retries_total")
+                .await
+                .is_some_and(|r| r >= 1.0)
+        },
+    )
+    .await;
+    proxy.restore();
+    rows_become(400).await;
+    eventually(
+        "the backlog is committed",
+        Duration::from_secs(30),
+        async || committed_lag(&topic, &group).await == 0,
+    )
+    .await;
+
+    // The sale's last few events arrive just after that commit, then nothing more.
+    produce(&kafka_brokers(), &topic, &events(400, 403)).await;
+    rows_become(403).await;
+    eventually(
+        "the last events are committed",
+        Duration::from_secs(30),
+        async || committed_lag(&topic, &group).await == 0,
+    )
+    .await;
+    eventually(
+        "the lag metric reads zero",
+        Duration::from_secs(30),
+        async || process_metric(metrics, "floodgate_consumer_lag_total").await == Some(0.0),
+    )
+    .await;
+    consumer.kill().unwrap();
+    consumer.wait().unwrap();
+}

@@ -1,5 +1,8 @@
 //! The waiting room's handling of bad input, against a real gateway and Redis.
 
+#[path = "waiting_room/review.rs"]
+mod review;
+
 use std::time::Duration;
 
 use floodgate_contract::ws::{close, ServerMessage};
