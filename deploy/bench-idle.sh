@@ -13,6 +13,7 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$FLOODGATE_HOME/target}
 export FLOODGATE_DATABASE_URL=${FLOODGATE_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/floodgate}
 export FLOODGATE_REDIS_PREFIX="bench$RANDOM:"
 export FLOODGATE_GATEWAY_LISTEN=127.0.0.1:18080
+export FLOODGATE_GATEWAY_ADMIN_LISTEN=127.0.0.1:19080
 # The sessions come from a handful of addresses: lift the per-address limits for the measure.
 export FLOODGATE_MAX_CONNECTIONS_PER_IP=100000 FLOODGATE_JOINS_PER_SEC_PER_IP=100000
 
@@ -47,7 +48,7 @@ until grep -q '^open=' "$FLOODGATE_HOME/bench-idle.log"; do
 done
 sleep 10 # let the first position-interval messages and allocator settle
 AFTER=$(rss)
-SESSIONS=$(curl -s "http://$FLOODGATE_GATEWAY_LISTEN/metrics" | awk '/^floodgate_ws_sessions / {print $2}')
+SESSIONS=$(curl -s "http://$FLOODGATE_GATEWAY_ADMIN_LISTEN/metrics" | awk '/^floodgate_ws_sessions / {print $2}')
 head -1 "$FLOODGATE_HOME/bench-idle.log"
 echo "gateway RSS: before ${BEFORE} KiB, with ${SESSIONS} idle sessions ${AFTER} KiB"
 awk -v b="$BEFORE" -v a="$AFTER" -v n="$SESSIONS" \

@@ -75,25 +75,27 @@ trap cleanup EXIT INT TERM
 
 healthy() { for _ in $(seq 1 200); do curl -fs "http://$1/healthz" >/dev/null && return; sleep 0.1; done; say "$1 did not start"; exit 1; }
 
-# Gateways 127.0.0.1:18101.. (their pids in GATEWAY_PIDS, addresses in GATEWAY_ADDRS).
-GATEWAY_PIDS=() GATEWAY_ADDRS=()
+# Gateways 127.0.0.1:18101.. with their admin listeners (metrics) on 127.0.0.1:19101.. (their
+# pids in GATEWAY_PIDS, addresses in GATEWAY_ADDRS, admin addresses in GATEWAY_ADMINS).
+GATEWAY_PIDS=() GATEWAY_ADDRS=() GATEWAY_ADMINS=()
 start_gateways() {
   for i in $(seq 1 "$1"); do
-    local addr="127.0.0.1:$((18100 + i))"
-    FLOODGATE_GATEWAY_LISTEN=$addr FLOODGATE_INSTANCE_ID="bench-gw-$i" \
+    local addr="127.0.0.1:$((18100 + i))" admin="127.0.0.1:$((19100 + i))"
+    FLOODGATE_GATEWAY_LISTEN=$addr FLOODGATE_GATEWAY_ADMIN_LISTEN=$admin \
+      FLOODGATE_INSTANCE_ID="bench-gw-$i" \
       "$BIN/floodgate-gateway" serve >"$LOGS/gateway-$i.log" 2>&1 &
-    PIDS+=($!) GATEWAY_PIDS+=($!) GATEWAY_ADDRS+=("$addr")
+    PIDS+=($!) GATEWAY_PIDS+=($!) GATEWAY_ADDRS+=("$addr") GATEWAY_ADMINS+=("$admin")
   done
   for addr in "${GATEWAY_ADDRS[@]}"; do healthy "$addr"; done
 }
 stop_gateways() {
   kill "${GATEWAY_PIDS[@]}" 2>/dev/null || true
   wait "${GATEWAY_PIDS[@]}" 2>/dev/null || true
-  GATEWAY_PIDS=() GATEWAY_ADDRS=()
+  GATEWAY_PIDS=() GATEWAY_ADDRS=() GATEWAY_ADMINS=()
 }
 joined() { local IFS=,; echo "$*"; }
 rss_kib() { local total=0; for pid in "$@"; do total=$((total + $(awk '/^VmRSS/ {print $2}' "/proc/$pid/status"))); done; echo $total; }
-sessions() { local total=0; for addr in "${GATEWAY_ADDRS[@]}"; do total=$((total + $(curl -s "http://$addr/metrics" | awk '/^floodgate_ws_sessions / {print int($2)}'))); done; echo $total; }
+sessions() { local total=0; for addr in "${GATEWAY_ADMINS[@]}"; do total=$((total + $(curl -s "http://$addr/metrics" | awk '/^floodgate_ws_sessions / {print int($2)}'))); done; echo $total; }
 # Source addresses for loadgen process $1 of a run: four of its own.
 sources() { local base=$((2 + 4 * ($1 - 1))); echo "127.0.1.$base,127.0.1.$((base + 1)),127.0.1.$((base + 2)),127.0.1.$((base + 3))"; }
 new_sale() { # <id prefix> <opens in secs>

@@ -1,8 +1,10 @@
 -- join: hand out the next waiting-room ticket of a sale.
 --
 -- KEYS[1] sale meta hash   KEYS[2] ticket sequence   KEYS[3] pre-queue nonce list
--- KEYS[4] this gateway's session set
--- ARGV[1] a fresh random draw nonce (hex)
+-- KEYS[4] this gateway's session set   KEYS[5] this gateway's liveness key
+-- KEYS[6] the sale's gateway registry (set)
+-- ARGV[1] a fresh random draw nonce (hex)   ARGV[2] this gateway's instance id
+-- ARGV[3] the liveness key's lifetime (ms)
 --
 -- Returns {ticket, opens_at_ms, draw nonce or "", sold_out (0/1), lottery commitment} (all
 -- strings), or {} if the sale is not
@@ -17,7 +19,7 @@ local opens = tonumber(opens_at)
 local now = now_ms()
 close_prequeue(KEYS[1], KEYS[2], now)
 local ticket = redis.call('INCR', KEYS[2])
-redis.call('SADD', KEYS[4], ticket)
+register_session(KEYS[4], KEYS[5], KEYS[6], ticket, ARGV[2], ARGV[3])
 local nonce = ''
 if now < opens then
   nonce = ARGV[1]

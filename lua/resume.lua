@@ -2,7 +2,9 @@
 --
 -- KEYS[1] sale meta hash   KEYS[2] ticket sequence   KEYS[3] gone (sorted set)
 -- KEYS[4] holders (hash)   KEYS[5] this gateway's session set   KEYS[6] frontier
--- ARGV[1] ticket   ARGV[2] the new session's id (`<gateway>/<n>`)
+-- KEYS[7] this gateway's liveness key   KEYS[8] the sale's gateway registry (set)
+-- ARGV[1] ticket   ARGV[2] the new session's id (`<gateway>/<n>`)   ARGV[3] this gateway's
+-- instance id   ARGV[4] the liveness key's lifetime (ms)
 --
 -- Returns {status, opens_at_ms, sold_out (0/1), lottery commitment, frontier} with status one of:
 --   "resumed"   the ticket is alive: it keeps its place, and this session now holds it
@@ -25,7 +27,7 @@ if deadline then
   redis.call('ZREM', KEYS[3], ARGV[1])
 end
 redis.call('HSET', KEYS[4], ARGV[1], ARGV[2])
-redis.call('SADD', KEYS[5], ARGV[1])
+register_session(KEYS[5], KEYS[7], KEYS[8], ARGV[1], ARGV[3], ARGV[4])
 local sold_out = '0'
 if redis.call('HGET', KEYS[1], 'sold_out') == '1' then
   sold_out = '1'

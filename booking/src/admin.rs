@@ -35,6 +35,14 @@ pub fn router(state: AppState, ops_token: Arc<SecretString>) -> Router {
         // without one; it exists only on this listener, never on a public path or a CDN.
         .route("/admin/console", get(console_page))
         .route("/admin/console/console.js", get(console_script))
+        // The scrape target: on this listener only, never behind the CDN, and without the ops
+        // token (Prometheus reads it from the operators' network).
+        .route(
+            "/metrics",
+            get(|| async { floodgate_contract::runtime::metrics().render() }),
+        )
+        .route("/healthz", get(crate::api::health))
+        .fallback(crate::api::not_found)
         .with_state(state)
 }
 

@@ -147,10 +147,6 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/payments/webhook", post(webhook::receive_webhook))
         .route("/healthz", get(api::health))
-        .route(
-            "/metrics",
-            get(|| async { floodgate_contract::runtime::metrics().render() }),
-        )
         .fallback(api::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(cors)

@@ -81,6 +81,8 @@ pub mod close {
     /// The gateway is going away for another reason: reconnect (with the resume token), to any
     /// gateway.
     pub const GOING_AWAY: u16 = 1001;
+    /// A text frame whose payload is not UTF-8 (RFC 6455's "invalid frame payload data").
+    pub const INVALID_DATA: u16 = 1007;
     /// A frame or message exceeded [`super::MAX_CLIENT_MESSAGE`].
     pub const MESSAGE_TOO_BIG: u16 = 1009;
     /// An unexpected server error: reconnect with backoff.

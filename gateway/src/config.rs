@@ -14,6 +14,14 @@ pub struct Config {
         default_value = "127.0.0.1:8080"
     )]
     pub listen: String,
+    /// Address of the admin listener: Prometheus metrics (`/metrics`) and the health probe.
+    /// Loopback by default; never route it through the CDN.
+    #[arg(
+        long,
+        env = "FLOODGATE_GATEWAY_ADMIN_LISTEN",
+        default_value = "127.0.0.1:9080"
+    )]
+    pub admin_listen: String,
     #[command(flatten)]
     pub redis: RedisArgs,
     /// Key id of the signing key, written into every admission token's header.
@@ -44,12 +52,22 @@ pub struct Config {
     /// storms and scripted joiners are slowed down, people are not.
     #[arg(long, env = "FLOODGATE_JOINS_PER_SEC_PER_IP", default_value_t = 5)]
     pub joins_per_sec_per_ip: u32,
-    /// Addresses of the proxies in front (the CDN's edges, a load balancer), comma-separated.
-    /// A connection from one of them is counted against the client address it forwards (the
-    /// rightmost `X-Forwarded-For` entry that is not itself a trusted proxy); without this, every
-    /// client behind the CDN would share the edge's address and its limits.
-    #[arg(long, env = "FLOODGATE_TRUSTED_PROXIES", value_delimiter = ',')]
-    pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// The proxies in front (the CDN's edges, a load balancer), comma-separated: CIDR ranges as
+    /// CDNs publish them (`198.51.100.0/24,2001:db8::/32`) or single addresses. A connection from
+    /// one of them is counted against the client address it forwards (the rightmost
+    /// `X-Forwarded-For` entry that is not itself a trusted proxy); without this, every client
+    /// behind the CDN would share the edge's address and its limits.
+    #[arg(
+        long,
+        env = "FLOODGATE_TRUSTED_PROXIES",
+        value_delimiter = ',',
+        value_parser = crate::limits::parse_trusted_proxy
+    )]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// The per-address limits count an IPv6 client by this many leading bits of its address:
+    /// one host is routinely given a whole /64 and can pick a fresh address from it per join.
+    #[arg(long, env = "FLOODGATE_IPV6_PREFIX", default_value_t = crate::limits::DEFAULT_IPV6_PREFIX)]
+    pub ipv6_prefix: u8,
     /// How often the gateway pings each client (protocol-level ping; browsers answer by themselves).
     #[arg(long, env = "FLOODGATE_HEARTBEAT_MS", default_value_t = 15_000)]
     pub heartbeat_ms: u64,
@@ -67,6 +85,11 @@ pub struct Config {
     /// admission rate is not spent on people who left (other waiting rooms keep them 5-15 min).
     #[arg(long, env = "FLOODGATE_GRACE_MS", default_value_t = 30_000)]
     pub grace_ms: u64,
+    /// A sale's room on this gateway that has had no session for this long stops (its task and
+    /// its per-tick Redis reads end, and this gateway's keys leave the sale's slot); the next
+    /// join starts it again. A minute rides out a page reload or a reconnect storm.
+    #[arg(long, env = "FLOODGATE_ROOM_IDLE_MS", default_value_t = 60_000)]
+    pub room_idle_ms: u64,
     /// Most WebSocket sessions this gateway holds; past it, joins are shed with 503 and
     /// `Retry-After`. Default: the open-files limit (raised to its hard limit at start) less a
     /// reserve for Redis connections, logs and the listener.

@@ -2,6 +2,8 @@
 //! verifier needs to recompute every pre-queue place (docs/protocol.md, "Checking the draw").
 
 use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderValue};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use floodgate_contract::ids::check_sale_id;
 use floodgate_contract::lottery::draw_seed;
@@ -11,12 +13,27 @@ use serde_json::{json, Value};
 use crate::error::ApiError;
 use crate::{unknown_sale, AppState};
 
+/// While the pre-queue is open its record changes with every join: a second's caching lets a
+/// CDN absorb a crowd of verifiers without anyone seeing an old commitment (it never changes).
+const OPEN_CACHE: &str = "public, max-age=1";
+/// Once drawn, nothing in the record can change again.
+const FINAL_CACHE: &str = "public, max-age=31536000, immutable";
+
+fn cached(body: Value, cache_control: &'static str) -> Response {
+    let mut response = Json(body).into_response();
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(cache_control),
+    );
+    response
+}
+
 /// `GET /v1/sales/{sale}/draw`: the commitment while the pre-queue is open; once it has closed,
 /// the revealed secret seed, the pre-queue's size and digest, and the draw seed.
 pub async fn draw(
     State(state): State<AppState>,
     Path(sale): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     check_sale_id(&sale).map_err(|_| unknown_sale())?;
     let keys = state.keys.sale(&sale);
     let mut conn = state.redis.clone();
@@ -42,13 +59,16 @@ pub async fn draw(
     let commitment = get(1).unwrap_or_default();
     let closed = (get(2), get(3), get(4));
     let (Some(size), Some(digest), Some(secret)) = closed else {
-        return Ok(Json(json!({
-            "sale": sale,
-            "status": "pre_queue",
-            "opens_at_ms": opens_at_ms,
-            "commitment": commitment,
-            "prequeue_size_so_far": issued.unwrap_or(0),
-        })));
+        return Ok(cached(
+            json!({
+                "sale": sale,
+                "status": "pre_queue",
+                "opens_at_ms": opens_at_ms,
+                "commitment": commitment,
+                "prequeue_size_so_far": issued.unwrap_or(0),
+            }),
+            OPEN_CACHE,
+        ));
     };
     let secret_bytes: [u8; 32] = hex::decode(&secret)
         .ok()
@@ -56,19 +76,22 @@ pub async fn draw(
         .ok_or_else(|| {
             ApiError::Unavailable("draw_unavailable", "the draw record is damaged".into())
         })?;
-    Ok(Json(json!({
-        "sale": sale,
-        "status": "drawn",
-        "opens_at_ms": opens_at_ms,
-        "closed_at_ms": get(5).and_then(|v| v.parse::<i64>().ok()),
-        "algorithm": "floodgate-lottery-v1",
-        "commitment": commitment,
-        "secret_seed": secret,
-        "prequeue_size": size.parse::<u64>().unwrap_or(0),
-        "prequeue_digest": digest,
-        "draw_seed": hex::encode(draw_seed(&secret_bytes, &digest)),
-        "nonces_url": format!("/v1/sales/{sale}/draw/nonces?from=1&count={MAX_NONCES}"),
-    })))
+    Ok(cached(
+        json!({
+            "sale": sale,
+            "status": "drawn",
+            "opens_at_ms": opens_at_ms,
+            "closed_at_ms": get(5).and_then(|v| v.parse::<i64>().ok()),
+            "algorithm": "floodgate-lottery-v1",
+            "commitment": commitment,
+            "secret_seed": secret,
+            "prequeue_size": size.parse::<u64>().unwrap_or(0),
+            "prequeue_digest": digest,
+            "draw_seed": hex::encode(draw_seed(&secret_bytes, &digest)),
+            "nonces_url": format!("/v1/sales/{sale}/draw/nonces?from=1&count={MAX_NONCES}"),
+        }),
+        FINAL_CACHE,
+    ))
 }
 
 /// Most nonces in one page.
@@ -96,35 +119,43 @@ pub async fn nonces(
     State(state): State<AppState>,
     Path(sale): Path<String>,
     page: Result<Query<NoncePage>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     check_sale_id(&sale).map_err(|_| unknown_sale())?;
-    let Query(NoncePage { from, count }) = page.map_err(|_| {
+    let bad_page = || {
         ApiError::BadRequest(
             "bad_page",
-            "from and count must be positive integers".into(),
+            format!("from is a ticket number from 1 to {MAX_TICKET}; count is 1 to {MAX_NONCES}"),
         )
-    })?;
-    if from == 0 || count == 0 || count > MAX_NONCES {
-        return Err(ApiError::BadRequest(
-            "bad_page",
-            format!("from starts at 1; count is 1 to {MAX_NONCES}"),
-        ));
+    };
+    let Query(NoncePage { from, count }) = page.map_err(|_| bad_page())?;
+    // The list is indexed from 0 by a signed 64-bit number: every index is checked to fit
+    // before Redis sees it, so no crafted page can overflow or wrap to the list's end.
+    if !(1..=MAX_NONCES).contains(&count) || !(1..=MAX_TICKET).contains(&from) {
+        return Err(bad_page());
     }
+    let first = from - 1;
+    let last = first
+        .checked_add(count - 1)
+        .filter(|last| *last < MAX_TICKET)
+        .ok_or_else(bad_page)?;
     let keys = state.keys.sale(&sale);
     let mut conn = state.redis.clone();
-    let (armed, nonces): (bool, Vec<String>) = redis::pipe()
+    let (armed, closed, nonces): (bool, bool, Vec<String>) = redis::pipe()
         .hexists(keys.meta(), "opens_at_ms")
-        .lrange(
-            keys.prequeue(),
-            (from - 1) as isize,
-            (from - 1 + count - 1) as isize,
-        )
+        .hexists(keys.meta(), "prequeue_size")
+        .lrange(keys.prequeue(), first as isize, last as isize)
         .query_async(&mut conn)
         .await?;
     if !armed {
         return Err(unknown_sale());
     }
-    Ok(Json(
+    // Once the pre-queue has closed no nonce is ever added or changed: any page is final.
+    let cache_control = if closed { FINAL_CACHE } else { OPEN_CACHE };
+    Ok(cached(
         json!({ "sale": sale, "from": from, "nonces": nonces }),
+        cache_control,
     ))
 }
+
+/// The highest ticket number a page may name: list indexes are signed 64-bit in Redis.
+const MAX_TICKET: u64 = i64::MAX as u64;

@@ -20,6 +20,8 @@ pub enum ApiError {
     #[error("{1}")]
     Busy(&'static str, String),
     #[error("{1}")]
+    MethodNotAllowed(&'static str, String),
+    #[error("{1}")]
     UpgradeRequired(&'static str, String),
     /// A per-IP limit: answered with `Retry-After`.
     #[error("{1}")]
@@ -36,6 +38,7 @@ impl IntoResponse for ApiError {
             ApiError::Unauthorized(c, m) => (StatusCode::UNAUTHORIZED, c, m),
             ApiError::NotFound(c, m) => (StatusCode::NOT_FOUND, c, m),
             ApiError::Gone(c, m) => (StatusCode::GONE, c, m),
+            ApiError::MethodNotAllowed(c, m) => (StatusCode::METHOD_NOT_ALLOWED, c, m),
             ApiError::UpgradeRequired(c, m) => (StatusCode::UPGRADE_REQUIRED, c, m),
             ApiError::TooManyRequests(c, m) => (StatusCode::TOO_MANY_REQUESTS, c, m),
             ApiError::Unavailable(c, m) => (StatusCode::SERVICE_UNAVAILABLE, c, m),

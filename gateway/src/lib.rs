@@ -7,6 +7,7 @@
 //! - [`room`]: a sale's shared view on this gateway, its refresh task and the admission controller.
 //! - [`places`]: dead places and admission batches, as the room learns them from Redis.
 //! - [`session`]: one client's WebSocket session.
+//! - [`tickets`]: taking a ticket, taking one back, and recording a session's end.
 //! - [`error`]: JSON errors answered before an upgrade.
 //! - [`limits`]: the connection budget and per-IP connection and join-rate limits.
 //!
@@ -20,7 +21,9 @@ pub mod places;
 pub mod room;
 pub mod seats;
 pub mod session;
+pub mod tickets;
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -115,8 +118,15 @@ impl AppState {
             Some(name) => format!("{name}.{run}"),
             None => format!("gw-{run}"),
         };
-        let limits =
-            limits::IpLimits::new(config.max_connections_per_ip, config.joins_per_sec_per_ip);
+        anyhow::ensure!(
+            (32..=128).contains(&config.ipv6_prefix),
+            "FLOODGATE_IPV6_PREFIX must be from 32 to 128"
+        );
+        let limits = limits::IpLimits::with_ipv6_prefix(
+            config.max_connections_per_ip,
+            config.joins_per_sec_per_ip,
+            config.ipv6_prefix,
+        );
         let budget = limits::Budget::new(
             config
                 .max_sessions
@@ -148,43 +158,93 @@ impl AppState {
     }
 
     /// This gateway's room for `sale` (with what its sessions share), started on first use.
-    fn room(&self, sale: &str) -> Arc<session::Context> {
+    /// A room costs a task and a few Redis commands a tick for as long as it lives, so one is
+    /// started only for a sale Redis knows as armed: a stranger naming random sales gets 404s
+    /// and leaves nothing behind.
+    async fn room(&self, sale: &str) -> Result<Arc<session::Context>, ApiError> {
         if let Some(room) = self.rooms.get(sale) {
-            return room.clone();
+            return Ok(room.clone());
         }
-        self.rooms
+        let armed: bool = redis::cmd("HEXISTS")
+            .arg(self.keys.sale(sale).meta())
+            .arg("opens_at_ms")
+            .query_async(&mut self.redis.clone())
+            .await?;
+        if !armed {
+            return Err(unknown_sale());
+        }
+        let room = self
+            .rooms
             .entry(sale.to_owned())
-            .or_insert_with(|| {
-                let driver = RoomDriver {
-                    sale: sale.to_owned(),
-                    keys: self.keys.clone(),
-                    redis: self.redis.clone(),
-                    scripts: self.scripts.clone(),
-                    instance_id: self.instance_id.clone(),
-                    tick: Duration::from_millis(self.config.tick_ms),
-                    lease: Duration::from_millis(self.config.lease_ms),
-                    grace: Duration::from_millis(self.config.grace_ms),
-                    heartbeat: Duration::from_millis(self.config.heartbeat_ms),
-                };
-                let (room, task) = driver.start(self.shutdown.clone());
-                self.tasks.spawn(task);
-                let config = &self.config;
-                Arc::new(session::Context {
-                    sale: sale.to_owned(),
-                    keys: self.keys.sale(sale),
-                    room,
-                    signer: self.signer.clone(),
-                    resume: self.resume.clone(),
-                    redis: self.redis.clone(),
-                    scripts: self.scripts.clone(),
-                    instance_id: self.instance_id.clone(),
-                    grace: Duration::from_millis(config.grace_ms),
-                    position_interval: Duration::from_millis(config.position_interval_ms),
-                    idle_timeout: Duration::from_millis(config.idle_timeout_ms),
-                    send_timeout: Duration::from_millis(config.send_timeout_ms),
-                })
-            })
-            .clone()
+            .or_insert_with(|| self.start_room(sale))
+            .clone();
+        Ok(room)
+    }
+
+    fn start_room(&self, sale: &str) -> Arc<session::Context> {
+        let config = &self.config;
+        let driver = RoomDriver {
+            sale: sale.to_owned(),
+            keys: self.keys.clone(),
+            redis: self.redis.clone(),
+            scripts: self.scripts.clone(),
+            instance_id: self.instance_id.clone(),
+            tick: Duration::from_millis(config.tick_ms),
+            lease: Duration::from_millis(config.lease_ms),
+            grace: Duration::from_millis(config.grace_ms),
+            heartbeat: Duration::from_millis(config.heartbeat_ms),
+        };
+        let retire = CancellationToken::new();
+        let (room, task) = driver.start(self.shutdown.clone(), retire.clone());
+        self.tasks.spawn(task);
+        metrics::gauge!("floodgate_rooms").increment(1.0);
+        tracing::info!(%sale, "room started");
+        Arc::new(session::Context {
+            sale: sale.to_owned(),
+            keys: self.keys.sale(sale),
+            room,
+            signer: self.signer.clone(),
+            resume: self.resume.clone(),
+            redis: self.redis.clone(),
+            scripts: self.scripts.clone(),
+            instance_id: self.instance_id.clone(),
+            grace: Duration::from_millis(config.grace_ms),
+            lease: Duration::from_millis(config.lease_ms),
+            retire,
+            position_interval: Duration::from_millis(config.position_interval_ms),
+            idle_timeout: Duration::from_millis(config.idle_timeout_ms),
+            send_timeout: Duration::from_millis(config.send_timeout_ms),
+        })
+    }
+
+    /// Retires the rooms that have had no session (and no join in progress) for the idle time:
+    /// each stops its task and removes this gateway's keys from the sale's slot. `idle` keeps,
+    /// between calls, since when each room has been seen empty.
+    fn retire_idle_rooms(&self, idle: &mut HashMap<String, tokio::time::Instant>) {
+        let now = tokio::time::Instant::now();
+        let idle_time = Duration::from_millis(self.config.room_idle_ms);
+        // The map holds one reference to a room's context; every session and every join in
+        // progress holds another.
+        let empty = |ctx: &Arc<session::Context>| Arc::strong_count(ctx) == 1;
+        idle.retain(|sale, _| self.rooms.get(sale).is_some_and(|ctx| empty(&ctx)));
+        for room in self.rooms.iter() {
+            if empty(room.value()) {
+                idle.entry(room.key().clone()).or_insert(now);
+            }
+        }
+        let due: Vec<String> = idle
+            .iter()
+            .filter(|(_, since)| now.duration_since(**since) >= idle_time)
+            .map(|(sale, _)| sale.clone())
+            .collect();
+        for sale in due {
+            idle.remove(&sale);
+            // Checked again under the map's lock: a join that found the room just now keeps it.
+            if let Some((_, ctx)) = self.rooms.remove_if(&sale, |_, ctx| empty(ctx)) {
+                ctx.retire.cancel();
+                metrics::gauge!("floodgate_rooms").decrement(1.0);
+            }
+        }
     }
 }
 
@@ -197,14 +257,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/sales/{sale}/seats", get(seats::seats))
         .route("/v1/sales/{sale}/{file}", get(seats_json))
         .route("/v1/sales/{sale}/draw/nonces", get(draw::nonces))
-        .route(
-            "/healthz",
-            get(|| async { Json(serde_json::json!({ "status": "ok" })) }),
-        )
-        .route(
-            "/metrics",
-            get(|| async { floodgate_contract::runtime::metrics().render() }),
-        );
+        .route("/healthz", get(health));
     if let Some(dir) = &state.config.static_dir {
         router = router
             .route("/", get(assets::index))
@@ -222,7 +275,15 @@ pub fn router(state: AppState) -> Router {
         router = router
             .fallback(|| async { ApiError::NotFound("not_found", "no such endpoint".into()) });
     }
-    router.layer(TraceLayer::new_for_http()).with_state(state)
+    router
+        .method_not_allowed_fallback(|| async {
+            ApiError::MethodNotAllowed(
+                "method_not_allowed",
+                "this endpoint does not take that method".into(),
+            )
+        })
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
 }
 
 #[derive(Deserialize)]
@@ -302,96 +363,21 @@ pub async fn join_queue(
         ),
     })?;
 
-    let keys = state.keys.sale(&sale);
-    let mut conn = state.redis.clone();
-    let ctx = state.room(&sale);
+    let ctx = state.room(&sale).await?;
     let number = state.sessions.fetch_add(1, Ordering::Relaxed);
-    let session_id = ctx.session_id(number);
-    let sessions_key = keys.gateway_sessions(&state.instance_id);
-    let (ticket, opens_at_ms, draw_nonce, commitment, frontier_floor) =
-        match resumed_ticket {
-            None => {
-                let nonce = hex::encode(rand::random::<[u8; 8]>());
-                let joined: Vec<String> = state
-                    .scripts
-                    .join
-                    .key(keys.meta())
-                    .key(keys.seq())
-                    .key(keys.prequeue())
-                    .key(&sessions_key)
-                    .arg(&nonce)
-                    .invoke_async(&mut conn)
-                    .await?;
-                let [ticket, opens, nonce, _sold_out, commitment] = &joined[..] else {
-                    return Err(unknown_sale());
-                };
-                metrics::counter!("floodgate_tickets_issued_total").increment(1);
-                (
-                    ticket.clone(),
-                    opens.clone(),
-                    (!nonce.is_empty()).then(|| nonce.clone()),
-                    commitment.clone(),
-                    0,
-                )
-            }
-            Some(ticket) => {
-                let resumed: Vec<String> = state
-                    .scripts
-                    .resume
-                    .key(keys.meta())
-                    .key(keys.seq())
-                    .key(keys.gone())
-                    .key(keys.holders())
-                    .key(&sessions_key)
-                    .key(keys.frontier())
-                    .arg(ticket)
-                    .arg(&session_id)
-                    .invoke_async(&mut conn)
-                    .await?;
-                match resumed.first().map(String::as_str) {
-                    Some("resumed") => {}
-                    Some("expired") => return Err(ApiError::Gone(
-                        "ticket_expired",
-                        "this ticket was given up after its grace period; join again for a new one"
-                            .into(),
-                    )),
-                    _ => {
-                        return Err(ApiError::NotFound(
-                            "unknown_ticket",
-                            "this sale has no such ticket; join again for a new one".into(),
-                        ))
-                    }
-                }
-                metrics::counter!("floodgate_tickets_resumed_total").increment(1);
-                (
-                    ticket.to_string(),
-                    resumed[1].clone(),
-                    None,
-                    resumed.get(3).cloned().unwrap_or_default(),
-                    resumed.get(4).and_then(|f| f.parse().ok()).unwrap_or(0),
-                )
-            }
-        };
-    let (Ok(ticket), Ok(opens_at_ms)) = (ticket.parse::<u64>(), opens_at_ms.parse::<i64>()) else {
-        return Err(ApiError::Unavailable(
-            "redis_unavailable",
-            "the waiting room answered oddly; retry in a second".into(),
-        ));
-    };
-    let session = Box::new(Session {
-        ctx,
-        ticket,
-        opens_at_ms,
-        resumed: resumed_ticket.is_some(),
-        frontier_floor,
-        number,
-        hello: Some(Box::new(Hello {
-            draw_nonce,
-            commitment,
-        })),
-        _connection: slot,
-        _budget: budget,
-    });
+    // The ticket is taken in a task of its own, which hands it to a `Session` at once: if this
+    // request is abandoned half-way (the client resets the connection), the task still finishes
+    // and the session's drop gives the ticket back, so no ticket is ever live with nobody behind
+    // it.
+    let session = tokio::spawn(take_session(ctx, resumed_ticket, number, slot, budget))
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "taking a ticket failed");
+            ApiError::Unavailable(
+                "redis_unavailable",
+                "the waiting room is briefly unavailable; retry in a second".into(),
+            )
+        })??;
     let tasks = state.tasks.clone();
     Ok(upgrade
         .max_message_size(MAX_CLIENT_MESSAGE)
@@ -412,6 +398,61 @@ pub async fn join_queue(
             std::future::ready(())
         })
         .into_response())
+}
+
+/// Takes a ticket (or takes one back) for session `number` and wraps it in its session.
+async fn take_session(
+    ctx: Arc<session::Context>,
+    resumed: Option<u64>,
+    number: u64,
+    connection: limits::ConnectionSlot,
+    budget: limits::BudgetSlot,
+) -> Result<Box<Session>, ApiError> {
+    let taken = match resumed {
+        None => {
+            let nonce = hex::encode(rand::random::<[u8; 8]>());
+            tickets::join(&ctx, &nonce).await?
+        }
+        Some(ticket) => tickets::resume(&ctx, ticket, &ctx.session_id(number)).await?,
+    };
+    Ok(Box::new(Session {
+        ctx,
+        ticket: taken.ticket,
+        opens_at_ms: taken.opens_at_ms,
+        resumed: resumed.is_some(),
+        frontier_floor: taken.frontier_floor,
+        number,
+        hello: Some(Box::new(Hello {
+            draw_nonce: taken.draw_nonce,
+            commitment: taken.commitment,
+        })),
+        _connection: connection,
+        _budget: budget,
+        started: false,
+        departed: false,
+    }))
+}
+
+async fn health() -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "status": "ok" }))
+}
+
+/// The admin listener's routes: what operators and Prometheus read, never the public.
+pub fn admin_router() -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(|| async { floodgate_contract::runtime::metrics().render() }),
+        )
+        .route("/healthz", get(health))
+        .fallback(|| async { ApiError::NotFound("not_found", "no such endpoint".into()) })
+}
+
+/// Serves the admin listener until `shutdown`.
+pub async fn run_admin(listener: TcpListener, shutdown: CancellationToken) -> std::io::Result<()> {
+    axum::serve(listener, admin_router())
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
 }
 
 /// Per-connection WebSocket read buffer. Idle clients send only pongs and pings of a few bytes;
@@ -448,8 +489,22 @@ async fn static_headers(request: axum::extract::Request, next: axum::middleware:
     let path = request.uri().path().to_owned();
     let if_none_match = request.headers().get(header::IF_NONE_MATCH).cloned();
     let mut response = next.run(request).await;
-    if response.status() != StatusCode::OK {
-        return response;
+    // The folder's own refusals (a missing file, a path that tries to leave the folder, a
+    // method other than GET) get the JSON error body every endpoint promises, and never say
+    // which it was: a traversal attempt looks like any missing file.
+    match response.status() {
+        StatusCode::OK => {}
+        StatusCode::METHOD_NOT_ALLOWED => {
+            return ApiError::MethodNotAllowed(
+                "method_not_allowed",
+                "static files are read with GET or HEAD".into(),
+            )
+            .into_response()
+        }
+        status if status.is_client_error() => {
+            return ApiError::NotFound("not_found", "no such file".into()).into_response()
+        }
+        _ => return response,
     }
     let cache_control = if path.starts_with("/data/") {
         "public, max-age=60, stale-while-revalidate=600"
@@ -551,6 +606,21 @@ pub async fn run(listener: TcpListener, state: AppState) -> std::io::Result<()> 
             tokio::select! {
                 _ = pruning.cancelled() => break,
                 _ = every.tick() => limits.prune(),
+            }
+        }
+    });
+    let rooms = state.clone();
+    let retiring = shutdown.clone();
+    tokio::spawn(async move {
+        // Looked at four times per idle time: a room outlives its last session by at most a
+        // quarter more than the idle time.
+        let period = Duration::from_millis((rooms.config.room_idle_ms / 4).max(10));
+        let mut every = tokio::time::interval(period);
+        let mut idle = HashMap::new();
+        loop {
+            tokio::select! {
+                _ = retiring.cancelled() => break,
+                _ = every.tick() => rooms.retire_idle_rooms(&mut idle),
             }
         }
     });

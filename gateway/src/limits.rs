@@ -1,6 +1,10 @@
 //! Limits on the waiting room's front door: the gateway's connection budget, how many sessions
-//! one address may hold at once, and how fast it may join. All are checked before a ticket is
+//! one client may hold at once, and how fast it may join. All are checked before a ticket is
 //! taken, so a flood costs a counter or a map lookup, not a Redis round trip or a place in line.
+//!
+//! A "client" here is an address as the limits see it ([`IpLimits::client_of`]): an IPv4
+//! address (an IPv4-mapped IPv6 one counts as its IPv4 address), or an IPv6 prefix, because one
+//! IPv6 host is routinely given a whole /64 and could otherwise take a fresh address per join.
 
 use std::net::IpAddr;
 use std::num::NonZeroU32;
@@ -9,9 +13,16 @@ use std::sync::Arc;
 
 use dashmap::DashMap;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use ipnet::{IpNet, Ipv6Net};
+
+/// The IPv6 prefix length one client is counted by unless configured: RFC 6177 and the RIRs
+/// hand end sites a /64 or more, and every address inside it is one host's to pick.
+pub const DEFAULT_IPV6_PREFIX: u8 = 64;
 
 pub struct IpLimits {
     max_connections: u32,
+    /// Prefix length an IPv6 address is counted by.
+    ipv6_prefix: u8,
     connections: DashMap<IpAddr, u32>,
     joins: DefaultKeyedRateLimiter<IpAddr>,
 }
@@ -24,19 +35,44 @@ pub enum LimitError {
 }
 
 impl IpLimits {
+    /// Limits counting IPv6 clients by [`DEFAULT_IPV6_PREFIX`].
     pub fn new(max_connections: u32, joins_per_sec: u32) -> Arc<Self> {
+        Self::with_ipv6_prefix(max_connections, joins_per_sec, DEFAULT_IPV6_PREFIX)
+    }
+
+    /// Limits counting IPv6 clients by their first `ipv6_prefix` bits (clamped to 32..=128: a
+    /// shorter prefix would lump whole providers together).
+    pub fn with_ipv6_prefix(
+        max_connections: u32,
+        joins_per_sec: u32,
+        ipv6_prefix: u8,
+    ) -> Arc<Self> {
         let rate = NonZeroU32::new(joins_per_sec.max(1)).expect("at least one");
         let burst = NonZeroU32::new(joins_per_sec.max(1).saturating_mul(2)).expect("at least one");
         Arc::new(Self {
             max_connections: max_connections.max(1),
+            ipv6_prefix: ipv6_prefix.clamp(32, 128),
             connections: DashMap::new(),
             joins: RateLimiter::keyed(Quota::per_second(rate).allow_burst(burst)),
         })
     }
 
+    /// The client `ip` counts as: its IPv4 address, or its IPv6 network of the configured prefix.
+    pub fn client_of(&self, ip: IpAddr) -> IpAddr {
+        match ip.to_canonical() {
+            IpAddr::V4(v4) => IpAddr::V4(v4),
+            IpAddr::V6(v6) => IpAddr::V6(
+                Ipv6Net::new(v6, self.ipv6_prefix)
+                    .expect("the prefix is clamped to at most 128")
+                    .network(),
+            ),
+        }
+    }
+
     /// Admits one more session from `ip`, or says why not. The slot is given back when the
     /// returned [`ConnectionSlot`] is dropped (the session ended, or the upgrade failed).
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<ConnectionSlot, LimitError> {
+        let ip = self.client_of(ip);
         if self.joins.check_key(&ip).is_err() {
             metrics::counter!("floodgate_joins_refused_total", "reason" => "join_rate_limited")
                 .increment(1);
@@ -63,7 +99,7 @@ impl IpLimits {
 
     #[cfg(test)]
     fn connections(&self, ip: IpAddr) -> u32 {
-        self.connections.get(&ip).map_or(0, |c| *c)
+        self.connections.get(&self.client_of(ip)).map_or(0, |c| *c)
     }
 }
 
@@ -85,9 +121,13 @@ impl Drop for ConnectionSlot {
 
 /// The address a connection from `peer` stands for: `peer` itself, unless it is a trusted proxy,
 /// in which case the rightmost `X-Forwarded-For` entry that is not a trusted proxy (entries
-/// further left were written by the client and prove nothing).
-pub fn client_address(peer: IpAddr, forwarded_for: &[&str], trusted: &[IpAddr]) -> IpAddr {
-    if !trusted.contains(&peer) {
+/// further left were written by the client and prove nothing). Addresses are compared in their
+/// canonical form, so a proxy that reaches a dual-stack listener as `::ffff:10.0.0.1` is still
+/// the trusted `10.0.0.1`.
+pub fn client_address(peer: IpAddr, forwarded_for: &[&str], trusted: &[IpNet]) -> IpAddr {
+    let peer = peer.to_canonical();
+    let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| net.contains(ip));
+    if !is_trusted(&peer) {
         return peer;
     }
     let mut chain = forwarded_for
@@ -96,14 +136,36 @@ pub fn client_address(peer: IpAddr, forwarded_for: &[&str], trusted: &[IpAddr]) 
         .map(str::trim)
         .collect::<Vec<_>>();
     while let Some(entry) = chain.pop() {
-        match entry.parse::<IpAddr>() {
-            Ok(ip) if trusted.contains(&ip) => continue,
+        match entry.parse::<IpAddr>().map(|ip| ip.to_canonical()) {
+            Ok(ip) if is_trusted(&ip) => continue,
             Ok(ip) => return ip,
             // A malformed entry: nothing to its left can be trusted either.
             Err(_) => return peer,
         }
     }
     peer
+}
+
+/// A trusted proxy as configured: a CIDR range (`203.0.113.0/24`, `2001:db8::/32`, as CDNs
+/// publish them) or one address. IPv4-mapped IPv6 forms are taken as their IPv4 address.
+pub fn parse_trusted_proxy(text: &str) -> Result<IpNet, String> {
+    let text = text.trim();
+    let net = match text.parse::<IpNet>() {
+        Ok(net) => net,
+        Err(_) => IpNet::from(
+            text.parse::<IpAddr>()
+                .map_err(|_| format!("{text:?} is neither an address nor a CIDR range"))?,
+        ),
+    };
+    Ok(match net {
+        IpNet::V6(v6) => match v6.addr().to_ipv4_mapped() {
+            Some(v4) => IpNet::new(IpAddr::V4(v4), v6.prefix_len().saturating_sub(96))
+                .map_err(|e| e.to_string())?,
+            None => net,
+        },
+        v4 => v4,
+    }
+    .trunc())
 }
 
 /// The gateway's connection budget: past it, new sessions are shed before the upgrade (503 with
@@ -176,7 +238,7 @@ mod tests {
     fn forwarded_addresses_count_only_behind_a_trusted_proxy() {
         let edge: IpAddr = "10.1.1.1".parse().unwrap();
         let client: IpAddr = "203.0.113.7".parse().unwrap();
-        let trusted = [edge];
+        let trusted = [IpNet::from(edge)];
         // Direct connections are themselves, whatever they claim.
         assert_eq!(client_address(client, &["198.51.100.1"], &trusted), client);
         // Through the edge: the entry the edge appended, not what the client wrote before it.
@@ -231,7 +293,7 @@ mod tests {
         let client: IpAddr = "203.0.113.7".parse().unwrap();
         // A dual-stack listener sees the edge as ::ffff:10.1.1.1: it is still the trusted edge.
         assert_eq!(
-            client_address(mapped_edge, &["203.0.113.7"], &[edge]),
+            client_address(mapped_edge, &["203.0.113.7"], &[IpNet::from(edge)]),
             client
         );
         // And a mapped client counts against the same entry as its plain IPv4 address.
@@ -239,6 +301,49 @@ mod tests {
         let _held = limits.admit("203.0.113.7".parse().unwrap()).unwrap();
         assert_eq!(
             limits.admit("::ffff:203.0.113.7".parse().unwrap()).err(),
+            Some(LimitError::TooManyConnections)
+        );
+    }
+
+    #[test]
+    fn trusted_proxies_are_ranges() {
+        let cdn = [
+            parse_trusted_proxy("198.51.100.0/24").unwrap(),
+            parse_trusted_proxy("2001:db8:cd::/48").unwrap(),
+            parse_trusted_proxy("::ffff:192.0.2.9").unwrap(),
+        ];
+        let client: IpAddr = "203.0.113.7".parse().unwrap();
+        for edge in [
+            "198.51.100.77",
+            "::ffff:198.51.100.3",
+            "2001:db8:cd:1::5",
+            "192.0.2.9",
+        ] {
+            assert_eq!(
+                client_address(edge.parse().unwrap(), &["203.0.113.7"], &cdn),
+                client,
+                "{edge} is one of the CDN's edges"
+            );
+        }
+        assert_eq!(
+            client_address("198.51.101.1".parse().unwrap(), &["203.0.113.7"], &cdn),
+            "198.51.101.1".parse::<IpAddr>().unwrap(),
+            "outside the range: the peer itself"
+        );
+        assert!(parse_trusted_proxy("10.0.0.0/33").is_err());
+        assert!(parse_trusted_proxy("edge.example").is_err());
+        assert_eq!(
+            parse_trusted_proxy("10.1.2.3/16").unwrap().to_string(),
+            "10.1.0.0/16"
+        );
+    }
+
+    #[test]
+    fn the_ipv6_prefix_is_configurable() {
+        let per_48 = IpLimits::with_ipv6_prefix(1, 1_000, 48);
+        let _held = per_48.admit("2001:db8:1:2::1".parse().unwrap()).unwrap();
+        assert_eq!(
+            per_48.admit("2001:db8:1:ffff::1".parse().unwrap()).err(),
             Some(LimitError::TooManyConnections)
         );
     }

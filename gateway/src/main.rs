@@ -46,12 +46,17 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Serve(config) => {
-            let listen = config.listen.clone();
+            let (listen, admin_listen) = (config.listen.clone(), config.admin_listen.clone());
             let state = AppState::connect(*config, runtime::shutdown_on_signal()).await?;
             let listener = tokio::net::TcpListener::bind(&listen)
                 .await
                 .with_context(|| format!("binding {listen}"))?;
+            let admin = tokio::net::TcpListener::bind(&admin_listen)
+                .await
+                .with_context(|| format!("binding {admin_listen}"))?;
             tracing::info!(addr = %listener.local_addr()?, "gateway listening");
+            tracing::info!(addr = %admin.local_addr()?, "admin listener (metrics) listening");
+            tokio::spawn(floodgate_gateway::run_admin(admin, state.shutdown.clone()));
             floodgate_gateway::run(listener, state).await?;
             Ok(())
         }

@@ -82,6 +82,7 @@ pub struct Scripts {
     advance: Script,
     bury: Script,
     sweep: Script,
+    retire: Script,
 }
 
 impl Default for Scripts {
@@ -97,6 +98,7 @@ impl Default for Scripts {
             advance: with_lib(include_str!("../../lua/advance.lua")),
             bury: with_lib(include_str!("../../lua/bury.lua")),
             sweep: with_lib(include_str!("../../lua/sweep.lua")),
+            retire: Script::new(include_str!("../../lua/retire.lua")),
         }
     }
 }
@@ -211,10 +213,12 @@ struct Cursor {
 }
 
 impl RoomDriver {
-    /// Starts the room's task; it runs until `shutdown`.
+    /// Starts the room's task; it runs until `shutdown`, or until `retire`, when it also
+    /// removes this gateway's keys from the sale's slot.
     pub fn start(
         self,
         shutdown: CancellationToken,
+        retire: CancellationToken,
     ) -> (Arc<Room>, impl std::future::Future<Output = ()>) {
         let (tx, rx) = watch::channel(RoomView::default());
         let shared = Arc::new(Shared::default());
@@ -222,7 +226,7 @@ impl RoomDriver {
             view: rx,
             shared: shared.clone(),
         });
-        (room, self.drive(tx, shared, shutdown))
+        (room, self.drive(tx, shared, shutdown, retire))
     }
 
     async fn drive(
@@ -230,6 +234,7 @@ impl RoomDriver {
         tx: watch::Sender<RoomView>,
         shared: Arc<Shared>,
         shutdown: CancellationToken,
+        retire: CancellationToken,
     ) {
         let keys = self.keys.sale(&self.sale);
         let mut ticker = tokio::time::interval(self.tick);
@@ -245,6 +250,10 @@ impl RoomDriver {
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
+                _ = retire.cancelled() => {
+                    self.retire(&keys).await;
+                    break;
+                }
                 _ = ticker.tick() => {}
             }
             let beat = (started.elapsed().as_millis() / heartbeat.as_millis()) as u64;
@@ -277,6 +286,30 @@ impl RoomDriver {
                         changed
                     });
                 }
+            }
+        }
+    }
+
+    /// Removes this gateway's liveness, its place in the sale's registry and any lease it holds
+    /// (`lua/retire.lua`). If Redis is unreachable the keys lapse by themselves (the liveness
+    /// and the lease have TTLs) and the leader's sweep removes the registry entry.
+    async fn retire(&self, keys: &SaleKeys) {
+        let retired: redis::RedisResult<i64> = self
+            .scripts
+            .retire
+            .key(keys.gateway_alive(&self.instance_id))
+            .key(keys.gateway_sessions(&self.instance_id))
+            .key(keys.gateways())
+            .key(keys.leader())
+            .arg(&*self.instance_id)
+            .invoke_async(&mut self.redis.clone())
+            .await;
+        match retired {
+            Ok(_) => {
+                tracing::info!(sale = %self.sale, "room retired: no session for its idle time")
+            }
+            Err(e) => {
+                tracing::warn!(sale = %self.sale, error = %e, "room retired; its keys will lapse")
             }
         }
     }
@@ -669,9 +702,12 @@ impl Controller {
         Ok(())
     }
 
-    fn limiter_for(&mut self, rate: f64, tick: Duration) -> Option<&DefaultDirectRateLimiter> {
-        if !(rate.is_finite() && rate > 0.0) {
-            return None;
+    fn limiter_for(&mut self, stored: f64, tick: Duration) -> Option<&DefaultDirectRateLimiter> {
+        // Whatever Redis holds (a rate written by hand, by an older release): paced within the
+        // valid range, never a panic that would take the room down with it.
+        let rate = floodgate_contract::settings::pacing_rate(stored)?;
+        if rate != stored && self.limiter.as_ref().map(|(r, _)| *r) != Some(rate) {
+            tracing::warn!(stored, rate, "the sale's stored admission rate is out of range; pacing by the nearest valid rate");
         }
         if self.limiter.as_ref().map(|(r, _)| *r) != Some(rate) {
             self.limiter = Some((rate, limiter(rate, tick)));
@@ -700,12 +736,17 @@ fn stock_from(replies: &[redis::Value]) -> Stock {
 }
 
 /// A limiter admitting `rate` per second, with a burst of one tick's worth so a batch per tick
-/// is possible (a burst of 1 would cap admissions at one per tick).
+/// is possible (a burst of 1 would cap admissions at one per tick). Any positive rate makes a
+/// limiter: one too small for a `Duration` period gets the longest period there is.
 fn limiter(rate: f64, tick: Duration) -> DefaultDirectRateLimiter {
     let burst = (rate * tick.as_secs_f64())
         .ceil()
         .clamp(1.0, f64::from(u32::MAX)) as u32;
-    let period = Duration::from_secs_f64(1.0 / rate).max(Duration::from_nanos(1));
+    // A year is "never" for a sale, and far inside what governor's nanosecond clock can hold.
+    const LONGEST: Duration = Duration::from_secs(365 * 24 * 3600);
+    let period = Duration::try_from_secs_f64(1.0 / rate)
+        .unwrap_or(LONGEST)
+        .clamp(Duration::from_nanos(1), LONGEST);
     let quota = Quota::with_period(period)
         .expect("period is positive")
         .allow_burst(NonZeroU32::new(burst).expect("burst is at least 1"));

@@ -34,6 +34,10 @@ pub struct Context {
     pub scripts: Arc<Scripts>,
     pub instance_id: Arc<str>,
     pub grace: Duration,
+    /// Lifetime of this gateway's liveness key, renewed when a session registers.
+    pub lease: Duration,
+    /// Cancelled when the room retires (it has had no session for its idle time).
+    pub retire: tokio_util::sync::CancellationToken,
     pub position_interval: Duration,
     /// How long a client may stay silent (it is pinged on the room's heartbeat), how long a
     /// send may take.
@@ -68,6 +72,36 @@ pub struct Session {
     pub _connection: crate::limits::ConnectionSlot,
     /// Holds its place in the gateway's connection budget.
     pub _budget: crate::limits::BudgetSlot,
+    /// Set when [`Session::run`] starts: from then on the client has its ticket.
+    pub started: bool,
+    /// Set once the departure is recorded; until then dropping the session records it.
+    pub departed: bool,
+}
+
+/// A session dropped before it recorded its departure gives its ticket back: the request was
+/// abandoned after the ticket was taken (the client reset), or the upgrade never completed, or
+/// the task was torn down. Otherwise the ticket would stay live with nobody behind it, be
+/// admitted, and hold a place under the active cap and the stock until its token expired.
+impl Drop for Session {
+    fn drop(&mut self) {
+        if self.departed {
+            return;
+        }
+        // A client that got its ticket (or already had it, to resume) may come back within the
+        // grace; a new ticket nobody ever saw is skipped at once.
+        let grace = if self.started || self.resumed {
+            self.ctx.grace.as_millis() as i64
+        } else {
+            0
+        };
+        let (ctx, ticket) = (self.ctx.clone(), self.ticket);
+        let session_id = ctx.session_id(self.number);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                crate::tickets::leave(&ctx, ticket, &session_id, grace).await;
+            });
+        }
+    }
 }
 
 /// The parts of the ticket message that are not needed afterwards.
@@ -110,6 +144,7 @@ impl Session {
         // arguments of an async fn are stored twice in its future (once as captured, once as
         // locals), and every idle client pays for each byte of this future.
         async move {
+            self.started = true;
             let sessions = metrics::gauge!("floodgate_ws_sessions");
             sessions.increment(1.0);
             let hello = self.hello.take();
@@ -118,6 +153,7 @@ impl Session {
             // Tell Redis first: a client told to reconnect may be back on another gateway at
             // once. Cold paths are boxed, so they do not size the idle session's task.
             Box::pin(self.leave(&end)).await;
+            self.departed = true;
             Box::pin(say_goodbye(&mut socket, &end)).await;
             tracing::debug!(?end, "session ended");
         }
@@ -129,23 +165,8 @@ impl Session {
         } else {
             -1
         };
-        let ctx = &self.ctx;
-        let mut conn = ctx.redis.clone();
-        let left: redis::RedisResult<i64> = ctx
-            .scripts
-            .leave
-            .key(ctx.keys.gone())
-            .key(ctx.keys.holders())
-            .key(ctx.keys.gateway_sessions(&ctx.instance_id))
-            .arg(self.ticket)
-            .arg(ctx.session_id(self.number))
-            .arg(grace)
-            .invoke_async(&mut conn)
-            .await;
-        if let Err(e) = left {
-            // The ticket stays registered to this gateway; it is handled if this gateway dies.
-            tracing::warn!(error = %e, "could not record the departure");
-        }
+        let session_id = self.ctx.session_id(self.number);
+        crate::tickets::leave(&self.ctx, self.ticket, &session_id, grace).await;
     }
 
     /// The client's resume token (derived again when needed rather than kept per session).
@@ -345,22 +366,7 @@ impl Session {
             |reason: &'static str| Some(End::Closed(close::BAD_MESSAGE, Cow::Borrowed(reason)));
         match incoming {
             None | Some(Ok(Message::Close(_))) => Some(End::ClientLeft),
-            Some(Err(e)) => {
-                // tungstenite reports an over-limit frame or message as a capacity error.
-                let text = e.to_string();
-                if text.contains("Space limit exceeded")
-                    || text.contains("too long")
-                    || text.contains("too big")
-                {
-                    Some(End::Closed(
-                        close::MESSAGE_TOO_BIG,
-                        Cow::Borrowed("message too big"),
-                    ))
-                } else {
-                    tracing::debug!(error = %e, "websocket error");
-                    Some(End::ClientLeft)
-                }
-            }
+            Some(Err(e)) => Some(Self::on_receive_error(&e)),
             // Protocol-level pings are answered by the WebSocket layer itself.
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => None,
             Some(Ok(Message::Binary(_))) => bad("binary frames are not accepted"),
@@ -372,6 +378,29 @@ impl Session {
                     .map(|_| End::ClientLeft),
                 Err(_) => bad("expected a JSON message such as {\"type\":\"ping\"}"),
             },
+        }
+    }
+
+    /// How a failed read ends the session. tungstenite's errors reach us through axum as text
+    /// only, so the kinds are told apart by their wording (see its `Error` type's messages).
+    fn on_receive_error(e: &axum::Error) -> End {
+        let text = e.to_string();
+        if text.contains("Space limit exceeded")
+            || text.contains("too long")
+            || text.contains("too big")
+        {
+            End::Closed(close::MESSAGE_TOO_BIG, Cow::Borrowed("message too big"))
+        } else if text.starts_with("UTF-8 encoding error") {
+            // The protocol promises a close code for bad input: a text frame that is not UTF-8
+            // gets RFC 6455's own, and the connection is still fit to carry it.
+            tracing::info!(error = %e, "closing a session that sent a text frame that is not UTF-8");
+            End::Closed(
+                close::INVALID_DATA,
+                Cow::Borrowed("text frames must be UTF-8"),
+            )
+        } else {
+            tracing::debug!(error = %e, "websocket error");
+            End::ClientLeft
         }
     }
 

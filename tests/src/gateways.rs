@@ -32,6 +32,8 @@ impl Default for GatewayTimings {
 pub struct GatewayProcess {
     pub name: String,
     pub addr: SocketAddr,
+    /// Its admin listener (metrics).
+    pub admin: SocketAddr,
     child: Child,
 }
 
@@ -60,10 +62,12 @@ impl GatewayProcess {
         env: &[(&str, &str)],
     ) -> Self {
         let addr = free_port();
+        let admin = free_port();
         let child = Command::new(binary("floodgate-gateway"))
             .arg("serve")
             .envs(env.iter().copied())
             .env("FLOODGATE_GATEWAY_LISTEN", addr.to_string())
+            .env("FLOODGATE_GATEWAY_ADMIN_LISTEN", admin.to_string())
             .env("FLOODGATE_REDIS_URL", redis_url())
             .env("FLOODGATE_REDIS_PREFIX", app.keys.prefix())
             .env("FLOODGATE_TOKEN_KEY_ID", app.signer.kid())
@@ -85,6 +89,7 @@ impl GatewayProcess {
         let gateway = Self {
             name: name.to_owned(),
             addr,
+            admin,
             child,
         };
         let http = reqwest::Client::new();

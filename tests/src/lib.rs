@@ -151,6 +151,8 @@ pub struct TestApp {
     pub ops_token: String,
     pub admin: SocketAddr,
     pub gateway: SocketAddr,
+    /// The gateway's admin listener (its metrics).
+    pub gateway_admin: SocketAddr,
     pub booking: SocketAddr,
     /// The sandbox payment provider.
     pub sandbox: SocketAddr,
@@ -176,6 +178,8 @@ pub struct TestOptions {
     pub idle_timeout_ms: u64,
     pub grace_ms: u64,
     pub max_sessions: Option<u64>,
+    /// How long a gateway's room outlives its last session.
+    pub room_idle_ms: u64,
     /// The gateway's static folder (none: no static files).
     pub static_dir: Option<std::path::PathBuf>,
     /// Proxies whose `X-Forwarded-For` the gateway believes.
@@ -198,6 +202,7 @@ impl Default for TestOptions {
             idle_timeout_ms: 45_000,
             grace_ms: 30_000,
             max_sessions: None,
+            room_idle_ms: 60_000,
             static_dir: None,
             trusted_proxies: Vec::new(),
         }
@@ -227,6 +232,7 @@ impl TestApp {
 
         let gateway_config = floodgate_gateway::Config {
             listen: "127.0.0.1:0".into(),
+            admin_listen: "127.0.0.1:0".into(),
             redis: RedisArgs {
                 redis_url: options.gateway_redis_url.clone().unwrap_or_else(redis_url),
                 redis_prefix: prefix.clone(),
@@ -243,7 +249,13 @@ impl TestApp {
             send_timeout_ms: 5_000,
             grace_ms: options.grace_ms,
             max_sessions: options.max_sessions,
-            trusted_proxies: options.trusted_proxies.clone(),
+            trusted_proxies: options
+                .trusted_proxies
+                .iter()
+                .map(|ip| ipnet::IpNet::from(*ip))
+                .collect(),
+            ipv6_prefix: 64,
+            room_idle_ms: options.room_idle_ms,
             static_dir: options.static_dir.clone(),
             instance_id: Some("gw-test".into()),
         };
@@ -253,6 +265,12 @@ impl TestApp {
                 .expect("gateway state");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let gateway = listener.local_addr().unwrap();
+        let gateway_admin_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let gateway_admin = gateway_admin_listener.local_addr().unwrap();
+        tokio::spawn(floodgate_gateway::run_admin(
+            gateway_admin_listener,
+            gateway_state.shutdown.clone(),
+        ));
         tokio::spawn(floodgate_gateway::run(listener, gateway_state));
 
         // Booking and the sandbox provider call each other: bind both before configuring either.
@@ -349,6 +367,7 @@ impl TestApp {
             ops_token,
             admin,
             gateway,
+            gateway_admin,
             booking,
             sandbox,
             http: reqwest::Client::new(),
@@ -454,8 +473,9 @@ impl TestApp {
             })
     }
 
-    /// One sample from a service's `GET /metrics` (Prometheus text): `series` is the name with
-    /// its labels as rendered, e.g. `floodgate_reservations_total{outcome="reserved"}`.
+    /// One sample from a service's `GET /metrics` (Prometheus text, on its admin listener):
+    /// `series` is the name with its labels as rendered, e.g.
+    /// `floodgate_reservations_total{outcome="reserved"}`.
     pub async fn metric(&self, service: SocketAddr, series: &str) -> Option<f64> {
         let text = self
             .http

@@ -329,7 +329,7 @@ async fn when_its_gateway_goes_away_the_page_reconnects_and_keeps_its_place(db: 
     // Stop (drain) the gateway holding the page's socket.
     let mut on = None;
     for (i, gateway) in gateways.iter().enumerate() {
-        if app.metric(gateway.addr, "floodgate_ws_sessions").await == Some(1.0) {
+        if app.metric(gateway.admin, "floodgate_ws_sessions").await == Some(1.0) {
             on = Some(i);
         }
     }
@@ -357,7 +357,7 @@ async fn when_its_gateway_goes_away_the_page_reconnects_and_keeps_its_place(db: 
     // It came back on the other gateway, with its resume token.
     let other = &gateways[1 - on];
     assert_eq!(
-        app.metric(other.addr, "floodgate_tickets_resumed_total")
+        app.metric(other.admin, "floodgate_tickets_resumed_total")
             .await,
         Some(1.0)
     );

@@ -79,7 +79,7 @@ async fn behind_the_cdn_a_thousand_viewers_cost_the_origin_a_handful_of_requests
     let edge = Edge::start(&[app.gateway], app.booking).await;
     let url = edge.url(&format!("/v1/sales/{sale}/seats.json"));
     let origin_hits = || async {
-        app.metric(app.gateway, "floodgate_seat_snapshot_requests_total")
+        app.metric(app.gateway_admin, "floodgate_seat_snapshot_requests_total")
             .await
             .unwrap_or(0.0)
     };

@@ -132,21 +132,21 @@ async fn a_successful_payment_sells_the_held_seat(db: sqlx::PgPool) {
     // The services count what happened (all share this process's recorder).
     let reserved = app
         .metric(
-            app.booking,
+            app.admin,
             r#"floodgate_reservations_total{outcome="reserved"}"#,
         )
         .await;
     assert_eq!(reserved, Some(1.0));
     let webhooks = app
         .metric(
-            app.booking,
+            app.admin,
             r#"floodgate_webhooks_total{type="payment.succeeded",result="confirmed"}"#,
         )
         .await;
     assert_eq!(webhooks, Some(1.0));
     let applied = app
         .metric(
-            app.booking,
+            app.admin,
             r#"floodgate_consumer_events_total{outcome="changed"}"#,
         )
         .await;

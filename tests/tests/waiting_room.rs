@@ -194,18 +194,18 @@ async fn one_address_may_hold_only_so_many_sessions(db: sqlx::PgPool) {
     refused_with(&app, &sale, "too_many_connections").await;
     let refused = app
         .metric(
-            app.gateway,
+            app.gateway_admin,
             r#"floodgate_joins_refused_total{reason="too_many_connections"}"#,
         )
         .await;
     assert_eq!(refused, Some(1.0));
     assert_eq!(
-        app.metric(app.gateway, "floodgate_tickets_issued_total")
+        app.metric(app.gateway_admin, "floodgate_tickets_issued_total")
             .await,
         Some(3.0)
     );
     assert_eq!(
-        app.metric(app.gateway, "floodgate_ws_sessions").await,
+        app.metric(app.gateway_admin, "floodgate_ws_sessions").await,
         Some(3.0)
     );
 

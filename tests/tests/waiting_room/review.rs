@@ -69,6 +69,54 @@ async fn defect_01_an_unknown_sale_starts_no_room_and_writes_no_key(db: sqlx::Pg
 }
 
 #[sqlx::test(migrations = "../migrations")]
+async fn defect_01_an_idle_room_retires_and_takes_this_gateways_keys_with_it(db: sqlx::PgPool) {
+    let app = TestApp::spawn_with(
+        db,
+        TestOptions {
+            room_idle_ms: 300,
+            ..TestOptions::default()
+        },
+    )
+    .await;
+    let sale = pending_sale(&app).await;
+    let keys = app.keys.sale(&sale);
+    let client = RoomClient::join(&app.ws_url(&sale)).await.expect("joins");
+    app.eventually("the room takes the lease", WAIT, || async {
+        exists(&app, &keys.leader()).await
+    })
+    .await;
+    assert_eq!(
+        app.metric(app.gateway_admin, "floodgate_rooms").await,
+        Some(1.0)
+    );
+
+    client.leave().await;
+    app.eventually("the room retires", WAIT, || async {
+        app.metric(app.gateway_admin, "floodgate_rooms").await == Some(0.0)
+    })
+    .await;
+    let left = sale_keys(&app, &sale).await;
+    assert!(
+        !left
+            .iter()
+            .any(|k| k.contains(":gw:") || k.ends_with(":leader") || k.ends_with(":gateways")),
+        "this gateway's keys are gone: {left:?}"
+    );
+
+    // The next join starts the room again.
+    let mut again = RoomClient::join(&app.ws_url(&sale)).await.expect("joins");
+    assert_eq!(again.ticket, 2);
+    app.eventually("the room leads again", WAIT, || async {
+        exists(&app, &keys.leader()).await
+    })
+    .await;
+    assert!(matches!(
+        again.next(WAIT).await,
+        floodgate_tests::client::Heard::Message(_)
+    ));
+}
+
+#[sqlx::test(migrations = "../migrations")]
 async fn defect_02_a_ticket_whose_upgrade_never_completes_is_given_back(db: sqlx::PgPool) {
     let upstream = redis_url()
         .trim_start_matches("redis://")
@@ -83,6 +131,8 @@ async fn defect_02_a_ticket_whose_upgrade_never_completes_is_given_back(db: sqlx
     let app = TestApp::spawn_with(db, options).await;
     let sale = pending_sale(&app).await;
     let keys = app.keys.sale(&sale);
+    // Someone already waits, so the sale's room is running on this gateway.
+    let _bystander = RoomClient::join(&app.ws_url(&sale)).await.expect("joins");
 
     // The gateway's Redis answers are held: the join script runs, its answer waits.
     proxy.hold();
@@ -94,7 +144,7 @@ async fn defect_02_a_ticket_whose_upgrade_never_completes_is_given_back(db: sqlx
     );
     stream.write_all(request.as_bytes()).await.unwrap();
     app.eventually("the ticket is taken", WAIT, || async {
-        app.redis_int(&keys.seq()).await == 1
+        app.redis_int(&keys.seq()).await == 2
     })
     .await;
     // The client gives up before any answer, with a reset: the upgrade can never complete.
@@ -110,7 +160,7 @@ async fn defect_02_a_ticket_whose_upgrade_never_completes_is_given_back(db: sqlx
     app.eventually("the phantom ticket leaves", WAIT, || async {
         let departed: Option<f64> = redis::cmd("ZSCORE")
             .arg(keys.gone())
-            .arg(1)
+            .arg(2)
             .query_async(&mut app.redis.clone())
             .await
             .unwrap();

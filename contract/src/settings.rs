@@ -1,0 +1,105 @@
+//! The bounds of a sale's live settings, checked at every entry point (the sale file, the
+//! catalog, arming, the ops API) and relied on by the admission controller, which reads them
+//! from Redis every tick.
+//!
+//! Each bound says where it comes from: a value outside it is not a preference, it is a value the
+//! system cannot honour (a rate the controller cannot pace by, a claim that would expire before
+//! its token).
+
+use std::ops::RangeInclusive;
+
+/// Admissions per second a sale may be set to. Below one admission in about 17 minutes the
+/// rate is a pause (use pause, which says so); the governor's period for a rate under about
+/// 5e-20 does not even fit a `Duration`. A million a second is beyond any booking backend.
+pub const ADMISSION_RATE: RangeInclusive<f64> = 0.001..=1_000_000.0;
+
+/// Seconds an admission token lives. At least long enough to choose a class and send one
+/// request on a slow phone; at most an hour, because every live token counts as an active
+/// admitted user under the cap and its claim must be kept for as long as it can be presented.
+pub const TOKEN_TTL_SECS: RangeInclusive<u32> = 10..=3_600;
+
+/// How far a token's expiry may be from the booking service's clock and still be accepted (the
+/// claim of a token lives this much past the token's own expiry).
+pub const CLOCK_SKEW_MS: i64 = 5 * 60 * 1000;
+
+/// Most admitted users with an unspent token or a live hold at once, per sale.
+pub const ACTIVE_CAP: RangeInclusive<u64> = 1..=10_000_000;
+
+/// Whether `rate` is an admission rate the controller can pace by.
+pub fn check_admission_rate(rate: f64) -> Result<f64, String> {
+    if rate.is_finite() && ADMISSION_RATE.contains(&rate) {
+        Ok(rate)
+    } else {
+        Err(format!(
+            "admission_rate must be a number of admissions per second from {} to {} (pause the \
+             sale to stop admission)",
+            ADMISSION_RATE.start(),
+            ADMISSION_RATE.end()
+        ))
+    }
+}
+
+/// Whether `secs` is a token lifetime the claim record can cover.
+pub fn check_token_ttl_secs(secs: u32) -> Result<u32, String> {
+    if TOKEN_TTL_SECS.contains(&secs) {
+        Ok(secs)
+    } else {
+        Err(format!(
+            "token_ttl_secs must be from {} to {} seconds",
+            TOKEN_TTL_SECS.start(),
+            TOKEN_TTL_SECS.end()
+        ))
+    }
+}
+
+/// Whether `cap` is a usable cap on active admitted users.
+pub fn check_active_cap(cap: u64) -> Result<u64, String> {
+    if ACTIVE_CAP.contains(&cap) {
+        Ok(cap)
+    } else {
+        Err(format!(
+            "active_cap must be a whole number from {} to {}",
+            ACTIVE_CAP.start(),
+            ACTIVE_CAP.end()
+        ))
+    }
+}
+
+/// The rate the controller paces by when Redis holds `stored`: the stored value within
+/// [`ADMISSION_RATE`], or `None` (admit nobody) for something that is not a positive number.
+/// A value written by hand or by an older release never stops the controller.
+pub fn pacing_rate(stored: f64) -> Option<f64> {
+    if stored.is_nan() || stored <= 0.0 {
+        return None;
+    }
+    Some(stored.clamp(*ADMISSION_RATE.start(), *ADMISSION_RATE.end()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_outside_the_range_are_refused_and_never_paced_by() {
+        assert!(check_admission_rate(1e-20).is_err());
+        assert!(check_admission_rate(f64::NAN).is_err());
+        assert!(check_admission_rate(f64::INFINITY).is_err());
+        assert!(check_admission_rate(0.0).is_err());
+        assert!(check_admission_rate(2e6).is_err());
+        assert_eq!(check_admission_rate(0.001), Ok(0.001));
+        assert_eq!(pacing_rate(1e-20), Some(0.001));
+        assert_eq!(pacing_rate(f64::INFINITY), Some(1_000_000.0));
+        assert_eq!(pacing_rate(-1.0), None);
+        assert_eq!(pacing_rate(f64::NAN), None);
+        assert_eq!(pacing_rate(5.0), Some(5.0));
+    }
+
+    #[test]
+    fn token_lifetimes_and_caps_have_bounds() {
+        assert!(check_token_ttl_secs(0).is_err());
+        assert!(check_token_ttl_secs(86_400).is_err());
+        assert_eq!(check_token_ttl_secs(120), Ok(120));
+        assert!(check_active_cap(0).is_err());
+        assert_eq!(check_active_cap(500), Ok(500));
+    }
+}

@@ -1,0 +1,187 @@
+//! A place in line: taking a new ticket (`lua/join.lua`), taking an earlier one back with a
+//! resume token (`lua/resume.lua`), and recording that its session ended (`lua/leave.lua`).
+//! Each script is called one way, here, and its reply read into a type in one function.
+
+use floodgate_contract::UnixMillis;
+
+use crate::error::ApiError;
+use crate::session::Context;
+use crate::unknown_sale;
+
+/// A ticket this gateway now holds a session for.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Taken {
+    pub ticket: u64,
+    pub opens_at_ms: UnixMillis,
+    /// The draw nonce of a ticket taken before the opening (new tickets only).
+    pub draw_nonce: Option<String>,
+    /// The lottery commitment as the ticket was taken.
+    pub commitment: String,
+    /// The frontier when a ticket was taken back: its positions are computed from at least
+    /// this (0 for a new ticket).
+    pub frontier_floor: u64,
+}
+
+/// Takes the next ticket of `ctx`'s sale, registered to this gateway.
+pub async fn join(ctx: &Context, nonce: &str) -> Result<Taken, ApiError> {
+    let keys = &ctx.keys;
+    let reply: Vec<String> = ctx
+        .scripts
+        .join
+        .key(keys.meta())
+        .key(keys.seq())
+        .key(keys.prequeue())
+        .key(keys.gateway_sessions(&ctx.instance_id))
+        .key(keys.gateway_alive(&ctx.instance_id))
+        .key(keys.gateways())
+        .arg(nonce)
+        .arg(&*ctx.instance_id)
+        .arg(ctx.lease.as_millis() as u64)
+        .invoke_async(&mut ctx.redis.clone())
+        .await?;
+    let taken = parse_join(&reply)?;
+    metrics::counter!("floodgate_tickets_issued_total").increment(1);
+    Ok(taken)
+}
+
+/// `join.lua`'s reply: `{ticket, opens_at_ms, nonce or "", sold_out, commitment}`, or `{}` for
+/// a sale that is not armed.
+fn parse_join(reply: &[String]) -> Result<Taken, ApiError> {
+    let [ticket, opens, nonce, _sold_out, commitment] = reply else {
+        return Err(unknown_sale());
+    };
+    Ok(Taken {
+        ticket: number(ticket)?,
+        opens_at_ms: number(opens)?,
+        draw_nonce: (!nonce.is_empty()).then(|| nonce.clone()),
+        commitment: commitment.clone(),
+        frontier_floor: 0,
+    })
+}
+
+/// Takes `ticket` back on session `session_id` of this gateway.
+pub async fn resume(ctx: &Context, ticket: u64, session_id: &str) -> Result<Taken, ApiError> {
+    let keys = &ctx.keys;
+    let reply: Vec<String> = ctx
+        .scripts
+        .resume
+        .key(keys.meta())
+        .key(keys.seq())
+        .key(keys.gone())
+        .key(keys.holders())
+        .key(keys.gateway_sessions(&ctx.instance_id))
+        .key(keys.frontier())
+        .key(keys.gateway_alive(&ctx.instance_id))
+        .key(keys.gateways())
+        .arg(ticket)
+        .arg(session_id)
+        .arg(&*ctx.instance_id)
+        .arg(ctx.lease.as_millis() as u64)
+        .invoke_async(&mut ctx.redis.clone())
+        .await?;
+    let taken = parse_resume(ticket, &reply)?;
+    metrics::counter!("floodgate_tickets_resumed_total").increment(1);
+    Ok(taken)
+}
+
+/// `resume.lua`'s reply: `{"resumed", opens_at_ms, sold_out, commitment, frontier}`, or
+/// `{"expired", ...}` / `{"unknown", ...}`.
+fn parse_resume(ticket: u64, reply: &[String]) -> Result<Taken, ApiError> {
+    match reply {
+        [status, opens, _sold_out, commitment, frontier] if status == "resumed" => Ok(Taken {
+            ticket,
+            opens_at_ms: number(opens)?,
+            draw_nonce: None,
+            commitment: commitment.clone(),
+            frontier_floor: number(frontier)?,
+        }),
+        [status, ..] if status == "expired" => Err(ApiError::Gone(
+            "ticket_expired",
+            "this ticket was given up after its grace period; join again for a new one".into(),
+        )),
+        _ => Err(ApiError::NotFound(
+            "unknown_ticket",
+            "this sale has no such ticket; join again for a new one".into(),
+        )),
+    }
+}
+
+/// Records that the session `session_id` holding `ticket` ended. With `grace_ms >= 0` the ticket
+/// keeps its place that long (0: it is skipped as soon as the controller sees it); with -1 its
+/// business is done (admitted, or the sale is over for it).
+pub async fn leave(ctx: &Context, ticket: u64, session_id: &str, grace_ms: i64) {
+    let keys = &ctx.keys;
+    let left: redis::RedisResult<i64> = ctx
+        .scripts
+        .leave
+        .key(keys.gone())
+        .key(keys.holders())
+        .key(keys.gateway_sessions(&ctx.instance_id))
+        .arg(ticket)
+        .arg(session_id)
+        .arg(grace_ms)
+        .invoke_async(&mut ctx.redis.clone())
+        .await;
+    if let Err(e) = left {
+        // The ticket stays registered to this gateway; it is handled if this gateway dies.
+        tracing::warn!(error = %e, ticket, "could not record the departure");
+    }
+}
+
+fn number<T: std::str::FromStr>(text: &str) -> Result<T, ApiError> {
+    text.parse().map_err(|_| {
+        tracing::error!(reply = %text, "the waiting room's script answered oddly");
+        ApiError::Unavailable(
+            "redis_unavailable",
+            "the waiting room answered oddly; retry in a second".into(),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn join_replies_parse_into_tickets_or_an_unknown_sale() {
+        let taken = parse_join(&strings(&["7", "1000", "ab12", "0", "c0ffee"])).unwrap();
+        assert_eq!(
+            taken,
+            Taken {
+                ticket: 7,
+                opens_at_ms: 1000,
+                draw_nonce: Some("ab12".into()),
+                commitment: "c0ffee".into(),
+                frontier_floor: 0,
+            }
+        );
+        let late = parse_join(&strings(&["8", "1000", "", "0", "c0ffee"])).unwrap();
+        assert_eq!(late.draw_nonce, None);
+        assert!(matches!(
+            parse_join(&[]),
+            Err(ApiError::NotFound("unknown_sale", _))
+        ));
+        assert!(matches!(
+            parse_join(&strings(&["x", "1000", "", "0", ""])),
+            Err(ApiError::Unavailable(..))
+        ));
+    }
+
+    #[test]
+    fn resume_replies_parse_into_tickets_or_refusals() {
+        let taken = parse_resume(3, &strings(&["resumed", "1000", "0", "c0", "2"])).unwrap();
+        assert_eq!((taken.ticket, taken.frontier_floor), (3, 2));
+        assert!(matches!(
+            parse_resume(3, &strings(&["expired", "1000", "0", ""])),
+            Err(ApiError::Gone("ticket_expired", _))
+        ));
+        assert!(matches!(
+            parse_resume(3, &strings(&["unknown", "0", "0", ""])),
+            Err(ApiError::NotFound("unknown_ticket", _))
+        ));
+    }
+}
