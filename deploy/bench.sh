@@ -52,8 +52,11 @@ set -a
 # shellcheck disable=SC1090
 source <("$BIN/floodgate-gateway" keygen --kid bench | grep -v '^#')
 set +a
-export FLOODGATE_OPS_TOKEN="ops_bench_$RANDOM$RANDOM"
-export FLOODGATE_WEBHOOK_SECRET="whsec_bench_$RANDOM$RANDOM"
+# Secrets of 32 characters or more, fresh per run (the services refuse shorter ones).
+secret() { echo "$1$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"; }
+export FLOODGATE_OPS_TOKEN; FLOODGATE_OPS_TOKEN=$(secret ops_)
+export FLOODGATE_WEBHOOK_SECRET; FLOODGATE_WEBHOOK_SECRET=$(secret whsec_)
+export FLOODGATE_PAYMENT_API_KEY; FLOODGATE_PAYMENT_API_KEY=$(secret pk_sandbox_)
 psql -q "$PG/postgres" -c "create database $DB"
 "$BIN/floodgate-booking" migrate >/dev/null
 FLOODGATE_HOME_TANSU="$FLOODGATE_HOME/tansu-0.6.0/bin/tansu"
@@ -109,7 +112,7 @@ BACKEND_UP=
 start_backend() {
   [ -n "$BACKEND_UP" ] && return
   FLOODGATE_BOOKING_LISTEN=127.0.0.1:18081 FLOODGATE_ADMIN_LISTEN=127.0.0.1:19081 \
-    FLOODGATE_PAYMENT_PROVIDER_URL=http://127.0.0.1:18082 \
+    FLOODGATE_PAYMENT_SANDBOX=true FLOODGATE_PAYMENT_PROVIDER_URL=http://127.0.0.1:18082 \
     "$BIN/floodgate-booking" serve >"$LOGS/booking.log" 2>&1 & PIDS+=($!)
   FLOODGATE_SANDBOX_LISTEN=127.0.0.1:18082 FLOODGATE_SANDBOX_PUBLIC_URL=http://127.0.0.1:18082 \
     FLOODGATE_SANDBOX_WEBHOOK_URL=http://127.0.0.1:18081/v1/payments/webhook \

@@ -16,6 +16,8 @@ export FLOODGATE_BOOKING_LISTEN=${FLOODGATE_BOOKING_LISTEN:-127.0.0.1:8081}
 export FLOODGATE_SANDBOX_LISTEN=${FLOODGATE_SANDBOX_LISTEN:-127.0.0.1:8082}
 export FLOODGATE_SANDBOX_PUBLIC_URL=${FLOODGATE_SANDBOX_PUBLIC_URL:-http://$FLOODGATE_SANDBOX_LISTEN}
 export FLOODGATE_SANDBOX_WEBHOOK_URL=${FLOODGATE_SANDBOX_WEBHOOK_URL:-http://$FLOODGATE_BOOKING_LISTEN/v1/payments/webhook}
+# The demo pays through the sandbox provider, asked for by name: no money moves.
+export FLOODGATE_PAYMENT_SANDBOX=true
 export FLOODGATE_PAYMENT_PROVIDER_URL=${FLOODGATE_PAYMENT_PROVIDER_URL:-http://$FLOODGATE_SANDBOX_LISTEN}
 # A stable id per consumer instance lets a restarted consumer take its partitions straight back.
 export FLOODGATE_CONSUMER_INSTANCE_ID=${FLOODGATE_CONSUMER_INSTANCE_ID:-demo-consumer-1}
@@ -46,6 +48,10 @@ fi
 if ! grep -q '^FLOODGATE_WEBHOOK_SECRET=' "$KEYS"; then
   # The secret the (sandbox) payment provider signs its webhooks with.
   echo "FLOODGATE_WEBHOOK_SECRET=whsec_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$KEYS"
+fi
+if ! grep -q '^FLOODGATE_PAYMENT_API_KEY=' "$KEYS"; then
+  # The key the booking service presents to the (sandbox) payment provider's API.
+  echo "FLOODGATE_PAYMENT_API_KEY=pk_sandbox_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$KEYS"
 fi
 set -a
 # shellcheck disable=SC1090

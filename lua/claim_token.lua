@@ -1,43 +1,53 @@
 -- claim_token: the sale-wide step of a reservation: one reservation per admission token.
 --
 -- KEYS[1] sale meta hash   KEYS[2] the token's use record (hash)
--- ARGV[1] Idempotency-Key   ARGV[2] request fingerprint (pool and seats)   ARGV[3] record TTL (ms)
--- ARGV[4] the pool asked for   ARGV[5] the token's expiry (Unix ms)
 -- KEYS[3] unspent tokens per admission batch (hash: expiry -> count)
+-- ARGV[1] Idempotency-Key   ARGV[2] request fingerprint (pool and seats)
+-- ARGV[3] when the record may go (Unix ms: the token's expiry plus the clock skew allowed)
+-- ARGV[4] the pool asked for   ARGV[5] the token's expiry (Unix ms; names its admission batch)
+-- ARGV[6] this attempt's id (random, one per request)   ARGV[7] the attempt's lifetime (ms)
 --
--- Returns one of:
+-- Returns {outcome, attempt deadline (Unix ms)} with outcome one of:
 --   "claimed"        first use: the token is now bound to this Idempotency-Key and request
 --   "retry"          the same key and request again: go on to the pool step, which replays
---   "spent"          the token was already used with another Idempotency-Key
---   "mismatch"       the same Idempotency-Key with a different request (pool or seats)
---   "unknown_sale"   the sale is not armed
---   "unknown_pool"   the sale has no such pool (nothing changed)
+-- or {refusal}: "spent" (the token was used with another key), "mismatch" (the same key with a
+-- different pool or seats), "unknown_sale" (not armed), "unknown_pool" (nothing changed).
 --
--- A refusal in the pool step (sold out, unknown pool) gives the claim back with release_claim,
--- so the token can still be used for another pool. If the process dies between the two steps,
--- the claim stays; a retry with the same Idempotency-Key ("retry") completes the reservation.
+-- Every attempt (the first and each retry) registers itself with a deadline: the pool step
+-- makes a new hold only before it (reserve.lua), so once it has passed the attempt can never
+-- take seats. That is what lets a refused attempt give the claim back safely while another
+-- attempt with the same key may be under way (release_claim.lua).
+--
+-- The record lives as long as the token can be presented (ARGV[3]), however long that is, so a
+-- token can never claim twice because its first claim had lapsed.
 local pools = redis.call('HGET', KEYS[1], 'pools')
 if not pools then
-  return 'unknown_sale'
+  return {'unknown_sale'}
 end
 if not string.find(',' .. pools .. ',', ',' .. ARGV[4] .. ',', 1, true) then
-  return 'unknown_pool'
+  return {'unknown_pool'}
 end
+local now = now_ms()
 local current = redis.call('HMGET', KEYS[2], 'idem', 'fp')
+local outcome
 if not current[1] then
   redis.call('HSET', KEYS[2], 'idem', ARGV[1], 'fp', ARGV[2])
-  redis.call('PEXPIRE', KEYS[2], ARGV[3])
   -- A spent token no longer counts as an active admitted user (its hold does, in its pool).
   if redis.call('HEXISTS', KEYS[3], ARGV[5]) == 1 then
     redis.call('HINCRBY', KEYS[3], ARGV[5], -1)
     redis.call('HINCRBY', KEYS[1], 'unspent', -1)
   end
-  return 'claimed'
+  outcome = 'claimed'
+elseif current[1] ~= ARGV[1] then
+  return {'spent'}
+elseif current[2] ~= ARGV[2] then
+  return {'mismatch'}
+else
+  outcome = 'retry'
 end
-if current[1] ~= ARGV[1] then
-  return 'spent'
-end
-if current[2] ~= ARGV[2] then
-  return 'mismatch'
-end
-return 'retry'
+local deadline = now + tonumber(ARGV[7])
+redis.call('HSET', KEYS[2], 'a:' .. ARGV[6], deadline)
+-- Never sooner than a minute from now, whatever the clocks say: the record outlives its
+-- attempts.
+redis.call('PEXPIREAT', KEYS[2], math.max(tonumber(ARGV[3]), now + 60000))
+return {outcome, tostring(deadline)}

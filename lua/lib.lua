@@ -30,6 +30,21 @@ local function load(key)
   return t
 end
 
+-- The pool's config, if the pool's whole state is there: its config (armed) and its three
+-- counters. A script checks this before its first write: Redis does not roll back a script that
+-- fails half-way, and INCRBY would even recreate a lost counter from zero, so a script that
+-- wrote first and found the config missing later would leave a change with no event.
+local function pool_state()
+  local cfg = load(K.cfg)
+  if not cfg or cfg.armed ~= '1' or not cfg.sale or not cfg.pool then
+    return nil
+  end
+  if redis.call('EXISTS', K.avail, K.held, K.sold) ~= 3 then
+    return nil
+  end
+  return cfg
+end
+
 -- Appends a transition's event to the pool's outbox, inside the caller's atomic step: the change
 -- and its event cannot part. The envelope is contract/src/events.rs, schema v1; `suffix` makes
 -- the event id (`<reservation id>.<suffix>`) unique per transition and stable across retries.
@@ -61,18 +76,29 @@ local function release_hold(rec, state)
   rec.state = state
 end
 
--- The start of every webhook script: the reservation, or the reply to give at once (this
--- provider event was already processed, or names no reservation).
-local function webhook_start()
-  local done = redis.call('GET', K.extra)
-  if done then
-    return nil, {'duplicate', done}
+-- The pool's config and the reservation a script is about, or the reply to give at once:
+-- `lost` when the pool's state is missing (nothing can be decided until it is rebuilt),
+-- `missing` when there is no such reservation.
+local function pool_and_record(lost, missing)
+  local cfg = pool_state()
+  if not cfg then
+    return nil, nil, lost
   end
   local rec = load(K.rsv)
   if not rec then
-    return nil, {'unknown', ''}
+    return nil, nil, missing
   end
-  return rec, nil
+  return cfg, rec, nil
+end
+
+-- The start of every webhook script: as pool_and_record, and first the reply to a provider
+-- event that was already processed.
+local function webhook_start()
+  local done = redis.call('GET', K.extra)
+  if done then
+    return nil, nil, {'duplicate', done}
+  end
+  return pool_and_record({'not_armed', ''}, {'unknown', ''})
 end
 
 -- How long a webhook's outcome is remembered: longer than any provider retries a delivery.

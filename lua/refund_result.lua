@@ -4,8 +4,9 @@
 -- ARGV[1] the provider's payment id   ARGV[2] "succeeded" or "failed"
 --
 -- Returns {outcome, ...}: "recorded" (RefundSucceeded or RefundFailed emitted), "duplicate",
--- "not_pending" (no refund of this payment was pending: nothing changed), or "unknown".
-local rec, early = webhook_start()
+-- "not_pending" (no refund of this payment was pending: nothing changed), "not_armed" (the
+-- pool's state is missing: nothing changed), or "unknown".
+local cfg, rec, early = webhook_start()
 if early then
   return early
 end
@@ -14,7 +15,7 @@ local outcome = 'not_pending'
 if redis.call('HGET', K.rsv, field) == 'pending' then
   redis.call('HSET', K.rsv, field, ARGV[2])
   local kind = (ARGV[2] == 'succeeded') and 'RefundSucceeded' or 'RefundFailed'
-  emit(load(K.cfg), kind, 'refund_' .. ARGV[2] .. ':' .. ARGV[1], now_ms(), rec, ARGV[1])
+  emit(cfg, kind, 'refund_' .. ARGV[2] .. ':' .. ARGV[1], now_ms(), rec, ARGV[1])
   outcome = 'recorded'
 end
 redis.call('SET', K.extra, outcome, 'EX', WEBHOOK_MEMORY_SECS)

@@ -4,6 +4,7 @@
 -- this pool (hash: the reservation it made, with its key and answer).
 -- ARGV[1] token id (jti)   ARGV[2] Idempotency-Key   ARGV[3] seats
 -- ARGV[4] new reservation id (names KEYS[8])   ARGV[5] new secret   ARGV[6] ticket
+-- ARGV[7] the attempt's deadline (Unix ms, from claim_token.lua): no new hold after it
 --
 -- Returns a flat array of strings, first the outcome:
 --   {"reserved", id, secret, seats, hold_expires_at_ms, reserved_at_ms, outbox entry, event}
@@ -11,13 +12,17 @@
 --   {"replay", id, secret, seats, hold_expires_at_ms, reserved_at_ms, outbox entry, event}
 --       this key's earlier answer; `event` is "" once the outbox entry is gone, which happens
 --       only after the broker acknowledged it
---   {"sold_out", available}   fewer seats left than asked (nothing changed)
+--   {"sold_out", available, now}   fewer seats left than asked (nothing changed); `now` is when,
+--                             by Redis' clock, which release_claim.lua reasons from
+--   {"late", now}             the attempt's deadline has passed: it may no longer take seats
+--                             (nothing changed)
 --   {"spent"}                 this token reserved here under another Idempotency-Key
---   {"not_armed"}             the pool's config or counter is missing: its state was lost or it
---                             was never armed (nothing changed; never read as zero)
+--   {"not_armed"}             the pool's config or a counter is missing: its state was lost or
+--                             it was never armed (nothing changed; never read as zero)
 --
--- The replay check comes first, so a retry gets its original answer even after a sell-out. An
--- aborted reservation (abort.lua) removes the pointer, so a retry after a 503 reserves afresh.
+-- The replay check comes first, so a retry gets its original answer even after a sell-out (or
+-- past its own deadline). An aborted reservation (abort.lua) removes the pointer, so a retry
+-- after a 503 reserves afresh.
 local prior = redis.call('HMGET', K.extra, 'id', 'idem', 'secret', 'seats', 'expires_ms', 'at_ms', 'entry')
 if prior[1] then
   if prior[2] ~= ARGV[2] then
@@ -31,17 +36,20 @@ if prior[1] then
   return {'replay', prior[1], prior[3], prior[4], prior[5], prior[6], prior[7], event}
 end
 
-local cfg = load(K.cfg)
-local available = tonumber(redis.call('GET', K.avail))
-if not cfg or cfg.armed ~= '1' or not available then
+local cfg = pool_state()
+if not cfg then
   return {'not_armed'}
 end
+local available = tonumber(redis.call('GET', K.avail))
 local seats = tonumber(ARGV[3])
+local now = now_ms()
+if now > tonumber(ARGV[7]) then
+  return {'late', tostring(now)}
+end
 if available < seats then
-  return {'sold_out', tostring(available)}
+  return {'sold_out', tostring(available), tostring(now)}
 end
 
-local now = now_ms()
 local rec = {
   id = ARGV[4], jti = ARGV[1], idem = ARGV[2], secret = ARGV[5], seats = ARGV[3],
   ticket = ARGV[6], expires_ms = tostring(now + tonumber(cfg.hold_ttl_ms)), at_ms = tostring(now),

@@ -13,12 +13,12 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use floodgate_contract::ids::check_sale_id;
 use secrecy::{ExposeSecret, SecretString};
-use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::auth::{bearer, constant_time_eq};
+use crate::auth::{bearer, BearerError};
 use crate::error::ApiError;
 use crate::AppState;
+use floodgate_contract::secrets::same_secret;
 
 /// The ops API's routes; every one requires `Authorization: Bearer <ops token>`.
 pub fn router(state: AppState, ops_token: Arc<SecretString>) -> Router {
@@ -43,6 +43,8 @@ pub fn router(state: AppState, ops_token: Arc<SecretString>) -> Router {
         )
         .route("/healthz", get(crate::api::health))
         .fallback(crate::api::not_found)
+        // Ops bodies are a few dozen bytes.
+        .layer(axum::extract::DefaultBodyLimit::max(4 * 1024))
         .with_state(state)
 }
 
@@ -84,9 +86,19 @@ async fn require_ops_token(
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let presented = bearer(request.headers()).unwrap_or_default();
-    let same = constant_time_eq(presented.as_bytes(), token.expose_secret().as_bytes());
-    if !same {
+    // A request without the header is refused as such, never compared with anything (an empty
+    // token once matched an empty setting); the token itself is never empty (Config::validate).
+    let presented = bearer(request.headers()).map_err(|e| match e {
+        BearerError::Missing => ApiError::Unauthorized(
+            "ops_token_missing",
+            "this API needs the ops token: Authorization: Bearer <ops token>".into(),
+        ),
+        BearerError::Malformed => ApiError::Unauthorized(
+            "ops_token_invalid",
+            "this API needs the ops token: Authorization: Bearer <ops token>".into(),
+        ),
+    })?;
+    if !same_secret(presented.as_bytes(), token.expose_secret().as_bytes()) {
         return Err(ApiError::Unauthorized(
             "ops_token_invalid",
             "this API needs the ops token".into(),
@@ -248,38 +260,81 @@ async fn figures(state: &AppState, sale: &str) -> Result<Value, ApiError> {
     }))
 }
 
-/// Body of `PATCH /admin/v1/sales/{sale}`: the settings to change.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Body of `PATCH /admin/v1/sales/{sale}`: the settings to change (at least one).
+#[derive(Debug, Default, PartialEq)]
 pub struct SaleUpdate {
     pub admission_rate: Option<f64>,
     pub active_cap: Option<u32>,
+}
+
+impl SaleUpdate {
+    /// Reads the body field by field, so each mistake gets its field's code (`invalid_rate`,
+    /// `invalid_cap`) and a sentence for people rather than the JSON parser's wording. Every value
+    /// is checked against the bounds the controller relies on ([`floodgate_contract::settings`]).
+    pub fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        let value: Value = serde_json::from_slice(body).map_err(|_| {
+            ApiError::BadRequest(
+                "bad_json",
+                "the body is not valid JSON; send {\"admission_rate\": 20.0, \"active_cap\": 500} (either)"
+                    .into(),
+            )
+        })?;
+        let Value::Object(fields) = value else {
+            return Err(ApiError::Unprocessable(
+                "invalid_request",
+                "the body must be a JSON object with admission_rate and/or active_cap".into(),
+            ));
+        };
+        let mut update = SaleUpdate::default();
+        for (name, value) in &fields {
+            match name.as_str() {
+                "admission_rate" => {
+                    let rate = value
+                        .as_f64()
+                        .ok_or_else(|| String::from("admission_rate must be a number"))
+                        .and_then(floodgate_contract::settings::check_admission_rate)
+                        .map_err(|m| ApiError::Unprocessable("invalid_rate", m))?;
+                    update.admission_rate = Some(rate);
+                }
+                "active_cap" => {
+                    let cap = value
+                        .as_u64()
+                        .ok_or_else(|| String::from("active_cap must be a whole number"))
+                        .and_then(floodgate_contract::settings::check_active_cap)
+                        .map_err(|m| ApiError::Unprocessable("invalid_cap", m))?;
+                    update.active_cap = Some(u32::try_from(cap).map_err(|_| {
+                        ApiError::Unprocessable("invalid_cap", "active_cap is too large".into())
+                    })?);
+                }
+                other => {
+                    return Err(ApiError::Unprocessable(
+                        "invalid_request",
+                        format!("unknown field {other:?}: the sale's admission_rate and active_cap can be changed"),
+                    ))
+                }
+            }
+        }
+        if update == SaleUpdate::default() {
+            return Err(ApiError::Unprocessable(
+                "invalid_request",
+                "name admission_rate and/or active_cap to change".into(),
+            ));
+        }
+        Ok(update)
+    }
 }
 
 /// `PATCH /admin/v1/sales/{sale}`: change the admission rate and/or the active cap, live.
 pub async fn update_sale(
     State(state): State<AppState>,
     Path(sale): Path<String>,
-    body: Result<Json<SaleUpdate>, axum::extract::rejection::JsonRejection>,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
     check_sale_id(&sale).map_err(|_| unknown_sale())?;
-    let Json(update) =
-        body.map_err(|e| ApiError::Unprocessable("invalid_request", e.body_text()))?;
-    if update
-        .admission_rate
-        .is_some_and(|r| !(r.is_finite() && r > 0.0 && r <= 1_000_000.0))
-    {
-        return Err(ApiError::Unprocessable(
-            "invalid_rate",
-            "admission_rate must be in (0, 1000000]".into(),
-        ));
-    }
-    if update.active_cap == Some(0) {
-        return Err(ApiError::Unprocessable(
-            "invalid_cap",
-            "active_cap must be positive".into(),
-        ));
-    }
+    let body = body.map_err(|_| {
+        ApiError::PayloadTooLarge("body_too_large", "the request body is too large".into())
+    })?;
+    let update = SaleUpdate::parse(&body)?;
     figures(&state, &sale).await?;
     let meta = state.gatekeeper.keys().sale(&sale).meta();
     let mut fields: Vec<(&str, String)> = Vec::new();

@@ -13,19 +13,20 @@ use floodgate_contract::token::AdmissionClaims;
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
-use crate::auth::{bearer, constant_time_eq, BearerError};
+use crate::auth::{bearer, BearerError};
 use crate::error::ApiError;
-use crate::gatekeeper::{ReserveError, ReserveRequest, StoredReservation};
+use crate::gatekeeper::{PaymentStart, ReserveError, ReserveRequest, StoredReservation};
 use crate::payments::CreatePayment;
+use crate::reservations::{reserve_durably, NotReserved};
 use crate::AppState;
+use floodgate_contract::secrets::same_secret;
 
 /// The longest `Idempotency-Key` accepted. A UUID is 36 characters; 128 leaves room for any
 /// client's scheme without letting one bloat Redis.
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 128;
 
-/// Body of `POST /v1/sales/{sale}/reservations`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Body of `POST /v1/sales/{sale}/reservations` (read field by field: [`parse_body`]).
+#[derive(Debug)]
 pub struct ReservationRequest {
     pub pool: String,
     pub seats: u32,
@@ -74,69 +75,27 @@ pub async fn create_reservation(
     }
 
     let new_id = reservation_id(&request.pool, &uuid::Uuid::now_v7().simple().to_string());
-    let reserved = state
-        .gatekeeper
-        .reserve(
-            &ReserveRequest {
-                claims: &claims,
-                pool: &request.pool,
-                seats: request.seats,
-                idempotency_key,
-            },
-            &new_id,
-            &new_secret(),
-        )
-        .await;
+    let reserved = reserve_durably(
+        &state.gatekeeper,
+        &state.publisher,
+        state.delivery_timeout,
+        &ReserveRequest {
+            claims: &claims,
+            pool: &request.pool,
+            seats: request.seats,
+            idempotency_key,
+        },
+        &new_id,
+        &new_secret(),
+    )
+    .await;
     let hold = match reserved {
         Ok(hold) => hold,
-        Err(ReserveError::UnknownSale) => return Err(unknown_or_lost_sale(&state, &sale).await),
+        Err(NotReserved::Refused(ReserveError::UnknownSale)) => {
+            return Err(unknown_or_lost_sale(&state, &sale).await)
+        }
         Err(e) => return Err(e.into()),
     };
-
-    // The SeatReserved event is in the pool's outbox already (same script as the hold). A 2xx
-    // must stand on it being acknowledged by the broker, so publish it now, also on a replay
-    // whose earlier attempt may have failed; the relay would get there too, but later.
-    if let Some(event) = &hold.pending_event {
-        let published = tokio::time::timeout(
-            state.delivery_timeout,
-            state.publisher.publish(&sale, &request.pool, event),
-        )
-        .await;
-        match published {
-            Ok(Ok(())) => {
-                // Acked: the relay need not send it again. A lost XDEL only means a duplicate
-                // the consumer absorbs.
-                if let Err(e) = state
-                    .gatekeeper
-                    .ack_outbox(&sale, &request.pool, &hold.outbox_entry)
-                    .await
-                {
-                    tracing::warn!(error = %e, "acked outbox entry not removed");
-                }
-            }
-            Ok(Err(e)) => {
-                return Err(abort(
-                    &state,
-                    &claims,
-                    &request.pool,
-                    &hold.reservation_id,
-                    e.to_string(),
-                )
-                .await)
-            }
-            Err(_) => {
-                return Err(abort(
-                    &state,
-                    &claims,
-                    &request.pool,
-                    &hold.reservation_id,
-                    "timed out".into(),
-                )
-                .await)
-            }
-        }
-    }
-
     let outcome = if hold.replayed {
         "replayed"
     } else {
@@ -156,32 +115,6 @@ pub async fn create_reservation(
             secret: hold.secret,
         }),
     ))
-}
-
-/// Takes the hold back after its event could not be made durable, and tells the client 503.
-/// The outbox then holds SeatReserved followed by ReservationAborted, so downstream a late
-/// SeatReserved is always cancelled. If Redis is unreachable too, the hold stays and the relay
-/// publishes SeatReserved later: the client's retry with the same key then gets its 201.
-async fn abort(
-    state: &AppState,
-    claims: &AdmissionClaims,
-    pool: &str,
-    reservation_id: &str,
-    cause: String,
-) -> ApiError {
-    tracing::warn!(%cause, %reservation_id, "SeatReserved not acknowledged; aborting the hold");
-    metrics::counter!("floodgate_reservations_aborted_total").increment(1);
-    if let Err(e) = state
-        .gatekeeper
-        .abort(&claims.sale, pool, &claims.jti, reservation_id)
-        .await
-    {
-        tracing::error!(error = %e, %reservation_id, "hold not aborted; the relay will publish it");
-    }
-    ApiError::Unavailable(
-        "broker_unavailable",
-        "the reservation could not be made durable and was not kept; retry with the same Idempotency-Key".into(),
-    )
 }
 
 /// The sale is unknown to Redis. If the catalog says it was armed, Redis lost it: that is an
@@ -260,24 +193,60 @@ fn idempotency_key(headers: &HeaderMap) -> Result<&str, ApiError> {
     Ok(key)
 }
 
+/// Reads the body field by field, so that each mistake gets its field's code and a sentence a
+/// person can act on, never the JSON parser's wording.
 fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<ReservationRequest, ApiError> {
     let body = body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::PayloadTooLarge("body_too_large", "the request body is too large".into())
         } else {
-            ApiError::BadRequest("bad_body", e.body_text())
+            ApiError::BadRequest("bad_body", "the request body could not be read".into())
         }
     })?;
-    serde_json::from_slice(&body).map_err(|e| {
-        if e.is_syntax() || e.is_eof() {
-            ApiError::BadRequest("bad_json", format!("the body is not valid JSON: {e}"))
-        } else {
-            ApiError::Unprocessable(
-                "invalid_request",
-                format!("expected {{\"pool\": string, \"seats\": integer}}: {e}"),
-            )
+    let value: serde_json::Value = serde_json::from_slice(&body).map_err(|_| {
+        ApiError::BadRequest(
+            "bad_json",
+            "the body is not valid JSON; send {\"pool\": \"<pool id>\", \"seats\": <number>}"
+                .into(),
+        )
+    })?;
+    let serde_json::Value::Object(fields) = value else {
+        return Err(ApiError::Unprocessable(
+            "invalid_request",
+            "the body must be a JSON object: {\"pool\": \"<pool id>\", \"seats\": <number>}".into(),
+        ));
+    };
+    if let Some(unknown) = fields
+        .keys()
+        .find(|k| !matches!(k.as_str(), "pool" | "seats"))
+    {
+        return Err(ApiError::Unprocessable(
+            "invalid_request",
+            format!("unknown field {unknown:?}: a reservation takes only pool and seats"),
+        ));
+    }
+    let pool = match fields.get("pool") {
+        Some(serde_json::Value::String(pool)) => pool.clone(),
+        _ => {
+            return Err(ApiError::Unprocessable(
+                "invalid_pool",
+                "pool must be the id of one of the sale's pools, as a string".into(),
+            ))
         }
-    })
+    };
+    // Anything but a whole number (a string, a fraction, a negative or huge number, null) is a
+    // wrong seat count; the range is checked against the token's maximum afterwards.
+    let seats = fields
+        .get("seats")
+        .and_then(serde_json::Value::as_u64)
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| {
+            ApiError::Unprocessable(
+                "invalid_seats",
+                "seats must be a whole number of seats, at least 1".into(),
+            )
+        })?;
+    Ok(ReservationRequest { pool, seats })
 }
 
 /// 256 random bits: guessing a reservation's secret is not a practical attack.
@@ -374,7 +343,7 @@ async fn authorized_reservation(
         .await
         .map_err(ReserveError::from)?
         .ok_or_else(not_found)?;
-    if !constant_time_eq(presented.as_bytes(), stored.secret.as_bytes()) {
+    if !same_secret(presented.as_bytes(), stored.secret.as_bytes()) {
         return Err(not_found());
     }
     Ok((pool, stored))
@@ -428,11 +397,28 @@ pub async fn start_payment(
                 "the payment provider is unavailable; retry shortly".into(),
             )
         })?;
-    state
+    // Only this payment, for exactly this amount, can buy the hold (confirm.lua).
+    match state
         .gatekeeper
-        .set_pending_payment(&sale, &pool, &id, &created.payment_id)
+        .start_payment(&sale, &pool, &id, &created.payment_id)
         .await
-        .map_err(ReserveError::from)?;
+        .map_err(ReserveError::from)?
+    {
+        PaymentStart::Pending => {}
+        PaymentStart::NotHeld { state: now } => {
+            return Err(ApiError::Conflict(
+                "not_payable",
+                format!("this reservation is {now} now; only a held reservation can be paid"),
+            ))
+        }
+        PaymentStart::Unknown => {
+            return Err(ApiError::NotFound(
+                "unknown_reservation",
+                "no such reservation".into(),
+            ))
+        }
+        PaymentStart::PoolUnavailable => return Err(ReserveError::PoolUnavailable.into()),
+    }
     Ok((
         StatusCode::ACCEPTED,
         Json(serde_json::json!({

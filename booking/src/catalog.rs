@@ -7,6 +7,7 @@
 
 use floodgate_contract::ids::{check_pool_id, check_sale_id};
 use floodgate_contract::keys::Keys;
+use floodgate_contract::settings;
 use redis::aio::ConnectionManager;
 use redis::Script;
 use serde::Deserialize;
@@ -115,20 +116,15 @@ impl SaleFile {
     fn validate(&self) -> Result<(), CatalogError> {
         let invalid = |m: String| Err(CatalogError::Invalid(m));
         check_sale_id(&self.id).map_err(|e| CatalogError::Invalid(e.to_string()))?;
-        if self.hold_ttl_secs == 0 || self.token_ttl_secs == 0 {
-            return invalid("hold_ttl_secs and token_ttl_secs must be positive".into());
+        if self.hold_ttl_secs == 0 {
+            return invalid("hold_ttl_secs must be positive".into());
         }
+        settings::check_token_ttl_secs(self.token_ttl_secs).map_err(CatalogError::Invalid)?;
         if !(1..=16).contains(&self.max_seats_per_booking) {
             return invalid("max_seats_per_booking must be between 1 and 16".into());
         }
-        if !(self.admission_rate.is_finite() && self.admission_rate > 0.0) {
-            return invalid(
-                "admission_rate must be a positive number of admissions per second".into(),
-            );
-        }
-        if self.active_cap == 0 {
-            return invalid("active_cap must be positive".into());
-        }
+        settings::check_admission_rate(self.admission_rate).map_err(CatalogError::Invalid)?;
+        settings::check_active_cap(u64::from(self.active_cap)).map_err(CatalogError::Invalid)?;
         if !(self.stock_factor.is_finite() && self.stock_factor > 0.0) {
             return invalid("stock_factor must be a positive number".into());
         }
@@ -296,6 +292,11 @@ pub async fn arm_sale(
     .await?;
     let (opens_at, hold_ttl, token_ttl, max_seats, rate, active_cap, paused, stock_factor) =
         row.ok_or_else(|| CatalogError::NotFound(sale_id.to_owned()))?;
+    // Rows written before these bounds existed are refused here rather than handed to the
+    // admission controller and the claim records, which rely on them.
+    settings::check_admission_rate(rate).map_err(CatalogError::Invalid)?;
+    settings::check_token_ttl_secs(u32::try_from(token_ttl).unwrap_or(0))
+        .map_err(CatalogError::Invalid)?;
     let pools: Vec<(String, i32, i64, String)> = sqlx::query_as(
         "select id, capacity, fare_minor, currency from pools where sale_id = $1 order by id",
     )
@@ -428,6 +429,15 @@ mod tests {
             (
                 MINIMAL.replace("admission_rate = 10.0", "admission_rate = 1e9"),
                 "admission_rate",
+            ),
+            // Defect 9: a token that outlives what its claim can cover.
+            (
+                MINIMAL.replace("token_ttl_secs = 120", "token_ttl_secs = 86400"),
+                "token_ttl_secs",
+            ),
+            (
+                MINIMAL.replace("token_ttl_secs = 120", "token_ttl_secs = 0"),
+                "token_ttl_secs",
             ),
         ];
         for (text, expected) in cases {

@@ -27,14 +27,20 @@ pub struct Config {
     /// Public keys that admission tokens may be signed with: `kid=base64url,...`.
     #[arg(long, env = "FLOODGATE_TOKEN_PUBLIC_KEYS")]
     pub token_public_keys: String,
-    /// The payment provider's API (the sandbox provider by default).
-    #[arg(
-        long,
-        env = "FLOODGATE_PAYMENT_PROVIDER_URL",
-        default_value = "http://127.0.0.1:8082"
-    )]
-    pub payment_provider_url: String,
-    /// Shared secret the provider signs its webhooks with (HMAC-SHA256).
+    /// The payment provider's API, over HTTPS. Required, unless `--payment-sandbox` asks for the
+    /// sandbox provider by name (then it defaults to the local sandbox, http://127.0.0.1:8082).
+    #[arg(long, env = "FLOODGATE_PAYMENT_PROVIDER_URL")]
+    pub payment_provider_url: Option<String>,
+    /// Use the sandbox provider (`floodgate-booking sandbox-pay`): no money moves. For demos and
+    /// tests only; the service says so loudly in its log.
+    #[arg(long, env = "FLOODGATE_PAYMENT_SANDBOX")]
+    pub payment_sandbox: bool,
+    /// The key this service presents to the payment provider's API (`Authorization: Bearer`).
+    /// Required, at least 32 characters.
+    #[arg(long, env = "FLOODGATE_PAYMENT_API_KEY", hide_env_values = true)]
+    pub payment_api_key: Option<SecretString>,
+    /// Shared secret the provider signs its webhooks with (HMAC-SHA256). Required, at least 32
+    /// characters.
     #[arg(long, env = "FLOODGATE_WEBHOOK_SECRET", hide_env_values = true)]
     pub webhook_secret: SecretString,
     /// How far a webhook's signed timestamp may be from now, in seconds. Five minutes, as the
@@ -51,15 +57,55 @@ pub struct Config {
     /// Address of the ops API (its own listener, never exposed through the CDN).
     #[arg(long, env = "FLOODGATE_ADMIN_LISTEN", default_value = "127.0.0.1:9081")]
     pub admin_listen: String,
-    /// Bearer token of the ops API. Without one the ops API is not served.
+    /// Bearer token of the ops API (served on the admin listener). Required, at least 32
+    /// characters.
     #[arg(long, env = "FLOODGATE_OPS_TOKEN", hide_env_values = true)]
-    pub ops_token: Option<SecretString>,
+    pub ops_token: SecretString,
     /// Name of this instance in the relay leases (default: random). Must differ per instance.
     #[arg(long, env = "FLOODGATE_INSTANCE_ID")]
     pub instance_id: Option<String>,
 }
 
+/// Where payments go, once the settings are checked.
+#[derive(Clone, Debug)]
+pub struct PaymentProvider {
+    pub url: String,
+    pub api_key: SecretString,
+    pub sandbox: bool,
+}
+
 impl Config {
+    /// Checks every secret and the payment provider's settings; the service refuses to start
+    /// on any error, which names the setting to fix.
+    pub fn validate(&self) -> Result<PaymentProvider, String> {
+        use floodgate_contract::secrets::check_secret;
+        check_secret("FLOODGATE_OPS_TOKEN", &self.ops_token)?;
+        check_secret("FLOODGATE_WEBHOOK_SECRET", &self.webhook_secret)?;
+        let api_key = self.payment_api_key.clone().ok_or_else(|| {
+            "FLOODGATE_PAYMENT_API_KEY is required: the key of the payment provider's API"
+                .to_owned()
+        })?;
+        check_secret("FLOODGATE_PAYMENT_API_KEY", &api_key)?;
+        let url = match (&self.payment_provider_url, self.payment_sandbox) {
+            (Some(url), false) if url.starts_with("https://") => url.clone(),
+            (Some(url), false) => {
+                return Err(format!(
+                    "FLOODGATE_PAYMENT_PROVIDER_URL must be an https:// URL (got {}); a plain-HTTP provider is only the sandbox, with FLOODGATE_PAYMENT_SANDBOX=true",
+                    floodgate_contract::secrets::redact_url(url)
+                ))
+            }
+            (None, false) => {
+                return Err("FLOODGATE_PAYMENT_PROVIDER_URL is required (a real provider's https:// API); for the sandbox provider set FLOODGATE_PAYMENT_SANDBOX=true".into())
+            }
+            (url, true) => url.clone().unwrap_or_else(|| "http://127.0.0.1:8082".into()),
+        };
+        Ok(PaymentProvider {
+            url,
+            api_key,
+            sandbox: self.payment_sandbox,
+        })
+    }
+
     /// The relay leaves an outbox entry alone this long, so it never races a request still
     /// waiting for that same event's ack (which is bounded by the delivery timeout).
     pub fn relay_grace_ms(&self) -> u64 {

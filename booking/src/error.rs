@@ -12,6 +12,7 @@ use floodgate_contract::token::TokenError;
 
 use crate::gatekeeper::ReserveError;
 use crate::publish::PublishError;
+use crate::reservations::NotReserved;
 
 /// Seconds a client should wait before retrying after a 503: long enough for a Redis or broker
 /// reconnect, short enough that an admitted user's token is still valid.
@@ -114,6 +115,7 @@ impl From<ReserveError> for ApiError {
                 tracing::error!("a pool's Redis state is missing: refused until rebuilt");
                 ApiError::Unavailable("pool_unavailable", message)
             }
+            ReserveError::Late => ApiError::Unavailable("reservation_late", message),
             ReserveError::SoldOut { .. } => ApiError::Conflict("sold_out", message),
             ReserveError::TokenSpent => ApiError::Conflict("token_spent", message),
             ReserveError::KeyReused => ApiError::Unprocessable("idempotency_key_reused", message),
@@ -125,6 +127,22 @@ impl From<ReserveError> for ApiError {
                 )
             }
             ReserveError::Protocol(_) => ApiError::Internal(message),
+        }
+    }
+}
+
+impl From<NotReserved> for ApiError {
+    fn from(e: NotReserved) -> Self {
+        match e {
+            NotReserved::Refused(e) => e.into(),
+            NotReserved::NotDurable(_) => ApiError::Unavailable(
+                "broker_unavailable",
+                "the reservation could not be made durable and was not kept; retry with the same Idempotency-Key".into(),
+            ),
+            NotReserved::Ended { state } => ApiError::Conflict(
+                "reservation_ended",
+                format!("the hold ended ({state}) before it could be confirmed; it is not yours any more"),
+            ),
         }
     }
 }

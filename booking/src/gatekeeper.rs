@@ -2,17 +2,22 @@
 //!
 //! A reservation is two single-slot steps:
 //! 1. `claim_token` (the sale's slot) binds the admission token to this request's
-//!    `Idempotency-Key` and fingerprint: one reservation per token.
-//! 2. `reserve` (the pool's slot) replays an earlier answer for this token and key, or checks
-//!    stock, takes the seats, records a hold and writes `SeatReserved` to the pool's outbox.
-//! 3. If the pool refused (sold out), `release_claim` gives the token back so the client may try
-//!    another class.
+//!    `Idempotency-Key` and fingerprint: one reservation per token. Each attempt registers with a
+//!    deadline ([`ATTEMPT_LIFETIME_MS`]).
+//! 2. `reserve` (the pool's slot) replays an earlier answer for this token and key, or, before
+//!    the attempt's deadline, checks stock, takes the seats, records a hold and writes
+//!    `SeatReserved` to the pool's outbox.
+//! 3. If the pool made no hold (sold out, its state lost, the attempt too late),
+//!    `release_claim` gives the token back so the client may try another class, unless another
+//!    attempt with the same key may still be taking seats (it keeps the claim; see the script).
 //!
 //! Crash points: after 1, the claim stays and a retry with the same key goes on to 2 ("retry");
 //! after 2, the hold, its record and its event exist, a retry replays them and the relay
 //! publishes the event if no request did; between a refusal in 2 and 3, the token stays claimed by
-//! that key, and a retry with it gets the refusal again and releases the claim. No crash can take a
-//! seat twice, lose a granted hold or lose an event.
+//! that key, and a retry with it gets the refusal again and releases the claim (the crashed
+//! attempt's deadline has passed by then, so it cannot hold seats). No crash can take a seat
+//! twice, lose a granted hold or lose an event; the worst a crash does is keep a token bound to
+//! its key until the key's next refused retry.
 //!
 //! The other pool scripts (`abort`, `confirm`, `release`, `expire`, `refund_result`) move a
 //! reservation through its lifecycle; each writes its event in the same step. Every reply is
@@ -28,10 +33,18 @@ use redis::Script;
 
 /// The shared helpers every pool script starts with.
 const LIB: &str = include_str!("../../lua/lib.lua");
+/// The helpers of the sale's slot (Redis' clock), as the gateway's scripts have them.
+const SALE_LIB: &str = include_str!("../../lua/sale_lib.lua");
 
 fn pool_script(body: &str) -> Script {
     Script::new(&format!("{LIB}\n{body}"))
 }
+
+/// How long one attempt (one request's claim) may take to reach the pool: it can make a new
+/// hold only this long after its claim. A healthy request takes one Redis round trip between
+/// the two; ten seconds is several of Redis' response timeouts. A crashed attempt holds up
+/// releasing its token's claim (for another attempt with the same key) this long at most.
+pub const ATTEMPT_LIFETIME_MS: u64 = 10_000;
 
 /// The Lua scripts this service runs, loaded once.
 #[derive(Clone)]
@@ -39,7 +52,9 @@ pub struct Scripts {
     claim_token: Script,
     release_claim: Script,
     reserve: Script,
+    ack: Script,
     abort: Script,
+    start_payment: Script,
     confirm: Script,
     release: Script,
     expire: Script,
@@ -49,10 +64,15 @@ pub struct Scripts {
 impl Default for Scripts {
     fn default() -> Self {
         Self {
-            claim_token: Script::new(include_str!("../../lua/claim_token.lua")),
+            claim_token: Script::new(&format!(
+                "{SALE_LIB}\n{}",
+                include_str!("../../lua/claim_token.lua")
+            )),
             release_claim: Script::new(include_str!("../../lua/release_claim.lua")),
             reserve: pool_script(include_str!("../../lua/reserve.lua")),
+            ack: pool_script(include_str!("../../lua/ack.lua")),
             abort: pool_script(include_str!("../../lua/abort.lua")),
+            start_payment: pool_script(include_str!("../../lua/start_payment.lua")),
             confirm: pool_script(include_str!("../../lua/confirm.lua")),
             release: pool_script(include_str!("../../lua/release.lua")),
             expire: pool_script(include_str!("../../lua/expire.lua")),
@@ -70,7 +90,9 @@ impl Scripts {
             &self.claim_token,
             &self.release_claim,
             &self.reserve,
+            &self.ack,
             &self.abort,
+            &self.start_payment,
             &self.confirm,
             &self.release,
             &self.expire,
@@ -106,6 +128,9 @@ pub enum ReserveError {
     UnknownPool,
     #[error("this pool is temporarily unavailable; retry shortly")]
     PoolUnavailable,
+    /// The attempt reached the pool after its deadline; nothing was taken.
+    #[error("the reservation took too long and was not made; retry with the same Idempotency-Key")]
+    Late,
     #[error("not enough seats left in this pool ({available} available)")]
     SoldOut { available: u32 },
     #[error("this admission token has already been used for a reservation")]
@@ -125,45 +150,161 @@ enum Claim {
     Retry,
 }
 
+/// A claim, with the deadline of this attempt (Unix ms, Redis' clock).
+#[derive(Debug, PartialEq, Eq)]
+struct Claimed {
+    claim: Claim,
+    deadline_ms: UnixMillis,
+}
+
 impl Claim {
-    fn parse(reply: &str) -> Result<Self, ReserveError> {
-        match reply {
-            "claimed" => Ok(Claim::Claimed),
-            "retry" => Ok(Claim::Retry),
-            "spent" => Err(ReserveError::TokenSpent),
-            "mismatch" => Err(ReserveError::KeyReused),
-            "unknown_sale" => Err(ReserveError::UnknownSale),
-            "unknown_pool" => Err(ReserveError::UnknownPool),
-            other => Err(ReserveError::Protocol(format!("claim_token: {other}"))),
-        }
+    fn parse(reply: &[String]) -> Result<Claimed, ReserveError> {
+        let claim = match reply.first().map(String::as_str) {
+            Some("claimed") => Claim::Claimed,
+            Some("retry") => Claim::Retry,
+            Some("spent") => return Err(ReserveError::TokenSpent),
+            Some("mismatch") => return Err(ReserveError::KeyReused),
+            Some("unknown_sale") => return Err(ReserveError::UnknownSale),
+            Some("unknown_pool") => return Err(ReserveError::UnknownPool),
+            _ => return Err(ReserveError::Protocol(format!("claim_token: {reply:?}"))),
+        };
+        let deadline_ms = reply
+            .get(1)
+            .and_then(|d| d.parse().ok())
+            .ok_or_else(|| ReserveError::Protocol(format!("claim_token: {reply:?}")))?;
+        Ok(Claimed { claim, deadline_ms })
     }
 }
 
+/// Why the pool made no hold, and what that proves about other attempts (release_claim.lua).
+#[derive(Debug)]
+struct Refusal {
+    error: ReserveError,
+    /// When the pool refused, by Redis' clock, or 0 if the refusal proves nothing (lost pool).
+    at_ms: UnixMillis,
+}
+
 /// Turns `reserve.lua`'s reply into a hold or a refusal: the one place that knows its shape.
-fn parse_reserve(reply: &[String]) -> Result<Hold, ReserveError> {
-    let bad = || ReserveError::Protocol(format!("reserve: {reply:?}"));
-    let int = |i: usize| -> Result<i64, ReserveError> {
-        reply.get(i).and_then(|s| s.parse().ok()).ok_or_else(bad)
-    };
+/// A refusal that made no hold comes with what the claim's release needs ([`Refusal`]).
+fn parse_reserve(reply: &[String]) -> Result<Hold, Result<Refusal, ReserveError>> {
+    let bad = || Err(ReserveError::Protocol(format!("reserve: {reply:?}")));
+    let int = |i: usize| -> Option<i64> { reply.get(i).and_then(|s| s.parse().ok()) };
     match reply.first().map(String::as_str) {
-        Some(kind @ ("reserved" | "replay")) if reply.len() == 8 => Ok(Hold {
-            reservation_id: reply[1].clone(),
-            secret: reply[2].clone(),
-            seats: u32::try_from(int(3)?).map_err(|_| bad())?,
-            hold_expires_at_ms: int(4)?,
-            reserved_at_ms: int(5)?,
-            outbox_entry: reply[6].clone(),
-            pending_event: Some(reply[7].clone()).filter(|e| !e.is_empty()),
-            replayed: kind == "replay",
-        }),
-        Some("sold_out") => Err(ReserveError::SoldOut {
-            available: u32::try_from(int(1)?.max(0)).map_err(|_| bad())?,
-        }),
-        Some("spent") => Err(ReserveError::TokenSpent),
+        Some(kind @ ("reserved" | "replay")) if reply.len() == 8 => {
+            let (Some(seats), Some(expires), Some(at)) = (int(3), int(4), int(5)) else {
+                return Err(bad());
+            };
+            Ok(Hold {
+                reservation_id: reply[1].clone(),
+                secret: reply[2].clone(),
+                seats: u32::try_from(seats).map_err(|_| bad())?,
+                hold_expires_at_ms: expires,
+                reserved_at_ms: at,
+                outbox_entry: reply[6].clone(),
+                pending_event: Some(reply[7].clone()).filter(|e| !e.is_empty()),
+                replayed: kind == "replay",
+            })
+        }
+        Some("sold_out") => match (int(1), int(2)) {
+            (Some(available), Some(at_ms)) => Err(Ok(Refusal {
+                error: ReserveError::SoldOut {
+                    available: u32::try_from(available.max(0)).unwrap_or(u32::MAX),
+                },
+                at_ms,
+            })),
+            _ => Err(bad()),
+        },
+        Some("late") => match int(1) {
+            Some(at_ms) => Err(Ok(Refusal {
+                error: ReserveError::Late,
+                at_ms,
+            })),
+            None => Err(bad()),
+        },
+        Some("spent") => Err(Err(ReserveError::TokenSpent)),
         // The sale lists the pool (claim_token checked), yet its state is missing: it was lost.
-        Some("not_armed") => Err(ReserveError::PoolUnavailable),
+        // Whatever else it held is unknown, so the refusal proves nothing about other attempts.
+        Some("not_armed") => Err(Ok(Refusal {
+            error: ReserveError::PoolUnavailable,
+            at_ms: 0,
+        })),
         _ => Err(bad()),
     }
+}
+
+/// What `ack.lua` said about a reservation whose `SeatReserved` the broker acknowledged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ack {
+    /// This call made it durable; `state` is what it is now (`held` unless it already ended).
+    Acked {
+        state: String,
+    },
+    /// An earlier request or the relay had made it durable.
+    Already {
+        state: String,
+    },
+    /// It was taken back before the ack: no 2xx may be given for it.
+    Aborted,
+    Unknown,
+}
+
+fn parse_ack(reply: &[String]) -> Result<Ack, redis::RedisError> {
+    let (outcome, state) = pair("ack", reply)?;
+    Ok(match outcome.as_str() {
+        "acked" => Ack::Acked { state },
+        "already" => Ack::Already { state },
+        "aborted" => Ack::Aborted,
+        "unknown" => Ack::Unknown,
+        _ => return Err(protocol_error("ack", reply)),
+    })
+}
+
+/// What `abort.lua` did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Abort {
+    /// The hold was live and not durable: its seats are back.
+    Aborted,
+    /// Another request saw it acknowledged (and may have answered 201): it stands.
+    Durable { state: String },
+    /// It had already ended otherwise (or is unknown): nothing changed.
+    NotHeld { state: String },
+    /// The pool's state is missing: nothing changed.
+    PoolUnavailable,
+}
+
+fn parse_abort(reply: &[String]) -> Result<Abort, redis::RedisError> {
+    let detail = || reply.get(1).cloned().unwrap_or_default();
+    Ok(match reply.first().map(String::as_str) {
+        Some("aborted") => Abort::Aborted,
+        Some("durable") => Abort::Durable { state: detail() },
+        Some("not_held") => Abort::NotHeld { state: detail() },
+        Some("not_armed") => Abort::PoolUnavailable,
+        _ => return Err(protocol_error("abort", reply)),
+    })
+}
+
+/// What `start_payment.lua` said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PaymentStart {
+    /// The payment is recorded as the one that may buy the hold.
+    Pending,
+    NotHeld {
+        state: String,
+    },
+    Unknown,
+    PoolUnavailable,
+}
+
+fn parse_start_payment(reply: &[String]) -> Result<PaymentStart, redis::RedisError> {
+    Ok(match reply.first().map(String::as_str) {
+        Some("pending") => PaymentStart::Pending,
+        Some("not_held") => PaymentStart::NotHeld {
+            state: reply.get(1).cloned().unwrap_or_default(),
+        },
+        Some("unknown") => PaymentStart::Unknown,
+        Some("not_armed") => PaymentStart::PoolUnavailable,
+        _ => return Err(protocol_error("start_payment", reply)),
+    })
 }
 
 /// The reservation a payment-provider webhook event is about.
@@ -183,17 +324,29 @@ pub struct ReserveRequest<'a> {
     pub idempotency_key: &'a str,
 }
 
+/// A payment as the provider reported it: what a confirmation is checked against.
+#[derive(Clone, Copy, Debug)]
+pub struct Paid<'a> {
+    pub payment_id: &'a str,
+    pub amount_minor: i64,
+    pub currency: &'a str,
+}
+
 /// Outcome of a successful payment's webhook (`confirm.lua`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Confirmation {
     /// The seats are sold (now, or already by this same payment).
     Confirmed,
-    /// The hold was not live (`lost_to`: expired, released, aborted, sold); refund the payment.
+    /// Refund the payment. `reason`: the hold's state if it was not live (expired, released,
+    /// aborted, sold by another payment), or, for a live hold left as it was,
+    /// `unexpected_payment` (not the payment started for it) or `wrong_amount`.
     RefundRequired {
-        lost_to: String,
+        reason: String,
     },
     /// This webhook event was processed before, with this outcome.
     Duplicate(String),
+    /// The pool's state is missing: nothing can be decided until it is rebuilt.
+    PoolUnavailable,
     Unknown,
 }
 
@@ -201,9 +354,11 @@ pub enum Confirmation {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Release {
     Released,
-    /// Not held any more (the state is given): a late or out-of-order failure changes nothing.
+    /// Not held any more (the state is given), or not the payment started for it: a late, out of
+    /// order or stray failure changes nothing.
     Ignored(String),
     Duplicate(String),
+    PoolUnavailable,
     Unknown,
 }
 
@@ -226,8 +381,9 @@ fn parse_confirm(reply: &[String]) -> Result<Confirmation, redis::RedisError> {
     let (outcome, detail) = pair("confirm", reply)?;
     Ok(match outcome.as_str() {
         "confirmed" => Confirmation::Confirmed,
-        "refund_required" => Confirmation::RefundRequired { lost_to: detail },
+        "refund_required" => Confirmation::RefundRequired { reason: detail },
         "duplicate" => Confirmation::Duplicate(detail),
+        "not_armed" => Confirmation::PoolUnavailable,
         "unknown" => Confirmation::Unknown,
         _ => return Err(protocol_error("confirm", reply)),
     })
@@ -239,6 +395,7 @@ fn parse_release(reply: &[String]) -> Result<Release, redis::RedisError> {
         "released" => Release::Released,
         "ignored" => Release::Ignored(detail),
         "duplicate" => Release::Duplicate(detail),
+        "not_armed" => Release::PoolUnavailable,
         "unknown" => Release::Unknown,
         _ => return Err(protocol_error("release", reply)),
     })
@@ -267,11 +424,6 @@ pub struct Gatekeeper {
     keys: Keys,
     scripts: Arc<Scripts>,
 }
-
-/// How long a token's use record is kept: past the longest token lifetime, so a replayed token
-/// is recognised as spent for as long as it could verify at all, and a client's retry finds its
-/// claim. A day is generous and costs about 100 bytes per admitted user.
-const CLAIM_RECORD_TTL_MS: u64 = 24 * 60 * 60 * 1000;
 
 impl Gatekeeper {
     /// Builds the gatekeeper and loads its scripts into Redis.
@@ -325,9 +477,16 @@ impl Gatekeeper {
         let sale_keys = self.keys.sale(&req.claims.sale);
         let token_key = sale_keys.token(&req.claims.jti);
         let fingerprint = format!("{}|{}", req.pool, req.seats);
+        let attempt = uuid::Uuid::new_v4().simple().to_string();
         let mut conn = self.redis.clone();
 
-        let claim: String = self
+        // The claim is kept for as long as the token can be presented: its expiry plus the clock
+        // skew allowed between the booking service and Redis.
+        let claim_until = req
+            .claims
+            .exp_ms
+            .saturating_add(floodgate_contract::settings::CLOCK_SKEW_MS);
+        let claim: Vec<String> = self
             .scripts
             .claim_token
             .key(sale_keys.meta())
@@ -335,12 +494,14 @@ impl Gatekeeper {
             .key(sale_keys.tokens())
             .arg(req.idempotency_key)
             .arg(&fingerprint)
-            .arg(CLAIM_RECORD_TTL_MS)
+            .arg(claim_until)
             .arg(req.pool)
             .arg(req.claims.exp_ms)
+            .arg(&attempt)
+            .arg(ATTEMPT_LIFETIME_MS)
             .invoke_async(&mut conn)
             .await?;
-        let claim = Claim::parse(&claim)?;
+        let claimed = Claim::parse(&claim)?;
 
         let pool_keys = self.keys.pool(&req.claims.sale, req.pool);
         let reply: Vec<String> = Self::pool_invocation(
@@ -355,13 +516,16 @@ impl Gatekeeper {
         .arg(new_id)
         .arg(new_secret)
         .arg(req.claims.ticket)
+        .arg(claimed.deadline_ms)
         .invoke_async(&mut conn)
         .await?;
 
         match parse_reserve(&reply) {
-            Err(refusal @ ReserveError::SoldOut { .. }) => {
-                // A refusal does not spend the token. If this release is lost (crash, Redis
-                // blip), the claim stays with this key and a retry releases it.
+            Ok(hold) => Ok(hold),
+            Err(Err(e)) => Err(e),
+            Err(Ok(refusal)) => {
+                // No hold was made: the token is not spent. If this release is lost (crash,
+                // Redis blip), the claim stays with this key and a retry releases it.
                 let released: Result<i64, _> = self
                     .scripts
                     .release_claim
@@ -370,19 +534,39 @@ impl Gatekeeper {
                     .key(sale_keys.tokens())
                     .arg(req.idempotency_key)
                     .arg(req.claims.exp_ms)
+                    .arg(&attempt)
+                    .arg(refusal.at_ms)
                     .invoke_async(&mut conn)
                     .await;
                 if let Err(e) = released {
-                    tracing::warn!(error = %e, ?claim, "token claim not released after refusal");
+                    tracing::warn!(error = %e, claim = ?claimed.claim, "token claim not released after refusal");
                 }
-                Err(refusal)
+                Err(refusal.error)
             }
-            other => other,
         }
     }
 
-    /// Takes back a hold whose `SeatReserved` could not be acknowledged (`abort.lua`).
-    /// Returns whether the seats went back (false: the hold had already ended otherwise).
+    /// Records that a reservation's `SeatReserved` was acknowledged (`ack.lua`): it is durable,
+    /// can no longer be aborted, and its outbox entry goes.
+    #[tracing::instrument(skip_all, fields(%reservation_id))]
+    pub async fn ack(
+        &self,
+        sale: &str,
+        pool: &str,
+        reservation_id: &str,
+        outbox_entry: &str,
+    ) -> redis::RedisResult<Ack> {
+        let keys = self.keys.pool(sale, pool);
+        let reply: Vec<String> =
+            Self::pool_invocation(&self.scripts.ack, &keys, reservation_id, &keys.relay())
+                .arg(outbox_entry)
+                .invoke_async(&mut self.redis.clone())
+                .await?;
+        parse_ack(&reply)
+    }
+
+    /// Takes back a hold whose `SeatReserved` could not be acknowledged (`abort.lua`), unless it
+    /// became durable meanwhile or had already ended.
     #[tracing::instrument(skip_all, fields(%reservation_id))]
     pub async fn abort(
         &self,
@@ -390,7 +574,7 @@ impl Gatekeeper {
         pool: &str,
         jti: &str,
         reservation_id: &str,
-    ) -> redis::RedisResult<bool> {
+    ) -> redis::RedisResult<Abort> {
         let keys = self.keys.pool(sale, pool);
         let reply: Vec<String> = Self::pool_invocation(
             &self.scripts.abort,
@@ -400,7 +584,7 @@ impl Gatekeeper {
         )
         .invoke_async(&mut self.redis.clone())
         .await?;
-        Ok(reply.first().map(String::as_str) == Some("aborted"))
+        parse_abort(&reply)
     }
 
     /// Runs a webhook script (`confirm`, `release`, `refund_result`): its KEYS[9] remembers the
@@ -424,15 +608,21 @@ impl Gatekeeper {
         invocation.invoke_async(&mut self.redis.clone()).await
     }
 
-    /// A payment succeeded (`confirm.lua`).
-    #[tracing::instrument(skip_all, fields(reservation = %target.reservation_id, %payment_id))]
+    /// A payment succeeded (`confirm.lua`): it buys the hold only if it is the payment started
+    /// for it, for exactly its price.
+    #[tracing::instrument(skip_all, fields(reservation = %target.reservation_id, payment = %paid.payment_id))]
     pub async fn confirm(
         &self,
         target: &WebhookTarget<'_>,
-        payment_id: &str,
+        paid: &Paid<'_>,
     ) -> redis::RedisResult<Confirmation> {
+        let amount = paid.amount_minor.to_string();
         let reply = self
-            .webhook_script(&self.scripts.confirm, target, &[payment_id])
+            .webhook_script(
+                &self.scripts.confirm,
+                target,
+                &[paid.payment_id, &amount, paid.currency],
+            )
             .await?;
         parse_confirm(&reply)
     }
@@ -461,10 +651,18 @@ impl Gatekeeper {
         let reply = self
             .webhook_script(&self.scripts.refund_result, target, &[payment_id, outcome])
             .await?;
-        reply
+        let outcome = reply
             .into_iter()
             .next()
-            .ok_or_else(|| protocol_error("refund_result", &[]))
+            .ok_or_else(|| protocol_error("refund_result", &[]))?;
+        if outcome == "not_armed" {
+            // Nothing decided: the provider redelivers until the pool is rebuilt.
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::ResponseError,
+                "the pool's state is missing",
+            )));
+        }
+        Ok(outcome)
     }
 
     /// Expires one due hold (`expire.lua`); true if this call expired it.
@@ -480,6 +678,7 @@ impl Gatekeeper {
                 .arg(reservation_id)
                 .invoke_async(&mut self.redis.clone())
                 .await?;
+        // "not_armed" (a lost pool) expires nothing: the rebuild restores the hold's expiry.
         Ok(reply.first().map(String::as_str) == Some("expired"))
     }
 
@@ -523,31 +722,26 @@ impl Gatekeeper {
         }))
     }
 
-    /// Records the provider's payment id on a reservation (starting a payment changes no seat).
-    pub async fn set_pending_payment(
+    /// Records the payment started at the provider for a held reservation (`start_payment.lua`):
+    /// the one payment that may buy it (starting a payment changes no seat).
+    pub async fn start_payment(
         &self,
         sale: &str,
         pool: &str,
         reservation_id: &str,
         payment_id: &str,
-    ) -> redis::RedisResult<()> {
+    ) -> redis::RedisResult<PaymentStart> {
         let keys = self.keys.pool(sale, pool);
-        redis::cmd("HSET")
-            .arg(keys.reservation(reservation_id))
-            .arg("pending_payment_id")
-            .arg(payment_id)
-            .query_async(&mut self.redis.clone())
-            .await
-    }
-
-    /// Removes an outbox entry whose event a request already saw acknowledged.
-    pub async fn ack_outbox(&self, sale: &str, pool: &str, entry: &str) -> redis::RedisResult<()> {
-        let _: i64 = redis::cmd("XDEL")
-            .arg(self.keys.pool(sale, pool).outbox())
-            .arg(entry)
-            .query_async(&mut self.redis.clone())
-            .await?;
-        Ok(())
+        let reply: Vec<String> = Self::pool_invocation(
+            &self.scripts.start_payment,
+            &keys,
+            reservation_id,
+            &keys.relay(),
+        )
+        .arg(payment_id)
+        .invoke_async(&mut self.redis.clone())
+        .await?;
+        parse_start_payment(&reply)
     }
 }
 
@@ -557,6 +751,13 @@ mod tests {
 
     fn strings(items: &[&str]) -> Vec<String> {
         items.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn refusal(reply: &[&str]) -> Refusal {
+        match parse_reserve(&strings(reply)) {
+            Err(Ok(refusal)) => refusal,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
     }
 
     #[test]
@@ -577,49 +778,90 @@ mod tests {
             (Some("{}"), None)
         );
         assert!(matches!(
-            parse_reserve(&strings(&["sold_out", "1"])),
-            Err(ReserveError::SoldOut { available: 1 })
+            refusal(&["sold_out", "1", "5000"]),
+            Refusal {
+                error: ReserveError::SoldOut { available: 1 },
+                at_ms: 5000
+            }
         ));
         assert!(matches!(
-            parse_reserve(&strings(&["not_armed"])),
-            Err(ReserveError::PoolUnavailable)
+            refusal(&["late", "7000"]),
+            Refusal {
+                error: ReserveError::Late,
+                at_ms: 7000
+            }
         ));
+        assert!(
+            matches!(
+                refusal(&["not_armed"]),
+                Refusal {
+                    error: ReserveError::PoolUnavailable,
+                    at_ms: 0
+                }
+            ),
+            "a lost pool proves nothing about other attempts"
+        );
         assert!(matches!(
             parse_reserve(&strings(&["spent"])),
-            Err(ReserveError::TokenSpent)
+            Err(Err(ReserveError::TokenSpent))
         ));
-        assert!(matches!(
-            parse_reserve(&strings(&["reserved", "r1"])),
-            Err(ReserveError::Protocol(_))
-        ));
-        assert!(matches!(parse_reserve(&[]), Err(ReserveError::Protocol(_))));
+        for junk in [
+            vec!["reserved", "r1"],
+            vec![],
+            vec!["sold_out", "1"],
+            vec!["late"],
+        ] {
+            assert!(
+                matches!(
+                    parse_reserve(&strings(&junk)),
+                    Err(Err(ReserveError::Protocol(_)))
+                ),
+                "{junk:?}"
+            );
+        }
     }
 
     #[test]
     fn claim_replies_parse() {
-        assert_eq!(Claim::parse("claimed").unwrap(), Claim::Claimed);
-        assert_eq!(Claim::parse("retry").unwrap(), Claim::Retry);
+        assert_eq!(
+            Claim::parse(&strings(&["claimed", "123"])).unwrap(),
+            Claimed {
+                claim: Claim::Claimed,
+                deadline_ms: 123
+            }
+        );
+        assert_eq!(
+            Claim::parse(&strings(&["retry", "9"])).unwrap().claim,
+            Claim::Retry
+        );
         assert!(matches!(
-            Claim::parse("spent"),
+            Claim::parse(&strings(&["spent"])),
             Err(ReserveError::TokenSpent)
         ));
         assert!(matches!(
-            Claim::parse("mismatch"),
+            Claim::parse(&strings(&["mismatch"])),
             Err(ReserveError::KeyReused)
         ));
         assert!(matches!(
-            Claim::parse("unknown_sale"),
+            Claim::parse(&strings(&["unknown_sale"])),
             Err(ReserveError::UnknownSale)
         ));
         assert!(matches!(
-            Claim::parse("unknown_pool"),
+            Claim::parse(&strings(&["unknown_pool"])),
             Err(ReserveError::UnknownPool)
         ));
-        assert!(matches!(Claim::parse("?"), Err(ReserveError::Protocol(_))));
+        assert!(matches!(
+            Claim::parse(&strings(&["?"])),
+            Err(ReserveError::Protocol(_))
+        ));
+        assert!(matches!(
+            Claim::parse(&strings(&["claimed"])),
+            Err(ReserveError::Protocol(_))
+        ));
     }
 
     #[test]
-    fn confirm_and_release_replies_parse() {
+    fn confirm_release_ack_and_abort_replies_parse() {
         assert_eq!(
             parse_confirm(&strings(&["confirmed", "held"])).unwrap(),
             Confirmation::Confirmed
@@ -627,8 +869,12 @@ mod tests {
         assert_eq!(
             parse_confirm(&strings(&["refund_required", "expired"])).unwrap(),
             Confirmation::RefundRequired {
-                lost_to: "expired".into()
+                reason: "expired".into()
             }
+        );
+        assert_eq!(
+            parse_confirm(&strings(&["not_armed", ""])).unwrap(),
+            Confirmation::PoolUnavailable
         );
         assert!(parse_confirm(&strings(&["confirmed"])).is_err());
         assert_eq!(
@@ -636,5 +882,36 @@ mod tests {
             Release::Ignored("sold".into())
         );
         assert!(parse_release(&strings(&["what", "x"])).is_err());
+        assert_eq!(
+            parse_ack(&strings(&["acked", "held"])).unwrap(),
+            Ack::Acked {
+                state: "held".into()
+            }
+        );
+        assert_eq!(
+            parse_ack(&strings(&["already", "sold"])).unwrap(),
+            Ack::Already {
+                state: "sold".into()
+            }
+        );
+        assert_eq!(parse_ack(&strings(&["aborted", ""])).unwrap(), Ack::Aborted);
+        assert!(parse_ack(&strings(&["acked"])).is_err());
+        assert_eq!(
+            parse_abort(&strings(&["durable", "held"])).unwrap(),
+            Abort::Durable {
+                state: "held".into()
+            }
+        );
+        assert_eq!(
+            parse_abort(&strings(&["not_armed"])).unwrap(),
+            Abort::PoolUnavailable
+        );
+        assert!(parse_abort(&strings(&["?"])).is_err());
+        assert_eq!(
+            parse_start_payment(&strings(&["not_held", "sold"])).unwrap(),
+            PaymentStart::NotHeld {
+                state: "sold".into()
+            }
+        );
     }
 }

@@ -12,6 +12,7 @@
 //! - [`auth`]: reading bearer credentials and comparing secrets in constant time.
 //! - [`error`]: [`error::ApiError`], the one mapping from failures to statuses and JSON bodies.
 //! - [`gatekeeper`]: the Lua scripts of a reservation and their replies as Rust types.
+//! - [`reservations`]: the durable-201 sequence (reserve, publish, then ack or abort).
 //! - [`publish`]: the idempotent Kafka producer that acknowledges events before a 2xx.
 //! - [`catalog`]: sale files, the PostgreSQL catalog and arming a sale into Redis.
 //!
@@ -29,6 +30,7 @@ pub mod publish;
 pub mod publish_static;
 pub mod rebuild;
 pub mod reconcile;
+pub mod reservations;
 pub mod sandbox;
 pub mod webhook;
 pub mod worker;
@@ -84,6 +86,13 @@ impl AppState {
     /// Connects to Redis and creates the producer from `config`; `db` holds the catalog.
     pub async fn connect(config: &Config, db: sqlx::PgPool) -> anyhow::Result<Self> {
         use anyhow::Context as _;
+        let provider = config.validate().map_err(anyhow::Error::msg)?;
+        if provider.sandbox {
+            tracing::warn!(
+                url = %floodgate_contract::secrets::redact_url(&provider.url),
+                "PAYMENTS GO TO THE SANDBOX PROVIDER: no money moves. Never run a real sale like this."
+            );
+        }
         let verifier = TokenVerifier::from_list(&config.token_public_keys)
             .context("FLOODGATE_TOKEN_PUBLIC_KEYS is not a valid key list")?;
         floodgate_contract::runtime::metrics();
@@ -105,7 +114,7 @@ impl AppState {
             verifier: Arc::new(verifier),
             publisher,
             db,
-            provider: ProviderClient::new(&config.payment_provider_url),
+            provider: ProviderClient::new(&provider.url, provider.api_key),
             webhook_secret: Arc::new(config.webhook_secret.clone()),
             webhook_tolerance_secs: config.webhook_tolerance_secs,
             delivery_timeout: Duration::from_millis(config.delivery_timeout_ms),
@@ -181,14 +190,15 @@ pub async fn run(
     Ok(())
 }
 
-/// Serves the ops API on `listener` until `shutdown`, requiring `ops_token`.
+/// Serves the admin listener (the ops API, which requires the ops token; the console; metrics)
+/// on `listener` until `shutdown`.
 pub async fn run_admin(
     listener: TcpListener,
     state: AppState,
-    ops_token: SecretString,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let app = admin::router(state, Arc::new(ops_token)).layer(TraceLayer::new_for_http());
+    let ops_token = Arc::new(state.config.ops_token.clone());
+    let app = admin::router(state, ops_token).layer(TraceLayer::new_for_http());
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await

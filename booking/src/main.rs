@@ -105,11 +105,13 @@ enum SaleCommand {
 
 #[derive(clap::Args)]
 struct DbArgs {
-    /// PostgreSQL holding the catalog and the bookings.
+    /// PostgreSQL holding the catalog and the bookings. May carry a password: it is never
+    /// printed (not by `--help`, not in errors).
     #[arg(
         long,
         env = "FLOODGATE_DATABASE_URL",
-        default_value = "postgres://postgres@127.0.0.1:5432/floodgate"
+        default_value = "postgres://postgres@127.0.0.1:5432/floodgate",
+        hide_env_values = true
     )]
     database_url: String,
 }
@@ -137,6 +139,7 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve { config, db } => serve(config, db).await,
         Command::SandboxPay(config) => {
+            config.validate().map_err(anyhow::Error::msg)?;
             let listener = tokio::net::TcpListener::bind(&config.listen)
                 .await
                 .with_context(|| format!("binding {}", config.listen))?;
@@ -253,6 +256,8 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn serve(config: Config, db: DbArgs) -> anyhow::Result<()> {
+    // Settings first: a missing or weak secret stops the service before it touches anything.
+    config.validate().map_err(anyhow::Error::msg)?;
     let db = connect_db(&db).await?;
     migrator().run(&db).await.context("applying migrations")?;
     let state = AppState::connect(&config, db).await?;
@@ -261,21 +266,15 @@ async fn serve(config: Config, db: DbArgs) -> anyhow::Result<()> {
         .with_context(|| format!("binding {}", config.listen))?;
     tracing::info!(addr = %listener.local_addr()?, "booking API listening");
     let shutdown = runtime::shutdown_on_signal();
-    match config.ops_token.clone() {
-        Some(token) => {
-            let admin = tokio::net::TcpListener::bind(&config.admin_listen)
-                .await
-                .with_context(|| format!("binding {}", config.admin_listen))?;
-            tracing::info!(addr = %admin.local_addr()?, "ops API listening");
-            tokio::spawn(floodgate_booking::run_admin(
-                admin,
-                state.clone(),
-                token,
-                shutdown.clone(),
-            ));
-        }
-        None => tracing::warn!("FLOODGATE_OPS_TOKEN is not set: the ops API is not served"),
-    }
+    let admin = tokio::net::TcpListener::bind(&config.admin_listen)
+        .await
+        .with_context(|| format!("binding {}", config.admin_listen))?;
+    tracing::info!(addr = %admin.local_addr()?, "admin listener (ops API, console, metrics) listening");
+    tokio::spawn(floodgate_booking::run_admin(
+        admin,
+        state.clone(),
+        shutdown.clone(),
+    ));
     floodgate_booking::run(listener, state, shutdown).await?;
     Ok(())
 }
@@ -285,7 +284,12 @@ async fn connect_db(db: &DbArgs) -> anyhow::Result<sqlx::PgPool> {
         .max_connections(4)
         .connect(&db.database_url)
         .await
-        .with_context(|| format!("connecting to PostgreSQL at {}", db.database_url))
+        .with_context(|| {
+            format!(
+                "connecting to PostgreSQL at {}",
+                floodgate_contract::secrets::redact_url(&db.database_url)
+            )
+        })
 }
 
 /// PostgreSQL, the key layout and Redis, as the admin commands need them.

@@ -148,15 +148,16 @@ pub enum ProviderError {
     Status(u16),
 }
 
-/// Calls the payment provider's API.
+/// Calls the payment provider's API, presenting its API key.
 #[derive(Clone)]
 pub struct ProviderClient {
     http: reqwest::Client,
     base: String,
+    api_key: secrecy::SecretString,
 }
 
 impl ProviderClient {
-    pub fn new(base: &str) -> Self {
+    pub fn new(base: &str, api_key: secrecy::SecretString) -> Self {
         let http = reqwest::Client::builder()
             // A payer waits on this call: give up quickly and let them retry.
             .timeout(Duration::from_secs(5))
@@ -165,6 +166,7 @@ impl ProviderClient {
         Self {
             http,
             base: base.trim_end_matches('/').to_owned(),
+            api_key,
         }
     }
 
@@ -177,6 +179,7 @@ impl ProviderClient {
         let response = self
             .http
             .post(format!("{}/v1/payments", self.base))
+            .bearer_auth(secrecy::ExposeSecret::expose_secret(&self.api_key))
             .header("Idempotency-Key", format!("pay-{}", request.reference))
             .json(request)
             .send()
@@ -192,6 +195,7 @@ impl ProviderClient {
         let response = self
             .http
             .post(format!("{}/v1/refunds", self.base))
+            .bearer_auth(secrecy::ExposeSecret::expose_secret(&self.api_key))
             .header("Idempotency-Key", format!("refund-{payment_id}"))
             .json(&CreateRefund {
                 payment_id: payment_id.to_owned(),

@@ -9,8 +9,9 @@
 //!    again, until its original expiry (the reaper then expires it as usual, and the consumer
 //!    records it). Every reservation's record and its token's pointer are restored, so a token
 //!    cannot reserve a second time and a late payment finds its reservation.
-//! 3. One atomic script (`lua/rebuild_pool.lua`) writes the counters and the config last: until
-//!    then the pool stays refused, and it refuses to touch a pool that has its state.
+//! 3. One atomic script (`lua/rebuild_pool.lua`) checks first that the pool really lost its
+//!    state (it never touches one that has it), then writes the records, the pointers, the
+//!    holds, the counters and the config, all at once.
 //!
 //! What cannot come back: a held reservation's secret (only its holder had it; PostgreSQL keeps
 //! none), so its holder can no longer read or pay it through the API, and the Idempotency-Key
@@ -162,55 +163,37 @@ pub async fn rebuild(
     let ms = |t: OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
     let mut sold = 0i64;
     let mut holds = Vec::new();
-    let mut records = 0;
-    let mut pipe = redis::pipe();
+    let mut records = Vec::new();
     for (id, token, ticket, seats, status, reserved_at, expires_at, payment) in &rows {
         let Some(state) = record_state(status) else {
             continue;
         };
-        records += 1;
         // The secret is gone with Redis; a fresh one keeps the record well-formed, and nobody
         // holds it, so the reservation can no longer be read or paid through the API.
         let secret = hex::encode(rand::random::<[u8; 16]>());
         let (at, expires) = (ms(*reserved_at).to_string(), ms(*expires_at).to_string());
-        let seats = seats.to_string();
-        let mut fields: Vec<(&str, String)> = vec![
-            ("id", id.clone()),
-            ("jti", token.clone()),
-            ("idem", String::new()),
-            ("secret", secret.clone()),
-            ("seats", seats.clone()),
-            ("ticket", ticket.to_string()),
-            ("expires_ms", expires.clone()),
-            ("at_ms", at.clone()),
-            ("state", state.to_owned()),
-        ];
-        if let Some(payment) = payment {
-            fields.push(("payment_id", payment.clone()));
-        }
-        pipe.hset_multiple(k.reservation(id), &fields).ignore();
-        // The token's pointer: the token made this reservation, so it cannot make another.
-        pipe.hset_multiple(
-            k.token_reservation(token),
-            &[
-                ("id", id.clone()),
-                ("idem", String::new()),
-                ("secret", secret),
-                ("seats", seats.clone()),
-                ("expires_ms", expires.clone()),
-                ("at_ms", at),
-                ("entry", "0-0".to_owned()),
-            ],
-        )
-        .ignore();
         match state {
-            "sold" => sold += i64::from(seats.parse::<i32>().unwrap_or(0)),
-            "held" => holds.push((id.clone(), seats, expires)),
+            "sold" => sold += i64::from(*seats),
+            "held" => holds.push((id.clone(), seats.to_string(), expires.clone())),
             _ => {}
         }
+        records.push((
+            [k.reservation(id), k.token_reservation(token)],
+            [
+                id.clone(),
+                token.clone(),
+                secret,
+                seats.to_string(),
+                ticket.to_string(),
+                expires,
+                at,
+                state.to_owned(),
+                payment.clone().unwrap_or_default(),
+            ],
+        ));
     }
-    let _: () = pipe.query_async(&mut conn).await?;
 
+    // One script writes everything, and only after checking the pool has lost its state.
     let rebuild_pool = Script::new(include_str!("../../lua/rebuild_pool.lua"));
     let mut script = rebuild_pool.prepare_invoke();
     crate::catalog::with_state_keys(&mut script, &k)
@@ -221,10 +204,20 @@ pub async fn rebuild(
         .arg(pool)
         .arg(fare_minor)
         .arg(&currency)
-        .arg(sold);
+        .arg(sold)
+        .arg(holds.len());
     for (id, seats, expires) in &holds {
         script.arg(id).arg(seats).arg(expires);
     }
+    for (record_keys, values) in &records {
+        for key in record_keys {
+            script.key(key);
+        }
+        for value in values {
+            script.arg(value);
+        }
+    }
+    let records = records.len();
     let reply: Vec<String> = script.invoke_async(&mut conn).await?;
     match reply.first().map(String::as_str) {
         Some("rebuilt") => {

@@ -55,6 +55,19 @@ pub struct SandboxConfig {
     /// The secret webhooks are signed with (the booking service's FLOODGATE_WEBHOOK_SECRET).
     #[arg(long, env = "FLOODGATE_WEBHOOK_SECRET", hide_env_values = true)]
     pub webhook_secret: SecretString,
+    /// The key callers of its API must present (the booking service's
+    /// FLOODGATE_PAYMENT_API_KEY), as a real provider's API wants one.
+    #[arg(long, env = "FLOODGATE_PAYMENT_API_KEY", hide_env_values = true)]
+    pub api_key: SecretString,
+}
+
+impl SandboxConfig {
+    /// Refuses empty or short secrets, as the booking service does.
+    pub fn validate(&self) -> Result<(), String> {
+        use floodgate_contract::secrets::check_secret;
+        check_secret("FLOODGATE_WEBHOOK_SECRET", &self.webhook_secret)?;
+        check_secret("FLOODGATE_PAYMENT_API_KEY", &self.api_key)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -148,6 +161,22 @@ fn error(status: StatusCode, code: &str, message: &str) -> Response {
     (status, Json(json!({ "error": code, "message": message }))).into_response()
 }
 
+/// The API's key check, `Authorization: Bearer <api key>` compared in constant time: the
+/// refusal to answer, if any. The checkout endpoints are the payer's and take no key.
+fn unauthorized(sandbox: &Sandbox, headers: &HeaderMap) -> Option<Response> {
+    let presented = crate::auth::bearer(headers).unwrap_or_default();
+    let expected = sandbox.config.api_key.expose_secret().as_bytes();
+    let genuine = !presented.is_empty()
+        && floodgate_contract::secrets::same_secret(presented.as_bytes(), expected);
+    (!genuine).then(|| {
+        error(
+            StatusCode::UNAUTHORIZED,
+            "api_key_invalid",
+            "present the API key: Authorization: Bearer <key>",
+        )
+    })
+}
+
 fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
 }
@@ -157,6 +186,9 @@ async fn create_payment(
     headers: HeaderMap,
     Json(request): Json<CreatePayment>,
 ) -> Response {
+    if let Some(refused) = unauthorized(&sandbox, &headers) {
+        return refused;
+    }
     let key = headers
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
@@ -279,6 +311,9 @@ async fn create_refund(
     headers: HeaderMap,
     Json(request): Json<CreateRefund>,
 ) -> Response {
+    if let Some(refused) = unauthorized(&sandbox, &headers) {
+        return refused;
+    }
     let Some(mut payment) = sandbox.payments.get_mut(&request.payment_id) else {
         return error(StatusCode::NOT_FOUND, "unknown_payment", "no such payment");
     };

@@ -158,7 +158,17 @@ impl Workers {
                 self.delete(&keys.outbox(), &acked).await?;
                 return Err(e.to_string());
             }
-            acked.push(entry.id.clone());
+            match seat_reserved(&event) {
+                // A hold whose event is acknowledged is durable: no request may abort it now
+                // (ack.lua also removes the entry).
+                Some(reservation) => {
+                    self.gatekeeper
+                        .ack(sale, pool, &reservation, &entry.id)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                }
+                None => acked.push(entry.id.clone()),
+            }
         }
         if !acked.is_empty() {
             tracing::debug!(count = acked.len(), "relayed outbox events");
@@ -209,6 +219,12 @@ impl Workers {
     }
 }
 
+/// The reservation a `SeatReserved` event is about; `None` for any other event.
+fn seat_reserved(event: &str) -> Option<String> {
+    let envelope = Envelope::from_json(event.as_bytes()).ok()?;
+    (envelope.event.kind() == "SeatReserved").then(|| envelope.event.data().reservation_id.clone())
+}
+
 /// A `SeatReserved` written less than the grace period ago (stream ids start with their Unix ms).
 fn is_young_reservation(entry_id: &str, event: &str, young_after: i64) -> bool {
     let written_ms = entry_id
@@ -225,6 +241,16 @@ mod tests {
     use super::*;
 
     const RESERVED: &str = r#"{"v":1,"id":"p~r.reserved","at_ms":1,"sale":"s","pool":"p","type":"SeatReserved","data":{"reservation_id":"p~r","token_id":"t","ticket":1,"seats":1,"reserved_at_ms":1,"hold_expires_at_ms":2}}"#;
+
+    #[test]
+    fn seat_reserved_events_name_their_reservation() {
+        assert_eq!(seat_reserved(RESERVED).as_deref(), Some("p~r"));
+        assert_eq!(
+            seat_reserved(&RESERVED.replace("SeatReserved", "HoldExpired")),
+            None
+        );
+        assert_eq!(seat_reserved("{"), None);
+    }
 
     #[test]
     fn only_young_reservations_wait() {

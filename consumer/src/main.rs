@@ -11,11 +11,13 @@ use sqlx::postgres::PgPoolOptions;
 struct Cli {
     #[command(flatten)]
     config: Config,
-    /// PostgreSQL to write bookings to.
+    /// PostgreSQL to write bookings to. May carry a password: it is never printed (not by
+    /// `--help`, not in errors).
     #[arg(
         long,
         env = "FLOODGATE_DATABASE_URL",
-        default_value = "postgres://postgres@127.0.0.1:5432/floodgate"
+        default_value = "postgres://postgres@127.0.0.1:5432/floodgate",
+        hide_env_values = true
     )]
     database_url: String,
     /// Where Prometheus scrapes this consumer's metrics (`GET /metrics`).
@@ -38,7 +40,12 @@ async fn main() -> anyhow::Result<()> {
         .max_connections(4)
         .connect(&cli.database_url)
         .await
-        .with_context(|| format!("connecting to PostgreSQL at {}", cli.database_url))?;
+        .with_context(|| {
+            format!(
+                "connecting to PostgreSQL at {}",
+                floodgate_contract::secrets::redact_url(&cli.database_url)
+            )
+        })?;
     migrator().run(&db).await.context("applying migrations")?;
     let metrics_listener = tokio::net::TcpListener::bind(&cli.metrics_listen)
         .await

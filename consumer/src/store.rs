@@ -11,6 +11,9 @@
 //!    └──▶ any of them directly (every event carries the whole reservation)
 //! ```
 //!
+//! A refund while a booking is PENDING_PAYMENT or CONFIRMED returns a payment that was not the
+//! one that bought it (another payment, a wrong amount) and leaves the booking as it is.
+//!
 //! A batch is one transaction: the rows it locks are read, each event's transition is decided
 //! here ([`transition`], a pure function), and the changes and the audit trail are written with
 //! one multi-row statement each (`UNNEST`). Several events of one reservation in one batch are
@@ -91,6 +94,9 @@ pub fn transition(current: Option<Status>, target: Status) -> Option<Status> {
     match (current, target) {
         (None, target) => Some(target),
         (Some(PendingPayment), PendingPayment) => None,
+        // A refund while the hold is live returns money that was not this booking's (another
+        // payment, a wrong amount): the hold goes on.
+        (Some(PendingPayment), Refunded) => None,
         (Some(PendingPayment), target) => Some(target),
         (Some(Expired | Cancelled | Aborted), Refunded) => Some(Refunded),
         _ => None,
@@ -361,10 +367,15 @@ mod tests {
                 "any event may come first"
             );
         }
-        for target in [Confirmed, Cancelled, Expired, Aborted, Refunded] {
+        for target in [Confirmed, Cancelled, Expired, Aborted] {
             assert_eq!(transition(Some(PendingPayment), target), Some(target));
         }
         assert_eq!(transition(Some(PendingPayment), PendingPayment), None);
+        assert_eq!(
+            transition(Some(PendingPayment), Refunded),
+            None,
+            "a stray payment refunded on a live hold leaves the hold be"
+        );
         for dead in [Expired, Cancelled, Aborted] {
             assert_eq!(transition(Some(dead), Refunded), Some(Refunded));
         }

@@ -11,6 +11,7 @@
 //! - [`events`]: the versioned event envelope written to Kafka and its payloads.
 //! - [`ws`]: WebSocket messages in both directions and the close codes.
 //! - [`runtime`]: process plumbing the binaries share (telemetry, signals, the Redis connection).
+//! - [`secrets`]: required secrets, constant-time comparison, URLs made safe to print.
 //! - [`settings`]: the bounds of a sale's live settings, checked at every entry point.
 //!
 //! Changing anything here is a protocol change: bump the relevant version
@@ -23,6 +24,7 @@ pub mod keys;
 pub mod lottery;
 pub mod resume;
 pub mod runtime;
+pub mod secrets;
 pub mod settings;
 pub mod token;
 pub mod ws;

@@ -64,11 +64,13 @@ pub async fn connect_redis(url: &str) -> Result<ConnectionManager, redis::RedisE
 /// Where Redis is, for every service that uses it.
 #[derive(Clone, Debug, clap::Args)]
 pub struct RedisArgs {
-    /// Redis holding the waiting rooms and the inventory.
+    /// Redis holding the waiting rooms and the inventory. May carry a password: it is never
+    /// printed (not by `--help` either).
     #[arg(
         long,
         env = "FLOODGATE_REDIS_URL",
-        default_value = "redis://127.0.0.1:6379"
+        default_value = "redis://127.0.0.1:6379",
+        hide_env_values = true
     )]
     pub redis_url: String,
     /// Prefix of every Redis key (several deployments or tests can share one Redis). No braces.

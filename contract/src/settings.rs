@@ -13,10 +13,10 @@ use std::ops::RangeInclusive;
 /// 5e-20 does not even fit a `Duration`. A million a second is beyond any booking backend.
 pub const ADMISSION_RATE: RangeInclusive<f64> = 0.001..=1_000_000.0;
 
-/// Seconds an admission token lives. At least long enough to choose a class and send one
-/// request on a slow phone; at most an hour, because every live token counts as an active
-/// admitted user under the cap and its claim must be kept for as long as it can be presented.
-pub const TOKEN_TTL_SECS: RangeInclusive<u32> = 10..=3_600;
+/// Seconds an admission token lives: at most an hour, because every live token counts as an
+/// active admitted user under the cap and its claim must be kept for as long as it can be
+/// presented. (A real sale gives people a minute or two to pick a class; rehearsals go lower.)
+pub const TOKEN_TTL_SECS: RangeInclusive<u32> = 1..=3_600;
 
 /// How far a token's expiry may be from the booking service's clock and still be accepted (the
 /// claim of a token lives this much past the token's own expiry).

@@ -43,6 +43,11 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
+/// A fresh secret of 32 random hex characters after `prefix`: as long as the services require.
+pub fn secret(prefix: &str) -> String {
+    format!("{prefix}{}", uuid::Uuid::new_v4().simple())
+}
+
 /// Creates a topic on the real broker (Tansu does not auto-create topics).
 pub async fn create_topic(brokers: &str, topic: &str, partitions: i32) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
@@ -225,9 +230,9 @@ impl TestApp {
         create_topic(&brokers, &topic, 3).await;
         create_topic(&brokers, &format!("{topic}.dlq"), 1).await;
         let signer = TokenSigner::generate("test-key");
-        let webhook_secret = unique("whsec_");
-        let payment_api_key = unique("pk_test_") + &unique("");
-        let ops_token = unique("ops_");
+        let webhook_secret = secret("whsec_");
+        let payment_api_key = secret("pk_test_");
+        let ops_token = secret("ops_");
         let shutdown = CancellationToken::new();
 
         let gateway_config = floodgate_gateway::Config {
@@ -284,6 +289,7 @@ impl TestApp {
                 public_url: format!("http://{sandbox}"),
                 webhook_url: format!("http://{booking}/v1/payments/webhook"),
                 webhook_secret: webhook_secret.clone().into(),
+                api_key: payment_api_key.clone().into(),
             });
         let sandbox_stop = shutdown.child_token();
         tokio::spawn(async move {
@@ -305,11 +311,13 @@ impl TestApp {
             delivery_timeout_ms: options.delivery_timeout_ms,
             linger_ms: 0,
             token_public_keys: format!("{}={}", signer.kid(), signer.public_base64()),
-            payment_provider_url: format!("http://{sandbox}"),
+            payment_provider_url: Some(format!("http://{sandbox}")),
+            payment_sandbox: true,
+            payment_api_key: Some(payment_api_key.clone().into()),
             webhook_secret: webhook_secret.clone().into(),
             webhook_tolerance_secs: 300,
             admin_listen: "127.0.0.1:0".into(),
-            ops_token: Some(ops_token.clone().into()),
+            ops_token: ops_token.clone().into(),
             relay_interval_ms: options.relay_interval_ms,
             reaper_interval_ms: options.reaper_interval_ms,
             instance_id: None,
@@ -322,7 +330,6 @@ impl TestApp {
         tokio::spawn(floodgate_booking::run_admin(
             admin_listener,
             booking_state.clone(),
-            ops_token.clone().into(),
             shutdown.child_token(),
         ));
         tokio::spawn(floodgate_booking::run(
@@ -395,11 +402,13 @@ impl TestApp {
             delivery_timeout_ms,
             linger_ms: 0,
             token_public_keys: format!("{}={}", self.signer.kid(), self.signer.public_base64()),
-            payment_provider_url: format!("http://{}", self.sandbox),
+            payment_provider_url: Some(format!("http://{}", self.sandbox)),
+            payment_sandbox: true,
+            payment_api_key: Some(self.payment_api_key.clone().into()),
             webhook_secret: self.webhook_secret.clone().into(),
             webhook_tolerance_secs: 300,
             admin_listen: "127.0.0.1:0".into(),
-            ops_token: Some(self.ops_token.clone().into()),
+            ops_token: self.ops_token.clone().into(),
             relay_interval_ms: 100,
             reaper_interval_ms: 100,
             instance_id: None,

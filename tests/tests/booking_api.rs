@@ -153,13 +153,19 @@ async fn malformed_requests_get_json_errors_and_the_service_keeps_serving(db: sq
     assert_error(
         post(r#"{"pool":"p1","seats":"one"}"#, Some(key())).await,
         422,
-        "invalid_request",
+        "invalid_seats",
     );
     assert_error(
         post(r#"{"pool":"p1"}"#, Some(key())).await,
         422,
-        "invalid_request",
+        "invalid_seats",
     );
+    assert_error(
+        post(r#"{"pool":7,"seats":1}"#, Some(key())).await,
+        422,
+        "invalid_pool",
+    );
+    assert_error(post(r#"[1, 2]"#, Some(key())).await, 422, "invalid_request");
     assert_error(
         post(r#"{"pool":"p1","seats":1,"extra":true}"#, Some(key())).await,
         422,

@@ -214,7 +214,14 @@ async fn a_booking_process_killed_before_its_publish_loses_nothing(db: sqlx::PgP
             "FLOODGATE_TOKEN_PUBLIC_KEYS",
             format!("{}={}", app.signer.kid(), app.signer.public_base64()),
         )
-        .env("FLOODGATE_WEBHOOK_SECRET", "unused")
+        .env(
+            "FLOODGATE_WEBHOOK_SECRET",
+            floodgate_tests::secret("whsec_"),
+        )
+        .env("FLOODGATE_OPS_TOKEN", floodgate_tests::secret("ops_"))
+        .env("FLOODGATE_ADMIN_LISTEN", "127.0.0.1:0")
+        .env("FLOODGATE_PAYMENT_SANDBOX", "true")
+        .env("FLOODGATE_PAYMENT_API_KEY", floodgate_tests::secret("pk_"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use floodgate_booking::gatekeeper::{Gatekeeper, ReserveError, ReserveRequest, WebhookTarget};
+use floodgate_booking::gatekeeper::{
+    Gatekeeper, Paid, ReserveError, ReserveRequest, WebhookTarget,
+};
 use floodgate_booking::payments::{sign, PaymentObject, WebhookEvent, SIGNATURE_HEADER};
 use floodgate_contract::ids::reservation_id;
 use floodgate_contract::token::AdmissionClaims;
@@ -165,10 +167,15 @@ async fn defect_07_a_refusal_racing_a_same_key_retry_never_frees_a_token_that_ho
     })
     .await;
     // The held seat comes back (its payment failed)...
+    let held = first["reservation_id"].as_str().unwrap();
+    direct
+        .start_payment(&sale, "p1", held, "pay-failed")
+        .await
+        .unwrap();
     let target = WebhookTarget {
         sale: &sale,
         pool: "p1",
-        reservation_id: first["reservation_id"].as_str().unwrap(),
+        reservation_id: held,
         event: "evt-released",
     };
     direct.release(&target, "pay-failed").await.unwrap();
@@ -247,7 +254,10 @@ async fn defect_08_a_201_is_never_given_for_a_hold_that_another_request_aborts(d
     // Y, the same request on a healthy instance, publishes the same event and gets its ack.
     let (status, y) = app.reserve(&sale, &token, &same_key, &one_seat("p1")).await;
     assert_eq!(status, 201, "{y}");
-    assert_eq!(x.await.unwrap(), 503, "X never saw its ack");
+    // X never saw its ack; it either says so (503) or finds the hold durable and gives Y's
+    // answer (201). Either way it may not take back what Y promised.
+    let x = x.await.unwrap();
+    assert!(x == 503 || x == 201, "{x}");
 
     // What Y was promised still stands.
     let id = y["reservation_id"].as_str().unwrap();
@@ -307,7 +317,8 @@ async fn defect_08_a_late_abort_of_a_sold_reservation_leaves_its_token_spent(db:
         view(&app, &sale, &id, &secret).await["status"] == "confirmed"
     })
     .await;
-    assert_eq!(x.await.unwrap(), 503);
+    let x = x.await.unwrap();
+    assert!(x == 503 || x == 201, "{x}");
 
     // X's late abort changed nothing: a retry replays the sold reservation, no second hold.
     let (status, again) = app.reserve(&sale, &token, &same_key, &one_seat("p1")).await;
@@ -395,12 +406,20 @@ async fn defect_11_no_pool_script_changes_anything_when_its_config_is_missing(db
         reservation_id: &ids[1],
         event: "evt-sold",
     };
-    g.confirm(&sold, "pay-1").await.unwrap();
+    let paid = |payment_id| Paid {
+        payment_id,
+        amount_minor: 150_000,
+        currency: "INR",
+    };
+    g.start_payment(&sale, "p1", &ids[1], "pay-1")
+        .await
+        .unwrap();
+    g.confirm(&sold, &paid("pay-1")).await.unwrap();
     let twice = WebhookTarget {
         event: "evt-twice",
         ..sold
     };
-    g.confirm(&twice, "pay-2").await.unwrap();
+    g.confirm(&twice, &paid("pay-2")).await.unwrap();
     // The first one is due.
     let pool = app.keys.pool(&sale, "p1");
     let _: () = redis::pipe()
@@ -425,7 +444,10 @@ async fn defect_11_no_pool_script_changes_anything_when_its_config_is_missing(db
         event: "evt-a",
     };
     let outcomes = vec![
-        ("confirm", format!("{:?}", g.confirm(&held, "pay-3").await)),
+        (
+            "confirm",
+            format!("{:?}", g.confirm(&held, &paid("pay-3")).await),
+        ),
         (
             "release",
             format!(
@@ -670,6 +692,19 @@ async fn defect_14_only_the_started_payment_of_the_right_amount_confirms(db: sql
         .await;
     assert_eq!(status, 202, "{started}");
     let started_id = started["payment_id"].as_str().unwrap().to_owned();
+    // The payer completes it, and the provider takes its time telling us (its own webhook is
+    // due long after this test): meanwhile a misbehaving provider reports it wrongly.
+    let (status, body) = app
+        .answer(
+            app.http
+                .post(format!(
+                    "http://{}/v1/payments/{started_id}/checkout",
+                    app.sandbox
+                ))
+                .json(&json!({"outcome": "succeed", "delay_ms": 600_000})),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
 
     // A payment someone else started, for the right amount: refunded, the hold untouched.
     let stranger = pay_at_sandbox(&app, &sale, &id, 150_000).await;

@@ -1,0 +1,130 @@
+//! Secrets as the services take them: never empty or short, compared in constant time, and URLs
+//! that may carry credentials made safe to print.
+
+use secrecy::{ExposeSecret, SecretString};
+use subtle::ConstantTimeEq;
+
+/// The shortest shared secret accepted (the ops token, the webhook secret, the payment
+/// provider's API key): 32 characters, e.g. 24 random bytes in base64 or 16 in hex twice over,
+/// comfortably past what can be guessed online. `head -c 24 /dev/urandom | base64` makes one.
+pub const MIN_SECRET_LEN: usize = 32;
+
+/// Checks the secret configured as `setting` (its environment variable's name, which the error
+/// names so an operator knows what to fix): present, not blank, and at least
+/// [`MIN_SECRET_LEN`] characters.
+pub fn check_secret(setting: &str, secret: &SecretString) -> Result<(), String> {
+    let value = secret.expose_secret();
+    if value.trim().is_empty() {
+        return Err(format!(
+            "{setting} is empty; set it to a secret of at least {MIN_SECRET_LEN} characters"
+        ));
+    }
+    if value.chars().count() < MIN_SECRET_LEN {
+        return Err(format!(
+            "{setting} is too short; a secret needs at least {MIN_SECRET_LEN} characters"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `presented` is `expected`, in time that does not depend on how much of it matched.
+pub fn same_secret(presented: &[u8], expected: &[u8]) -> bool {
+    presented.ct_eq(expected).into()
+}
+
+/// `url` with any password (after the user name in its user info, or as a `password=` query
+/// parameter) replaced by `***`, for logs and errors.
+pub fn redact_url(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(scheme_end) = out.find("://") {
+        let rest = scheme_end + 3;
+        let authority_end = out[rest..]
+            .find(['/', '?', '#'])
+            .map_or(out.len(), |i| rest + i);
+        if let Some(at) = out[rest..authority_end].rfind('@') {
+            // `user:password@`: the user name stays, it helps whoever reads the log.
+            if let Some((user, _)) = out[rest..rest + at].split_once(':') {
+                let redacted = format!("{user}:***");
+                out.replace_range(rest..rest + at, &redacted);
+            }
+        }
+    }
+    if let Some(query_start) = out.find('?') {
+        let (base, query) = out.split_at(query_start + 1);
+        let query = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((key, _))
+                    if [
+                        "password",
+                        "passwd",
+                        "pass",
+                        "sslpassword",
+                        "token",
+                        "secret",
+                    ]
+                    .contains(&key.to_ascii_lowercase().as_str()) =>
+                {
+                    format!("{key}=***")
+                }
+                _ => pair.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("&");
+        out = format!("{base}{query}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_must_be_long_enough() {
+        let long = SecretString::from("x".repeat(MIN_SECRET_LEN));
+        assert!(check_secret("S", &long).is_ok());
+        let err = check_secret("FLOODGATE_OPS_TOKEN", &SecretString::from("")).unwrap_err();
+        assert!(
+            err.contains("FLOODGATE_OPS_TOKEN") && err.contains("empty"),
+            "{err}"
+        );
+        assert!(check_secret("S", &SecretString::from(" ".repeat(40))).is_err());
+        assert!(check_secret("S", &SecretString::from("short")).is_err());
+    }
+
+    #[test]
+    fn secrets_compare_by_content() {
+        assert!(same_secret(b"secret", b"secret"));
+        assert!(!same_secret(b"secret", b"secreT"));
+        assert!(!same_secret(b"secret", b"secret2"));
+        assert!(
+            !same_secret(b"", b"secret"),
+            "nothing presented is never a match"
+        );
+    }
+
+    #[test]
+    fn passwords_in_urls_are_redacted() {
+        assert_eq!(
+            redact_url(
+                "postgres://floodgate:hunter2@db.internal:5432/floodgate?sslmode=verify-full"
+            ),
+            "postgres://floodgate:***@db.internal:5432/floodgate?sslmode=verify-full"
+        );
+        assert_eq!(
+            redact_url("redis://:hunter2@127.0.0.1:6379"),
+            "redis://:***@127.0.0.1:6379"
+        );
+        assert_eq!(
+            redact_url("postgres://u@h/db?password=hunter2&application_name=x"),
+            "postgres://u@h/db?password=***&application_name=x"
+        );
+        assert_eq!(
+            redact_url("postgres://postgres@127.0.0.1:5432/floodgate"),
+            "postgres://postgres@127.0.0.1:5432/floodgate",
+            "no password, nothing to hide"
+        );
+        assert_eq!(redact_url("127.0.0.1:9092"), "127.0.0.1:9092");
+    }
+}
