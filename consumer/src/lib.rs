@@ -139,10 +139,33 @@ pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> an
     let commit_interval = Duration::from_millis(config.commit_interval_ms);
     let mut last_commit = tokio::time::Instant::now();
 
+    // Whether some applied offsets are not committed yet.
+    let mut uncommitted = false;
     loop {
-        let Some(batch) = next_batch(&consumer, config.batch_max.max(1), linger, &shutdown).await
-        else {
-            break;
+        // With offsets waiting, wait for more events only until they are due: a sale's last few
+        // events must not stay uncommitted because nothing came after them (the lag would never
+        // return to zero, and a restart would read them again).
+        let idle_after = uncommitted.then(|| commit_interval.saturating_sub(last_commit.elapsed()));
+        let batch = match next_batch(
+            &consumer,
+            config.batch_max.max(1),
+            linger,
+            &shutdown,
+            idle_after,
+        )
+        .await
+        {
+            Next::Shutdown => break,
+            Next::Idle => {
+                last_commit = tokio::time::Instant::now();
+                match consumer.commit(&offset_list(&applied_offsets), CommitMode::Sync) {
+                    Ok(()) => uncommitted = false,
+                    // Tried again after another interval.
+                    Err(e) => tracing::warn!(error = %e, "offset commit failed"),
+                }
+                continue;
+            }
+            Next::Batch(batch) => batch,
         };
         metrics::histogram!("floodgate_consumer_batch_size").record(batch.len() as f64);
         let mut events = Vec::with_capacity(batch.len());
@@ -222,10 +245,14 @@ pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> an
             let next = applied_offsets.entry(partition).or_insert(0);
             *next = (*next).max(offset);
         }
+        uncommitted = true;
         // Offsets are committed at most once per interval, not per batch: each commit is a
-        // write on the broker, and a redelivery after a crash is absorbed anyway.
+        // write on the broker, and a redelivery after a crash is absorbed anyway. What is left
+        // when events stop is committed once the consumer has been idle for the interval.
         if last_commit.elapsed() >= commit_interval {
             last_commit = tokio::time::Instant::now();
+            // An asynchronous commit can still fail after it was queued, so `uncommitted` stays
+            // set: once events stop, the idle commit (synchronous) makes sure of them.
             if let Err(e) = consumer.commit(&offset_list(&applied_offsets), CommitMode::Async) {
                 // Not fatal: the next commit covers these offsets, and a redelivery is absorbed.
                 tracing::warn!(error = %e, "offset commit failed");
@@ -272,18 +299,35 @@ async fn apply(db: &PgPool, events: &[store::Decoded]) -> Result<Applied, sqlx::
     }
 }
 
-/// Waits for one message, then takes whatever else arrives within `linger`, up to `max`.
-/// `None` on shutdown.
+/// What waiting for the next batch came to.
+enum Next {
+    Batch(Vec<OwnedMessage>),
+    /// Nothing arrived within the idle time given.
+    Idle,
+    Shutdown,
+}
+
+/// Waits for one message (for at most `idle_after`, if given), then takes whatever else
+/// arrives within `linger`, up to `max`.
 async fn next_batch(
     consumer: &StreamConsumer<GroupLog>,
     max: usize,
     linger: Duration,
     shutdown: &CancellationToken,
-) -> Option<Vec<OwnedMessage>> {
+    idle_after: Option<Duration>,
+) -> Next {
+    let idle = async {
+        match idle_after {
+            Some(after) => tokio::time::sleep(after).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(idle);
     let mut batch = Vec::new();
     while batch.is_empty() {
         let received = tokio::select! {
-            _ = shutdown.cancelled() => return None,
+            _ = shutdown.cancelled() => return Next::Shutdown,
+            _ = &mut idle => return Next::Idle,
             m = consumer.recv() => m,
         };
         match received {
@@ -305,7 +349,7 @@ async fn next_batch(
             Err(_) => break,
         }
     }
-    Some(batch)
+    Next::Batch(batch)
 }
 
 /// The offsets to commit after `batch`: one past its last message, per partition.

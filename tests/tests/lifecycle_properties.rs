@@ -484,7 +484,7 @@ impl World {
         let t = self.new_token(rng);
         let (pool, seats) = (self.tokens[t].pool, self.tokens[t].seats);
         if self.available(pool).await < i64::from(seats) {
-            return format!("race {pool}: no seats to race for");
+            return format!("no seats to race for in {pool}");
         }
         let (arrived, mut arrivals) = mpsc::unbounded_channel();
         let (open_ack, ack_gate) = watch::channel(false);
@@ -906,6 +906,17 @@ async fn run(db: &sqlx::PgPool, seed: u64) {
             ))
             .await;
     }
+    // What the seed exercised, for whoever reads the output: the races must actually happen.
+    let count = |what: &str| trail.iter().filter(|t| t.contains(what)).count();
+    eprintln!(
+        "seed {seed}: {} reserved, {} aborted, {} refusal races, {} ack/abort races ({} aborted first), {} other-pool refusals",
+        count(": 201"),
+        count("not acked"),
+        count("refusal races"),
+        count("race p"),
+        count("aborted first"),
+        count("other pool"),
+    );
 }
 
 #[sqlx::test(migrations = "../migrations")]
