@@ -12,6 +12,7 @@ FLOODGATE_HOME=${FLOODGATE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/floodgate}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$FLOODGATE_HOME/target}
 export FLOODGATE_DATABASE_URL=${FLOODGATE_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/floodgate}
 export FLOODGATE_GATEWAY_LISTEN=${FLOODGATE_GATEWAY_LISTEN:-127.0.0.1:8080}
+export FLOODGATE_GATEWAY_ADMIN_LISTEN=${FLOODGATE_GATEWAY_ADMIN_LISTEN:-127.0.0.1:9080}
 export FLOODGATE_BOOKING_LISTEN=${FLOODGATE_BOOKING_LISTEN:-127.0.0.1:8081}
 export FLOODGATE_SANDBOX_LISTEN=${FLOODGATE_SANDBOX_LISTEN:-127.0.0.1:8082}
 export FLOODGATE_SANDBOX_PUBLIC_URL=${FLOODGATE_SANDBOX_PUBLIC_URL:-http://$FLOODGATE_SANDBOX_LISTEN}
@@ -22,6 +23,10 @@ export FLOODGATE_PAYMENT_PROVIDER_URL=${FLOODGATE_PAYMENT_PROVIDER_URL:-http://$
 # A stable id per consumer instance lets a restarted consumer take its partitions straight back.
 export FLOODGATE_CONSUMER_INSTANCE_ID=${FLOODGATE_CONSUMER_INSTANCE_ID:-demo-consumer-1}
 export FLOODGATE_STATIC_DIR=${FLOODGATE_STATIC_DIR:-$PWD/static}
+# No CDN here: the gateway passes the page's booking requests to the booking service, so the
+# page talks to its own origin only, and it sends payers to the sandbox's checkout alone.
+export FLOODGATE_BOOKING_URL=${FLOODGATE_BOOKING_URL:-http://$FLOODGATE_BOOKING_LISTEN}
+export FLOODGATE_CHECKOUT_ORIGINS=${FLOODGATE_CHECKOUT_ORIGINS:-$FLOODGATE_SANDBOX_PUBLIC_URL}
 OPENS_IN=${OPENS_IN:-60}
 LOGS="$FLOODGATE_HOME/logs"
 mkdir -p "$LOGS"
@@ -90,7 +95,7 @@ cat <<TXT
   Floodgate is running. The demo sale $SALE opens in $OPENS_IN seconds.
 
   Waiting room (open in a browser, in several tabs to see the queue):
-      http://$FLOODGATE_GATEWAY_LISTEN/?sale=$SALE&api=http://$FLOODGATE_BOOKING_LISTEN
+      http://$FLOODGATE_GATEWAY_LISTEN/?sale=$SALE
   The sale's live figures:
       http://$FLOODGATE_GATEWAY_LISTEN/v1/sales/$SALE
   Booking API:
@@ -103,8 +108,8 @@ cat <<TXT
       http://127.0.0.1:9081/admin/console?sale=$SALE
   Ops API:
       curl -H "Authorization: Bearer \$FLOODGATE_OPS_TOKEN" http://127.0.0.1:9081/admin/v1/sales/$SALE
-  Metrics (Prometheus):
-      http://$FLOODGATE_GATEWAY_LISTEN/metrics  http://$FLOODGATE_BOOKING_LISTEN/metrics  http://127.0.0.1:9102/metrics
+  Metrics (Prometheus, on the admin listeners, never public):
+      http://$FLOODGATE_GATEWAY_ADMIN_LISTEN/metrics  http://127.0.0.1:9081/metrics  http://127.0.0.1:9102/metrics
   Logs:
       $LOGS/{gateway,booking,sandbox-pay,consumer}.log
 

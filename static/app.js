@@ -1,12 +1,18 @@
 // Floodgate's browser client: browse a sale's trains (static catalog JSON and cached seat counts),
 // wait in the waiting room over WebSocket, get admitted, reserve, pay, see the confirmation.
-// Query parameters: sale (none: the list of sales), api (the booking API's origin; default: this
-// host, port 8081). The protocol is docs/protocol.md.
+// Query parameter: sale (none: the list of sales). The protocol is docs/protocol.md.
+//
+// Everything goes to the page's own origin: the admission token and the reservation's secret
+// are sent nowhere else, whatever a link says (the site's CDN, or the gateway itself, routes the
+// booking paths to the booking service). A checkout URL is followed only to the payment
+// provider's origins the site names in its `floodgate-checkout-origins` meta.
 "use strict";
 
 const params = new URLSearchParams(location.search);
 const sale = params.get("sale");
-const api = params.get("api") || `${location.protocol}//${location.hostname}:8081`;
+const api = "";
+const checkoutOrigins = (document.querySelector('meta[name="floodgate-checkout-origins"]')?.content ?? "")
+  .split(/\s+/).filter(Boolean);
 const $ = (id) => document.getElementById(id);
 const enc = encodeURIComponent;
 
@@ -119,7 +125,7 @@ async function showSales() {
     for (const s of index.sales) {
       const li = el("li", "card sale");
       const a = el("a", null, s.name);
-      a.href = `/?sale=${enc(s.sale)}${params.get("api") ? `&api=${enc(api)}` : ""}`;
+      a.href = `/?sale=${enc(s.sale)}`;
       li.appendChild(a);
       li.appendChild(el("span", "muted", `Opens ${new Date(s.opens_at_ms).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" })}`));
       list.appendChild(li);
@@ -522,7 +528,14 @@ async function pay(url, auth) {
     const started = await fetch(`${url}/payment`, { method: "POST", headers: auth });
     const payment = await started.json();
     if (!started.ok) { setStatus(payment.message, "warn"); $("pay").disabled = false; return; }
-    window.open(payment.checkout_url, "_blank");
+    let checkout;
+    try { checkout = new URL(payment.checkout_url); } catch { checkout = null; }
+    if (!checkout || !checkoutOrigins.includes(checkout.origin)) {
+      setStatus("The payment page is not at the payment provider this site uses, so it was not opened. Please contact support.", "warn");
+      $("pay").disabled = false;
+      return;
+    }
+    window.open(checkout.href, "_blank", "noopener");
     setStatus("Complete the payment in the new tab. This page updates by itself.");
   } catch {
     setStatus("Could not reach the payment service. Try again.", "warn");

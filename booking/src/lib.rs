@@ -39,13 +39,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
-use axum::http::{header, HeaderName, Method};
 use axum::routing::{get, post};
 use axum::Router;
 use floodgate_contract::token::TokenVerifier;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::trace::TraceLayer;
 
 pub use config::Config;
@@ -131,16 +129,8 @@ impl AppState {
 
 /// The booking API's routes.
 pub fn router(state: AppState) -> Router {
-    // Tokens travel in a header, never in cookies, so allowing any origin exposes nothing:
-    // the browser client may be served from a CDN host other than this API's.
-    let cors = CorsLayer::new()
-        .allow_origin(AllowOrigin::any())
-        .allow_methods([Method::GET, Method::POST])
-        .allow_headers([
-            header::AUTHORIZATION,
-            header::CONTENT_TYPE,
-            HeaderName::from_static("idempotency-key"),
-        ]);
+    // No CORS: the page calls this API on its own origin (the CDN, or the gateway, routes the
+    // booking paths here), so no other site's script is given a way in.
     Router::new()
         .route(
             "/v1/sales/{sale}/reservations",
@@ -158,7 +148,6 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(api::health))
         .fallback(api::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(cors)
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }

@@ -49,8 +49,14 @@ const IMMUTABLE: &str = "public, max-age=31536000, immutable";
 
 impl Assets {
     /// Loads `dir`'s top-level `.js` and `.css` files and its `index.html`, rewriting the page's
-    /// references (`src="app.js"`, `href="style.css"`) to the hashed names.
-    pub fn load(dir: &Path) -> std::io::Result<Self> {
+    /// references (`src="app.js"`, `href="style.css"`) to the hashed names, and writing the
+    /// origins it may send a payer to for checkout into its `floodgate-checkout-origins` meta.
+    pub fn load(dir: &Path, checkout_origins: &[String]) -> std::io::Result<Self> {
+        let origins = checkout_origins
+            .iter()
+            .map(|o| check_origin(o))
+            .collect::<Result<Vec<_>, _>>()?
+            .join(" ");
         let mut assets = Assets::default();
         let mut renames = Vec::new();
         for entry in std::fs::read_dir(dir)? {
@@ -82,9 +88,33 @@ impl Assets {
                     );
                 }
             }
+            page = page.replace(
+                r#"<meta name="floodgate-checkout-origins" content="">"#,
+                &format!(r#"<meta name="floodgate-checkout-origins" content="{origins}">"#),
+            );
             assets.index = Some(Asset::new("text/html; charset=utf-8", page.into_bytes()));
         }
         Ok(assets)
+    }
+}
+
+/// An origin as the page compares them (`scheme://host[:port]`, lowercase, no path): only
+/// characters an origin can have, so it is safe inside the page's markup.
+fn check_origin(origin: &str) -> std::io::Result<String> {
+    let origin = origin.trim().trim_end_matches('/').to_ascii_lowercase();
+    let (scheme, host) = origin.split_once("://").unwrap_or(("", ""));
+    let valid = matches!(scheme, "http" | "https")
+        && !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'));
+    if valid {
+        Ok(origin)
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("FLOODGATE_CHECKOUT_ORIGINS: {origin:?} is not an origin like https://pay.example.com"),
+        ))
     }
 }
 

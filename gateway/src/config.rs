@@ -95,6 +95,15 @@ pub struct Config {
     /// reserve for Redis connections, logs and the listener.
     #[arg(long, env = "FLOODGATE_MAX_SESSIONS")]
     pub max_sessions: Option<u64>,
+    /// The booking service, for the page's booking requests where no CDN routes them to it (the
+    /// demo, a single host): the gateway passes `/v1/sales/{sale}/reservations...` on to it, so
+    /// the page talks to its own origin only. Unset: those paths are 404 here.
+    #[arg(long, env = "FLOODGATE_BOOKING_URL")]
+    pub booking_url: Option<String>,
+    /// The origins the page may send a payer to for checkout (the payment provider's),
+    /// comma-separated (`https://pay.example.com`). A checkout URL elsewhere is not followed.
+    #[arg(long, env = "FLOODGATE_CHECKOUT_ORIGINS", value_delimiter = ',')]
+    pub checkout_origins: Vec<String>,
     /// Folder of the browser client, served at `/` (none: no static files).
     #[arg(long, env = "FLOODGATE_STATIC_DIR")]
     pub static_dir: Option<PathBuf>,

@@ -6,6 +6,7 @@
 //! - [`config`]: process settings (flags and environment).
 //! - [`room`]: a sale's shared view on this gateway, its refresh task and the admission controller.
 //! - [`places`]: dead places and admission batches, as the room learns them from Redis.
+//! - [`bookings`]: the booking paths on the page's own origin, passed to the booking service.
 //! - [`session`]: one client's WebSocket session.
 //! - [`tickets`]: taking a ticket, taking one back, and recording a session's end.
 //! - [`error`]: JSON errors answered before an upgrade.
@@ -14,6 +15,7 @@
 //! A gateway never decides a seat: it only hands out tickets and admission tokens.
 
 pub mod assets;
+pub mod bookings;
 pub mod config;
 pub mod error;
 pub mod limits;
@@ -92,6 +94,8 @@ pub struct AppState {
     pub seats: Arc<seats::SeatBoard>,
     /// The browser client's page and hashed assets.
     pub assets: Arc<assets::Assets>,
+    /// Where the page's booking requests go, if this gateway passes them on.
+    pub booking: Option<bookings::BookingRoute>,
 }
 
 impl AppState {
@@ -134,10 +138,15 @@ impl AppState {
         );
         let resume = signer.resume_key();
         let assets = match &config.static_dir {
-            Some(dir) => assets::Assets::load(dir)
+            Some(dir) => assets::Assets::load(dir, &config.checkout_origins)
                 .with_context(|| format!("reading the static folder {}", dir.display()))?,
             None => assets::Assets::default(),
         };
+        let booking = config
+            .booking_url
+            .as_deref()
+            .map(bookings::BookingRoute::new)
+            .transpose()?;
         Ok(Self {
             redis,
             keys,
@@ -154,6 +163,7 @@ impl AppState {
             sessions: Arc::new(AtomicU64::new(0)),
             seats: Arc::new(seats::SeatBoard::default()),
             assets: Arc::new(assets),
+            booking,
         })
     }
 
@@ -257,6 +267,15 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/sales/{sale}/seats", get(seats::seats))
         .route("/v1/sales/{sale}/{file}", get(seats_json))
         .route("/v1/sales/{sale}/draw/nonces", get(draw::nonces))
+        .route(
+            "/v1/sales/{sale}/reservations",
+            axum::routing::post(bookings::forward),
+        )
+        .route("/v1/sales/{sale}/reservations/{id}", get(bookings::forward))
+        .route(
+            "/v1/sales/{sale}/reservations/{id}/payment",
+            axum::routing::post(bookings::forward),
+        )
         .route("/healthz", get(health));
     if let Some(dir) = &state.config.static_dir {
         router = router
@@ -276,6 +295,8 @@ pub fn router(state: AppState) -> Router {
             .fallback(|| async { ApiError::NotFound("not_found", "no such endpoint".into()) });
     }
     router
+        // Booking bodies are a few dozen bytes (the booking service's own limit is 4 KiB).
+        .layer(axum::extract::DefaultBodyLimit::max(4 * 1024))
         .method_not_allowed_fallback(|| async {
             ApiError::MethodNotAllowed(
                 "method_not_allowed",

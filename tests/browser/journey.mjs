@@ -1,16 +1,18 @@
 // One user's journey on a phone-sized screen: the list of sales, the sale's train list, the
 // queue, admission, a class, the hold with its countdown, payment on the sandbox provider's
 // checkout page (a new tab), and the confirmation. With "expire" the user never pays, and the
-// script waits for the page to show the hold's expiry instead. Saves a screenshot of each step
-// into the artifacts folder (journey-*.png or expiry-*.png); prints what it saw as JSON.
+// script waits for the page to show the hold's expiry instead; with "refused" the site names
+// another payment provider than the one answering, and the script waits for the page to refuse
+// the checkout. Saves a screenshot of each step into the artifacts folder (journey-*.png,
+// expiry-*.png or refused-*.png); prints what it saw as JSON.
 //
-//   node journey.mjs <home page url> [pay|expire] <artifacts folder>
+//   node journey.mjs <home page url> [pay|expire|refused] <artifacts folder>
 import { launch, PHONE } from "./chromium.mjs";
 
 const args = process.argv.slice(2);
 const artifacts = args.pop();
 const [url, mode = "pay"] = args;
-const prefix = mode === "expire" ? "expiry" : "journey";
+const prefix = { expire: "expiry", refused: "refused" }[mode] ?? "journey";
 const browser = await launch();
 let page;
 const problems = [];
@@ -66,6 +68,10 @@ try {
   if (mode === "expire") {
     await until(() => /expired/i.test(document.querySelector("#status")?.textContent ?? ""), null, 60_000);
     await shot(page, "5-expired");
+  } else if (mode === "refused") {
+    await pay.click();
+    await until(() => /not opened/i.test(document.querySelector("#status")?.textContent ?? ""), null, 15_000);
+    await shot(page, "5-refused");
   } else {
     const [checkout] = await Promise.all([context.waitForEvent("page"), pay.click()]);
     await checkout.waitForLoadState();
@@ -85,7 +91,8 @@ try {
     countdown,
     summary,
     result: (await page.textContent("#status")).trim(),
-    details: (await page.textContent(mode === "expire" ? "#panel" : "#done-summary")).trim(),
+    details: mode === "refused" ? "" : (await page.textContent(mode === "expire" ? "#panel" : "#done-summary")).trim(),
+    pages: page.context().pages().length,
   }));
 } finally {
   await browser.close();

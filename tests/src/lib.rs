@@ -187,6 +187,8 @@ pub struct TestOptions {
     pub room_idle_ms: u64,
     /// The gateway's static folder (none: no static files).
     pub static_dir: Option<std::path::PathBuf>,
+    /// The payment provider origins the page may send a payer to (default: the sandbox's).
+    pub checkout_origins: Option<Vec<String>>,
     /// Proxies whose `X-Forwarded-For` the gateway believes.
     pub trusted_proxies: Vec<std::net::IpAddr>,
 }
@@ -209,6 +211,7 @@ impl Default for TestOptions {
             max_sessions: None,
             room_idle_ms: 60_000,
             static_dir: None,
+            checkout_origins: None,
             trusted_proxies: Vec::new(),
         }
     }
@@ -235,6 +238,12 @@ impl TestApp {
         let ops_token = secret("ops_");
         let shutdown = CancellationToken::new();
 
+        // The gateway, booking and the sandbox provider name each other: bind all three listeners
+        // before configuring any.
+        let booking_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let booking = booking_listener.local_addr().unwrap();
+        let sandbox_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let sandbox = sandbox_listener.local_addr().unwrap();
         let gateway_config = floodgate_gateway::Config {
             listen: "127.0.0.1:0".into(),
             admin_listen: "127.0.0.1:0".into(),
@@ -262,6 +271,11 @@ impl TestApp {
             ipv6_prefix: 64,
             room_idle_ms: options.room_idle_ms,
             static_dir: options.static_dir.clone(),
+            booking_url: Some(format!("http://{booking}")),
+            checkout_origins: options
+                .checkout_origins
+                .clone()
+                .unwrap_or_else(|| vec![format!("http://{sandbox}")]),
             instance_id: Some("gw-test".into()),
         };
         let gateway_state =
@@ -278,11 +292,6 @@ impl TestApp {
         ));
         tokio::spawn(floodgate_gateway::run(listener, gateway_state));
 
-        // Booking and the sandbox provider call each other: bind both before configuring either.
-        let booking_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let booking = booking_listener.local_addr().unwrap();
-        let sandbox_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let sandbox = sandbox_listener.local_addr().unwrap();
         let sandbox_app =
             floodgate_booking::sandbox::Sandbox::new(floodgate_booking::sandbox::SandboxConfig {
                 listen: sandbox.to_string(),

@@ -109,14 +109,15 @@ async fn still_queue_with_two_ahead(app: &TestApp, sale: &str) -> Vec<RoomClient
     ahead
 }
 
-/// The home page (the list of sales) on the gateway, talking to the test's booking API.
+/// The home page (the list of sales) on the gateway, which passes the page's booking requests
+/// to the test's booking service: the page talks to its own origin only.
 fn home_url(app: &TestApp) -> String {
-    format!("http://{}/?api=http://{}", app.gateway, app.booking)
+    format!("http://{}/", app.gateway)
 }
 
 /// The sale's page.
 fn page_url(app: &TestApp, sale: &str) -> String {
-    format!("{}&sale={sale}", home_url(app))
+    format!("{}?sale={sale}", home_url(app))
 }
 
 #[sqlx::test(migrations = "../migrations")]
@@ -254,6 +255,37 @@ async fn defect_17_the_page_books_on_its_own_origin_whatever_the_link_says(db: s
     );
 }
 
+/// The page follows a checkout URL only to the payment provider's origin the site names: a
+/// booking service (or anything posing as one) cannot send the payer elsewhere.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_checkout_url_outside_the_providers_origin_is_not_followed(db: sqlx::PgPool) {
+    let site = Site::new();
+    let options = TestOptions {
+        checkout_origins: Some(vec!["https://pay.example.invalid".into()]),
+        ..site.options()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = unique("checkout-");
+    app.create_sale(
+        &sale,
+        &SaleSpec {
+            opens_in: Duration::from_secs(3),
+            ..SaleSpec::default()
+        },
+    )
+    .await;
+    site.publish(&app, &sale).await;
+
+    let seen = script("journey.mjs", vec![home_url(&app), "refused".into()]).await;
+    assert!(
+        seen["result"].as_str().unwrap().contains("not opened"),
+        "{seen}"
+    );
+    assert_eq!(seen["pages"], 1, "no checkout tab was opened: {seen}");
+    let held = app.keys.pool(&sale, "p1").held();
+    assert_eq!(app.redis_int(&held).await, 1, "the hold is still there");
+}
+
 #[sqlx::test(migrations = "../migrations")]
 async fn an_unpaid_hold_counts_down_and_the_page_shows_its_expiry(db: sqlx::PgPool) {
     let spec = SaleSpec {
@@ -348,7 +380,7 @@ async fn when_its_gateway_goes_away_the_page_reconnects_and_keeps_its_place(db: 
     let edge = Edge::start(&[gateways[0].addr, gateways[1].addr], app.booking).await;
     let _ahead = still_queue_with_two_ahead(&app, &sale).await;
 
-    let url = edge.url(&format!("/?sale={sale}&api=http://{}", app.booking));
+    let url = edge.url(&format!("/?sale={sale}"));
     let dir = browser_dir();
     let artifacts = dir.join("artifacts");
     std::fs::create_dir_all(&artifacts).unwrap();
