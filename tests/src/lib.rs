@@ -162,6 +162,8 @@ pub struct TestApp {
     /// The sandbox payment provider.
     pub sandbox: SocketAddr,
     pub http: reqwest::Client,
+    /// The broker booking and the consumer use.
+    kafka_brokers: String,
     shutdown: CancellationToken,
 }
 
@@ -189,6 +191,8 @@ pub struct TestOptions {
     pub static_dir: Option<std::path::PathBuf>,
     /// The payment provider origins the page may send a payer to (default: the sandbox's).
     pub checkout_origins: Option<Vec<String>>,
+    /// Whether the consumer starts with the app (else [`TestApp::start_consumer`] starts it).
+    pub consumer: bool,
     /// Proxies whose `X-Forwarded-For` the gateway believes.
     pub trusted_proxies: Vec<std::net::IpAddr>,
 }
@@ -212,6 +216,7 @@ impl Default for TestOptions {
             room_idle_ms: 60_000,
             static_dir: None,
             checkout_origins: None,
+            consumer: true,
             trusted_proxies: Vec::new(),
         }
     }
@@ -348,28 +353,7 @@ impl TestApp {
         ));
 
         let consumer_group = unique("floodgate-test-");
-        let consumer_config = floodgate_consumer::Config {
-            kafka: KafkaArgs {
-                kafka_brokers: brokers,
-                reservations_topic: topic.clone(),
-            },
-            group: consumer_group.clone(),
-            instance_id: Some("consumer-1".into()),
-            kafka_debug: None,
-            dlq_topic: None,
-            batch_max: 500,
-            batch_linger_ms: 10,
-            commit_interval_ms: 200,
-        };
-        let consumer_db = db.clone();
-        let consumer_stop = shutdown.child_token();
-        tokio::spawn(async move {
-            floodgate_consumer::run(&consumer_config, consumer_db, consumer_stop)
-                .await
-                .expect("consumer runs")
-        });
-
-        TestApp {
+        let app = TestApp {
             db,
             redis: floodgate_contract::runtime::connect_redis(&redis_url())
                 .await
@@ -387,8 +371,36 @@ impl TestApp {
             booking,
             sandbox,
             http: reqwest::Client::new(),
+            kafka_brokers: brokers,
             shutdown,
+        };
+        if options.consumer {
+            app.start_consumer();
         }
+        app
+    }
+
+    /// Starts the consumer (in-process) on this app's topic and group.
+    pub fn start_consumer(&self) {
+        let config = floodgate_consumer::Config {
+            kafka: KafkaArgs {
+                kafka_brokers: self.kafka_brokers.clone(),
+                reservations_topic: self.topic.clone(),
+            },
+            group: self.consumer_group.clone(),
+            instance_id: Some("consumer-1".into()),
+            kafka_debug: None,
+            dlq_topic: None,
+            batch_max: 500,
+            batch_linger_ms: 10,
+            commit_interval_ms: 200,
+        };
+        let (db, stop) = (self.db.clone(), self.shutdown.child_token());
+        tokio::spawn(async move {
+            floodgate_consumer::run(&config, db, stop)
+                .await
+                .expect("consumer runs")
+        });
     }
 
     /// Starts another booking service in-process on port 0, sharing this app's Redis prefix,

@@ -14,7 +14,18 @@ fn sale_scenario(
     sale: &str,
     clients: u64,
 ) -> (i32, String, serde_json::Value) {
-    let (clients, gateway) = (clients.to_string(), app.gateway.to_string());
+    sale_scenario_on(app, &app.gateway.to_string(), database_url, sale, clients)
+}
+
+/// The `sale` scenario with its people spread over `gateways` (comma-separated).
+fn sale_scenario_on(
+    app: &TestApp,
+    gateways: &str,
+    database_url: &str,
+    sale: &str,
+    clients: u64,
+) -> (i32, String, serde_json::Value) {
+    let (clients, gateway) = (clients.to_string(), gateways.to_owned());
     let (booking, sandbox) = (app.booking.to_string(), app.sandbox.to_string());
     let redis = redis_url();
     scenario(&[
@@ -135,6 +146,164 @@ async fn the_sale_scenario_runs_the_whole_rush_and_checks_its_invariants() {
     let (status, stdout, report) = sale_scenario(&app, &url, &sale, 0);
     assert_eq!(status, 2, "{stdout}");
     assert_eq!(report["checks"][0]["ok"], false, "{report}");
+}
+
+/// Issue 12, defect 25: a person whose gateway dies resumes on another with its resume token,
+/// as the protocol tells clients (and the page does), instead of counting as failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn defect_25_people_whose_gateway_dies_resume_on_another() {
+    use floodgate_tests::gateways::{GatewayProcess, GatewayTimings};
+    const PEOPLE: u64 = 40;
+    let (url, db) = fresh_database().await;
+    let app = TestApp::spawn(db).await;
+    let sale = unique("rush-");
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 10)],
+        opens_in: Duration::from_millis(500),
+        admission_rate: 200.0,
+        hold_ttl_secs: 2,
+        token_ttl_secs: 10,
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    // Everyone waits until the test lets them in.
+    app.admission(&sale, "pause").await;
+    let timings = GatewayTimings::default();
+    let mut doomed = GatewayProcess::spawn(&app, "gw-doomed", &timings).await;
+    let survivor = GatewayProcess::spawn(&app, "gw-survivor", &timings).await;
+    let gateways = format!("{},{}", doomed.addr, survivor.addr);
+
+    let rush = {
+        let (app_url, sale) = (url.clone(), sale.clone());
+        let args = (app.keys.prefix().to_owned(), app.booking, app.sandbox);
+        tokio::task::spawn_blocking(move || {
+            let (prefix, booking, sandbox) = args;
+            scenario(&[
+                "sale",
+                "--sale",
+                &sale,
+                "--clients",
+                &PEOPLE.to_string(),
+                "--gateways",
+                &gateways,
+                "--booking",
+                &booking.to_string(),
+                "--sandbox",
+                &sandbox.to_string(),
+                "--pay-ratio",
+                "0.5",
+                "--seats",
+                "1",
+                "--timeout-secs",
+                "120",
+                "--database-url",
+                &app_url,
+                "--redis-url",
+                &redis_url(),
+                "--redis-prefix",
+                &prefix,
+            ])
+        })
+    };
+    // Once everyone is in line, half of them lose their gateway at once.
+    let path = format!("/admin/v1/sales/{sale}");
+    app.eventually("everyone is waiting", Duration::from_secs(60), || async {
+        let (_, figures) = app
+            .ops(reqwest::Method::GET, &path, &app.ops_token, None)
+            .await;
+        figures["live"] == PEOPLE
+    })
+    .await;
+    doomed.kill();
+    app.admission(&sale, "resume").await;
+
+    let (status, stdout, report) = rush.await.unwrap();
+    assert_eq!(report["outcomes"]["failed"], 0, "{stdout}");
+    assert_eq!(status, 0, "{stdout}");
+}
+
+/// Issue 12, defect 25: the checks compare PostgreSQL with Redis only once the consumer has
+/// applied everything, other buyers' events included, not as soon as the run's own bookings
+/// are in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn defect_25_the_sale_checks_wait_for_the_consumer_to_apply_everything() {
+    let (url, db) = fresh_database().await;
+    let app = TestApp::spawn_with(
+        db,
+        floodgate_tests::TestOptions {
+            consumer: false,
+            ..floodgate_tests::TestOptions::default()
+        },
+    )
+    .await;
+    let sale = unique("rush-");
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 10)],
+        opens_in: Duration::from_millis(100),
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    // Someone else bought a seat; the consumer has not written it yet.
+    let token = app.token(&sale, 1, 1, 60_000);
+    let (status, held) = app
+        .reserve(
+            &sale,
+            &token,
+            "elsewhere",
+            &serde_json::json!({"pool": "p1", "seats": 1}),
+        )
+        .await;
+    assert_eq!(status, 201, "{held}");
+    let (id, secret) = (
+        held["reservation_id"].as_str().unwrap(),
+        held["secret"].as_str().unwrap(),
+    );
+    app.pay(&sale, id, secret, serde_json::json!({"outcome": "succeed"}))
+        .await;
+    let sold = app.keys.pool(&sale, "p1").sold();
+    app.eventually("the seat is sold", Duration::from_secs(20), || async {
+        app.redis_int(&sold).await == 1
+    })
+    .await;
+
+    // The run finds Redis ahead of PostgreSQL; the consumer starts as it does and catches up.
+    let rush = {
+        let (url, sale) = (url.clone(), sale.clone());
+        let args = (
+            app.gateway,
+            app.keys.prefix().to_owned(),
+            app.booking,
+            app.sandbox,
+        );
+        tokio::task::spawn_blocking(move || {
+            let (gateway, prefix, booking, sandbox) = args;
+            scenario(&[
+                "sale",
+                "--sale",
+                &sale,
+                "--clients",
+                "0",
+                "--gateways",
+                &gateway.to_string(),
+                "--booking",
+                &booking.to_string(),
+                "--sandbox",
+                &sandbox.to_string(),
+                "--timeout-secs",
+                "60",
+                "--database-url",
+                &url,
+                "--redis-url",
+                &redis_url(),
+                "--redis-prefix",
+                &prefix,
+            ])
+        })
+    };
+    app.start_consumer();
+    let (status, stdout, report) = rush.await.unwrap();
+    assert_eq!(status, 0, "a consistent sale passes its checks: {stdout}");
+    assert_eq!(report["checks"][1]["ok"], true, "{report}");
 }
 
 #[sqlx::test(migrations = "../migrations")]
