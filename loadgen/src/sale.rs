@@ -189,7 +189,7 @@ pub async fn run(args: SaleArgs) -> anyhow::Result<bool> {
             );
             tokio::spawn(async move {
                 let source = args.from[i as usize % args.from.len()];
-                let gateway = args.gateways[i as usize % args.gateways.len()];
+                let gateway = i as usize % args.gateways.len();
                 let run = person(
                     &args, &http, &progress, &pool_ids, &joining, source, gateway,
                 );
@@ -221,20 +221,14 @@ pub async fn run(args: SaleArgs) -> anyhow::Result<bool> {
     let (counters, rows) = loop {
         let counters = pool_counters(&mut redis, &keys, &args.sale, &pools).await?;
         let rows = bookings(&db, &args.sale).await?;
-        let settled = counters.iter().all(|c| c.held == 0)
-            && expected.iter().all(|p| {
-                let (id, _, _) = p.reservation.as_ref().expect("filtered");
-                rows.iter()
-                    .any(|r| &r.id == id && r.status != "HELD" && r.status != "PENDING")
-            });
-        if settled || Instant::now() >= settle_deadline {
+        if settled(&counters, &rows, &expected) || Instant::now() >= settle_deadline {
             break (counters, rows);
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     let settled_after = started.elapsed();
 
-    let order = placed_order(&http, args.gateways[0], &args.sale, &people).await?;
+    let order = placed_order(&http, &args.gateways, &args.sale, &people).await?;
     let checks = vec![
         check_counters(&counters),
         check_persisted(&counters, &rows, &people),
@@ -271,63 +265,23 @@ async fn person(
     pools: &[String],
     joining: &tokio::sync::Semaphore,
     source: IpAddr,
-    gateway: SocketAddr,
+    gateway: usize,
 ) -> Person {
-    let url = format!("ws://{gateway}/ws?sale={}", args.sale);
     let permit = joining.acquire().await.expect("never closed");
     let joined = Instant::now();
-    let mut ws = match crate::connect(source, gateway, &url).await {
-        Ok(ws) => ws,
-        Err(e) => {
-            progress.failed.fetch_add(1, Ordering::Relaxed);
-            return Person::failed(0, &format!("join: {e:#}"));
-        }
-    };
-    drop(permit);
-    progress.joined.fetch_add(1, Ordering::Relaxed);
     let mut me = Person::failed(0, "no ticket");
-    // Wait in the room: the ticket, positions, then admission or the end.
-    let token = loop {
-        let Some(frame) = ws.next().await else {
-            me.outcome = Outcome::Failed("the room closed without a word".into());
-            break None;
-        };
-        let text = match frame {
-            Ok(Message::Text(text)) => text,
-            Ok(Message::Close(close)) => {
-                me.outcome = Outcome::Failed(format!("closed: {close:?}"));
-                break None;
-            }
-            Ok(_) => continue,
-            Err(e) => {
-                me.outcome = Outcome::Failed(format!("socket: {e}"));
-                break None;
-            }
-        };
-        match serde_json::from_str::<ServerMessage>(&text) {
-            Ok(ServerMessage::Ticket {
-                ticket, draw_nonce, ..
-            }) => {
-                me.ticket = ticket;
-                me.prequeue = draw_nonce.is_some();
-            }
-            Ok(ServerMessage::Admitted { token, .. }) => break Some(token),
-            Ok(ServerMessage::SoldOut) => {
-                me.outcome = Outcome::SoldOut;
-                progress.sold_out.fetch_add(1, Ordering::Relaxed);
-                return me;
-            }
-            Ok(_) => {}
-            Err(e) => {
-                me.outcome = Outcome::Failed(format!("unreadable message: {e}"));
-                break None;
-            }
+    let token = match wait_in_line(args, progress, source, gateway, &mut me, Some(permit)).await {
+        Waited::Admitted(token) => token,
+        Waited::SoldOut => {
+            me.outcome = Outcome::SoldOut;
+            progress.sold_out.fetch_add(1, Ordering::Relaxed);
+            return me;
         }
-    };
-    drop(ws);
-    let Some(token) = token else {
-        progress.failed.fetch_add(1, Ordering::Relaxed);
-        return me;
+        Waited::Failed(why) => {
+            me.outcome = Outcome::Failed(why);
+            progress.failed.fetch_add(1, Ordering::Relaxed);
+            return me;
+        }
     };
     progress.admitted.fetch_add(1, Ordering::Relaxed);
     me.admitted_after = Some(joined.elapsed());
@@ -388,6 +342,150 @@ async fn person(
         me.outcome = Outcome::WalkedAway;
     }
     me
+}
+
+/// How a wait in line ended.
+enum Waited {
+    Admitted(String),
+    SoldOut,
+    Failed(String),
+}
+
+/// Reconnections a person makes before giving up: the protocol's back-off makes about six in a
+/// grace period of 30 s.
+const RECONNECTS: u32 = 8;
+
+/// Waits in line the way docs/protocol.md tells a client to (and the page does): when the
+/// connection drops, or the gateway closes it for anything but the end of the sale, reconnect
+/// to the next gateway with the resume token, after the prescribed back-off (at once plus up to
+/// 2 s after a drain, else 0.5 s x 2^attempt, capped at 30 s, times a random 0.5 to 1), and
+/// keep the place. `joining` is released once the first connection is up.
+async fn wait_in_line(
+    args: &SaleArgs,
+    progress: &Progress,
+    source: IpAddr,
+    first_gateway: usize,
+    me: &mut Person,
+    mut joining: Option<tokio::sync::SemaphorePermit<'_>>,
+) -> Waited {
+    let mut resume: Option<String> = None;
+    let mut why = String::from("no connection");
+    for attempt in 0..=RECONNECTS {
+        let gateway = args.gateways[(first_gateway + attempt as usize) % args.gateways.len()];
+        let mut url = format!("ws://{gateway}/ws?sale={}", args.sale);
+        if let Some(token) = &resume {
+            url.push_str("&resume=");
+            url.push_str(token);
+        }
+        let drained = match crate::connect(source, gateway, &url).await {
+            Ok(mut ws) => {
+                if joining.take().is_some() {
+                    progress.joined.fetch_add(1, Ordering::Relaxed);
+                }
+                match hear(&mut ws, me, &mut resume).await {
+                    Heard::Done(waited) => return waited,
+                    Heard::Lost { why: lost, drained } => {
+                        why = lost;
+                        drained
+                    }
+                }
+            }
+            Err(e) => {
+                // A ticket whose grace ran out (410) or that the sale never had (404) is over.
+                let text = format!("{e:#}");
+                if resume.is_some() && (text.contains("410") || text.contains("404")) {
+                    return Waited::Failed(format!("resume refused: {text}"));
+                }
+                why = format!("join: {text}");
+                false
+            }
+        };
+        if attempt == RECONNECTS || (resume.is_none() && me.ticket == 0 && attempt > 0) {
+            break;
+        }
+        let jitter = rand::thread_rng().gen_range(0.5..=1.0);
+        let delay = if drained {
+            Duration::from_millis(rand::thread_rng().gen_range(0..=2_000))
+        } else {
+            Duration::from_secs_f64((0.5 * 2f64.powi(attempt as i32)).min(30.0) * jitter)
+        };
+        tokio::time::sleep(delay).await;
+    }
+    Waited::Failed(why)
+}
+
+/// What one connection's messages came to.
+enum Heard {
+    Done(Waited),
+    /// The connection ended mid-wait; `drained` if the gateway said it was draining (1012).
+    Lost {
+        why: String,
+        drained: bool,
+    },
+}
+
+/// Reads one connection until admission, the end of the sale, or the connection's loss;
+/// keeps the ticket and the resume token in `me` and `resume`.
+async fn hear(ws: &mut crate::Socket, me: &mut Person, resume: &mut Option<String>) -> Heard {
+    loop {
+        let Some(frame) = ws.next().await else {
+            return Heard::Lost {
+                why: "the room closed without a word".into(),
+                drained: false,
+            };
+        };
+        let text = match frame {
+            Ok(Message::Text(text)) => text,
+            Ok(Message::Close(close)) => {
+                let code = close.as_ref().map(|c| u16::from(c.code));
+                if code == Some(floodgate_contract::ws::close::SALE_OVER) {
+                    return Heard::Done(Waited::SoldOut);
+                }
+                if code == Some(floodgate_contract::ws::close::SERVICE_RESTART) {
+                    // The drain's reason is the resume token.
+                    if let Some(reason) = close.as_ref().map(|c| c.reason.to_string()) {
+                        if !reason.is_empty() {
+                            *resume = Some(reason);
+                        }
+                    }
+                }
+                return Heard::Lost {
+                    why: format!("closed: {close:?}"),
+                    drained: code == Some(floodgate_contract::ws::close::SERVICE_RESTART),
+                };
+            }
+            Ok(_) => continue,
+            Err(e) => {
+                return Heard::Lost {
+                    why: format!("socket: {e}"),
+                    drained: false,
+                }
+            }
+        };
+        match serde_json::from_str::<ServerMessage>(&text) {
+            Ok(ServerMessage::Ticket {
+                ticket,
+                draw_nonce,
+                resume_token,
+                resumed,
+                ..
+            }) => {
+                me.ticket = ticket;
+                if !resumed {
+                    me.prequeue = draw_nonce.is_some();
+                }
+                *resume = Some(resume_token);
+            }
+            Ok(ServerMessage::Admitted { token, .. }) => {
+                return Heard::Done(Waited::Admitted(token))
+            }
+            Ok(ServerMessage::SoldOut) => return Heard::Done(Waited::SoldOut),
+            Ok(_) => {}
+            Err(e) => {
+                return Heard::Done(Waited::Failed(format!("unreadable message: {e}")));
+            }
+        }
+    }
 }
 
 /// The token's claims, read without checking the signature (the booking API checks it).
@@ -525,21 +623,50 @@ async fn bookings(db: &sqlx::PgPool, sale: &str) -> anyhow::Result<Vec<Row>> {
         .collect())
 }
 
+/// Whether the sale has settled, so its checks mean something: no hold is left in Redis, every
+/// reservation this run was told it holds is in PostgreSQL with a final status, and the
+/// consumer has applied everything else too (anyone's): per pool, PostgreSQL confirms exactly
+/// the seats Redis sold and keeps none pending.
+pub fn settled(counters: &[PoolCounters], rows: &[Row], expected: &[&Person]) -> bool {
+    let pools_agree = counters.iter().all(|c| {
+        let in_pool = rows.iter().filter(|r| r.pool == c.pool);
+        let confirmed: i64 = in_pool
+            .clone()
+            .filter(|r| r.status == "CONFIRMED")
+            .map(|r| r.seats)
+            .sum();
+        let pending = in_pool.clone().any(|r| r.status == "PENDING_PAYMENT");
+        c.held == 0 && !pending && Some(confirmed) == c.sold
+    });
+    pools_agree
+        && expected.iter().all(|p| {
+            let (id, _, _) = p.reservation.as_ref().expect("people with a reservation");
+            rows.iter()
+                .any(|r| &r.id == id && r.status != "PENDING_PAYMENT")
+        })
+}
+
 /// Each admitted or refused person's place in line (the lottery's for pre-queue tickets), with
-/// their admission batch.
+/// their admission batch. The draw is read from the first gateway that answers.
 async fn placed_order(
     http: &reqwest::Client,
-    gateway: SocketAddr,
+    gateways: &[SocketAddr],
     sale: &str,
     people: &[Person],
 ) -> anyhow::Result<Vec<(u64, Option<i64>)>> {
     let draw = if people.iter().any(|p| p.prequeue) {
-        let record: Value = http
-            .get(format!("http://{gateway}/v1/sales/{sale}/draw"))
-            .send()
-            .await?
-            .json()
-            .await?;
+        let mut record = None;
+        for gateway in gateways {
+            let answer = http
+                .get(format!("http://{gateway}/v1/sales/{sale}/draw"))
+                .send()
+                .await;
+            if let Ok(answer) = answer {
+                record = Some(answer.json::<Value>().await?);
+                break;
+            }
+        }
+        let record = record.context("no gateway answers for the draw")?;
         let seed: [u8; 32] = hex::decode(record["draw_seed"].as_str().unwrap_or_default())?
             .try_into()
             .map_err(|_| anyhow::anyhow!("the draw seed is not 32 bytes: {record}"))?;
@@ -860,6 +987,34 @@ mod tests {
         assert!(
             !check_persisted(&more_sold, &good, &people).ok,
             "Redis sold more"
+        );
+    }
+
+    #[test]
+    fn a_sale_has_settled_only_once_postgres_agrees_with_redis() {
+        let me = holder("r1", Outcome::Paid, 1);
+        let expected = [&me];
+        let mine = row("r1", 1, "CONFIRMED");
+        // Someone else's sale is in Redis but not yet in PostgreSQL.
+        assert!(!settled(&[pool(10, 8, 0, 2)], &[mine.clone()], &expected));
+        let theirs = row("r2", 1, "CONFIRMED");
+        assert!(settled(
+            &[pool(10, 8, 0, 2)],
+            &[mine.clone(), theirs.clone()],
+            &expected
+        ));
+        assert!(
+            !settled(
+                &[pool(10, 7, 1, 2)],
+                &[mine.clone(), theirs.clone()],
+                &expected
+            ),
+            "a hold is left"
+        );
+        let pending = row("r3", 1, "PENDING_PAYMENT");
+        assert!(
+            !settled(&[pool(10, 8, 0, 2)], &[mine, theirs, pending], &expected),
+            "a booking is not final yet"
         );
     }
 
