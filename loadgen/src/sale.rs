@@ -996,7 +996,11 @@ mod tests {
         let expected = [&me];
         let mine = row("r1", 1, "CONFIRMED");
         // Someone else's sale is in Redis but not yet in PostgreSQL.
-        assert!(!settled(&[pool(10, 8, 0, 2)], &[mine.clone()], &expected));
+        assert!(!settled(
+            &[pool(10, 8, 0, 2)],
+            std::slice::from_ref(&mine),
+            &expected
+        ));
         let theirs = row("r2", 1, "CONFIRMED");
         assert!(settled(
             &[pool(10, 8, 0, 2)],
