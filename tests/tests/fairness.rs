@@ -133,6 +133,203 @@ async fn the_prequeue_is_drawn_verifiably_and_admitted_in_drawn_order(db: sqlx::
     }
 }
 
+/// An independent verifier of the lottery's record, written from docs/protocol.md ("The
+/// lottery") alone: RFC 6962 Merkle trees over SHA-256, and the SHA-1 hex chain over batches.
+mod verifier {
+    use sha1::Digest as _;
+
+    pub fn leaf(nonce: &str) -> [u8; 32] {
+        let mut h = sha2::Sha256::new();
+        h.update([0u8]);
+        h.update(nonce.as_bytes());
+        h.finalize().into()
+    }
+
+    fn node(left: &[u8; 32], right: &[u8; 32]) -> [u8; 32] {
+        let mut h = sha2::Sha256::new();
+        h.update([1u8]);
+        h.update(left);
+        h.update(right);
+        h.finalize().into()
+    }
+
+    /// RFC 6962's MTH over the leaves' hashes.
+    pub fn root(leaves: &[[u8; 32]]) -> [u8; 32] {
+        match leaves.len() {
+            0 => sha2::Sha256::digest([]).into(),
+            1 => leaves[0],
+            n => {
+                // The largest power of two smaller than n.
+                let mut k = 1;
+                while k * 2 < n {
+                    k *= 2;
+                }
+                node(&root(&leaves[..k]), &root(&leaves[k..]))
+            }
+        }
+    }
+
+    /// RFC 9162 2.1.3.2: the root an inclusion proof leads to from `leaf` at `index` of `size`.
+    pub fn root_from_path(
+        leaf: [u8; 32],
+        index: u64,
+        size: u64,
+        path: &[[u8; 32]],
+    ) -> Option<[u8; 32]> {
+        if index >= size {
+            return None;
+        }
+        let (mut fn_, mut sn, mut r) = (index, size - 1, leaf);
+        for p in path {
+            if sn == 0 {
+                return None;
+            }
+            if fn_ & 1 == 1 || fn_ == sn {
+                r = node(p, &r);
+                if fn_ & 1 == 0 {
+                    while fn_ & 1 == 0 && fn_ != 0 {
+                        fn_ >>= 1;
+                        sn >>= 1;
+                    }
+                }
+            } else {
+                r = node(&r, p);
+            }
+            fn_ >>= 1;
+            sn >>= 1;
+        }
+        (sn == 0).then_some(r)
+    }
+
+    /// One link of the pre-queue's chain: a batch of `count` tickets from `first`, with `root`.
+    pub fn link(previous: &str, first: u64, count: u64, root: &str) -> String {
+        let mut h = sha1::Sha1::new();
+        h.update(format!("{previous}{first}:{count}:{root}").as_bytes());
+        hex::encode(h.finalize())
+    }
+
+    pub fn hash32(text: &str) -> [u8; 32] {
+        hex::decode(text).unwrap().try_into().unwrap()
+    }
+}
+
+/// Issue 12, defect 6: every client contributes a nonce of its own choosing, echoed in its
+/// ticket, and can prove from the published record that the draw counted it; the whole record
+/// recomputes to the digest the draw used.
+#[sqlx::test(migrations = "../migrations")]
+async fn defect_06_every_client_adds_its_own_nonce_and_can_prove_it_counted(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = unique("draw-");
+    app.create_sale(
+        &sale,
+        &SaleSpec {
+            opens_in: Duration::from_secs(2),
+            ..SaleSpec::default()
+        },
+    )
+    .await;
+    // A nonce that is not 16 to 64 lowercase hex characters is refused before any ticket.
+    for bad in ["xyz", "abcd", "ABCDEF0123456789", &"a".repeat(65)] {
+        let url = format!("{}&nonce={bad}", app.ws_url(&sale));
+        let refused = RoomClient::join(&url).await.err().expect("refused");
+        assert_eq!(
+            (refused.status, refused.body["error"].as_str()),
+            (400, Some("bad_nonce")),
+            "{bad}"
+        );
+    }
+    let chosen: Vec<String> = (0..5)
+        .map(|_| hex::encode(rand::random::<[u8; 16]>()))
+        .collect();
+    let mut clients = Vec::new();
+    for nonce in &chosen {
+        let url = format!("{}&nonce={nonce}", app.ws_url(&sale));
+        let client = RoomClient::join(&url).await.expect("joins");
+        assert_eq!(
+            client.draw_nonce.as_deref(),
+            Some(nonce.as_str()),
+            "the ticket echoes the client's own nonce"
+        );
+        clients.push(client);
+    }
+    let draw_url = format!("/v1/sales/{sale}/draw");
+    app.wait_for("the draw", WAIT, || async {
+        Some(get_json(&app, &draw_url).await).filter(|d| d["status"] == "drawn")
+    })
+    .await;
+    let drawn = get_json(&app, &draw_url).await;
+
+    // Each person checks their own entry: in their batch's tree, and the batch in the chain.
+    for (client, nonce) in clients.iter().zip(&chosen) {
+        let proof = get_json(
+            &app,
+            &format!("/v1/sales/{sale}/draw/proof?ticket={}", client.ticket),
+        )
+        .await;
+        assert_eq!(proof["nonce"], nonce.as_str(), "{proof}");
+        let batch = &proof["batch"];
+        let (first, count) = (
+            batch["first"].as_u64().unwrap(),
+            batch["count"].as_u64().unwrap(),
+        );
+        let path: Vec<[u8; 32]> = proof["path"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| verifier::hash32(p.as_str().unwrap()))
+            .collect();
+        let root =
+            verifier::root_from_path(verifier::leaf(nonce), client.ticket - first, count, &path)
+                .expect("a well-formed path");
+        assert_eq!(
+            hex::encode(root),
+            batch["root"].as_str().unwrap(),
+            "{proof}"
+        );
+        assert_eq!(
+            verifier::link(
+                proof["chain_before"].as_str().unwrap(),
+                first,
+                count,
+                batch["root"].as_str().unwrap()
+            ),
+            proof["chain_after"].as_str().unwrap(),
+            "{proof}"
+        );
+    }
+
+    // Anyone recomputes the whole pre-queue from the published batches.
+    let page = get_json(
+        &app,
+        &format!("/v1/sales/{sale}/draw/batches?from=1&count=100"),
+    )
+    .await;
+    let mut chain = String::new();
+    let mut tickets = 0;
+    for batch in page["batches"].as_array().expect("batches") {
+        let nonces: Vec<&str> = batch["nonces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap())
+            .collect();
+        let leaves: Vec<[u8; 32]> = nonces.iter().map(|n| verifier::leaf(n)).collect();
+        let root = hex::encode(verifier::root(&leaves));
+        assert_eq!(batch["root"], root.as_str(), "{batch}");
+        let first = batch["first"].as_u64().unwrap();
+        assert_eq!(first, tickets + 1, "batches cover the tickets in order");
+        tickets += nonces.len() as u64;
+        chain = verifier::link(&chain, first, nonces.len() as u64, &root);
+    }
+    assert_eq!(tickets, 5);
+    assert_eq!(drawn["prequeue_digest"], chain.as_str(), "{drawn}");
+    let secret: [u8; 32] = verifier::hash32(drawn["secret_seed"].as_str().unwrap());
+    assert_eq!(
+        drawn["draw_seed"],
+        hex::encode(draw_seed(&secret, &chain)).as_str()
+    );
+}
+
 type Outcome = std::pin::Pin<Box<dyn std::future::Future<Output = (RoomClient, Heard)> + Send>>;
 
 /// Each client waiting for how its wait ends (admitted, sold out, closed), to race them.
