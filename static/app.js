@@ -280,6 +280,9 @@ function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   let url = `${scheme}://${location.host}/ws?sale=${enc(sale)}`;
   if (state.resume) url += `&resume=${enc(state.resume)}`;
+  // This browser's own contribution to the pre-queue lottery, chosen here so no server picks it;
+  // kept with the ticket so its holder can check the published draw counted it.
+  else url += `&nonce=${drawNonce()}`;
   const ws = new WebSocket(url);
   let opened = false;
   ws.onopen = () => { opened = true; };
@@ -317,6 +320,17 @@ function connect() {
     state.attempt += 1;
     setTimeout(connect, delay);
   };
+}
+
+function drawNonce() {
+  const key = `floodgate:nonce:${sale}`;
+  let nonce = sessionStorage.getItem(key);
+  if (!nonce) {
+    const bytes = crypto.getRandomValues(new Uint8Array(16));
+    nonce = [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+    sessionStorage.setItem(key, nonce);
+  }
+  return nonce;
 }
 
 function onTicket(msg) {

@@ -97,6 +97,11 @@ impl SaleKeys {
     pub fn prequeue(&self) -> String {
         format!("{}:prequeue", self.base)
     }
+    /// Sorted set: the pre-queue's batches of joins, scored by their first ticket, each
+    /// `<first>:<count>:<Merkle root>:<chain after it>` (published for verifiers).
+    pub fn prequeue_batches(&self) -> String {
+        format!("{}:prequeue_batches", self.base)
+    }
     /// Sorted set: tickets whose client went away, scored by the end of their grace (Unix ms);
     /// score 0 once the grace has passed and the ticket is dead for good.
     pub fn gone(&self) -> String {
@@ -232,6 +237,7 @@ mod tests {
             sale.token("j"),
             sale.epoch(),
             sale.prequeue(),
+            sale.prequeue_batches(),
             sale.gone(),
             sale.holders(),
             sale.dead(),

@@ -1,19 +1,25 @@
 //! The pre-queue lottery: a verifiable, uniformly random order for everyone who joined before
 //! the opening. Later arrivals queue first-come first-served behind the pre-queue.
 //!
-//! How it is made verifiable (docs/protocol.md walks a verifier through it):
+//! How it is made verifiable (docs/protocol.md, "The lottery", walks a verifier through it and
+//! says who can influence the order, and how):
 //! 1. Arming picks a secret 32-byte seed and publishes its [`commitment`] (SHA-256 of the seed)
 //!    at `GET /v1/sales/{sale}/draw` from the moment the pre-queue opens. From then on the seed
 //!    cannot be changed unseen.
-//! 2. Every pre-queue ticket gets a random draw nonce, told to its client, and the waiting room
-//!    keeps a hash chain over them in ticket order: `chain = SHA1-hex(chain || nonce)`, starting
-//!    from the empty string ([`chain_step`]). At the opening the pre-queue closes and the chain's
-//!    last value is its digest: a value nobody could know while tickets were being handed out,
-//!    not even the operator, because it depends on everyone who came. (SHA-1 because Redis'
-//!    scripting offers only SHA-1; the digest needs to be unpredictable, which SHA-1 is, not
-//!    collision-resistant, and the full nonce list is published so anyone can recompute it.)
+//! 2. Every client joining before the opening sends a draw nonce of its own choosing
+//!    ([`check_nonce`]; the gateway picks one for a client that does not), echoed in its ticket.
+//!    Joins are recorded in batches (one join per batch today; a gateway may fold a tick's joins
+//!    into one batch): a batch of `count` consecutive tickets from `first` is the RFC 6962 Merkle
+//!    tree of its nonces ([`leaf_hash`], [`merkle_root`]), and the waiting room keeps a hash chain
+//!    over the batches in ticket order, `chain = SHA1-hex(chain || "<first>:<count>:<root>")`
+//!    starting from the empty string ([`chain_link`]). Each person can check their own nonce is
+//!    in their batch's tree ([`inclusion_path`], [`root_from_path`]) and the batch is a link of
+//!    the chain. At the opening the pre-queue closes and the chain's last value is its digest.
+//!    (SHA-1 for the chain because Redis' scripting offers only SHA-1: the chain needs to be
+//!    unpredictable, which it is, and every batch is published so anyone can recompute it; the
+//!    trees, whose proofs a person relies on, are SHA-256.)
 //! 3. The draw uses [`draw_seed`] = SHA-256(secret seed || digest as ASCII hex). The secret seed
-//!    is revealed with the digest and the nonce list; anyone can check the seed against the
+//!    is revealed with the digest and the batches; anyone can check the seed against the
 //!    commitment, recompute the digest and the draw seed, and every place with [`Draw::place`].
 //!
 //! The permutation is a keyed Feistel network over the smallest power of four at least `n`, with
@@ -40,13 +46,127 @@ pub fn draw_seed(secret_seed: &[u8; 32], prequeue_digest: &str) -> [u8; 32] {
     hasher.finalize().into()
 }
 
-/// One link of the pre-queue's hash chain: the digest after `nonce` joined, given the digest
-/// before it (empty for the first ticket). The same computation as `lua/join.lua`.
-pub fn chain_step(previous: &str, nonce: &str) -> String {
+/// One link of the pre-queue's hash chain: the digest after the batch of `count` tickets from
+/// `first` whose tree has `root` (lowercase hex) joined, given the digest before it (empty for
+/// the first batch). The same computation as `lua/join.lua`.
+pub fn chain_link(previous: &str, first: u64, count: u64, root: &str) -> String {
     let mut hasher = sha1::Sha1::new();
     hasher.update(previous.as_bytes());
-    hasher.update(nonce.as_bytes());
+    hasher.update(format!("{first}:{count}:{root}").as_bytes());
     hex::encode(hasher.finalize())
+}
+
+/// The shortest and longest draw nonce a client may choose: at least 64 bits of its own
+/// randomness, at most 256.
+pub const NONCE_HEX: std::ops::RangeInclusive<usize> = 16..=64;
+
+/// Whether `nonce` is a draw nonce a client may send: 16 to 64 lowercase hex characters.
+pub fn check_nonce(nonce: &str) -> Result<(), String> {
+    let hex = nonce
+        .bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if hex && NONCE_HEX.contains(&nonce.len()) {
+        Ok(())
+    } else {
+        Err(format!(
+            "the draw nonce must be {} to {} lowercase hex characters",
+            NONCE_HEX.start(),
+            NONCE_HEX.end()
+        ))
+    }
+}
+
+/// A fresh random draw nonce, for a client that sent none.
+pub fn random_nonce() -> String {
+    hex::encode(rand::random::<[u8; 16]>())
+}
+
+/// The leaf of `nonce` in its batch's tree: RFC 6962's SHA-256(0x00 || nonce as ASCII).
+pub fn leaf_hash(nonce: &str) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update([0u8]);
+    hasher.update(nonce.as_bytes());
+    hasher.finalize().into()
+}
+
+fn node_hash(left: &[u8; 32], right: &[u8; 32]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update([1u8]);
+    hasher.update(left);
+    hasher.update(right);
+    hasher.finalize().into()
+}
+
+/// The largest power of two smaller than `n` (`n >= 2`): where RFC 6962 splits a tree.
+fn split(n: usize) -> usize {
+    let mut k = 1;
+    while k * 2 < n {
+        k *= 2;
+    }
+    k
+}
+
+/// RFC 6962's Merkle tree hash of a batch's leaves (in ticket order).
+pub fn merkle_root(leaves: &[[u8; 32]]) -> [u8; 32] {
+    match leaves.len() {
+        0 => Sha256::digest([]).into(),
+        1 => leaves[0],
+        n => {
+            let k = split(n);
+            node_hash(&merkle_root(&leaves[..k]), &merkle_root(&leaves[k..]))
+        }
+    }
+}
+
+/// RFC 6962's audit path of leaf `index` in a batch: the sibling hashes from the leaf up.
+pub fn inclusion_path(leaves: &[[u8; 32]], index: usize) -> Vec<[u8; 32]> {
+    let n = leaves.len();
+    if n <= 1 || index >= n {
+        return Vec::new();
+    }
+    let k = split(n);
+    if index < k {
+        let mut path = inclusion_path(&leaves[..k], index);
+        path.push(merkle_root(&leaves[k..]));
+        path
+    } else {
+        let mut path = inclusion_path(&leaves[k..], index - k);
+        path.push(merkle_root(&leaves[..k]));
+        path
+    }
+}
+
+/// The root an audit path leads to from `leaf` at `index` of a batch of `size` (RFC 9162,
+/// 2.1.3.2), or `None` if the path cannot belong to such a tree.
+pub fn root_from_path(
+    leaf: [u8; 32],
+    index: u64,
+    size: u64,
+    path: &[[u8; 32]],
+) -> Option<[u8; 32]> {
+    if index >= size {
+        return None;
+    }
+    let (mut node, mut last, mut hash) = (index, size - 1, leaf);
+    for sibling in path {
+        if last == 0 {
+            return None;
+        }
+        if node & 1 == 1 || node == last {
+            hash = node_hash(sibling, &hash);
+            if node & 1 == 0 {
+                while node & 1 == 0 && node != 0 {
+                    node >>= 1;
+                    last >>= 1;
+                }
+            }
+        } else {
+            hash = node_hash(&hash, sibling);
+        }
+        node >>= 1;
+        last >>= 1;
+    }
+    (last == 0).then_some(hash)
 }
 
 /// The closed pre-queue's order: where each ticket stands in line.
@@ -194,13 +314,73 @@ mod tests {
     }
 
     #[test]
-    fn the_chain_is_sha1_hex_of_the_previous_digest_and_the_nonce() {
-        // SHA-1("abc"), the FIPS 180 test vector: the chain hashes the plain concatenation.
+    fn the_chain_is_sha1_hex_of_the_previous_digest_and_the_batch() {
+        // SHA-1("abc"), the FIPS 180 test vector: the chain hashes the plain concatenation of
+        // the previous digest and "<first>:<count>:<root>".
+        let mut hasher = sha1::Sha1::new();
+        hasher.update(b"prev1:2:ab");
         assert_eq!(
-            chain_step("a", "bc"),
-            "a9993e364706816aba3e25717850c26c9cd0d89d"
+            chain_link("prev", 1, 2, "ab"),
+            hex::encode(hasher.finalize())
         );
-        assert_ne!(chain_step("", "x"), chain_step("", "y"));
+        assert_ne!(chain_link("", 1, 1, "x"), chain_link("", 1, 1, "y"));
+        assert_ne!(chain_link("", 1, 1, "x"), chain_link("", 2, 1, "x"));
+    }
+
+    #[test]
+    fn nonces_are_lowercase_hex_of_a_bounded_length() {
+        assert!(check_nonce(&"0f".repeat(8)).is_ok());
+        assert!(check_nonce(&"a".repeat(64)).is_ok());
+        assert!(check_nonce(&random_nonce()).is_ok());
+        for bad in [
+            "",
+            "abc",
+            &"A".repeat(16),
+            &"g".repeat(16),
+            &"a".repeat(65),
+            "0123456789abcde ",
+        ] {
+            assert!(check_nonce(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn every_leaf_of_every_tree_proves_its_way_to_the_root() {
+        for n in 1..=33usize {
+            let leaves: Vec<[u8; 32]> = (0..n).map(|i| leaf_hash(&format!("{i:016x}"))).collect();
+            let root = merkle_root(&leaves);
+            for (i, leaf) in leaves.iter().enumerate() {
+                let path = inclusion_path(&leaves, i);
+                assert_eq!(
+                    root_from_path(*leaf, i as u64, n as u64, &path),
+                    Some(root),
+                    "leaf {i} of {n}"
+                );
+                // Another leaf, another place, or another size do not prove it.
+                let other = leaf_hash("not in the tree");
+                assert_ne!(root_from_path(other, i as u64, n as u64, &path), Some(root));
+                if n > 1 {
+                    let elsewhere = (i as u64 + 1) % n as u64;
+                    assert_ne!(
+                        root_from_path(*leaf, elsewhere, n as u64, &path),
+                        Some(root)
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_tree_follows_rfc_6962() {
+        // One leaf is its own root; two and three leaves split as RFC 6962 says.
+        let (a, b, c) = (leaf_hash("a"), leaf_hash("b"), leaf_hash("c"));
+        assert_eq!(merkle_root(&[a]), a);
+        assert_eq!(merkle_root(&[a, b]), node_hash(&a, &b));
+        assert_eq!(merkle_root(&[a, b, c]), node_hash(&node_hash(&a, &b), &c));
+        // The leaf is SHA-256(0x00 || data): domain-separated from inner nodes.
+        let mut hasher = Sha256::new();
+        hasher.update(b"\x00a");
+        assert_eq!(leaf_hash("a"), <[u8; 32]>::from(hasher.finalize()));
     }
 
     #[test]

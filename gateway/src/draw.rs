@@ -6,7 +6,7 @@ use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use floodgate_contract::ids::check_sale_id;
-use floodgate_contract::lottery::draw_seed;
+use floodgate_contract::lottery::{self, draw_seed};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -159,3 +159,234 @@ pub async fn nonces(
 
 /// The highest ticket number a page may name: list indexes are signed 64-bit in Redis.
 const MAX_TICKET: u64 = i64::MAX as u64;
+
+/// Most batches in one page of `GET .../draw/batches`.
+const MAX_BATCHES: u64 = 1_000;
+
+#[derive(Deserialize)]
+pub struct BatchPage {
+    #[serde(default = "first")]
+    from: u64,
+    #[serde(default = "batch_page")]
+    count: u64,
+}
+
+fn batch_page() -> u64 {
+    MAX_BATCHES
+}
+
+/// One recorded batch of pre-queue joins: `<first>:<count>:<root>:<chain after it>`.
+#[derive(Debug, PartialEq, Eq)]
+struct Batch {
+    first: u64,
+    count: u64,
+    root: String,
+    chain: String,
+}
+
+impl Batch {
+    fn parse(member: &str) -> Option<Self> {
+        let mut parts = member.splitn(4, ':');
+        let first = parts.next()?.parse().ok()?;
+        let count = parts.next()?.parse().ok()?;
+        let root = parts.next()?.to_owned();
+        let chain = parts.next()?.to_owned();
+        (count > 0).then_some(Batch {
+            first,
+            count,
+            root,
+            chain,
+        })
+    }
+
+    fn last(&self) -> u64 {
+        self.first + self.count - 1
+    }
+}
+
+fn damaged() -> ApiError {
+    ApiError::Unavailable("draw_unavailable", "the draw record is damaged".into())
+}
+
+/// `GET /v1/sales/{sale}/draw/batches?from=1&count=1000`: the pre-queue's batches of joins in
+/// ticket order (`from` counts batches from 1), each with its first ticket, size, Merkle root,
+/// the chain after it, and its nonces: everything a verifier recomputes the digest from.
+pub async fn batches(
+    State(state): State<AppState>,
+    Path(sale): Path<String>,
+    page: Result<Query<BatchPage>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    check_sale_id(&sale).map_err(|_| unknown_sale())?;
+    let bad_page = || {
+        ApiError::BadRequest(
+            "bad_page",
+            format!("from is a batch number from 1; count is 1 to {MAX_BATCHES}"),
+        )
+    };
+    let Query(BatchPage { from, count }) = page.map_err(|_| bad_page())?;
+    if !(1..=MAX_BATCHES).contains(&count) || !(1..=MAX_TICKET).contains(&from) {
+        return Err(bad_page());
+    }
+    let keys = state.keys.sale(&sale);
+    let mut conn = state.redis.clone();
+    let (armed, closed, members): (bool, bool, Vec<String>) = redis::pipe()
+        .hexists(keys.meta(), "opens_at_ms")
+        .hexists(keys.meta(), "prequeue_size")
+        .zrange(
+            keys.prequeue_batches(),
+            (from - 1) as isize,
+            (from - 1 + count - 1) as isize,
+        )
+        .query_async(&mut conn)
+        .await?;
+    if !armed {
+        return Err(unknown_sale());
+    }
+    let mut batches = members
+        .iter()
+        .map(|m| Batch::parse(m).ok_or_else(damaged))
+        .collect::<Result<Vec<_>, _>>()?;
+    // A page carries at most MAX_NONCES nonces (but always its first batch whole).
+    let mut nonces_in_page = 0;
+    batches.retain(|b| {
+        nonces_in_page += b.count;
+        nonces_in_page == b.count || nonces_in_page <= MAX_NONCES
+    });
+    let nonces: Vec<String> = match (batches.first(), batches.last()) {
+        (Some(first), Some(last)) => {
+            redis::cmd("LRANGE")
+                .arg(keys.prequeue())
+                .arg(first.first - 1)
+                .arg(last.last() - 1)
+                .query_async(&mut conn)
+                .await?
+        }
+        _ => Vec::new(),
+    };
+    let base = batches.first().map_or(0, |b| b.first);
+    let listed: Vec<Value> = batches
+        .iter()
+        .map(|b| {
+            let start = (b.first - base) as usize;
+            let own = nonces
+                .get(start..start + b.count as usize)
+                .unwrap_or_default();
+            json!({
+                "first": b.first, "count": b.count, "root": b.root, "chain": b.chain,
+                "nonces": own,
+            })
+        })
+        .collect();
+    let cache_control = if closed { FINAL_CACHE } else { OPEN_CACHE };
+    Ok(cached(
+        json!({ "sale": sale, "from": from, "batches": listed }),
+        cache_control,
+    ))
+}
+
+#[derive(Deserialize)]
+pub struct ProofQuery {
+    ticket: u64,
+}
+
+/// `GET /v1/sales/{sale}/draw/proof?ticket=N`: what ticket N needs to check, on its own, that
+/// the draw counted its nonce: the nonce, its batch (first ticket, size, root), its RFC 6962
+/// audit path in the batch's tree, and the chain before and after the batch.
+pub async fn proof(
+    State(state): State<AppState>,
+    Path(sale): Path<String>,
+    query: Result<Query<ProofQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    check_sale_id(&sale).map_err(|_| unknown_sale())?;
+    let Query(ProofQuery { ticket }) = query
+        .ok()
+        .filter(|q| (1..=MAX_TICKET).contains(&q.ticket))
+        .ok_or_else(|| {
+            ApiError::BadRequest("bad_ticket", "ticket is a ticket number from 1".into())
+        })?;
+    let keys = state.keys.sale(&sale);
+    let mut conn = state.redis.clone();
+    // The batch holding the ticket is the last one starting at or before it; the one before
+    // that gives the chain the batch extended.
+    let (armed, closed, around): (bool, bool, Vec<String>) = redis::pipe()
+        .hexists(keys.meta(), "opens_at_ms")
+        .hexists(keys.meta(), "prequeue_size")
+        .cmd("ZREVRANGEBYSCORE")
+        .arg(keys.prequeue_batches())
+        .arg(ticket)
+        .arg("-inf")
+        .arg("LIMIT")
+        .arg(0)
+        .arg(2)
+        .query_async(&mut conn)
+        .await?;
+    if !armed {
+        return Err(unknown_sale());
+    }
+    let not_drawn = || {
+        ApiError::NotFound(
+            "not_in_prequeue",
+            format!("ticket {ticket} did not join the pre-queue, so the draw did not place it"),
+        )
+    };
+    let batch = around.first().ok_or_else(not_drawn)?;
+    let batch = Batch::parse(batch).ok_or_else(damaged)?;
+    if ticket > batch.last() {
+        return Err(not_drawn());
+    }
+    let chain_before = match around.get(1) {
+        Some(previous) => Batch::parse(previous).ok_or_else(damaged)?.chain,
+        None => String::new(),
+    };
+    let nonces: Vec<String> = redis::cmd("LRANGE")
+        .arg(keys.prequeue())
+        .arg(batch.first - 1)
+        .arg(batch.last() - 1)
+        .query_async(&mut conn)
+        .await?;
+    if nonces.len() as u64 != batch.count {
+        return Err(damaged());
+    }
+    let leaves: Vec<[u8; 32]> = nonces.iter().map(|n| lottery::leaf_hash(n)).collect();
+    let index = (ticket - batch.first) as usize;
+    let path: Vec<String> = lottery::inclusion_path(&leaves, index)
+        .iter()
+        .map(hex::encode)
+        .collect();
+    let cache_control = if closed { FINAL_CACHE } else { OPEN_CACHE };
+    Ok(cached(
+        json!({
+            "sale": sale,
+            "ticket": ticket,
+            "nonce": nonces[index],
+            "index": index,
+            "batch": { "first": batch.first, "count": batch.count, "root": batch.root },
+            "path": path,
+            "chain_before": chain_before,
+            "chain_after": batch.chain,
+        }),
+        cache_control,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_records_parse() {
+        assert_eq!(
+            Batch::parse("3:2:ab:cd"),
+            Some(Batch {
+                first: 3,
+                count: 2,
+                root: "ab".into(),
+                chain: "cd".into()
+            })
+        );
+        assert_eq!(Batch::parse("3:2:ab:cd").unwrap().last(), 4);
+        for bad in ["", "3:2:ab", "x:2:ab:cd", "3:0:ab:cd"] {
+            assert_eq!(Batch::parse(bad), None, "{bad}");
+        }
+    }
+}

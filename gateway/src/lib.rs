@@ -267,6 +267,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/sales/{sale}/seats", get(seats::seats))
         .route("/v1/sales/{sale}/{file}", get(seats_json))
         .route("/v1/sales/{sale}/draw/nonces", get(draw::nonces))
+        .route("/v1/sales/{sale}/draw/batches", get(draw::batches))
+        .route("/v1/sales/{sale}/draw/proof", get(draw::proof))
         .route(
             "/v1/sales/{sale}/reservations",
             axum::routing::post(bookings::forward),
@@ -312,6 +314,9 @@ pub struct JoinParams {
     sale: String,
     /// A resume token from an earlier session: take that ticket back instead of a new one.
     resume: Option<String>,
+    /// The client's own draw nonce for the pre-queue lottery (16 to 64 lowercase hex
+    /// characters); the gateway picks one for a client that sends none.
+    nonce: Option<String>,
 }
 
 /// `GET /ws?sale=<id>[&resume=<token>]`: join a sale's waiting room, or come back to it.
@@ -327,13 +332,22 @@ pub async fn join_queue(
     params: Result<Query<JoinParams>, QueryRejection>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(JoinParams { sale, resume }) = params.map_err(|_| {
+    let Query(JoinParams {
+        sale,
+        resume,
+        nonce,
+    }) = params.map_err(|_| {
         ApiError::BadRequest(
             "sale_missing",
             "name the sale to join: /ws?sale=<sale id>".into(),
         )
     })?;
     check_sale_id(&sale).map_err(|_| unknown_sale())?;
+    if let Some(nonce) = &nonce {
+        floodgate_contract::lottery::check_nonce(nonce)
+            .map_err(|m| ApiError::BadRequest("bad_nonce", m))?;
+    }
+    let nonce = nonce.unwrap_or_else(floodgate_contract::lottery::random_nonce);
     let upgrade = upgrade.map_err(|e| {
         ApiError::UpgradeRequired(
             "websocket_required",
@@ -390,15 +404,22 @@ pub async fn join_queue(
     // request is abandoned half-way (the client resets the connection), the task still finishes
     // and the session's drop gives the ticket back, so no ticket is ever live with nobody behind
     // it.
-    let session = tokio::spawn(take_session(ctx, resumed_ticket, number, slot, budget))
-        .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "taking a ticket failed");
-            ApiError::Unavailable(
-                "redis_unavailable",
-                "the waiting room is briefly unavailable; retry in a second".into(),
-            )
-        })??;
+    let session = tokio::spawn(take_session(
+        ctx,
+        resumed_ticket,
+        nonce,
+        number,
+        slot,
+        budget,
+    ))
+    .await
+    .map_err(|e| {
+        tracing::error!(error = %e, "taking a ticket failed");
+        ApiError::Unavailable(
+            "redis_unavailable",
+            "the waiting room is briefly unavailable; retry in a second".into(),
+        )
+    })??;
     let tasks = state.tasks.clone();
     Ok(upgrade
         .max_message_size(MAX_CLIENT_MESSAGE)
@@ -425,15 +446,13 @@ pub async fn join_queue(
 async fn take_session(
     ctx: Arc<session::Context>,
     resumed: Option<u64>,
+    nonce: String,
     number: u64,
     connection: limits::ConnectionSlot,
     budget: limits::BudgetSlot,
 ) -> Result<Box<Session>, ApiError> {
     let taken = match resumed {
-        None => {
-            let nonce = hex::encode(rand::random::<[u8; 8]>());
-            tickets::join(&ctx, &nonce).await?
-        }
+        None => tickets::join(&ctx, &nonce).await?,
         Some(ticket) => tickets::resume(&ctx, ticket, &ctx.session_id(number)).await?,
     };
     Ok(Box::new(Session {

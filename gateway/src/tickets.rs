@@ -2,7 +2,7 @@
 //! resume token (`lua/resume.lua`), and recording that its session ended (`lua/leave.lua`).
 //! Each script is called one way, here, and its reply read into a type in one function.
 
-use floodgate_contract::UnixMillis;
+use floodgate_contract::{lottery, UnixMillis};
 
 use crate::error::ApiError;
 use crate::session::Context;
@@ -22,9 +22,12 @@ pub struct Taken {
     pub frontier_floor: u64,
 }
 
-/// Takes the next ticket of `ctx`'s sale, registered to this gateway.
+/// Takes the next ticket of `ctx`'s sale for a client whose draw nonce is `nonce`, registered
+/// to this gateway: a batch of one join (`lua/join.lua` takes any number, one link of the
+/// pre-queue's chain for all of them).
 pub async fn join(ctx: &Context, nonce: &str) -> Result<Taken, ApiError> {
     let keys = &ctx.keys;
+    let root = hex::encode(lottery::merkle_root(&[lottery::leaf_hash(nonce)]));
     let reply: Vec<String> = ctx
         .scripts
         .join
@@ -34,26 +37,28 @@ pub async fn join(ctx: &Context, nonce: &str) -> Result<Taken, ApiError> {
         .key(keys.gateway_sessions(&ctx.instance_id))
         .key(keys.gateway_alive(&ctx.instance_id))
         .key(keys.gateways())
-        .arg(nonce)
+        .key(keys.prequeue_batches())
+        .arg(root)
         .arg(&*ctx.instance_id)
         .arg(ctx.lease.as_millis() as u64)
+        .arg(nonce)
         .invoke_async(&mut ctx.redis.clone())
         .await?;
-    let taken = parse_join(&reply)?;
+    let taken = parse_join(&reply, nonce)?;
     metrics::counter!("floodgate_tickets_issued_total").increment(1);
     Ok(taken)
 }
 
-/// `join.lua`'s reply: `{ticket, opens_at_ms, nonce or "", sold_out, commitment}`, or `{}` for
-/// a sale that is not armed.
-fn parse_join(reply: &[String]) -> Result<Taken, ApiError> {
-    let [ticket, opens, nonce, _sold_out, commitment] = reply else {
+/// `join.lua`'s reply for a batch of one with `nonce`: `{ticket, opens_at_ms, in pre-queue,
+/// sold_out, commitment}`, or `{}` for a sale that is not armed.
+fn parse_join(reply: &[String], nonce: &str) -> Result<Taken, ApiError> {
+    let [ticket, opens, in_prequeue, _sold_out, commitment] = reply else {
         return Err(unknown_sale());
     };
     Ok(Taken {
         ticket: number(ticket)?,
         opens_at_ms: number(opens)?,
-        draw_nonce: (!nonce.is_empty()).then(|| nonce.clone()),
+        draw_nonce: (in_prequeue == "1").then(|| nonce.to_owned()),
         commitment: commitment.clone(),
         frontier_floor: 0,
     })
@@ -148,7 +153,7 @@ mod tests {
 
     #[test]
     fn join_replies_parse_into_tickets_or_an_unknown_sale() {
-        let taken = parse_join(&strings(&["7", "1000", "ab12", "0", "c0ffee"])).unwrap();
+        let taken = parse_join(&strings(&["7", "1000", "1", "0", "c0ffee"]), "ab12").unwrap();
         assert_eq!(
             taken,
             Taken {
@@ -159,14 +164,14 @@ mod tests {
                 frontier_floor: 0,
             }
         );
-        let late = parse_join(&strings(&["8", "1000", "", "0", "c0ffee"])).unwrap();
-        assert_eq!(late.draw_nonce, None);
+        let late = parse_join(&strings(&["8", "1000", "0", "0", "c0ffee"]), "ab12").unwrap();
+        assert_eq!(late.draw_nonce, None, "after the opening no nonce is drawn");
         assert!(matches!(
-            parse_join(&[]),
+            parse_join(&[], "ab12"),
             Err(ApiError::NotFound("unknown_sale", _))
         ));
         assert!(matches!(
-            parse_join(&strings(&["x", "1000", "", "0", ""])),
+            parse_join(&strings(&["x", "1000", "0", "0", ""]), "ab12"),
             Err(ApiError::Unavailable(..))
         ));
     }

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use floodgate_contract::lottery::{chain_step, commitment, draw_seed, Draw};
+use floodgate_contract::lottery::{
+    chain_link, commitment, draw_seed, leaf_hash, merkle_root, Draw,
+};
 use floodgate_contract::token::AdmissionClaims;
 use floodgate_contract::ws::{close, ServerMessage};
 use floodgate_tests::client::{Heard, RoomClient};
@@ -101,9 +103,14 @@ async fn the_prequeue_is_drawn_verifiably_and_admitted_in_drawn_order(db: sqlx::
             "each client finds its own nonce at its ticket"
         );
     }
+    // One join per batch: each batch's root is its one nonce's leaf.
     let digest = nonces
         .iter()
-        .fold(String::new(), |chain, n| chain_step(&chain, n));
+        .enumerate()
+        .fold(String::new(), |chain, (i, n)| {
+            let root = hex::encode(merkle_root(&[leaf_hash(n)]));
+            chain_link(&chain, i as u64 + 1, 1, &root)
+        });
     assert_eq!(drawn["prequeue_digest"], digest.as_str());
     let seed = draw_seed(&secret, &digest);
     assert_eq!(drawn["draw_seed"], hex::encode(seed).as_str());
