@@ -401,6 +401,17 @@ mod tests {
     "#;
 
     #[test]
+    fn the_shipped_sale_files_are_valid() {
+        for text in [
+            include_str!("../../deploy/sales/demo.toml"),
+            include_str!("../../deploy/sales/bench.toml"),
+        ] {
+            let sale = SaleFile::parse(text).unwrap();
+            assert!(!sale.pools.is_empty());
+        }
+    }
+
+    #[test]
     fn a_minimal_sale_file_parses_with_defaults() {
         let sale = SaleFile::parse(MINIMAL).unwrap();
         assert_eq!(sale.pools[0].quota, "GN");
