@@ -542,6 +542,25 @@ impl TestApp {
         (status, response.json().await.expect("a JSON body"))
     }
 
+    /// Delivers a payment-provider webhook as the provider does, signed with `secret` at
+    /// `timestamp` (Unix seconds): the status and JSON body.
+    pub async fn deliver_webhook(
+        &self,
+        event: &floodgate_booking::payments::WebhookEvent,
+        timestamp: i64,
+        secret: &str,
+    ) -> (u16, serde_json::Value) {
+        use floodgate_booking::payments::{sign, SIGNATURE_HEADER};
+        let body = serde_json::to_vec(event).unwrap();
+        self.answer(
+            self.http
+                .post(format!("http://{}/v1/payments/webhook", self.booking))
+                .header(SIGNATURE_HEADER, sign(secret.as_bytes(), timestamp, &body))
+                .body(body),
+        )
+        .await
+    }
+
     /// Reads an integer key (0 if missing).
     pub async fn redis_int(&self, key: &str) -> i64 {
         let mut conn = self.redis.clone();

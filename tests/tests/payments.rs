@@ -228,23 +228,14 @@ async fn duplicate_deliveries_sell_the_seat_once(db: sqlx::PgPool) {
     assert_eq!(counters(&app, &b.sale).await, (2, 0, 1));
 }
 
-/// Delivers a webhook the way the provider does, signed with the shared secret.
+/// Delivers a webhook the way the provider does, signed with `secret` at `timestamp`.
 async fn deliver(
     app: &TestApp,
     event: &WebhookEvent,
     timestamp: i64,
     secret: &str,
 ) -> (u16, Value) {
-    let body = serde_json::to_vec(event).unwrap();
-    let res = app
-        .http
-        .post(format!("http://{}/v1/payments/webhook", app.booking))
-        .header(SIGNATURE_HEADER, sign(secret.as_bytes(), timestamp, &body))
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    (res.status().as_u16(), res.json().await.unwrap())
+    app.deliver_webhook(event, timestamp, secret).await
 }
 
 fn event(b: &Booked, kind: &str, payment: &str) -> WebhookEvent {

@@ -8,29 +8,16 @@ use std::time::Duration;
 use floodgate_booking::gatekeeper::{
     Gatekeeper, Paid, ReserveError, ReserveRequest, WebhookTarget,
 };
-use floodgate_booking::payments::{sign, PaymentObject, WebhookEvent, SIGNATURE_HEADER};
+use floodgate_booking::payments::{PaymentObject, WebhookEvent};
 use floodgate_contract::ids::reservation_id;
 use floodgate_contract::token::AdmissionClaims;
 use floodgate_tests::chaos::ChaosProxy;
-use floodgate_tests::{redis_url, unique, SaleSpec, TestApp};
+use floodgate_tests::{redis_url, unique, TestApp};
+
+use super::{key, open_sale};
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(20);
-
-fn key() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
-
-async fn sale_with(app: &TestApp, pools: &[(&str, u32)]) -> String {
-    let sale = unique("review-");
-    let spec = SaleSpec {
-        pools: pools.iter().map(|(p, c)| (p.to_string(), *c)).collect(),
-        max_seats: 2,
-        ..SaleSpec::default()
-    };
-    app.create_sale(&sale, &spec).await;
-    sale
-}
 
 fn claims(app: &TestApp, token: &str) -> AdmissionClaims {
     app.signer
@@ -120,7 +107,7 @@ async fn defect_07_a_refusal_racing_a_same_key_retry_never_frees_a_token_that_ho
     db: sqlx::PgPool,
 ) {
     let app = TestApp::spawn(db).await;
-    let sale = sale_with(&app, &[("p1", 1), ("p2", 5)]).await;
+    let sale = open_sale(&app, &[("p1", 1), ("p2", 5)]).await;
     // Someone holds p1's only seat.
     let (status, first) = app
         .reserve(
@@ -211,40 +198,34 @@ async fn defect_07_a_refusal_racing_a_same_key_retry_never_frees_a_token_that_ho
     );
 }
 
-/// A second booking service whose broker never answers: its reservations wait for an ack for
-/// `timeout_ms`, then abort.
-async fn stranded_booking(app: &TestApp, timeout_ms: u64) -> std::net::SocketAddr {
-    app.extra_booking("127.0.0.1:1", timeout_ms).await
+/// Two requests with one token and one key: X on a second booking instance whose broker never
+/// answers (it waits `timeout_ms` for an ack, then aborts), and Y, sent once X's hold exists, on
+/// the healthy one. Returns the sale, the token, the key, X's status (to be awaited) and Y's
+/// answer.
+struct Race {
+    sale: String,
+    token: String,
+    key: String,
+    x: tokio::task::JoinHandle<u16>,
+    y: (u16, Value),
 }
 
-#[sqlx::test(migrations = "../migrations")]
-async fn defect_08_a_201_is_never_given_for_a_hold_that_another_request_aborts(db: sqlx::PgPool) {
-    let app = TestApp::spawn(db).await;
-    let sale = sale_with(&app, &[("p1", 5)]).await;
-    let stranded = stranded_booking(&app, 3_000).await;
+async fn race_a_stranded_request(app: &TestApp, timeout_ms: u64) -> Race {
+    let sale = open_sale(app, &[("p1", 5)]).await;
+    let stranded = app.extra_booking("127.0.0.1:1", timeout_ms).await;
     let token = app.token(&sale, 1, 1, 60_000);
-    let jti = claims(&app, &token).jti;
+    let jti = claims(app, &token).jti;
     let same_key = key();
-
     // X reserves on the stranded instance and waits for an ack that never comes.
     let x = {
-        let (app_http, sale, token, key) = (
-            app.http.clone(),
-            sale.clone(),
-            token.clone(),
-            same_key.clone(),
-        );
-        tokio::spawn(async move {
-            let res = app_http
-                .post(format!("http://{stranded}/v1/sales/{sale}/reservations"))
-                .bearer_auth(&token)
-                .header("Idempotency-Key", &key)
-                .json(&one_seat("p1"))
-                .send()
-                .await
-                .unwrap();
-            res.status().as_u16()
-        })
+        let url = format!("http://{stranded}/v1/sales/{sale}/reservations");
+        let request = app
+            .http
+            .post(url)
+            .bearer_auth(&token)
+            .header("Idempotency-Key", &same_key)
+            .json(&one_seat("p1"));
+        tokio::spawn(async move { request.send().await.unwrap().status().as_u16() })
     };
     let pointer = app.keys.pool(&sale, "p1").token_reservation(&jti);
     app.eventually("X's hold exists", WAIT, || async {
@@ -252,8 +233,27 @@ async fn defect_08_a_201_is_never_given_for_a_hold_that_another_request_aborts(d
     })
     .await;
     // Y, the same request on a healthy instance, publishes the same event and gets its ack.
-    let (status, y) = app.reserve(&sale, &token, &same_key, &one_seat("p1")).await;
-    assert_eq!(status, 201, "{y}");
+    let y = app.reserve(&sale, &token, &same_key, &one_seat("p1")).await;
+    assert_eq!(y.0, 201, "{}", y.1);
+    Race {
+        sale,
+        token,
+        key: same_key,
+        x,
+        y,
+    }
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn defect_08_a_201_is_never_given_for_a_hold_that_another_request_aborts(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let Race {
+        sale,
+        token,
+        key,
+        x,
+        y: (_, y),
+    } = race_a_stranded_request(&app, 3_000).await;
     // X never saw its ack; it either says so (503) or finds the hold durable and gives Y's
     // answer (201). Either way it may not take back what Y promised.
     let x = x.await.unwrap();
@@ -263,7 +263,7 @@ async fn defect_08_a_201_is_never_given_for_a_hold_that_another_request_aborts(d
     let id = y["reservation_id"].as_str().unwrap();
     let now = view(&app, &sale, id, y["secret"].as_str().unwrap()).await;
     assert_eq!(now["status"], "held", "a 201 promised a live hold: {now}");
-    let (status, again) = app.reserve(&sale, &token, &same_key, &one_seat("p1")).await;
+    let (status, again) = app.reserve(&sale, &token, &key, &one_seat("p1")).await;
     assert_eq!(
         (status, &again["reservation_id"]),
         (201, &y["reservation_id"])
@@ -273,39 +273,13 @@ async fn defect_08_a_201_is_never_given_for_a_hold_that_another_request_aborts(d
 #[sqlx::test(migrations = "../migrations")]
 async fn defect_08_a_late_abort_of_a_sold_reservation_leaves_its_token_spent(db: sqlx::PgPool) {
     let app = TestApp::spawn(db).await;
-    let sale = sale_with(&app, &[("p1", 5)]).await;
-    let stranded = stranded_booking(&app, 4_000).await;
-    let token = app.token(&sale, 1, 1, 60_000);
-    let jti = claims(&app, &token).jti;
-    let same_key = key();
-
-    let x = {
-        let (app_http, sale, token, key) = (
-            app.http.clone(),
-            sale.clone(),
-            token.clone(),
-            same_key.clone(),
-        );
-        tokio::spawn(async move {
-            app_http
-                .post(format!("http://{stranded}/v1/sales/{sale}/reservations"))
-                .bearer_auth(&token)
-                .header("Idempotency-Key", &key)
-                .json(&one_seat("p1"))
-                .send()
-                .await
-                .unwrap()
-                .status()
-                .as_u16()
-        })
-    };
-    let pointer = app.keys.pool(&sale, "p1").token_reservation(&jti);
-    app.eventually("X's hold exists", WAIT, || async {
-        app.redis_int_cmd("EXISTS", &pointer).await == 1
-    })
-    .await;
-    let (status, y) = app.reserve(&sale, &token, &same_key, &one_seat("p1")).await;
-    assert_eq!(status, 201, "{y}");
+    let Race {
+        sale,
+        token,
+        key,
+        x,
+        y: (_, y),
+    } = race_a_stranded_request(&app, 4_000).await;
     let (id, secret) = (
         y["reservation_id"].as_str().unwrap().to_owned(),
         y["secret"].as_str().unwrap().to_owned(),
@@ -321,7 +295,7 @@ async fn defect_08_a_late_abort_of_a_sold_reservation_leaves_its_token_spent(db:
     assert!(x == 503 || x == 201, "{x}");
 
     // X's late abort changed nothing: a retry replays the sold reservation, no second hold.
-    let (status, again) = app.reserve(&sale, &token, &same_key, &one_seat("p1")).await;
+    let (status, again) = app.reserve(&sale, &token, &key, &one_seat("p1")).await;
     assert_eq!(status, 201, "{again}");
     assert_eq!(
         again["reservation_id"],
@@ -341,7 +315,7 @@ async fn defect_08_a_late_abort_of_a_sold_reservation_leaves_its_token_spent(db:
 #[sqlx::test(migrations = "../migrations")]
 async fn defect_09_a_claim_lives_as_long_as_its_token_can_be_presented(db: sqlx::PgPool) {
     let app = TestApp::spawn(db).await;
-    let sale = sale_with(&app, &[("p1", 5)]).await;
+    let sale = open_sale(&app, &[("p1", 5)]).await;
     let lifetime_ms: i64 = 30 * 3600 * 1000;
     let token = app.token(&sale, 1, 1, lifetime_ms);
     let (status, body) = app.reserve(&sale, &token, &key(), &one_seat("p1")).await;
@@ -361,7 +335,7 @@ async fn defect_09_a_claim_lives_as_long_as_its_token_can_be_presented(db: sqlx:
 #[sqlx::test(migrations = "../migrations")]
 async fn defect_10_a_lost_pool_does_not_spend_the_token(db: sqlx::PgPool) {
     let app = TestApp::spawn(db).await;
-    let sale = sale_with(&app, &[("p1", 5), ("p2", 5)]).await;
+    let sale = open_sale(&app, &[("p1", 5), ("p2", 5)]).await;
     let lost = app.keys.pool(&sale, "p1");
     let _: i64 = redis::cmd("DEL")
         .arg(lost.config())
@@ -382,7 +356,7 @@ async fn defect_10_a_lost_pool_does_not_spend_the_token(db: sqlx::PgPool) {
 #[sqlx::test(migrations = "../migrations")]
 async fn defect_11_no_pool_script_changes_anything_when_its_config_is_missing(db: sqlx::PgPool) {
     let app = TestApp::spawn(db).await;
-    let sale = sale_with(&app, &[("p1", 5)]).await;
+    let sale = open_sale(&app, &[("p1", 5)]).await;
     let g = Gatekeeper::connect(app.redis.clone(), app.keys.clone())
         .await
         .unwrap();
@@ -508,7 +482,7 @@ async fn defect_11_no_pool_script_changes_anything_when_its_config_is_missing(db
 #[sqlx::test(migrations = "../migrations")]
 async fn defect_12_rebuilding_an_intact_pool_writes_nothing(db: sqlx::PgPool) {
     let app = TestApp::spawn(db.clone()).await;
-    let sale = sale_with(&app, &[("p1", 5)]).await;
+    let sale = open_sale(&app, &[("p1", 5)]).await;
     let (status, body) = app
         .reserve(
             &sale,
@@ -533,20 +507,10 @@ async fn defect_12_rebuilding_an_intact_pool_writes_nothing(db: sqlx::PgPool) {
     assert_eq!(view(&app, &sale, id, secret).await["status"], "held");
 }
 
-/// Delivers a webhook as the provider does, signed with the app's secret.
+/// Delivers a webhook as the provider does, signed with the app's secret, now.
 async fn deliver(app: &TestApp, event: &WebhookEvent) -> (u16, Value) {
-    let body = serde_json::to_vec(event).unwrap();
     let now = floodgate_contract::now_millis() / 1000;
-    app.answer(
-        app.http
-            .post(format!("http://{}/v1/payments/webhook", app.booking))
-            .header(
-                SIGNATURE_HEADER,
-                sign(app.webhook_secret.as_bytes(), now, &body),
-            )
-            .body(body),
-    )
-    .await
+    app.deliver_webhook(event, now, &app.webhook_secret).await
 }
 
 fn payment_event(
@@ -613,7 +577,7 @@ async fn defect_13_money_for_a_lost_pool_is_retried_and_for_no_reservation_refun
     db: sqlx::PgPool,
 ) {
     let app = TestApp::spawn(db.clone()).await;
-    let sale = sale_with(&app, &[("p1", 5)]).await;
+    let sale = open_sale(&app, &[("p1", 5)]).await;
     let (status, body) = app
         .reserve(
             &sale,
@@ -649,7 +613,7 @@ async fn defect_13_money_for_a_lost_pool_is_retried_and_for_no_reservation_refun
 
     // Money naming a reservation that does not exist, in an intact pool, and money naming
     // nothing this service could have issued: refunded, and recorded.
-    let other = sale_with(&app, &[("p1", 5)]).await;
+    let other = open_sale(&app, &[("p1", 5)]).await;
     let nowhere = reservation_id("p1", &"d".repeat(32));
     let stray = pay_at_sandbox(&app, &other, &nowhere, 150_000).await;
     let garbage = pay_at_sandbox(&app, &other, "not-a-reservation", 99).await;
@@ -668,7 +632,7 @@ async fn defect_13_money_for_a_lost_pool_is_retried_and_for_no_reservation_refun
 #[sqlx::test(migrations = "../migrations")]
 async fn defect_14_only_the_started_payment_of_the_right_amount_confirms(db: sqlx::PgPool) {
     let app = TestApp::spawn(db).await;
-    let sale = sale_with(&app, &[("p1", 5)]).await;
+    let sale = open_sale(&app, &[("p1", 5)]).await;
     let (status, body) = app
         .reserve(
             &sale,
@@ -930,7 +894,7 @@ async fn defect_19_metrics_are_not_on_the_public_listeners(db: sqlx::PgPool) {
 #[sqlx::test(migrations = "../migrations")]
 async fn defect_21_every_field_error_has_its_documented_code(db: sqlx::PgPool) {
     let app = TestApp::spawn(db).await;
-    let sale = sale_with(&app, &[("p1", 5)]).await;
+    let sale = open_sale(&app, &[("p1", 5)]).await;
     let path = format!("/admin/v1/sales/{sale}");
     for (body, code) in [
         (json!({"admission_rate": "fast"}), "invalid_rate"),
