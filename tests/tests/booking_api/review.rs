@@ -459,6 +459,21 @@ async fn defect_11_no_pool_script_changes_anything_when_its_config_is_missing(db
             "abort",
             format!("{:?}", g.abort(&sale, "p1", "no-such-jti", &ids[0]).await),
         ),
+        (
+            "start_payment",
+            format!("{:?}", g.start_payment(&sale, "p1", &ids[0], "pay-5").await),
+        ),
+        ("reserve", {
+            let fresh = claims(&app, &app.token(&sale, 9, 1, 60_000));
+            let request = ReserveRequest {
+                claims: &fresh,
+                pool: "p1",
+                seats: 1,
+                idempotency_key: "k-missing-cfg",
+            };
+            let id = reservation_id("p1", &"e".repeat(32));
+            format!("{:?}", g.reserve(&request, &id, "s").await)
+        }),
     ];
     let after = pool_snapshot(&app, &sale, "p1").await;
     for (key, value) in &before {
