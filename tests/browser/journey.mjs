@@ -53,6 +53,9 @@ try {
   await shot(page, "2-waiting");
   const book = page.locator("#trains button.book:not([disabled])").first();
   await book.waitFor({ timeout: 30_000 });
+  // The alert's words land a moment after the page changes (announce() waits a tick so the same
+  // words twice are still read): wait for them rather than read too soon.
+  await until(() => (document.querySelector("#alert")?.textContent ?? "") !== "", null, 5_000);
   const announced = await page.textContent("#alert");
   await shot(page, "3-admitted");
 
