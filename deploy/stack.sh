@@ -61,7 +61,7 @@ ensure_nginx() {
   say "nginx: installed"
 }
 
-# Headless Chromium and playwright-core drive the browser tests (tests/tests/browser.rs).
+# Headless Chromium and playwright-core drive the browser tests (tests/tests/it/browser.rs).
 ensure_browser() {
   [ -x /usr/bin/chromium ] || apt_install chromium
   if [ ! -d "$ROOT/tests/browser/node_modules/playwright-core" ]; then

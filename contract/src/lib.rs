@@ -13,6 +13,7 @@
 //! - [`runtime`]: process plumbing the binaries share (telemetry, signals, the Redis connection).
 //! - [`secrets`]: required secrets, constant-time comparison, URLs made safe to print.
 //! - [`settings`]: the bounds of a sale's live settings, checked at every entry point.
+//! - [`state`]: the Redis state as the services read it (the sale's meta, pool counts, streams).
 //!
 //! Changing anything here is a protocol change: bump the relevant version
 //! ([`events::SCHEMA_VERSION`], [`ws::PROTOCOL_VERSION`]) and keep readers tolerant of the old one.
@@ -26,6 +27,7 @@ pub mod resume;
 pub mod runtime;
 pub mod secrets;
 pub mod settings;
+pub mod state;
 pub mod token;
 pub mod ws;
 

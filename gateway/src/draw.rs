@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use floodgate_contract::ids::check_sale_id;
 use floodgate_contract::lottery::{self, draw_seed};
+use floodgate_contract::state::{SaleMeta, SaleStatus};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -37,27 +38,17 @@ pub async fn draw(
     check_sale_id(&sale).map_err(|_| unknown_sale())?;
     let keys = state.keys.sale(&sale);
     let mut conn = state.redis.clone();
-    let (meta, issued): (Vec<Option<String>>, Option<u64>) = redis::pipe()
-        .hget(
-            keys.meta(),
-            &[
-                "opens_at_ms",
-                "lottery_commitment",
-                "prequeue_size",
-                "prequeue_digest",
-                "lottery_secret",
-                "prequeue_closed_at_ms",
-            ],
-        )
-        .get(keys.seq())
-        .query_async(&mut conn)
-        .await?;
-    let get = |i: usize| meta.get(i).cloned().flatten();
-    let opens_at_ms: i64 = get(0)
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(unknown_sale)?;
-    let commitment = get(1).unwrap_or_default();
-    let closed = (get(2), get(3), get(4));
+    let mut pipe = redis::pipe();
+    SaleMeta::query(&mut pipe, &keys);
+    let (meta, issued): (Vec<Option<String>>, Option<u64>) =
+        pipe.get(keys.seq()).query_async(&mut conn).await?;
+    let meta = SaleMeta::from_fields(&meta).ok_or_else(unknown_sale)?;
+    let (opens_at_ms, commitment) = (meta.opens_at_ms, meta.lottery_commitment.clone());
+    let closed = (
+        meta.prequeue_size,
+        meta.prequeue_digest,
+        meta.lottery_secret,
+    );
     let (Some(size), Some(digest), Some(secret)) = closed else {
         return Ok(cached(
             json!({
@@ -81,11 +72,11 @@ pub async fn draw(
             "sale": sale,
             "status": "drawn",
             "opens_at_ms": opens_at_ms,
-            "closed_at_ms": get(5).and_then(|v| v.parse::<i64>().ok()),
+            "closed_at_ms": meta.prequeue_closed_at_ms,
             "algorithm": "floodgate-lottery-v1",
             "commitment": commitment,
             "secret_seed": secret,
-            "prequeue_size": size.parse::<u64>().unwrap_or(0),
+            "prequeue_size": size,
             "prequeue_digest": digest,
             "draw_seed": hex::encode(draw_seed(&secret_bytes, &digest)),
             "nonces_url": format!("/v1/sales/{sale}/draw/nonces?from=1&count={MAX_NONCES}"),
@@ -140,12 +131,13 @@ pub async fn nonces(
         .ok_or_else(bad_page)?;
     let keys = state.keys.sale(&sale);
     let mut conn = state.redis.clone();
-    let (armed, closed, nonces): (bool, bool, Vec<String>) = redis::pipe()
-        .hexists(keys.meta(), "opens_at_ms")
-        .hexists(keys.meta(), "prequeue_size")
+    let mut pipe = redis::pipe();
+    SaleStatus::query(&mut pipe, &keys);
+    let (armed, closed, nonces): (bool, bool, Vec<String>) = pipe
         .lrange(keys.prequeue(), first as isize, last as isize)
         .query_async(&mut conn)
         .await?;
+    let SaleStatus { armed, closed } = SaleStatus::from_replies((armed, closed));
     if !armed {
         return Err(unknown_sale());
     }
@@ -229,9 +221,9 @@ pub async fn batches(
     }
     let keys = state.keys.sale(&sale);
     let mut conn = state.redis.clone();
-    let (armed, closed, members): (bool, bool, Vec<String>) = redis::pipe()
-        .hexists(keys.meta(), "opens_at_ms")
-        .hexists(keys.meta(), "prequeue_size")
+    let mut pipe = redis::pipe();
+    SaleStatus::query(&mut pipe, &keys);
+    let (armed, closed, members): (bool, bool, Vec<String>) = pipe
         .zrange(
             keys.prequeue_batches(),
             (from - 1) as isize,
@@ -308,9 +300,9 @@ pub async fn proof(
     let mut conn = state.redis.clone();
     // The batch holding the ticket is the last one starting at or before it; the one before
     // that gives the chain the batch extended.
-    let (armed, closed, around): (bool, bool, Vec<String>) = redis::pipe()
-        .hexists(keys.meta(), "opens_at_ms")
-        .hexists(keys.meta(), "prequeue_size")
+    let mut pipe = redis::pipe();
+    SaleStatus::query(&mut pipe, &keys);
+    let (armed, closed, around): (bool, bool, Vec<String>) = pipe
         .cmd("ZREVRANGEBYSCORE")
         .arg(keys.prequeue_batches())
         .arg(ticket)

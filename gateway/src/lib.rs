@@ -41,6 +41,7 @@ use dashmap::DashMap;
 use floodgate_contract::ids::check_sale_id;
 use floodgate_contract::keys::Keys;
 use floodgate_contract::resume::{ResumeError, ResumeKey};
+use floodgate_contract::state::SaleStatus;
 use floodgate_contract::token::TokenSigner;
 use floodgate_contract::ws::MAX_CLIENT_MESSAGE;
 use redis::aio::ConnectionManager;
@@ -175,12 +176,10 @@ impl AppState {
         if let Some(room) = self.rooms.get(sale) {
             return Ok(room.clone());
         }
-        let armed: bool = redis::cmd("HEXISTS")
-            .arg(self.keys.sale(sale).meta())
-            .arg("opens_at_ms")
-            .query_async(&mut self.redis.clone())
-            .await?;
-        if !armed {
+        let mut pipe = redis::pipe();
+        SaleStatus::query(&mut pipe, &self.keys.sale(sale));
+        let status: (bool, bool) = pipe.query_async(&mut self.redis.clone()).await?;
+        if !SaleStatus::from_replies(status).armed {
             return Err(unknown_sale());
         }
         let room = self
@@ -601,29 +600,40 @@ async fn seats_json(
 pub async fn sale_summary(
     State(state): State<AppState>,
     Path(sale): Path<String>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<SaleSummary>, ApiError> {
     check_sale_id(&sale).map_err(|_| unknown_sale())?;
     let keys = state.keys.sale(&sale);
-    let mut conn = state.redis.clone();
-    let pools: Option<String> = redis::cmd("HGET")
-        .arg(keys.meta())
-        .arg("pools")
-        .query_async(&mut conn)
-        .await?;
-    let pools = pools.ok_or_else(unknown_sale)?;
-    let view = read_view(&mut conn, &keys).await?;
-    Ok(Json(serde_json::json!({
-        "sale": sale,
-        "opens_at_ms": view.opens_at_ms,
-        "admission_rate": view.rate,
-        "max_seats": view.max_seats,
-        "tickets_issued": view.issued,
-        "frontier": view.frontier,
-        "paused": view.paused,
-        "sold_out": view.sold_out,
-        "lottery_commitment": view.commitment,
-        "pools": pools.split(',').filter(|p| !p.is_empty()).collect::<Vec<_>>(),
-    })))
+    let view = read_view(&mut state.redis.clone(), &keys)
+        .await?
+        .ok_or_else(unknown_sale)?;
+    Ok(Json(SaleSummary {
+        sale,
+        opens_at_ms: view.opens_at_ms,
+        admission_rate: view.rate,
+        max_seats: view.max_seats,
+        tickets_issued: view.issued,
+        frontier: view.frontier,
+        paused: view.paused,
+        sold_out: view.sold_out,
+        lottery_commitment: view.commitment,
+        pools: view.pools,
+    }))
+}
+
+/// `GET /v1/sales/{sale}` (docs/protocol.md 1.11).
+#[derive(serde::Serialize)]
+pub struct SaleSummary {
+    pub sale: String,
+    pub opens_at_ms: i64,
+    pub admission_rate: f64,
+    pub max_seats: u32,
+    pub tickets_issued: u64,
+    pub frontier: u64,
+    pub paused: bool,
+    pub sold_out: bool,
+    pub lottery_commitment: String,
+    /// The sale's pool ids.
+    pub pools: Vec<String>,
 }
 
 pub(crate) fn unknown_sale() -> ApiError {

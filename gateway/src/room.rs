@@ -12,6 +12,7 @@ use std::time::Duration;
 use floodgate_contract::keys::{Keys, SaleKeys};
 use floodgate_contract::lottery::{draw_seed, Draw};
 use floodgate_contract::now_millis;
+use floodgate_contract::state::{self, AdmitEntry, PoolCounts, SaleMeta};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use redis::aio::ConnectionManager;
 use redis::Script;
@@ -346,14 +347,15 @@ impl RoomDriver {
         cursor: &mut Cursor,
     ) -> redis::RedisResult<RoomView> {
         type Entries = Vec<(String, Vec<String>)>;
+        let mut pipe = redis::pipe();
+        SaleMeta::query(&mut pipe, keys);
         let (meta, frontier, issued, deaths, admits): (
             Vec<Option<String>>,
             Option<u64>,
             Option<u64>,
             Entries,
             Entries,
-        ) = redis::pipe()
-            .hget(keys.meta(), META_FIELDS)
+        ) = pipe
             .get(keys.frontier())
             .get(keys.seq())
             .cmd("XRANGE")
@@ -384,7 +386,7 @@ impl RoomDriver {
             cursor.deaths = last.clone();
             let mut dead = shared.dead.write().expect("lock");
             for (_, fields) in &deaths {
-                if let Some(place) = field(fields, "p") {
+                if let Some(place) = state::death_place(fields) {
                     dead.insert(place);
                 }
             }
@@ -393,27 +395,21 @@ impl RoomDriver {
             cursor.admits = last.clone();
             let mut batches = shared.batches.lock().expect("lock");
             for (id, fields) in &admits {
-                let at_ms = id.split('-').next().and_then(|ms| ms.parse().ok());
-                if let (Some(from), Some(to), Some(n), Some(exp_ms), Some(at_ms)) = (
-                    field(fields, "from"),
-                    field(fields, "to"),
-                    field(fields, "n"),
-                    field(fields, "exp"),
-                    at_ms,
-                ) {
+                if let Some(admitted) = AdmitEntry::from_entry(id, fields) {
                     batches.push(Batch {
-                        from,
-                        to,
-                        n,
-                        exp_ms: exp_ms as i64,
-                        at_ms,
+                        from: admitted.from,
+                        to: admitted.to,
+                        n: admitted.n,
+                        exp_ms: admitted.exp_ms,
+                        at_ms: admitted.at_ms,
                     });
                 }
             }
         }
-        let view = view_from(&meta, frontier.unwrap_or(0), issued.unwrap_or(0));
+        let meta = SaleMeta::from_fields(&meta);
+        let view = view_from(meta.as_ref(), frontier.unwrap_or(0), issued.unwrap_or(0));
         if shared.draw.get().is_none() {
-            if let Some(draw) = draw_from(&meta) {
+            if let Some(draw) = meta.as_ref().and_then(draw_from) {
                 tracing::info!(sale = %self.sale, prequeue = draw.size(), "pre-queue drawn");
                 let _ = shared.draw.set(draw);
             }
@@ -426,68 +422,51 @@ impl RoomDriver {
     }
 }
 
-/// The meta fields of the per-tick read, in the order [`view_from`] and [`draw_from`] read them.
-const META_FIELDS: &[&str] = &[
-    "opens_at_ms",
-    "rate",
-    "token_ttl_ms",
-    "max_seats",
-    "paused",
-    "sold_out",
-    "lottery_commitment",
-    "active_cap",
-    "stock_factor",
-    "unspent",
-    "pools",
-    "prequeue_size",
-    "prequeue_digest",
-    "lottery_secret",
-];
-
-fn view_from(meta: &[Option<String>], frontier: u64, issued: u64) -> RoomView {
-    let get = |i: usize| meta.get(i).and_then(|v| v.as_deref());
-    let num = |i: usize| get(i).and_then(|v| v.parse::<f64>().ok());
+/// The view of a sale whose meta is `meta` (`None`: not armed, which sessions wait through).
+fn view_from(meta: Option<&SaleMeta>, frontier: u64, issued: u64) -> RoomView {
+    let Some(meta) = meta else {
+        return RoomView {
+            loaded: true,
+            frontier,
+            issued,
+            opens_at_ms: i64::MAX,
+            max_seats: 1,
+            active_cap: u64::MAX,
+            stock_factor: 2.0,
+            ..RoomView::default()
+        };
+    };
     RoomView {
         loaded: true,
         beat: 0,
         frontier,
         issued,
-        opens_at_ms: num(0).map_or(i64::MAX, |v| v as i64),
-        rate: num(1).unwrap_or(0.0),
+        opens_at_ms: meta.opens_at_ms,
+        rate: meta.rate,
         measured_rate: None,
-        token_ttl_ms: num(2).map_or(0, |v| v as i64),
-        max_seats: num(3).map_or(1, |v| v as u32),
-        paused: get(4) == Some("1"),
-        sold_out: get(5) == Some("1"),
+        token_ttl_ms: meta.token_ttl_ms,
+        max_seats: meta.max_seats,
+        paused: meta.paused,
+        sold_out: meta.sold_out,
         drawn: false,
         dead_known: 0,
-        commitment: get(6).unwrap_or_default().to_owned(),
-        active_cap: num(7).map_or(u64::MAX, |v| v.max(0.0) as u64),
-        stock_factor: num(8).unwrap_or(2.0),
-        unspent: num(9).map_or(0, |v| v.max(0.0) as u64),
-        pools: get(10)
-            .unwrap_or_default()
-            .split(',')
-            .filter(|p| !p.is_empty())
-            .map(str::to_owned)
-            .collect(),
+        commitment: meta.lottery_commitment.clone(),
+        active_cap: meta.active_cap,
+        stock_factor: meta.stock_factor,
+        unspent: meta.unspent,
+        pools: meta.pools.clone(),
     }
 }
 
 /// The draw, once the pre-queue has closed (its size and digest are set) and the secret is known.
-fn draw_from(meta: &[Option<String>]) -> Option<Draw> {
-    let get = |i: usize| meta.get(i).and_then(|v| v.as_deref());
-    let size: u64 = get(11)?.parse().ok()?;
-    let digest = get(12)?;
-    let secret: [u8; 32] = hex::decode(get(13)?).ok()?.try_into().ok()?;
+fn draw_from(meta: &SaleMeta) -> Option<Draw> {
+    let size = meta.prequeue_size?;
+    let digest = meta.prequeue_digest.as_deref()?;
+    let secret: [u8; 32] = hex::decode(meta.lottery_secret.as_deref()?)
+        .ok()?
+        .try_into()
+        .ok()?;
     Some(Draw::new(draw_seed(&secret, digest), size))
-}
-
-fn field(fields: &[String], name: &str) -> Option<u64> {
-    fields
-        .chunks_exact(2)
-        .find(|kv| kv[0] == name)
-        .and_then(|kv| kv[1].parse().ok())
 }
 
 /// The XRANGE start just after stream id `id` (or the very start).
@@ -499,18 +478,27 @@ fn exclusive(id: &str) -> String {
     }
 }
 
-/// Reads a sale's public figures in one round trip (for the summary endpoint).
+/// Reads a sale's public figures in one round trip (for the summary endpoint); `None` if the
+/// sale is not armed.
 pub async fn read_view(
     conn: &mut ConnectionManager,
     keys: &SaleKeys,
-) -> redis::RedisResult<RoomView> {
-    let (meta, frontier, issued): (Vec<Option<String>>, Option<u64>, Option<u64>) = redis::pipe()
-        .hget(keys.meta(), META_FIELDS)
+) -> redis::RedisResult<Option<RoomView>> {
+    let mut pipe = redis::pipe();
+    SaleMeta::query(&mut pipe, keys);
+    let (meta, frontier, issued): (Vec<Option<String>>, Option<u64>, Option<u64>) = pipe
         .get(keys.frontier())
         .get(keys.seq())
         .query_async(conn)
         .await?;
-    Ok(view_from(&meta, frontier.unwrap_or(0), issued.unwrap_or(0)))
+    let Some(meta) = SaleMeta::from_fields(&meta) else {
+        return Ok(None);
+    };
+    Ok(Some(view_from(
+        Some(&meta),
+        frontier.unwrap_or(0),
+        issued.unwrap_or(0),
+    )))
 }
 
 /// The admission controller's local half: the rate limiter, rebuilt when the rate changes.
@@ -567,8 +555,7 @@ impl Controller {
         let now = now_millis();
         let mut pipe = redis::pipe();
         for pool in &view.pools {
-            let k = driver.keys.pool(&driver.sale, pool);
-            pipe.exists(k.config()).get(k.available()).hlen(k.holds());
+            PoolCounts::query(&mut pipe, &driver.keys.pool(&driver.sale, pool));
         }
         pipe.cmd("ZRANGEBYSCORE")
             .arg(keys.gone())
@@ -579,20 +566,15 @@ impl Controller {
             .arg(HOUSEKEEPING_BATCH)
             .smembers(keys.gateways());
         let replies: Vec<redis::Value> = pipe.query_async(conn).await?;
-        let (pool_replies, rest) = replies.split_at(view.pools.len() * 3);
-        let stock = stock_from(pool_replies);
+        let (pool_replies, rest) = replies.split_at(view.pools.len() * PoolCounts::REPLIES);
+        let stock = stock_from(&PoolCounts::all_from_replies(pool_replies));
         let due: Vec<u64> = redis::from_redis_value(&rest[0])?;
         let gateways: Vec<String> = redis::from_redis_value(&rest[1])?;
 
         let opened = now >= view.opens_at_ms;
         if opened && !view.sold_out && stock.complete && stock.available == 0 && stock.holds == 0 {
             // Nothing to sell and no hold that could return a seat: final.
-            let _: () = redis::cmd("HSET")
-                .arg(keys.meta())
-                .arg("sold_out")
-                .arg(1)
-                .query_async(conn)
-                .await?;
+            let _: () = state::writes::sold_out(keys).query_async(conn).await?;
             tracing::info!(sale = %driver.sale, "sold out: the room closes");
             view.sold_out = true;
         }
@@ -716,21 +698,18 @@ impl Controller {
     }
 }
 
-fn stock_from(replies: &[redis::Value]) -> Stock {
+fn stock_from(pools: &[PoolCounts]) -> Stock {
     let mut stock = Stock {
         complete: true,
         ..Default::default()
     };
-    for pool in replies.chunks_exact(3) {
-        let armed: bool = redis::from_redis_value(&pool[0]).unwrap_or(false);
-        let available: Option<i64> = redis::from_redis_value(&pool[1]).unwrap_or(None);
-        let holds: u64 = redis::from_redis_value(&pool[2]).unwrap_or(0);
-        match (armed, available) {
-            (true, Some(available)) => stock.available += available.max(0) as u64,
+    for pool in pools {
+        match pool.available.filter(|_| pool.armed()) {
+            Some(available) => stock.available += available.max(0) as u64,
             // A pool whose state was lost sells nothing until rebuilt, and is not "sold out".
-            _ => stock.complete = false,
+            None => stock.complete = false,
         }
-        stock.holds += holds;
+        stock.holds += pool.holds;
     }
     stock
 }
@@ -806,10 +785,16 @@ mod tests {
 
     #[test]
     fn stock_counts_armed_pools_and_flags_lost_ones() {
-        use redis::Value::{Int, Nil};
-        let stock = stock_from(&[Int(1), Int(3), Int(2), Int(1), Int(0), Int(1)]);
+        let pool = |available: Option<i64>, holds: u64| PoolCounts {
+            capacity: Some(10),
+            available,
+            held: Some(holds as i64),
+            sold: Some(0),
+            holds,
+        };
+        let stock = stock_from(&[pool(Some(3), 2), pool(Some(0), 1)]);
         assert_eq!((stock.available, stock.holds, stock.complete), (3, 3, true));
-        let lost = stock_from(&[Int(1), Int(0), Int(0), Int(0), Nil, Int(0)]);
+        let lost = stock_from(&[pool(Some(0), 0), pool(None, 0)]);
         assert!(!lost.complete, "a lost pool is never taken for sold out");
     }
 }

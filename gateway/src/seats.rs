@@ -16,7 +16,9 @@ use bytes::Bytes;
 use dashmap::DashMap;
 use floodgate_contract::ids::check_sale_id;
 use floodgate_contract::keys::Keys;
+use floodgate_contract::state::{redis_time_ms, PoolCounts, SaleMeta};
 use redis::aio::ConnectionManager;
+use serde::Serialize;
 
 use crate::assets::{respond, Asset};
 use crate::error::ApiError;
@@ -27,6 +29,26 @@ pub const MAX_AGE: Duration = Duration::from_secs(1);
 /// What caches are told: fresh for a second, and servable stale for five more while one request
 /// refreshes it (so no viewer ever waits on the origin).
 const CACHE_CONTROL: &str = "public, max-age=1, stale-while-revalidate=5";
+
+/// `seats.json`: the body of a snapshot (docs/protocol.md 1.8).
+#[derive(Serialize)]
+struct SeatCounts {
+    sale: String,
+    at_ms: i64,
+    opens_at_ms: i64,
+    sold_out: bool,
+    pools: Vec<PoolSeats>,
+}
+
+/// One pool's counts as `seats.json` shows them (`null` where the pool's state is missing).
+#[derive(Serialize)]
+struct PoolSeats {
+    pool: String,
+    capacity: Option<i64>,
+    available: Option<i64>,
+    held: Option<i64>,
+    sold: Option<i64>,
+}
 
 /// One snapshot, in the three encodings a client may accept.
 pub struct Snapshot {
@@ -74,48 +96,37 @@ async fn build(
     sale: &str,
 ) -> Result<Option<Snapshot>, ApiError> {
     let mut conn = redis.clone();
-    let sale_keys = keys.sale(sale);
-    let (pools, sold_out, opens_at_ms, time): (
-        Option<String>,
-        Option<String>,
-        Option<i64>,
-        (i64, i64),
-    ) = redis::pipe()
-        .hget(sale_keys.meta(), "pools")
-        .hget(sale_keys.meta(), "sold_out")
-        .hget(sale_keys.meta(), "opens_at_ms")
-        .cmd("TIME")
-        .query_async(&mut conn)
-        .await?;
-    let Some(pools) = pools else {
+    let mut pipe = redis::pipe();
+    SaleMeta::query(&mut pipe, &keys.sale(sale));
+    let (meta, time): (Vec<Option<String>>, (i64, i64)) =
+        pipe.cmd("TIME").query_async(&mut conn).await?;
+    let Some(meta) = SaleMeta::from_fields(&meta) else {
         return Ok(None);
     };
-    let pools: Vec<&str> = pools.split(',').filter(|p| !p.is_empty()).collect();
     let mut pipe = redis::pipe();
-    for pool in &pools {
-        let k = keys.pool(sale, pool);
-        pipe.hget(k.config(), "capacity")
-            .get(k.available())
-            .get(k.held())
-            .get(k.sold());
+    for pool in &meta.pools {
+        PoolCounts::query(&mut pipe, &keys.pool(sale, pool));
     }
-    let counts: Vec<Option<i64>> = pipe.query_async(&mut conn).await?;
-    let pools: Vec<serde_json::Value> = pools
+    let replies: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
+    let pools = meta
+        .pools
         .iter()
-        .zip(counts.chunks_exact(4))
-        .map(|(pool, c)| {
-            serde_json::json!({
-                "pool": pool, "capacity": c[0], "available": c[1], "held": c[2], "sold": c[3],
-            })
+        .zip(PoolCounts::all_from_replies(&replies))
+        .map(|(pool, counts)| PoolSeats {
+            pool: pool.clone(),
+            capacity: counts.capacity,
+            available: counts.available,
+            held: counts.held,
+            sold: counts.sold,
         })
         .collect();
-    let body = serde_json::to_vec(&serde_json::json!({
-        "sale": sale,
-        "at_ms": time.0 * 1000 + time.1 / 1000,
-        "opens_at_ms": opens_at_ms,
-        "sold_out": sold_out.as_deref() == Some("1"),
-        "pools": pools,
-    }))
+    let body = serde_json::to_vec(&SeatCounts {
+        sale: sale.to_owned(),
+        at_ms: redis_time_ms(time),
+        opens_at_ms: meta.opens_at_ms,
+        sold_out: meta.sold_out,
+        pools,
+    })
     .expect("JSON serialises");
     Ok(Some(Snapshot {
         made: Instant::now(),

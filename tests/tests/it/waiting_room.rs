@@ -1,6 +1,5 @@
 //! The waiting room's handling of bad input, against a real gateway and Redis.
 
-#[path = "waiting_room/review.rs"]
 mod review;
 
 use std::time::Duration;

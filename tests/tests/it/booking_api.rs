@@ -1,6 +1,5 @@
 //! The booking API's answers to bad input, token misuse and refusals, against the real services.
 
-#[path = "booking_api/review.rs"]
 mod review;
 
 use floodgate_contract::token::{AdmissionClaims, TokenSigner};

@@ -1,0 +1,32 @@
+//! Floodgate's integration tests: one binary, a module per area, against the real services
+//! (Redis, the Kafka-API broker, PostgreSQL, nginx, Chromium) through `floodgate_tests::TestApp`.
+//! One binary because each test binary links the whole stack again, which costs minutes of every
+//! build on two cores; nextest still runs every test in a process of its own.
+//!
+//! # Layout
+//! - [`walking_skeleton`]: one sale through all five layers.
+//! - [`booking_api`], [`reservations`], [`lifecycle_properties`], [`payments`]: the booking API,
+//!   contention, the reservation lifecycle's interleavings, payments and webhooks.
+//! - [`waiting_room`], [`fairness`], [`room_fleet`], [`ops`]: the waiting room, its fairness,
+//!   several gateways, the ops API.
+//! - [`consumer`], [`outages`], [`rebuild`], [`reconcile`]: durability, faults and recovery.
+//! - [`catalog`], [`edge`], [`browser`]: sale files, the CDN configuration, the page in Chromium.
+//! - [`loadgen`]: the load generator's scenarios.
+
+mod booking_api;
+mod browser;
+mod catalog;
+mod consumer;
+mod edge;
+mod fairness;
+mod lifecycle_properties;
+mod loadgen;
+mod ops;
+mod outages;
+mod payments;
+mod rebuild;
+mod reconcile;
+mod reservations;
+mod room_fleet;
+mod waiting_room;
+mod walking_skeleton;
