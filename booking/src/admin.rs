@@ -13,10 +13,12 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use floodgate_contract::ids::check_sale_id;
 use secrecy::{ExposeSecret, SecretString};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::auth::{bearer, BearerError};
 use crate::error::ApiError;
+use crate::gatekeeper::LATELY_MS;
 use crate::AppState;
 use floodgate_contract::secrets::same_secret;
 
@@ -127,137 +129,96 @@ fn db_error(e: sqlx::Error) -> ApiError {
 pub async fn sale_figures(
     State(state): State<AppState>,
     Path(sale): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<OpsFigures>, ApiError> {
     check_sale_id(&sale).map_err(|_| unknown_sale())?;
     figures(&state, &sale).await.map(Json)
 }
 
-async fn figures(state: &AppState, sale: &str) -> Result<Value, ApiError> {
-    let keys = state.gatekeeper.keys();
-    let sale_keys = keys.sale(sale);
-    let mut conn = state.gatekeeper.redis();
-    const FIELDS: [&str; 10] = [
-        "opens_at_ms",
-        "rate",
-        "active_cap",
-        "paused",
-        "pools",
-        "admitted_total",
-        "dead_total",
-        "unspent",
-        "stock_factor",
-        "sold_out",
-    ];
-    type Reply = (
-        Vec<Option<String>>,
-        Option<u64>,
-        Option<u64>,
-        (i64, i64),
-        u64,
-        Vec<String>,
-    );
-    let (meta, issued, frontier, time, in_grace, gateways): Reply = redis::pipe()
-        .hget(sale_keys.meta(), &FIELDS)
-        .get(sale_keys.seq())
-        .get(sale_keys.frontier())
-        .cmd("TIME")
-        .cmd("ZCOUNT")
-        .arg(sale_keys.gone())
-        .arg(1)
-        .arg("+inf")
-        .smembers(sale_keys.gateways())
-        .query_async(&mut conn)
+/// A sale's live figures as the ops API and the console show them (docs/protocol.md, "Ops API").
+#[derive(Debug, Serialize)]
+pub struct OpsFigures {
+    pub sale: String,
+    pub opens_at_ms: i64,
+    pub open: bool,
+    pub paused: bool,
+    pub sold_out: bool,
+    /// Admissions per second, as set.
+    pub admission_rate: f64,
+    /// Live admissions per second over the last ten seconds.
+    pub measured_rate: f64,
+    pub active_cap: u64,
+    pub stock_factor: f64,
+    pub tickets_issued: u64,
+    pub frontier: u64,
+    /// Tickets not yet admitted whose holders are connected or within their grace.
+    pub waiting: u64,
+    /// Clients connected now, over every gateway.
+    pub live: u64,
+    pub in_grace: u64,
+    /// Live tickets admitted, and dead tickets skipped.
+    pub admitted: u64,
+    pub skipped: u64,
+    /// As DESIGN.md defines it: unspent admission tokens plus live holds (what the cap counts).
+    pub active: u64,
+    pub unspent_tokens: u64,
+    pub pools: Vec<OpsPool>,
+}
+
+/// One pool's counts (`null` where its state is missing).
+#[derive(Debug, Serialize)]
+pub struct OpsPool {
+    pub pool: String,
+    pub capacity: Option<i64>,
+    pub available: Option<i64>,
+    pub held: Option<i64>,
+    pub sold: Option<i64>,
+    pub holds: u64,
+}
+
+async fn figures(state: &AppState, sale: &str) -> Result<OpsFigures, ApiError> {
+    let f = state
+        .gatekeeper
+        .sale_figures(sale)
         .await
-        .map_err(redis_error)?;
-    let get = |i: usize| meta.get(i).cloned().flatten();
-    let num = |i: usize| get(i).and_then(|v| v.parse::<f64>().ok());
-    let (Some(opens_at_ms), Some(pools)) = (num(0), get(4)) else {
-        return Err(unknown_sale());
-    };
-    let now_ms = time.0 * 1000 + time.1 / 1000;
-    let (issued, frontier) = (issued.unwrap_or(0), frontier.unwrap_or(0));
-
-    // Connected clients, over every gateway serving the sale, and the dead places still ahead,
-    // and the admissions of the last ten seconds (the measured rate).
-    let mut pipe = redis::pipe();
-    for gateway in &gateways {
-        pipe.scard(sale_keys.gateway_sessions(gateway));
-    }
-    pipe.cmd("ZCOUNT")
-        .arg(sale_keys.dead())
-        .arg(format!("({frontier}"))
-        .arg("+inf");
-    pipe.cmd("XRANGE")
-        .arg(sale_keys.admits())
-        .arg(now_ms - 10_000)
-        .arg("+");
-    let mut replies: Vec<redis::Value> = pipe.query_async(&mut conn).await.map_err(redis_error)?;
-    let recent: Vec<(String, Vec<String>)> =
-        redis::from_redis_value(&replies.pop().unwrap_or(redis::Value::Nil)).unwrap_or_default();
-    let dead_ahead: u64 =
-        redis::from_redis_value(&replies.pop().unwrap_or(redis::Value::Nil)).unwrap_or(0);
-    let live: u64 = replies
-        .iter()
-        .map(|v| redis::from_redis_value::<u64>(v).unwrap_or(0))
-        .sum();
-    let recent_admissions: u64 = recent
-        .iter()
-        .filter_map(|(_, f)| {
-            f.chunks_exact(2)
-                .find(|kv| kv[0] == "n")
-                .and_then(|kv| kv[1].parse::<u64>().ok())
-        })
-        .sum();
-
-    let mut pool_figures = Vec::new();
-    let mut holds_total = 0u64;
-    for pool in pools.split(',').filter(|p| !p.is_empty()) {
-        let k = keys.pool(sale, pool);
-        let (capacity, available, held, sold, holds): (
-            Option<i64>,
-            Option<i64>,
-            Option<i64>,
-            Option<i64>,
-            u64,
-        ) = redis::pipe()
-            .hget(k.config(), "capacity")
-            .get(k.available())
-            .get(k.held())
-            .get(k.sold())
-            .hlen(k.holds())
-            .query_async(&mut conn)
-            .await
-            .map_err(redis_error)?;
-        holds_total += holds;
-        pool_figures.push(json!({
-            "pool": pool, "capacity": capacity, "available": available, "held": held, "sold": sold,
-            "holds": holds,
-        }));
-    }
-    let unspent = num(7).unwrap_or(0.0).max(0.0) as u64;
-    Ok(json!({
-        "sale": sale,
-        "opens_at_ms": opens_at_ms as i64,
-        "open": now_ms >= opens_at_ms as i64,
-        "paused": get(3).as_deref() == Some("1"),
-        "sold_out": get(9).as_deref() == Some("1"),
-        "admission_rate": num(1),
-        "measured_rate": recent_admissions as f64 / 10.0,
-        "active_cap": num(2).map(|v| v as u64),
-        "stock_factor": num(8),
-        "tickets_issued": issued,
-        "frontier": frontier,
-        // Tickets not yet admitted whose holders are connected or within their grace.
-        "waiting": issued.saturating_sub(frontier).saturating_sub(dead_ahead),
-        "live": live,
-        "in_grace": in_grace,
-        "admitted": num(5).map_or(0, |v| v as u64),
-        "skipped": num(6).map_or(0, |v| v as u64),
-        // As DESIGN.md defines it: unspent admission tokens plus live holds.
-        "active": unspent + holds_total,
-        "unspent_tokens": unspent,
-        "pools": pool_figures,
-    }))
+        .map_err(redis_error)?
+        .ok_or_else(unknown_sale)?;
+    let holds: u64 = f.pools.iter().map(|(_, c)| c.holds).sum();
+    let meta = &f.meta;
+    Ok(OpsFigures {
+        sale: sale.to_owned(),
+        opens_at_ms: meta.opens_at_ms,
+        open: f.now_ms >= meta.opens_at_ms,
+        paused: meta.paused,
+        sold_out: meta.sold_out,
+        admission_rate: meta.rate,
+        measured_rate: f.admitted_lately as f64 * 1000.0 / LATELY_MS as f64,
+        active_cap: meta.active_cap,
+        stock_factor: meta.stock_factor,
+        tickets_issued: f.issued,
+        frontier: f.frontier,
+        waiting: f
+            .issued
+            .saturating_sub(f.frontier)
+            .saturating_sub(f.dead_ahead),
+        live: f.live,
+        in_grace: f.in_grace,
+        admitted: meta.admitted_total,
+        skipped: meta.dead_total,
+        active: meta.unspent + holds,
+        unspent_tokens: meta.unspent,
+        pools: f
+            .pools
+            .into_iter()
+            .map(|(pool, c)| OpsPool {
+                pool,
+                capacity: c.capacity,
+                available: c.available,
+                held: c.held,
+                sold: c.sold,
+                holds: c.holds,
+            })
+            .collect(),
+    })
 }
 
 /// Body of `PATCH /admin/v1/sales/{sale}`: the settings to change (at least one).
@@ -329,26 +290,17 @@ pub async fn update_sale(
     State(state): State<AppState>,
     Path(sale): Path<String>,
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<OpsFigures>, ApiError> {
     check_sale_id(&sale).map_err(|_| unknown_sale())?;
     let body = body.map_err(|_| {
         ApiError::PayloadTooLarge("body_too_large", "the request body is too large".into())
     })?;
     let update = SaleUpdate::parse(&body)?;
     figures(&state, &sale).await?;
-    let meta = state.gatekeeper.keys().sale(&sale).meta();
-    let mut fields: Vec<(&str, String)> = Vec::new();
-    if let Some(rate) = update.admission_rate {
-        fields.push(("rate", rate.to_string()));
-    }
-    if let Some(cap) = update.active_cap {
-        fields.push(("active_cap", cap.to_string()));
-    }
-    if !fields.is_empty() {
-        let _: i64 = redis::cmd("HSET")
-            .arg(&meta)
-            .arg(fields)
-            .query_async(&mut state.gatekeeper.redis())
+    {
+        state
+            .gatekeeper
+            .set_rate_and_cap(&sale, update.admission_rate, update.active_cap)
             .await
             .map_err(redis_error)?;
         sqlx::query(
@@ -366,14 +318,16 @@ pub async fn update_sale(
     figures(&state, &sale).await.map(Json)
 }
 
-async fn set_paused(state: &AppState, sale: &str, paused: bool) -> Result<Json<Value>, ApiError> {
+async fn set_paused(
+    state: &AppState,
+    sale: &str,
+    paused: bool,
+) -> Result<Json<OpsFigures>, ApiError> {
     check_sale_id(sale).map_err(|_| unknown_sale())?;
     figures(state, sale).await?;
-    let _: i64 = redis::cmd("HSET")
-        .arg(state.gatekeeper.keys().sale(sale).meta())
-        .arg("paused")
-        .arg(if paused { "1" } else { "0" })
-        .query_async(&mut state.gatekeeper.redis())
+    state
+        .gatekeeper
+        .set_paused(sale, paused)
         .await
         .map_err(redis_error)?;
     sqlx::query("update sales set paused = $2, updated_at = now() where id = $1")
@@ -390,7 +344,7 @@ async fn set_paused(state: &AppState, sale: &str, paused: bool) -> Result<Json<V
 pub async fn pause(
     State(state): State<AppState>,
     Path(sale): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<OpsFigures>, ApiError> {
     set_paused(&state, &sale, true).await
 }
 
@@ -398,7 +352,7 @@ pub async fn pause(
 pub async fn resume(
     State(state): State<AppState>,
     Path(sale): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<OpsFigures>, ApiError> {
     set_paused(&state, &sale, false).await
 }
 
@@ -409,34 +363,16 @@ pub async fn resume(
 pub async fn open_now(
     State(state): State<AppState>,
     Path(sale): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<OpsFigures>, ApiError> {
     check_sale_id(&sale).map_err(|_| unknown_sale())?;
     let current = figures(&state, &sale).await?;
-    if current["open"] == true {
+    if current.open {
         return Ok(Json(current));
     }
-    let keys = state.gatekeeper.keys();
-    let mut conn = state.gatekeeper.redis();
-    let (secs, micros): (i64, i64) = redis::cmd("TIME")
-        .query_async(&mut conn)
-        .await
-        .map_err(redis_error)?;
-    let now_ms = secs * 1000 + micros / 1000;
-    let pools = current["pools"].as_array().cloned().unwrap_or_default();
-    for pool in pools.iter().filter_map(|p| p["pool"].as_str()) {
-        let _: i64 = redis::cmd("HSET")
-            .arg(keys.pool(&sale, pool).config())
-            .arg("opens_at_ms")
-            .arg(now_ms)
-            .query_async(&mut conn)
-            .await
-            .map_err(redis_error)?;
-    }
-    let _: i64 = redis::cmd("HSET")
-        .arg(keys.sale(&sale).meta())
-        .arg("opens_at_ms")
-        .arg(now_ms)
-        .query_async(&mut conn)
+    let pools: Vec<String> = current.pools.iter().map(|p| p.pool.clone()).collect();
+    let now_ms = state
+        .gatekeeper
+        .open_now(&sale, &pools)
         .await
         .map_err(redis_error)?;
     let opens_at = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(now_ms) * 1_000_000)

@@ -14,16 +14,23 @@ use std::time::Duration;
 
 use floodgate_contract::events::Envelope;
 use floodgate_contract::now_millis;
-use redis::streams::StreamRangeReply;
-use redis::Script;
 use tokio_util::sync::CancellationToken;
 
-use crate::gatekeeper::Gatekeeper;
-use crate::publish::Publisher;
+use crate::gatekeeper::{Gatekeeper, OutboxEntry};
+use crate::publish::{PublishError, Publisher};
 
 /// Most entries one relay pass sends for one pool, and most holds one reaper pass expires: keeps
 /// a pass short so every pool gets its turn.
 const BATCH: usize = 256;
+
+/// Why a relay or reaper pass stopped (the next pass tries again).
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("broker: {0}")]
+    Broker(#[from] PublishError),
+}
 
 pub struct Workers {
     pub gatekeeper: Gatekeeper,
@@ -36,7 +43,6 @@ pub struct Workers {
 
 impl Workers {
     pub async fn run(self, shutdown: CancellationToken) {
-        let lease = Script::new(include_str!("../../lua/lease.lua"));
         let mut relay = tokio::time::interval(self.relay_interval);
         let mut reap = tokio::time::interval(self.reaper_interval);
         relay.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -48,23 +54,7 @@ impl Workers {
                 _ = relay.tick() => true,
                 _ = reap.tick() => false,
             };
-            let result = match self.pools().await {
-                Ok(pools) => {
-                    let mut result = Ok(());
-                    for (sale, pool) in &pools {
-                        let pass = if relaying {
-                            self.relay_pool(&lease, sale, pool).await
-                        } else {
-                            self.reap_pool(sale, pool).await
-                        };
-                        if let Err(e) = pass {
-                            result = Err(e);
-                        }
-                    }
-                    result
-                }
-                Err(e) => Err(e.to_string()),
-            };
+            let result = self.pass(relaying).await;
             match result {
                 Ok(()) if failing => {
                     tracing::info!("relay and reaper recovered");
@@ -79,138 +69,99 @@ impl Workers {
         }
     }
 
-    /// Every pool of every armed sale.
-    async fn pools(&self) -> redis::RedisResult<Vec<(String, String)>> {
-        let keys = self.gatekeeper.keys();
-        let mut conn = self.gatekeeper.redis();
-        let sales: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(keys.sales())
-            .query_async(&mut conn)
-            .await?;
-        let mut pools = Vec::new();
-        for sale in sales {
-            let list: Option<String> = redis::cmd("HGET")
-                .arg(keys.sale(&sale).meta())
-                .arg("pools")
-                .query_async(&mut conn)
-                .await?;
-            for pool in list
-                .unwrap_or_default()
-                .split(',')
-                .filter(|p| !p.is_empty())
-            {
-                pools.push((sale.clone(), pool.to_owned()));
+    /// One relay or reaper pass over every pool of every armed sale; the last failure, if any
+    /// (one pool's trouble does not stop the others').
+    async fn pass(&self, relaying: bool) -> Result<(), WorkerError> {
+        let mut result = Ok(());
+        for (sale, pool) in self.gatekeeper.armed_pools().await? {
+            let pass = if relaying {
+                self.relay_pool(&sale, &pool).await
+            } else {
+                self.reap_pool(&sale, &pool).await
+            };
+            if let Err(e) = pass {
+                result = Err(e);
             }
         }
-        Ok(pools)
+        result
     }
 
     #[tracing::instrument(skip_all, level = "debug", fields(%sale, %pool))]
-    async fn relay_pool(&self, lease: &Script, sale: &str, pool: &str) -> Result<(), String> {
-        let keys = self.gatekeeper.keys().pool(sale, pool);
-        let mut conn = self.gatekeeper.redis();
-        let pending: usize = redis::cmd("XLEN")
-            .arg(keys.outbox())
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| e.to_string())?;
-        if pending == 0 {
+    async fn relay_pool(&self, sale: &str, pool: &str) -> Result<(), WorkerError> {
+        let entries = self.gatekeeper.outbox(sale, pool, BATCH).await?;
+        if entries.is_empty() {
             return Ok(());
         }
         // Several intervals long, so a slow pass keeps it; another instance takes over a pool
         // whose relay died within this time.
         let lease_ms = (self.relay_interval.as_millis() as u64 * 10).max(2_000);
-        let fence: String = lease
-            .key(keys.relay())
-            .key(keys.relay_epoch())
-            .arg(&*self.instance_id)
-            .arg(lease_ms)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| e.to_string())?;
-        if fence.is_empty() {
+        if !self
+            .gatekeeper
+            .relay_lease(sale, pool, &self.instance_id, lease_ms)
+            .await?
+        {
             return Ok(());
         }
-        let entries: StreamRangeReply = redis::cmd("XRANGE")
-            .arg(keys.outbox())
-            .arg("-")
-            .arg("+")
-            .arg("COUNT")
-            .arg(BATCH)
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| e.to_string())?;
         let young_after = now_millis() - self.relay_grace_ms as i64;
         let mut acked = Vec::new();
-        for entry in &entries.ids {
-            let Some(event) = entry.get::<String>("e") else {
+        let published = self
+            .publish_in_order(sale, pool, &entries, young_after, &mut acked)
+            .await;
+        if !acked.is_empty() {
+            tracing::debug!(count = acked.len(), "relayed outbox events");
+            metrics::counter!("floodgate_outbox_relayed_total").increment(acked.len() as u64);
+        }
+        self.gatekeeper
+            .drop_outbox_entries(sale, pool, &acked)
+            .await?;
+        published
+    }
+
+    /// Publishes `entries` in order, collecting in `acked` those to drop from the outbox; stops
+    /// at the first failure so this pool's later events do not overtake the failed one.
+    async fn publish_in_order(
+        &self,
+        sale: &str,
+        pool: &str,
+        entries: &[OutboxEntry],
+        young_after: i64,
+        acked: &mut Vec<String>,
+    ) -> Result<(), WorkerError> {
+        for entry in entries {
+            let Some(event) = &entry.event else {
                 acked.push(entry.id.clone());
                 continue;
             };
-            if is_young_reservation(&entry.id, &event, young_after) {
+            if is_young_reservation(entry, event, young_after) {
                 // The request that wrote it may still be publishing it; come back later. Later
                 // entries may go first: every event carries its whole reservation and the
                 // consumer never moves a booking backwards, so their order does not matter.
                 continue;
             }
-            if let Err(e) = self.publisher.publish(sale, pool, &event).await {
-                // Stop here so this pool's later events do not overtake the failed one.
-                self.delete(&keys.outbox(), &acked).await?;
-                return Err(e.to_string());
-            }
-            match seat_reserved(&event) {
+            self.publisher.publish(sale, pool, event).await?;
+            match seat_reserved(event) {
                 // A hold whose event is acknowledged is durable: no request may abort it now
                 // (ack.lua also removes the entry).
                 Some(reservation) => {
                     self.gatekeeper
                         .ack(sale, pool, &reservation, &entry.id)
-                        .await
-                        .map_err(|e| e.to_string())?;
+                        .await?;
                 }
                 None => acked.push(entry.id.clone()),
             }
         }
-        if !acked.is_empty() {
-            tracing::debug!(count = acked.len(), "relayed outbox events");
-            metrics::counter!("floodgate_outbox_relayed_total").increment(acked.len() as u64);
-        }
-        self.delete(&keys.outbox(), &acked).await
-    }
-
-    async fn delete(&self, outbox: &str, ids: &[String]) -> Result<(), String> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        let _: i64 = redis::cmd("XDEL")
-            .arg(outbox)
-            .arg(ids)
-            .query_async(&mut self.gatekeeper.redis())
-            .await
-            .map_err(|e| e.to_string())?;
         Ok(())
     }
 
     #[tracing::instrument(skip_all, level = "debug", fields(%sale, %pool))]
-    async fn reap_pool(&self, sale: &str, pool: &str) -> Result<(), String> {
-        let keys = self.gatekeeper.keys().pool(sale, pool);
+    async fn reap_pool(&self, sale: &str, pool: &str) -> Result<(), WorkerError> {
         // The local clock only picks candidates; the script decides by Redis' clock.
-        let due: Vec<String> = redis::cmd("ZRANGEBYSCORE")
-            .arg(keys.expiries())
-            .arg("-inf")
-            .arg(now_millis())
-            .arg("LIMIT")
-            .arg(0)
-            .arg(BATCH)
-            .query_async(&mut self.gatekeeper.redis())
-            .await
-            .map_err(|e| e.to_string())?;
+        let due = self
+            .gatekeeper
+            .due_holds(sale, pool, now_millis(), BATCH)
+            .await?;
         for reservation in due {
-            if self
-                .gatekeeper
-                .expire(sale, pool, &reservation)
-                .await
-                .map_err(|e| e.to_string())?
-            {
+            if self.gatekeeper.expire(sale, pool, &reservation).await? {
                 tracing::debug!(%reservation, "hold expired");
                 metrics::counter!("floodgate_holds_expired_total").increment(1);
             }
@@ -225,14 +176,9 @@ fn seat_reserved(event: &str) -> Option<String> {
     (envelope.event.kind() == "SeatReserved").then(|| envelope.event.data().reservation_id.clone())
 }
 
-/// A `SeatReserved` written less than the grace period ago (stream ids start with their Unix ms).
-fn is_young_reservation(entry_id: &str, event: &str, young_after: i64) -> bool {
-    let written_ms = entry_id
-        .split('-')
-        .next()
-        .and_then(|ms| ms.parse::<i64>().ok())
-        .unwrap_or(0);
-    written_ms > young_after
+/// A `SeatReserved` written less than the grace period ago.
+fn is_young_reservation(entry: &OutboxEntry, event: &str, young_after: i64) -> bool {
+    entry.written_ms() > young_after
         && Envelope::from_json(event.as_bytes()).is_ok_and(|e| e.event.kind() == "SeatReserved")
 }
 
@@ -254,9 +200,13 @@ mod tests {
 
     #[test]
     fn only_young_reservations_wait() {
-        assert!(is_young_reservation("1000-0", RESERVED, 999));
-        assert!(!is_young_reservation("1000-0", RESERVED, 1000));
+        let entry = OutboxEntry {
+            id: "1000-0".into(),
+            event: None,
+        };
+        assert!(is_young_reservation(&entry, RESERVED, 999));
+        assert!(!is_young_reservation(&entry, RESERVED, 1000));
         let expired = RESERVED.replace("SeatReserved", "HoldExpired");
-        assert!(!is_young_reservation("1000-0", &expired, 999));
+        assert!(!is_young_reservation(&entry, &expired, 999));
     }
 }

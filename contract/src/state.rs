@@ -79,6 +79,11 @@ impl SaleMeta {
         pipe.hget(keys.meta(), &Self::FIELDS);
     }
 
+    /// Adds the read of the sale's pool list alone (one reply, for [`pool_list`]).
+    pub fn query_pools(pipe: &mut Pipeline, keys: &SaleKeys) {
+        pipe.hget(keys.meta(), "pools");
+    }
+
     /// The meta from the values of [`SaleMeta::FIELDS`], or `None` if the sale is not armed
     /// (no `opens_at_ms`). Missing or unreadable settings read as arming would leave them when
     /// absent: no rate, no cap, one seat, a stock factor of 2, nothing paused or sold out.

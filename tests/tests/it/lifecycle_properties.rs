@@ -125,6 +125,8 @@ impl EventLog for Log {
 
 struct World {
     gatekeeper: Gatekeeper,
+    /// A connection of the test's own, to read the state the scripts leave.
+    redis: redis::aio::ConnectionManager,
     /// The same gatekeeper through a proxy whose answers a step can hold back.
     slow: Gatekeeper,
     proxy: ChaosProxy,
@@ -147,7 +149,7 @@ impl World {
     async fn int(&self, key: &str) -> i64 {
         let v: Option<i64> = redis::cmd("GET")
             .arg(key)
-            .query_async(&mut self.gatekeeper.redis())
+            .query_async(&mut self.redis.clone())
             .await
             .unwrap();
         v.unwrap_or(0)
@@ -192,7 +194,7 @@ impl World {
             );
             let outbox: i64 = redis::cmd("XLEN")
                 .arg(k.outbox())
-                .query_async(&mut self.gatekeeper.redis())
+                .query_async(&mut self.redis.clone())
                 .await
                 .unwrap();
             let removed = self.removed.get(pool).map_or(0, |r| r.len() as i64);
@@ -355,7 +357,7 @@ impl World {
         let id: Option<String> = redis::cmd("HGET")
             .arg(&pointer)
             .arg("id")
-            .query_async(&mut self.gatekeeper.redis())
+            .query_async(&mut self.redis.clone())
             .await
             .unwrap();
         match id {
@@ -370,14 +372,14 @@ impl World {
                 );
                 let keys: Vec<String> = redis::cmd("KEYS")
                     .arg(&pattern)
-                    .query_async(&mut self.gatekeeper.redis())
+                    .query_async(&mut self.redis.clone())
                     .await
                     .unwrap();
                 for key in keys {
                     let jti: Option<String> = redis::cmd("HGET")
                         .arg(&key)
                         .arg("jti")
-                        .query_async(&mut self.gatekeeper.redis())
+                        .query_async(&mut self.redis.clone())
                         .await
                         .unwrap();
                     let id = key.rsplit(":rsv:").next().unwrap().to_owned();
@@ -767,7 +769,7 @@ impl World {
             .ignore()
             .zadd(pool.expiries(), id, past)
             .ignore()
-            .query_async(&mut self.gatekeeper.redis())
+            .query_async(&mut self.redis.clone())
             .await
             .unwrap();
     }
@@ -856,7 +858,10 @@ async fn run(db: &sqlx::PgPool, seed: u64) {
         .await
         .unwrap();
     let mut world = World {
-        gatekeeper: Gatekeeper::connect(redis, keys.clone()).await.unwrap(),
+        gatekeeper: Gatekeeper::connect(redis.clone(), keys.clone())
+            .await
+            .unwrap(),
+        redis,
         slow: Gatekeeper::connect(proxied, keys.clone()).await.unwrap(),
         proxy,
         keys,

@@ -1,0 +1,367 @@
+//! The gatekeeper: every seat decision, made atomically in Redis by the scripts in `lua/`.
+//!
+//! A reservation is two single-slot steps:
+//! 1. `claim_token` (the sale's slot) binds the admission token to this request's
+//!    `Idempotency-Key` and fingerprint: one reservation per token. Each attempt registers with a
+//!    deadline ([`ATTEMPT_LIFETIME_MS`]).
+//! 2. `reserve` (the pool's slot) replays an earlier answer for this token and key, or, before
+//!    the attempt's deadline, checks stock, takes the seats, records a hold and writes
+//!    `SeatReserved` to the pool's outbox.
+//! 3. If the pool made no hold (sold out, its state lost, the attempt too late),
+//!    `release_claim` gives the token back so the client may try another class, unless another
+//!    attempt with the same key may still be taking seats (it keeps the claim; see the script).
+//!
+//! Crash points: after 1, the claim stays and a retry with the same key goes on to 2 ("retry");
+//! after 2, the hold, its record and its event exist, a retry replays them and the relay
+//! publishes the event if no request did; between a refusal in 2 and 3, the token stays claimed by
+//! that key, and a retry with it gets the refusal again and releases the claim (the crashed
+//! attempt's deadline has passed by then, so it cannot hold seats). No crash can take a seat
+//! twice, lose a granted hold or lose an event; the worst a crash does is keep a token bound to
+//! its key until the key's next refused retry.
+//!
+//! The other pool scripts (`abort`, `confirm`, `release`, `expire`, `refund_result`) move a
+//! reservation through its lifecycle; each writes its event in the same step. Every reply is
+//! turned into a Rust type in exactly one function below.
+
+mod ops;
+mod replies;
+mod scripts;
+mod upkeep;
+
+use std::sync::Arc;
+
+use floodgate_contract::keys::{Keys, PoolKeys};
+use redis::aio::ConnectionManager;
+use redis::Script;
+
+pub use ops::{SaleFigures, LATELY_MS};
+use replies::{
+    parse_abort, parse_ack, parse_confirm, parse_release, parse_reserve, parse_start_payment,
+    protocol_error, Claim,
+};
+pub use replies::{
+    Abort, Ack, Confirmation, Hold, Paid, PaymentStart, Release, ReserveError, ReserveRequest,
+    StoredReservation, WebhookTarget,
+};
+pub use scripts::{Scripts, ATTEMPT_LIFETIME_MS};
+pub use upkeep::OutboxEntry;
+
+/// Runs the gatekeeper's scripts; cheap to clone.
+#[derive(Clone)]
+pub struct Gatekeeper {
+    redis: ConnectionManager,
+    keys: Keys,
+    scripts: Arc<Scripts>,
+}
+
+impl Gatekeeper {
+    /// Builds the gatekeeper and loads its scripts into Redis.
+    pub async fn connect(redis: ConnectionManager, keys: Keys) -> redis::RedisResult<Self> {
+        let scripts = Scripts::default();
+        scripts.preload(&mut redis.clone()).await?;
+        Ok(Self {
+            redis,
+            keys,
+            scripts: Arc::new(scripts),
+        })
+    }
+
+    /// Invokes a pool script with the common KEYS layout (see `lua/lib.lua`).
+    fn pool_invocation<'a>(
+        script: &'a Script,
+        pool: &PoolKeys,
+        reservation_id: &str,
+        extra: &str,
+    ) -> redis::ScriptInvocation<'a> {
+        let mut invocation = script.prepare_invoke();
+        invocation
+            .key(pool.config())
+            .key(pool.available())
+            .key(pool.held())
+            .key(pool.sold())
+            .key(pool.holds())
+            .key(pool.expiries())
+            .key(pool.outbox())
+            .key(pool.reservation(reservation_id))
+            .key(extra);
+        invocation
+    }
+
+    /// Claims the token, then reserves in the pool; gives the claim back on a refusal.
+    #[tracing::instrument(skip_all, fields(sale = %req.claims.sale, pool = %req.pool, ticket = req.claims.ticket))]
+    pub async fn reserve(
+        &self,
+        req: &ReserveRequest<'_>,
+        new_id: &str,
+        new_secret: &str,
+    ) -> Result<Hold, ReserveError> {
+        let sale_keys = self.keys.sale(&req.claims.sale);
+        let token_key = sale_keys.token(&req.claims.jti);
+        let fingerprint = format!("{}|{}", req.pool, req.seats);
+        let attempt = uuid::Uuid::new_v4().simple().to_string();
+        let mut conn = self.redis.clone();
+
+        // The claim is kept for as long as the token can be presented: its expiry plus the clock
+        // skew allowed between the booking service and Redis.
+        let claim_until = req
+            .claims
+            .exp_ms
+            .saturating_add(floodgate_contract::settings::CLOCK_SKEW_MS);
+        let claim: Vec<String> = self
+            .scripts
+            .claim_token
+            .key(sale_keys.meta())
+            .key(&token_key)
+            .key(sale_keys.tokens())
+            .arg(req.idempotency_key)
+            .arg(&fingerprint)
+            .arg(claim_until)
+            .arg(req.pool)
+            .arg(req.claims.exp_ms)
+            .arg(&attempt)
+            .arg(ATTEMPT_LIFETIME_MS)
+            .invoke_async(&mut conn)
+            .await?;
+        let claimed = Claim::parse(&claim)?;
+
+        let pool_keys = self.keys.pool(&req.claims.sale, req.pool);
+        let reply: Vec<String> = Self::pool_invocation(
+            &self.scripts.reserve,
+            &pool_keys,
+            new_id,
+            &pool_keys.token_reservation(&req.claims.jti),
+        )
+        .arg(&req.claims.jti)
+        .arg(req.idempotency_key)
+        .arg(req.seats)
+        .arg(new_id)
+        .arg(new_secret)
+        .arg(req.claims.ticket)
+        .arg(claimed.deadline_ms)
+        .invoke_async(&mut conn)
+        .await?;
+
+        match parse_reserve(&reply) {
+            Ok(hold) => Ok(hold),
+            Err(Err(e)) => Err(e),
+            Err(Ok(refusal)) => {
+                // No hold was made: the token is not spent. If this release is lost (crash,
+                // Redis blip), the claim stays with this key and a retry releases it.
+                let released: Result<i64, _> = self
+                    .scripts
+                    .release_claim
+                    .key(&token_key)
+                    .key(sale_keys.meta())
+                    .key(sale_keys.tokens())
+                    .arg(req.idempotency_key)
+                    .arg(req.claims.exp_ms)
+                    .arg(&attempt)
+                    .arg(refusal.at_ms)
+                    .invoke_async(&mut conn)
+                    .await;
+                if let Err(e) = released {
+                    tracing::warn!(error = %e, claim = ?claimed.claim, "token claim not released after refusal");
+                }
+                Err(refusal.error)
+            }
+        }
+    }
+
+    /// Records that a reservation's `SeatReserved` was acknowledged (`ack.lua`): it is durable,
+    /// can no longer be aborted, and its outbox entry goes.
+    #[tracing::instrument(skip_all, fields(%reservation_id))]
+    pub async fn ack(
+        &self,
+        sale: &str,
+        pool: &str,
+        reservation_id: &str,
+        outbox_entry: &str,
+    ) -> redis::RedisResult<Ack> {
+        let keys = self.keys.pool(sale, pool);
+        let reply: Vec<String> =
+            Self::pool_invocation(&self.scripts.ack, &keys, reservation_id, &keys.relay())
+                .arg(outbox_entry)
+                .invoke_async(&mut self.redis.clone())
+                .await?;
+        parse_ack(&reply)
+    }
+
+    /// Takes back a hold whose `SeatReserved` could not be acknowledged (`abort.lua`), unless it
+    /// became durable meanwhile or had already ended.
+    #[tracing::instrument(skip_all, fields(%reservation_id))]
+    pub async fn abort(
+        &self,
+        sale: &str,
+        pool: &str,
+        jti: &str,
+        reservation_id: &str,
+    ) -> redis::RedisResult<Abort> {
+        let keys = self.keys.pool(sale, pool);
+        let reply: Vec<String> = Self::pool_invocation(
+            &self.scripts.abort,
+            &keys,
+            reservation_id,
+            &keys.token_reservation(jti),
+        )
+        .invoke_async(&mut self.redis.clone())
+        .await?;
+        parse_abort(&reply)
+    }
+
+    /// Runs a webhook script (`confirm`, `release`, `refund_result`): its KEYS[9] remembers the
+    /// provider's event, so a redelivery changes nothing.
+    async fn webhook_script(
+        &self,
+        script: &Script,
+        target: &WebhookTarget<'_>,
+        args: &[&str],
+    ) -> redis::RedisResult<Vec<String>> {
+        let keys = self.keys.pool(target.sale, target.pool);
+        let mut invocation = Self::pool_invocation(
+            script,
+            &keys,
+            target.reservation_id,
+            &keys.webhook(target.event),
+        );
+        for arg in args {
+            invocation.arg(*arg);
+        }
+        invocation.invoke_async(&mut self.redis.clone()).await
+    }
+
+    /// A payment succeeded (`confirm.lua`): it buys the hold only if it is the payment started
+    /// for it, for exactly its price.
+    #[tracing::instrument(skip_all, fields(reservation = %target.reservation_id, payment = %paid.payment_id))]
+    pub async fn confirm(
+        &self,
+        target: &WebhookTarget<'_>,
+        paid: &Paid<'_>,
+    ) -> redis::RedisResult<Confirmation> {
+        let amount = paid.amount_minor.to_string();
+        let reply = self
+            .webhook_script(
+                &self.scripts.confirm,
+                target,
+                &[paid.payment_id, &amount, paid.currency],
+            )
+            .await?;
+        parse_confirm(&reply)
+    }
+
+    /// A payment failed (`release.lua`).
+    #[tracing::instrument(skip_all, fields(reservation = %target.reservation_id, %payment_id))]
+    pub async fn release(
+        &self,
+        target: &WebhookTarget<'_>,
+        payment_id: &str,
+    ) -> redis::RedisResult<Release> {
+        let reply = self
+            .webhook_script(&self.scripts.release, target, &[payment_id])
+            .await?;
+        parse_release(&reply)
+    }
+
+    /// The provider's verdict on a refund (`refund_result.lua`). Returns its outcome word.
+    pub async fn refund_result(
+        &self,
+        target: &WebhookTarget<'_>,
+        payment_id: &str,
+        succeeded: bool,
+    ) -> redis::RedisResult<String> {
+        let outcome = if succeeded { "succeeded" } else { "failed" };
+        let reply = self
+            .webhook_script(&self.scripts.refund_result, target, &[payment_id, outcome])
+            .await?;
+        let outcome = reply
+            .into_iter()
+            .next()
+            .ok_or_else(|| protocol_error("refund_result", &[]))?;
+        if outcome == "not_armed" {
+            // Nothing decided: the provider redelivers until the pool is rebuilt.
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::ResponseError,
+                "the pool's state is missing",
+            )));
+        }
+        Ok(outcome)
+    }
+
+    /// Expires one due hold (`expire.lua`); true if this call expired it.
+    pub async fn expire(
+        &self,
+        sale: &str,
+        pool: &str,
+        reservation_id: &str,
+    ) -> redis::RedisResult<bool> {
+        let keys = self.keys.pool(sale, pool);
+        let reply: Vec<String> =
+            Self::pool_invocation(&self.scripts.expire, &keys, reservation_id, &keys.relay())
+                .arg(reservation_id)
+                .invoke_async(&mut self.redis.clone())
+                .await?;
+        // "not_armed" (a lost pool) expires nothing: the rebuild restores the hold's expiry.
+        Ok(reply.first().map(String::as_str) == Some("expired"))
+    }
+
+    /// Reads a reservation, with its pool's fare.
+    pub async fn reservation(
+        &self,
+        sale: &str,
+        pool: &str,
+        reservation_id: &str,
+    ) -> redis::RedisResult<Option<StoredReservation>> {
+        let keys = self.keys.pool(sale, pool);
+        let (fields, fare): (
+            std::collections::HashMap<String, String>,
+            (Option<i64>, Option<String>),
+        ) = redis::pipe()
+            .hgetall(keys.reservation(reservation_id))
+            .hget(keys.config(), &["fare_minor", "currency"])
+            .query_async(&mut self.redis.clone())
+            .await?;
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        let get = |k: &str| fields.get(k).cloned().unwrap_or_default();
+        let int = |k: &str| get(k).parse::<i64>().unwrap_or(0);
+        let mut refunds: Vec<(String, String)> = fields
+            .iter()
+            .filter_map(|(k, v)| k.strip_prefix("refund:").map(|p| (p.to_owned(), v.clone())))
+            .collect();
+        refunds.sort();
+        Ok(Some(StoredReservation {
+            id: get("id"),
+            secret: get("secret"),
+            seats: int("seats") as u32,
+            state: get("state"),
+            hold_expires_at_ms: int("expires_ms"),
+            reserved_at_ms: int("at_ms"),
+            payment_id: fields.get("payment_id").cloned(),
+            refunds,
+            fare_minor: fare.0.unwrap_or(0),
+            currency: fare.1.unwrap_or_default(),
+        }))
+    }
+
+    /// Records the payment started at the provider for a held reservation (`start_payment.lua`):
+    /// the one payment that may buy it (starting a payment changes no seat).
+    pub async fn start_payment(
+        &self,
+        sale: &str,
+        pool: &str,
+        reservation_id: &str,
+        payment_id: &str,
+    ) -> redis::RedisResult<PaymentStart> {
+        let keys = self.keys.pool(sale, pool);
+        let reply: Vec<String> = Self::pool_invocation(
+            &self.scripts.start_payment,
+            &keys,
+            reservation_id,
+            &keys.relay(),
+        )
+        .arg(payment_id)
+        .invoke_async(&mut self.redis.clone())
+        .await?;
+        parse_start_payment(&reply)
+    }
+}

@@ -1,0 +1,148 @@
+//! What the ops API reads and turns: a sale's live figures in two round trips, and the
+//! settings an operator changes while the rush is on.
+
+use floodgate_contract::state::{redis_time_ms, writes, AdmitEntry, PoolCounts, SaleMeta};
+use floodgate_contract::UnixMillis;
+
+use super::Gatekeeper;
+
+/// A sale's live figures, as Redis has them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SaleFigures {
+    pub meta: SaleMeta,
+    /// Redis' clock when read.
+    pub now_ms: UnixMillis,
+    /// Tickets handed out, and the frontier.
+    pub issued: u64,
+    pub frontier: u64,
+    /// Tickets whose holders went away and are inside their grace.
+    pub in_grace: u64,
+    /// Sessions connected now, over every gateway serving the sale.
+    pub live: u64,
+    /// Dead places beyond the frontier (to be skipped).
+    pub dead_ahead: u64,
+    /// Live tickets admitted over the last ten seconds.
+    pub admitted_lately: u64,
+    /// Each pool's counts, in the sale's order.
+    pub pools: Vec<(String, PoolCounts)>,
+}
+
+/// How far back `admitted_lately` looks.
+pub const LATELY_MS: i64 = 10_000;
+
+impl Gatekeeper {
+    /// The sale's live figures, or `None` if it is not armed.
+    pub async fn sale_figures(&self, sale: &str) -> redis::RedisResult<Option<SaleFigures>> {
+        let keys = self.keys.sale(sale);
+        let mut conn = self.redis.clone();
+        let mut pipe = redis::pipe();
+        SaleMeta::query(&mut pipe, &keys);
+        type Reply = (
+            Vec<Option<String>>,
+            Option<u64>,
+            Option<u64>,
+            (i64, i64),
+            u64,
+            Vec<String>,
+        );
+        let (meta, issued, frontier, time, in_grace, gateways): Reply = pipe
+            .get(keys.seq())
+            .get(keys.frontier())
+            .cmd("TIME")
+            .cmd("ZCOUNT")
+            .arg(keys.gone())
+            .arg(1)
+            .arg("+inf")
+            .smembers(keys.gateways())
+            .query_async(&mut conn)
+            .await?;
+        let Some(meta) = SaleMeta::from_fields(&meta) else {
+            return Ok(None);
+        };
+        let now_ms = redis_time_ms(time);
+        let (issued, frontier) = (issued.unwrap_or(0), frontier.unwrap_or(0));
+
+        // Sessions per gateway, dead places ahead, recent admissions and every pool's counts.
+        let mut pipe = redis::pipe();
+        for gateway in &gateways {
+            pipe.scard(keys.gateway_sessions(gateway));
+        }
+        pipe.cmd("ZCOUNT")
+            .arg(keys.dead())
+            .arg(format!("({frontier}"))
+            .arg("+inf");
+        pipe.cmd("XRANGE")
+            .arg(keys.admits())
+            .arg(now_ms - LATELY_MS)
+            .arg("+");
+        for pool in &meta.pools {
+            PoolCounts::query(&mut pipe, &self.keys.pool(sale, pool));
+        }
+        let replies: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
+        let (sessions, rest) = replies.split_at(gateways.len());
+        let live = sessions
+            .iter()
+            .map(|v| redis::from_redis_value::<u64>(v).unwrap_or(0))
+            .sum();
+        let dead_ahead = redis::from_redis_value(&rest[0]).unwrap_or(0);
+        let recent: Vec<(String, Vec<String>)> =
+            redis::from_redis_value(&rest[1]).unwrap_or_default();
+        let admitted_lately = recent
+            .iter()
+            .filter_map(|(id, fields)| AdmitEntry::from_entry(id, fields))
+            .map(|a| a.n)
+            .sum();
+        let counts = PoolCounts::all_from_replies(&rest[2..]);
+        let pools = meta.pools.iter().cloned().zip(counts).collect();
+        Ok(Some(SaleFigures {
+            meta,
+            now_ms,
+            issued,
+            frontier,
+            in_grace,
+            live,
+            dead_ahead,
+            admitted_lately,
+            pools,
+        }))
+    }
+
+    /// Sets the admission rate and/or the active cap; every gateway's controller reads them on
+    /// its next tick.
+    pub async fn set_rate_and_cap(
+        &self,
+        sale: &str,
+        rate: Option<f64>,
+        cap: Option<u32>,
+    ) -> redis::RedisResult<()> {
+        if let Some(cmd) = writes::rate_and_cap(&self.keys.sale(sale), rate, cap) {
+            let _: i64 = cmd.query_async(&mut self.redis.clone()).await?;
+        }
+        Ok(())
+    }
+
+    /// Pauses or resumes admission.
+    pub async fn set_paused(&self, sale: &str, paused: bool) -> redis::RedisResult<()> {
+        let _: i64 = writes::paused(&self.keys.sale(sale), paused)
+            .query_async(&mut self.redis.clone())
+            .await?;
+        Ok(())
+    }
+
+    /// Opens the sale now, by Redis' clock: the pools' armed opening moves first, then the
+    /// sale's, so from the moment admission can start every pool already refuses a re-arm and
+    /// no live counter can be reset. Returns the new opening.
+    pub async fn open_now(&self, sale: &str, pools: &[String]) -> redis::RedisResult<UnixMillis> {
+        let now_ms = self.now_ms().await?;
+        let mut conn = self.redis.clone();
+        for pool in pools {
+            let _: i64 = writes::pool_opens_at(&self.keys.pool(sale, pool), now_ms)
+                .query_async(&mut conn)
+                .await?;
+        }
+        let _: i64 = writes::sale_opens_at(&self.keys.sale(sale), now_ms)
+            .query_async(&mut conn)
+            .await?;
+        Ok(now_ms)
+    }
+}

@@ -1,0 +1,488 @@
+//! What the gatekeeper's scripts answer, as Rust types, each reply parsed in one function.
+
+use floodgate_contract::token::AdmissionClaims;
+use floodgate_contract::UnixMillis;
+
+/// A hold on seats, as granted (or replayed) by `reserve.lua`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hold {
+    pub reservation_id: String,
+    pub secret: String,
+    pub seats: u32,
+    pub hold_expires_at_ms: UnixMillis,
+    pub reserved_at_ms: UnixMillis,
+    /// The outbox entry of its `SeatReserved`, deleted once a request published it.
+    pub outbox_entry: String,
+    /// The `SeatReserved` envelope still waiting in the outbox, or `None` once it was acked.
+    pub pending_event: Option<String>,
+    /// True when this is an earlier request's result, returned for a retry.
+    pub replayed: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReserveError {
+    #[error("this sale is not open for booking")]
+    UnknownSale,
+    #[error("this sale has no such pool (train, date and class)")]
+    UnknownPool,
+    #[error("this pool is temporarily unavailable; retry shortly")]
+    PoolUnavailable,
+    /// The attempt reached the pool after its deadline; nothing was taken.
+    #[error("the reservation took too long and was not made; retry with the same Idempotency-Key")]
+    Late,
+    #[error("not enough seats left in this pool ({available} available)")]
+    SoldOut { available: u32 },
+    #[error("this admission token has already been used for a reservation")]
+    TokenSpent,
+    #[error("this Idempotency-Key was used with a different request")]
+    KeyReused,
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("unexpected script reply: {0}")]
+    Protocol(String),
+}
+
+/// What `claim_token.lua` said.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Claim {
+    Claimed,
+    Retry,
+}
+
+/// A claim, with the deadline of this attempt (Unix ms, Redis' clock).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Claimed {
+    pub(super) claim: Claim,
+    pub(super) deadline_ms: UnixMillis,
+}
+
+impl Claim {
+    pub(super) fn parse(reply: &[String]) -> Result<Claimed, ReserveError> {
+        let claim = match reply.first().map(String::as_str) {
+            Some("claimed") => Claim::Claimed,
+            Some("retry") => Claim::Retry,
+            Some("spent") => return Err(ReserveError::TokenSpent),
+            Some("mismatch") => return Err(ReserveError::KeyReused),
+            Some("unknown_sale") => return Err(ReserveError::UnknownSale),
+            Some("unknown_pool") => return Err(ReserveError::UnknownPool),
+            _ => return Err(ReserveError::Protocol(format!("claim_token: {reply:?}"))),
+        };
+        let deadline_ms = reply
+            .get(1)
+            .and_then(|d| d.parse().ok())
+            .ok_or_else(|| ReserveError::Protocol(format!("claim_token: {reply:?}")))?;
+        Ok(Claimed { claim, deadline_ms })
+    }
+}
+
+/// Why the pool made no hold, and what that proves about other attempts (release_claim.lua).
+#[derive(Debug)]
+pub(super) struct Refusal {
+    pub(super) error: ReserveError,
+    /// When the pool refused, by Redis' clock, or 0 if the refusal proves nothing (lost pool).
+    pub(super) at_ms: UnixMillis,
+}
+
+/// Turns `reserve.lua`'s reply into a hold or a refusal: the one place that knows its shape.
+/// A refusal that made no hold comes with what the claim's release needs ([`Refusal`]).
+pub(super) fn parse_reserve(reply: &[String]) -> Result<Hold, Result<Refusal, ReserveError>> {
+    let bad = || Err(ReserveError::Protocol(format!("reserve: {reply:?}")));
+    let int = |i: usize| -> Option<i64> { reply.get(i).and_then(|s| s.parse().ok()) };
+    match reply.first().map(String::as_str) {
+        Some(kind @ ("reserved" | "replay")) if reply.len() == 8 => {
+            let (Some(seats), Some(expires), Some(at)) = (int(3), int(4), int(5)) else {
+                return Err(bad());
+            };
+            Ok(Hold {
+                reservation_id: reply[1].clone(),
+                secret: reply[2].clone(),
+                seats: u32::try_from(seats).map_err(|_| bad())?,
+                hold_expires_at_ms: expires,
+                reserved_at_ms: at,
+                outbox_entry: reply[6].clone(),
+                pending_event: Some(reply[7].clone()).filter(|e| !e.is_empty()),
+                replayed: kind == "replay",
+            })
+        }
+        Some("sold_out") => match (int(1), int(2)) {
+            (Some(available), Some(at_ms)) => Err(Ok(Refusal {
+                error: ReserveError::SoldOut {
+                    available: u32::try_from(available.max(0)).unwrap_or(u32::MAX),
+                },
+                at_ms,
+            })),
+            _ => Err(bad()),
+        },
+        Some("late") => match int(1) {
+            Some(at_ms) => Err(Ok(Refusal {
+                error: ReserveError::Late,
+                at_ms,
+            })),
+            None => Err(bad()),
+        },
+        Some("spent") => Err(Err(ReserveError::TokenSpent)),
+        // The sale lists the pool (claim_token checked), yet its state is missing: it was lost.
+        // Whatever else it held is unknown, so the refusal proves nothing about other attempts.
+        Some("not_armed") => Err(Ok(Refusal {
+            error: ReserveError::PoolUnavailable,
+            at_ms: 0,
+        })),
+        _ => Err(bad()),
+    }
+}
+
+/// What `ack.lua` said about a reservation whose `SeatReserved` the broker acknowledged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ack {
+    /// This call made it durable; `state` is what it is now (`held` unless it already ended).
+    Acked {
+        state: String,
+    },
+    /// An earlier request or the relay had made it durable.
+    Already {
+        state: String,
+    },
+    /// It was taken back before the ack: no 2xx may be given for it.
+    Aborted,
+    Unknown,
+}
+
+pub(super) fn parse_ack(reply: &[String]) -> Result<Ack, redis::RedisError> {
+    let (outcome, state) = pair("ack", reply)?;
+    Ok(match outcome.as_str() {
+        "acked" => Ack::Acked { state },
+        "already" => Ack::Already { state },
+        "aborted" => Ack::Aborted,
+        "unknown" => Ack::Unknown,
+        _ => return Err(protocol_error("ack", reply)),
+    })
+}
+
+/// What `abort.lua` did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Abort {
+    /// The hold was live and not durable: its seats are back.
+    Aborted,
+    /// Another request saw it acknowledged (and may have answered 201): it stands.
+    Durable { state: String },
+    /// It had already ended otherwise (or is unknown): nothing changed.
+    NotHeld { state: String },
+    /// The pool's state is missing: nothing changed.
+    PoolUnavailable,
+}
+
+pub(super) fn parse_abort(reply: &[String]) -> Result<Abort, redis::RedisError> {
+    let detail = || reply.get(1).cloned().unwrap_or_default();
+    Ok(match reply.first().map(String::as_str) {
+        Some("aborted") => Abort::Aborted,
+        Some("durable") => Abort::Durable { state: detail() },
+        Some("not_held") => Abort::NotHeld { state: detail() },
+        Some("not_armed") => Abort::PoolUnavailable,
+        _ => return Err(protocol_error("abort", reply)),
+    })
+}
+
+/// What `start_payment.lua` said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PaymentStart {
+    /// The payment is recorded as the one that may buy the hold.
+    Pending,
+    NotHeld {
+        state: String,
+    },
+    Unknown,
+    PoolUnavailable,
+}
+
+pub(super) fn parse_start_payment(reply: &[String]) -> Result<PaymentStart, redis::RedisError> {
+    Ok(match reply.first().map(String::as_str) {
+        Some("pending") => PaymentStart::Pending,
+        Some("not_held") => PaymentStart::NotHeld {
+            state: reply.get(1).cloned().unwrap_or_default(),
+        },
+        Some("unknown") => PaymentStart::Unknown,
+        Some("not_armed") => PaymentStart::PoolUnavailable,
+        _ => return Err(protocol_error("start_payment", reply)),
+    })
+}
+
+/// The reservation a payment-provider webhook event is about.
+pub struct WebhookTarget<'a> {
+    pub sale: &'a str,
+    pub pool: &'a str,
+    pub reservation_id: &'a str,
+    /// The provider's event id.
+    pub event: &'a str,
+}
+
+/// A reservation request, already authenticated and validated.
+pub struct ReserveRequest<'a> {
+    pub claims: &'a AdmissionClaims,
+    pub pool: &'a str,
+    pub seats: u32,
+    pub idempotency_key: &'a str,
+}
+
+/// A payment as the provider reported it: what a confirmation is checked against.
+#[derive(Clone, Copy, Debug)]
+pub struct Paid<'a> {
+    pub payment_id: &'a str,
+    pub amount_minor: i64,
+    pub currency: &'a str,
+}
+
+/// Outcome of a successful payment's webhook (`confirm.lua`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Confirmation {
+    /// The seats are sold (now, or already by this same payment).
+    Confirmed,
+    /// Refund the payment. `reason`: the hold's state if it was not live (expired, released,
+    /// aborted, sold by another payment), or, for a live hold left as it was,
+    /// `unexpected_payment` (not the payment started for it) or `wrong_amount`.
+    RefundRequired {
+        reason: String,
+    },
+    /// This webhook event was processed before, with this outcome.
+    Duplicate(String),
+    /// The pool's state is missing: nothing can be decided until it is rebuilt.
+    PoolUnavailable,
+    Unknown,
+}
+
+/// Outcome of a failed payment's webhook (`release.lua`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Release {
+    Released,
+    /// Not held any more (the state is given), or not the payment started for it: a late, out of
+    /// order or stray failure changes nothing.
+    Ignored(String),
+    Duplicate(String),
+    PoolUnavailable,
+    Unknown,
+}
+
+pub(super) fn pair(script: &str, reply: &[String]) -> Result<(String, String), redis::RedisError> {
+    match reply {
+        [a, b] => Ok((a.clone(), b.clone())),
+        _ => Err(protocol_error(script, reply)),
+    }
+}
+
+pub(super) fn protocol_error(script: &str, reply: &[String]) -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::TypeError,
+        "unexpected script reply",
+        format!("{script}: {reply:?}"),
+    ))
+}
+
+pub(super) fn parse_confirm(reply: &[String]) -> Result<Confirmation, redis::RedisError> {
+    let (outcome, detail) = pair("confirm", reply)?;
+    Ok(match outcome.as_str() {
+        "confirmed" => Confirmation::Confirmed,
+        "refund_required" => Confirmation::RefundRequired { reason: detail },
+        "duplicate" => Confirmation::Duplicate(detail),
+        "not_armed" => Confirmation::PoolUnavailable,
+        "unknown" => Confirmation::Unknown,
+        _ => return Err(protocol_error("confirm", reply)),
+    })
+}
+
+pub(super) fn parse_release(reply: &[String]) -> Result<Release, redis::RedisError> {
+    let (outcome, detail) = pair("release", reply)?;
+    Ok(match outcome.as_str() {
+        "released" => Release::Released,
+        "ignored" => Release::Ignored(detail),
+        "duplicate" => Release::Duplicate(detail),
+        "not_armed" => Release::PoolUnavailable,
+        "unknown" => Release::Unknown,
+        _ => return Err(protocol_error("release", reply)),
+    })
+}
+
+/// A reservation as stored in Redis.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredReservation {
+    pub id: String,
+    pub secret: String,
+    pub seats: u32,
+    pub state: String,
+    pub hold_expires_at_ms: UnixMillis,
+    pub reserved_at_ms: UnixMillis,
+    pub payment_id: Option<String>,
+    /// Refunds by payment id: `pending`, `succeeded` or `failed`.
+    pub refunds: Vec<(String, String)>,
+    pub fare_minor: i64,
+    pub currency: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn refusal(reply: &[&str]) -> Refusal {
+        match parse_reserve(&strings(reply)) {
+            Err(Ok(refusal)) => refusal,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn reserve_replies_parse_into_holds_and_refusals() {
+        let hold = parse_reserve(&strings(&[
+            "reserved", "r1", "s1", "2", "900", "100", "1-0", "{}",
+        ]))
+        .unwrap();
+        assert_eq!((hold.seats, hold.outbox_entry.as_str()), (2, "1-0"));
+        assert!(!hold.replayed);
+        let replay = parse_reserve(&strings(&[
+            "replay", "r1", "s1", "2", "900", "100", "1-0", "",
+        ]))
+        .unwrap();
+        assert!(replay.replayed);
+        assert_eq!(
+            (hold.pending_event.as_deref(), replay.pending_event),
+            (Some("{}"), None)
+        );
+        assert!(matches!(
+            refusal(&["sold_out", "1", "5000"]),
+            Refusal {
+                error: ReserveError::SoldOut { available: 1 },
+                at_ms: 5000
+            }
+        ));
+        assert!(matches!(
+            refusal(&["late", "7000"]),
+            Refusal {
+                error: ReserveError::Late,
+                at_ms: 7000
+            }
+        ));
+        assert!(
+            matches!(
+                refusal(&["not_armed"]),
+                Refusal {
+                    error: ReserveError::PoolUnavailable,
+                    at_ms: 0
+                }
+            ),
+            "a lost pool proves nothing about other attempts"
+        );
+        assert!(matches!(
+            parse_reserve(&strings(&["spent"])),
+            Err(Err(ReserveError::TokenSpent))
+        ));
+        for junk in [
+            vec!["reserved", "r1"],
+            vec![],
+            vec!["sold_out", "1"],
+            vec!["late"],
+        ] {
+            assert!(
+                matches!(
+                    parse_reserve(&strings(&junk)),
+                    Err(Err(ReserveError::Protocol(_)))
+                ),
+                "{junk:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn claim_replies_parse() {
+        assert_eq!(
+            Claim::parse(&strings(&["claimed", "123"])).unwrap(),
+            Claimed {
+                claim: Claim::Claimed,
+                deadline_ms: 123
+            }
+        );
+        assert_eq!(
+            Claim::parse(&strings(&["retry", "9"])).unwrap().claim,
+            Claim::Retry
+        );
+        assert!(matches!(
+            Claim::parse(&strings(&["spent"])),
+            Err(ReserveError::TokenSpent)
+        ));
+        assert!(matches!(
+            Claim::parse(&strings(&["mismatch"])),
+            Err(ReserveError::KeyReused)
+        ));
+        assert!(matches!(
+            Claim::parse(&strings(&["unknown_sale"])),
+            Err(ReserveError::UnknownSale)
+        ));
+        assert!(matches!(
+            Claim::parse(&strings(&["unknown_pool"])),
+            Err(ReserveError::UnknownPool)
+        ));
+        assert!(matches!(
+            Claim::parse(&strings(&["?"])),
+            Err(ReserveError::Protocol(_))
+        ));
+        assert!(matches!(
+            Claim::parse(&strings(&["claimed"])),
+            Err(ReserveError::Protocol(_))
+        ));
+    }
+
+    #[test]
+    fn confirm_release_ack_and_abort_replies_parse() {
+        assert_eq!(
+            parse_confirm(&strings(&["confirmed", "held"])).unwrap(),
+            Confirmation::Confirmed
+        );
+        assert_eq!(
+            parse_confirm(&strings(&["refund_required", "expired"])).unwrap(),
+            Confirmation::RefundRequired {
+                reason: "expired".into()
+            }
+        );
+        assert_eq!(
+            parse_confirm(&strings(&["not_armed", ""])).unwrap(),
+            Confirmation::PoolUnavailable
+        );
+        assert!(parse_confirm(&strings(&["confirmed"])).is_err());
+        assert_eq!(
+            parse_release(&strings(&["ignored", "sold"])).unwrap(),
+            Release::Ignored("sold".into())
+        );
+        assert!(parse_release(&strings(&["what", "x"])).is_err());
+        assert_eq!(
+            parse_ack(&strings(&["acked", "held"])).unwrap(),
+            Ack::Acked {
+                state: "held".into()
+            }
+        );
+        assert_eq!(
+            parse_ack(&strings(&["already", "sold"])).unwrap(),
+            Ack::Already {
+                state: "sold".into()
+            }
+        );
+        assert_eq!(parse_ack(&strings(&["aborted", ""])).unwrap(), Ack::Aborted);
+        assert!(parse_ack(&strings(&["acked"])).is_err());
+        assert_eq!(
+            parse_abort(&strings(&["durable", "held"])).unwrap(),
+            Abort::Durable {
+                state: "held".into()
+            }
+        );
+        assert_eq!(
+            parse_abort(&strings(&["not_armed"])).unwrap(),
+            Abort::PoolUnavailable
+        );
+        assert!(parse_abort(&strings(&["?"])).is_err());
+        assert_eq!(
+            parse_start_payment(&strings(&["not_held", "sold"])).unwrap(),
+            PaymentStart::NotHeld {
+                state: "sold".into()
+            }
+        );
+    }
+}

@@ -1,0 +1,82 @@
+//! The gatekeeper's Lua scripts, loaded once: every pool script starts with `lua/lib.lua`, the
+//! sale-slot claim with `lua/sale_lib.lua`.
+
+use redis::aio::ConnectionManager;
+use redis::Script;
+
+/// The shared helpers every pool script starts with.
+const LIB: &str = include_str!("../../../lua/lib.lua");
+/// The helpers of the sale's slot (Redis' clock), as the gateway's scripts have them.
+const SALE_LIB: &str = include_str!("../../../lua/sale_lib.lua");
+
+fn pool_script(body: &str) -> Script {
+    Script::new(&format!("{LIB}\n{body}"))
+}
+
+/// How long one attempt (one request's claim) may take to reach the pool: it can make a new
+/// hold only this long after its claim. A healthy request takes one Redis round trip between
+/// the two; ten seconds is several of Redis' response timeouts. A crashed attempt holds up
+/// releasing its token's claim (for another attempt with the same key) this long at most.
+pub const ATTEMPT_LIFETIME_MS: u64 = 10_000;
+
+/// The Lua scripts this service runs, loaded once.
+#[derive(Clone)]
+pub struct Scripts {
+    pub(super) claim_token: Script,
+    pub(super) release_claim: Script,
+    pub(super) reserve: Script,
+    pub(super) ack: Script,
+    pub(super) abort: Script,
+    pub(super) start_payment: Script,
+    pub(super) confirm: Script,
+    pub(super) release: Script,
+    pub(super) expire: Script,
+    pub(super) refund_result: Script,
+    /// A lease (`lua/lease.lua`), for the relay of each pool's outbox.
+    pub(super) lease: Script,
+}
+
+impl Default for Scripts {
+    fn default() -> Self {
+        Self {
+            claim_token: Script::new(&format!(
+                "{SALE_LIB}\n{}",
+                include_str!("../../../lua/claim_token.lua")
+            )),
+            release_claim: Script::new(include_str!("../../../lua/release_claim.lua")),
+            reserve: pool_script(include_str!("../../../lua/reserve.lua")),
+            ack: pool_script(include_str!("../../../lua/ack.lua")),
+            abort: pool_script(include_str!("../../../lua/abort.lua")),
+            start_payment: pool_script(include_str!("../../../lua/start_payment.lua")),
+            confirm: pool_script(include_str!("../../../lua/confirm.lua")),
+            release: pool_script(include_str!("../../../lua/release.lua")),
+            expire: pool_script(include_str!("../../../lua/expire.lua")),
+            refund_result: pool_script(include_str!("../../../lua/refund_result.lua")),
+            lease: Script::new(include_str!("../../../lua/lease.lua")),
+        }
+    }
+}
+
+impl Scripts {
+    /// Loads every script into Redis' script cache up front. Without it, the first burst of
+    /// requests after a start (or a Redis restart) all miss with NOSCRIPT and each sends the
+    /// whole script text again: thousands of loads exactly when the rush begins.
+    pub async fn preload(&self, conn: &mut ConnectionManager) -> redis::RedisResult<()> {
+        for script in [
+            &self.claim_token,
+            &self.release_claim,
+            &self.reserve,
+            &self.ack,
+            &self.abort,
+            &self.start_payment,
+            &self.confirm,
+            &self.release,
+            &self.expire,
+            &self.refund_result,
+            &self.lease,
+        ] {
+            script.load_async(conn).await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,175 @@
+//! What the relay and the reaper read and clear in Redis: the armed pools, each pool's outbox
+//! and its relay lease, the holds that are due. Each is one typed call here, so the workers hold
+//! no key or command of their own.
+
+use floodgate_contract::state::{pool_list, redis_time_ms};
+use floodgate_contract::UnixMillis;
+use redis::streams::StreamRangeReply;
+
+use super::Gatekeeper;
+
+/// One event waiting in a pool's outbox.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutboxEntry {
+    /// The stream entry's id (`<Unix ms>-<n>`).
+    pub id: String,
+    /// The envelope's JSON, or `None` for an entry without one (cleared as it is found).
+    pub event: Option<String>,
+}
+
+impl OutboxEntry {
+    /// When the entry was written, Unix ms (its id starts with it).
+    pub fn written_ms(&self) -> UnixMillis {
+        self.id
+            .split('-')
+            .next()
+            .and_then(|ms| ms.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Gatekeeper {
+    /// Every pool of every armed sale, as `(sale, pool)`.
+    pub async fn armed_pools(&self) -> redis::RedisResult<Vec<(String, String)>> {
+        let mut conn = self.redis.clone();
+        let sales: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(self.keys.sales())
+            .query_async(&mut conn)
+            .await?;
+        if sales.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for sale in &sales {
+            floodgate_contract::state::SaleMeta::query_pools(&mut pipe, &self.keys.sale(sale));
+        }
+        let lists: Vec<Option<String>> = pipe.query_async(&mut conn).await?;
+        Ok(sales
+            .into_iter()
+            .zip(lists)
+            .flat_map(|(sale, list)| {
+                pool_list(&list.unwrap_or_default())
+                    .into_iter()
+                    .map(move |pool| (sale.clone(), pool))
+            })
+            .collect())
+    }
+
+    /// Events waiting in the pool's outbox (the oldest `max`), or none without reading further
+    /// when it is empty.
+    pub async fn outbox(
+        &self,
+        sale: &str,
+        pool: &str,
+        max: usize,
+    ) -> redis::RedisResult<Vec<OutboxEntry>> {
+        let outbox = self.keys.pool(sale, pool).outbox();
+        let mut conn = self.redis.clone();
+        let pending: usize = redis::cmd("XLEN")
+            .arg(&outbox)
+            .query_async(&mut conn)
+            .await?;
+        if pending == 0 {
+            return Ok(Vec::new());
+        }
+        let entries: StreamRangeReply = redis::cmd("XRANGE")
+            .arg(&outbox)
+            .arg("-")
+            .arg("+")
+            .arg("COUNT")
+            .arg(max)
+            .query_async(&mut conn)
+            .await?;
+        Ok(entries
+            .ids
+            .iter()
+            .map(|entry| OutboxEntry {
+                id: entry.id.clone(),
+                event: entry.get::<String>("e"),
+            })
+            .collect())
+    }
+
+    /// Removes outbox entries whose events the broker acknowledged.
+    pub async fn drop_outbox_entries(
+        &self,
+        sale: &str,
+        pool: &str,
+        ids: &[String],
+    ) -> redis::RedisResult<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let _: i64 = redis::cmd("XDEL")
+            .arg(self.keys.pool(sale, pool).outbox())
+            .arg(ids)
+            .query_async(&mut self.redis.clone())
+            .await?;
+        Ok(())
+    }
+
+    /// Takes or renews the lease on relaying the pool's outbox for `lease_ms`
+    /// (`lua/lease.lua`): whether `instance` holds it. One relay at a time keeps a pool's
+    /// events in order on its partition.
+    pub async fn relay_lease(
+        &self,
+        sale: &str,
+        pool: &str,
+        instance: &str,
+        lease_ms: u64,
+    ) -> redis::RedisResult<bool> {
+        let keys = self.keys.pool(sale, pool);
+        let fence: String = self
+            .scripts
+            .lease
+            .key(keys.relay())
+            .key(keys.relay_epoch())
+            .arg(instance)
+            .arg(lease_ms)
+            .invoke_async(&mut self.redis.clone())
+            .await?;
+        Ok(!fence.is_empty())
+    }
+
+    /// Holds of the pool whose expiry has passed by `now_ms` (the oldest `max`), to be expired
+    /// one by one ([`Gatekeeper::expire`] decides by Redis' clock).
+    pub async fn due_holds(
+        &self,
+        sale: &str,
+        pool: &str,
+        now_ms: UnixMillis,
+        max: usize,
+    ) -> redis::RedisResult<Vec<String>> {
+        redis::cmd("ZRANGEBYSCORE")
+            .arg(self.keys.pool(sale, pool).expiries())
+            .arg("-inf")
+            .arg(now_ms)
+            .arg("LIMIT")
+            .arg(0)
+            .arg(max)
+            .query_async(&mut self.redis.clone())
+            .await
+    }
+
+    /// Redis' clock, Unix ms.
+    pub async fn now_ms(&self) -> redis::RedisResult<UnixMillis> {
+        let time: (i64, i64) = redis::cmd("TIME")
+            .query_async(&mut self.redis.clone())
+            .await?;
+        Ok(redis_time_ms(time))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_knows_when_it_was_written() {
+        let entry = OutboxEntry {
+            id: "1700000000123-4".into(),
+            event: None,
+        };
+        assert_eq!(entry.written_ms(), 1_700_000_000_123);
+    }
+}
