@@ -13,16 +13,9 @@
 -- no process clock skew can let a re-arm reset counters that a live sale is already spending.
 -- Before the opening no admission can have happened, so resetting the counters is safe and makes
 -- arming idempotent (and lets an operator fix a capacity before the opening).
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-
-local armed_opens = tonumber(redis.call('HGET', KEYS[1], 'opens_at_ms'))
-if armed_opens and now >= armed_opens then
-  return {'opened', tostring(armed_opens)}
-end
-local opens = tonumber(ARGV[3])
-if now >= opens then
-  return {'opened', tostring(opens)}
+local refused = refuse_if_opened(KEYS[1], ARGV[3])
+if refused then
+  return refused
 end
 
 -- `armed` is the marker that the counters below were written together with this config: a

@@ -10,16 +10,9 @@
 -- Arming before the opening resets the frontier but never the ticket sequence nor the lottery
 -- secret: clients already in the pre-queue keep their tickets, and the commitment they were
 -- shown stays the one the draw is checked against.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-
-local armed_opens = tonumber(redis.call('HGET', KEYS[1], 'opens_at_ms'))
-if armed_opens and now >= armed_opens then
-  return {'opened', tostring(armed_opens)}
-end
-local opens = tonumber(ARGV[1])
-if now >= opens then
-  return {'opened', tostring(opens)}
+local refused = refuse_if_opened(KEYS[1], ARGV[1])
+if refused then
+  return refused
 end
 
 redis.call('HSET', KEYS[1], 'opens_at_ms', ARGV[1], 'rate', ARGV[2], 'token_ttl_ms', ARGV[3],

@@ -1,6 +1,6 @@
--- lib.lua: helpers shared by every pool script. The booking service prepends this file to each
--- pool script when it loads it (booking/src/gatekeeper.rs), so each script is still one atomic
--- EVALSHA in one slot.
+-- lib.lua: helpers shared by every pool script. The booking service prepends clock.lua and this
+-- file to each pool script when it loads it (contract/src/lua.rs), so each script is still one
+-- atomic EVALSHA in one slot.
 --
 -- Every pool script takes the same KEYS, all in the pool's slot:
 --   KEYS[1] cfg hash      KEYS[2] available   KEYS[3] held      KEYS[4] sold
@@ -10,12 +10,6 @@ local K = {
   cfg = KEYS[1], avail = KEYS[2], held = KEYS[3], sold = KEYS[4], holds = KEYS[5],
   expiries = KEYS[6], outbox = KEYS[7], rsv = KEYS[8], extra = KEYS[9],
 }
-
--- Redis' own clock, in Unix ms: the one clock every decision about holds is made by.
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 -- A hash as a table, or nil when the key does not exist.
 local function load(key)

@@ -1,13 +1,7 @@
 -- sale_lib: helpers shared by the waiting-room scripts of a sale's slot. The gateway prepends
--- this file to join, resume, leave, sweep, advance and bury (as the booking service does with lib.lua), so
--- there is one definition of "now" and of closing the pre-queue.
-
--- Milliseconds by Redis' clock: the one clock arming, opening and every deadline use, so
--- gateways with skewed clocks still agree.
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+-- clock.lua and this file to join, resume, leave, sweep, advance and bury (contract/src/lua.rs),
+-- as the booking service does to its claim of a token, so there is one definition of "now" and
+-- of closing the pre-queue.
 
 -- Closes the pre-queue at the first script run at or after the opening: its size is the last
 -- ticket handed out before, and its digest the hash chain over their draw nonces at that

@@ -11,6 +11,7 @@ use axum::response::IntoResponse as _;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use floodgate_contract::api::code;
 use floodgate_contract::ids::check_sale_id;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
@@ -92,35 +93,27 @@ async fn require_ops_token(
     // token once matched an empty setting); the token itself is never empty (Config::validate).
     let presented = bearer(request.headers()).map_err(|e| match e {
         BearerError::Missing => ApiError::Unauthorized(
-            "ops_token_missing",
+            code::OPS_TOKEN_MISSING,
             "this API needs the ops token: Authorization: Bearer <ops token>".into(),
         ),
         BearerError::Malformed => ApiError::Unauthorized(
-            "ops_token_invalid",
+            code::OPS_TOKEN_INVALID,
             "this API needs the ops token: Authorization: Bearer <ops token>".into(),
         ),
     })?;
     if !same_secret(presented.as_bytes(), token.expose_secret().as_bytes()) {
         return Err(ApiError::Unauthorized(
-            "ops_token_invalid",
+            code::OPS_TOKEN_INVALID,
             "this API needs the ops token".into(),
         ));
     }
     Ok(next.run(request).await)
 }
 
-fn unknown_sale() -> ApiError {
-    ApiError::NotFound("unknown_sale", "no such armed sale".into())
-}
-
-fn redis_error(e: redis::RedisError) -> ApiError {
-    crate::gatekeeper::ReserveError::Redis(e).into()
-}
-
 fn db_error(e: sqlx::Error) -> ApiError {
     tracing::warn!(error = %e, "catalog write failed");
     ApiError::Unavailable(
-        "catalog_unavailable",
+        code::CATALOG_UNAVAILABLE,
         "the catalog is unavailable; retry shortly".into(),
     )
 }
@@ -130,7 +123,7 @@ pub async fn sale_figures(
     State(state): State<AppState>,
     Path(sale): Path<String>,
 ) -> Result<Json<OpsFigures>, ApiError> {
-    check_sale_id(&sale).map_err(|_| unknown_sale())?;
+    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
     figures(&state, &sale).await.map(Json)
 }
 
@@ -179,9 +172,8 @@ async fn figures(state: &AppState, sale: &str) -> Result<OpsFigures, ApiError> {
     let f = state
         .gatekeeper
         .sale_figures(sale)
-        .await
-        .map_err(redis_error)?
-        .ok_or_else(unknown_sale)?;
+        .await?
+        .ok_or_else(ApiError::unknown_sale)?;
     let holds: u64 = f.pools.iter().map(|(_, c)| c.holds).sum();
     let meta = &f.meta;
     Ok(OpsFigures {
@@ -235,14 +227,14 @@ impl SaleUpdate {
     pub fn parse(body: &[u8]) -> Result<Self, ApiError> {
         let value: Value = serde_json::from_slice(body).map_err(|_| {
             ApiError::BadRequest(
-                "bad_json",
+                code::BAD_JSON,
                 "the body is not valid JSON; send {\"admission_rate\": 20.0, \"active_cap\": 500} (either)"
                     .into(),
             )
         })?;
         let Value::Object(fields) = value else {
             return Err(ApiError::Unprocessable(
-                "invalid_request",
+                code::INVALID_REQUEST,
                 "the body must be a JSON object with admission_rate and/or active_cap".into(),
             ));
         };
@@ -254,7 +246,7 @@ impl SaleUpdate {
                         .as_f64()
                         .ok_or_else(|| String::from("admission_rate must be a number"))
                         .and_then(floodgate_contract::settings::check_admission_rate)
-                        .map_err(|m| ApiError::Unprocessable("invalid_rate", m))?;
+                        .map_err(|m| ApiError::Unprocessable(code::INVALID_RATE, m))?;
                     update.admission_rate = Some(rate);
                 }
                 "active_cap" => {
@@ -262,14 +254,14 @@ impl SaleUpdate {
                         .as_u64()
                         .ok_or_else(|| String::from("active_cap must be a whole number"))
                         .and_then(floodgate_contract::settings::check_active_cap)
-                        .map_err(|m| ApiError::Unprocessable("invalid_cap", m))?;
+                        .map_err(|m| ApiError::Unprocessable(code::INVALID_CAP, m))?;
                     update.active_cap = Some(u32::try_from(cap).map_err(|_| {
-                        ApiError::Unprocessable("invalid_cap", "active_cap is too large".into())
+                        ApiError::Unprocessable(code::INVALID_CAP, "active_cap is too large".into())
                     })?);
                 }
                 other => {
                     return Err(ApiError::Unprocessable(
-                        "invalid_request",
+                        code::INVALID_REQUEST,
                         format!("unknown field {other:?}: the sale's admission_rate and active_cap can be changed"),
                     ))
                 }
@@ -277,7 +269,7 @@ impl SaleUpdate {
         }
         if update == SaleUpdate::default() {
             return Err(ApiError::Unprocessable(
-                "invalid_request",
+                code::INVALID_REQUEST,
                 "name admission_rate and/or active_cap to change".into(),
             ));
         }
@@ -291,9 +283,9 @@ pub async fn update_sale(
     Path(sale): Path<String>,
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Json<OpsFigures>, ApiError> {
-    check_sale_id(&sale).map_err(|_| unknown_sale())?;
+    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
     let body = body.map_err(|_| {
-        ApiError::PayloadTooLarge("body_too_large", "the request body is too large".into())
+        ApiError::PayloadTooLarge(code::BODY_TOO_LARGE, "the request body is too large".into())
     })?;
     let update = SaleUpdate::parse(&body)?;
     figures(&state, &sale).await?;
@@ -301,8 +293,7 @@ pub async fn update_sale(
         state
             .gatekeeper
             .set_rate_and_cap(&sale, update.admission_rate, update.active_cap)
-            .await
-            .map_err(redis_error)?;
+            .await?;
         sqlx::query(
             "update sales set admission_rate = coalesce($2, admission_rate),
                active_cap = coalesce($3, active_cap), updated_at = now() where id = $1",
@@ -323,13 +314,9 @@ async fn set_paused(
     sale: &str,
     paused: bool,
 ) -> Result<Json<OpsFigures>, ApiError> {
-    check_sale_id(sale).map_err(|_| unknown_sale())?;
+    check_sale_id(sale).map_err(|_| ApiError::unknown_sale())?;
     figures(state, sale).await?;
-    state
-        .gatekeeper
-        .set_paused(sale, paused)
-        .await
-        .map_err(redis_error)?;
+    state.gatekeeper.set_paused(sale, paused).await?;
     sqlx::query("update sales set paused = $2, updated_at = now() where id = $1")
         .bind(sale)
         .bind(paused)
@@ -364,17 +351,13 @@ pub async fn open_now(
     State(state): State<AppState>,
     Path(sale): Path<String>,
 ) -> Result<Json<OpsFigures>, ApiError> {
-    check_sale_id(&sale).map_err(|_| unknown_sale())?;
+    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
     let current = figures(&state, &sale).await?;
     if current.open {
         return Ok(Json(current));
     }
     let pools: Vec<String> = current.pools.iter().map(|p| p.pool.clone()).collect();
-    let now_ms = state
-        .gatekeeper
-        .open_now(&sale, &pools)
-        .await
-        .map_err(redis_error)?;
+    let now_ms = state.gatekeeper.open_now(&sale, &pools).await?;
     let opens_at = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(now_ms) * 1_000_000)
         .map_err(|_| ApiError::Internal("clock out of range".into()))?;
     sqlx::query("update sales set opens_at = $2, updated_at = now() where id = $1")

@@ -7,11 +7,15 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine as _;
+use floodgate_contract::api::booking::{
+    Health, PaymentStarted, RefundView, ReservationCreated, ReservationView,
+};
+use floodgate_contract::api::code;
 use floodgate_contract::ids::{check_pool_id, check_sale_id, reservation_id, reservation_pool};
 use floodgate_contract::now_millis;
+use floodgate_contract::reservation::ReservationState;
 use floodgate_contract::token::AdmissionClaims;
 use rand::RngCore;
-use serde::{Deserialize, Serialize};
 
 use crate::auth::{bearer, BearerError};
 use crate::error::ApiError;
@@ -32,21 +36,6 @@ pub struct ReservationRequest {
     pub seats: u32,
 }
 
-/// The 201 body. A retry with the same `Idempotency-Key` gets these exact bytes again.
-#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct ReservationCreated {
-    pub reservation_id: String,
-    pub sale: String,
-    pub pool: String,
-    pub seats: u32,
-    /// Always `held` in a 201: the seats are reserved until `hold_expires_at_ms` unless paid.
-    pub status: String,
-    pub reserved_at_ms: i64,
-    pub hold_expires_at_ms: i64,
-    /// Authorizes reading and paying for this reservation; shown once, keep it private.
-    pub secret: String,
-}
-
 /// `POST /v1/sales/{sale}/reservations`: reserve seats with an admission token.
 ///
 /// Answers 201 only after the `SeatReserved` event was acknowledged by the broker, so a 2xx is
@@ -59,17 +48,18 @@ pub async fn create_reservation(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<ReservationCreated>), ApiError> {
-    let Path(sale) = sale.map_err(|_| not_found_sale())?;
+    let Path(sale) = sale.map_err(|_| ApiError::unknown_sale())?;
     tracing::Span::current().record("sale", sale.as_str());
-    check_sale_id(&sale).map_err(|_| not_found_sale())?;
+    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
 
     let claims = authenticate(&state, &headers, &sale)?;
     let idempotency_key = idempotency_key(&headers)?;
     let request = parse_body(body)?;
-    check_pool_id(&request.pool).map_err(|e| ApiError::NotFound("unknown_pool", e.to_string()))?;
+    check_pool_id(&request.pool)
+        .map_err(|e| ApiError::NotFound(code::UNKNOWN_POOL, e.to_string()))?;
     if request.seats == 0 || request.seats > claims.max_seats {
         return Err(ApiError::Unprocessable(
-            "invalid_seats",
+            code::INVALID_SEATS,
             format!("seats must be between 1 and {}", claims.max_seats),
         ));
     }
@@ -109,7 +99,7 @@ pub async fn create_reservation(
             sale,
             pool: request.pool,
             seats: hold.seats,
-            status: "held".into(),
+            status: ReservationState::Held,
             reserved_at_ms: hold.reserved_at_ms,
             hold_expires_at_ms: hold.hold_expires_at_ms,
             secret: hold.secret,
@@ -129,20 +119,16 @@ async fn unknown_or_lost_sale(state: &AppState, sale: &str) -> ApiError {
         Ok(Some(true)) => {
             tracing::error!(%sale, "armed sale missing from Redis: its state was lost");
             ApiError::Unavailable(
-                "sale_unavailable",
+                code::SALE_UNAVAILABLE,
                 "this sale is temporarily unavailable; retry shortly".into(),
             )
         }
-        Ok(_) => not_found_sale(),
+        Ok(_) => ApiError::unknown_sale(),
         Err(e) => {
             tracing::warn!(error = %e, "catalog unreachable");
-            ApiError::Unavailable("catalog_unavailable", "retry shortly".into())
+            ApiError::Unavailable(code::CATALOG_UNAVAILABLE, "retry shortly".into())
         }
     }
-}
-
-fn not_found_sale() -> ApiError {
-    ApiError::NotFound("unknown_sale", "no such sale".into())
 }
 
 /// Verifies the bearer admission token and that it was issued for this sale.
@@ -153,18 +139,18 @@ fn authenticate(
 ) -> Result<AdmissionClaims, ApiError> {
     let token = bearer(headers).map_err(|e| match e {
         BearerError::Missing => ApiError::Unauthorized(
-            "token_missing",
+            code::TOKEN_MISSING,
             "an admission token is required: Authorization: Bearer <token>".into(),
         ),
         BearerError::Malformed => ApiError::Unauthorized(
-            "token_malformed",
+            code::TOKEN_MALFORMED,
             "expected Authorization: Bearer <token>".into(),
         ),
     })?;
     let claims = state.verifier.verify(token, now_millis())?;
     if claims.sale != sale {
         return Err(ApiError::Forbidden(
-            "token_wrong_sale",
+            code::TOKEN_WRONG_SALE,
             "this admission token was issued for another sale".into(),
         ));
     }
@@ -174,7 +160,7 @@ fn authenticate(
 fn idempotency_key(headers: &HeaderMap) -> Result<&str, ApiError> {
     let value = headers.get("idempotency-key").ok_or_else(|| {
         ApiError::BadRequest(
-            "idempotency_key_missing",
+            code::IDEMPOTENCY_KEY_MISSING,
             "an Idempotency-Key header is required (a fresh UUID per reservation attempt)".into(),
         )
     })?;
@@ -184,7 +170,7 @@ fn idempotency_key(headers: &HeaderMap) -> Result<&str, ApiError> {
         && key.bytes().all(|b| b.is_ascii_graphic());
     if !valid {
         return Err(ApiError::BadRequest(
-            "idempotency_key_invalid",
+            code::IDEMPOTENCY_KEY_INVALID,
             format!(
                 "Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY_LEN} visible ASCII characters"
             ),
@@ -198,21 +184,21 @@ fn idempotency_key(headers: &HeaderMap) -> Result<&str, ApiError> {
 fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<ReservationRequest, ApiError> {
     let body = body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge("body_too_large", "the request body is too large".into())
+            ApiError::PayloadTooLarge(code::BODY_TOO_LARGE, "the request body is too large".into())
         } else {
-            ApiError::BadRequest("bad_body", "the request body could not be read".into())
+            ApiError::BadRequest(code::BAD_BODY, "the request body could not be read".into())
         }
     })?;
     let value: serde_json::Value = serde_json::from_slice(&body).map_err(|_| {
         ApiError::BadRequest(
-            "bad_json",
+            code::BAD_JSON,
             "the body is not valid JSON; send {\"pool\": \"<pool id>\", \"seats\": <number>}"
                 .into(),
         )
     })?;
     let serde_json::Value::Object(fields) = value else {
         return Err(ApiError::Unprocessable(
-            "invalid_request",
+            code::INVALID_REQUEST,
             "the body must be a JSON object: {\"pool\": \"<pool id>\", \"seats\": <number>}".into(),
         ));
     };
@@ -221,7 +207,7 @@ fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<ReservationRequest,
         .find(|k| !matches!(k.as_str(), "pool" | "seats"))
     {
         return Err(ApiError::Unprocessable(
-            "invalid_request",
+            code::INVALID_REQUEST,
             format!("unknown field {unknown:?}: a reservation takes only pool and seats"),
         ));
     }
@@ -229,7 +215,7 @@ fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<ReservationRequest,
         Some(serde_json::Value::String(pool)) => pool.clone(),
         _ => {
             return Err(ApiError::Unprocessable(
-                "invalid_pool",
+                code::INVALID_POOL,
                 "pool must be the id of one of the sale's pools, as a string".into(),
             ))
         }
@@ -242,7 +228,7 @@ fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<ReservationRequest,
         .and_then(|n| u32::try_from(n).ok())
         .ok_or_else(|| {
             ApiError::Unprocessable(
-                "invalid_seats",
+                code::INVALID_SEATS,
                 "seats must be a whole number of seats, at least 1".into(),
             )
         })?;
@@ -257,66 +243,33 @@ fn new_secret() -> String {
 }
 
 /// `GET /healthz`: the process is up (not whether its dependencies are).
-pub async fn health() -> Json<serde_json::Value> {
-    Json(serde_json::json!({ "status": "ok" }))
+pub async fn health() -> Json<Health> {
+    Json(Health::ok())
 }
 
 /// Any route not defined: a JSON 404 like every other error.
 pub async fn not_found() -> ApiError {
-    ApiError::NotFound("not_found", "no such endpoint".into())
+    ApiError::NotFound(code::NOT_FOUND, "no such endpoint".into())
 }
 
-/// `GET /v1/sales/{sale}/reservations/{id}`: a reservation's state, for whoever holds its secret.
-#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct ReservationView {
-    pub reservation_id: String,
-    pub sale: String,
-    pub pool: String,
-    pub seats: u32,
-    /// `held`, `confirmed`, `cancelled` (payment failed), `expired`, or `aborted`.
-    pub status: String,
-    pub reserved_at_ms: i64,
-    pub hold_expires_at_ms: i64,
-    /// Price of the whole reservation, in the currency's minor unit.
-    pub amount_minor: i64,
-    pub currency: String,
-    /// The payment that bought the seats, once confirmed.
-    pub payment_id: Option<String>,
-    /// Refunds of payments that arrived when the hold was no longer live.
-    pub refunds: Vec<RefundView>,
-}
-
-#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct RefundView {
-    pub payment_id: String,
-    /// `pending`, `succeeded` or `failed`.
-    pub status: String,
-}
-
-impl ReservationView {
-    fn new(sale: &str, pool: &str, r: StoredReservation) -> Self {
-        let status = match r.state.as_str() {
-            "sold" => "confirmed",
-            "released" => "cancelled",
-            other => other,
-        };
-        Self {
-            status: status.to_owned(),
-            reservation_id: r.id,
-            sale: sale.to_owned(),
-            pool: pool.to_owned(),
-            seats: r.seats,
-            reserved_at_ms: r.reserved_at_ms,
-            hold_expires_at_ms: r.hold_expires_at_ms,
-            amount_minor: r.fare_minor * i64::from(r.seats),
-            currency: r.currency,
-            payment_id: r.payment_id,
-            refunds: r
-                .refunds
-                .into_iter()
-                .map(|(payment_id, status)| RefundView { payment_id, status })
-                .collect(),
-        }
+/// A stored reservation as its holder sees it.
+fn view(sale: &str, pool: &str, r: StoredReservation) -> ReservationView {
+    ReservationView {
+        status: r.state,
+        reservation_id: r.id,
+        sale: sale.to_owned(),
+        pool: pool.to_owned(),
+        seats: r.seats,
+        reserved_at_ms: r.reserved_at_ms,
+        hold_expires_at_ms: r.hold_expires_at_ms,
+        amount_minor: r.fare_minor * i64::from(r.seats),
+        currency: r.currency,
+        payment_id: r.payment_id,
+        refunds: r
+            .refunds
+            .into_iter()
+            .map(|(payment_id, status)| RefundView { payment_id, status })
+            .collect(),
     }
 }
 
@@ -330,11 +283,11 @@ async fn authorized_reservation(
 ) -> Result<(String, StoredReservation), ApiError> {
     let presented = bearer(headers).map_err(|_| {
         ApiError::Unauthorized(
-            "secret_missing",
+            code::SECRET_MISSING,
             "present the reservation's secret: Authorization: Bearer <secret>".into(),
         )
     })?;
-    let not_found = || ApiError::NotFound("unknown_reservation", "no such reservation".into());
+    let not_found = || ApiError::NotFound(code::UNKNOWN_RESERVATION, "no such reservation".into());
     check_sale_id(sale).map_err(|_| not_found())?;
     let pool = reservation_pool(id).ok_or_else(not_found)?.to_owned();
     let stored = state
@@ -357,7 +310,7 @@ pub async fn get_reservation(
     headers: HeaderMap,
 ) -> Result<Json<ReservationView>, ApiError> {
     let (pool, stored) = authorized_reservation(&state, &sale, &id, &headers).await?;
-    Ok(Json(ReservationView::new(&sale, &pool, stored)))
+    Ok(Json(view(&sale, &pool, stored)))
 }
 
 /// `POST /v1/sales/{sale}/reservations/{id}/payment` with `Authorization: Bearer <secret>`:
@@ -368,15 +321,14 @@ pub async fn start_payment(
     State(state): State<AppState>,
     Path((sale, id)): Path<(String, String)>,
     headers: HeaderMap,
-) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+) -> Result<(StatusCode, Json<PaymentStarted>), ApiError> {
     let (pool, stored) = authorized_reservation(&state, &sale, &id, &headers).await?;
-    if stored.state != "held" {
-        let view = ReservationView::new(&sale, &pool, stored);
+    if stored.state != ReservationState::Held {
         return Err(ApiError::Conflict(
-            "not_payable",
+            code::NOT_PAYABLE,
             format!(
                 "this reservation is {}; only a held reservation can be paid",
-                view.status
+                stored.state
             ),
         ));
     }
@@ -393,7 +345,7 @@ pub async fn start_payment(
         .map_err(|e| {
             tracing::warn!(error = %e, "payment provider call failed");
             ApiError::Unavailable(
-                "payment_provider_unavailable",
+                code::PAYMENT_PROVIDER_UNAVAILABLE,
                 "the payment provider is unavailable; retry shortly".into(),
             )
         })?;
@@ -407,13 +359,13 @@ pub async fn start_payment(
         PaymentStart::Pending => {}
         PaymentStart::NotHeld { state: now } => {
             return Err(ApiError::Conflict(
-                "not_payable",
+                code::NOT_PAYABLE,
                 format!("this reservation is {now} now; only a held reservation can be paid"),
             ))
         }
         PaymentStart::Unknown => {
             return Err(ApiError::NotFound(
-                "unknown_reservation",
+                code::UNKNOWN_RESERVATION,
                 "no such reservation".into(),
             ))
         }
@@ -421,14 +373,14 @@ pub async fn start_payment(
     }
     Ok((
         StatusCode::ACCEPTED,
-        Json(serde_json::json!({
-            "reservation_id": id,
-            "payment_id": created.payment_id,
-            "status": created.status,
-            "checkout_url": created.checkout_url,
-            "amount_minor": amount_minor,
-            "currency": stored.currency,
-            "hold_expires_at_ms": stored.hold_expires_at_ms,
-        })),
+        Json(PaymentStarted {
+            reservation_id: id,
+            payment_id: created.payment_id,
+            status: created.status,
+            checkout_url: created.checkout_url,
+            amount_minor,
+            currency: stored.currency,
+            hold_expires_at_ms: stored.hold_expires_at_ms,
+        }),
     ))
 }

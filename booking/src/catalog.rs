@@ -7,9 +7,9 @@
 
 use floodgate_contract::ids::{check_pool_id, check_sale_id};
 use floodgate_contract::keys::Keys;
+use floodgate_contract::lua::clocked_script;
 use floodgate_contract::settings;
 use redis::aio::ConnectionManager;
-use redis::Script;
 use serde::Deserialize;
 use sqlx::PgPool;
 use time::macros::format_description;
@@ -310,7 +310,7 @@ pub async fn arm_sale(
     };
 
     let mut conn = redis.clone();
-    let arm_pool = Script::new(include_str!("../../lua/arm_pool.lua"));
+    let arm_pool = clocked_script(include_str!("../../lua/arm_pool.lua"));
     for (pool, capacity, fare_minor, currency) in &pools {
         let k = keys.pool(sale_id, pool);
         let mut invocation = arm_pool.prepare_invoke();
@@ -337,7 +337,7 @@ pub async fn arm_sale(
     // The lottery's secret seed. Only the first arming's is kept (arm_sale.lua), so the
     // commitment published to the pre-queue never changes.
     let secret: [u8; 32] = rand::random();
-    let reply: Vec<String> = Script::new(include_str!("../../lua/arm_sale.lua"))
+    let reply: Vec<String> = clocked_script(include_str!("../../lua/arm_sale.lua"))
         .key(sale_keys.meta())
         .key(sale_keys.seq())
         .key(sale_keys.frontier())

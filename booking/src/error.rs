@@ -8,6 +8,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use floodgate_contract::api::ErrorBody;
+use floodgate_contract::api::{code, UNKNOWN_SALE_MESSAGE};
 use floodgate_contract::token::TokenError;
 
 use crate::gatekeeper::ReserveError;
@@ -43,6 +44,11 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// A sale id that is not armed (or not an id at all), as every endpoint answers it.
+    pub fn unknown_sale() -> Self {
+        ApiError::NotFound(code::UNKNOWN_SALE, UNKNOWN_SALE_MESSAGE.into())
+    }
+
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest(..) => StatusCode::BAD_REQUEST,
@@ -67,7 +73,7 @@ impl ApiError {
             | ApiError::PayloadTooLarge(c, m)
             | ApiError::Unprocessable(c, m)
             | ApiError::Unavailable(c, m) => (*c, m.clone()),
-            ApiError::Internal(_) => ("internal", "an internal error occurred".to_owned()),
+            ApiError::Internal(_) => (code::INTERNAL, "an internal error occurred".to_owned()),
         };
         ErrorBody {
             error: code.to_owned(),
@@ -97,9 +103,9 @@ impl IntoResponse for ApiError {
 impl From<TokenError> for ApiError {
     fn from(e: TokenError) -> Self {
         let code = match e {
-            TokenError::Malformed => "token_malformed",
-            TokenError::UnknownKey | TokenError::BadSignature => "token_invalid",
-            TokenError::Expired => "token_expired",
+            TokenError::Malformed => code::TOKEN_MALFORMED,
+            TokenError::UnknownKey | TokenError::BadSignature => code::TOKEN_INVALID,
+            TokenError::Expired => code::TOKEN_EXPIRED,
         };
         ApiError::Unauthorized(code, e.to_string())
     }
@@ -109,25 +115,32 @@ impl From<ReserveError> for ApiError {
     fn from(e: ReserveError) -> Self {
         let message = e.to_string();
         match e {
-            ReserveError::UnknownSale => ApiError::NotFound("unknown_sale", message),
-            ReserveError::UnknownPool => ApiError::NotFound("unknown_pool", message),
+            ReserveError::UnknownSale => ApiError::unknown_sale(),
+            ReserveError::UnknownPool => ApiError::NotFound(code::UNKNOWN_POOL, message),
             ReserveError::PoolUnavailable => {
                 tracing::error!("a pool's Redis state is missing: refused until rebuilt");
-                ApiError::Unavailable("pool_unavailable", message)
+                ApiError::Unavailable(code::POOL_UNAVAILABLE, message)
             }
-            ReserveError::Late => ApiError::Unavailable("reservation_late", message),
-            ReserveError::SoldOut { .. } => ApiError::Conflict("sold_out", message),
-            ReserveError::TokenSpent => ApiError::Conflict("token_spent", message),
-            ReserveError::KeyReused => ApiError::Unprocessable("idempotency_key_reused", message),
-            ReserveError::Redis(e) => {
-                tracing::warn!(error = %e, "redis call failed");
-                ApiError::Unavailable(
-                    "redis_unavailable",
-                    "the seat store is unavailable; nothing was reserved, retry shortly".into(),
-                )
+            ReserveError::Late => ApiError::Unavailable(code::RESERVATION_LATE, message),
+            ReserveError::SoldOut { .. } => ApiError::Conflict(code::SOLD_OUT, message),
+            ReserveError::TokenSpent => ApiError::Conflict(code::TOKEN_SPENT, message),
+            ReserveError::KeyReused => {
+                ApiError::Unprocessable(code::IDEMPOTENCY_KEY_REUSED, message)
             }
+            ReserveError::Redis(e) => e.into(),
             ReserveError::Protocol(_) => ApiError::Internal(message),
         }
+    }
+}
+
+/// Redis unreachable or failing: nothing was decided, the client may retry.
+impl From<redis::RedisError> for ApiError {
+    fn from(e: redis::RedisError) -> Self {
+        tracing::warn!(error = %e, "redis call failed");
+        ApiError::Unavailable(
+            code::REDIS_UNAVAILABLE,
+            "the seat store is unavailable; nothing was changed, retry shortly".into(),
+        )
     }
 }
 
@@ -136,11 +149,11 @@ impl From<NotReserved> for ApiError {
         match e {
             NotReserved::Refused(e) => e.into(),
             NotReserved::NotDurable(_) => ApiError::Unavailable(
-                "broker_unavailable",
+                code::BROKER_UNAVAILABLE,
                 "the reservation could not be made durable and was not kept; retry with the same Idempotency-Key".into(),
             ),
             NotReserved::Ended { state } => ApiError::Conflict(
-                "reservation_ended",
+                code::RESERVATION_ENDED,
                 format!("the hold ended ({state}) before it could be confirmed; it is not yours any more"),
             ),
         }
@@ -151,7 +164,7 @@ impl From<PublishError> for ApiError {
     fn from(e: PublishError) -> Self {
         tracing::warn!(error = %e, "reservation not acknowledged by the broker");
         ApiError::Unavailable(
-            "broker_unavailable",
+            code::BROKER_UNAVAILABLE,
             "the reservation could not be made durable; retry with the same Idempotency-Key".into(),
         )
     }

@@ -20,6 +20,7 @@
 use std::time::Duration;
 
 use floodgate_contract::keys::Keys;
+use floodgate_contract::reservation::ReservationState;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use redis::aio::ConnectionManager;
@@ -107,19 +108,6 @@ pub async fn wait_for_consumer(tail: &KafkaTail) -> anyhow::Result<()> {
     }
 }
 
-/// The Redis state of a reservation as its PostgreSQL status says it must be; `None` for an
-/// aborted one (its hold was taken back and its token may reserve again).
-pub fn record_state(status: &str) -> Option<&'static str> {
-    match status {
-        "PENDING_PAYMENT" => Some("held"),
-        "CONFIRMED" => Some("sold"),
-        "CANCELLED" => Some("released"),
-        // A refund only ever follows a hold that had died.
-        "EXPIRED" | "REFUNDED" => Some("expired"),
-        _ => None,
-    }
-}
-
 /// Rebuilds `pool` of `sale` from PostgreSQL (call [`wait_for_consumer`] first).
 pub async fn rebuild(
     db: &PgPool,
@@ -165,7 +153,9 @@ pub async fn rebuild(
     let mut holds = Vec::new();
     let mut records = Vec::new();
     for (id, token, ticket, seats, status, reserved_at, expires_at, payment) in &rows {
-        let Some(state) = record_state(status) else {
+        // An unknown status cannot be: the table's check constraint lists them all.
+        let Some(state) = ReservationState::from_db(status).filter(|s| s.rebuilt().is_some())
+        else {
             continue;
         };
         // The secret is gone with Redis; a fresh one keeps the record well-formed, and nobody
@@ -173,8 +163,8 @@ pub async fn rebuild(
         let secret = hex::encode(rand::random::<[u8; 16]>());
         let (at, expires) = (ms(*reserved_at).to_string(), ms(*expires_at).to_string());
         match state {
-            "sold" => sold += i64::from(*seats),
-            "held" => holds.push((id.clone(), seats.to_string(), expires.clone())),
+            ReservationState::Confirmed => sold += i64::from(*seats),
+            ReservationState::Held => holds.push((id.clone(), seats.to_string(), expires.clone())),
             _ => {}
         }
         records.push((
@@ -187,7 +177,7 @@ pub async fn rebuild(
                 ticket.to_string(),
                 expires,
                 at,
-                state.to_owned(),
+                state.lua().to_owned(),
                 payment.clone().unwrap_or_default(),
             ],
         ));
@@ -234,24 +224,5 @@ pub async fn rebuild(
             "PostgreSQL has more seats sold and held than pool {pool}'s capacity: not rebuilt, a person must look"
         ),
         other => anyhow::bail!("unexpected reply from rebuild_pool.lua: {other:?}"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_status_maps_to_the_redis_state_its_events_left() {
-        assert_eq!(record_state("PENDING_PAYMENT"), Some("held"));
-        assert_eq!(record_state("CONFIRMED"), Some("sold"));
-        assert_eq!(record_state("CANCELLED"), Some("released"));
-        assert_eq!(record_state("EXPIRED"), Some("expired"));
-        assert_eq!(record_state("REFUNDED"), Some("expired"));
-        assert_eq!(
-            record_state("ABORTED"),
-            None,
-            "an aborted token may reserve again"
-        );
     }
 }

@@ -19,6 +19,8 @@
 use std::future::Future;
 use std::time::Duration;
 
+use floodgate_contract::reservation::ReservationState;
+
 use crate::gatekeeper::{Abort, Ack, Gatekeeper, Hold, ReserveError, ReserveRequest};
 use crate::publish::{PublishError, Publisher};
 
@@ -57,7 +59,7 @@ pub enum NotReserved {
     NotDurable(String),
     /// The hold ended (expired, say) before its event was acknowledged: nothing live to promise.
     #[error("the hold ended ({state}) before it was made durable")]
-    Ended { state: String },
+    Ended { state: ReservationState },
 }
 
 /// Reserves, makes the hold durable, and returns it only if it may be answered 201.
@@ -92,7 +94,9 @@ pub async fn reserve_durably(
         .await
         .map_err(ReserveError::from)?
     {
-        Ack::Acked { state } if state == "held" => Ok(hold),
+        Ack::Acked {
+            state: ReservationState::Held,
+        } => Ok(hold),
         // Another request (or the relay) made it durable and may have answered 201: the same
         // answer again, whatever happened since (idempotency).
         Ack::Already { .. } => Ok(hold),
@@ -130,10 +134,10 @@ async fn abort(
         // that request may have answered 201; this one gives the same answer (as a replay
         // does, whatever became of the hold since).
         Ok(Abort::Durable { .. }) => Ok(hold),
-        Ok(Abort::NotHeld { state }) if state == "aborted" || state == "unknown" => {
-            Err(NotReserved::NotDurable(cause))
-        }
-        Ok(Abort::NotHeld { state }) => Err(NotReserved::Ended { state }),
+        Ok(Abort::NotHeld {
+            state: None | Some(ReservationState::Aborted),
+        }) => Err(NotReserved::NotDurable(cause)),
+        Ok(Abort::NotHeld { state: Some(state) }) => Err(NotReserved::Ended { state }),
         Ok(Abort::PoolUnavailable) => Err(ReserveError::PoolUnavailable.into()),
         Err(e) => {
             // The hold stays; the relay publishes its event later, and the client's retry with

@@ -11,6 +11,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::Json;
+use floodgate_contract::api::code;
 use floodgate_contract::ids::{check_sale_id, reservation_pool};
 use secrecy::ExposeSecret;
 use serde_json::{json, Value};
@@ -27,7 +28,7 @@ pub async fn receive_webhook(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let body = body.map_err(|_| {
-        ApiError::PayloadTooLarge("body_too_large", "the webhook body is too large".into())
+        ApiError::PayloadTooLarge(code::BODY_TOO_LARGE, "the webhook body is too large".into())
     })?;
     let signature = headers.get(SIGNATURE_HEADER).and_then(|v| v.to_str().ok());
     let now_secs = floodgate_contract::now_millis() / 1000;
@@ -39,15 +40,20 @@ pub async fn receive_webhook(
         state.webhook_tolerance_secs,
     )
     .map_err(|e| match e {
-        SignatureError::Missing => ApiError::BadRequest("signature_missing", e.to_string()),
-        SignatureError::Malformed => ApiError::BadRequest("signature_malformed", e.to_string()),
-        SignatureError::Stale => ApiError::BadRequest("timestamp_outside_tolerance", e.to_string()),
-        SignatureError::Invalid => ApiError::Unauthorized("signature_invalid", e.to_string()),
+        SignatureError::Missing => ApiError::BadRequest(code::SIGNATURE_MISSING, e.to_string()),
+        SignatureError::Malformed => ApiError::BadRequest(code::SIGNATURE_MALFORMED, e.to_string()),
+        SignatureError::Stale => {
+            ApiError::BadRequest(code::TIMESTAMP_OUTSIDE_TOLERANCE, e.to_string())
+        }
+        SignatureError::Invalid => ApiError::Unauthorized(code::SIGNATURE_INVALID, e.to_string()),
     })?;
 
     // Only a correctly signed body is parsed.
     let event: WebhookEvent = serde_json::from_slice(&body).map_err(|_| {
-        ApiError::BadRequest("bad_json", "the webhook body is not a payment event".into())
+        ApiError::BadRequest(
+            code::BAD_JSON,
+            "the webhook body is not a payment event".into(),
+        )
     })?;
     let span = tracing::Span::current();
     span.record("event", event.id.as_str());
@@ -60,7 +66,7 @@ pub async fn receive_webhook(
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     if !id_ok {
         return Err(ApiError::Unprocessable(
-            "invalid_event",
+            code::INVALID_EVENT,
             "the event id must be 1 to 128 letters, digits, '_' or '-'".into(),
         ));
     }
@@ -199,7 +205,7 @@ async fn pool_lost_or_unknown(
     if known.is_some() {
         tracing::error!(sale = %target.sale, pool = %target.pool, "a payment for a pool whose Redis state is lost: refused until it is rebuilt");
         return Err(ApiError::Unavailable(
-            "pool_unavailable",
+            code::POOL_UNAVAILABLE,
             "this reservation's pool is being restored; redeliver".into(),
         ));
     }
@@ -247,7 +253,7 @@ async fn refund_unmatched(
 fn catalog_unavailable(e: sqlx::Error) -> ApiError {
     tracing::warn!(error = %e, "catalog unreachable");
     ApiError::Unavailable(
-        "catalog_unavailable",
+        code::CATALOG_UNAVAILABLE,
         "the payment could not be recorded; redeliver".into(),
     )
 }
@@ -256,7 +262,7 @@ async fn request_refund(state: &AppState, payment: &str) -> Result<(), ApiError>
     state.provider.refund(payment).await.map_err(|e| {
         tracing::warn!(error = %e, %payment, "refund request failed; the provider will redeliver");
         ApiError::Unavailable(
-            "payment_provider_unavailable",
+            code::PAYMENT_PROVIDER_UNAVAILABLE,
             "refund not yet requested; redeliver".into(),
         )
     })

@@ -6,6 +6,8 @@
 //! - [`ids`]: validation of sale and pool identifiers (they end up inside Redis keys and URLs).
 //! - [`keys`]: the Redis key layout and its hash tags (sale-wide slot, per-pool slot).
 //! - [`lottery`]: the verifiable pre-queue draw (keyed Feistel permutation, commitment).
+//! - [`lua`]: how a Lua script is put together from its body and the shared helper files.
+//! - [`reservation`]: a reservation's state in the Redis, API and PostgreSQL vocabularies.
 //! - [`resume`]: resume tokens, a client's claim to its ticket across reconnects.
 //! - [`token`]: admission token claims, Ed25519 signing with a key id, verification.
 //! - [`events`]: the versioned event envelope written to Kafka and its payloads.
@@ -23,6 +25,8 @@ pub mod events;
 pub mod ids;
 pub mod keys;
 pub mod lottery;
+pub mod lua;
+pub mod reservation;
 pub mod resume;
 pub mod runtime;
 pub mod secrets;

@@ -7,36 +7,14 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use axum::extract::{Path as UrlPath, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
-use sha2::{Digest, Sha256};
+use axum::http::HeaderMap;
+use axum::response::Response;
 
+use floodgate_contract::api::code;
+
+use crate::cache::{respond, Asset};
 use crate::error::ApiError;
-use crate::seats::{brotli, gzip, negotiate, Encoding};
 use crate::AppState;
-
-/// One body in the three encodings a client may accept, with a strong ETag per encoding
-/// (shared by the seat counts, `seats.rs`).
-pub(crate) struct Asset {
-    content_type: &'static str,
-    identity: Bytes,
-    gzip: Bytes,
-    br: Bytes,
-    digest: String,
-}
-
-impl Asset {
-    pub(crate) fn new(content_type: &'static str, body: Vec<u8>) -> Self {
-        Self {
-            content_type,
-            digest: hex::encode(&Sha256::digest(&body)[..8]),
-            gzip: gzip(&body),
-            br: brotli(&body),
-            identity: Bytes::from(body),
-        }
-    }
-}
 
 /// The page and its hashed assets.
 #[derive(Default)]
@@ -73,7 +51,7 @@ impl Assets {
             };
             let asset = Asset::new(content_type, std::fs::read(&path)?);
             let (stem, extension) = name.rsplit_once('.').unwrap_or((&name, ""));
-            let hashed = format!("{stem}.{}.{extension}", asset.digest);
+            let hashed = format!("{stem}.{}.{extension}", asset.digest());
             renames.push((name.clone(), hashed.clone()));
             assets.by_name.insert(hashed, asset);
         }
@@ -118,59 +96,6 @@ fn check_origin(origin: &str) -> std::io::Result<String> {
     }
 }
 
-/// Whether the request's `If-None-Match` names `etag` (or `*`): then the answer is a 304.
-pub(crate) fn etag_matches(if_none_match: Option<&HeaderValue>, etag: &str) -> bool {
-    if_none_match
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|list| {
-            list.split(',')
-                .map(|t| t.trim().trim_start_matches("W/"))
-                .any(|t| t == etag || t == "*")
-        })
-}
-
-/// The representation `headers` accept (brotli, gzip or plain), or a 304 if `If-None-Match`
-/// names its ETag, with `cache_control`.
-pub(crate) fn respond(asset: &Asset, headers: &HeaderMap, cache_control: &'static str) -> Response {
-    let encoding = negotiate(
-        headers
-            .get(header::ACCEPT_ENCODING)
-            .and_then(|v| v.to_str().ok()),
-    );
-    let (body, suffix, coding) = match encoding {
-        Encoding::Brotli => (asset.br.clone(), "-br", Some("br")),
-        Encoding::Gzip => (asset.gzip.clone(), "-gz", Some("gzip")),
-        Encoding::Identity => (asset.identity.clone(), "", None),
-    };
-    let etag = format!("\"{}{suffix}\"", asset.digest);
-    let revalidated = etag_matches(headers.get(header::IF_NONE_MATCH), &etag);
-    let mut response = if revalidated {
-        StatusCode::NOT_MODIFIED.into_response()
-    } else {
-        let mut r = (StatusCode::OK, body).into_response();
-        r.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static(asset.content_type),
-        );
-        if let Some(coding) = coding {
-            r.headers_mut()
-                .insert(header::CONTENT_ENCODING, HeaderValue::from_static(coding));
-        }
-        r
-    };
-    let h = response.headers_mut();
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static(cache_control),
-    );
-    h.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
-    h.insert(
-        header::ETAG,
-        HeaderValue::from_str(&etag).expect("hex and quotes are a valid header"),
-    );
-    response
-}
-
 /// `GET /assets/{name}`: a hashed script or style, immutable.
 pub async fn asset(
     State(state): State<AppState>,
@@ -181,7 +106,7 @@ pub async fn asset(
         .assets
         .by_name
         .get(&name)
-        .ok_or_else(|| ApiError::NotFound("not_found", "no such asset".into()))?;
+        .ok_or_else(|| ApiError::NotFound(code::NOT_FOUND, "no such asset".into()))?;
     Ok(respond(asset, &headers, IMMUTABLE))
 }
 
@@ -194,6 +119,6 @@ pub async fn index(
         .assets
         .index
         .as_ref()
-        .ok_or_else(|| ApiError::NotFound("not_found", "no page is served here".into()))?;
+        .ok_or_else(|| ApiError::NotFound(code::NOT_FOUND, "no page is served here".into()))?;
     Ok(respond(page, &headers, "no-cache"))
 }

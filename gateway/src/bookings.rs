@@ -11,6 +11,8 @@ use axum::extract::{ConnectInfo, OriginalUri, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+use floodgate_contract::api::code;
+
 use crate::error::ApiError;
 use crate::AppState;
 
@@ -64,7 +66,7 @@ pub async fn forward(
 ) -> Result<Response, ApiError> {
     let Some(route) = &state.booking else {
         return Err(ApiError::NotFound(
-            "not_found",
+            code::NOT_FOUND,
             "bookings are not served by this gateway; the site's own origin routes them".into(),
         ));
     };
@@ -82,7 +84,7 @@ pub async fn forward(
     let answer = request.send().await.map_err(|e| {
         tracing::warn!(error = %e, "booking service unreachable");
         ApiError::Unavailable(
-            "booking_unavailable",
+            code::BOOKING_UNAVAILABLE,
             "the booking service is briefly unavailable; retry with the same Idempotency-Key"
                 .into(),
         )
@@ -100,7 +102,7 @@ pub async fn forward(
     let body = answer.bytes().await.map_err(|e| {
         tracing::warn!(error = %e, "booking service's answer cut short");
         ApiError::Unavailable(
-            "booking_unavailable",
+            code::BOOKING_UNAVAILABLE,
             "the booking service's answer was lost; retry with the same Idempotency-Key".into(),
         )
     })?;

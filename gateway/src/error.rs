@@ -3,7 +3,7 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use floodgate_contract::api::ErrorBody;
+use floodgate_contract::api::{code, ErrorBody, UNKNOWN_SALE_MESSAGE};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -29,6 +29,13 @@ pub enum ApiError {
     /// Redis is unreachable: no ticket was handed out. Answered with `Retry-After`.
     #[error("{1}")]
     Unavailable(&'static str, String),
+}
+
+impl ApiError {
+    /// A sale id that is not armed (or not an id at all), as every endpoint answers it.
+    pub fn unknown_sale() -> Self {
+        ApiError::NotFound(code::UNKNOWN_SALE, UNKNOWN_SALE_MESSAGE.into())
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -82,7 +89,7 @@ impl From<redis::RedisError> for ApiError {
     fn from(e: redis::RedisError) -> Self {
         tracing::warn!(error = %e, "redis unavailable");
         ApiError::Unavailable(
-            "redis_unavailable",
+            code::REDIS_UNAVAILABLE,
             "the waiting room is briefly unavailable; retry in a second".into(),
         )
     }

@@ -4,62 +4,65 @@
 //!
 //! # Layout
 //! - [`config`]: process settings (flags and environment).
-//! - [`room`]: a sale's shared view on this gateway, its refresh task and the admission controller.
-//! - [`places`]: dead places and admission batches, as the room learns them from Redis.
-//! - [`bookings`]: the booking paths on the page's own origin, passed to the booking service.
+//! - `join`: `GET /ws`, from the request's checks and limits to the ticket and the upgrade.
 //! - [`session`]: one client's WebSocket session.
-//! - [`tickets`]: taking a ticket, taking one back, and recording a session's end.
-//! - [`error`]: JSON errors answered before an upgrade.
+//! - [`room`]: a sale's shared view on this gateway, its refresh task and the admission
+//!   controller (`room::view`, `room::driver`, `room::controller`).
+//! - [`scripts`]: every Redis script and pipelined read of the gateway, each with a typed
+//!   answer: the tickets (join, resume, leave) and the room's tick.
+//! - [`places`]: dead places and admission batches, as the room learns them from Redis.
 //! - [`limits`]: the connection budget and per-IP connection and join-rate limits.
+//! - [`summary`], [`seats`], `draw`: a sale's public figures, live seat counts and the
+//!   pre-queue draw's public record.
+//! - [`assets`] and `cache`: the browser client's page and hashed assets, and the HTTP caching
+//!   (encodings, ETags) they share with the seat counts.
+//! - [`bookings`]: the booking paths on the page's own origin, passed to the booking service.
+//! - [`error`]: JSON errors answered before an upgrade.
 //!
 //! A gateway never decides a seat: it only hands out tickets and admission tokens.
 
 pub mod assets;
 pub mod bookings;
+mod cache;
 pub mod config;
 pub mod error;
+mod join;
 pub mod limits;
 pub mod places;
 pub mod room;
+pub mod scripts;
 pub mod seats;
 pub mod session;
-pub mod tickets;
+pub mod summary;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::{ConnectInfo, Path, Query, State, WebSocketUpgrade};
-use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use dashmap::DashMap;
-use floodgate_contract::ids::check_sale_id;
+use floodgate_contract::api::code;
 use floodgate_contract::keys::Keys;
-use floodgate_contract::resume::{ResumeError, ResumeKey};
+use floodgate_contract::resume::ResumeKey;
 use floodgate_contract::state::SaleStatus;
 use floodgate_contract::token::TokenSigner;
-use floodgate_contract::ws::MAX_CLIENT_MESSAGE;
 use redis::aio::ConnectionManager;
 use secrecy::ExposeSecret;
-use serde::Deserialize;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower_http::services::ServeDir;
 use tower_http::trace::TraceLayer;
-use tracing::Instrument as _;
 
 pub use config::Config;
 use error::ApiError;
-use room::{read_view, RoomDriver, Scripts};
+use room::RoomDriver;
+use scripts::Scripts;
 
 mod draw;
-use session::{Hello, Session};
 
 /// Shared state of a gateway; every field is a cheap handle.
 #[derive(Clone)]
@@ -180,7 +183,7 @@ impl AppState {
         SaleStatus::query(&mut pipe, &self.keys.sale(sale));
         let status: (bool, bool) = pipe.query_async(&mut self.redis.clone()).await?;
         if !SaleStatus::from_replies(status).armed {
-            return Err(unknown_sale());
+            return Err(ApiError::unknown_sale());
         }
         let room = self
             .rooms
@@ -260,11 +263,11 @@ impl AppState {
 /// The gateway's routes.
 pub fn router(state: AppState) -> Router {
     let mut router = Router::new()
-        .route("/ws", get(join_queue))
-        .route("/v1/sales/{sale}", get(sale_summary))
+        .route("/ws", get(join::join_queue))
+        .route("/v1/sales/{sale}", get(summary::sale_summary))
         .route("/v1/sales/{sale}/draw", get(draw::draw))
         .route("/v1/sales/{sale}/seats", get(seats::seats))
-        .route("/v1/sales/{sale}/{file}", get(seats_json))
+        .route("/v1/sales/{sale}/{file}", get(seats::seats_json))
         .route("/v1/sales/{sale}/draw/nonces", get(draw::nonces))
         .route("/v1/sales/{sale}/draw/batches", get(draw::batches))
         .route("/v1/sales/{sale}/draw/proof", get(draw::proof))
@@ -288,188 +291,24 @@ pub fn router(state: AppState) -> Router {
         let files = ServeDir::new(dir).precompressed_br().precompressed_gzip();
         router = router.fallback_service(
             tower::ServiceBuilder::new()
-                .layer(axum::middleware::from_fn(static_headers))
+                .layer(axum::middleware::from_fn(cache::static_headers))
                 .service(files),
         );
     } else {
         router = router
-            .fallback(|| async { ApiError::NotFound("not_found", "no such endpoint".into()) });
+            .fallback(|| async { ApiError::NotFound(code::NOT_FOUND, "no such endpoint".into()) });
     }
     router
         // Booking bodies are a few dozen bytes (the booking service's own limit is 4 KiB).
         .layer(axum::extract::DefaultBodyLimit::max(4 * 1024))
         .method_not_allowed_fallback(|| async {
             ApiError::MethodNotAllowed(
-                "method_not_allowed",
+                code::METHOD_NOT_ALLOWED,
                 "this endpoint does not take that method".into(),
             )
         })
         .layer(TraceLayer::new_for_http())
         .with_state(state)
-}
-
-#[derive(Deserialize)]
-pub struct JoinParams {
-    sale: String,
-    /// A resume token from an earlier session: take that ticket back instead of a new one.
-    resume: Option<String>,
-    /// The client's own draw nonce for the pre-queue lottery (16 to 64 lowercase hex
-    /// characters); the gateway picks one for a client that sends none.
-    nonce: Option<String>,
-}
-
-/// `GET /ws?sale=<id>[&resume=<token>]`: join a sale's waiting room, or come back to it.
-///
-/// The ticket is taken (or taken back) before the upgrade so that an unknown sale, a bad resume
-/// token or an unreachable Redis is a plain JSON HTTP error the client can read, not a socket
-/// that opens and dies.
-#[tracing::instrument(skip_all)]
-pub async fn join_queue(
-    State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
-    headers: axum::http::HeaderMap,
-    params: Result<Query<JoinParams>, QueryRejection>,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Result<Response, ApiError> {
-    let Query(JoinParams {
-        sale,
-        resume,
-        nonce,
-    }) = params.map_err(|_| {
-        ApiError::BadRequest(
-            "sale_missing",
-            "name the sale to join: /ws?sale=<sale id>".into(),
-        )
-    })?;
-    check_sale_id(&sale).map_err(|_| unknown_sale())?;
-    if let Some(nonce) = &nonce {
-        floodgate_contract::lottery::check_nonce(nonce)
-            .map_err(|m| ApiError::BadRequest("bad_nonce", m))?;
-    }
-    let nonce = nonce.unwrap_or_else(floodgate_contract::lottery::random_nonce);
-    let upgrade = upgrade.map_err(|e| {
-        ApiError::UpgradeRequired(
-            "websocket_required",
-            format!("this endpoint speaks WebSocket only: {e}"),
-        )
-    })?;
-    let resumed_ticket = resume
-        .map(|token| state.resume.verify(&token, &sale))
-        .transpose()
-        .map_err(|e| match e {
-            ResumeError::Invalid => ApiError::Unauthorized(
-                "resume_invalid",
-                "the resume token is not genuine; join without it for a new ticket".into(),
-            ),
-            ResumeError::OtherSale(other) => ApiError::BadRequest(
-                "resume_other_sale",
-                format!("the resume token is for sale {other}, not {sale}"),
-            ),
-        })?;
-
-    // A draining gateway takes no one new: a session started now would be told to leave at
-    // once. The 503 lets the load balancer or CDN try another gateway (cdn.conf does).
-    if state.shutdown.is_cancelled() {
-        return Err(ApiError::Busy(
-            "gateway_draining",
-            "this gateway is shutting down; reconnect, another gateway will take you".into(),
-        ));
-    }
-    // Limits before any Redis work: a flood costs a counter or a map lookup.
-    let budget = state.budget.take().ok_or(ApiError::Busy(
-        "gateway_full",
-        "this gateway is full; retry after the delay (with jitter), or another gateway".into(),
-    ))?;
-    let forwarded: Vec<&str> = headers
-        .get_all("x-forwarded-for")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    let client = limits::client_address(peer.ip(), &forwarded, &state.config.trusted_proxies);
-    let slot = state.limits.admit(client).map_err(|e| match e {
-        limits::LimitError::TooManyConnections => ApiError::TooManyRequests(
-            "too_many_connections",
-            "too many open connections from this address".into(),
-        ),
-        limits::LimitError::JoiningTooFast => ApiError::TooManyRequests(
-            "join_rate_limited",
-            "joining too fast from this address; retry in a second".into(),
-        ),
-    })?;
-
-    let ctx = state.room(&sale).await?;
-    let number = state.sessions.fetch_add(1, Ordering::Relaxed);
-    // The ticket is taken in a task of its own, which hands it to a `Session` at once: if this
-    // request is abandoned half-way (the client resets the connection), the task still finishes
-    // and the session's drop gives the ticket back, so no ticket is ever live with nobody behind
-    // it.
-    let session = tokio::spawn(take_session(
-        ctx,
-        resumed_ticket,
-        nonce,
-        number,
-        slot,
-        budget,
-    ))
-    .await
-    .map_err(|e| {
-        tracing::error!(error = %e, "taking a ticket failed");
-        ApiError::Unavailable(
-            "redis_unavailable",
-            "the waiting room is briefly unavailable; retry in a second".into(),
-        )
-    })??;
-    let tasks = state.tasks.clone();
-    Ok(upgrade
-        .max_message_size(MAX_CLIENT_MESSAGE)
-        .max_frame_size(MAX_CLIENT_MESSAGE)
-        // Sized for many idle sockets: the default 128 KiB read buffer is allocated per
-        // connection up front. Client frames are at most 1 KiB; messages to the client are
-        // written at once (no write buffer kept), and a client that does not read is dropped
-        // by the send timeout, so nothing piles up.
-        .read_buffer_size(READ_BUFFER)
-        .write_buffer_size(0)
-        .max_write_buffer_size(MAX_WRITE_BUFFER)
-        .on_upgrade(move |socket| {
-            let span =
-                tracing::debug_span!("session", sale = %session.ctx.sale, ticket = session.ticket);
-            // A task of its own rather than axum's upgrade task: that one also carries the
-            // upgrade's state for its whole life, and every idle client pays for its size.
-            tasks.spawn(session.run(socket).instrument(span));
-            std::future::ready(())
-        })
-        .into_response())
-}
-
-/// Takes a ticket (or takes one back) for session `number` and wraps it in its session.
-async fn take_session(
-    ctx: Arc<session::Context>,
-    resumed: Option<u64>,
-    nonce: String,
-    number: u64,
-    connection: limits::ConnectionSlot,
-    budget: limits::BudgetSlot,
-) -> Result<Box<Session>, ApiError> {
-    let taken = match resumed {
-        None => tickets::join(&ctx, &nonce).await?,
-        Some(ticket) => tickets::resume(&ctx, ticket, &ctx.session_id(number)).await?,
-    };
-    Ok(Box::new(Session {
-        ctx,
-        ticket: taken.ticket,
-        opens_at_ms: taken.opens_at_ms,
-        resumed: resumed.is_some(),
-        frontier_floor: taken.frontier_floor,
-        number,
-        hello: Some(Box::new(Hello {
-            draw_nonce: taken.draw_nonce,
-            commitment: taken.commitment,
-        })),
-        _connection: connection,
-        _budget: budget,
-        started: false,
-        departed: false,
-    }))
 }
 
 async fn health() -> Json<serde_json::Value> {
@@ -484,7 +323,7 @@ pub fn admin_router() -> Router {
             get(|| async { floodgate_contract::runtime::metrics().render() }),
         )
         .route("/healthz", get(health))
-        .fallback(|| async { ApiError::NotFound("not_found", "no such endpoint".into()) })
+        .fallback(|| async { ApiError::NotFound(code::NOT_FOUND, "no such endpoint".into()) })
 }
 
 /// Serves the admin listener until `shutdown`.
@@ -493,13 +332,6 @@ pub async fn run_admin(listener: TcpListener, shutdown: CancellationToken) -> st
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
 }
-
-/// Per-connection WebSocket read buffer. Idle clients send only pongs and pings of a few bytes;
-/// a larger frame (up to [`MAX_CLIENT_MESSAGE`]) grows the buffer when it comes.
-const READ_BUFFER: usize = 128;
-/// Most bytes one connection may hold unsent: a few messages; past it the send fails and the
-/// session ends (the send timeout usually ends a slow client first).
-const MAX_WRITE_BUFFER: usize = 64 * 1024;
 
 /// Raises this process' open-files soft limit to its hard limit (each client is a file
 /// descriptor) and returns the limit now in force.
@@ -517,127 +349,6 @@ pub fn raise_open_files_limit() -> u64 {
 /// listener, logs and the HTTP requests that are not sessions.
 fn session_budget(open_files: u64) -> u64 {
     open_files.saturating_sub(256).max(1)
-}
-
-/// Caching headers for the static files: the page is revalidated on every load (it names the
-/// scripts), catalog JSON is fresh for a minute and servable stale for ten, scripts and styles
-/// for five minutes. Every file gets an ETag (from its modification time, size and encoding, as
-/// nginx does) and `If-None-Match` is answered 304.
-async fn static_headers(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    use axum::http::{header, HeaderValue, StatusCode};
-    let path = request.uri().path().to_owned();
-    let if_none_match = request.headers().get(header::IF_NONE_MATCH).cloned();
-    let mut response = next.run(request).await;
-    // The folder's own refusals (a missing file, a path that tries to leave the folder, a
-    // method other than GET) get the JSON error body every endpoint promises, and never say
-    // which it was: a traversal attempt looks like any missing file.
-    match response.status() {
-        StatusCode::OK => {}
-        StatusCode::METHOD_NOT_ALLOWED => {
-            return ApiError::MethodNotAllowed(
-                "method_not_allowed",
-                "static files are read with GET or HEAD".into(),
-            )
-            .into_response()
-        }
-        status if status.is_client_error() => {
-            return ApiError::NotFound("not_found", "no such file".into()).into_response()
-        }
-        _ => return response,
-    }
-    let cache_control = if path.starts_with("/data/") {
-        "public, max-age=60, stale-while-revalidate=600"
-    } else if path.ends_with(".js") || path.ends_with(".css") {
-        "public, max-age=300"
-    } else {
-        "no-cache"
-    };
-    let identity = [
-        header::LAST_MODIFIED,
-        header::CONTENT_LENGTH,
-        header::CONTENT_ENCODING,
-    ]
-    .map(|h| {
-        response
-            .headers()
-            .get(h)
-            .map(|v| v.as_bytes().to_vec())
-            .unwrap_or_default()
-    })
-    .concat();
-    let digest = <sha2::Sha256 as sha2::Digest>::digest(&identity);
-    let etag = format!("\"{}\"", hex::encode(&digest[..10]));
-    if assets::etag_matches(if_none_match.as_ref(), &etag) {
-        response = StatusCode::NOT_MODIFIED.into_response();
-    }
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static(cache_control),
-    );
-    headers.insert(
-        header::ETAG,
-        HeaderValue::from_str(&etag).expect("hex and quotes are a valid header"),
-    );
-    headers.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
-    response
-}
-
-/// `GET /v1/sales/{sale}/seats.json` (axum matches whole path segments, so the file name is
-/// checked here).
-async fn seats_json(
-    state: State<AppState>,
-    Path((sale, file)): Path<(String, String)>,
-    headers: axum::http::HeaderMap,
-) -> Result<Response, ApiError> {
-    if file != "seats.json" {
-        return Err(ApiError::NotFound("not_found", "no such endpoint".into()));
-    }
-    seats::seats(state, Path(sale), headers).await
-}
-
-/// `GET /v1/sales/{sale}`: the waiting room's public figures (opening, rate, queue, pools).
-pub async fn sale_summary(
-    State(state): State<AppState>,
-    Path(sale): Path<String>,
-) -> Result<Json<SaleSummary>, ApiError> {
-    check_sale_id(&sale).map_err(|_| unknown_sale())?;
-    let keys = state.keys.sale(&sale);
-    let view = read_view(&mut state.redis.clone(), &keys)
-        .await?
-        .ok_or_else(unknown_sale)?;
-    Ok(Json(SaleSummary {
-        sale,
-        opens_at_ms: view.opens_at_ms,
-        admission_rate: view.rate,
-        max_seats: view.max_seats,
-        tickets_issued: view.issued,
-        frontier: view.frontier,
-        paused: view.paused,
-        sold_out: view.sold_out,
-        lottery_commitment: view.commitment,
-        pools: view.pools,
-    }))
-}
-
-/// `GET /v1/sales/{sale}` (docs/protocol.md 1.11).
-#[derive(serde::Serialize)]
-pub struct SaleSummary {
-    pub sale: String,
-    pub opens_at_ms: i64,
-    pub admission_rate: f64,
-    pub max_seats: u32,
-    pub tickets_issued: u64,
-    pub frontier: u64,
-    pub paused: bool,
-    pub sold_out: bool,
-    pub lottery_commitment: String,
-    /// The sale's pool ids.
-    pub pools: Vec<String>,
-}
-
-pub(crate) fn unknown_sale() -> ApiError {
-    ApiError::NotFound("unknown_sale", "no such sale is open for queueing".into())
 }
 
 /// How long shutdown waits for sessions to say goodbye before the process exits anyway.

@@ -76,19 +76,7 @@ impl DeadPlaces {
 }
 
 /// One admission batch, as advance.lua wrote it to the admits stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Batch {
-    /// The frontier before the batch.
-    pub from: u64,
-    /// The frontier after the batch: it admitted the live places in `from+1..=to`.
-    pub to: u64,
-    /// Live tickets admitted.
-    pub n: u64,
-    /// When the batch's admission tokens expire (Unix ms).
-    pub exp_ms: i64,
-    /// When the batch was admitted (Unix ms).
-    pub at_ms: i64,
-}
+pub use floodgate_contract::state::AdmitEntry as Batch;
 
 /// The recent admission batches, in frontier order.
 #[derive(Debug, Default)]

@@ -20,7 +20,8 @@ use floodgate_contract::ws::{close, ClientMessage, ServerMessage, PROTOCOL_VERSI
 use redis::aio::ConnectionManager;
 use tokio::time::{Instant, Sleep};
 
-use crate::room::{Room, RoomView, Scripts};
+use crate::room::{Room, RoomView};
+use crate::scripts::Scripts;
 
 /// What every session of one sale on this gateway shares: made once per room, so a session
 /// itself carries only what is its own (every idle client pays for each byte of [`Session`]).
@@ -98,7 +99,7 @@ impl Drop for Session {
         let session_id = ctx.session_id(self.number);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                crate::tickets::leave(&ctx, ticket, &session_id, grace).await;
+                crate::scripts::tickets::leave(&ctx, ticket, &session_id, grace).await;
             });
         }
     }
@@ -166,7 +167,7 @@ impl Session {
             -1
         };
         let session_id = self.ctx.session_id(self.number);
-        crate::tickets::leave(&self.ctx, self.ticket, &session_id, grace).await;
+        crate::scripts::tickets::leave(&self.ctx, self.ticket, &session_id, grace).await;
     }
 
     /// The client's resume token (derived again when needed rather than kept per session).

@@ -31,6 +31,7 @@ mod upkeep;
 use std::sync::Arc;
 
 use floodgate_contract::keys::{Keys, PoolKeys};
+use floodgate_contract::reservation::ReservationState;
 use redis::aio::ConnectionManager;
 use redis::Script;
 
@@ -329,11 +330,17 @@ impl Gatekeeper {
             .filter_map(|(k, v)| k.strip_prefix("refund:").map(|p| (p.to_owned(), v.clone())))
             .collect();
         refunds.sort();
+        let Some(state) = ReservationState::from_lua(&get("state")) else {
+            return Err(replies::protocol_error(
+                "the reservation's record",
+                &[get("state")],
+            ));
+        };
         Ok(Some(StoredReservation {
             id: get("id"),
             secret: get("secret"),
             seats: int("seats") as u32,
-            state: get("state"),
+            state,
             hold_expires_at_ms: int("expires_ms"),
             reserved_at_ms: int("at_ms"),
             payment_id: fields.get("payment_id").cloned(),

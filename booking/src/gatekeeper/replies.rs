@@ -1,5 +1,6 @@
 //! What the gatekeeper's scripts answer, as Rust types, each reply parsed in one function.
 
+use floodgate_contract::reservation::ReservationState;
 use floodgate_contract::token::AdmissionClaims;
 use floodgate_contract::UnixMillis;
 
@@ -134,13 +135,13 @@ pub(super) fn parse_reserve(reply: &[String]) -> Result<Hold, Result<Refusal, Re
 /// What `ack.lua` said about a reservation whose `SeatReserved` the broker acknowledged.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Ack {
-    /// This call made it durable; `state` is what it is now (`held` unless it already ended).
+    /// This call made it durable; `state` is what it is now (held unless it already ended).
     Acked {
-        state: String,
+        state: ReservationState,
     },
     /// An earlier request or the relay had made it durable.
     Already {
-        state: String,
+        state: ReservationState,
     },
     /// It was taken back before the ack: no 2xx may be given for it.
     Aborted,
@@ -149,9 +150,10 @@ pub enum Ack {
 
 pub(super) fn parse_ack(reply: &[String]) -> Result<Ack, redis::RedisError> {
     let (outcome, state) = pair("ack", reply)?;
+    let state = || record_state("ack", reply, &state);
     Ok(match outcome.as_str() {
-        "acked" => Ack::Acked { state },
-        "already" => Ack::Already { state },
+        "acked" => Ack::Acked { state: state()? },
+        "already" => Ack::Already { state: state()? },
         "aborted" => Ack::Aborted,
         "unknown" => Ack::Unknown,
         _ => return Err(protocol_error("ack", reply)),
@@ -164,19 +166,23 @@ pub enum Abort {
     /// The hold was live and not durable: its seats are back.
     Aborted,
     /// Another request saw it acknowledged (and may have answered 201): it stands.
-    Durable { state: String },
-    /// It had already ended otherwise (or is unknown): nothing changed.
-    NotHeld { state: String },
+    Durable { state: ReservationState },
+    /// It had already ended otherwise (`None`: there is no such reservation): nothing changed.
+    NotHeld { state: Option<ReservationState> },
     /// The pool's state is missing: nothing changed.
     PoolUnavailable,
 }
 
 pub(super) fn parse_abort(reply: &[String]) -> Result<Abort, redis::RedisError> {
-    let detail = || reply.get(1).cloned().unwrap_or_default();
+    let detail = || reply.get(1).map_or("", String::as_str);
     Ok(match reply.first().map(String::as_str) {
         Some("aborted") => Abort::Aborted,
-        Some("durable") => Abort::Durable { state: detail() },
-        Some("not_held") => Abort::NotHeld { state: detail() },
+        Some("durable") => Abort::Durable {
+            state: record_state("abort", reply, detail())?,
+        },
+        Some("not_held") => Abort::NotHeld {
+            state: ReservationState::from_lua(detail()),
+        },
         Some("not_armed") => Abort::PoolUnavailable,
         _ => return Err(protocol_error("abort", reply)),
     })
@@ -188,7 +194,7 @@ pub enum PaymentStart {
     /// The payment is recorded as the one that may buy the hold.
     Pending,
     NotHeld {
-        state: String,
+        state: ReservationState,
     },
     Unknown,
     PoolUnavailable,
@@ -198,7 +204,11 @@ pub(super) fn parse_start_payment(reply: &[String]) -> Result<PaymentStart, redi
     Ok(match reply.first().map(String::as_str) {
         Some("pending") => PaymentStart::Pending,
         Some("not_held") => PaymentStart::NotHeld {
-            state: reply.get(1).cloned().unwrap_or_default(),
+            state: record_state(
+                "start_payment",
+                reply,
+                reply.get(1).map_or("", String::as_str),
+            )?,
         },
         Some("unknown") => PaymentStart::Unknown,
         Some("not_armed") => PaymentStart::PoolUnavailable,
@@ -268,6 +278,15 @@ pub(super) fn pair(script: &str, reply: &[String]) -> Result<(String, String), r
     }
 }
 
+/// A record's state in `script`'s `reply`; any other word is a protocol error.
+fn record_state(
+    script: &str,
+    reply: &[String],
+    state: &str,
+) -> Result<ReservationState, redis::RedisError> {
+    ReservationState::from_lua(state).ok_or_else(|| protocol_error(script, reply))
+}
+
 pub(super) fn protocol_error(script: &str, reply: &[String]) -> redis::RedisError {
     redis::RedisError::from((
         redis::ErrorKind::TypeError,
@@ -306,7 +325,7 @@ pub struct StoredReservation {
     pub id: String,
     pub secret: String,
     pub seats: u32,
-    pub state: String,
+    pub state: ReservationState,
     pub hold_expires_at_ms: UnixMillis,
     pub reserved_at_ms: UnixMillis,
     pub payment_id: Option<String>,
@@ -456,13 +475,13 @@ mod tests {
         assert_eq!(
             parse_ack(&strings(&["acked", "held"])).unwrap(),
             Ack::Acked {
-                state: "held".into()
+                state: ReservationState::Held
             }
         );
         assert_eq!(
             parse_ack(&strings(&["already", "sold"])).unwrap(),
             Ack::Already {
-                state: "sold".into()
+                state: ReservationState::Confirmed
             }
         );
         assert_eq!(parse_ack(&strings(&["aborted", ""])).unwrap(), Ack::Aborted);
@@ -470,7 +489,7 @@ mod tests {
         assert_eq!(
             parse_abort(&strings(&["durable", "held"])).unwrap(),
             Abort::Durable {
-                state: "held".into()
+                state: ReservationState::Held
             }
         );
         assert_eq!(
@@ -481,7 +500,7 @@ mod tests {
         assert_eq!(
             parse_start_payment(&strings(&["not_held", "sold"])).unwrap(),
             PaymentStart::NotHeld {
-                state: "sold".into()
+                state: ReservationState::Confirmed
             }
         );
     }

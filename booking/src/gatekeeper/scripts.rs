@@ -1,17 +1,10 @@
-//! The gatekeeper's Lua scripts, loaded once: every pool script starts with `lua/lib.lua`, the
-//! sale-slot claim with `lua/sale_lib.lua`.
+//! The gatekeeper's Lua scripts, loaded once: every pool script starts with `lua/clock.lua` and
+//! `lua/lib.lua`, the sale-slot claim with `lua/clock.lua` and `lua/sale_lib.lua`
+//! (`floodgate_contract::lua` puts them together).
 
+use floodgate_contract::lua::{pool_script, sale_script};
 use redis::aio::ConnectionManager;
 use redis::Script;
-
-/// The shared helpers every pool script starts with.
-const LIB: &str = include_str!("../../../lua/lib.lua");
-/// The helpers of the sale's slot (Redis' clock), as the gateway's scripts have them.
-const SALE_LIB: &str = include_str!("../../../lua/sale_lib.lua");
-
-fn pool_script(body: &str) -> Script {
-    Script::new(&format!("{LIB}\n{body}"))
-}
 
 /// How long one attempt (one request's claim) may take to reach the pool: it can make a new
 /// hold only this long after its claim. A healthy request takes one Redis round trip between
@@ -39,10 +32,7 @@ pub struct Scripts {
 impl Default for Scripts {
     fn default() -> Self {
         Self {
-            claim_token: Script::new(&format!(
-                "{SALE_LIB}\n{}",
-                include_str!("../../../lua/claim_token.lua")
-            )),
+            claim_token: sale_script(include_str!("../../../lua/claim_token.lua")),
             release_claim: Script::new(include_str!("../../../lua/release_claim.lua")),
             reserve: pool_script(include_str!("../../../lua/reserve.lua")),
             ack: pool_script(include_str!("../../../lua/ack.lua")),

@@ -213,7 +213,11 @@ impl World {
                 .await
                 .unwrap()
                 .unwrap();
-            assert_eq!(stored.state, r.state.as_str(), "{step}: state of {id}");
+            assert_eq!(
+                stored.state.lua(),
+                r.state.as_str(),
+                "{step}: state of {id}"
+            );
             if matches!(r.state, State::Held | State::Sold) {
                 live_per_token
                     .entry(self.tokens[r.token].claims.jti.clone())

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use floodgate_contract::ws::close;
+use floodgate_gateway::scripts::room::Advanced;
 use floodgate_tests::client::{Heard, RoomClient};
 use floodgate_tests::gateways::{GatewayProcess, GatewayTimings};
 use floodgate_tests::{fresh_db, unique, SaleSpec, TestApp};
@@ -263,28 +264,29 @@ async fn a_former_leader_cannot_advance_with_its_old_fencing_token(db: sqlx::PgP
         .query_async(&mut conn)
         .await
         .unwrap();
-    let scripts = floodgate_gateway::room::Scripts::default();
+    let scripts = floodgate_gateway::scripts::Scripts::default();
     let lease = |id: &'static str, ms: u64| {
-        let mut conn = app.redis.clone();
-        let call = scripts.lease_call(&keys, id, Duration::from_millis(ms));
+        let (mut conn, scripts, keys) = (app.redis.clone(), &scripts, &keys);
         async move {
-            let fence: String = call.invoke_async(&mut conn).await.unwrap();
-            fence
+            let lease = scripts.lease(&mut conn, keys, id, Duration::from_millis(ms));
+            lease.await.unwrap().unwrap_or_default()
         }
     };
     let advance = |fence: String| {
-        let mut conn = app.redis.clone();
-        let call = scripts.advance_call(&keys, &fence, 1);
+        let (mut conn, scripts, keys) = (app.redis.clone(), &scripts, &keys);
         async move {
-            let reply: (i64, u64, i64) = call.invoke_async(&mut conn).await.unwrap();
-            reply
+            match scripts.advance(&mut conn, keys, &fence, 1).await.unwrap() {
+                Advanced::Moved { admitted, .. } => admitted as i64,
+                Advanced::NotLeader => -1,
+                Advanced::NotArmed => -2,
+            }
         }
     };
     tokio::time::sleep(Duration::from_millis(400)).await; // past the opening
     let a = lease("a", 200).await;
     assert!(a.starts_with("a#"));
     assert_eq!(lease("b", 200).await, "", "held by a");
-    assert_eq!(advance(a.clone()).await.0, 1, "the holder advances");
+    assert_eq!(advance(a.clone()).await, 1, "the holder advances");
 
     // a stalls past its lease; b takes over with a new epoch.
     app.eventually("a's lease lapses", WAIT, || async {
@@ -293,12 +295,8 @@ async fn a_former_leader_cannot_advance_with_its_old_fencing_token(db: sqlx::PgP
     .await;
     let b = lease("b", 60_000).await;
     assert!(b.starts_with("b#") && b != a);
-    assert_eq!(
-        advance(a.clone()).await.0,
-        -1,
-        "a's old token is fenced off"
-    );
-    assert_eq!(advance(b.clone()).await.0, 1);
+    assert_eq!(advance(a.clone()).await, -1, "a's old token is fenced off");
+    assert_eq!(advance(b.clone()).await, 1);
     assert_eq!(
         app.redis_int(&keys.frontier()).await,
         2,

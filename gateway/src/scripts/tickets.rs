@@ -2,11 +2,11 @@
 //! resume token (`lua/resume.lua`), and recording that its session ended (`lua/leave.lua`).
 //! Each script is called one way, here, and its reply read into a type in one function.
 
+use floodgate_contract::api::code;
 use floodgate_contract::{lottery, UnixMillis};
 
 use crate::error::ApiError;
 use crate::session::Context;
-use crate::unknown_sale;
 
 /// A ticket this gateway now holds a session for.
 #[derive(Debug, PartialEq, Eq)]
@@ -53,7 +53,7 @@ pub async fn join(ctx: &Context, nonce: &str) -> Result<Taken, ApiError> {
 /// sold_out, commitment}`, or `{}` for a sale that is not armed.
 fn parse_join(reply: &[String], nonce: &str) -> Result<Taken, ApiError> {
     let [ticket, opens, in_prequeue, _sold_out, commitment] = reply else {
-        return Err(unknown_sale());
+        return Err(ApiError::unknown_sale());
     };
     Ok(Taken {
         ticket: number(ticket)?,
@@ -101,11 +101,11 @@ fn parse_resume(ticket: u64, reply: &[String]) -> Result<Taken, ApiError> {
             frontier_floor: number(frontier)?,
         }),
         [status, ..] if status == "expired" => Err(ApiError::Gone(
-            "ticket_expired",
+            code::TICKET_EXPIRED,
             "this ticket was given up after its grace period; join again for a new one".into(),
         )),
         _ => Err(ApiError::NotFound(
-            "unknown_ticket",
+            code::UNKNOWN_TICKET,
             "this sale has no such ticket; join again for a new one".into(),
         )),
     }
@@ -137,7 +137,7 @@ fn number<T: std::str::FromStr>(text: &str) -> Result<T, ApiError> {
     text.parse().map_err(|_| {
         tracing::error!(reply = %text, "the waiting room's script answered oddly");
         ApiError::Unavailable(
-            "redis_unavailable",
+            code::REDIS_UNAVAILABLE,
             "the waiting room answered oddly; retry in a second".into(),
         )
     })
@@ -168,7 +168,7 @@ mod tests {
         assert_eq!(late.draw_nonce, None, "after the opening no nonce is drawn");
         assert!(matches!(
             parse_join(&[], "ab12"),
-            Err(ApiError::NotFound("unknown_sale", _))
+            Err(ApiError::NotFound(code::UNKNOWN_SALE, _))
         ));
         assert!(matches!(
             parse_join(&strings(&["x", "1000", "0", "0", ""]), "ab12"),
@@ -182,11 +182,11 @@ mod tests {
         assert_eq!((taken.ticket, taken.frontier_floor), (3, 2));
         assert!(matches!(
             parse_resume(3, &strings(&["expired", "1000", "0", ""])),
-            Err(ApiError::Gone("ticket_expired", _))
+            Err(ApiError::Gone(code::TICKET_EXPIRED, _))
         ));
         assert!(matches!(
             parse_resume(3, &strings(&["unknown", "0", "0", ""])),
-            Err(ApiError::NotFound("unknown_ticket", _))
+            Err(ApiError::NotFound(code::UNKNOWN_TICKET, _))
         ));
     }
 }

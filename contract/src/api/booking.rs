@@ -1,0 +1,79 @@
+//! The booking service's public bodies (docs/protocol.md 2).
+
+use serde::{Deserialize, Serialize};
+
+use crate::reservation::ReservationState;
+use crate::UnixMillis;
+
+/// `POST /v1/sales/{sale}/reservations`, 201. A retry with the same `Idempotency-Key` gets
+/// these exact bytes again.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ReservationCreated {
+    pub reservation_id: String,
+    pub sale: String,
+    pub pool: String,
+    pub seats: u32,
+    /// Always held in a 201: the seats are reserved until `hold_expires_at_ms` unless paid.
+    pub status: ReservationState,
+    pub reserved_at_ms: UnixMillis,
+    pub hold_expires_at_ms: UnixMillis,
+    /// Authorizes reading and paying for this reservation; shown once, keep it private.
+    pub secret: String,
+}
+
+/// `GET /v1/sales/{sale}/reservations/{id}`: a reservation's state, for whoever holds its
+/// secret.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ReservationView {
+    pub reservation_id: String,
+    pub sale: String,
+    pub pool: String,
+    pub seats: u32,
+    pub status: ReservationState,
+    pub reserved_at_ms: UnixMillis,
+    pub hold_expires_at_ms: UnixMillis,
+    /// Price of the whole reservation, in the currency's minor unit.
+    pub amount_minor: i64,
+    pub currency: String,
+    /// The payment that bought the seats, once confirmed.
+    pub payment_id: Option<String>,
+    /// Refunds of payments that arrived when the hold was no longer live.
+    pub refunds: Vec<RefundView>,
+}
+
+/// A refund of a payment that could not buy the seats.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RefundView {
+    pub payment_id: String,
+    /// `pending`, `succeeded` or `failed`.
+    pub status: String,
+}
+
+/// `POST /v1/sales/{sale}/reservations/{id}/payment`, 202: the payment is started at the
+/// provider; the outcome arrives by webhook and shows on the reservation.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PaymentStarted {
+    pub reservation_id: String,
+    pub payment_id: String,
+    /// The provider's status of the payment (`pending` at first).
+    pub status: String,
+    /// Where the payer completes the payment (the provider's page).
+    pub checkout_url: String,
+    pub amount_minor: i64,
+    pub currency: String,
+    pub hold_expires_at_ms: UnixMillis,
+}
+
+/// `GET /healthz` of every service: the process is up (not whether its dependencies are).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Health {
+    pub status: String,
+}
+
+impl Health {
+    pub fn ok() -> Self {
+        Self {
+            status: "ok".into(),
+        }
+    }
+}

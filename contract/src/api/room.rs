@@ -1,0 +1,145 @@
+//! The gateway's public bodies (docs/protocol.md 1): a sale's summary, its seat counts and the
+//! record of its pre-queue draw, which anyone may check.
+
+use serde::{Deserialize, Serialize};
+
+use crate::UnixMillis;
+
+/// `GET /v1/sales/{sale}`: the waiting room's public figures.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SaleSummary {
+    pub sale: String,
+    pub opens_at_ms: UnixMillis,
+    pub admission_rate: f64,
+    pub max_seats: u32,
+    pub tickets_issued: u64,
+    pub frontier: u64,
+    pub paused: bool,
+    pub sold_out: bool,
+    pub lottery_commitment: String,
+    /// The sale's pool ids.
+    pub pools: Vec<String>,
+}
+
+/// `GET /v1/sales/{sale}/seats.json`: rough live seat counts, for display only.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SeatCounts {
+    pub sale: String,
+    /// When the counts were read (Redis' clock).
+    pub at_ms: UnixMillis,
+    pub opens_at_ms: UnixMillis,
+    pub sold_out: bool,
+    pub pools: Vec<PoolSeats>,
+}
+
+/// One pool's counts (`null` where the pool's state is missing).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PoolSeats {
+    pub pool: String,
+    pub capacity: Option<i64>,
+    pub available: Option<i64>,
+    pub held: Option<i64>,
+    pub sold: Option<i64>,
+}
+
+/// `GET /v1/sales/{sale}/draw`: the commitment while the pre-queue is open; once it has
+/// closed, everything needed to recompute the draw.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum DrawRecord {
+    PreQueue {
+        sale: String,
+        opens_at_ms: UnixMillis,
+        /// SHA-256 (hex) of the secret seed, published before anyone joined.
+        commitment: String,
+        prequeue_size_so_far: u64,
+    },
+    Drawn {
+        sale: String,
+        opens_at_ms: UnixMillis,
+        closed_at_ms: Option<UnixMillis>,
+        /// `floodgate-lottery-v1` (docs/protocol.md 1.6).
+        algorithm: String,
+        commitment: String,
+        /// The revealed secret seed (hex); its SHA-256 is the commitment.
+        secret_seed: String,
+        prequeue_size: u64,
+        prequeue_digest: String,
+        draw_seed: String,
+        /// The first page of the pre-queue's nonces.
+        nonces_url: String,
+    },
+}
+
+/// `GET /v1/sales/{sale}/draw/nonces`: draw nonces of consecutive pre-queue tickets.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct NoncePage {
+    pub sale: String,
+    /// The ticket of the first nonce.
+    pub from: u64,
+    pub nonces: Vec<String>,
+}
+
+/// `GET /v1/sales/{sale}/draw/batches`: the pre-queue's batches of joins in ticket order.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct BatchPage {
+    pub sale: String,
+    /// The number of the first batch (from 1).
+    pub from: u64,
+    pub batches: Vec<PrequeueBatch>,
+}
+
+/// One batch of joins, with what a verifier recomputes the pre-queue's chain from.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PrequeueBatch {
+    pub first: u64,
+    pub count: u64,
+    /// Merkle root (hex) of the batch's nonces.
+    pub root: String,
+    /// The chain after this batch (hex).
+    pub chain: String,
+    pub nonces: Vec<String>,
+}
+
+/// `GET /v1/sales/{sale}/draw/proof?ticket=N`: what one ticket needs to check, on its own,
+/// that the draw counted its nonce.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DrawProof {
+    pub sale: String,
+    pub ticket: u64,
+    pub nonce: String,
+    /// The nonce's index in its batch.
+    pub index: usize,
+    pub batch: BatchRef,
+    /// The RFC 6962 audit path (hex) from the nonce's leaf to the batch's root.
+    pub path: Vec<String>,
+    pub chain_before: String,
+    pub chain_after: String,
+}
+
+/// A batch as a proof names it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct BatchRef {
+    pub first: u64,
+    pub count: u64,
+    pub root: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_draw_record_says_its_status() {
+        let open = DrawRecord::PreQueue {
+            sale: "s".into(),
+            opens_at_ms: 1,
+            commitment: "c".into(),
+            prequeue_size_so_far: 2,
+        };
+        let json = serde_json::to_value(&open).unwrap();
+        assert_eq!(json["status"], "pre_queue");
+        assert_eq!(json["prequeue_size_so_far"], 2);
+        assert_eq!(serde_json::from_value::<DrawRecord>(json).unwrap(), open);
+    }
+}

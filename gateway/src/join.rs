@@ -1,0 +1,218 @@
+//! `GET /ws`: joining a sale's waiting room, or coming back to it. The request is checked, the
+//! client admitted within this gateway's limits, and a ticket taken before the upgrade, so every
+//! refusal is a JSON error the client can read; then the socket becomes a [`Session`].
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::{ConnectInfo, Query, State, WebSocketUpgrade};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use floodgate_contract::api::code;
+use floodgate_contract::ids::check_sale_id;
+use floodgate_contract::resume::ResumeError;
+use floodgate_contract::ws::MAX_CLIENT_MESSAGE;
+use serde::Deserialize;
+use tracing::Instrument as _;
+
+use crate::error::ApiError;
+use crate::scripts::tickets;
+use crate::session::{self, Hello, Session};
+use crate::{limits, AppState};
+
+#[derive(Deserialize)]
+pub struct JoinParams {
+    sale: String,
+    /// A resume token from an earlier session: take that ticket back instead of a new one.
+    resume: Option<String>,
+    /// The client's own draw nonce for the pre-queue lottery (16 to 64 lowercase hex
+    /// characters); the gateway picks one for a client that sends none.
+    nonce: Option<String>,
+}
+
+/// `GET /ws?sale=<id>[&resume=<token>]`: join a sale's waiting room, or come back to it.
+///
+/// The ticket is taken (or taken back) before the upgrade so that an unknown sale, a bad resume
+/// token or an unreachable Redis is a plain JSON HTTP error the client can read, not a socket
+/// that opens and dies.
+#[tracing::instrument(skip_all)]
+pub async fn join_queue(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    headers: HeaderMap,
+    params: Result<Query<JoinParams>, QueryRejection>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    let request = JoinRequest::read(&state, params)?;
+    let upgrade = upgrade.map_err(|e| {
+        ApiError::UpgradeRequired(
+            code::WEBSOCKET_REQUIRED,
+            format!("this endpoint speaks WebSocket only: {e}"),
+        )
+    })?;
+    let (slot, budget) = admit(&state, peer, &headers)?;
+    let ctx = state.room(&request.sale).await?;
+    let number = state.sessions.fetch_add(1, Ordering::Relaxed);
+    // The ticket is taken in a task of its own, which hands it to a `Session` at once: if this
+    // request is abandoned half-way (the client resets the connection), the task still finishes
+    // and the session's drop gives the ticket back, so no ticket is ever live with nobody behind
+    // it.
+    let taking = take_session(ctx, request.resumed, request.nonce, number, slot, budget);
+    let session = tokio::spawn(taking).await.map_err(|e| {
+        tracing::error!(error = %e, "taking a ticket failed");
+        ApiError::Unavailable(
+            code::REDIS_UNAVAILABLE,
+            "the waiting room is briefly unavailable; retry in a second".into(),
+        )
+    })??;
+    let tasks = state.tasks.clone();
+    Ok(upgrade
+        .max_message_size(MAX_CLIENT_MESSAGE)
+        .max_frame_size(MAX_CLIENT_MESSAGE)
+        // Sized for many idle sockets: the default 128 KiB read buffer is allocated per
+        // connection up front. Client frames are at most 1 KiB; messages to the client are
+        // written at once (no write buffer kept), and a client that does not read is dropped
+        // by the send timeout, so nothing piles up.
+        .read_buffer_size(READ_BUFFER)
+        .write_buffer_size(0)
+        .max_write_buffer_size(MAX_WRITE_BUFFER)
+        .on_upgrade(move |socket| {
+            let span =
+                tracing::debug_span!("session", sale = %session.ctx.sale, ticket = session.ticket);
+            // A task of its own rather than axum's upgrade task: that one also carries the
+            // upgrade's state for its whole life, and every idle client pays for its size.
+            tasks.spawn(session.run(socket).instrument(span));
+            std::future::ready(())
+        })
+        .into_response())
+}
+
+/// A join's query, checked.
+struct JoinRequest {
+    sale: String,
+    /// The ticket a genuine resume token for this sale names.
+    resumed: Option<u64>,
+    nonce: String,
+}
+
+impl JoinRequest {
+    /// Checks the sale id, the nonce and the resume token: no Redis work, so a flood of bad
+    /// joins costs only this.
+    fn read(
+        state: &AppState,
+        params: Result<Query<JoinParams>, QueryRejection>,
+    ) -> Result<Self, ApiError> {
+        let Query(JoinParams {
+            sale,
+            resume,
+            nonce,
+        }) = params.map_err(|_| {
+            ApiError::BadRequest(
+                code::SALE_MISSING,
+                "name the sale to join: /ws?sale=<sale id>".into(),
+            )
+        })?;
+        check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
+        if let Some(nonce) = &nonce {
+            floodgate_contract::lottery::check_nonce(nonce)
+                .map_err(|m| ApiError::BadRequest(code::BAD_NONCE, m))?;
+        }
+        let nonce = nonce.unwrap_or_else(floodgate_contract::lottery::random_nonce);
+        let resumed = resume
+            .map(|token| state.resume.verify(&token, &sale))
+            .transpose()
+            .map_err(|e| match e {
+                ResumeError::Invalid => ApiError::Unauthorized(
+                    code::RESUME_INVALID,
+                    "the resume token is not genuine; join without it for a new ticket".into(),
+                ),
+                ResumeError::OtherSale(other) => ApiError::BadRequest(
+                    code::RESUME_OTHER_SALE,
+                    format!("the resume token is for sale {other}, not {sale}"),
+                ),
+            })?;
+        Ok(Self {
+            sale,
+            resumed,
+            nonce,
+        })
+    }
+}
+
+/// Lets a client in within this gateway's limits, before any Redis work: a flood costs a
+/// counter or a map lookup. A draining gateway takes no one new: a session started now would
+/// be told to leave at once, and the 503 lets the load balancer or CDN try another gateway
+/// (cdn.conf does).
+fn admit(
+    state: &AppState,
+    peer: std::net::SocketAddr,
+    headers: &HeaderMap,
+) -> Result<(limits::ConnectionSlot, limits::BudgetSlot), ApiError> {
+    if state.shutdown.is_cancelled() {
+        return Err(ApiError::Busy(
+            code::GATEWAY_DRAINING,
+            "this gateway is shutting down; reconnect, another gateway will take you".into(),
+        ));
+    }
+    let budget = state.budget.take().ok_or(ApiError::Busy(
+        code::GATEWAY_FULL,
+        "this gateway is full; retry after the delay (with jitter), or another gateway".into(),
+    ))?;
+    let forwarded: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let client = limits::client_address(peer.ip(), &forwarded, &state.config.trusted_proxies);
+    let slot = state.limits.admit(client).map_err(|e| match e {
+        limits::LimitError::TooManyConnections => ApiError::TooManyRequests(
+            code::TOO_MANY_CONNECTIONS,
+            "too many open connections from this address".into(),
+        ),
+        limits::LimitError::JoiningTooFast => ApiError::TooManyRequests(
+            code::JOIN_RATE_LIMITED,
+            "joining too fast from this address; retry in a second".into(),
+        ),
+    })?;
+    Ok((slot, budget))
+}
+
+/// Takes a ticket (or takes one back) for session `number` and wraps it in its session.
+async fn take_session(
+    ctx: Arc<session::Context>,
+    resumed: Option<u64>,
+    nonce: String,
+    number: u64,
+    connection: limits::ConnectionSlot,
+    budget: limits::BudgetSlot,
+) -> Result<Box<Session>, ApiError> {
+    let taken = match resumed {
+        None => tickets::join(&ctx, &nonce).await?,
+        Some(ticket) => tickets::resume(&ctx, ticket, &ctx.session_id(number)).await?,
+    };
+    Ok(Box::new(Session {
+        ctx,
+        ticket: taken.ticket,
+        opens_at_ms: taken.opens_at_ms,
+        resumed: resumed.is_some(),
+        frontier_floor: taken.frontier_floor,
+        number,
+        hello: Some(Box::new(Hello {
+            draw_nonce: taken.draw_nonce,
+            commitment: taken.commitment,
+        })),
+        _connection: connection,
+        _budget: budget,
+        started: false,
+        departed: false,
+    }))
+}
+
+/// Per-connection WebSocket read buffer. Idle clients send only pongs and pings of a few bytes;
+/// a larger frame (up to [`MAX_CLIENT_MESSAGE`]) grows the buffer when it comes.
+const READ_BUFFER: usize = 128;
+/// Most bytes one connection may hold unsent: a few messages; past it the send fails and the
+/// session ends (the send timeout usually ends a slow client first).
+const MAX_WRITE_BUFFER: usize = 64 * 1024;

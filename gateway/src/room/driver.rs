@@ -1,0 +1,200 @@
+//! The room's task: once per tick it reads the sale's state, lets the controller lead if this
+//! gateway holds the lease, and publishes the view to every session.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use floodgate_contract::keys::{Keys, SaleKeys};
+use floodgate_contract::now_millis;
+use redis::aio::ConnectionManager;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::controller::Controller;
+use super::view::{draw_from, view_from, RoomView};
+use super::{Room, Shared};
+use crate::scripts::room::Cursor;
+use crate::scripts::Scripts;
+
+/// Everything the room's task needs; built by the gateway state.
+pub struct RoomDriver {
+    pub sale: String,
+    pub keys: Keys,
+    pub redis: ConnectionManager,
+    pub scripts: Arc<Scripts>,
+    /// This process' name in the lease and the session registry (unique per run).
+    pub instance_id: Arc<str>,
+    pub tick: Duration,
+    pub lease: Duration,
+    /// How long a departed client keeps its place (the sweep of dead gateways uses it too).
+    pub grace: Duration,
+    /// How often sessions ping their clients.
+    pub heartbeat: Duration,
+}
+
+impl RoomDriver {
+    /// Starts the room's task; it runs until `shutdown`, or until `retire`, when it also
+    /// removes this gateway's keys from the sale's slot.
+    pub fn start(
+        self,
+        shutdown: CancellationToken,
+        retire: CancellationToken,
+    ) -> (Arc<Room>, impl std::future::Future<Output = ()>) {
+        let (tx, rx) = watch::channel(RoomView::default());
+        let shared = Arc::new(Shared::default());
+        let room = Arc::new(Room {
+            view: rx,
+            shared: shared.clone(),
+        });
+        (room, self.drive(tx, shared, shutdown, retire))
+    }
+
+    async fn drive(
+        self,
+        tx: watch::Sender<RoomView>,
+        shared: Arc<Shared>,
+        shutdown: CancellationToken,
+        retire: CancellationToken,
+    ) {
+        let keys = self.keys.sale(&self.sale);
+        let mut ticker = tokio::time::interval(self.tick);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut controller = Controller::default();
+        let mut cursor = Cursor::default();
+        let mut failing = false;
+        let started = tokio::time::Instant::now();
+        let heartbeat = self.heartbeat.max(Duration::from_millis(1));
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = retire.cancelled() => {
+                    self.retire(&keys).await;
+                    break;
+                }
+                _ = ticker.tick() => {}
+            }
+            let beat = (started.elapsed().as_millis() / heartbeat.as_millis()) as u64;
+            let ticked = self
+                .tick_once(&keys, &shared, &mut cursor, &mut controller)
+                .await;
+            match ticked {
+                Ok(view) => {
+                    if failing {
+                        tracing::info!(sale = %self.sale, "waiting room reads recovered");
+                        failing = false;
+                    }
+                    publish(&tx, RoomView { beat, ..view });
+                }
+                // Sessions keep the last view; they are told nothing wrong, only nothing new
+                // (but the heartbeat goes on).
+                Err(e) => {
+                    if !failing {
+                        tracing::warn!(sale = %self.sale, error = %e, "waiting room read failed");
+                        failing = true;
+                    }
+                    tx.send_if_modified(|current| {
+                        let changed = current.beat != beat;
+                        current.beat = beat;
+                        changed
+                    });
+                }
+            }
+        }
+    }
+
+    /// Removes this gateway's keys from the sale's slot. If Redis is unreachable they lapse by
+    /// themselves (the liveness and the lease have TTLs) and the leader's sweep removes the
+    /// registry entry.
+    async fn retire(&self, keys: &SaleKeys) {
+        let mut conn = self.redis.clone();
+        match self
+            .scripts
+            .retire(&mut conn, keys, &self.instance_id)
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(sale = %self.sale, "room retired: no session for its idle time")
+            }
+            Err(e) => {
+                tracing::warn!(sale = %self.sale, error = %e, "room retired; its keys will lapse")
+            }
+        }
+    }
+
+    #[tracing::instrument(skip_all, level = "debug", fields(sale = %self.sale))]
+    async fn tick_once(
+        &self,
+        keys: &SaleKeys,
+        shared: &Shared,
+        cursor: &mut Cursor,
+        controller: &mut Controller,
+    ) -> redis::RedisResult<RoomView> {
+        let mut conn = self.redis.clone();
+        let mut view = self.read(&mut conn, keys, shared, cursor).await?;
+        let lease = self
+            .scripts
+            .lease(&mut conn, keys, &self.instance_id, self.lease);
+        match lease.await? {
+            Some(fence) => {
+                controller
+                    .lead(self, &mut conn, keys, shared, &mut view, &fence)
+                    .await?;
+            }
+            // Someone else leads: a later takeover starts from a fresh, full limiter.
+            None => controller.follow(),
+        }
+        let now = now_millis();
+        let mut batches = shared.batches.lock().expect("lock");
+        batches.prune(now);
+        view.measured_rate = batches.measured_rate(now, view.opens_at_ms);
+        Ok(view)
+    }
+
+    /// The per-tick read, with what it learnt of the deaths, the admissions and the draw kept
+    /// in `shared`.
+    async fn read(
+        &self,
+        conn: &mut ConnectionManager,
+        keys: &SaleKeys,
+        shared: &Shared,
+        cursor: &mut Cursor,
+    ) -> redis::RedisResult<RoomView> {
+        let read = self
+            .scripts
+            .read_tick(conn, keys, &self.instance_id, self.lease, cursor)
+            .await?;
+        if !read.deaths.is_empty() {
+            let mut dead = shared.dead.write().expect("lock");
+            for place in &read.deaths {
+                dead.insert(*place);
+            }
+        }
+        if !read.admits.is_empty() {
+            let mut batches = shared.batches.lock().expect("lock");
+            for batch in read.admits {
+                batches.push(batch);
+            }
+        }
+        let view = view_from(read.meta.as_ref(), read.frontier, read.issued);
+        if shared.draw.get().is_none() {
+            if let Some(draw) = read.meta.as_ref().and_then(draw_from) {
+                tracing::info!(sale = %self.sale, prequeue = draw.size(), "pre-queue drawn");
+                let _ = shared.draw.set(draw);
+            }
+        }
+        Ok(RoomView {
+            drawn: shared.draw.get().is_some(),
+            dead_known: shared.dead.read().expect("lock").total(),
+            ..view
+        })
+    }
+}
+
+/// Publishes `view` to the sessions, waking them only if it changed.
+fn publish(tx: &watch::Sender<RoomView>, view: RoomView) {
+    tx.send_if_modified(|current| {
+        let changed = *current != view;
+        *current = view;
+        changed
+    });
+}

@@ -1,0 +1,65 @@
+//! A sale's waiting room as one gateway sees it: the shared view every session watches, and the
+//! task that refreshes it and, while this instance holds the lease, runs the admission controller.
+//!
+//! Per tick and per sale this gateway makes one pipelined Redis round trip to read the view,
+//! whatever the number of clients; sessions compute their own positions from it. The leader
+//! adds a few more (lease, stock and housekeeping reads, bury, advance), never per client.
+//!
+//! - [`view`]: the view sessions watch, and how it is made from the sale's state.
+//! - [`driver`]: the room's task, one tick at a time.
+//! - `controller`: the leader's tick (stock, sold-out, bury, sweep, the fenced advance).
+
+mod controller;
+pub mod driver;
+pub mod view;
+
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+use floodgate_contract::lottery::Draw;
+use tokio::sync::watch;
+
+use crate::places::{Batches, DeadPlaces};
+pub use driver::RoomDriver;
+pub use view::{read_view, RoomView};
+
+/// One sale's room on this gateway; sessions subscribe to its view and ask it where they stand.
+pub struct Room {
+    view: watch::Receiver<RoomView>,
+    shared: Arc<Shared>,
+}
+
+/// What the room task learns beyond the view, too big to copy every tick.
+#[derive(Default)]
+struct Shared {
+    draw: OnceLock<Draw>,
+    dead: RwLock<DeadPlaces>,
+    batches: Mutex<Batches>,
+}
+
+impl Room {
+    pub fn subscribe(&self) -> watch::Receiver<RoomView> {
+        self.view.clone()
+    }
+
+    /// The place in line of `ticket`, once the pre-queue has been drawn.
+    pub fn place(&self, ticket: u64) -> Option<u64> {
+        self.shared.draw.get().map(|draw| draw.place(ticket))
+    }
+
+    /// Live tickets ahead of `place`, plus one. It overestimates by at most the tickets that
+    /// died since this gateway last read the deaths stream (one tick), never underestimates.
+    pub fn position(&self, place: u64, frontier: u64) -> u64 {
+        let dead = self
+            .shared
+            .dead
+            .read()
+            .expect("lock")
+            .between(frontier, place);
+        place.saturating_sub(frontier).saturating_sub(dead).max(1)
+    }
+
+    /// When the admission token of an admitted `place` expires, if its batch is still known.
+    pub fn token_expiry(&self, place: u64) -> Option<i64> {
+        self.shared.batches.lock().expect("lock").expiry_of(place)
+    }
+}

@@ -1,0 +1,34 @@
+//! `GET /v1/sales/{sale}`: a sale's public figures, as the waiting room knows them.
+
+use axum::extract::{Path, State};
+use axum::Json;
+use floodgate_contract::api::room::SaleSummary;
+use floodgate_contract::ids::check_sale_id;
+
+use crate::error::ApiError;
+use crate::room::read_view;
+use crate::AppState;
+
+/// `GET /v1/sales/{sale}`: the waiting room's public figures (opening, rate, queue, pools).
+pub async fn sale_summary(
+    State(state): State<AppState>,
+    Path(sale): Path<String>,
+) -> Result<Json<SaleSummary>, ApiError> {
+    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
+    let keys = state.keys.sale(&sale);
+    let view = read_view(&mut state.redis.clone(), &keys)
+        .await?
+        .ok_or_else(ApiError::unknown_sale)?;
+    Ok(Json(SaleSummary {
+        sale,
+        opens_at_ms: view.opens_at_ms,
+        admission_rate: view.rate,
+        max_seats: view.max_seats,
+        tickets_issued: view.issued,
+        frontier: view.frontier,
+        paused: view.paused,
+        sold_out: view.sold_out,
+        lottery_commitment: view.commitment,
+        pools: view.pools,
+    }))
+}
