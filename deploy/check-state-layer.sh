@@ -2,7 +2,8 @@
 # Fails when service code handles the Redis state by hand outside the layers that own it:
 # contract's state layer (contract/src/state.rs, keys.rs, lua.rs), the booking gatekeeper
 # (booking/src/gatekeeper/) and the gateway's script module (gateway/src/scripts/). It looks for
-#   - a hash or stream field name as a string literal ("opens_at_ms", "fare_minor", ...),
+#   - a hash or stream field name handed to Redis or looked up in what it answered
+#     (.hget(k, "fare_minor"), .arg("rate"), fields.get("state"), &["capacity", ...]),
 #   - a script or pipeline reply read by index (reply[0], replies.get(1), rest[2], ...),
 #   - a key string ("{s:...}", "...:meta", "...:rsv:..."): keys are built by contract::keys only.
 # Test code may read raw keys: the tests crate and each file's #[cfg(test)] module (last in
@@ -22,7 +23,7 @@ suffixes='meta|seq|frontier|leader|tok|epoch|prequeue|prequeue_batches|gone|hold
 suffixes+='|deaths|admits|batches|tokens|gateways|gw|cfg|avail|held|sold|holds|expiries|rsv'
 suffixes+='|outbox|relay'
 patterns=(
-  "field name|\"($fields)\""
+  "field name|(\\.(arg|hget|hset|hmget|hincr|hdel|hexists|hset_multiple)\\(|\\bget\\(|\\[)[^;]*\"($fields)\""
   "reply index|\\b(reply|replies|rest|values|answer)(\\[[0-9]+\\]|\\.get\\([0-9]+\\))"
   "key string|\"[^\"]*(\\{\\{?[sp]:|:($suffixes)(:|\"))"
 )

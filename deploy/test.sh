@@ -2,7 +2,7 @@
 # Runs every Floodgate test against the real services, starting (and if need be installing) them
 # first. This is the README's test command and exactly what CI runs.
 #
-#   deploy/test.sh                 formatting, lints, then every test
+#   deploy/test.sh                 formatting, the code's shape, lints, then every test
 #   deploy/test.sh -- <filter>     extra arguments after -- go to `cargo nextest run`
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +29,8 @@ psql -h 127.0.0.1 -U postgres -d postgres -Atqc \
 
 echo "[test] cargo fmt --check"
 cargo fmt --all -- --check
+echo "[test] the Redis state layer"
+deploy/check-state-layer.sh
 echo "[test] cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # nextest runs every test in its own process (no shared global state between tests) and ends

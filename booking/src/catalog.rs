@@ -7,13 +7,14 @@
 
 use floodgate_contract::ids::{check_pool_id, check_sale_id};
 use floodgate_contract::keys::Keys;
-use floodgate_contract::lua::clocked_script;
 use floodgate_contract::settings;
 use redis::aio::ConnectionManager;
 use serde::Deserialize;
 use sqlx::PgPool;
 use time::macros::format_description;
 use time::OffsetDateTime;
+
+use crate::gatekeeper::arming::{self, Armed, PoolArming, SaleArming};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
@@ -258,21 +259,6 @@ pub struct ArmReport {
     pub opens_at: OffsetDateTime,
 }
 
-/// Adds a pool's state keys, in the order arm_pool.lua and rebuild_pool.lua take them: config,
-/// available, held, sold, holds, expiries.
-pub(crate) fn with_state_keys<'a, 'b>(
-    invocation: &'b mut redis::ScriptInvocation<'a>,
-    k: &floodgate_contract::keys::PoolKeys,
-) -> &'b mut redis::ScriptInvocation<'a> {
-    invocation
-        .key(k.config())
-        .key(k.available())
-        .key(k.held())
-        .key(k.sold())
-        .key(k.holds())
-        .key(k.expiries())
-}
-
 /// Loads each pool's counter and the sale's settings into Redis. Idempotent before the opening:
 /// arming again resets the (untouched) counters to the catalog's capacities. Refused from the
 /// opening on, by Redis' clock, which is also the clock admission starts by.
@@ -310,60 +296,35 @@ pub async fn arm_sale(
     };
 
     let mut conn = redis.clone();
-    let arm_pool = clocked_script(include_str!("../../lua/arm_pool.lua"));
     for (pool, capacity, fare_minor, currency) in &pools {
-        let k = keys.pool(sale_id, pool);
-        let mut invocation = arm_pool.prepare_invoke();
-        let reply: Vec<String> = with_state_keys(&mut invocation, &k)
-            .arg(capacity)
-            .arg(i64::from(hold_ttl) * 1000)
-            .arg(opens_at_ms)
-            .arg(sale_id)
-            .arg(pool)
-            .arg(fare_minor)
-            .arg(currency)
-            .invoke_async(&mut conn)
-            .await?;
-        if reply.first().map(String::as_str) != Some("armed") {
+        let pool = PoolArming {
+            sale: sale_id,
+            pool,
+            capacity: u32::try_from(*capacity).unwrap_or(0),
+            hold_ttl_ms: i64::from(hold_ttl) * 1000,
+            opens_at_ms,
+            fare_minor: *fare_minor,
+            currency,
+        };
+        if arming::arm_pool(&mut conn, keys, &pool).await? != Armed::Armed {
             return Err(already_open());
         }
     }
-    let pool_list = pools
-        .iter()
-        .map(|(id, ..)| id.as_str())
-        .collect::<Vec<_>>()
-        .join(",");
-    let sale_keys = keys.sale(sale_id);
-    // The lottery's secret seed. Only the first arming's is kept (arm_sale.lua), so the
-    // commitment published to the pre-queue never changes.
-    let secret: [u8; 32] = rand::random();
-    let reply: Vec<String> = clocked_script(include_str!("../../lua/arm_sale.lua"))
-        .key(sale_keys.meta())
-        .key(sale_keys.seq())
-        .key(sale_keys.frontier())
-        .arg(opens_at_ms)
-        .arg(rate)
-        .arg(i64::from(token_ttl) * 1000)
-        .arg(max_seats)
-        .arg(active_cap)
-        .arg(pool_list)
-        .arg(if paused { "1" } else { "0" })
-        .arg(stock_factor)
-        .arg(hex::encode(secret))
-        .arg(hex::encode(floodgate_contract::lottery::commitment(
-            &secret,
-        )))
-        .invoke_async(&mut conn)
-        .await?;
-    if reply.first().map(String::as_str) != Some("armed") {
+    let pool_ids: Vec<&str> = pools.iter().map(|(id, ..)| id.as_str()).collect();
+    let sale = SaleArming {
+        sale: sale_id,
+        opens_at_ms,
+        rate,
+        token_ttl_ms: i64::from(token_ttl) * 1000,
+        max_seats: u32::try_from(max_seats).unwrap_or(0),
+        active_cap: u32::try_from(active_cap).unwrap_or(0),
+        pools: &pool_ids,
+        paused,
+        stock_factor,
+    };
+    if arming::arm_sale(&mut conn, keys, &sale).await? != Armed::Armed {
         return Err(already_open());
     }
-    // Known to the relay and the reaper from now on.
-    let _: i64 = redis::cmd("SADD")
-        .arg(keys.sales())
-        .arg(sale_id)
-        .query_async(&mut conn)
-        .await?;
     sqlx::query("update sales set armed_at = now() where id = $1")
         .bind(sale_id)
         .execute(db)

@@ -24,9 +24,12 @@ use floodgate_contract::reservation::ReservationState;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use redis::aio::ConnectionManager;
-use redis::Script;
+
 use sqlx::PgPool;
 use time::OffsetDateTime;
+
+use crate::gatekeeper::arming::PoolArming;
+use crate::gatekeeper::repair::{rebuild_pool, Rebuild, RestoredHold, RestoredRecord};
 
 /// Where the consumer group reads the reservations topic.
 pub struct KafkaTail {
@@ -146,83 +149,67 @@ pub async fn rebuild(
     .fetch_all(db)
     .await?;
 
-    let k = keys.pool(sale, pool);
-    let mut conn = redis.clone();
     let ms = |t: OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
     let mut sold = 0i64;
     let mut holds = Vec::new();
     let mut records = Vec::new();
-    for (id, token, ticket, seats, status, reserved_at, expires_at, payment) in &rows {
+    for (id, token, ticket, seats, status, reserved_at, expires_at, payment) in rows {
         // An unknown status cannot be: the table's check constraint lists them all.
-        let Some(state) = ReservationState::from_db(status).filter(|s| s.rebuilt().is_some())
+        let Some((state, record_state)) =
+            ReservationState::from_db(&status).and_then(|s| Some(s).zip(s.rebuilt()))
         else {
             continue;
         };
-        // The secret is gone with Redis; a fresh one keeps the record well-formed, and nobody
-        // holds it, so the reservation can no longer be read or paid through the API.
-        let secret = hex::encode(rand::random::<[u8; 16]>());
-        let (at, expires) = (ms(*reserved_at).to_string(), ms(*expires_at).to_string());
+        let seats = u32::try_from(seats).unwrap_or(0);
         match state {
-            ReservationState::Confirmed => sold += i64::from(*seats),
-            ReservationState::Held => holds.push((id.clone(), seats.to_string(), expires.clone())),
+            ReservationState::Confirmed => sold += i64::from(seats),
+            ReservationState::Held => holds.push(RestoredHold {
+                reservation_id: id.clone(),
+                seats,
+                expires_at_ms: ms(expires_at),
+            }),
             _ => {}
         }
-        records.push((
-            [k.reservation(id), k.token_reservation(token)],
-            [
-                id.clone(),
-                token.clone(),
-                secret,
-                seats.to_string(),
-                ticket.to_string(),
-                expires,
-                at,
-                state.lua().to_owned(),
-                payment.clone().unwrap_or_default(),
-            ],
-        ));
+        records.push(RestoredRecord {
+            reservation_id: id,
+            token_id: token,
+            // The secret is gone with Redis; a fresh one keeps the record well-formed, and
+            // nobody holds it, so the reservation can no longer be read or paid through the API.
+            secret: hex::encode(rand::random::<[u8; 16]>()),
+            seats,
+            ticket,
+            expires_at_ms: ms(expires_at),
+            reserved_at_ms: ms(reserved_at),
+            state: record_state,
+            payment_id: payment,
+        });
     }
-
+    let arming = PoolArming {
+        sale,
+        pool,
+        capacity: u32::try_from(capacity).unwrap_or(0),
+        hold_ttl_ms: i64::from(hold_ttl_secs) * 1000,
+        opens_at_ms: ms(opens_at),
+        fare_minor,
+        currency: &currency,
+    };
     // One script writes everything, and only after checking the pool has lost its state.
-    let rebuild_pool = Script::new(include_str!("../../lua/rebuild_pool.lua"));
-    let mut script = rebuild_pool.prepare_invoke();
-    crate::catalog::with_state_keys(&mut script, &k)
-        .arg(capacity)
-        .arg(i64::from(hold_ttl_secs) * 1000)
-        .arg(ms(opens_at))
-        .arg(sale)
-        .arg(pool)
-        .arg(fare_minor)
-        .arg(&currency)
-        .arg(sold)
-        .arg(holds.len());
-    for (id, seats, expires) in &holds {
-        script.arg(id).arg(seats).arg(expires);
-    }
-    for (record_keys, values) in &records {
-        for key in record_keys {
-            script.key(key);
-        }
-        for value in values {
-            script.arg(value);
-        }
-    }
-    let records = records.len();
-    let reply: Vec<String> = script.invoke_async(&mut conn).await?;
-    match reply.first().map(String::as_str) {
-        Some("rebuilt") => {
-            let num = |i: usize| reply.get(i).and_then(|v| v.parse().ok()).unwrap_or(0);
-            Ok(Rebuilt {
-                available: num(1),
-                held: num(2),
-                sold: num(3),
-                records,
-            })
-        }
-        Some("intact") => anyhow::bail!("pool {pool} has its Redis state: nothing to rebuild"),
-        Some("overcommitted") => anyhow::bail!(
+    let mut conn = redis.clone();
+    let rebuilt = rebuild_pool(&mut conn, keys, &arming, sold, &holds, &records).await?;
+    match rebuilt {
+        Rebuild::Rebuilt {
+            available,
+            held,
+            sold,
+        } => Ok(Rebuilt {
+            available,
+            held,
+            sold,
+            records: records.len(),
+        }),
+        Rebuild::Intact => anyhow::bail!("pool {pool} has its Redis state: nothing to rebuild"),
+        Rebuild::Overcommitted => anyhow::bail!(
             "PostgreSQL has more seats sold and held than pool {pool}'s capacity: not rebuilt, a person must look"
         ),
-        other => anyhow::bail!("unexpected reply from rebuild_pool.lua: {other:?}"),
     }
 }

@@ -13,8 +13,9 @@ use std::fmt::Write as _;
 
 use floodgate_contract::keys::Keys;
 use redis::aio::ConnectionManager;
-use redis::Script;
 use sqlx::PgPool;
+
+use crate::gatekeeper::repair::{read_pool, repair_pool};
 
 /// One pool's figures on both sides and what disagrees.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,14 +29,8 @@ pub struct PoolReport {
     pub drifts: Vec<Drift>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RedisCounts {
-    pub available: i64,
-    pub held: i64,
-    pub sold: i64,
-    /// Seats in the live holds themselves (what `held` must equal).
-    pub hold_seats: i64,
-}
+/// A pool's Redis counters, as the gatekeeper reads them for a reconciliation.
+pub use crate::gatekeeper::repair::PoolState as RedisCounts;
 
 /// A disagreement, and whether (and how) it can be repaired safely.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,30 +144,7 @@ pub async fn report(
         .bind(&pool)
         .fetch_one(db)
         .await?;
-        let k = keys.pool(sale, &pool);
-        let (armed, available, held, sold, holds): (
-            bool,
-            Option<i64>,
-            Option<i64>,
-            Option<i64>,
-            Vec<i64>,
-        ) = redis::pipe()
-            .exists(k.config())
-            .get(k.available())
-            .get(k.held())
-            .get(k.sold())
-            .hvals(k.holds())
-            .query_async(&mut conn)
-            .await?;
-        let redis_counts = match (armed, available) {
-            (true, Some(available)) => Some(RedisCounts {
-                available,
-                held: held.unwrap_or(0),
-                sold: sold.unwrap_or(0),
-                hold_seats: holds.iter().sum(),
-            }),
-            _ => None,
-        };
+        let redis_counts = read_pool(&mut conn, &keys.pool(sale, &pool)).await?;
         let capacity = i64::from(capacity);
         reports.push(PoolReport {
             drifts: drifts(capacity, redis_counts, confirmed_seats),
@@ -193,7 +165,6 @@ pub async fn repair(
     sale: &str,
     reports: &[PoolReport],
 ) -> anyhow::Result<Vec<String>> {
-    let script = Script::new(include_str!("../../lua/repair_pool.lua"));
     let mut conn = redis.clone();
     let mut done = Vec::new();
     for report in reports {
@@ -209,16 +180,8 @@ pub async fn repair(
             continue;
         };
         let k = keys.pool(sale, &report.pool);
-        let outcome: String = script
-            .key(k.available())
-            .key(k.sold())
-            .arg(r.available)
-            .arg(r.sold)
-            .arg(available)
-            .arg(sold)
-            .invoke_async(&mut conn)
-            .await?;
-        let line = if outcome == "repaired" {
+        let repaired = repair_pool(&mut conn, &k, (r.available, r.sold), (available, sold)).await?;
+        let line = if repaired {
             format!(
                 "{}: available {} -> {available}, sold {} -> {sold}",
                 report.pool, r.available, r.sold

@@ -3,12 +3,13 @@
 //! gateway's script modules); this module reads it, so the cluster work to come changes one layer.
 //!
 //! - [`SaleMeta`]: the sale's `meta` hash (settings, the lottery, counters).
-//! - [`PoolCounts`]: one pool's counters and live holds.
+//! - [`PoolCounts`]: one pool's counters and live holds; [`SaleCounts`]: all of a sale's.
 //! - [`redis_time_ms`]: Redis' `TIME` in Unix milliseconds, the one clock of every decision.
 
-use redis::{FromRedisValue, Pipeline, Value};
+use redis::aio::ConnectionLike;
+use redis::{FromRedisValue, Pipeline, RedisResult, Value};
 
-use crate::keys::{PoolKeys, SaleKeys};
+use crate::keys::{Keys, PoolKeys, SaleKeys};
 use crate::UnixMillis;
 
 /// A sale's `meta` hash (`{s:<sale>}:meta`), every field of it. Written by arming
@@ -264,12 +265,67 @@ impl PoolCounts {
             && self.sold.is_some()
     }
 
+    /// Reads one pool's counts.
+    pub async fn read<C: ConnectionLike + Send>(
+        conn: &mut C,
+        keys: &PoolKeys,
+    ) -> RedisResult<Self> {
+        let mut pipe = redis::pipe();
+        Self::query(&mut pipe, keys);
+        let replies: Vec<Value> = pipe.query_async(conn).await?;
+        Ok(Self::from_replies(&replies))
+    }
+
     /// Every pool of a pipeline that asked for each in turn.
     pub fn all_from_replies(replies: &[Value]) -> Vec<Self> {
         replies
             .chunks_exact(Self::REPLIES)
             .map(Self::from_replies)
             .collect()
+    }
+}
+
+/// A sale's meta with Redis' clock, and every pool's counts: what the seat board shows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SaleCounts {
+    pub meta: SaleMeta,
+    /// Redis' clock when read.
+    pub at_ms: UnixMillis,
+    /// Each pool's counts, in the sale's order.
+    pub pools: Vec<(String, PoolCounts)>,
+}
+
+impl SaleCounts {
+    /// Reads `sale`'s counts in two round trips (the meta names the pools); `None` if the sale
+    /// is not armed.
+    pub async fn read<C: ConnectionLike + Send>(
+        conn: &mut C,
+        keys: &Keys,
+        sale: &str,
+    ) -> RedisResult<Option<Self>> {
+        let mut pipe = redis::pipe();
+        SaleMeta::query(&mut pipe, &keys.sale(sale));
+        let (meta, time): (Vec<Option<String>>, (i64, i64)) =
+            pipe.cmd("TIME").query_async(conn).await?;
+        let Some(meta) = SaleMeta::from_fields(&meta) else {
+            return Ok(None);
+        };
+        let mut pipe = redis::pipe();
+        for pool in &meta.pools {
+            PoolCounts::query(&mut pipe, &keys.pool(sale, pool));
+        }
+        let replies: Vec<Value> = pipe.query_async(conn).await?;
+        let pools = meta
+            .pools
+            .iter()
+            .cloned()
+            .zip(PoolCounts::all_from_replies(&replies))
+            .collect();
+        Ok(Some(SaleCounts {
+            meta,
+            at_ms: redis_time_ms(time),
+            pools,
+        }))
     }
 }
 

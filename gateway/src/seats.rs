@@ -17,7 +17,7 @@ use floodgate_contract::api::code;
 use floodgate_contract::api::room::{PoolSeats, SeatCounts};
 use floodgate_contract::ids::check_sale_id;
 use floodgate_contract::keys::Keys;
-use floodgate_contract::state::{redis_time_ms, PoolCounts, SaleMeta};
+use floodgate_contract::state::SaleCounts;
 use redis::aio::ConnectionManager;
 
 use crate::cache::{respond, Asset};
@@ -75,25 +75,14 @@ async fn build(
     keys: &Keys,
     sale: &str,
 ) -> Result<Option<Snapshot>, ApiError> {
-    let mut conn = redis.clone();
-    let mut pipe = redis::pipe();
-    SaleMeta::query(&mut pipe, &keys.sale(sale));
-    let (meta, time): (Vec<Option<String>>, (i64, i64)) =
-        pipe.cmd("TIME").query_async(&mut conn).await?;
-    let Some(meta) = SaleMeta::from_fields(&meta) else {
+    let Some(counts) = SaleCounts::read(&mut redis.clone(), keys, sale).await? else {
         return Ok(None);
     };
-    let mut pipe = redis::pipe();
-    for pool in &meta.pools {
-        PoolCounts::query(&mut pipe, &keys.pool(sale, pool));
-    }
-    let replies: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
-    let pools = meta
+    let pools = counts
         .pools
-        .iter()
-        .zip(PoolCounts::all_from_replies(&replies))
+        .into_iter()
         .map(|(pool, counts)| PoolSeats {
-            pool: pool.clone(),
+            pool,
             capacity: counts.capacity,
             available: counts.available,
             held: counts.held,
@@ -102,9 +91,9 @@ async fn build(
         .collect();
     let body = serde_json::to_vec(&SeatCounts {
         sale: sale.to_owned(),
-        at_ms: redis_time_ms(time),
-        opens_at_ms: meta.opens_at_ms,
-        sold_out: meta.sold_out,
+        at_ms: counts.at_ms,
+        opens_at_ms: counts.meta.opens_at_ms,
+        sold_out: counts.meta.sold_out,
         pools,
     })
     .expect("JSON serialises");

@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use base64::Engine as _;
+use floodgate_contract::api::room::DrawRecord;
 use floodgate_contract::keys::Keys;
+use floodgate_contract::state::PoolCounts;
 use floodgate_contract::token::AdmissionClaims;
 use floodgate_contract::ws::ServerMessage;
 use futures::StreamExt;
@@ -578,19 +580,13 @@ async fn pool_counters(
 ) -> anyhow::Result<Vec<PoolCounters>> {
     let mut counters = Vec::with_capacity(pools.len());
     for (pool, capacity) in pools {
-        let k = keys.pool(sale, pool);
-        let (available, held, sold): (Option<i64>, Option<i64>, Option<i64>) = redis::pipe()
-            .get(k.available())
-            .get(k.held())
-            .get(k.sold())
-            .query_async(redis)
-            .await?;
+        let counts = PoolCounts::read(redis, &keys.pool(sale, pool)).await?;
         counters.push(PoolCounters {
             pool: pool.clone(),
             capacity: i64::from(*capacity),
-            available,
-            held: held.unwrap_or(0),
-            sold,
+            available: counts.available,
+            held: counts.held.unwrap_or(0),
+            sold: counts.sold,
         });
     }
     Ok(counters)
@@ -662,16 +658,23 @@ async fn placed_order(
                 .send()
                 .await;
             if let Ok(answer) = answer {
-                record = Some(answer.json::<Value>().await?);
+                record = Some(answer.json::<DrawRecord>().await?);
                 break;
             }
         }
         let record = record.context("no gateway answers for the draw")?;
-        let seed: [u8; 32] = hex::decode(record["draw_seed"].as_str().unwrap_or_default())?
+        let DrawRecord::Drawn {
+            draw_seed,
+            prequeue_size,
+            ..
+        } = record
+        else {
+            anyhow::bail!("the pre-queue was not drawn: {record:?}");
+        };
+        let seed: [u8; 32] = hex::decode(&draw_seed)?
             .try_into()
-            .map_err(|_| anyhow::anyhow!("the draw seed is not 32 bytes: {record}"))?;
-        let size = record["prequeue_size"].as_u64().unwrap_or(0);
-        Some(floodgate_contract::lottery::Draw::new(seed, size))
+            .map_err(|_| anyhow::anyhow!("the draw seed is not 32 bytes: {draw_seed}"))?;
+        Some(floodgate_contract::lottery::Draw::new(seed, prequeue_size))
     } else {
         None
     };

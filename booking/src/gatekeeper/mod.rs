@@ -22,8 +22,14 @@
 //! The other pool scripts (`abort`, `confirm`, `release`, `expire`, `refund_result`) move a
 //! reservation through its lifecycle; each writes its event in the same step. Every reply is
 //! turned into a Rust type in exactly one function below.
+//!
+//! Besides the hot path: [`arming`] (loading a sale into Redis), [`repair`] (reconciliation and
+//! rebuilding a lost pool), and the relay's, reaper's and ops API's typed calls (`upkeep`,
+//! `ops`). Nothing outside this module reads a pool's keys or a script's reply.
 
+pub mod arming;
 mod ops;
+pub mod repair;
 mod replies;
 mod scripts;
 mod upkeep;

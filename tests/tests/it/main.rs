@@ -12,6 +12,7 @@
 //! - [`consumer`], [`outages`], [`rebuild`], [`reconcile`]: durability, faults and recovery.
 //! - [`catalog`], [`edge`], [`browser`]: sale files, the CDN configuration, the page in Chromium.
 //! - [`loadgen`]: the load generator's scenarios.
+//! - [`layout`]: the checks of the code's own shape (`deploy/check-*.sh`).
 
 mod booking_api;
 mod browser;
@@ -19,6 +20,7 @@ mod catalog;
 mod consumer;
 mod edge;
 mod fairness;
+mod layout;
 mod lifecycle_properties;
 mod loadgen;
 mod ops;

@@ -1,0 +1,206 @@
+//! Putting a pool's Redis state right: reading it for reconciliation, applying a safe repair to
+//! its counters (`lua/repair_pool.lua`), and rebuilding a lost pool from PostgreSQL
+//! (`lua/rebuild_pool.lua`). The decisions (what is safe, what PostgreSQL says) are the
+//! callers'; this is only how Redis is asked.
+
+use floodgate_contract::keys::{Keys, PoolKeys};
+use floodgate_contract::UnixMillis;
+use redis::aio::ConnectionManager;
+use redis::{RedisResult, Script};
+
+use super::arming::{with_state_keys, PoolArming};
+use super::replies::protocol_error;
+
+/// A pool's counters and the seats in its live holds, read together; `None` from
+/// [`read_pool`] when its state is missing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolState {
+    pub available: i64,
+    pub held: i64,
+    pub sold: i64,
+    /// Seats in the live holds themselves (what `held` must equal).
+    pub hold_seats: i64,
+}
+
+/// Reads `pool`'s counters and holds (every hold's seats: a reconciliation, not a hot path).
+pub async fn read_pool(
+    conn: &mut ConnectionManager,
+    pool: &PoolKeys,
+) -> RedisResult<Option<PoolState>> {
+    let (armed, available, held, sold, holds): (
+        bool,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Vec<i64>,
+    ) = redis::pipe()
+        .exists(pool.config())
+        .get(pool.available())
+        .get(pool.held())
+        .get(pool.sold())
+        .hvals(pool.holds())
+        .query_async(conn)
+        .await?;
+    Ok(match (armed, available) {
+        (true, Some(available)) => Some(PoolState {
+            available,
+            held: held.unwrap_or(0),
+            sold: sold.unwrap_or(0),
+            hold_seats: holds.iter().sum(),
+        }),
+        _ => None,
+    })
+}
+
+/// Sets `pool`'s `available` and `sold` to `to`, only if they are still `read`: whether they
+/// were (false: they moved meanwhile, nothing changed).
+pub async fn repair_pool(
+    conn: &mut ConnectionManager,
+    pool: &PoolKeys,
+    read: (i64, i64),
+    to: (i64, i64),
+) -> RedisResult<bool> {
+    let outcome: String = Script::new(include_str!("../../../lua/repair_pool.lua"))
+        .key(pool.available())
+        .key(pool.sold())
+        .arg(read.0)
+        .arg(read.1)
+        .arg(to.0)
+        .arg(to.1)
+        .invoke_async(conn)
+        .await?;
+    match outcome.as_str() {
+        "repaired" => Ok(true),
+        "moved" => Ok(false),
+        _ => Err(protocol_error("repair_pool", &[outcome])),
+    }
+}
+
+/// A live hold to restore.
+pub struct RestoredHold {
+    pub reservation_id: String,
+    pub seats: u32,
+    pub expires_at_ms: UnixMillis,
+}
+
+/// A reservation's record to restore (the pool scripts' `rec`, lua/lib.lua).
+pub struct RestoredRecord {
+    pub reservation_id: String,
+    pub token_id: String,
+    /// A fresh secret: the old one was lost with Redis.
+    pub secret: String,
+    pub seats: u32,
+    pub ticket: i64,
+    pub expires_at_ms: UnixMillis,
+    pub reserved_at_ms: UnixMillis,
+    /// `rec.state`, in the scripts' vocabulary.
+    pub state: &'static str,
+    pub payment_id: Option<String>,
+}
+
+/// What a rebuild did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Rebuild {
+    /// Restored, with these counters.
+    Rebuilt {
+        available: i64,
+        held: i64,
+        sold: i64,
+    },
+    /// The pool has its state: nothing was written.
+    Intact,
+    /// Sold and held exceed the capacity: nothing was written, a person must look.
+    Overcommitted,
+}
+
+/// Restores a lost pool in one atomic step: its records, live holds, counters and config.
+pub async fn rebuild_pool(
+    conn: &mut ConnectionManager,
+    keys: &Keys,
+    pool: &PoolArming<'_>,
+    sold: i64,
+    holds: &[RestoredHold],
+    records: &[RestoredRecord],
+) -> RedisResult<Rebuild> {
+    let k = keys.pool(pool.sale, pool.pool);
+    let rebuild_pool = Script::new(include_str!("../../../lua/rebuild_pool.lua"));
+    let mut script = rebuild_pool.prepare_invoke();
+    with_state_keys(&mut script, &k)
+        .arg(pool.capacity)
+        .arg(pool.hold_ttl_ms)
+        .arg(pool.opens_at_ms)
+        .arg(pool.sale)
+        .arg(pool.pool)
+        .arg(pool.fare_minor)
+        .arg(pool.currency)
+        .arg(sold)
+        .arg(holds.len());
+    for hold in holds {
+        script
+            .arg(&hold.reservation_id)
+            .arg(hold.seats)
+            .arg(hold.expires_at_ms);
+    }
+    for r in records {
+        script
+            .key(k.reservation(&r.reservation_id))
+            .key(k.token_reservation(&r.token_id));
+        script
+            .arg(&r.reservation_id)
+            .arg(&r.token_id)
+            .arg(&r.secret)
+            .arg(r.seats)
+            .arg(r.ticket)
+            .arg(r.expires_at_ms)
+            .arg(r.reserved_at_ms)
+            .arg(r.state)
+            .arg(r.payment_id.as_deref().unwrap_or_default());
+    }
+    let reply: Vec<String> = script.invoke_async(conn).await?;
+    parse_rebuild(&reply)
+}
+
+/// `{"rebuilt", available, held, sold}`, `{"intact"}` or `{"overcommitted", available}`.
+fn parse_rebuild(reply: &[String]) -> RedisResult<Rebuild> {
+    let bad = || protocol_error("rebuild_pool", reply);
+    match reply {
+        [rebuilt, available, held, sold] if rebuilt == "rebuilt" => Ok(Rebuild::Rebuilt {
+            available: available.parse().map_err(|_| bad())?,
+            held: held.parse().map_err(|_| bad())?,
+            sold: sold.parse().map_err(|_| bad())?,
+        }),
+        [intact] if intact == "intact" => Ok(Rebuild::Intact),
+        [over, ..] if over == "overcommitted" => Ok(Rebuild::Overcommitted),
+        _ => Err(bad()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn rebuild_replies_parse() {
+        assert_eq!(
+            parse_rebuild(&strings(&["rebuilt", "5", "2", "3"])).unwrap(),
+            Rebuild::Rebuilt {
+                available: 5,
+                held: 2,
+                sold: 3
+            }
+        );
+        assert_eq!(
+            parse_rebuild(&strings(&["intact"])).unwrap(),
+            Rebuild::Intact
+        );
+        assert_eq!(
+            parse_rebuild(&strings(&["overcommitted", "-1"])).unwrap(),
+            Rebuild::Overcommitted
+        );
+        assert!(parse_rebuild(&strings(&["rebuilt", "x", "2", "3"])).is_err());
+    }
+}
