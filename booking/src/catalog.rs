@@ -170,6 +170,18 @@ pub async fn create_sale(db: &PgPool, sale: &SaleFile) -> Result<(), CatalogErro
             opens_at,
         });
     }
+    upsert_trains_and_classes(&mut tx, sale).await?;
+    upsert_sale(&mut tx, sale).await?;
+    replace_pools(&mut tx, sale).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The trains and seat classes a sale file declares, added or updated (others' sales share them).
+async fn upsert_trains_and_classes(
+    tx: &mut sqlx::PgConnection,
+    sale: &SaleFile,
+) -> Result<(), CatalogError> {
     for class in &sale.classes {
         sqlx::query(
             "insert into seat_classes (code, name) values ($1, $2)
@@ -197,6 +209,11 @@ pub async fn create_sale(db: &PgPool, sale: &SaleFile) -> Result<(), CatalogErro
         .execute(&mut *tx)
         .await?;
     }
+    Ok(())
+}
+
+/// The sale's own row, added or replaced.
+async fn upsert_sale(tx: &mut sqlx::PgConnection, sale: &SaleFile) -> Result<(), CatalogError> {
     sqlx::query(
         "insert into sales (id, name, opens_at, hold_ttl_secs, token_ttl_secs,
            max_seats_per_booking, admission_rate, active_cap, stock_factor)
@@ -218,6 +235,11 @@ pub async fn create_sale(db: &PgPool, sale: &SaleFile) -> Result<(), CatalogErro
     .bind(sale.stock_factor)
     .execute(&mut *tx)
     .await?;
+    Ok(())
+}
+
+/// The sale's pools, replaced by the file's.
+async fn replace_pools(tx: &mut sqlx::PgConnection, sale: &SaleFile) -> Result<(), CatalogError> {
     sqlx::query("delete from pools where sale_id = $1")
         .bind(&sale.id)
         .execute(&mut *tx)
@@ -247,7 +269,6 @@ pub async fn create_sale(db: &PgPool, sale: &SaleFile) -> Result<(), CatalogErro
             _ => CatalogError::Db(e),
         })?;
     }
-    tx.commit().await?;
     Ok(())
 }
 

@@ -138,121 +138,152 @@ async fn main() -> anyhow::Result<()> {
     runtime::init_tracing(cli.log_json);
     match cli.command {
         Command::Serve { config, db } => serve(config, db).await,
-        Command::SandboxPay(config) => {
-            config.validate().map_err(anyhow::Error::msg)?;
-            let listener = tokio::net::TcpListener::bind(&config.listen)
-                .await
-                .with_context(|| format!("binding {}", config.listen))?;
-            tracing::info!(addr = %listener.local_addr()?, "sandbox payment provider listening");
-            let shutdown = runtime::shutdown_on_signal();
-            axum::serve(
-                listener,
-                floodgate_booking::sandbox::Sandbox::new(config).router(),
-            )
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
-            .await?;
-            Ok(())
-        }
+        Command::SandboxPay(config) => sandbox_pay(config).await,
         Command::Migrate(db) => {
             let pool = connect_db(&db).await?;
             migrator().run(&pool).await.context("applying migrations")?;
             println!("migrations applied");
             Ok(())
         }
-        Command::Sale(SaleCommand::Create {
+        Command::Sale(command) => sale(command).await,
+    }
+}
+
+async fn sale(command: SaleCommand) -> anyhow::Result<()> {
+    match command {
+        SaleCommand::Create {
             file,
             id,
             opens_in_secs,
             arm,
             stores,
-        }) => {
-            let text = std::fs::read_to_string(&file)
-                .with_context(|| format!("reading {}", file.display()))?;
-            let mut sale =
-                SaleFile::parse(&text).with_context(|| format!("in {}", file.display()))?;
-            if let Some(id) = id {
-                floodgate_contract::ids::check_sale_id(&id)?;
-                sale.id = id;
-            }
-            if let Some(secs) = opens_in_secs {
-                sale.opens_at =
-                    time::OffsetDateTime::now_utc() + time::Duration::seconds(secs as i64);
-            }
-            let db = connect_db(&stores.db).await?;
-            catalog::create_sale(&db, &sale).await?;
-            println!(
-                "sale {} written to the catalog ({} pools, opens at {})",
-                sale.id,
-                sale.pools.len(),
-                sale.opens_at
-            );
-            if arm {
-                let (db, keys, redis) = connect_stores(&stores).await?;
-                arm_sale(&db, &redis, &keys, &sale.id).await?;
-            }
-            Ok(())
-        }
-        Command::Sale(SaleCommand::Arm { sale, stores }) => {
+        } => create_sale(file, id, opens_in_secs, arm, stores).await,
+        SaleCommand::Arm { sale, stores } => {
             let (db, keys, redis) = connect_stores(&stores).await?;
             arm_sale(&db, &redis, &keys, &sale).await
         }
-        Command::Sale(SaleCommand::Publish { sale, out, db }) => {
+        SaleCommand::Publish { sale, out, db } => {
             let db = connect_db(&db).await?;
             let path = floodgate_booking::publish_static::publish(&db, &sale, &out).await?;
             println!("published {}", path.display());
             Ok(())
         }
-        Command::Sale(SaleCommand::Rebuild {
+        SaleCommand::Rebuild {
             sale,
             pool,
             stores,
             kafka,
             group,
             wait_secs,
-        }) => {
-            let (db, keys, redis) = connect_stores(&stores).await?;
-            println!("waiting for the consumer group {group} to apply the Kafka tail");
-            rebuild::wait_for_consumer(&rebuild::KafkaTail {
-                brokers: kafka.kafka_brokers,
-                topic: kafka.reservations_topic,
-                group,
-                timeout: std::time::Duration::from_secs(wait_secs),
-            })
-            .await?;
-            let done = rebuild::rebuild(&db, &redis, &keys, &sale, &pool).await?;
-            println!(
-                "pool {pool} rebuilt: available {}, held {}, sold {} ({} reservation records restored)",
-                done.available, done.held, done.sold, done.records
-            );
-            Ok(())
-        }
-        Command::Sale(SaleCommand::Reconcile {
+        } => rebuild_pool(sale, pool, stores, kafka, group, wait_secs).await,
+        SaleCommand::Reconcile {
             sale,
             repair,
             stores,
-        }) => {
-            let (db, keys, redis) = connect_stores(&stores).await?;
-            let mut reports = reconcile::report(&db, &redis, &keys, &sale).await?;
-            print!("{}", reconcile::render(&sale, &reports));
-            if repair {
-                let done = reconcile::repair(&redis, &keys, &sale, &reports).await?;
-                println!();
-                if done.is_empty() {
-                    println!("nothing safe to repair");
-                }
-                for line in &done {
-                    println!("repaired {line}");
-                }
-                reports = reconcile::report(&db, &redis, &keys, &sale).await?;
-                println!();
-                print!("{}", reconcile::render(&sale, &reports));
-            }
-            if reports.iter().any(|r| !r.drifts.is_empty()) {
-                std::process::exit(2);
-            }
-            Ok(())
-        }
+        } => reconcile_sale(sale, repair, stores).await,
     }
+}
+
+/// `sandbox-pay`: the payment provider's stand-in, for the demo and the tests.
+async fn sandbox_pay(config: floodgate_booking::sandbox::SandboxConfig) -> anyhow::Result<()> {
+    config.validate().map_err(anyhow::Error::msg)?;
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    tracing::info!(addr = %listener.local_addr()?, "sandbox payment provider listening");
+    let shutdown = runtime::shutdown_on_signal();
+    axum::serve(
+        listener,
+        floodgate_booking::sandbox::Sandbox::new(config).router(),
+    )
+    .with_graceful_shutdown(async move { shutdown.cancelled().await })
+    .await?;
+    Ok(())
+}
+
+/// `sale create`: a sale file into the catalog, and armed if asked.
+async fn create_sale(
+    file: PathBuf,
+    id: Option<String>,
+    opens_in_secs: Option<u64>,
+    arm: bool,
+    stores: StoreArgs,
+) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+    let mut sale = SaleFile::parse(&text).with_context(|| format!("in {}", file.display()))?;
+    if let Some(id) = id {
+        floodgate_contract::ids::check_sale_id(&id)?;
+        sale.id = id;
+    }
+    if let Some(secs) = opens_in_secs {
+        sale.opens_at = time::OffsetDateTime::now_utc() + time::Duration::seconds(secs as i64);
+    }
+    let db = connect_db(&stores.db).await?;
+    catalog::create_sale(&db, &sale).await?;
+    println!(
+        "sale {} written to the catalog ({} pools, opens at {})",
+        sale.id,
+        sale.pools.len(),
+        sale.opens_at
+    );
+    if arm {
+        let (db, keys, redis) = connect_stores(&stores).await?;
+        arm_sale(&db, &redis, &keys, &sale.id).await?;
+    }
+    Ok(())
+}
+
+/// `sale rebuild`: a pool whose Redis state was lost, from PostgreSQL once the consumer has
+/// caught up.
+async fn rebuild_pool(
+    sale: String,
+    pool: String,
+    stores: StoreArgs,
+    kafka: KafkaArgs,
+    group: String,
+    wait_secs: u64,
+) -> anyhow::Result<()> {
+    let (db, keys, redis) = connect_stores(&stores).await?;
+    println!("waiting for the consumer group {group} to apply the Kafka tail");
+    rebuild::wait_for_consumer(&rebuild::KafkaTail {
+        brokers: kafka.kafka_brokers,
+        topic: kafka.reservations_topic,
+        group,
+        timeout: std::time::Duration::from_secs(wait_secs),
+    })
+    .await?;
+    let done = rebuild::rebuild(&db, &redis, &keys, &sale, &pool).await?;
+    println!(
+        "pool {pool} rebuilt: available {}, held {}, sold {} ({} reservation records restored)",
+        done.available, done.held, done.sold, done.records
+    );
+    Ok(())
+}
+
+/// `sale reconcile`: Redis against PostgreSQL, repaired where safe if asked; exits 2 while
+/// anything disagrees.
+async fn reconcile_sale(sale: String, repair: bool, stores: StoreArgs) -> anyhow::Result<()> {
+    let (db, keys, redis) = connect_stores(&stores).await?;
+    let mut reports = reconcile::report(&db, &redis, &keys, &sale).await?;
+    print!("{}", reconcile::render(&sale, &reports));
+    if repair {
+        let done = reconcile::repair(&redis, &keys, &sale, &reports).await?;
+        println!();
+        if done.is_empty() {
+            println!("nothing safe to repair");
+        }
+        for line in &done {
+            println!("repaired {line}");
+        }
+        reports = reconcile::report(&db, &redis, &keys, &sale).await?;
+        println!();
+        print!("{}", reconcile::render(&sale, &reports));
+    }
+    if reports.iter().any(|r| !r.drifts.is_empty()) {
+        std::process::exit(2);
+    }
+    Ok(())
 }
 
 async fn serve(config: Config, db: DbArgs) -> anyhow::Result<()> {

@@ -129,67 +129,13 @@ pub async fn rebuild(
     .fetch_optional(db)
     .await?
     .ok_or_else(|| anyhow::anyhow!("the catalog has no pool {pool} in sale {sale}"))?;
-    type BookingRow = (
-        String,
-        String,
-        i64,
-        i32,
-        String,
-        OffsetDateTime,
-        OffsetDateTime,
-        Option<String>,
-    );
-    let rows: Vec<BookingRow> = sqlx::query_as(
-        "select reservation_id, token_id, ticket, seats, status, reserved_at, hold_expires_at,
-                payment_id
-         from bookings where sale_id = $1 and pool_id = $2 order by reserved_at",
-    )
-    .bind(sale)
-    .bind(pool)
-    .fetch_all(db)
-    .await?;
-
-    let ms = |t: OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
-    let mut sold = 0i64;
-    let mut holds = Vec::new();
-    let mut records = Vec::new();
-    for (id, token, ticket, seats, status, reserved_at, expires_at, payment) in rows {
-        // An unknown status cannot be: the table's check constraint lists them all.
-        let Some((state, record_state)) =
-            ReservationState::from_db(&status).and_then(|s| Some(s).zip(s.rebuilt()))
-        else {
-            continue;
-        };
-        let seats = u32::try_from(seats).unwrap_or(0);
-        match state {
-            ReservationState::Confirmed => sold += i64::from(seats),
-            ReservationState::Held => holds.push(RestoredHold {
-                reservation_id: id.clone(),
-                seats,
-                expires_at_ms: ms(expires_at),
-            }),
-            _ => {}
-        }
-        records.push(RestoredRecord {
-            reservation_id: id,
-            token_id: token,
-            // The secret is gone with Redis; a fresh one keeps the record well-formed, and
-            // nobody holds it, so the reservation can no longer be read or paid through the API.
-            secret: hex::encode(rand::random::<[u8; 16]>()),
-            seats,
-            ticket,
-            expires_at_ms: ms(expires_at),
-            reserved_at_ms: ms(reserved_at),
-            state: record_state,
-            payment_id: payment,
-        });
-    }
+    let (sold, holds, records) = restore_plan(db, sale, pool).await?;
     let arming = PoolArming {
         sale,
         pool,
         capacity: u32::try_from(capacity).unwrap_or(0),
         hold_ttl_ms: i64::from(hold_ttl_secs) * 1000,
-        opens_at_ms: ms(opens_at),
+        opens_at_ms: unix_ms(opens_at),
         fare_minor,
         currency: &currency,
     };
@@ -212,4 +158,72 @@ pub async fn rebuild(
             "PostgreSQL has more seats sold and held than pool {pool}'s capacity: not rebuilt, a person must look"
         ),
     }
+}
+
+/// What PostgreSQL says `pool` must hold: seats sold, the live holds, and every record but the
+/// aborted ones.
+async fn restore_plan(
+    db: &PgPool,
+    sale: &str,
+    pool: &str,
+) -> anyhow::Result<(i64, Vec<RestoredHold>, Vec<RestoredRecord>)> {
+    type BookingRow = (
+        String,
+        String,
+        i64,
+        i32,
+        String,
+        OffsetDateTime,
+        OffsetDateTime,
+        Option<String>,
+    );
+    let rows: Vec<BookingRow> = sqlx::query_as(
+        "select reservation_id, token_id, ticket, seats, status, reserved_at, hold_expires_at,
+                payment_id
+         from bookings where sale_id = $1 and pool_id = $2 order by reserved_at",
+    )
+    .bind(sale)
+    .bind(pool)
+    .fetch_all(db)
+    .await?;
+
+    let mut sold = 0i64;
+    let mut holds = Vec::new();
+    let mut records = Vec::new();
+    for (id, token, ticket, seats, status, reserved_at, expires_at, payment) in rows {
+        // An unknown status cannot be: the table's check constraint lists them all.
+        let Some((state, record_state)) =
+            ReservationState::from_db(&status).and_then(|s| Some(s).zip(s.rebuilt()))
+        else {
+            continue;
+        };
+        let seats = u32::try_from(seats).unwrap_or(0);
+        match state {
+            ReservationState::Confirmed => sold += i64::from(seats),
+            ReservationState::Held => holds.push(RestoredHold {
+                reservation_id: id.clone(),
+                seats,
+                expires_at_ms: unix_ms(expires_at),
+            }),
+            _ => {}
+        }
+        records.push(RestoredRecord {
+            reservation_id: id,
+            token_id: token,
+            // The secret is gone with Redis; a fresh one keeps the record well-formed, and
+            // nobody holds it, so the reservation can no longer be read or paid through the API.
+            secret: hex::encode(rand::random::<[u8; 16]>()),
+            seats,
+            ticket,
+            expires_at_ms: unix_ms(expires_at),
+            reserved_at_ms: unix_ms(reserved_at),
+            state: record_state,
+            payment_id: payment,
+        });
+    }
+    Ok((sold, holds, records))
+}
+
+fn unix_ms(t: OffsetDateTime) -> i64 {
+    (t.unix_timestamp_nanos() / 1_000_000) as i64
 }

@@ -179,98 +179,19 @@ async fn apply_round(
     let mut rows = Rows::default();
     let mut log = Log::default();
     for event in events {
-        let envelope = &event.envelope;
-        let data = envelope.event.data();
+        let data = event.envelope.event.data();
         let before = current
             .get(&data.reservation_id)
             .and_then(|s| ReservationState::from_db(s));
-        let after = status_after(&envelope.event).and_then(|target| transition(before, target));
-        let payment_id = data.payment_id.clone();
+        let after =
+            status_after(&event.envelope.event).and_then(|target| transition(before, target));
         if let Some(after) = after {
-            rows.reservation_id.push(data.reservation_id.clone());
-            rows.sale_id.push(envelope.sale.clone());
-            rows.pool_id.push(envelope.pool.clone());
-            rows.token_id.push(data.token_id.clone());
-            rows.ticket.push(data.ticket as i64);
-            rows.seats.push(data.seats as i32);
-            rows.status.push(after.db());
-            rows.reserved_at.push(ms(data.reserved_at_ms));
-            rows.hold_expires_at.push(ms(data.hold_expires_at_ms));
-            rows.created_event_id.push(envelope.id.clone());
-            rows.payment_id.push(
-                (after == ReservationState::Confirmed)
-                    .then(|| payment_id.clone())
-                    .flatten(),
-            );
+            rows.push(event, after);
         }
-        log.event_id.push(envelope.id.clone());
-        log.reservation_id.push(data.reservation_id.clone());
-        log.sale_id.push(envelope.sale.clone());
-        log.pool_id.push(envelope.pool.clone());
-        log.event_type.push(envelope.event.kind());
-        log.occurred_at.push(ms(envelope.at_ms));
-        log.status_before.push(before.map(ReservationState::db));
-        log.status_after
-            .push(after.or(before).map(ReservationState::db));
-        log.changed.push(after.is_some());
-        log.payment_id.push(payment_id);
-        log.partition.push(event.partition);
-        log.offset.push(event.offset);
+        log.push(event, before, after);
     }
-
-    let written = if rows.reservation_id.is_empty() {
-        0
-    } else {
-        sqlx::query(
-            "insert into bookings (reservation_id, sale_id, pool_id, token_id, ticket, seats,
-               status, reserved_at, hold_expires_at, created_event_id, payment_id)
-             select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[],
-               $6::int4[], $7::text[], $8::timestamptz[], $9::timestamptz[], $10::text[],
-               $11::text[])
-             on conflict (reservation_id) do update
-               set status = excluded.status,
-                   payment_id = coalesce(excluded.payment_id, bookings.payment_id),
-                   updated_at = now()",
-        )
-        .bind(&rows.reservation_id)
-        .bind(&rows.sale_id)
-        .bind(&rows.pool_id)
-        .bind(&rows.token_id)
-        .bind(&rows.ticket)
-        .bind(&rows.seats)
-        .bind(&rows.status)
-        .bind(&rows.reserved_at)
-        .bind(&rows.hold_expires_at)
-        .bind(&rows.created_event_id)
-        .bind(&rows.payment_id)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected()
-    };
-    let recorded = sqlx::query(
-        "insert into booking_events (event_id, reservation_id, sale_id, pool_id, event_type,
-           occurred_at, status_before, status_after, changed, payment_id, kafka_partition,
-           kafka_offset)
-         select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
-           $6::timestamptz[], $7::text[], $8::text[], $9::bool[], $10::text[], $11::int4[],
-           $12::int8[])
-         on conflict (event_id) do nothing",
-    )
-    .bind(&log.event_id)
-    .bind(&log.reservation_id)
-    .bind(&log.sale_id)
-    .bind(&log.pool_id)
-    .bind(&log.event_type)
-    .bind(&log.occurred_at)
-    .bind(&log.status_before)
-    .bind(&log.status_after)
-    .bind(&log.changed)
-    .bind(&log.payment_id)
-    .bind(&log.partition)
-    .bind(&log.offset)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
+    let written = rows.write(tx).await?;
+    let recorded = log.write(tx).await?;
     Ok((written, recorded))
 }
 
@@ -295,6 +216,57 @@ struct Rows {
     payment_id: Vec<Option<String>>,
 }
 
+impl Rows {
+    fn push(&mut self, event: &Decoded, after: ReservationState) {
+        let (envelope, data) = (&event.envelope, event.envelope.event.data());
+        self.reservation_id.push(data.reservation_id.clone());
+        self.sale_id.push(envelope.sale.clone());
+        self.pool_id.push(envelope.pool.clone());
+        self.token_id.push(data.token_id.clone());
+        self.ticket.push(data.ticket as i64);
+        self.seats.push(data.seats as i32);
+        self.status.push(after.db());
+        self.reserved_at.push(ms(data.reserved_at_ms));
+        self.hold_expires_at.push(ms(data.hold_expires_at_ms));
+        self.created_event_id.push(envelope.id.clone());
+        let paid = after == ReservationState::Confirmed;
+        self.payment_id
+            .push(data.payment_id.clone().filter(|_| paid));
+    }
+
+    /// Inserts or moves every row in one statement: rows written.
+    async fn write(self, tx: &mut sqlx::PgConnection) -> Result<u64, sqlx::Error> {
+        if self.reservation_id.is_empty() {
+            return Ok(0);
+        }
+        Ok(sqlx::query(
+            "insert into bookings (reservation_id, sale_id, pool_id, token_id, ticket, seats,
+               status, reserved_at, hold_expires_at, created_event_id, payment_id)
+             select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[],
+               $6::int4[], $7::text[], $8::timestamptz[], $9::timestamptz[], $10::text[],
+               $11::text[])
+             on conflict (reservation_id) do update
+               set status = excluded.status,
+                   payment_id = coalesce(excluded.payment_id, bookings.payment_id),
+                   updated_at = now()",
+        )
+        .bind(&self.reservation_id)
+        .bind(&self.sale_id)
+        .bind(&self.pool_id)
+        .bind(&self.token_id)
+        .bind(&self.ticket)
+        .bind(&self.seats)
+        .bind(&self.status)
+        .bind(&self.reserved_at)
+        .bind(&self.hold_expires_at)
+        .bind(&self.created_event_id)
+        .bind(&self.payment_id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected())
+    }
+}
+
 /// Column arrays of the audit-trail entries a round writes.
 #[derive(Default)]
 struct Log {
@@ -310,6 +282,59 @@ struct Log {
     payment_id: Vec<Option<String>>,
     partition: Vec<i32>,
     offset: Vec<i64>,
+}
+
+impl Log {
+    fn push(
+        &mut self,
+        event: &Decoded,
+        before: Option<ReservationState>,
+        after: Option<ReservationState>,
+    ) {
+        let (envelope, data) = (&event.envelope, event.envelope.event.data());
+        self.event_id.push(envelope.id.clone());
+        self.reservation_id.push(data.reservation_id.clone());
+        self.sale_id.push(envelope.sale.clone());
+        self.pool_id.push(envelope.pool.clone());
+        self.event_type.push(envelope.event.kind());
+        self.occurred_at.push(ms(envelope.at_ms));
+        self.status_before.push(before.map(ReservationState::db));
+        self.status_after
+            .push(after.or(before).map(ReservationState::db));
+        self.changed.push(after.is_some());
+        self.payment_id.push(data.payment_id.clone());
+        self.partition.push(event.partition);
+        self.offset.push(event.offset);
+    }
+
+    /// Records every event in the audit trail in one statement (once: keyed on the event id):
+    /// entries recorded.
+    async fn write(self, tx: &mut sqlx::PgConnection) -> Result<u64, sqlx::Error> {
+        Ok(sqlx::query(
+            "insert into booking_events (event_id, reservation_id, sale_id, pool_id, event_type,
+               occurred_at, status_before, status_after, changed, payment_id, kafka_partition,
+               kafka_offset)
+             select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+               $6::timestamptz[], $7::text[], $8::text[], $9::bool[], $10::text[], $11::int4[],
+               $12::int8[])
+             on conflict (event_id) do nothing",
+        )
+        .bind(&self.event_id)
+        .bind(&self.reservation_id)
+        .bind(&self.sale_id)
+        .bind(&self.pool_id)
+        .bind(&self.event_type)
+        .bind(&self.occurred_at)
+        .bind(&self.status_before)
+        .bind(&self.status_after)
+        .bind(&self.changed)
+        .bind(&self.payment_id)
+        .bind(&self.partition)
+        .bind(&self.offset)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected())
+    }
 }
 
 #[cfg(test)]
