@@ -10,6 +10,7 @@
 mod markdown;
 mod naive;
 mod poll;
+mod publish;
 mod queue;
 mod report;
 mod reserve;
@@ -20,10 +21,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context as _};
+use anyhow::bail;
 use clap::{Parser, Subcommand};
+use floodgate_client::room::{self, Dial};
 use futures::StreamExt;
-use tokio::net::TcpSocket;
 
 #[derive(Parser)]
 #[command(name = "floodgate-loadgen", version, about)]
@@ -113,7 +114,7 @@ async fn main() -> anyhow::Result<()> {
             reservations,
             pools,
             json,
-        } => publish(&brokers, &topic, reservations, pools.max(1), json).await,
+        } => publish::publish(&brokers, &topic, reservations, pools.max(1), json).await,
         Command::Queue(args) => exit_on_failure(queue::queue(args).await?),
         Command::Burst(args) => exit_on_failure(queue::burst(args).await?),
         Command::Sale(args) => exit_on_failure(sale::run(args).await?),
@@ -141,104 +142,11 @@ fn room_for(sockets: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Sends awaiting the broker's acknowledgement at once, in `publish`.
-const WINDOW: usize = 5_000;
-
 /// A scenario that ran but found something wrong (an invariant broken, clients that could not
 /// join) exits with status 2, after its report.
 fn exit_on_failure(ok: bool) -> anyhow::Result<()> {
     if !ok {
         std::process::exit(2);
-    }
-    Ok(())
-}
-
-async fn publish(
-    brokers: &str,
-    topic: &str,
-    reservations: u64,
-    pools: u64,
-    json: Option<std::path::PathBuf>,
-) -> anyhow::Result<()> {
-    use floodgate_contract::events::{Envelope, Event, ReservationData, SCHEMA_VERSION};
-    use rdkafka::producer::{FutureProducer, FutureRecord};
-
-    if !brokers
-        .split(',')
-        .all(|b| b.starts_with("127.") || b.starts_with("localhost"))
-    {
-        bail!("floodgate-loadgen only generates load on loopback addresses");
-    }
-    let producer: FutureProducer = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("acks", "all")
-        .set("enable.idempotence", "true")
-        .set("linger.ms", "20")
-        .create()?;
-    let sale = "bench";
-    let now = floodgate_contract::now_millis();
-    let started = Instant::now();
-    let events = (0..reservations).flat_map(|i| {
-        let confirmed = i % 2 == 0;
-        let reserved = Event::SeatReserved as fn(ReservationData) -> Event;
-        std::iter::once((i, reserved)).chain(
-            confirmed.then_some((i, Event::PaymentConfirmed as fn(ReservationData) -> Event)),
-        )
-    });
-    let mut sent = 0u64;
-    let mut pending = futures::stream::FuturesUnordered::new();
-    for (i, make) in events {
-        let pool = format!("pool{}", i % pools);
-        let event = make(ReservationData {
-            reservation_id: format!("{pool}~{i:032x}"),
-            token_id: format!("t{i}"),
-            ticket: i + 1,
-            seats: 1,
-            reserved_at_ms: now,
-            hold_expires_at_ms: now + 300_000,
-            payment_id: None,
-        });
-        let envelope = Envelope {
-            v: SCHEMA_VERSION,
-            id: format!("{pool}~{i:032x}.{}", event.kind()),
-            at_ms: now,
-            sale: sale.into(),
-            pool: pool.clone(),
-            event,
-        };
-        let key = floodgate_contract::keys::pool_partition_key(sale, &pool);
-        let payload = envelope.to_json();
-        let producer = producer.clone();
-        let topic = topic.to_owned();
-        pending.push(async move {
-            producer
-                .send(
-                    FutureRecord::to(&topic).key(&key).payload(&payload),
-                    Duration::from_secs(30),
-                )
-                .await
-                .map_err(|(e, _)| e)
-        });
-        if pending.len() >= WINDOW {
-            if let Some(result) = pending.next().await {
-                result?;
-            }
-        }
-        sent += 1;
-    }
-    while let Some(result) = pending.next().await {
-        result?;
-    }
-    let seconds = started.elapsed().as_secs_f64();
-    println!("published={sent} in {seconds:.1} s");
-    if let Some(path) = json {
-        let figures = serde_json::json!({
-            "events": sent,
-            "seconds": seconds,
-            "events_per_second": sent as f64 / seconds.max(1e-9),
-            "window": WINDOW,
-        });
-        std::fs::write(path, serde_json::to_vec_pretty(&figures)?)?;
     }
     Ok(())
 }
@@ -253,17 +161,15 @@ async fn idle(
 ) -> anyhow::Result<()> {
     loopback_only(std::iter::once(gateway.ip()).chain(from.iter().copied()))?;
     room_for(connections)?;
-    let url = format!("ws://{gateway}/ws?sale={sale}");
     let open = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let sessions = futures::stream::iter(0..connections)
         .map(|i| {
             let source = from[i as usize % from.len()];
-            let url = url.clone();
             let (open, failed) = (open.clone(), failed.clone());
             async move {
-                match session(source, gateway, &url).await {
+                match session(source, gateway, sale).await {
                     Ok(ws) => {
                         open.fetch_add(1, Ordering::Relaxed);
                         Some(ws)
@@ -299,28 +205,24 @@ async fn idle(
     Ok(())
 }
 
-type Socket = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
+type Socket = floodgate_client::room::Socket;
 
-/// A WebSocket to `url` on `gateway`, from the local address `source`.
-async fn connect(source: IpAddr, gateway: SocketAddr, url: &str) -> anyhow::Result<Socket> {
-    let socket = if source.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
-    socket.bind(SocketAddr::new(source, 0))?;
-    let stream = socket.connect(gateway).await.context("connect")?;
-    let (ws, _) = tokio_tungstenite::client_async(url, stream)
-        .await
-        .context("upgrade")?;
-    Ok(ws)
+fn dial(source: IpAddr, gateway: SocketAddr, sale: &str) -> Dial<'_> {
+    Dial {
+        gateway,
+        sale,
+        resume: None,
+        from: Some(source),
+        headers: &[],
+    }
+}
+
+/// A WebSocket to `sale`'s room on `gateway`, from the local address `source`.
+async fn connect(source: IpAddr, gateway: SocketAddr, sale: &str) -> anyhow::Result<Socket> {
+    Ok(room::connect(&dial(source, gateway, sale)).await?)
 }
 
 /// One session from `source`: connected, upgraded, its ticket read.
-async fn session(source: IpAddr, gateway: SocketAddr, url: &str) -> anyhow::Result<Socket> {
-    let mut ws = connect(source, gateway, url).await?;
-    match tokio::time::timeout(Duration::from_secs(30), ws.next()).await {
-        Ok(Some(Ok(_ticket))) => Ok(ws),
-        other => bail!("no ticket: {other:?}"),
-    }
+async fn session(source: IpAddr, gateway: SocketAddr, sale: &str) -> anyhow::Result<Socket> {
+    Ok(room::join(&dial(source, gateway, sale)).await?.0)
 }

@@ -40,69 +40,10 @@ pub async fn run(args: NaiveArgs) -> anyhow::Result<bool> {
         other => anyhow::bail!("--mode is for-update or race, not {other}"),
     };
     let schema = format!("naive_{}", std::process::id());
-    let db = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(args.concurrency.max(1))
-        .after_connect({
-            let schema = schema.clone();
-            move |conn, _| {
-                let schema = schema.clone();
-                Box::pin(async move {
-                    sqlx::query(&format!("set search_path = {schema}"))
-                        .execute(conn)
-                        .await?;
-                    Ok(())
-                })
-            }
-        })
-        .connect(&args.database_url)
-        .await?;
-    sqlx::query(&format!("create schema {schema}"))
-        .execute(&db)
-        .await?;
-    sqlx::query("create table pool (id int primary key, available bigint not null)")
-        .execute(&db)
-        .await?;
-    sqlx::query("create table booking (id bigserial primary key, pool int not null, at timestamptz not null default now())")
-        .execute(&db)
-        .await?;
-    sqlx::query("insert into pool values (1, $1)")
-        .bind(args.capacity)
-        .execute(&db)
-        .await?;
-
+    let db = scratch(&args, &schema).await?;
     let started = Instant::now();
     let outcomes: Vec<anyhow::Result<bool>> = futures::stream::iter(0..args.attempts)
-        .map(|_| {
-            let db = db.clone();
-            async move {
-                let mut tx = db.begin().await?;
-                let lock = if race { "" } else { " for update" };
-                let available: i64 =
-                    sqlx::query_scalar(&format!("select available from pool where id = 1{lock}"))
-                        .fetch_one(&mut *tx)
-                        .await?;
-                if available <= 0 {
-                    tx.rollback().await?;
-                    return Ok(false);
-                }
-                if race {
-                    // What was read, minus one: the lost update of a read-then-write.
-                    sqlx::query("update pool set available = $1 where id = 1")
-                        .bind(available - 1)
-                        .execute(&mut *tx)
-                        .await?;
-                } else {
-                    sqlx::query("update pool set available = available - 1 where id = 1")
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                sqlx::query("insert into booking (pool) values (1)")
-                    .execute(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                Ok(true)
-            }
-        })
+        .map(|_| book(db.clone(), race))
         .buffer_unordered(args.concurrency.max(1) as usize)
         .collect()
         .await;
@@ -146,4 +87,68 @@ pub async fn run(args: NaiveArgs) -> anyhow::Result<bool> {
         std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
     }
     Ok(errors == 0)
+}
+
+/// A pool of `capacity` seats in a scratch schema of its own; connections use it.
+async fn scratch(args: &NaiveArgs, schema: &str) -> anyhow::Result<sqlx::PgPool> {
+    let db = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(args.concurrency.max(1))
+        .after_connect({
+            let schema = schema.to_owned();
+            move |conn, _| {
+                let schema = schema.clone();
+                Box::pin(async move {
+                    sqlx::query(&format!("set search_path = {schema}"))
+                        .execute(conn)
+                        .await?;
+                    Ok(())
+                })
+            }
+        })
+        .connect(&args.database_url)
+        .await?;
+    sqlx::query(&format!("create schema {schema}"))
+        .execute(&db)
+        .await?;
+    sqlx::query("create table pool (id int primary key, available bigint not null)")
+        .execute(&db)
+        .await?;
+    sqlx::query("create table booking (id bigserial primary key, pool int not null, at timestamptz not null default now())")
+        .execute(&db)
+        .await?;
+    sqlx::query("insert into pool values (1, $1)")
+        .bind(args.capacity)
+        .execute(&db)
+        .await?;
+    Ok(db)
+}
+
+/// One booking attempt: whether it booked a seat.
+async fn book(db: sqlx::PgPool, race: bool) -> anyhow::Result<bool> {
+    let mut tx = db.begin().await?;
+    let lock = if race { "" } else { " for update" };
+    let available: i64 =
+        sqlx::query_scalar(&format!("select available from pool where id = 1{lock}"))
+            .fetch_one(&mut *tx)
+            .await?;
+    if available <= 0 {
+        tx.rollback().await?;
+        return Ok(false);
+    }
+    if race {
+        // What was read, minus one: the lost update of a read-then-write.
+        sqlx::query("update pool set available = $1 where id = 1")
+            .bind(available - 1)
+            .execute(&mut *tx)
+            .await?;
+    } else {
+        sqlx::query("update pool set available = available - 1 where id = 1")
+            .execute(&mut *tx)
+            .await?;
+    }
+    sqlx::query("insert into booking (pool) values (1)")
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(true)
 }

@@ -33,7 +33,7 @@ pub async fn run(args: PollArgs) -> anyhow::Result<bool> {
     let until = Instant::now() + Duration::from_secs(args.secs);
     let tasks: Vec<_> = (0..args.crowd.clients)
         .map(|i| {
-            let (source, gateway, _) = args.crowd.target(i);
+            let (source, gateway) = args.crowd.target(i);
             let url = format!("http://{gateway}/v1/sales/{}", args.crowd.sale);
             let (done, failed) = (done.clone(), failed.clone());
             tokio::spawn(async move {

@@ -55,12 +55,11 @@ impl Crowd {
         crate::room_for(self.clients)
     }
 
-    pub fn target(&self, i: u64) -> (IpAddr, SocketAddr, String) {
-        let gateway = self.gateways[i as usize % self.gateways.len()];
+    /// Client `i`'s local address and gateway.
+    pub fn target(&self, i: u64) -> (IpAddr, SocketAddr) {
         (
             self.from[i as usize % self.from.len()],
-            gateway,
-            format!("ws://{gateway}/ws?sale={}", self.sale),
+            self.gateways[i as usize % self.gateways.len()],
         )
     }
 }
@@ -130,6 +129,57 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<bool> {
     let rss_before = rss(&args.gateway_pids);
     // The instant of the change, once known (0: not yet). Set before any message can be late.
     let change_at = Arc::new(AtomicU64::new(args.change_at_unix_ms.unwrap_or(UNSET)));
+    let tally = Arc::new(Tally::default());
+    let started = Instant::now();
+    let (listeners, failed) = open_listeners(&args, &change_at, &tally).await;
+    let open_secs = started.elapsed().as_secs_f64();
+    let open = listeners.len() as u64;
+    eprintln!("open {open} (failed {failed}) in {open_secs:.1} s");
+
+    // Everyone in place: each has heard its ticket and a position (or the pre-queue size).
+    let placed = wait_for(&tally.placed, open, Duration::from_secs(60)).await;
+    eprintln!("placed {placed}/{open}");
+    // Let the allocator and the first position messages settle before reading memory.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss_after = rss(&args.gateway_pids);
+    let fan_out = match args.ops {
+        Some(ops) => Some(fan_out(&args, ops, &change_at, &tally, &listeners).await?),
+        None => None,
+    };
+    let per_connection = match (rss_before, rss_after) {
+        (Some(before), Some(after)) if open > 0 => {
+            Some((after.saturating_sub(before)) as f64 * 1024.0 / open as f64)
+        }
+        _ => None,
+    };
+    let report = json!({
+        "scenario": "queue",
+        "sale": args.crowd.sale,
+        "clients": args.crowd.clients,
+        "open": open,
+        "failed": failed,
+        "placed": placed,
+        "seconds_to_open": open_secs,
+        "joins_per_second": open as f64 / open_secs.max(1e-9),
+        "gateway_rss_kib_before": rss_before,
+        "gateway_rss_kib_after": rss_after,
+        "gateway_bytes_per_connection": per_connection,
+        "fan_out": fan_out,
+    });
+    print_queue_report(&args, &report, per_connection)?;
+    if args.hold_secs > 0 {
+        tokio::time::sleep(Duration::from_secs(args.hold_secs)).await;
+    }
+    Ok(failed == 0)
+}
+
+/// Opens every client's session, at most `concurrency` joins at a time, each read by a
+/// listener: the listeners, and how many joins failed.
+async fn open_listeners(
+    args: &QueueArgs,
+    change_at: &Arc<AtomicU64>,
+    tally: &Arc<Tally>,
+) -> (Vec<Listener>, u64) {
     let started = Instant::now();
     let failed = Arc::new(AtomicU64::new(0));
     let opened = Arc::new(AtomicU64::new(0));
@@ -150,14 +200,13 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<bool> {
             }
         })
     };
-    let tally = Arc::new(Tally::default());
     let listeners: Vec<Listener> = futures::stream::iter(0..args.crowd.clients)
         .map(|i| {
-            let (source, gateway, url) = args.crowd.target(i);
+            let (source, gateway) = args.crowd.target(i);
             let (change_at, failed, opened) = (change_at.clone(), failed.clone(), opened.clone());
-            let tally = tally.clone();
+            let (tally, sale) = (tally.clone(), &args.crowd.sale);
             async move {
-                match crate::connect(source, gateway, &url).await {
+                match crate::connect(source, gateway, sale).await {
                     Ok(ws) => {
                         opened.fetch_add(1, Ordering::Relaxed);
                         Some(listen(ws, change_at, tally))
@@ -176,80 +225,63 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<bool> {
         .collect()
         .await;
     progress.abort();
-    let open_secs = started.elapsed().as_secs_f64();
+    (listeners, failed.load(Ordering::Relaxed))
+}
+
+/// Waits for the agreed instant, makes the change (if this process triggers it), and times
+/// how long it takes to reach every listener.
+async fn fan_out(
+    args: &QueueArgs,
+    ops: SocketAddr,
+    change_at: &AtomicU64,
+    tally: &Tally,
+    listeners: &[Listener],
+) -> anyhow::Result<Value> {
     let open = listeners.len() as u64;
-    eprintln!(
-        "open {open} (failed {}) in {open_secs:.1} s",
-        failed.load(Ordering::Relaxed)
-    );
-
-    // Everyone in place: each has heard its ticket and a position (or the pre-queue size).
-    let placed = wait_for(&tally.placed, open, Duration::from_secs(60)).await;
-    eprintln!("placed {placed}/{open}");
-    // Let the allocator and the first position messages settle before reading memory.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let rss_after = rss(&args.gateway_pids);
-
-    let mut fan_out = None;
-    if let Some(ops) = args.ops {
-        let at = match args.change_at_unix_ms {
-            Some(at) => at,
-            None => {
-                let at = unix_ms();
-                change_at.store(at, Ordering::SeqCst);
-                at
-            }
-        };
-        let trigger = args.trigger || args.change_at_unix_ms.is_none();
-        // Placed after the agreed instant: the figure would include this process's own lateness.
-        let missed = unix_ms() > at + 50;
-        if let Some(wait) = at.checked_sub(unix_ms()) {
-            tokio::time::sleep(Duration::from_millis(wait)).await;
+    let at = match args.change_at_unix_ms {
+        Some(at) => at,
+        None => {
+            let at = unix_ms();
+            change_at.store(at, Ordering::SeqCst);
+            at
         }
-        if trigger {
-            resume(
-                ops,
-                args.ops_token.as_deref().unwrap_or_default(),
-                &args.crowd.sale,
-            )
-            .await?;
-        }
-        let reached = wait_for(&tally.reached, open, Duration::from_secs(30)).await;
-        // Every client's delay, so several processes' figures can be merged into one.
-        let samples: Vec<u64> = listeners
-            .iter()
-            .map(|l| l.reached.load(Ordering::Relaxed))
-            .filter(|t| *t != UNSET)
-            .map(|t| t.saturating_sub(at))
-            .collect();
-        fan_out = Some(json!({
-            "reached": reached,
-            "missed_the_instant": missed,
-            "ms": Latencies::of(samples.iter().map(|ms| Duration::from_millis(*ms))),
-            "samples_ms": samples,
-        }));
-    }
-
-    let per_connection = match (rss_before, rss_after) {
-        (Some(before), Some(after)) if open > 0 => {
-            Some((after.saturating_sub(before)) as f64 * 1024.0 / open as f64)
-        }
-        _ => None,
     };
-    let report = json!({
-        "scenario": "queue",
-        "sale": args.crowd.sale,
-        "clients": args.crowd.clients,
-        "open": open,
-        "failed": failed.load(Ordering::Relaxed),
-        "placed": placed,
-        "seconds_to_open": open_secs,
-        "joins_per_second": open as f64 / open_secs.max(1e-9),
-        "gateway_rss_kib_before": rss_before,
-        "gateway_rss_kib_after": rss_after,
-        "gateway_bytes_per_connection": per_connection,
-        "fan_out": fan_out,
-    });
+    let trigger = args.trigger || args.change_at_unix_ms.is_none();
+    // Placed after the agreed instant: the figure would include this process's own lateness.
+    let missed = unix_ms() > at + 50;
+    if let Some(wait) = at.checked_sub(unix_ms()) {
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+    }
+    if trigger {
+        resume(
+            ops,
+            args.ops_token.as_deref().unwrap_or_default(),
+            &args.crowd.sale,
+        )
+        .await?;
+    }
+    let reached = wait_for(&tally.reached, open, Duration::from_secs(30)).await;
+    // Every client's delay, so several processes' figures can be merged into one.
+    let samples: Vec<u64> = listeners
+        .iter()
+        .map(|l| l.reached.load(Ordering::Relaxed))
+        .filter(|t| *t != UNSET)
+        .map(|t| t.saturating_sub(at))
+        .collect();
+    Ok(json!({
+        "reached": reached,
+        "missed_the_instant": missed,
+        "ms": Latencies::of(samples.iter().map(|ms| Duration::from_millis(*ms))),
+        "samples_ms": samples,
+    }))
+}
+
+fn print_queue_report(
+    args: &QueueArgs,
+    report: &Value,
+    per_connection: Option<f64>,
+) -> anyhow::Result<()> {
+    let open = report["open"].as_u64().unwrap_or(0);
     let mut table = Table::new(&["figure", "value"]);
     table.row(&[
         "sessions open".into(),
@@ -282,10 +314,7 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<bool> {
     if let Some(path) = &args.crowd.json {
         std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
     }
-    if args.hold_secs > 0 {
-        tokio::time::sleep(Duration::from_secs(args.hold_secs)).await;
-    }
-    Ok(failed.load(Ordering::Relaxed) == 0)
+    Ok(())
 }
 
 /// Reads one client's messages in a task of its own, noting when it was placed and when it
@@ -376,12 +405,13 @@ pub async fn burst(args: BurstArgs) -> anyhow::Result<bool> {
     let spacing = Duration::from_micros(args.within_ms * 1000 / n.max(1));
     let tasks: Vec<_> = (0..n)
         .map(|i| {
-            let (source, gateway, url) = args.crowd.target(i);
+            let (source, gateway) = args.crowd.target(i);
             let start = started + spacing * i as u32;
+            let sale = args.crowd.sale.clone();
             tokio::spawn(async move {
                 tokio::time::sleep_until(start.into()).await;
                 let asked = Instant::now();
-                match crate::connect(source, gateway, &url).await {
+                match crate::connect(source, gateway, &sale).await {
                     Ok(mut ws) => {
                         match tokio::time::timeout(Duration::from_secs(30), ws.next()).await {
                             Ok(Some(Ok(Message::Text(_)))) => Ok((asked.elapsed(), ws)),

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use floodgate_client::{BookingClient, Failure};
 use floodgate_contract::token::{AdmissionClaims, TokenSigner};
 use futures::StreamExt;
 use serde_json::json;
@@ -47,47 +48,27 @@ pub struct ReserveArgs {
 
 pub async fn run(args: ReserveArgs) -> anyhow::Result<bool> {
     crate::loopback_only([args.booking.ip()])?;
-    let signer = TokenSigner::from_base64(&args.token_key_id, &args.token_signing_key)
-        .map_err(|e| anyhow::anyhow!("the token signing key: {e}"))?;
-    let now = floodgate_contract::now_millis();
-    // Tickets far beyond any real queue, so they never meet a real person's token id.
-    let tokens: Vec<String> = (0..args.requests)
-        .map(|i| {
-            let ticket = args.first_ticket + i;
-            signer.sign(&AdmissionClaims {
-                sale: args.sale.clone(),
-                ticket,
-                jti: format!("t{ticket}"),
-                max_seats: 1,
-                iat_ms: now,
-                exp_ms: now + 3_600_000,
-            })
-        })
-        .collect();
+    let tokens = tokens(&args)?;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(args.concurrency)
         .timeout(Duration::from_secs(30))
         .build()?;
-    let url = format!(
-        "http://{}/v1/sales/{}/reservations",
-        args.booking, args.sale
-    );
-    let body = json!({ "pool": args.pool, "seats": 1 });
+    let booking = BookingClient::new(http, args.booking);
     let started = Instant::now();
     let answers: Vec<(Result<u16, String>, Duration)> = futures::stream::iter(tokens)
         .map(|token| {
-            let (http, url, body) = (http.clone(), url.clone(), body.clone());
+            let (booking, args) = (booking.clone(), &args);
             async move {
                 let asked = Instant::now();
-                let status = http
-                    .post(&url)
-                    .bearer_auth(token)
-                    .header("Idempotency-Key", uuid::Uuid::new_v4().to_string())
-                    .json(&body)
-                    .send()
+                let key = uuid::Uuid::new_v4().to_string();
+                let status = match booking
+                    .reserve(&args.sale, &token, &key, &args.pool, 1)
                     .await
-                    .map(|r| r.status().as_u16())
-                    .map_err(|e| e.to_string());
+                {
+                    Ok(_) => Ok(201),
+                    Err(Failure::Refused { status, .. }) => Ok(status),
+                    Err(e) => Err(e.to_string()),
+                };
                 (status, asked.elapsed())
             }
         })
@@ -103,13 +84,45 @@ pub async fn run(args: ReserveArgs) -> anyhow::Result<bool> {
         };
         *statuses.entry(key).or_default() += 1;
     }
-    let created = statuses.get("201").copied().unwrap_or(0);
     let latencies = Latencies::of(
         answers
             .iter()
             .filter(|(s, _)| *s == Ok(201))
             .map(|(_, took)| *took),
     );
+    report(&args, &statuses, seconds, &latencies)
+}
+
+/// One token per request, signed before the clock starts. Tickets far beyond any real queue,
+/// so they never meet a real person's token id.
+fn tokens(args: &ReserveArgs) -> anyhow::Result<Vec<String>> {
+    let signer = TokenSigner::from_base64(&args.token_key_id, &args.token_signing_key)
+        .map_err(|e| anyhow::anyhow!("the token signing key: {e}"))?;
+    let now = floodgate_contract::now_millis();
+    Ok((0..args.requests)
+        .map(|i| {
+            let ticket = args.first_ticket + i;
+            signer.sign(&AdmissionClaims {
+                sale: args.sale.clone(),
+                ticket,
+                jti: format!("t{ticket}"),
+                max_seats: 1,
+                iat_ms: now,
+                exp_ms: now + 3_600_000,
+            })
+        })
+        .collect())
+}
+
+/// Prints (and writes, if asked) the report; whether the run passed. A refusal (sold out) is an
+/// answer; transport errors and 5xx are failures.
+fn report(
+    args: &ReserveArgs,
+    statuses: &BTreeMap<String, u64>,
+    seconds: f64,
+    latencies: &Latencies,
+) -> anyhow::Result<bool> {
+    let created = statuses.get("201").copied().unwrap_or(0);
     let report = json!({
         "scenario": "reserve",
         "sale": args.sale,
@@ -142,7 +155,6 @@ pub async fn run(args: ReserveArgs) -> anyhow::Result<bool> {
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
     }
-    // A refusal (sold out) is an answer; transport errors and 5xx are failures.
     let failed = statuses
         .iter()
         .filter(|(code, _)| code.as_str() == "error" || code.starts_with('5'))

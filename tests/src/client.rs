@@ -1,23 +1,12 @@
-//! A waiting-room client for tests: joins over a real WebSocket and records what it is told.
+//! The waiting-room client of the tests: `floodgate_client`'s connection, with what a test
+//! asserts on recorded (every position, every pre-queue size) and any surprise a panic.
 
 use std::time::Duration;
 
+use floodgate_client::room::{self, JoinError, Socket};
 use floodgate_contract::ws::ServerMessage;
-use futures::StreamExt;
-use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
-pub type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-/// What a client saw next.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Heard {
-    Message(ServerMessage),
-    /// The server's close frame: code and reason.
-    Closed(u16, String),
-    /// The connection ended without a close frame (the gateway died).
-    Dropped,
-}
+pub use floodgate_client::room::Heard;
 
 /// A connected waiting-room client.
 pub struct RoomClient {
@@ -49,52 +38,32 @@ impl RoomClient {
 
     /// Joins with extra request headers (an `X-Forwarded-For`, say).
     pub async fn join_with(url: &str, headers: &[(&str, &str)]) -> Result<Self, Refused> {
-        use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
-        let mut request = url.into_client_request().expect("a WebSocket URL");
-        for (name, value) in headers {
-            request.headers_mut().insert(
-                tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(name.as_bytes())
-                    .unwrap(),
-                value.parse().unwrap(),
-            );
+        let joined = match room::connect_url(url, None, headers).await {
+            Ok(mut ws) => room::read_ticket(&mut ws).await.map(|ticket| (ws, ticket)),
+            Err(e) => Err(e),
+        };
+        match joined {
+            Ok((ws, ticket)) => Ok(Self {
+                ws,
+                ticket: ticket.ticket,
+                resume_token: ticket.resume_token,
+                resumed: ticket.resumed,
+                draw_nonce: ticket.draw_nonce,
+                commitment: ticket.commitment,
+                positions: Vec::new(),
+                prequeue: Vec::new(),
+            }),
+            Err(JoinError::Refused {
+                status,
+                retry_after,
+                body,
+            }) => Err(Refused {
+                status,
+                retry_after,
+                body: serde_json::to_value(body).unwrap_or_default(),
+            }),
+            Err(e) => panic!("joining {url}: {e}"),
         }
-        let mut ws = match tokio_tungstenite::connect_async(request).await {
-            Ok((ws, _)) => ws,
-            Err(WsError::Http(response)) => {
-                return Err(Refused {
-                    status: response.status().as_u16(),
-                    retry_after: response
-                        .headers()
-                        .get("retry-after")
-                        .map(|v| v.to_str().unwrap().to_owned()),
-                    body: serde_json::from_slice(response.body().as_deref().unwrap_or(b"null"))
-                        .unwrap_or_default(),
-                })
-            }
-            Err(e) => panic!("connecting to {url}: {e}"),
-        };
-        let first = next_frame(&mut ws, Duration::from_secs(10)).await;
-        let Heard::Message(ServerMessage::Ticket {
-            ticket,
-            resume_token,
-            resumed,
-            draw_nonce,
-            commitment,
-            ..
-        }) = first
-        else {
-            panic!("expected a ticket first, got {first:?}");
-        };
-        Ok(Self {
-            ws,
-            ticket,
-            resume_token,
-            resumed,
-            draw_nonce,
-            commitment,
-            positions: Vec::new(),
-            prequeue: Vec::new(),
-        })
     }
 
     /// The next thing heard within `timeout` (panics if nothing comes), recording positions.
@@ -180,20 +149,9 @@ impl RoomClient {
 }
 
 async fn next_frame(ws: &mut Socket, timeout: Duration) -> Heard {
-    loop {
-        let frame = tokio::time::timeout(timeout, ws.next())
-            .await
-            .expect("the waiting room said something in time");
-        return match frame {
-            Some(Ok(Message::Text(text))) => {
-                Heard::Message(serde_json::from_str(&text).expect("a protocol message"))
-            }
-            Some(Ok(Message::Close(Some(frame)))) => {
-                Heard::Closed(u16::from(frame.code), frame.reason.to_string())
-            }
-            Some(Ok(Message::Close(None))) => Heard::Closed(1005, String::new()),
-            Some(Ok(_)) => continue,
-            Some(Err(_)) | None => Heard::Dropped,
-        };
+    match room::next(ws, timeout).await {
+        Some(Heard::Garbled(text)) => panic!("not a protocol message: {text}"),
+        Some(heard) => heard,
+        None => panic!("the waiting room said nothing within {timeout:?}"),
     }
 }

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::{binary, redis_url, TestApp};
+use crate::{binary, eventually, redis_url, TestApp};
 
 /// Timings of a test gateway, short so failover and graces fit in a test.
 #[derive(Clone, Debug)]
@@ -93,7 +93,7 @@ impl GatewayProcess {
             child,
         };
         let http = reqwest::Client::new();
-        app.eventually(
+        eventually(
             &format!("gateway {name} answers"),
             Duration::from_secs(20),
             || async {

@@ -18,7 +18,11 @@ pub mod gateways;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+pub use floodgate_client::booking::{Answer, Failure};
+
 use floodgate_booking::catalog::{self, ClassDef, PoolDef, SaleFile, TrainDef};
+use floodgate_client::BookingClient;
+use floodgate_contract::api::booking::{PaymentStarted, ReservationCreated};
 use floodgate_contract::events::{Envelope, Event, ReservationData};
 use floodgate_contract::keys::Keys;
 use floodgate_contract::runtime::{KafkaArgs, RedisArgs};
@@ -471,25 +475,42 @@ impl TestApp {
         format!("http://{}/v1/sales/{sale}/reservations", self.booking)
     }
 
-    /// POSTs a reservation with the given token, key and JSON body.
+    /// The booking API as a client sees it.
+    pub fn booking_client(&self) -> BookingClient {
+        BookingClient::new(self.http.clone(), self.booking)
+    }
+
+    /// One reservation request, as `floodgate_client` makes it: the 201's body, or why not.
     pub async fn reserve(
+        &self,
+        sale: &str,
+        token: &str,
+        idempotency_key: &str,
+        pool: &str,
+        seats: u32,
+    ) -> Answer<ReservationCreated> {
+        self.booking_client()
+            .reserve(sale, token, idempotency_key, pool, seats)
+            .await
+    }
+
+    /// A reservation request with any JSON body (the tests of malformed requests): the status
+    /// and the JSON body.
+    pub async fn post_reservation(
         &self,
         sale: &str,
         token: &str,
         idempotency_key: &str,
         body: &serde_json::Value,
     ) -> (u16, serde_json::Value) {
-        let response = self
-            .http
-            .post(self.reservations_url(sale))
-            .bearer_auth(token)
-            .header("Idempotency-Key", idempotency_key)
-            .json(body)
-            .send()
-            .await
-            .expect("booking API reachable");
-        let status = response.status().as_u16();
-        (status, response.json().await.expect("JSON body"))
+        self.answer(
+            self.http
+                .post(self.reservations_url(sale))
+                .bearer_auth(token)
+                .header("Idempotency-Key", idempotency_key)
+                .json(body),
+        )
+        .await
     }
 
     /// A token for `sale` signed with the gateways' key, as a gateway would issue it.
@@ -575,25 +596,6 @@ impl TestApp {
         value.unwrap_or(0)
     }
 
-    /// Waits until `probe` yields a value, polling; panics with `what` after `timeout`.
-    pub async fn wait_for<T, F, Fut>(&self, what: &str, timeout: Duration, mut probe: F) -> T
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = Option<T>>,
-    {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            if let Some(value) = probe().await {
-                return value;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out waiting for: {what}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
     /// GETs `url` and parses its JSON body, whatever the status.
     pub async fn get_json(&self, url: &str) -> serde_json::Value {
         self.http
@@ -637,7 +639,7 @@ impl TestApp {
     /// Waits until `sale` has opened (as the ops API sees it).
     pub async fn until_open(&self, sale: &str) {
         let path = format!("/admin/v1/sales/{sale}");
-        self.eventually("the sale opens", Duration::from_secs(10), || async {
+        eventually("the sale opens", Duration::from_secs(10), || async {
             let (_, figures) = self
                 .ops(reqwest::Method::GET, &path, &self.ops_token, None)
                 .await;
@@ -678,56 +680,89 @@ impl TestApp {
         (response.status().as_u16(), response.json().await.unwrap())
     }
 
-    /// Starts paying for a reservation and completes the sandbox checkout with `checkout`
-    /// (`{"outcome": "succeed"}`, say). Returns the payment's start answer.
+    /// Starts paying for a reservation and completes the sandbox checkout with `outcome`
+    /// (`succeed` or `fail`): the payment's start answer.
     pub async fn pay(
         &self,
         sale: &str,
         reservation_id: &str,
         secret: &str,
-        checkout: serde_json::Value,
-    ) -> serde_json::Value {
-        let res = self
-            .http
-            .post(format!(
-                "http://{}/v1/sales/{sale}/reservations/{reservation_id}/payment",
-                self.booking
-            ))
-            .bearer_auth(secret)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 202);
-        let started: serde_json::Value = res.json().await.unwrap();
-        let payment = started["payment_id"].as_str().expect("a payment id");
-        let res = self
-            .http
-            .post(format!(
-                "http://{}/v1/payments/{payment}/checkout",
-                self.sandbox
-            ))
-            .json(&checkout)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 202, "{}", res.text().await.unwrap());
-        started
+        outcome: &str,
+    ) -> PaymentStarted {
+        let checkout = serde_json::json!({ "outcome": outcome });
+        self.pay_with(sale, reservation_id, secret, &checkout).await
     }
 
-    /// Waits until `check` holds, polling; panics with `what` after `timeout`.
-    pub async fn eventually<F, Fut>(&self, what: &str, timeout: Duration, mut check: F)
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = bool>,
-    {
-        eventually(what, timeout, async || check().await).await
+    /// As [`TestApp::pay`], with the sandbox's own checkout knobs (`delay_ms`, `deliveries`).
+    pub async fn pay_with(
+        &self,
+        sale: &str,
+        reservation_id: &str,
+        secret: &str,
+        checkout: &serde_json::Value,
+    ) -> PaymentStarted {
+        let started = self
+            .booking_client()
+            .start_payment(sale, reservation_id, secret)
+            .await
+            .expect("the payment starts");
+        floodgate_client::booking::sandbox_checkout(
+            &self.http,
+            self.sandbox,
+            &started.payment_id,
+            checkout,
+        )
+        .await
+        .expect("the sandbox takes the checkout");
+        started
     }
 }
 
-/// Waits until `check` holds, polling; panics with `what` after `timeout`.
-pub async fn eventually(what: &str, timeout: Duration, mut check: impl AsyncFnMut() -> bool) {
+/// Asserts that `answer` is a refusal with `status` and error `code`.
+#[track_caller]
+pub fn assert_refused<T: std::fmt::Debug>(answer: Answer<T>, status: u16, code: &str) {
+    match answer {
+        Err(refused) => assert_eq!(
+            (refused.status(), refused.code()),
+            (status, code),
+            "{refused}"
+        ),
+        Ok(body) => panic!("expected {status} {code}, got {body:?}"),
+    }
+}
+
+/// What a poll's probe answers: `true`, or `Some(value)`, once the wait is over.
+pub trait Probe {
+    type Value;
+    fn ready(self) -> Option<Self::Value>;
+}
+
+impl Probe for bool {
+    type Value = ();
+    fn ready(self) -> Option<()> {
+        self.then_some(())
+    }
+}
+
+impl<T> Probe for Option<T> {
+    type Value = T;
+    fn ready(self) -> Option<T> {
+        self
+    }
+}
+
+/// The one way a test waits for something: polls `probe` every 50 ms until it answers `true`
+/// or `Some(value)` (that value), and panics with `what` after `timeout`.
+pub async fn eventually<P: Probe>(
+    what: &str,
+    timeout: Duration,
+    mut probe: impl AsyncFnMut() -> P,
+) -> P::Value {
     let deadline = tokio::time::Instant::now() + timeout;
-    while !check().await {
+    loop {
+        if let Some(value) = probe().await.ready() {
+            return value;
+        }
         assert!(
             tokio::time::Instant::now() < deadline,
             "timed out waiting for: {what}"

@@ -3,7 +3,7 @@
 mod review;
 
 use floodgate_contract::token::{AdmissionClaims, TokenSigner};
-use floodgate_tests::{unique, SaleSpec, TestApp};
+use floodgate_tests::{assert_refused, unique, SaleSpec, TestApp};
 use serde_json::json;
 
 const MINUTE: i64 = 60_000;
@@ -65,13 +65,13 @@ async fn bad_tokens_are_refused_with_clear_errors(db: sqlx::PgPool) {
         "token_malformed",
     );
 
-    assert_error(
-        app.reserve(&sale, "not-a-token", &key(), &body).await,
+    assert_refused(
+        app.reserve(&sale, "not-a-token", &key(), "p1", 1).await,
         401,
         "token_malformed",
     );
-    assert_error(
-        app.reserve(&sale, &app.token(&sale, 1, 1, -1), &key(), &body)
+    assert_refused(
+        app.reserve(&sale, &app.token(&sale, 1, 1, -1), &key(), "p1", 1)
             .await,
         401,
         "token_expired",
@@ -85,14 +85,14 @@ async fn bad_tokens_are_refused_with_clear_errors(db: sqlx::PgPool) {
         iat_ms: 0,
         exp_ms: i64::MAX,
     });
-    assert_error(
-        app.reserve(&sale, &forged, &key(), &body).await,
+    assert_refused(
+        app.reserve(&sale, &forged, &key(), "p1", 1).await,
         401,
         "token_invalid",
     );
     let other_sale = app.token("another-sale", 1, 1, MINUTE);
-    assert_error(
-        app.reserve(&sale, &other_sale, &key(), &body).await,
+    assert_refused(
+        app.reserve(&sale, &other_sale, &key(), "p1", 1).await,
         403,
         "token_wrong_sale",
     );
@@ -212,23 +212,16 @@ async fn malformed_requests_get_json_errors_and_the_service_keeps_serving(db: sq
 
     // An unknown sale, even with a correctly signed token for it.
     let ghost = app.token("no-such-sale", 1, 1, MINUTE);
-    assert_error(
-        app.reserve(
-            "no-such-sale",
-            &ghost,
-            &key(),
-            &json!({"pool": "p1", "seats": 1}),
-        )
-        .await,
+    assert_refused(
+        app.reserve("no-such-sale", &ghost, &key(), "p1", 1).await,
         404,
         "unknown_sale",
     );
 
     // After all of it, the same token still books: nothing above spent it or broke the service.
-    let (status, reply) = app
-        .reserve(&sale, &token, &key(), &json!({"pool": "p1", "seats": 2}))
-        .await;
-    assert_eq!(status, 201, "{reply}");
+    app.reserve(&sale, &token, &key(), "p1", 2)
+        .await
+        .expect("the token still books");
     assert_eq!(
         app.redis_int(&app.keys.pool(&sale, "p1").available()).await,
         3
@@ -239,52 +232,46 @@ async fn malformed_requests_get_json_errors_and_the_service_keeps_serving(db: sq
 async fn a_token_makes_one_reservation_and_refusals_do_not_spend_it(db: sqlx::PgPool) {
     let app = TestApp::spawn(db).await;
     let sale = open_sale(&app, &[("small", 1), ("big", 5)]).await;
-    let one = json!({ "pool": "small", "seats": 1 });
-
     let first = app.token(&sale, 1, 2, MINUTE);
     let first_key = key();
-    let (status, created) = app.reserve(&sale, &first, &first_key, &one).await;
-    assert_eq!(status, 201, "{created}");
+    let created = app
+        .reserve(&sale, &first, &first_key, "small", 1)
+        .await
+        .expect("201");
     // The same token under another key: spent. The same key with another body: a misuse.
-    assert_error(
-        app.reserve(&sale, &first, &key(), &one).await,
+    assert_refused(
+        app.reserve(&sale, &first, &key(), "small", 1).await,
         409,
         "token_spent",
     );
-    assert_error(
-        app.reserve(
-            &sale,
-            &first,
-            &first_key,
-            &json!({"pool": "big", "seats": 1}),
-        )
-        .await,
+    assert_refused(
+        app.reserve(&sale, &first, &first_key, "big", 1).await,
         422,
         "idempotency_key_reused",
     );
     // And the original request still replays its original answer.
     assert_eq!(
-        app.reserve(&sale, &first, &first_key, &one).await,
-        (201, created)
+        app.reserve(&sale, &first, &first_key, "small", 1)
+            .await
+            .expect("a replay"),
+        created
     );
 
     // A second user finds the small pool sold out, then an unknown pool; neither spends the token.
     let second = app.token(&sale, 2, 2, MINUTE);
-    assert_error(
-        app.reserve(&sale, &second, &key(), &one).await,
+    assert_refused(
+        app.reserve(&sale, &second, &key(), "small", 1).await,
         409,
         "sold_out",
     );
-    assert_error(
-        app.reserve(&sale, &second, &key(), &json!({"pool": "nope", "seats": 1}))
-            .await,
+    assert_refused(
+        app.reserve(&sale, &second, &key(), "nope", 1).await,
         404,
         "unknown_pool",
     );
-    let (status, reply) = app
-        .reserve(&sale, &second, &key(), &json!({"pool": "big", "seats": 2}))
-        .await;
-    assert_eq!(status, 201, "{reply}");
+    app.reserve(&sale, &second, &key(), "big", 2)
+        .await
+        .expect("the refusals left the token unspent");
 
     let small = app.keys.pool(&sale, "small");
     let big = app.keys.pool(&sale, "big");

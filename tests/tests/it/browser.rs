@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use floodgate_tests::client::RoomClient;
 use floodgate_tests::edge::Edge;
+use floodgate_tests::eventually;
 use floodgate_tests::gateways::{GatewayProcess, GatewayTimings};
 use floodgate_tests::{unique, SaleSpec, TestApp, TestOptions};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -190,7 +191,7 @@ async fn one_user_books_and_pays_from_the_train_list_to_a_confirmation(db: sqlx:
     let details = seen["details"].as_str().unwrap();
     assert!(details.contains("1,500"), "{seen}");
     // The booking is durable and confirmed.
-    app.eventually("a CONFIRMED booking", Duration::from_secs(30), || async {
+    eventually("a CONFIRMED booking", Duration::from_secs(30), || async {
         app.bookings(&sale, "CONFIRMED").await == 1
     })
     .await;
@@ -244,7 +245,7 @@ async fn defect_17_the_page_books_on_its_own_origin_whatever_the_link_says(db: s
         seen["result"].as_str().unwrap().contains("confirmed"),
         "{seen}"
     );
-    app.eventually("a CONFIRMED booking", Duration::from_secs(30), || async {
+    eventually("a CONFIRMED booking", Duration::from_secs(30), || async {
         app.bookings(&sale, "CONFIRMED").await == 1
     })
     .await;
@@ -304,7 +305,7 @@ async fn an_unpaid_hold_counts_down_and_the_page_shows_its_expiry(db: sqlx::PgPo
         seen["result"].as_str().unwrap().contains("expired"),
         "{seen}"
     );
-    app.eventually("an EXPIRED booking", Duration::from_secs(30), || async {
+    eventually("an EXPIRED booking", Duration::from_secs(30), || async {
         app.bookings(&sale, "EXPIRED").await == 1
     })
     .await;
@@ -336,7 +337,7 @@ async fn a_rate_change_in_the_ops_console_shows_in_the_admissions(db: sqlx::PgPo
             .await
             .1
     };
-    app.eventually(
+    eventually(
         "one admitted, four waiting",
         Duration::from_secs(10),
         || async {

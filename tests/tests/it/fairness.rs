@@ -10,8 +10,9 @@ use floodgate_contract::lottery::{
 use floodgate_contract::token::AdmissionClaims;
 use floodgate_contract::ws::{close, ServerMessage};
 use floodgate_tests::client::{Heard, RoomClient};
+use floodgate_tests::eventually;
 use floodgate_tests::{unique, SaleSpec, TestApp, TestOptions};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -260,7 +261,7 @@ async fn defect_06_every_client_adds_its_own_nonce_and_can_prove_it_counted(db: 
         clients.push(client);
     }
     let draw_url = format!("/v1/sales/{sale}/draw");
-    app.wait_for("the draw", WAIT, || async {
+    eventually("the draw", WAIT, || async {
         Some(get_json(&app, &draw_url).await).filter(|d| d["status"] == "drawn")
     })
     .await;
@@ -534,11 +535,10 @@ async fn a_full_gateway_sheds_joins_before_the_upgrade(db: sqlx::PgPool) {
     assert!((2..=10).contains(&retry), "jittered retry {retry}");
     // Shedding takes no ticket; a freed slot is usable again.
     b.leave().await;
-    let c = app
-        .wait_for("a slot frees", WAIT, || async {
-            RoomClient::join(&app.ws_url(&sale)).await.ok()
-        })
-        .await;
+    let c = eventually("a slot frees", WAIT, || async {
+        RoomClient::join(&app.ws_url(&sale)).await.ok()
+    })
+    .await;
     assert_eq!(c.ticket, 3);
 }
 
@@ -563,10 +563,9 @@ async fn admission_follows_stock_sold_out_is_pushed_and_an_expired_hold_resumes_
     // Exactly one is admitted: one seat, factor 1.
     let ((_, heard), _, waits) = futures::future::select_all(waits).await;
     let token = admitted_token(heard);
-    let (status, hold) = app
-        .reserve(&sale, &token, "k1", &json!({"pool": "p1", "seats": 1}))
-        .await;
-    assert_eq!(status, 201, "{hold}");
+    app.reserve(&sale, &token, "k1", "p1", 1)
+        .await
+        .expect("201");
     let held_at = floodgate_contract::now_millis();
 
     // With the seat held, nobody else is let in, but the room stays open: the hold may return.
@@ -586,19 +585,14 @@ async fn admission_follows_stock_sold_out_is_pushed_and_an_expired_hold_resumes_
         claims(&app, &token).iat_ms >= held_at + 1_500,
         "admitted only once the hold had expired"
     );
-    let (status, hold) = app
-        .reserve(&sale, &token, "k2", &json!({"pool": "p1", "seats": 1}))
-        .await;
-    assert_eq!(status, 201, "{hold}");
+    let hold = app
+        .reserve(&sale, &token, "k2", "p1", 1)
+        .await
+        .expect("201");
     // Paid: nothing is left and nothing can return. The last client is told, and the room
     // closes for it with 4410; a newcomer is told at once.
-    app.pay(
-        &sale,
-        hold["reservation_id"].as_str().unwrap(),
-        hold["secret"].as_str().unwrap(),
-        json!({"outcome": "succeed"}),
-    )
-    .await;
+    app.pay(&sale, &hold.reservation_id, &hold.secret, "succeed")
+        .await;
     let (mut last, heard) = waits.pop().unwrap().await;
     assert_eq!(heard, Heard::Message(ServerMessage::SoldOut));
     assert!(matches!(
@@ -639,21 +633,16 @@ async fn the_active_cap_counts_unspent_tokens_and_live_holds(db: sqlx::PgPool) {
     );
 
     // A token spent on a hold is still one active user: nobody new.
-    let (status, hold) = app
-        .reserve(&sale, &first, "k1", &json!({"pool": "p1", "seats": 1}))
-        .await;
-    assert_eq!(status, 201, "{hold}");
+    let hold = app
+        .reserve(&sale, &first, "k1", "p1", 1)
+        .await
+        .expect("201");
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(app.redis_int(&frontier_key).await, 2, "a live hold counts");
 
     // Paid, the hold is no longer active: exactly one more is admitted.
-    app.pay(
-        &sale,
-        hold["reservation_id"].as_str().unwrap(),
-        hold["secret"].as_str().unwrap(),
-        json!({"outcome": "succeed"}),
-    )
-    .await;
+    app.pay(&sale, &hold.reservation_id, &hold.secret, "succeed")
+        .await;
     let ((_, third), _, _waits) = futures::future::select_all(waits).await;
     admitted_token(third);
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -685,14 +674,13 @@ async fn admission_goes_on_after_a_fully_spent_batch_expires(db: sqlx::PgPool) {
     app.create_sale(&sale, &spec).await;
     let mut first = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
     let token = first.admitted(WAIT).await;
-    let (status, hold) = app
-        .reserve(&sale, &token, "k1", &json!({"pool": "p1", "seats": 1}))
-        .await;
-    assert_eq!(status, 201, "{hold}");
+    app.reserve(&sale, &token, "k1", "p1", 1)
+        .await
+        .expect("201");
 
     // The batch (one token, spent) expires a second later and is retired.
     let batches = app.keys.sale(&sale).batches();
-    app.eventually(
+    eventually(
         "the spent batch retired",
         Duration::from_secs(10),
         || async {

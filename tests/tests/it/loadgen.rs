@@ -5,6 +5,7 @@
 use std::process::Command;
 use std::time::Duration;
 
+use floodgate_tests::eventually;
 use floodgate_tests::{binary, fresh_database, redis_url, unique, SaleSpec, TestApp};
 
 /// The `sale` scenario against `app` with `clients` people.
@@ -207,7 +208,7 @@ async fn defect_25_people_whose_gateway_dies_resume_on_another() {
     };
     // Once everyone is in line, half of them lose their gateway at once.
     let path = format!("/admin/v1/sales/{sale}");
-    app.eventually("everyone is waiting", Duration::from_secs(60), || async {
+    eventually("everyone is waiting", Duration::from_secs(60), || async {
         let (_, figures) = app
             .ops(reqwest::Method::GET, &path, &app.ops_token, None)
             .await;
@@ -245,23 +246,14 @@ async fn defect_25_the_sale_checks_wait_for_the_consumer_to_apply_everything() {
     app.create_sale(&sale, &spec).await;
     // Someone else bought a seat; the consumer has not written it yet.
     let token = app.token(&sale, 1, 1, 60_000);
-    let (status, held) = app
-        .reserve(
-            &sale,
-            &token,
-            "elsewhere",
-            &serde_json::json!({"pool": "p1", "seats": 1}),
-        )
-        .await;
-    assert_eq!(status, 201, "{held}");
-    let (id, secret) = (
-        held["reservation_id"].as_str().unwrap(),
-        held["secret"].as_str().unwrap(),
-    );
-    app.pay(&sale, id, secret, serde_json::json!({"outcome": "succeed"}))
+    let held = app
+        .reserve(&sale, &token, "elsewhere", "p1", 1)
+        .await
+        .expect("201");
+    app.pay(&sale, &held.reservation_id, &held.secret, "succeed")
         .await;
     let sold = app.keys.pool(&sale, "p1").sold();
-    app.eventually("the seat is sold", Duration::from_secs(20), || async {
+    eventually("the seat is sold", Duration::from_secs(20), || async {
         app.redis_int(&sold).await == 1
     })
     .await;

@@ -5,9 +5,10 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use floodgate_contract::api::booking::ReservationCreated;
 use floodgate_tests::broker::PrivateBroker;
 use floodgate_tests::chaos::ChaosProxy;
-use floodgate_tests::{unique, SaleSpec, TestApp, TestOptions};
+use floodgate_tests::{assert_refused, eventually, unique, SaleSpec, TestApp, TestOptions};
 use serde_json::json;
 
 fn key() -> String {
@@ -43,6 +44,17 @@ async fn row_status(app: &TestApp, reservation: &str) -> Option<String> {
         .unwrap()
 }
 
+/// Retries one reservation request (same key) while the answer is 503, as a client does
+/// while a dependency comes back: its 201.
+async fn once_served(app: &TestApp, sale: &str, token: &str, key: &str) -> ReservationCreated {
+    eventually("the service answers", Duration::from_secs(60), || async {
+        let answer = app.reserve(sale, token, key, "p1", 1).await;
+        Some(answer).filter(|a| !matches!(a, Err(refused) if refused.status() == 503))
+    })
+    .await
+    .expect("201")
+}
+
 #[sqlx::test(migrations = "../migrations")]
 async fn with_the_broker_down_a_reserve_gets_503_and_leaves_no_hold(db: sqlx::PgPool) {
     let mut broker = PrivateBroker::start().await;
@@ -56,16 +68,14 @@ async fn with_the_broker_down_a_reserve_gets_503_and_leaves_no_hold(db: sqlx::Pg
     )
     .await;
     let sale = open_sale(&app, 5).await;
-    let body = json!({ "pool": "p1", "seats": 1 });
 
     broker.stop();
     let token = app.token(&sale, 1, 1, 120_000);
     let retry_key = key();
-    let (status, reply) = app.reserve(&sale, &token, &retry_key, &body).await;
-    assert_eq!(
-        (status, reply["error"].as_str()),
-        (503, Some("broker_unavailable")),
-        "{reply}"
+    assert_refused(
+        app.reserve(&sale, &token, &retry_key, "p1", 1).await,
+        503,
+        "broker_unavailable",
     );
     assert_eq!(
         counters(&app, &sale).await,
@@ -79,27 +89,18 @@ async fn with_the_broker_down_a_reserve_gets_503_and_leaves_no_hold(db: sqlx::Pg
     // from Floodgate's own outbox).
     broker.resume_fresh().await;
     floodgate_tests::create_topic(&broker.address(), &app.topic, 3).await;
-    let (status, created) = app
-        .wait_for(
-            "a reservation once the broker is back",
-            Duration::from_secs(60),
-            || async {
-                Some(app.reserve(&sale, &token, &retry_key, &body).await).filter(|(s, _)| *s != 503)
-            },
-        )
-        .await;
-    assert_eq!(status, 201, "{created}");
+    let created = once_served(&app, &sale, &token, &retry_key).await;
     assert_eq!(counters(&app, &sale).await, (4, 1));
 
     // Downstream: the aborted attempt (and any retry that timed out while the broker was coming
     // back) is recorded as ABORTED, its SeatReserved cancelled; the successful one as
     // PENDING_PAYMENT.
-    let id = created["reservation_id"].as_str().unwrap().to_owned();
-    app.eventually("the 201 persisted", Duration::from_secs(60), || async {
+    let id = created.reservation_id;
+    eventually("the 201 persisted", Duration::from_secs(60), || async {
         row_status(&app, &id).await.as_deref() == Some("PENDING_PAYMENT")
     })
     .await;
-    app.eventually(
+    eventually(
         "the aborted attempt recorded",
         Duration::from_secs(60),
         || async {
@@ -161,16 +162,7 @@ async fn with_redis_unreachable_nothing_is_granted_and_service_resumes(db: sqlx:
     assert_eq!(counters(&app, &sale).await, (5, 0), "nothing granted");
 
     proxy.restore();
-    let (status, reply) = app
-        .wait_for(
-            "service back once Redis is",
-            Duration::from_secs(30),
-            || async {
-                Some(app.reserve(&sale, &token, &key(), &body).await).filter(|(s, _)| *s != 503)
-            },
-        )
-        .await;
-    assert_eq!(status, 201, "{reply}");
+    once_served(&app, &sale, &token, &key()).await;
     assert_eq!(counters(&app, &sale).await, (4, 1));
 }
 
@@ -227,7 +219,7 @@ async fn a_booking_process_killed_before_its_publish_loses_nothing(db: sqlx::PgP
         .spawn()
         .expect("the booking binary runs");
     let doomed_url = format!("http://127.0.0.1:{port}/v1/sales/{sale}/reservations");
-    app.eventually(
+    eventually(
         "the second booking process is up",
         Duration::from_secs(30),
         || async {
@@ -250,7 +242,7 @@ async fn a_booking_process_killed_before_its_publish_loses_nothing(db: sqlx::PgP
         .json(&json!({ "pool": "p1", "seats": 1 }))
         .send();
     let in_flight = tokio::spawn(request);
-    app.eventually(
+    eventually(
         "the hold made in Redis",
         Duration::from_secs(20),
         || async { counters(&app, &sale).await == (4, 1) },
@@ -266,8 +258,7 @@ async fn a_booking_process_killed_before_its_publish_loses_nothing(db: sqlx::PgP
 
     // The surviving instance's relay publishes the orphaned SeatReserved from the outbox.
     let outbox = app.keys.pool(&sale, "p1").outbox();
-    let reservation: String = app
-        .wait_for("the orphaned event persisted", Duration::from_secs(60), || async {
+    let reservation: String = eventually("the orphaned event persisted", Duration::from_secs(60), || async {
             sqlx::query_scalar("select reservation_id from bookings where sale_id = $1 and status = 'PENDING_PAYMENT'")
                 .bind(&sale)
                 .fetch_optional(&app.db)
@@ -275,21 +266,16 @@ async fn a_booking_process_killed_before_its_publish_loses_nothing(db: sqlx::PgP
                 .unwrap()
         })
         .await;
-    app.eventually("the outbox drained", Duration::from_secs(20), || async {
+    eventually("the outbox drained", Duration::from_secs(20), || async {
         app.redis_int_cmd("XLEN", &outbox).await == 0
     })
     .await;
     // And the client's retry, on the surviving instance, gets the very reservation that was made.
-    let (status, body) = app
-        .reserve(
-            &sale,
-            &token,
-            &retry_key,
-            &json!({ "pool": "p1", "seats": 1 }),
-        )
-        .await;
-    assert_eq!(status, 201, "{body}");
-    assert_eq!(body["reservation_id"], reservation.as_str());
+    let body = app
+        .reserve(&sale, &token, &retry_key, "p1", 1)
+        .await
+        .expect("201");
+    assert_eq!(body.reservation_id, reservation);
     assert_eq!(counters(&app, &sale).await, (4, 1), "one hold, not two");
     drop(silent);
 }
@@ -298,7 +284,6 @@ async fn a_booking_process_killed_before_its_publish_loses_nothing(db: sqlx::PgP
 async fn a_pool_or_sale_whose_redis_state_was_lost_is_refused_with_503(db: sqlx::PgPool) {
     let app = TestApp::spawn(db).await;
     let sale = open_sale(&app, 5).await;
-    let body = json!({ "pool": "p1", "seats": 1 });
     let mut conn = app.redis.clone();
 
     // The pool's counters vanish (a restart without persistence, a failover that lost writes).
@@ -309,13 +294,11 @@ async fn a_pool_or_sale_whose_redis_state_was_lost_is_refused_with_503(db: sqlx:
         .query_async(&mut conn)
         .await
         .unwrap();
-    let (status, reply) = app
-        .reserve(&sale, &app.token(&sale, 1, 1, 60_000), &key(), &body)
-        .await;
-    assert_eq!(
-        (status, reply["error"].as_str()),
-        (503, Some("pool_unavailable")),
-        "{reply}"
+    assert_refused(
+        app.reserve(&sale, &app.token(&sale, 1, 1, 60_000), &key(), "p1", 1)
+            .await,
+        503,
+        "pool_unavailable",
     );
     assert_eq!(
         app.redis_int(&pool.held()).await,
@@ -329,12 +312,10 @@ async fn a_pool_or_sale_whose_redis_state_was_lost_is_refused_with_503(db: sqlx:
         .query_async(&mut conn)
         .await
         .unwrap();
-    let (status, reply) = app
-        .reserve(&sale, &app.token(&sale, 2, 1, 60_000), &key(), &body)
-        .await;
-    assert_eq!(
-        (status, reply["error"].as_str()),
-        (503, Some("sale_unavailable")),
-        "{reply}"
+    assert_refused(
+        app.reserve(&sale, &app.token(&sale, 2, 1, 60_000), &key(), "p1", 1)
+            .await,
+        503,
+        "sale_unavailable",
     );
 }

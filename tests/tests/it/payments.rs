@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use floodgate_booking::payments::{sign, PaymentObject, WebhookEvent, SIGNATURE_HEADER};
+use floodgate_tests::eventually;
 use floodgate_tests::{unique, SaleSpec, TestApp};
 use serde_json::{json, Value};
 
@@ -27,19 +28,14 @@ async fn book(app: &TestApp, hold_ttl_secs: u32) -> Booked {
     )
     .await;
     let token = app.token(&sale, 1, 1, 60_000);
-    let (status, body) = app
-        .reserve(
-            &sale,
-            &token,
-            &uuid::Uuid::new_v4().to_string(),
-            &json!({"pool": "p1", "seats": 1}),
-        )
-        .await;
-    assert_eq!(status, 201, "{body}");
+    let body = app
+        .reserve(&sale, &token, &uuid::Uuid::new_v4().to_string(), "p1", 1)
+        .await
+        .expect("201");
     Booked {
         sale,
-        id: body["reservation_id"].as_str().unwrap().to_owned(),
-        secret: body["secret"].as_str().unwrap().to_owned(),
+        id: body.reservation_id,
+        secret: body.secret,
     }
 }
 
@@ -64,20 +60,17 @@ async fn view(app: &TestApp, b: &Booked) -> Value {
 
 /// Starts the payment and completes the sandbox checkout with `checkout`; returns the payment id.
 async fn pay(app: &TestApp, b: &Booked, checkout: Value) -> String {
-    let started = app.pay(&b.sale, &b.id, &b.secret, checkout).await;
+    let started = app.pay_with(&b.sale, &b.id, &b.secret, &checkout).await;
     assert_eq!(
-        started["amount_minor"], 150_000,
+        started.amount_minor, 150_000,
         "the pool's fare times the seats"
     );
-    assert!(started["checkout_url"]
-        .as_str()
-        .unwrap()
-        .contains("/checkout/"));
-    started["payment_id"].as_str().unwrap().to_owned()
+    assert!(started.checkout_url.contains("/checkout/"));
+    started.payment_id
 }
 
 async fn status_becomes(app: &TestApp, b: &Booked, status: &str) -> Value {
-    app.wait_for(
+    eventually(
         &format!("reservation {status}"),
         Duration::from_secs(20),
         || async { Some(view(app, b).await).filter(|v| v["status"] == status) },
@@ -86,7 +79,7 @@ async fn status_becomes(app: &TestApp, b: &Booked, status: &str) -> Value {
 }
 
 async fn row_status_becomes(app: &TestApp, b: &Booked, status: &str) {
-    app.eventually(
+    eventually(
         &format!("booking row {status}"),
         Duration::from_secs(30),
         || async {
@@ -192,12 +185,11 @@ async fn a_payment_after_the_hold_expired_is_refunded_and_recorded(db: sqlx::PgP
         (3, 0, 0),
         "the seat went back"
     );
-    let refunded = app
-        .wait_for("the refund succeeded", Duration::from_secs(20), || async {
-            Some(view(&app, &b).await)
-                .filter(|v| v["refunds"] == json!([{"payment_id": payment, "status": "succeeded"}]))
-        })
-        .await;
+    let refunded = eventually("the refund succeeded", Duration::from_secs(20), || async {
+        Some(view(&app, &b).await)
+            .filter(|v| v["refunds"] == json!([{"payment_id": payment, "status": "succeeded"}]))
+    })
+    .await;
     assert_eq!(
         refunded["status"], "expired",
         "the money went back; the seat was never sold"
@@ -214,7 +206,7 @@ async fn duplicate_deliveries_sell_the_seat_once(db: sqlx::PgPool) {
     status_becomes(&app, &b, "confirmed").await;
     row_status_becomes(&app, &b, "CONFIRMED").await;
     // All three deliveries acknowledged (the sandbox counts them), and still one seat sold.
-    app.wait_for(
+    eventually(
         "three deliveries acknowledged",
         Duration::from_secs(20),
         || async {
@@ -308,7 +300,7 @@ async fn webhooks_are_idempotent_by_event_id_and_tolerate_disorder(db: sqlx::PgP
         .await
         .unwrap();
     assert_eq!(res.status(), 202);
-    app.wait_for(
+    eventually(
         "the second payment refunded",
         Duration::from_secs(20),
         || async {

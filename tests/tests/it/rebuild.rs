@@ -4,12 +4,14 @@
 use std::process::Command;
 use std::time::Duration;
 
+use floodgate_contract::api::booking::ReservationCreated;
+use floodgate_contract::api::code;
 use floodgate_tests::{
-    binary, fresh_database, kafka_brokers, redis_url, unique, SaleSpec, TestApp,
+    assert_refused, binary, eventually, fresh_database, kafka_brokers, redis_url, unique, Answer,
+    SaleSpec, TestApp,
 };
-use serde_json::json;
 
-async fn reserve(app: &TestApp, sale: &str, ticket: u64) -> (u16, serde_json::Value) {
+async fn reserve(app: &TestApp, sale: &str, ticket: u64) -> Answer<ReservationCreated> {
     let token = app.token(sale, ticket, 1, 120_000);
     reserve_with(app, sale, &token, &format!("key-{ticket}")).await
 }
@@ -19,9 +21,8 @@ async fn reserve_with(
     sale: &str,
     token: &str,
     key: &str,
-) -> (u16, serde_json::Value) {
-    app.reserve(sale, token, key, &json!({"pool": "p1", "seats": 1}))
-        .await
+) -> Answer<ReservationCreated> {
+    app.reserve(sale, token, key, "p1", 1).await
 }
 
 async fn rows(db: &sqlx::PgPool, status: &str) -> i64 {
@@ -53,20 +54,16 @@ async fn a_wiped_pool_is_refused_until_rebuilt_and_then_sells_no_seat_twice() {
     for pay in [true, true, false, false] {
         ticket += 1;
         let token = app.token(&sale, ticket, 1, 120_000);
-        let (status, body) = reserve_with(&app, &sale, &token, &format!("key-{ticket}")).await;
+        let body = reserve_with(&app, &sale, &token, &format!("key-{ticket}"))
+            .await
+            .expect("201");
         tokens.push(token);
-        assert_eq!(status, 201, "{body}");
         if pay {
-            app.pay(
-                &sale,
-                body["reservation_id"].as_str().unwrap(),
-                body["secret"].as_str().unwrap(),
-                json!({"outcome": "succeed"}),
-            )
-            .await;
+            app.pay(&sale, &body.reservation_id, &body.secret, "succeed")
+                .await;
         }
     }
-    app.eventually(
+    eventually(
         "the sale so far in PostgreSQL",
         Duration::from_secs(30),
         || async { rows(&db, "CONFIRMED").await == 2 && rows(&db, "PENDING_PAYMENT").await == 2 },
@@ -90,11 +87,7 @@ async fn a_wiped_pool_is_refused_until_rebuilt_and_then_sells_no_seat_twice() {
 
     // Refused, not read as empty or as full.
     ticket += 1;
-    let (status, body) = reserve(&app, &sale, ticket).await;
-    assert_eq!(
-        (status, body["error"].as_str()),
-        (503, Some("pool_unavailable"))
-    );
+    assert_refused(reserve(&app, &sale, ticket).await, 503, "pool_unavailable");
 
     let output = Command::new(binary("floodgate-booking"))
         .args(["sale", "rebuild", &sale, "p1"])
@@ -121,11 +114,10 @@ async fn a_wiped_pool_is_refused_until_rebuilt_and_then_sells_no_seat_twice() {
     // Tokens that reserved before the loss cannot reserve again, even with a new key: neither
     // the one whose seat was paid nor the one whose hold was restored.
     for token in [&tokens[0], &tokens[2]] {
-        let (status, body) = reserve_with(&app, &sale, token, "another-key").await;
-        assert_eq!(
-            (status, body["error"].as_str()),
-            (409, Some("token_spent")),
-            "{body}"
+        assert_refused(
+            reserve_with(&app, &sale, token, "another-key").await,
+            409,
+            "token_spent",
         );
     }
 
@@ -134,14 +126,14 @@ async fn a_wiped_pool_is_refused_until_rebuilt_and_then_sells_no_seat_twice() {
     loop {
         ticket += 1;
         match reserve(&app, &sale, ticket).await {
-            (201, _) => sold_after += 1,
-            (409, body) if body["error"] == "sold_out" => break,
-            other => panic!("unexpected {other:?}"),
+            Ok(_) => sold_after += 1,
+            Err(refused) if refused.code() == code::SOLD_OUT => break,
+            Err(other) => panic!("unexpected {other}"),
         }
     }
     assert_eq!(sold_after, 4);
     // ...until the two restored holds expire unpaid and their seats return, exactly once each.
-    app.eventually(
+    eventually(
         "the restored holds expire",
         Duration::from_secs(30),
         || async { rows(&db, "EXPIRED").await == 2 },
@@ -149,11 +141,10 @@ async fn a_wiped_pool_is_refused_until_rebuilt_and_then_sells_no_seat_twice() {
     .await;
     for _ in 0..2 {
         ticket += 1;
-        let (status, body) = reserve(&app, &sale, ticket).await;
-        assert_eq!(status, 201, "{body}");
+        reserve(&app, &sale, ticket).await.expect("201");
     }
     ticket += 1;
-    assert_eq!(reserve(&app, &sale, ticket).await.0, 409, "sold out again");
+    assert_refused(reserve(&app, &sale, ticket).await, 409, "sold_out");
 
     // No seat sold twice: Redis balances, and PostgreSQL never has more live bookings than seats.
     let pool = app.keys.pool(&sale, "p1");
@@ -163,7 +154,7 @@ async fn a_wiped_pool_is_refused_until_rebuilt_and_then_sells_no_seat_twice() {
         app.redis_int(&pool.sold()).await,
     );
     assert_eq!((available, held + sold), (0, CAPACITY as i64));
-    app.eventually(
+    eventually(
         "every hold in PostgreSQL",
         Duration::from_secs(30),
         || async {

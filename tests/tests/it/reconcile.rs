@@ -4,8 +4,8 @@
 use std::process::Command;
 use std::time::Duration;
 
+use floodgate_tests::eventually;
 use floodgate_tests::{binary, fresh_database, redis_url, unique, SaleSpec, TestApp};
-use serde_json::json;
 
 fn reconcile(app: &TestApp, database_url: &str, sale: &str, repair: bool) -> (i32, String) {
     let mut command = Command::new(binary("floodgate-booking"));
@@ -40,23 +40,17 @@ async fn an_injected_drift_is_reported_and_repair_fixes_it() {
     tokio::time::sleep(Duration::from_millis(600)).await; // past the opening
                                                           // Two seats sold (one booking of two), one held.
     let token = app.token(&sale, 1, 2, 60_000);
-    let (status, sold) = app
-        .reserve(&sale, &token, "k1", &json!({"pool": "p1", "seats": 2}))
+    let sold = app
+        .reserve(&sale, &token, "k1", "p1", 2)
+        .await
+        .expect("201");
+    app.pay(&sale, &sold.reservation_id, &sold.secret, "succeed")
         .await;
-    assert_eq!(status, 201, "{sold}");
-    app.pay(
-        &sale,
-        sold["reservation_id"].as_str().unwrap(),
-        sold["secret"].as_str().unwrap(),
-        json!({"outcome": "succeed"}),
-    )
-    .await;
     let token = app.token(&sale, 2, 2, 60_000);
-    let (status, held) = app
-        .reserve(&sale, &token, "k2", &json!({"pool": "p1", "seats": 1}))
-        .await;
-    assert_eq!(status, 201, "{held}");
-    app.eventually(
+    app.reserve(&sale, &token, "k2", "p1", 1)
+        .await
+        .expect("201");
+    eventually(
         "the sale in PostgreSQL",
         Duration::from_secs(30),
         || async {

@@ -3,8 +3,8 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use floodgate_tests::{unique, SaleSpec, TestApp};
-use serde_json::json;
+use floodgate_contract::api::booking::ReservationCreated;
+use floodgate_tests::{eventually, unique, Answer, SaleSpec, TestApp};
 
 const SEATS: u32 = 500;
 const ATTEMPTS: usize = 2_000;
@@ -26,8 +26,6 @@ async fn two_thousand_concurrent_attempts_take_exactly_five_hundred_seats() {
         },
     )
     .await;
-    let body = json!({ "pool": "p1", "seats": 1 });
-
     let attempts: Vec<(usize, String, String)> = (0..ATTEMPTS)
         .map(|i| {
             (
@@ -42,12 +40,12 @@ async fn two_thousand_concurrent_attempts_take_exactly_five_hundred_seats() {
         (0..copies).map(move |_| (*i, token, key))
     });
     let answers = futures::future::join_all(requests.map(|(i, token, key)| {
-        let (app, sale, body) = (&app, &sale, &body);
-        async move { (i, app.reserve(sale, token, key, body).await) }
+        let (app, sale) = (&app, &sale);
+        async move { (i, app.reserve(sale, token, key, "p1", 1).await) }
     }))
     .await;
 
-    let mut by_attempt: HashMap<usize, Vec<(u16, serde_json::Value)>> = HashMap::new();
+    let mut by_attempt: HashMap<usize, Vec<Answer<ReservationCreated>>> = HashMap::new();
     for (i, answer) in answers {
         by_attempt.entry(i).or_default().push(answer);
     }
@@ -58,13 +56,15 @@ async fn two_thousand_concurrent_attempts_take_exactly_five_hundred_seats() {
             answers.windows(2).all(|w| w[0] == w[1]),
             "attempt {i} got different answers: {answers:?}"
         );
-        let (status, body) = &answers[0];
-        match status {
-            201 => {
-                reservations.insert(body["reservation_id"].as_str().unwrap().to_owned());
+        match &answers[0] {
+            Ok(created) => {
+                reservations.insert(created.reservation_id.clone());
             }
-            409 => assert_eq!(body["error"], "sold_out", "{body}"),
-            other => panic!("attempt {i}: unexpected {other} {body}"),
+            Err(refused) => assert_eq!(
+                (refused.status(), refused.code()),
+                (409, "sold_out"),
+                "attempt {i}: {refused}"
+            ),
         }
     }
     assert_eq!(by_attempt.len(), ATTEMPTS);
@@ -96,7 +96,7 @@ async fn two_thousand_concurrent_attempts_take_exactly_five_hundred_seats() {
         .await
         .unwrap()
     };
-    app.eventually("every 201 persisted", Duration::from_secs(60), || async {
+    eventually("every 201 persisted", Duration::from_secs(60), || async {
         count().await == SEATS as i64
     })
     .await;

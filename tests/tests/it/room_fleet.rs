@@ -6,6 +6,7 @@ use std::time::Duration;
 use floodgate_contract::ws::close;
 use floodgate_gateway::scripts::room::Advanced;
 use floodgate_tests::client::{Heard, RoomClient};
+use floodgate_tests::eventually;
 use floodgate_tests::gateways::{GatewayProcess, GatewayTimings};
 use floodgate_tests::{fresh_db, unique, SaleSpec, TestApp};
 
@@ -149,7 +150,7 @@ async fn killing_the_leader_hands_over_admission_and_its_clients_keep_their_plac
     }
     // Admission runs for a while, then the leader dies without a word.
     let frontier = app.keys.sale(&sale).frontier();
-    app.eventually("some admissions", WAIT, || async {
+    eventually("some admissions", WAIT, || async {
         app.redis_int(&frontier).await >= 6
     })
     .await;
@@ -289,7 +290,7 @@ async fn a_former_leader_cannot_advance_with_its_old_fencing_token(db: sqlx::PgP
     assert_eq!(advance(a.clone()).await, 1, "the holder advances");
 
     // a stalls past its lease; b takes over with a new epoch.
-    app.eventually("a's lease lapses", WAIT, || async {
+    eventually("a's lease lapses", WAIT, || async {
         leader(&app, &sale).await.is_empty()
     })
     .await;

@@ -5,6 +5,7 @@ mod review;
 use std::time::Duration;
 
 use floodgate_contract::ws::{close, ServerMessage};
+use floodgate_tests::eventually;
 use floodgate_tests::{unique, SaleSpec, TestApp};
 use futures::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
@@ -211,13 +212,12 @@ async fn one_address_may_hold_only_so_many_sessions(db: sqlx::PgPool) {
     // One leaves: its slot comes back and someone else from the address gets in.
     let mut leaving = held.pop().unwrap();
     leaving.close(None).await.unwrap();
-    let (_again, _) = app
-        .wait_for("a slot freed", Duration::from_secs(10), || async {
-            tokio_tungstenite::connect_async(app.ws_url(&sale))
-                .await
-                .ok()
-        })
-        .await;
+    let (_again, _) = eventually("a slot freed", Duration::from_secs(10), || async {
+        tokio_tungstenite::connect_async(app.ws_url(&sale))
+            .await
+            .ok()
+    })
+    .await;
 }
 
 #[sqlx::test(migrations = "../migrations")]

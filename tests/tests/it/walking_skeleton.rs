@@ -6,8 +6,11 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use floodgate_contract::api::booking::ReservationCreated;
+use floodgate_contract::reservation::ReservationState;
 use floodgate_contract::token::AdmissionClaims;
 use floodgate_contract::ws::ServerMessage;
+use floodgate_tests::eventually;
 use floodgate_tests::{unique, SaleSpec, TestApp};
 use futures::StreamExt;
 use tokio_tungstenite::tungstenite::Message;
@@ -20,8 +23,8 @@ const RATE: f64 = 25.0;
 #[derive(Debug)]
 enum Ending {
     Reserved {
-        body: serde_json::Value,
-        retry_body: serde_json::Value,
+        body: Box<ReservationCreated>,
+        retry_body: Box<ReservationCreated>,
     },
     /// 409 sold_out from the booking API.
     RefusedSoldOut,
@@ -92,29 +95,28 @@ async fn client(app: &TestApp, sale: &str, won: &Won) -> ClientLog {
     );
 
     let key = uuid::Uuid::new_v4().to_string();
-    let body = serde_json::json!({ "pool": "p1", "seats": 1 });
-    let (status, reply) = app.reserve(sale, &token, &key, &body).await;
-    let ending = match status {
-        201 => {
-            let (retry_status, retry_body) = app.reserve(sale, &token, &key, &body).await;
-            assert_eq!(
-                retry_status, 201,
-                "a retry with the same key gets the same answer"
-            );
-            won.lock().unwrap().push((
-                reply["reservation_id"].as_str().unwrap().to_owned(),
-                reply["secret"].as_str().unwrap().to_owned(),
-            ));
+    let ending = match app.reserve(sale, &token, &key, "p1", 1).await {
+        Ok(reply) => {
+            let retry_body = app
+                .reserve(sale, &token, &key, "p1", 1)
+                .await
+                .expect("a retry with the same key gets the same answer");
+            won.lock()
+                .unwrap()
+                .push((reply.reservation_id.clone(), reply.secret.clone()));
             Ending::Reserved {
-                body: reply,
-                retry_body,
+                body: Box::new(reply),
+                retry_body: Box::new(retry_body),
             }
         }
-        409 => {
-            assert_eq!(reply["error"], "sold_out", "{reply}");
+        Err(refused) => {
+            assert_eq!(
+                (refused.status(), refused.code()),
+                (409, "sold_out"),
+                "{refused}"
+            );
             Ending::RefusedSoldOut
         }
-        other => panic!("unexpected {other}: {reply}"),
     };
     ClientLog {
         ticket,
@@ -144,7 +146,7 @@ async fn fifty_clients_ten_seats_exactly_ten_reservations(db: sqlx::PgPool) {
     // available, but holds could still return some). Once the ten pay, nothing can return: the
     // waiting room tells everyone left that the sale is sold out.
     let payer = async {
-        app.eventually(
+        eventually(
             "ten PENDING_PAYMENT bookings in PostgreSQL",
             Duration::from_secs(60),
             || async { count().await >= SEATS as i64 },
@@ -153,8 +155,7 @@ async fn fifty_clients_ten_seats_exactly_ten_reservations(db: sqlx::PgPool) {
         let won = won.lock().unwrap().clone();
         assert_eq!(won.len(), SEATS as usize);
         for (id, secret) in &won {
-            app.pay(&sale, id, secret, serde_json::json!({"outcome": "succeed"}))
-                .await;
+            app.pay(&sale, id, secret, "succeed").await;
         }
     };
     let (logs, ()) = tokio::join!(
@@ -231,12 +232,9 @@ async fn fifty_clients_ten_seats_exactly_ten_reservations(db: sqlx::PgPool) {
         match &log.ending {
             Ending::Reserved { body, retry_body } => {
                 assert_eq!(body, retry_body, "the retry got the identical 201 body");
-                assert_eq!(body["status"], "held");
-                assert!(body["secret"].as_str().is_some_and(|s| s.len() >= 32));
-                reserved.insert(
-                    body["reservation_id"].as_str().unwrap().to_owned(),
-                    log.ticket,
-                );
+                assert_eq!(body.status, ReservationState::Held);
+                assert!(body.secret.len() >= 32);
+                reserved.insert(body.reservation_id.clone(), log.ticket);
             }
             Ending::RefusedSoldOut | Ending::ToldSoldOut => {}
         }
@@ -254,7 +252,7 @@ async fn fifty_clients_ten_seats_exactly_ten_reservations(db: sqlx::PgPool) {
     assert_eq!(app.redis_int(&pool.sold()).await, SEATS as i64);
 
     // PostgreSQL: exactly the ten reservations, one row each, retries absorbed, now paid.
-    app.eventually(
+    eventually(
         "ten CONFIRMED bookings",
         Duration::from_secs(30),
         || async { app.bookings(&sale, "CONFIRMED").await == SEATS as i64 },

@@ -9,10 +9,12 @@ use floodgate_booking::gatekeeper::{
     Gatekeeper, Paid, ReserveError, ReserveRequest, WebhookTarget,
 };
 use floodgate_booking::payments::{PaymentObject, WebhookEvent};
+use floodgate_contract::api::booking::ReservationCreated;
 use floodgate_contract::ids::reservation_id;
 use floodgate_contract::token::AdmissionClaims;
 use floodgate_tests::chaos::ChaosProxy;
-use floodgate_tests::{redis_url, unique, TestApp};
+use floodgate_tests::eventually;
+use floodgate_tests::{assert_refused, redis_url, unique, TestApp};
 
 use super::{key, open_sale};
 use serde_json::{json, Value};
@@ -109,15 +111,10 @@ async fn defect_07_a_refusal_racing_a_same_key_retry_never_frees_a_token_that_ho
     let app = TestApp::spawn(db).await;
     let sale = open_sale(&app, &[("p1", 1), ("p2", 5)]).await;
     // Someone holds p1's only seat.
-    let (status, first) = app
-        .reserve(
-            &sale,
-            &app.token(&sale, 1, 1, 60_000),
-            &key(),
-            &one_seat("p1"),
-        )
-        .await;
-    assert_eq!(status, 201, "{first}");
+    let first = app
+        .reserve(&sale, &app.token(&sale, 1, 1, 60_000), &key(), "p1", 1)
+        .await
+        .expect("201");
     let direct = Gatekeeper::connect(app.redis.clone(), app.keys.clone())
         .await
         .unwrap();
@@ -149,12 +146,12 @@ async fn defect_07_a_refusal_racing_a_same_key_retry_never_frees_a_token_that_ho
             slow.reserve(&request, &id, "secret-x").await
         })
     };
-    app.eventually("X's refusal is decided", WAIT, || async {
+    eventually("X's refusal is decided", WAIT, || async {
         proxy.waiting() == 1
     })
     .await;
     // The held seat comes back (its payment failed)...
-    let held = first["reservation_id"].as_str().unwrap();
+    let held = first.reservation_id.as_str();
     direct
         .start_payment(&sale, "p1", held, "pay-failed")
         .await
@@ -207,7 +204,7 @@ struct Race {
     token: String,
     key: String,
     x: tokio::task::JoinHandle<u16>,
-    y: (u16, Value),
+    y: ReservationCreated,
 }
 
 async fn race_a_stranded_request(app: &TestApp, timeout_ms: u64) -> Race {
@@ -228,13 +225,15 @@ async fn race_a_stranded_request(app: &TestApp, timeout_ms: u64) -> Race {
         tokio::spawn(async move { request.send().await.unwrap().status().as_u16() })
     };
     let pointer = app.keys.pool(&sale, "p1").token_reservation(&jti);
-    app.eventually("X's hold exists", WAIT, || async {
+    eventually("X's hold exists", WAIT, || async {
         app.redis_int_cmd("EXISTS", &pointer).await == 1
     })
     .await;
     // Y, the same request on a healthy instance, publishes the same event and gets its ack.
-    let y = app.reserve(&sale, &token, &same_key, &one_seat("p1")).await;
-    assert_eq!(y.0, 201, "{}", y.1);
+    let y = app
+        .reserve(&sale, &token, &same_key, "p1", 1)
+        .await
+        .expect("Y gets its 201");
     Race {
         sale,
         token,
@@ -252,7 +251,7 @@ async fn defect_08_a_201_is_never_given_for_a_hold_that_another_request_aborts(d
         token,
         key,
         x,
-        y: (_, y),
+        y,
     } = race_a_stranded_request(&app, 3_000).await;
     // X never saw its ack; it either says so (503) or finds the hold durable and gives Y's
     // answer (201). Either way it may not take back what Y promised.
@@ -260,14 +259,10 @@ async fn defect_08_a_201_is_never_given_for_a_hold_that_another_request_aborts(d
     assert!(x == 503 || x == 201, "{x}");
 
     // What Y was promised still stands.
-    let id = y["reservation_id"].as_str().unwrap();
-    let now = view(&app, &sale, id, y["secret"].as_str().unwrap()).await;
+    let now = view(&app, &sale, &y.reservation_id, &y.secret).await;
     assert_eq!(now["status"], "held", "a 201 promised a live hold: {now}");
-    let (status, again) = app.reserve(&sale, &token, &key, &one_seat("p1")).await;
-    assert_eq!(
-        (status, &again["reservation_id"]),
-        (201, &y["reservation_id"])
-    );
+    let again = app.reserve(&sale, &token, &key, "p1", 1).await;
+    assert_eq!(again.expect("a replay").reservation_id, y.reservation_id);
 }
 
 #[sqlx::test(migrations = "../migrations")]
@@ -278,16 +273,12 @@ async fn defect_08_a_late_abort_of_a_sold_reservation_leaves_its_token_spent(db:
         token,
         key,
         x,
-        y: (_, y),
+        y,
     } = race_a_stranded_request(&app, 4_000).await;
-    let (id, secret) = (
-        y["reservation_id"].as_str().unwrap().to_owned(),
-        y["secret"].as_str().unwrap().to_owned(),
-    );
+    let (id, secret) = (y.reservation_id, y.secret);
     // The buyer pays at once: the seat is sold while X still waits.
-    app.pay(&sale, &id, &secret, json!({"outcome": "succeed"}))
-        .await;
-    app.eventually("the seat is sold", WAIT, || async {
+    app.pay(&sale, &id, &secret, "succeed").await;
+    eventually("the seat is sold", WAIT, || async {
         view(&app, &sale, &id, &secret).await["status"] == "confirmed"
     })
     .await;
@@ -295,11 +286,10 @@ async fn defect_08_a_late_abort_of_a_sold_reservation_leaves_its_token_spent(db:
     assert!(x == 503 || x == 201, "{x}");
 
     // X's late abort changed nothing: a retry replays the sold reservation, no second hold.
-    let (status, again) = app.reserve(&sale, &token, &key, &one_seat("p1")).await;
-    assert_eq!(status, 201, "{again}");
+    let again = app.reserve(&sale, &token, &key, "p1", 1).await;
     assert_eq!(
-        again["reservation_id"],
-        id.as_str(),
+        again.expect("a replay").reservation_id,
+        id,
         "one reservation per token"
     );
     let pool = app.keys.pool(&sale, "p1");
@@ -318,8 +308,9 @@ async fn defect_09_a_claim_lives_as_long_as_its_token_can_be_presented(db: sqlx:
     let sale = open_sale(&app, &[("p1", 5)]).await;
     let lifetime_ms: i64 = 30 * 3600 * 1000;
     let token = app.token(&sale, 1, 1, lifetime_ms);
-    let (status, body) = app.reserve(&sale, &token, &key(), &one_seat("p1")).await;
-    assert_eq!(status, 201, "{body}");
+    app.reserve(&sale, &token, &key(), "p1", 1)
+        .await
+        .expect("201");
     let claim = app.keys.sale(&sale).token(&claims(&app, &token).jti);
     let ttl_ms: i64 = redis::cmd("PTTL")
         .arg(&claim)
@@ -344,13 +335,14 @@ async fn defect_10_a_lost_pool_does_not_spend_the_token(db: sqlx::PgPool) {
         .await
         .unwrap();
     let token = app.token(&sale, 1, 1, 60_000);
-    let (status, body) = app.reserve(&sale, &token, &key(), &one_seat("p1")).await;
-    assert_eq!(
-        (status, body["error"].as_str()),
-        (503, Some("pool_unavailable"))
+    assert_refused(
+        app.reserve(&sale, &token, &key(), "p1", 1).await,
+        503,
+        "pool_unavailable",
     );
-    let (status, body) = app.reserve(&sale, &token, &key(), &one_seat("p2")).await;
-    assert_eq!(status, 201, "the refusal left the token unspent: {body}");
+    app.reserve(&sale, &token, &key(), "p2", 1)
+        .await
+        .expect("the refusal left the token unspent");
 }
 
 #[sqlx::test(migrations = "../migrations")]
@@ -362,16 +354,11 @@ async fn defect_11_no_pool_script_changes_anything_when_its_config_is_missing(db
         .unwrap();
     let mut ids = Vec::new();
     for ticket in 1..=2 {
-        let (status, body) = app
-            .reserve(
-                &sale,
-                &app.token(&sale, ticket, 1, 60_000),
-                &key(),
-                &one_seat("p1"),
-            )
-            .await;
-        assert_eq!(status, 201, "{body}");
-        ids.push(body["reservation_id"].as_str().unwrap().to_owned());
+        let created = app
+            .reserve(&sale, &app.token(&sale, ticket, 1, 60_000), &key(), "p1", 1)
+            .await
+            .expect("201");
+        ids.push(created.reservation_id);
     }
     // The second is sold, and a second payment for it waits for its refund.
     let sold = WebhookTarget {
@@ -498,18 +485,13 @@ async fn defect_11_no_pool_script_changes_anything_when_its_config_is_missing(db
 async fn defect_12_rebuilding_an_intact_pool_writes_nothing(db: sqlx::PgPool) {
     let app = TestApp::spawn(db.clone()).await;
     let sale = open_sale(&app, &[("p1", 5)]).await;
-    let (status, body) = app
-        .reserve(
-            &sale,
-            &app.token(&sale, 1, 1, 60_000),
-            &key(),
-            &one_seat("p1"),
-        )
-        .await;
-    assert_eq!(status, 201, "{body}");
-    let id = body["reservation_id"].as_str().unwrap();
+    let body = app
+        .reserve(&sale, &app.token(&sale, 1, 1, 60_000), &key(), "p1", 1)
+        .await
+        .expect("201");
+    let id = body.reservation_id.as_str();
     // The consumer has the booking, as a rebuild expects.
-    app.eventually("the booking row is written", WAIT, || async {
+    eventually("the booking row is written", WAIT, || async {
         app.bookings(&sale, "PENDING_PAYMENT").await == 1
     })
     .await;
@@ -518,7 +500,7 @@ async fn defect_12_rebuilding_an_intact_pool_writes_nothing(db: sqlx::PgPool) {
         floodgate_booking::rebuild::rebuild(&db, &app.redis, &app.keys, &sale, "p1").await;
     assert!(refused.is_err(), "an intact pool is not rebuilt");
     assert_eq!(pool_snapshot(&app, &sale, "p1").await, before);
-    let secret = body["secret"].as_str().unwrap();
+    let secret = body.secret.as_str();
     assert_eq!(view(&app, &sale, id, secret).await["status"], "held");
 }
 
@@ -579,7 +561,7 @@ async fn pay_at_sandbox(app: &TestApp, sale: &str, reference: &str, amount: i64)
 }
 
 async fn sandbox_status_becomes(app: &TestApp, payment: &str, status: &str) {
-    app.eventually(&format!("payment {payment} is {status}"), WAIT, || async {
+    eventually(&format!("payment {payment} is {status}"), WAIT, || async {
         app.get_json(&format!("http://{}/v1/payments/{payment}", app.sandbox))
             .await["status"]
             == status
@@ -593,16 +575,11 @@ async fn defect_13_money_for_a_lost_pool_is_retried_and_for_no_reservation_refun
 ) {
     let app = TestApp::spawn(db.clone()).await;
     let sale = open_sale(&app, &[("p1", 5)]).await;
-    let (status, body) = app
-        .reserve(
-            &sale,
-            &app.token(&sale, 1, 1, 60_000),
-            &key(),
-            &one_seat("p1"),
-        )
-        .await;
-    assert_eq!(status, 201, "{body}");
-    let id = body["reservation_id"].as_str().unwrap().to_owned();
+    let id = app
+        .reserve(&sale, &app.token(&sale, 1, 1, 60_000), &key(), "p1", 1)
+        .await
+        .expect("201")
+        .reservation_id;
 
     // The pool's whole state is lost (a restart without persistence), not yet rebuilt.
     let pattern = format!("{}{{p:{sale}/p1}}*", app.keys.prefix());
@@ -648,17 +625,11 @@ async fn defect_13_money_for_a_lost_pool_is_retried_and_for_no_reservation_refun
 async fn defect_14_only_the_started_payment_of_the_right_amount_confirms(db: sqlx::PgPool) {
     let app = TestApp::spawn(db).await;
     let sale = open_sale(&app, &[("p1", 5)]).await;
-    let (status, body) = app
-        .reserve(
-            &sale,
-            &app.token(&sale, 1, 1, 60_000),
-            &key(),
-            &one_seat("p1"),
-        )
-        .await;
-    assert_eq!(status, 201, "{body}");
-    let id = body["reservation_id"].as_str().unwrap().to_owned();
-    let secret = body["secret"].as_str().unwrap().to_owned();
+    let created = app
+        .reserve(&sale, &app.token(&sale, 1, 1, 60_000), &key(), "p1", 1)
+        .await
+        .expect("201");
+    let (id, secret) = (created.reservation_id, created.secret);
     let (status, started) = app
         .answer(
             app.http
@@ -948,7 +919,7 @@ async fn defect_21_every_field_error_has_its_documented_code(db: sqlx::PgPool) {
         json!(0),
     ] {
         let (status, reply) = app
-            .reserve(
+            .post_reservation(
                 &sale,
                 &token,
                 &key(),

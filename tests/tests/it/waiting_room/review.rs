@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use floodgate_tests::chaos::ChaosProxy;
 use floodgate_tests::client::RoomClient;
+use floodgate_tests::eventually;
 use floodgate_tests::{redis_url, unique, SaleSpec, TestApp, TestOptions};
 use futures::{SinkExt, StreamExt};
 use tokio::io::AsyncWriteExt;
@@ -58,7 +59,7 @@ async fn defect_01_an_unknown_sale_starts_no_room_and_writes_no_key(db: sqlx::Pg
     let sale = pending_sale(&app).await;
     let _client = RoomClient::join(&app.ws_url(&sale)).await.expect("joins");
     let leader = app.keys.sale(&sale).leader();
-    app.eventually("the real sale's room ticks", WAIT, || async {
+    eventually("the real sale's room ticks", WAIT, || async {
         exists(&app, &leader).await
     })
     .await;
@@ -81,7 +82,7 @@ async fn defect_01_an_idle_room_retires_and_takes_this_gateways_keys_with_it(db:
     let sale = pending_sale(&app).await;
     let keys = app.keys.sale(&sale);
     let client = RoomClient::join(&app.ws_url(&sale)).await.expect("joins");
-    app.eventually("the room takes the lease", WAIT, || async {
+    eventually("the room takes the lease", WAIT, || async {
         exists(&app, &keys.leader()).await
     })
     .await;
@@ -91,7 +92,7 @@ async fn defect_01_an_idle_room_retires_and_takes_this_gateways_keys_with_it(db:
     );
 
     client.leave().await;
-    app.eventually("the room retires", WAIT, || async {
+    eventually("the room retires", WAIT, || async {
         app.metric(app.gateway_admin, "floodgate_rooms").await == Some(0.0)
     })
     .await;
@@ -106,7 +107,7 @@ async fn defect_01_an_idle_room_retires_and_takes_this_gateways_keys_with_it(db:
     // The next join starts the room again.
     let mut again = RoomClient::join(&app.ws_url(&sale)).await.expect("joins");
     assert_eq!(again.ticket, 2);
-    app.eventually("the room leads again", WAIT, || async {
+    eventually("the room leads again", WAIT, || async {
         exists(&app, &keys.leader()).await
     })
     .await;
@@ -143,7 +144,7 @@ async fn defect_02_a_ticket_whose_upgrade_never_completes_is_given_back(db: sqlx
         app.gateway
     );
     stream.write_all(request.as_bytes()).await.unwrap();
-    app.eventually("the ticket is taken", WAIT, || async {
+    eventually("the ticket is taken", WAIT, || async {
         app.redis_int(&keys.seq()).await == 2
     })
     .await;
@@ -157,7 +158,7 @@ async fn defect_02_a_ticket_whose_upgrade_never_completes_is_given_back(db: sqlx
 
     // The ticket nobody holds leaves the line (its grace starts, so the controller skips it)
     // instead of staying live, being admitted and taking a place under the cap and the stock.
-    app.eventually("the phantom ticket leaves", WAIT, || async {
+    eventually("the phantom ticket leaves", WAIT, || async {
         let departed: Option<f64> = redis::cmd("ZSCORE")
             .arg(keys.gone())
             .arg(2)
@@ -184,7 +185,7 @@ async fn leader_ticks(app: &TestApp, sale: &str, n: usize) {
     };
     let last = std::cell::Cell::new(pttl().await);
     for _ in 0..n {
-        app.eventually("the controller ticks", WAIT, || async {
+        eventually("the controller ticks", WAIT, || async {
             let (before, at) = last.get();
             let (now, now_at) = pttl().await;
             last.set((now, now_at));
@@ -312,7 +313,7 @@ async fn defect_05_a_final_draw_is_cacheable_and_an_open_one_is_not_cached_long(
         open_cache.contains("max-age=1") || open_cache.contains("no-cache"),
         "the open pre-queue changes: {open_cache:?}"
     );
-    app.eventually("the draw is made", WAIT, || async {
+    eventually("the draw is made", WAIT, || async {
         app.get_json(&draw).await["status"] == "drawn"
     })
     .await;

@@ -1,0 +1,341 @@
+//! The waiting room (docs/protocol.md 1): one connection ([`join`], then [`next`] until the
+//! wait ends), and a whole wait in line across dropped connections and drains
+//! ([`wait_in_line`]), reconnecting with the resume token after the prescribed back-off.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use floodgate_contract::api::ErrorBody;
+use floodgate_contract::ws::{close, ServerMessage};
+use futures::StreamExt;
+use tokio::net::TcpSocket;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+use tokio_tungstenite::tungstenite::http::HeaderName;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+
+use crate::backoff;
+
+/// One WebSocket to a gateway.
+pub type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Where and how to connect.
+#[derive(Clone, Debug)]
+pub struct Dial<'a> {
+    /// The gateway, `host:port`.
+    pub gateway: SocketAddr,
+    pub sale: &'a str,
+    /// A resume token from an earlier connection: take that ticket back.
+    pub resume: Option<&'a str>,
+    /// The local address to connect from (a load test spreads its sockets over several).
+    pub from: Option<IpAddr>,
+    /// Extra request headers (an `X-Forwarded-For` behind a trusted proxy, say).
+    pub headers: &'a [(&'a str, &'a str)],
+}
+
+impl Dial<'_> {
+    /// `ws://<gateway>/ws?sale=<sale>[&resume=<token>]`.
+    pub fn url(&self) -> String {
+        let mut url = format!("ws://{}/ws?sale={}", self.gateway, self.sale);
+        if let Some(token) = self.resume {
+            url.push_str("&resume=");
+            url.push_str(token);
+        }
+        url
+    }
+}
+
+/// Why a join did not get a ticket.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    /// Refused before the upgrade with a JSON error (docs/protocol.md 1.1).
+    #[error("{status} {}", body.as_ref().map_or("", |b| b.error.as_str()))]
+    Refused {
+        status: u16,
+        /// `Retry-After`, as sent.
+        retry_after: Option<String>,
+        body: Option<ErrorBody>,
+    },
+    /// No connection, no upgrade, or no ticket.
+    #[error("{0}")]
+    Broken(String),
+}
+
+/// The first message of a connection: the ticket this connection holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ticket {
+    pub ticket: u64,
+    pub resume_token: String,
+    pub resumed: bool,
+    /// For a ticket taken before the opening: its nonce in the pre-queue (new tickets only).
+    pub draw_nonce: Option<String>,
+    pub commitment: String,
+}
+
+/// What a connection heard next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Heard {
+    Message(ServerMessage),
+    /// The server's close frame: code and reason.
+    Closed(u16, String),
+    /// The connection ended without a close frame (the gateway died, the network broke).
+    Dropped,
+    /// A text frame that is not a protocol message.
+    Garbled(String),
+}
+
+/// How long a new connection may take to say which ticket it holds.
+const TICKET_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Connects as `dial` says and reads the ticket.
+pub async fn join(dial: &Dial<'_>) -> Result<(Socket, Ticket), JoinError> {
+    let mut ws = connect(dial).await?;
+    let ticket = read_ticket(&mut ws).await?;
+    Ok((ws, ticket))
+}
+
+/// Connects and upgrades as `dial` says, without reading anything.
+pub async fn connect(dial: &Dial<'_>) -> Result<Socket, JoinError> {
+    connect_url(&dial.url(), dial.from, dial.headers).await
+}
+
+/// Connects to a room URL as given (`ws://host:port/ws?sale=...`, with whatever query a test
+/// wants to send), from `from` if given, with extra request `headers`.
+pub async fn connect_url(
+    url: &str,
+    from: Option<IpAddr>,
+    headers: &[(&str, &str)],
+) -> Result<Socket, JoinError> {
+    let broken = |e: &dyn std::fmt::Display| JoinError::Broken(e.to_string());
+    let mut request = url.into_client_request().map_err(|e| broken(&e))?;
+    for (name, value) in headers {
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| broken(&e))?;
+        request
+            .headers_mut()
+            .insert(name, value.parse().map_err(|e| broken(&e))?);
+    }
+    let authority = request
+        .uri()
+        .authority()
+        .map(|a| a.as_str().to_owned())
+        .ok_or_else(|| broken(&"the URL names no gateway"))?;
+    let gateway = tokio::net::lookup_host(&authority)
+        .await
+        .map_err(|e| broken(&e))?
+        .next()
+        .ok_or_else(|| broken(&format!("{authority} resolves to nothing")))?;
+    let socket = match gateway {
+        SocketAddr::V4(_) => TcpSocket::new_v4(),
+        SocketAddr::V6(_) => TcpSocket::new_v6(),
+    }
+    .map_err(|e| broken(&e))?;
+    if let Some(from) = from {
+        socket
+            .bind(SocketAddr::new(from, 0))
+            .map_err(|e| broken(&e))?;
+    }
+    let stream = socket
+        .connect(gateway)
+        .await
+        .map_err(|e| broken(&format!("connect: {e}")))?;
+    let stream = tokio_tungstenite::MaybeTlsStream::Plain(stream);
+    match tokio_tungstenite::client_async(request, stream).await {
+        Ok((ws, _)) => Ok(ws),
+        Err(WsError::Http(response)) => Err(JoinError::Refused {
+            status: response.status().as_u16(),
+            retry_after: response
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+            body: response
+                .body()
+                .as_deref()
+                .and_then(|b| serde_json::from_slice(b).ok()),
+        }),
+        Err(e) => Err(broken(&format!("upgrade: {e}"))),
+    }
+}
+
+/// Reads a new connection's first message, its ticket.
+pub async fn read_ticket(ws: &mut Socket) -> Result<Ticket, JoinError> {
+    match next(ws, TICKET_TIMEOUT).await {
+        Some(Heard::Message(ServerMessage::Ticket {
+            ticket,
+            resume_token,
+            resumed,
+            draw_nonce,
+            commitment,
+            ..
+        })) => Ok(Ticket {
+            ticket,
+            resume_token,
+            resumed,
+            draw_nonce,
+            commitment,
+        }),
+        other => Err(JoinError::Broken(format!(
+            "expected a ticket first, got {other:?}"
+        ))),
+    }
+}
+
+/// The next thing `ws` heard within `timeout`; `None` if it stayed silent.
+pub async fn next(ws: &mut Socket, timeout: Duration) -> Option<Heard> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let frame = tokio::time::timeout_at(deadline, ws.next()).await.ok()?;
+        return Some(match frame {
+            Some(Ok(Message::Text(text))) => match serde_json::from_str(&text) {
+                Ok(message) => Heard::Message(message),
+                Err(e) => Heard::Garbled(format!("{e}: {text}")),
+            },
+            Some(Ok(Message::Close(Some(frame)))) => {
+                Heard::Closed(u16::from(frame.code), frame.reason.to_string())
+            }
+            Some(Ok(Message::Close(None))) => Heard::Closed(1005, String::new()),
+            // Pings are answered by the library; nothing else is for the client.
+            Some(Ok(_)) => continue,
+            Some(Err(_)) | None => Heard::Dropped,
+        });
+    }
+}
+
+/// How a wait in line ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Waited {
+    /// Admitted: the admission token.
+    Admitted(String),
+    /// The sale is over for this ticket (sold out, or close 4410).
+    SoldOut,
+    /// Gave up: why.
+    Failed(String),
+}
+
+/// A wait in line: where to connect, and what the client learnt on the way.
+#[derive(Debug)]
+pub struct Line<'a> {
+    /// Gateways to connect to, in turn (the first connection goes to the first).
+    pub gateways: &'a [SocketAddr],
+    pub sale: &'a str,
+    pub from: Option<IpAddr>,
+    /// Reconnections before giving up (the back-off makes about six in a 30 s grace).
+    pub reconnects: u32,
+    /// The ticket, once known.
+    pub ticket: Option<Ticket>,
+}
+
+impl<'a> Line<'a> {
+    pub fn new(gateways: &'a [SocketAddr], sale: &'a str) -> Self {
+        Self {
+            gateways,
+            sale,
+            from: None,
+            reconnects: 8,
+            ticket: None,
+        }
+    }
+}
+
+/// What one connection's messages came to.
+enum Connection {
+    Done(Waited),
+    /// It ended mid-wait; `drained` if the gateway said it was draining (1012).
+    Lost {
+        why: String,
+        drained: bool,
+    },
+}
+
+/// Waits in line the way docs/protocol.md 1.5 tells a client to (and the page does): when the
+/// connection drops, or the gateway closes it for anything but the end of the sale, reconnect
+/// to the next gateway with the resume token after the back-off, and keep the place.
+/// `connected` is called once, when the first connection holds a ticket.
+pub async fn wait_in_line(line: &mut Line<'_>, mut connected: impl FnMut()) -> Waited {
+    let mut why = String::from("no connection");
+    let mut resume: Option<String> = None;
+    for attempt in 0..=line.reconnects {
+        let gateway = line.gateways[attempt as usize % line.gateways.len()];
+        let dial = Dial {
+            gateway,
+            sale: line.sale,
+            resume: resume.as_deref(),
+            from: line.from,
+            headers: &[],
+        };
+        let drained = match join(&dial).await {
+            Ok((mut ws, ticket)) => {
+                if line.ticket.is_none() {
+                    connected();
+                }
+                resume = Some(ticket.resume_token.clone());
+                if !ticket.resumed || line.ticket.is_none() {
+                    line.ticket = Some(ticket);
+                }
+                match listen(&mut ws, &mut resume).await {
+                    Connection::Done(waited) => return waited,
+                    Connection::Lost { why: lost, drained } => {
+                        why = lost;
+                        drained
+                    }
+                }
+            }
+            // A ticket whose grace ran out (410) or that the sale never had (404) is over.
+            Err(JoinError::Refused {
+                status: status @ (404 | 410),
+                ..
+            }) if resume.is_some() => {
+                return Waited::Failed(format!("resume refused: {status}"));
+            }
+            Err(e) => {
+                why = format!("join: {e}");
+                false
+            }
+        };
+        // A first join that never got a ticket is not retried forever: one more try.
+        if attempt == line.reconnects || (line.ticket.is_none() && attempt > 0) {
+            break;
+        }
+        let delay = backoff::reconnect_delay(attempt, drained, &mut rand::thread_rng());
+        tokio::time::sleep(delay).await;
+    }
+    Waited::Failed(why)
+}
+
+/// Reads one connection until admission, the end of the sale, or the connection's loss; a
+/// drain's close reason is the (latest) resume token.
+async fn listen(ws: &mut Socket, resume: &mut Option<String>) -> Connection {
+    loop {
+        // The gateway pings every few seconds: a long silence is a dead connection.
+        let heard = next(ws, Duration::from_secs(60)).await;
+        match heard {
+            Some(Heard::Message(ServerMessage::Admitted { token, .. })) => {
+                return Connection::Done(Waited::Admitted(token))
+            }
+            Some(Heard::Message(ServerMessage::SoldOut)) => {
+                return Connection::Done(Waited::SoldOut)
+            }
+            Some(Heard::Message(_)) => {}
+            Some(Heard::Closed(close::SALE_OVER, _)) => return Connection::Done(Waited::SoldOut),
+            Some(Heard::Closed(code, reason)) => {
+                let drained = code == close::SERVICE_RESTART;
+                if drained && !reason.is_empty() {
+                    *resume = Some(reason.clone());
+                }
+                return Connection::Lost {
+                    why: format!("closed: {code} {reason}"),
+                    drained,
+                };
+            }
+            Some(Heard::Garbled(text)) => {
+                return Connection::Done(Waited::Failed(format!("unreadable message: {text}")))
+            }
+            Some(Heard::Dropped) | None => {
+                return Connection::Lost {
+                    why: "the connection dropped".into(),
+                    drained: false,
+                }
+            }
+        }
+    }
+}
