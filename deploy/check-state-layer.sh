@@ -45,7 +45,7 @@ while IFS= read -r file; do
       found=1
     done < <(grep -E -- "$regex" <<<"$code" || true)
   done
-done < <(find booking/src gateway/src consumer/src loadgen/src contract/src -name '*.rs' | sort)
+done < <(find booking/src gateway/src consumer/src loadgen/src contract/src client/src -name '*.rs' | sort)
 
 if ((found)); then
   echo "The Redis state is read and written through contract::state, contract::keys, the" >&2

@@ -29,8 +29,9 @@ psql -h 127.0.0.1 -U postgres -d postgres -Atqc \
 
 echo "[test] cargo fmt --check"
 cargo fmt --all -- --check
-echo "[test] the Redis state layer"
+echo "[test] the Redis state layer, file sizes"
 deploy/check-state-layer.sh
+deploy/check-file-sizes.sh
 echo "[test] cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # nextest runs every test in its own process (no shared global state between tests) and ends

@@ -11,10 +11,10 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::Json;
+use floodgate_contract::api::booking::WebhookAnswer;
 use floodgate_contract::api::code;
 use floodgate_contract::ids::{check_sale_id, reservation_pool};
 use secrecy::ExposeSecret;
-use serde_json::{json, Value};
 
 use crate::error::ApiError;
 use crate::gatekeeper::{Confirmation, Paid, Release, ReserveError, WebhookTarget};
@@ -26,7 +26,7 @@ pub async fn receive_webhook(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<WebhookAnswer>, ApiError> {
     let body = body.map_err(|_| {
         ApiError::PayloadTooLarge(code::BODY_TOO_LARGE, "the webhook body is too large".into())
     })?;
@@ -76,10 +76,10 @@ pub async fn receive_webhook(
         "refund.succeeded" | "refund.failed" => refund_result(&state, &event).await?,
         other => {
             tracing::debug!(kind = other, "webhook type not handled");
-            json!({ "result": "ignored", "reason": "event type not handled" })
+            WebhookAnswer::because("ignored", "event type not handled")
         }
     };
-    let outcome = result["result"].as_str().unwrap_or("?").to_owned();
+    let outcome = result.result.clone();
     // Only known types become label values: a provider's new types must not grow the series.
     let kind: &'static str = match event.kind.as_str() {
         "payment.succeeded" => "payment.succeeded",
@@ -104,7 +104,10 @@ fn target_of(event: &WebhookEvent) -> Option<WebhookTarget<'_>> {
     })
 }
 
-async fn payment_succeeded(state: &AppState, event: &WebhookEvent) -> Result<Value, ApiError> {
+async fn payment_succeeded(
+    state: &AppState,
+    event: &WebhookEvent,
+) -> Result<WebhookAnswer, ApiError> {
     let data = &event.data;
     let Some(target) = target_of(event) else {
         return refund_unmatched(state, event, "unknown_reference").await;
@@ -120,17 +123,17 @@ async fn payment_succeeded(state: &AppState, event: &WebhookEvent) -> Result<Val
         .await
         .map_err(ReserveError::from)?;
     Ok(match confirmation {
-        Confirmation::Confirmed => json!({ "result": "confirmed" }),
+        Confirmation::Confirmed => WebhookAnswer::result("confirmed"),
         Confirmation::RefundRequired { reason } => {
             request_refund(state, &data.payment_id).await?;
-            json!({ "result": "refund_requested", "reason": reason })
+            WebhookAnswer::because("refund_requested", reason)
         }
         // A redelivery after a failed refund request: ask again (refunds are idempotent).
         Confirmation::Duplicate(earlier) if earlier == "refund_required" => {
             request_refund(state, &data.payment_id).await?;
-            json!({ "result": "duplicate", "earlier": earlier })
+            WebhookAnswer::duplicate(earlier)
         }
-        Confirmation::Duplicate(earlier) => json!({ "result": "duplicate", "earlier": earlier }),
+        Confirmation::Duplicate(earlier) => WebhookAnswer::duplicate(earlier),
         Confirmation::PoolUnavailable => {
             pool_lost_or_unknown(state, &target).await?;
             return refund_unmatched(state, event, "unknown_reservation").await;
@@ -141,9 +144,9 @@ async fn payment_succeeded(state: &AppState, event: &WebhookEvent) -> Result<Val
     })
 }
 
-async fn payment_failed(state: &AppState, event: &WebhookEvent) -> Result<Value, ApiError> {
+async fn payment_failed(state: &AppState, event: &WebhookEvent) -> Result<WebhookAnswer, ApiError> {
     let Some(target) = target_of(event) else {
-        return Ok(json!({ "result": "ignored", "reason": "unknown reservation" }));
+        return Ok(WebhookAnswer::because("ignored", "unknown reservation"));
     };
     let released = state
         .gatekeeper
@@ -151,18 +154,21 @@ async fn payment_failed(state: &AppState, event: &WebhookEvent) -> Result<Value,
         .await
         .map_err(ReserveError::from)?;
     Ok(match released {
-        Release::Released => json!({ "result": "released" }),
-        Release::Ignored(now) => json!({ "result": "ignored", "reservation": now }),
-        Release::Duplicate(earlier) => json!({ "result": "duplicate", "earlier": earlier }),
+        Release::Released => WebhookAnswer::result("released"),
+        Release::Ignored(now) => WebhookAnswer {
+            reservation: Some(now),
+            ..WebhookAnswer::result("ignored")
+        },
+        Release::Duplicate(earlier) => WebhookAnswer::duplicate(earlier),
         Release::PoolUnavailable => {
             pool_lost_or_unknown(state, &target).await?;
-            json!({ "result": "ignored", "reason": "unknown reservation" })
+            WebhookAnswer::because("ignored", "unknown reservation")
         }
-        Release::Unknown => json!({ "result": "ignored", "reason": "unknown reservation" }),
+        Release::Unknown => WebhookAnswer::because("ignored", "unknown reservation"),
     })
 }
 
-async fn refund_result(state: &AppState, event: &WebhookEvent) -> Result<Value, ApiError> {
+async fn refund_result(state: &AppState, event: &WebhookEvent) -> Result<WebhookAnswer, ApiError> {
     let data = &event.data;
     let succeeded = event.kind == "refund.succeeded";
     if !succeeded {
@@ -170,18 +176,18 @@ async fn refund_result(state: &AppState, event: &WebhookEvent) -> Result<Value, 
     }
     let Some(target) = target_of(event) else {
         // A refund of money that matched nothing: its record is in unmatched_payments.
-        return Ok(json!({ "result": "ignored", "reason": "unknown reservation" }));
+        return Ok(WebhookAnswer::because("ignored", "unknown reservation"));
     };
     match state
         .gatekeeper
         .refund_result(&target, &data.payment_id, succeeded)
         .await
     {
-        Ok(outcome) => Ok(json!({ "result": outcome })),
+        Ok(outcome) => Ok(WebhookAnswer::result(outcome)),
         Err(e) => {
             pool_lost_or_unknown(state, &target).await?;
             tracing::debug!(error = %e, "refund result for a pool the catalog does not know");
-            Ok(json!({ "result": "ignored", "reason": "unknown reservation" }))
+            Ok(WebhookAnswer::because("ignored", "unknown reservation"))
         }
     }
 }
@@ -218,7 +224,7 @@ async fn refund_unmatched(
     state: &AppState,
     event: &WebhookEvent,
     reason: &'static str,
-) -> Result<Value, ApiError> {
+) -> Result<WebhookAnswer, ApiError> {
     let data = &event.data;
     tracing::error!(reference = %data.reference, payment = %data.payment_id, amount = data.amount_minor, %reason, "money for no reservation: refunding");
     sqlx::query(
@@ -247,7 +253,7 @@ async fn refund_unmatched(
     .await
     .map_err(catalog_unavailable)?;
     metrics::counter!("floodgate_unmatched_payments_total", "reason" => reason).increment(1);
-    Ok(json!({ "result": "refund_requested", "reason": reason }))
+    Ok(WebhookAnswer::because("refund_requested", reason))
 }
 
 fn catalog_unavailable(e: sqlx::Error) -> ApiError {

@@ -44,6 +44,7 @@ use anyhow::Context as _;
 use axum::routing::get;
 use axum::{Json, Router};
 use dashmap::DashMap;
+use floodgate_contract::api::booking::Health;
 use floodgate_contract::api::code;
 use floodgate_contract::keys::Keys;
 use floodgate_contract::resume::ResumeKey;
@@ -311,8 +312,8 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-async fn health() -> Json<serde_json::Value> {
-    Json(serde_json::json!({ "status": "ok" }))
+async fn health() -> Json<Health> {
+    Json(Health::ok())
 }
 
 /// The admin listener's routes: what operators and Prometheus read, never the public.

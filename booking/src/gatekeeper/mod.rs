@@ -31,6 +31,7 @@ pub mod arming;
 mod ops;
 pub mod repair;
 mod replies;
+mod requests;
 mod scripts;
 mod upkeep;
 
@@ -47,9 +48,9 @@ use replies::{
     protocol_error, Claim,
 };
 pub use replies::{
-    Abort, Ack, Confirmation, Hold, Paid, PaymentStart, Release, ReserveError, ReserveRequest,
-    StoredReservation, WebhookTarget,
+    Abort, Ack, Confirmation, Hold, PaymentStart, Release, ReserveError, StoredReservation,
 };
+pub use requests::{Paid, ReserveRequest, WebhookTarget};
 pub use scripts::{Scripts, ATTEMPT_LIFETIME_MS};
 pub use upkeep::OutboxEntry;
 

@@ -1,7 +1,6 @@
 //! What the gatekeeper's scripts answer, as Rust types, each reply parsed in one function.
 
 use floodgate_contract::reservation::ReservationState;
-use floodgate_contract::token::AdmissionClaims;
 use floodgate_contract::UnixMillis;
 
 /// A hold on seats, as granted (or replayed) by `reserve.lua`.
@@ -214,31 +213,6 @@ pub(super) fn parse_start_payment(reply: &[String]) -> Result<PaymentStart, redi
         Some("not_armed") => PaymentStart::PoolUnavailable,
         _ => return Err(protocol_error("start_payment", reply)),
     })
-}
-
-/// The reservation a payment-provider webhook event is about.
-pub struct WebhookTarget<'a> {
-    pub sale: &'a str,
-    pub pool: &'a str,
-    pub reservation_id: &'a str,
-    /// The provider's event id.
-    pub event: &'a str,
-}
-
-/// A reservation request, already authenticated and validated.
-pub struct ReserveRequest<'a> {
-    pub claims: &'a AdmissionClaims,
-    pub pool: &'a str,
-    pub seats: u32,
-    pub idempotency_key: &'a str,
-}
-
-/// A payment as the provider reported it: what a confirmation is checked against.
-#[derive(Clone, Copy, Debug)]
-pub struct Paid<'a> {
-    pub payment_id: &'a str,
-    pub amount_minor: i64,
-    pub currency: &'a str,
 }
 
 /// Outcome of a successful payment's webhook (`confirm.lua`).

@@ -64,6 +64,46 @@ pub struct PaymentStarted {
     pub hold_expires_at_ms: UnixMillis,
 }
 
+/// `POST /v1/payments/webhook`, 200: what became of the event. The provider only needs the
+/// 200; the body says why, for its logs and an operator's, and a redelivery gets the same.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WebhookAnswer {
+    /// `confirmed`, `released`, `refund_requested`, `duplicate`, `ignored`, or what a refund's
+    /// outcome did to its reservation.
+    pub result: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// For a duplicate: the first delivery's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earlier: Option<String>,
+    /// For an ignored failure: the reservation's state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<String>,
+}
+
+impl WebhookAnswer {
+    pub fn result(result: impl Into<String>) -> Self {
+        Self {
+            result: result.into(),
+            ..Self::default()
+        }
+    }
+
+    pub fn because(result: &str, reason: impl Into<String>) -> Self {
+        Self {
+            reason: Some(reason.into()),
+            ..Self::result(result)
+        }
+    }
+
+    pub fn duplicate(earlier: impl Into<String>) -> Self {
+        Self {
+            earlier: Some(earlier.into()),
+            ..Self::result("duplicate")
+        }
+    }
+}
+
 /// `GET /healthz` of every service: the process is up (not whether its dependencies are).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Health {

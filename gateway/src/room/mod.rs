@@ -63,3 +63,21 @@ impl Room {
         self.shared.batches.lock().expect("lock").expiry_of(place)
     }
 }
+
+#[cfg(test)]
+impl Room {
+    /// A room as its task leaves it once it has learnt `draw` and the places in `dead`.
+    pub(crate) fn learnt(draw: Option<Draw>, dead: &[u64]) -> Self {
+        let shared = Shared::default();
+        if let Some(draw) = draw {
+            let _ = shared.draw.set(draw);
+        }
+        for place in dead {
+            shared.dead.write().expect("lock").insert(*place);
+        }
+        Room {
+            view: watch::channel(RoomView::default()).1,
+            shared: Arc::new(shared),
+        }
+    }
+}

@@ -32,6 +32,7 @@ fn sources() -> Scratch {
         "consumer/src",
         "loadgen/src",
         "contract/src",
+        "client/src",
     ] {
         let to = copy.path().join(crate_src);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
@@ -47,7 +48,11 @@ fn sources() -> Scratch {
 }
 
 fn check(root: &Path) -> (bool, String) {
-    let out = Command::new(repo().join("deploy/check-state-layer.sh"))
+    run("deploy/check-state-layer.sh", root)
+}
+
+fn run(script: &str, root: &Path) -> (bool, String) {
+    let out = Command::new(repo().join(script))
         .arg(root)
         .output()
         .unwrap();
@@ -139,4 +144,18 @@ fn test_modules_may_read_raw_keys() {
     .unwrap();
     let (ok, out) = check(copy.path());
     assert!(ok, "{out}");
+}
+
+#[test]
+fn the_file_size_check_fails_on_a_source_file_over_500_lines() {
+    let (ok, out) = run("deploy/check-file-sizes.sh", &repo());
+    assert!(ok, "{out}");
+    let copy = sources();
+    let path = copy.path().join("client/src/room.rs");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let padding = "// filler\n".repeat(501 - text.lines().count());
+    std::fs::write(&path, format!("{text}{padding}")).unwrap();
+    let (ok, out) = run("deploy/check-file-sizes.sh", copy.path());
+    assert!(!ok, "a 501-line file passed");
+    assert!(out.contains("client/src/room.rs: 501 lines"), "{out}");
 }

@@ -22,6 +22,9 @@ use tokio::time::{Instant, Sleep};
 
 use crate::room::{Room, RoomView};
 use crate::scripts::Scripts;
+use step::{Coalescer, Standing, Step};
+
+mod step;
 
 /// What every session of one sale on this gateway shares: made once per room, so a session
 /// itself carries only what is its own (every idle client pays for each byte of [`Session`]).
@@ -207,10 +210,8 @@ impl Session {
         view.mark_changed();
         // What the client was last told and what it is to be told next (coalesced): small
         // values, because every idle session carries them.
-        let mut shown: Option<Shown> = None;
-        let mut pending: Option<Shown> = None;
+        let mut shown = Coalescer::new(Instant::now());
         let mut standing = Standing::default();
-        let mut next_position_at = Instant::now();
         // Armed only while something is pending, and boxed: a sleep is ~100 bytes that an idle
         // session need not carry.
         let mut flush: Option<Pin<Box<Sleep>>> = None;
@@ -249,9 +250,7 @@ impl Session {
                         Step::Admit { place, max_seats } => {
                             return Box::pin(self.admit(socket, place, max_seats)).await;
                         }
-                        // A newer value replaces a pending one, even when it is back to what
-                        // the client already shows.
-                        Step::Show(next) => pending = (shown != Some(next)).then_some(next),
+                        Step::Show(next) => shown.offer(next),
                     }
                 }
                 _ = wait_for(&mut flush) => flush = None,
@@ -262,16 +261,17 @@ impl Session {
                     }
                 }
             }
-            if let Some(next) = pending {
-                if Instant::now() >= next_position_at {
-                    pending = None;
+            match shown.due(Instant::now()) {
+                Some(next) => {
                     if Box::pin(self.send(socket, &next.message())).await.is_err() {
                         return End::ClientLeft;
                     }
-                    shown = Some(next);
-                    next_position_at = Instant::now() + ctx.position_interval;
-                } else if flush.is_none() {
-                    flush = Some(Box::pin(tokio::time::sleep_until(next_position_at)));
+                    shown.sent(next, Instant::now() + ctx.position_interval);
+                }
+                None => {
+                    if let (Some(at), None) = (shown.waiting_until(), &flush) {
+                        flush = Some(Box::pin(tokio::time::sleep_until(at)));
+                    }
                 }
             }
         }
@@ -279,38 +279,14 @@ impl Session {
 
     /// What a new view means for this session.
     fn step(&self, view: &RoomView, standing: &mut Standing) -> Step {
-        if !view.loaded {
-            return Step::Wait;
-        }
-        if view.sold_out {
-            return Step::SoldOut;
-        }
-        // The place never changes once drawn: evaluate the permutation (a few hashes) once per
-        // session, not on every view of every tick.
-        if standing.place == 0 {
-            standing.place = self.ctx.room.place(self.ticket).unwrap_or(0);
-        }
-        match Some(standing.place).filter(|p| *p > 0) {
-            None => Step::Show(Shown::PreQueue {
-                size: view.issued,
-                opens_at_ms: view.opens_at_ms,
-            }),
-            Some(place) if place <= view.frontier => Step::Admit {
-                place,
-                max_seats: view.max_seats,
-            },
-            Some(place) => {
-                // Never up: a later view may briefly know fewer deaths than an earlier one (a
-                // catching-up gateway), and a resumed session starts from the frontier it saw.
-                let frontier = view.frontier.max(self.frontier_floor);
-                let lowest = standing.lowest.min(self.ctx.room.position(place, frontier));
-                standing.lowest = lowest;
-                Step::Show(Shown::Position {
-                    position: lowest,
-                    eta_secs: view.eta_secs(lowest, now_millis()),
-                })
-            }
-        }
+        step::step(
+            &self.ctx.room,
+            self.ticket,
+            self.frontier_floor,
+            view,
+            standing,
+            now_millis(),
+        )
     }
 
     async fn sold_out(&self, socket: &mut WebSocket) -> End {
@@ -466,53 +442,5 @@ async fn wait_for(sleep: &mut Option<Pin<Box<Sleep>>>) {
     match sleep {
         Some(sleep) => sleep.await,
         None => std::future::pending().await,
-    }
-}
-
-/// Where a session stands: its place once drawn (places start at 1; 0 is "not drawn yet"), and
-/// the lowest position computed so far. Plain integers: every idle session carries them.
-struct Standing {
-    place: u64,
-    lowest: u64,
-}
-
-impl Default for Standing {
-    fn default() -> Self {
-        Self {
-            place: 0,
-            lowest: u64::MAX,
-        }
-    }
-}
-
-/// What a session does after a new view.
-enum Step {
-    Wait,
-    SoldOut,
-    Admit { place: u64, max_seats: u32 },
-    Show(Shown),
-}
-
-/// A coalescable message: what the client is shown while it waits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Shown {
-    PreQueue {
-        size: u64,
-        opens_at_ms: i64,
-    },
-    Position {
-        position: u64,
-        eta_secs: Option<u64>,
-    },
-}
-
-impl Shown {
-    fn message(self) -> ServerMessage {
-        match self {
-            Shown::PreQueue { size, opens_at_ms } => ServerMessage::PreQueue { size, opens_at_ms },
-            Shown::Position { position, eta_secs } => {
-                ServerMessage::Position { position, eta_secs }
-            }
-        }
     }
 }
