@@ -11,10 +11,14 @@
 //! - [`sandbox`]: a sandbox payment provider (`floodgate-booking sandbox-pay`).
 //! - [`auth`]: reading bearer credentials and comparing secrets in constant time.
 //! - [`error`]: [`error::ApiError`], the one mapping from failures to statuses and JSON bodies.
-//! - [`gatekeeper`]: the Lua scripts of a reservation and their replies as Rust types.
+//! - [`gatekeeper`]: every Lua script of this service and its reply as a Rust type: the
+//!   reservation's lifecycle, arming, repair and rebuild, and the relay's, reaper's and ops
+//!   API's calls. Nothing else here reads a pool's keys.
 //! - [`reservations`]: the durable-201 sequence (reserve, publish, then ack or abort).
 //! - [`publish`]: the idempotent Kafka producer that acknowledges events before a 2xx.
 //! - [`catalog`]: sale files, the PostgreSQL catalog and arming a sale into Redis.
+//! - [`publish_static`]: the static catalog JSON and the list of sales, for a CDN.
+//! - [`reconcile`], [`rebuild`]: the on-call commands (Redis against PostgreSQL; a lost pool).
 //!
 //! This crate never writes bookings to PostgreSQL: the consumer does, from the event stream.
 

@@ -8,8 +8,7 @@ use floodgate_booking::catalog::{self, SaleFile};
 use floodgate_booking::{rebuild, reconcile};
 use floodgate_booking::{AppState, Config};
 use floodgate_contract::keys::Keys;
-use floodgate_contract::runtime::{self, KafkaArgs, RedisArgs};
-use sqlx::postgres::PgPoolOptions;
+use floodgate_contract::runtime::{self, migrator, DatabaseArgs, KafkaArgs, RedisArgs};
 
 #[derive(Parser)]
 #[command(name = "floodgate-booking", version, about)]
@@ -28,12 +27,12 @@ enum Command {
         #[command(flatten)]
         config: Config,
         #[command(flatten)]
-        db: DbArgs,
+        db: DatabaseArgs,
     },
     /// Run the sandbox payment provider (for demos and tests).
     SandboxPay(floodgate_booking::sandbox::SandboxConfig),
     /// Apply the database migrations in `migrations/` (idempotent).
-    Migrate(DbArgs),
+    Migrate(DatabaseArgs),
     /// Create and arm sales in the catalog.
     #[command(subcommand)]
     Sale(SaleCommand),
@@ -69,7 +68,7 @@ enum SaleCommand {
         #[arg(long, env = "FLOODGATE_STATIC_DIR", default_value = "static")]
         out: PathBuf,
         #[command(flatten)]
-        db: DbArgs,
+        db: DatabaseArgs,
     },
     /// Rebuild a pool whose Redis state was lost, from PostgreSQL once the consumer has applied
     /// the Kafka tail; refused for a pool that has its state.
@@ -104,32 +103,11 @@ enum SaleCommand {
 }
 
 #[derive(clap::Args)]
-struct DbArgs {
-    /// PostgreSQL holding the catalog and the bookings. May carry a password: it is never
-    /// printed (not by `--help`, not in errors).
-    #[arg(
-        long,
-        env = "FLOODGATE_DATABASE_URL",
-        default_value = "postgres://postgres@127.0.0.1:5432/floodgate",
-        hide_env_values = true
-    )]
-    database_url: String,
-}
-
-#[derive(clap::Args)]
 struct StoreArgs {
     #[command(flatten)]
-    db: DbArgs,
+    db: DatabaseArgs,
     #[command(flatten)]
     redis: RedisArgs,
-}
-
-/// The schema, applied at start-up and by `migrate`. Migrations a newer release already applied
-/// are tolerated, so an instance of the previous release can restart during a rolling upgrade.
-fn migrator() -> sqlx::migrate::Migrator {
-    let mut migrator = sqlx::migrate!("../migrations");
-    migrator.set_ignore_missing(true);
-    migrator
 }
 
 #[tokio::main]
@@ -286,7 +264,7 @@ async fn reconcile_sale(sale: String, repair: bool, stores: StoreArgs) -> anyhow
     Ok(())
 }
 
-async fn serve(config: Config, db: DbArgs) -> anyhow::Result<()> {
+async fn serve(config: Config, db: DatabaseArgs) -> anyhow::Result<()> {
     // Settings first: a missing or weak secret stops the service before it touches anything.
     config.validate().map_err(anyhow::Error::msg)?;
     let db = connect_db(&db).await?;
@@ -310,17 +288,8 @@ async fn serve(config: Config, db: DbArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn connect_db(db: &DbArgs) -> anyhow::Result<sqlx::PgPool> {
-    PgPoolOptions::new()
-        .max_connections(4)
-        .connect(&db.database_url)
-        .await
-        .with_context(|| {
-            format!(
-                "connecting to PostgreSQL at {}",
-                floodgate_contract::secrets::redact_url(&db.database_url)
-            )
-        })
+async fn connect_db(db: &DatabaseArgs) -> anyhow::Result<sqlx::PgPool> {
+    db.connect().await.map_err(anyhow::Error::msg)
 }
 
 /// PostgreSQL, the key layout and Redis, as the admin commands need them.

@@ -28,17 +28,6 @@ use tokio_util::sync::CancellationToken;
 use dead_letter::DeadLetters;
 use intake::{next_batch, Next, Offsets};
 
-/// The migrations this service's tables come from (applied at start-up; idempotent).
-///
-/// Migrations a newer release already applied are tolerated, so that during a rolling upgrade an
-/// instance of the previous release can still restart against the migrated database (every
-/// migration here is additive for that reason).
-pub fn migrator() -> sqlx::migrate::Migrator {
-    let mut migrator = sqlx::migrate!("../migrations");
-    migrator.set_ignore_missing(true);
-    migrator
-}
-
 #[derive(Clone, Debug, clap::Args)]
 pub struct Config {
     #[command(flatten)]

@@ -2,24 +2,16 @@
 
 use anyhow::Context as _;
 use clap::Parser;
-use floodgate_consumer::{migrator, Config};
-use floodgate_contract::runtime;
-use sqlx::postgres::PgPoolOptions;
+use floodgate_consumer::Config;
+use floodgate_contract::runtime::{self, migrator, DatabaseArgs};
 
 #[derive(Parser)]
 #[command(name = "floodgate-consumer", version, about)]
 struct Cli {
     #[command(flatten)]
     config: Config,
-    /// PostgreSQL to write bookings to. May carry a password: it is never printed (not by
-    /// `--help`, not in errors).
-    #[arg(
-        long,
-        env = "FLOODGATE_DATABASE_URL",
-        default_value = "postgres://postgres@127.0.0.1:5432/floodgate",
-        hide_env_values = true
-    )]
-    database_url: String,
+    #[command(flatten)]
+    database: DatabaseArgs,
     /// Where Prometheus scrapes this consumer's metrics (`GET /metrics`).
     #[arg(
         long,
@@ -36,16 +28,7 @@ struct Cli {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     runtime::init_tracing(cli.log_json);
-    let db = PgPoolOptions::new()
-        .max_connections(4)
-        .connect(&cli.database_url)
-        .await
-        .with_context(|| {
-            format!(
-                "connecting to PostgreSQL at {}",
-                floodgate_contract::secrets::redact_url(&cli.database_url)
-            )
-        })?;
+    let db = cli.database.connect().await.map_err(anyhow::Error::msg)?;
     migrator().run(&db).await.context("applying migrations")?;
     let metrics_listener = tokio::net::TcpListener::bind(&cli.metrics_listen)
         .await

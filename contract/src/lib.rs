@@ -2,7 +2,8 @@
 //! nowhere else, so the gateway, the booking service, the consumer and the tests cannot drift apart.
 //!
 //! # Layout
-//! - [`api`]: the JSON error body of every HTTP endpoint.
+//! - [`api`]: the public HTTP bodies (reservations, payments, the room's figures and draw), the
+//!   JSON error body of every endpoint and every error code.
 //! - [`ids`]: validation of sale and pool identifiers (they end up inside Redis keys and URLs).
 //! - [`keys`]: the Redis key layout and its hash tags (sale-wide slot, per-pool slot).
 //! - [`lottery`]: the verifiable pre-queue draw (keyed Feistel permutation, commitment).

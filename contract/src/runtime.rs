@@ -89,6 +89,47 @@ impl RedisArgs {
     }
 }
 
+/// Where PostgreSQL is, for the booking service and the consumer.
+#[derive(Clone, Debug, clap::Args)]
+pub struct DatabaseArgs {
+    /// PostgreSQL holding the catalog and the bookings. May carry a password: it is never
+    /// printed (not by `--help`, not in errors).
+    #[arg(
+        long,
+        env = "FLOODGATE_DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/floodgate",
+        hide_env_values = true
+    )]
+    pub database_url: String,
+}
+
+impl DatabaseArgs {
+    /// A small pool (the services' queries are few and batched); the error names the database
+    /// without its password.
+    pub async fn connect(&self) -> Result<sqlx::PgPool, String> {
+        sqlx::postgres::PgPoolOptions::new()
+            .max_connections(4)
+            .connect(&self.database_url)
+            .await
+            .map_err(|e| {
+                format!(
+                    "connecting to PostgreSQL at {}: {e}",
+                    crate::secrets::redact_url(&self.database_url)
+                )
+            })
+    }
+}
+
+/// The schema (`migrations/`), applied at start-up by the booking service and the consumer and
+/// by `floodgate-booking migrate`. Migrations a newer release already applied are tolerated, so
+/// an instance of the previous release can restart during a rolling upgrade (every migration is
+/// additive for that reason).
+pub fn migrator() -> sqlx::migrate::Migrator {
+    let mut migrator = sqlx::migrate!("../migrations");
+    migrator.set_ignore_missing(true);
+    migrator
+}
+
 /// Where Kafka is and which topic carries reservation events.
 #[derive(Clone, Debug, clap::Args)]
 pub struct KafkaArgs {

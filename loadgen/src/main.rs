@@ -6,6 +6,15 @@
 //! throughput benchmark. `sale` runs the whole rush (join, wait, admitted, reserve, pay or walk
 //! away, expire) and checks its invariants against Redis and PostgreSQL at the end. `queue`
 //! holds many sessions and times a frontier change's fan-out; `burst` times joins at the opening.
+//! Every client is `floodgate-client`'s (`sale/person.rs` waits in line and books through it;
+//! the idle and fan-out scenarios open its sockets and only listen).
+//!
+//! # Layout
+//! - `sale/`: the rush (`person.rs`, one simulated person; `checks.rs`, the invariants).
+//! - `queue`: `queue` and `burst`; `poll`: waiting by polling, for comparison.
+//! - `reserve`: the booking endpoint end to end; `publish`: synthetic events; `naive`: the
+//!   PostgreSQL counter row, for comparison.
+//! - `report`: tables and percentiles; `markdown`: the generated part of BENCHMARKS.md.
 
 mod markdown;
 mod naive;

@@ -822,7 +822,7 @@ pub async fn fresh_database() -> (String, PgPool) {
         .connect(&url)
         .await
         .expect("test database reachable");
-    floodgate_consumer::migrator()
+    floodgate_contract::runtime::migrator()
         .run(&db)
         .await
         .expect("migrations apply");

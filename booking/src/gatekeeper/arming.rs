@@ -130,11 +130,8 @@ fn parse_armed(script: &str, reply: &[String]) -> RedisResult<Armed> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::strings;
     use super::*;
-
-    fn strings(items: &[&str]) -> Vec<String> {
-        items.iter().map(|s| s.to_string()).collect()
-    }
 
     #[test]
     fn arming_replies_parse() {

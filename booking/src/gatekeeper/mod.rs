@@ -379,3 +379,9 @@ impl Gatekeeper {
         parse_start_payment(&reply)
     }
 }
+
+/// A script's reply as the tests of its parser write it.
+#[cfg(test)]
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}

@@ -177,11 +177,8 @@ fn parse_rebuild(reply: &[String]) -> RedisResult<Rebuild> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::strings;
     use super::*;
-
-    fn strings(items: &[&str]) -> Vec<String> {
-        items.iter().map(|s| s.to_string()).collect()
-    }
 
     #[test]
     fn rebuild_replies_parse() {

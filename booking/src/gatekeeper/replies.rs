@@ -311,11 +311,8 @@ pub struct StoredReservation {
 
 #[cfg(test)]
 mod tests {
+    use super::super::strings;
     use super::*;
-
-    fn strings(items: &[&str]) -> Vec<String> {
-        items.iter().map(|s| s.to_string()).collect()
-    }
 
     fn refusal(reply: &[&str]) -> Refusal {
         match parse_reserve(&strings(reply)) {
