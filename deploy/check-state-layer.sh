@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails when service code handles the Redis state by hand outside the layers that own it:
-# contract's state layer (contract/src/state.rs, keys.rs, lua.rs), the booking gatekeeper
+# contract's state layer (contract/src/state/, keys.rs, lua.rs), the booking gatekeeper
 # (booking/src/gatekeeper/) and the gateway's script module (gateway/src/scripts/). It looks for
 #   - a hash or stream field name handed to Redis or looked up in what it answered
 #     (.hget(k, "fare_minor"), .arg("rate"), fields.get("state"), &["capacity", ...]),
@@ -14,11 +14,12 @@ set -euo pipefail
 root="${1:-$(cd "$(dirname "$0")/.." && pwd)}"
 cd "$root"
 
-owners='^(contract/src/(state|keys|lua)\.rs|booking/src/gatekeeper/|gateway/src/scripts/)'
+owners='^(contract/src/(state|keys|lua)(\.rs|/)|booking/src/gatekeeper/|gateway/src/scripts/)'
 fields='opens_at_ms|rate|token_ttl_ms|max_seats|active_cap|stock_factor|paused|sold_out|pools'
 fields+='|lottery_commitment|lottery_secret|prequeue_chain|prequeue_size|prequeue_digest'
 fields+='|prequeue_closed_at_ms|unspent|admitted_total|dead_total|capacity|hold_ttl_ms'
 fields+='|fare_minor|currency|armed|expires_ms|at_ms|durable|pending_payment_id|exp'
+fields+='|identity|challenge|pow_difficulty|buyer_seats|buyer|joining|joining_until'
 suffixes='meta|seq|frontier|leader|tok|epoch|prequeue|prequeue_batches|gone|holders|dead'
 suffixes+='|deaths|admits|batches|tokens|gateways|gw|cfg|avail|held|sold|holds|expiries|rsv'
 suffixes+='|outbox|relay'

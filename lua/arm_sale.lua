@@ -4,7 +4,9 @@
 -- ARGV[1] opens_at (Unix ms)   ARGV[2] admission rate (per second)   ARGV[3] token TTL (ms)
 -- ARGV[4] max seats per booking   ARGV[5] active cap   ARGV[6] pool ids, comma-separated
 -- ARGV[7] paused (0/1)   ARGV[8] stock factor   ARGV[9] a fresh lottery secret seed (hex)
--- ARGV[10] its commitment (SHA-256 hex)
+-- ARGV[10] its commitment (SHA-256 hex)   ARGV[11] identity (optional/required)
+-- ARGV[12] challenge (none/pow)   ARGV[13] proof-of-work difficulty (bits)
+-- ARGV[14] most seats per buyer (0: no limit)
 --
 -- Returns {"armed"} or {"opened", at_ms} exactly as arm_pool does, by the same clock and rule.
 -- Arming before the opening resets the frontier but never the ticket sequence nor the lottery
@@ -17,7 +19,8 @@ end
 
 redis.call('HSET', KEYS[1], 'opens_at_ms', ARGV[1], 'rate', ARGV[2], 'token_ttl_ms', ARGV[3],
   'max_seats', ARGV[4], 'active_cap', ARGV[5], 'pools', ARGV[6], 'paused', ARGV[7],
-  'stock_factor', ARGV[8])
+  'stock_factor', ARGV[8], 'identity', ARGV[11], 'challenge', ARGV[12],
+  'pow_difficulty', ARGV[13], 'buyer_seats', ARGV[14])
 if redis.call('HSETNX', KEYS[1], 'lottery_secret', ARGV[9]) == 1 then
   redis.call('HSET', KEYS[1], 'lottery_commitment', ARGV[10])
 end

@@ -7,7 +7,8 @@
 -- ARGV[4] the pool asked for   ARGV[5] the token's expiry (Unix ms; names its admission batch)
 -- ARGV[6] this attempt's id (random, one per request)   ARGV[7] the attempt's lifetime (ms)
 --
--- Returns {outcome, attempt deadline (Unix ms)} with outcome one of:
+-- Returns {outcome, attempt deadline (Unix ms), the sale's per-buyer seat limit (0: none)} with
+-- outcome one of:
 --   "claimed"        first use: the token is now bound to this Idempotency-Key and request
 --   "retry"          the same key and request again: go on to the pool step, which replays
 -- or {refusal}: "spent" (the token was used with another key), "mismatch" (the same key with a
@@ -50,4 +51,4 @@ redis.call('HSET', KEYS[2], 'a:' .. ARGV[6], deadline)
 -- Never sooner than a minute from now, whatever the clocks say: the record outlives its
 -- attempts.
 redis.call('PEXPIREAT', KEYS[2], math.max(tonumber(ARGV[3]), now + 60000))
-return {outcome, tostring(deadline)}
+return {outcome, tostring(deadline), redis.call('HGET', KEYS[1], 'buyer_seats') or '0'}

@@ -47,7 +47,7 @@ local function emit(cfg, kind, suffix, at, rec, payment_id)
   local data = {
     reservation_id = rec.id, token_id = rec.jti, ticket = tonumber(rec.ticket),
     seats = tonumber(rec.seats), reserved_at_ms = tonumber(rec.at_ms),
-    hold_expires_at_ms = tonumber(rec.expires_ms),
+    hold_expires_at_ms = tonumber(rec.expires_ms), buyer = rec.buyer,
   }
   if payment_id and payment_id ~= '' then
     data.payment_id = payment_id

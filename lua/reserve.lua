@@ -5,6 +5,8 @@
 -- ARGV[1] token id (jti)   ARGV[2] Idempotency-Key   ARGV[3] seats
 -- ARGV[4] new reservation id (names KEYS[8])   ARGV[5] new secret   ARGV[6] ticket
 -- ARGV[7] the attempt's deadline (Unix ms, from claim_token.lua): no new hold after it
+-- ARGV[8] the buyer the admission token names ("" for none): kept on the record, carried by
+--         every event of the reservation
 --
 -- Returns a flat array of strings, first the outcome:
 --   {"reserved", id, secret, seats, hold_expires_at_ms, reserved_at_ms, outbox entry, event}
@@ -55,6 +57,9 @@ local rec = {
   ticket = ARGV[6], expires_ms = tostring(now + tonumber(cfg.hold_ttl_ms)), at_ms = tostring(now),
   state = 'held',
 }
+if ARGV[8] ~= '' then
+  rec.buyer = ARGV[8]
+end
 redis.call('DECRBY', K.avail, seats)
 redis.call('INCRBY', K.held, seats)
 redis.call('HSET', K.holds, rec.id, rec.seats)
@@ -62,6 +67,9 @@ redis.call('ZADD', K.expiries, rec.expires_ms, rec.id)
 redis.call('HSET', K.rsv, 'id', rec.id, 'jti', rec.jti, 'idem', rec.idem, 'secret', rec.secret,
   'seats', rec.seats, 'ticket', rec.ticket, 'expires_ms', rec.expires_ms, 'at_ms', rec.at_ms,
   'state', rec.state)
+if rec.buyer then
+  redis.call('HSET', K.rsv, 'buyer', rec.buyer)
+end
 local entry, event = emit(cfg, 'SeatReserved', 'reserved', now, rec)
 redis.call('HSET', K.extra, 'id', rec.id, 'idem', rec.idem, 'secret', rec.secret,
   'seats', rec.seats, 'expires_ms', rec.expires_ms, 'at_ms', rec.at_ms, 'entry', entry)

@@ -22,6 +22,7 @@ use crate::error::ApiError;
 use crate::gatekeeper::LATELY_MS;
 use crate::AppState;
 use floodgate_contract::secrets::same_secret;
+use floodgate_contract::settings::ChallengeRule;
 
 /// The ops API's routes; every one requires `Authorization: Bearer <ops token>`.
 pub fn router(state: AppState, ops_token: Arc<SecretString>) -> Router {
@@ -141,6 +142,9 @@ pub struct OpsFigures {
     pub measured_rate: f64,
     pub active_cap: u64,
     pub stock_factor: f64,
+    /// Who may come in and what they must show; the challenge and its difficulty can be changed
+    /// here during an attack.
+    pub door: floodgate_contract::settings::Door,
     pub tickets_issued: u64,
     pub frontier: u64,
     /// Tickets not yet admitted whose holders are connected or within their grace.
@@ -186,6 +190,7 @@ async fn figures(state: &AppState, sale: &str) -> Result<OpsFigures, ApiError> {
         measured_rate: f.admitted_lately as f64 * 1000.0 / LATELY_MS as f64,
         active_cap: meta.active_cap,
         stock_factor: meta.stock_factor,
+        door: meta.door,
         tickets_issued: f.issued,
         frontier: f.frontier,
         waiting: f
@@ -218,6 +223,8 @@ async fn figures(state: &AppState, sale: &str) -> Result<OpsFigures, ApiError> {
 pub struct SaleUpdate {
     pub admission_rate: Option<f64>,
     pub active_cap: Option<u32>,
+    pub challenge: Option<ChallengeRule>,
+    pub pow_difficulty: Option<u8>,
 }
 
 impl SaleUpdate {
@@ -259,10 +266,26 @@ impl SaleUpdate {
                         ApiError::Unprocessable(code::INVALID_CAP, "active_cap is too large".into())
                     })?);
                 }
+                "challenge" => {
+                    let rule = value
+                        .as_str()
+                        .ok_or_else(|| String::from("challenge must be \"none\" or \"pow\""))
+                        .and_then(ChallengeRule::parse)
+                        .map_err(|m| ApiError::Unprocessable(code::INVALID_REQUEST, m))?;
+                    update.challenge = Some(rule);
+                }
+                "pow_difficulty" => {
+                    let bits = value
+                        .as_i64()
+                        .ok_or_else(|| String::from("pow_difficulty must be a whole number of bits"))
+                        .and_then(floodgate_contract::challenge::check_difficulty)
+                        .map_err(|m| ApiError::Unprocessable(code::INVALID_DIFFICULTY, m))?;
+                    update.pow_difficulty = Some(bits);
+                }
                 other => {
                     return Err(ApiError::Unprocessable(
                         code::INVALID_REQUEST,
-                        format!("unknown field {other:?}: the sale's admission_rate and active_cap can be changed"),
+                        format!("unknown field {other:?}: the sale's admission_rate, active_cap, challenge and pow_difficulty can be changed"),
                     ))
                 }
             }
@@ -270,14 +293,15 @@ impl SaleUpdate {
         if update == SaleUpdate::default() {
             return Err(ApiError::Unprocessable(
                 code::INVALID_REQUEST,
-                "name admission_rate and/or active_cap to change".into(),
+                "name admission_rate, active_cap, challenge or pow_difficulty to change".into(),
             ));
         }
         Ok(update)
     }
 }
 
-/// `PATCH /admin/v1/sales/{sale}`: change the admission rate and/or the active cap, live.
+/// `PATCH /admin/v1/sales/{sale}`: change the admission rate, the active cap, the bot check or
+/// its difficulty, live.
 pub async fn update_sale(
     State(state): State<AppState>,
     Path(sale): Path<String>,
@@ -294,17 +318,25 @@ pub async fn update_sale(
             .gatekeeper
             .set_rate_and_cap(&sale, update.admission_rate, update.active_cap)
             .await?;
+        state
+            .gatekeeper
+            .set_challenge(&sale, update.challenge, update.pow_difficulty)
+            .await?;
         sqlx::query(
             "update sales set admission_rate = coalesce($2, admission_rate),
-               active_cap = coalesce($3, active_cap), updated_at = now() where id = $1",
+               active_cap = coalesce($3, active_cap), challenge = coalesce($4, challenge),
+               pow_difficulty = coalesce($5, pow_difficulty), updated_at = now() where id = $1",
         )
         .bind(&sale)
         .bind(update.admission_rate)
         .bind(update.active_cap.map(|c| c as i32))
+        .bind(update.challenge.map(ChallengeRule::as_str))
+        .bind(update.pow_difficulty.map(i32::from))
         .execute(&state.db)
         .await
         .map_err(db_error)?;
-        tracing::info!(%sale, rate = ?update.admission_rate, cap = ?update.active_cap, "sale settings changed");
+        tracing::info!(%sale, rate = ?update.admission_rate, cap = ?update.active_cap,
+            challenge = ?update.challenge, difficulty = ?update.pow_difficulty, "sale settings changed");
     }
     figures(&state, &sale).await.map(Json)
 }

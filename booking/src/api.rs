@@ -8,7 +8,8 @@ use axum::Json;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine as _;
 use floodgate_contract::api::booking::{
-    Health, PaymentStarted, RefundView, ReservationCreated, ReservationView,
+    BuyerReservation, BuyerReservations, Health, PaymentStarted, RefundView, ReservationCreated,
+    ReservationView,
 };
 use floodgate_contract::api::code;
 use floodgate_contract::ids::{check_pool_id, check_sale_id, reservation_id, reservation_pool};
@@ -17,7 +18,7 @@ use floodgate_contract::reservation::ReservationState;
 use floodgate_contract::token::AdmissionClaims;
 use rand::RngCore;
 
-use crate::auth::{bearer, BearerError};
+use crate::auth::{bearer, identify, BearerError};
 use crate::error::ApiError;
 use crate::gatekeeper::{PaymentStart, ReserveError, ReserveRequest, StoredReservation};
 use crate::payments::CreatePayment;
@@ -52,7 +53,7 @@ pub async fn create_reservation(
     tracing::Span::current().record("sale", sale.as_str());
     check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
 
-    let claims = authenticate(&state, &headers, &sale)?;
+    let claims = authenticate(&state, &headers, &sale).await?;
     let idempotency_key = idempotency_key(&headers)?;
     let request = parse_body(body)?;
     check_pool_id(&request.pool)
@@ -131,8 +132,9 @@ async fn unknown_or_lost_sale(state: &AppState, sale: &str) -> ApiError {
     }
 }
 
-/// Verifies the bearer admission token and that it was issued for this sale.
-fn authenticate(
+/// Verifies the bearer admission token, that it was issued for this sale, and, for a token
+/// bound to a buyer, that the buyer's own identity token comes with it.
+async fn authenticate(
     state: &AppState,
     headers: &HeaderMap,
     sale: &str,
@@ -154,8 +156,84 @@ fn authenticate(
             "this admission token was issued for another sale".into(),
         ));
     }
+    if let Some(bound) = &claims.buyer {
+        let buyer = identify(state, headers).await?.ok_or_else(|| {
+            ApiError::Unauthorized(
+                code::IDENTITY_REQUIRED,
+                "this admission token belongs to a signed-in buyer: send their identity token \
+                 in Floodgate-Identity"
+                    .into(),
+            )
+        })?;
+        if buyer.as_str() != bound {
+            return Err(ApiError::Forbidden(
+                code::BUYER_MISMATCH,
+                "this admission token was issued to another buyer".into(),
+            ));
+        }
+    }
     Ok(claims)
 }
+
+/// `GET /v1/sales/{sale}/reservations` with `Floodgate-Identity`: the buyer's own reservations in
+/// the sale, newest first (at most [`MAX_LISTED`]), from the durable record.
+#[tracing::instrument(skip_all)]
+pub async fn buyer_reservations(
+    State(state): State<AppState>,
+    sale: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+) -> Result<Json<BuyerReservations>, ApiError> {
+    let Path(sale) = sale.map_err(|_| ApiError::unknown_sale())?;
+    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
+    let buyer = identify(&state, &headers).await?.ok_or_else(|| {
+        ApiError::Unauthorized(
+            code::IDENTITY_REQUIRED,
+            "sign in: send your identity token in Floodgate-Identity".into(),
+        )
+    })?;
+    type Row = (
+        String,
+        String,
+        i32,
+        String,
+        time::OffsetDateTime,
+        time::OffsetDateTime,
+        Option<String>,
+    );
+    let rows: Vec<Row> = sqlx::query_as(
+        "select reservation_id, pool_id, seats, status, reserved_at, hold_expires_at, payment_id
+           from bookings where buyer = $1 and sale_id = $2
+           order by reserved_at desc limit $3",
+    )
+    .bind(buyer.as_str())
+    .bind(&sale)
+    .bind(MAX_LISTED)
+    .fetch_all(&state.db)
+    .await
+    .map_err(|e| {
+        tracing::warn!(error = %e, "bookings unreadable");
+        ApiError::Unavailable(code::CATALOG_UNAVAILABLE, "retry shortly".into())
+    })?;
+    let ms = |t: time::OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
+    let reservations = rows
+        .into_iter()
+        .filter_map(|(id, pool, seats, status, at, expires, payment_id)| {
+            Some(BuyerReservation {
+                reservation_id: id,
+                pool,
+                seats: u32::try_from(seats).ok()?,
+                status: ReservationState::from_db(&status)?,
+                reserved_at_ms: ms(at),
+                hold_expires_at_ms: ms(expires),
+                payment_id,
+            })
+        })
+        .collect();
+    Ok(Json(BuyerReservations { sale, reservations }))
+}
+
+/// The most reservations one listing returns (a buyer has at most a handful per sale).
+const MAX_LISTED: i64 = 100;
 
 fn idempotency_key(headers: &HeaderMap) -> Result<&str, ApiError> {
     let value = headers.get("idempotency-key").ok_or_else(|| {

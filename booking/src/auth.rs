@@ -3,6 +3,10 @@
 //! `floodgate_contract::secrets::same_secret`, in constant time.
 
 use axum::http::{header, HeaderMap};
+use floodgate_contract::identity::{BuyerId, IdentityError, IDENTITY_HEADER};
+
+use crate::error::ApiError;
+use crate::AppState;
 
 /// Why no bearer credential could be read.
 #[derive(Debug, PartialEq, Eq)]
@@ -26,6 +30,34 @@ pub fn bearer(headers: &HeaderMap) -> Result<&str, BearerError> {
         .map(|(_, credential)| credential.trim())
         .filter(|credential| !credential.is_empty())
         .ok_or(BearerError::Malformed)
+}
+
+/// The buyer a request's `Floodgate-Identity` header names, verified against the operator's
+/// sign-in (`None`: no header).
+pub async fn identify(state: &AppState, headers: &HeaderMap) -> Result<Option<BuyerId>, ApiError> {
+    let Some(value) = headers.get(IDENTITY_HEADER) else {
+        return Ok(None);
+    };
+    let token = value
+        .to_str()
+        .map_err(|_| identity_refusal(IdentityError::Malformed))?;
+    let Some(verifier) = &state.identity else {
+        tracing::error!("a request presents an identity, and no issuer is configured (FLOODGATE_IDENTITY_ISSUER)");
+        return Err(identity_refusal(IdentityError::Unavailable));
+    };
+    verifier
+        .verify(token.trim())
+        .await
+        .map(Some)
+        .map_err(identity_refusal)
+}
+
+fn identity_refusal(e: IdentityError) -> ApiError {
+    if e.is_client_error() {
+        ApiError::Unauthorized(e.code(), e.to_string())
+    } else {
+        ApiError::Unavailable(e.code(), e.to_string())
+    }
 }
 
 #[cfg(test)]

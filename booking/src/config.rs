@@ -16,6 +16,8 @@ pub struct Config {
     pub redis: RedisArgs,
     #[command(flatten)]
     pub kafka: KafkaArgs,
+    #[command(flatten)]
+    pub identity: floodgate_contract::identity::IdentityArgs,
     /// How long a reservation may wait for the broker's ack before its hold is taken back and
     /// the client gets 503. Five seconds covers a broker leader change; a client retrying after
     /// that still holds a valid token.

@@ -124,6 +124,7 @@ impl From<ReserveError> for ApiError {
             ReserveError::Late => ApiError::Unavailable(code::RESERVATION_LATE, message),
             ReserveError::SoldOut { .. } => ApiError::Conflict(code::SOLD_OUT, message),
             ReserveError::TokenSpent => ApiError::Conflict(code::TOKEN_SPENT, message),
+            ReserveError::BuyerLimit { .. } => ApiError::Conflict(code::BUYER_LIMIT, message),
             ReserveError::KeyReused => {
                 ApiError::Unprocessable(code::IDEMPOTENCY_KEY_REUSED, message)
             }

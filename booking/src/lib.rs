@@ -3,13 +3,15 @@
 //!
 //! # Layout
 //! - [`config`]: process settings (flags and environment).
-//! - [`api`]: reservation handlers (`create_reservation`, `get_reservation`, `start_payment`).
+//! - [`api`]: reservation handlers (`create_reservation`, `get_reservation`, `start_payment`,
+//!   `buyer_reservations`).
 //! - [`webhook`]: `receive_webhook`, the payment provider's signed outcomes.
 //! - [`payments`]: the provider's API, webhook signatures and their wire types.
 //! - [`admin`]: the ops API (live figures, rate, cap, pause, resume, open now) on its own listener.
 //! - [`worker`]: the outbox relay and the hold reaper, run by every instance.
 //! - [`sandbox`]: a sandbox payment provider (`floodgate-booking sandbox-pay`).
-//! - [`auth`]: reading bearer credentials and comparing secrets in constant time.
+//! - [`signin`]: the sandbox's stand-in for the operator's sign-in (identity tokens, JWKS).
+//! - [`auth`]: reading bearer credentials and the buyer's identity token.
 //! - [`error`]: [`error::ApiError`], the one mapping from failures to statuses and JSON bodies.
 //! - [`gatekeeper`]: every Lua script of this service and its reply as a Rust type: the
 //!   reservation's lifecycle, arming, repair and rebuild, and the relay's, reaper's and ops
@@ -36,6 +38,7 @@ pub mod rebuild;
 pub mod reconcile;
 pub mod reservations;
 pub mod sandbox;
+pub mod signin;
 pub mod webhook;
 pub mod worker;
 
@@ -82,6 +85,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// This instance's name in the relay leases.
     pub instance_id: Arc<str>,
+    /// Checks buyers' identity tokens (`None`: no issuer configured).
+    pub identity: Option<Arc<floodgate_contract::identity::IdentityVerifier>>,
 }
 
 impl AppState {
@@ -127,6 +132,11 @@ impl AppState {
                     .unwrap_or_else(|| format!("booking-{}", uuid::Uuid::new_v4().simple())),
             ),
             config: Arc::new(config.clone()),
+            identity: config
+                .identity
+                .verifier()
+                .await
+                .map_err(anyhow::Error::msg)?,
         })
     }
 }
@@ -138,7 +148,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route(
             "/v1/sales/{sale}/reservations",
-            post(api::create_reservation),
+            post(api::create_reservation).get(api::buyer_reservations),
         )
         .route(
             "/v1/sales/{sale}/reservations/{id}",

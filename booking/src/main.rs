@@ -24,8 +24,9 @@ struct Cli {
 enum Command {
     /// Serve the booking API (and run the outbox relay and the hold reaper).
     Serve {
+        // Boxed: the service's settings are many times the size of any other command's.
         #[command(flatten)]
-        config: Config,
+        config: Box<Config>,
         #[command(flatten)]
         db: DatabaseArgs,
     },
@@ -115,7 +116,7 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     runtime::init_tracing(cli.log_json);
     match cli.command {
-        Command::Serve { config, db } => serve(config, db).await,
+        Command::Serve { config, db } => serve(*config, db).await,
         Command::SandboxPay(config) => sandbox_pay(config).await,
         Command::Migrate(db) => {
             let pool = connect_db(&db).await?;

@@ -1,4 +1,5 @@
-//! The sandbox payment provider: `floodgate-booking sandbox-pay`.
+//! The sandbox payment provider: `floodgate-booking sandbox-pay` (with `--signin`, also the
+//! operator's sign-in stand-in: [`crate::signin`]).
 //!
 //! It behaves like a real provider, for the demo and the tests: the booking service creates a
 //! payment (`POST /v1/payments`, idempotent by `Idempotency-Key`) and sends the payer to its
@@ -59,6 +60,8 @@ pub struct SandboxConfig {
     /// FLOODGATE_PAYMENT_API_KEY), as a real provider's API wants one.
     #[arg(long, env = "FLOODGATE_PAYMENT_API_KEY", hide_env_values = true)]
     pub api_key: SecretString,
+    #[command(flatten)]
+    pub signin: crate::signin::SignInConfig,
 }
 
 impl SandboxConfig {
@@ -101,14 +104,26 @@ impl Sandbox {
         }
     }
 
+    /// The provider's routes, and the sign-in stand-in's when it is asked for.
     pub fn router(self) -> Router {
-        Router::new()
+        let signin = self.config.signin.enabled.then(|| {
+            crate::signin::SignIn::new(
+                &self.config.public_url,
+                &self.config.signin,
+                self.config.api_key.clone(),
+            )
+        });
+        let payments = Router::new()
             .route("/v1/payments", post(create_payment))
             .route("/v1/payments/{id}", get(get_payment))
             .route("/v1/payments/{id}/checkout", post(checkout))
             .route("/v1/refunds", post(create_refund))
             .route("/checkout/{id}", get(checkout_page))
-            .with_state(self)
+            .with_state(self);
+        match signin {
+            Some(signin) => payments.merge(signin.router()),
+            None => payments,
+        }
     }
 
     /// Posts `event` to the webhook URL `deliveries` times after `delay`, each delivery retried
@@ -405,7 +420,7 @@ document.getElementById("decline").onclick = () => go("fail");
     .into_response()
 }
 
-fn html_escape(text: &str) -> String {
+pub(crate) fn html_escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -139,6 +139,7 @@ impl Workers {
                 continue;
             }
             self.publisher.publish(sale, pool, event).await?;
+            self.return_buyer_seats(sale, event).await?;
             match seat_reserved(event) {
                 // A hold whose event is acknowledged is durable: no request may abort it now
                 // (ack.lua also removes the entry).
@@ -149,6 +150,22 @@ impl Workers {
                 }
                 None => acked.push(entry.id.clone()),
             }
+        }
+        Ok(())
+    }
+
+    /// A hold that ended unsold for good (expired, or its payment failed) no longer counts
+    /// against its buyer's limit. Done here, as the relay carries the event that ended it, so
+    /// every cause is covered by one step; giving back twice (a relay retry) changes nothing.
+    async fn return_buyer_seats(&self, sale: &str, event: &str) -> Result<(), WorkerError> {
+        let Ok(envelope) = Envelope::from_json(event.as_bytes()) else {
+            return Ok(());
+        };
+        let data = envelope.event.data();
+        if let (true, Some(buyer)) = (envelope.event.frees_buyer_seats(), &data.buyer) {
+            self.gatekeeper
+                .give_buyer_seats(sale, buyer, &data.token_id)
+                .await?;
         }
         Ok(())
     }

@@ -3,8 +3,11 @@
 
 use std::fmt::Display;
 
-use floodgate_contract::api::booking::{PaymentStarted, ReservationCreated, ReservationView};
+use floodgate_contract::api::booking::{
+    BuyerReservations, PaymentStarted, ReservationCreated, ReservationView,
+};
 use floodgate_contract::api::ErrorBody;
+use floodgate_contract::identity::IDENTITY_HEADER;
 use reqwest::{RequestBuilder, StatusCode};
 use serde::de::DeserializeOwned;
 
@@ -52,6 +55,8 @@ pub type Answer<T> = Result<T, Failure>;
 pub struct BookingClient {
     http: reqwest::Client,
     base: String,
+    /// The signed-in buyer's identity token, sent with every request (`Floodgate-Identity`).
+    identity: Option<String>,
 }
 
 impl BookingClient {
@@ -60,7 +65,32 @@ impl BookingClient {
         Self {
             http,
             base: format!("http://{booking}"),
+            identity: None,
         }
+    }
+
+    /// The same client, signed in: every request carries the buyer's identity token.
+    pub fn signed_in(mut self, identity: impl Into<String>) -> Self {
+        self.identity = Some(identity.into());
+        self
+    }
+
+    /// A request with the buyer's identity, if signed in.
+    fn request(&self, method: reqwest::Method, path: &str) -> RequestBuilder {
+        let request = self.http.request(method, format!("{}{path}", self.base));
+        match &self.identity {
+            Some(identity) => request.header(IDENTITY_HEADER, identity),
+            None => request,
+        }
+    }
+
+    /// The signed-in buyer's own reservations in `sale`.
+    pub async fn my_reservations(&self, sale: &str) -> Answer<BuyerReservations> {
+        let request = self.request(
+            reqwest::Method::GET,
+            &format!("/v1/sales/{sale}/reservations"),
+        );
+        answer(request, StatusCode::OK).await
     }
 
     /// One attempt at reserving `seats` in `pool` with an admission token and an idempotency key.
@@ -73,8 +103,10 @@ impl BookingClient {
         seats: u32,
     ) -> Answer<ReservationCreated> {
         let request = self
-            .http
-            .post(format!("{}/v1/sales/{sale}/reservations", self.base))
+            .request(
+                reqwest::Method::POST,
+                &format!("/v1/sales/{sale}/reservations"),
+            )
             .bearer_auth(token)
             .header("Idempotency-Key", key)
             .json(&serde_json::json!({ "pool": pool, "seats": seats }));
@@ -111,8 +143,10 @@ impl BookingClient {
     /// A reservation, for whoever holds its secret.
     pub async fn reservation(&self, sale: &str, id: &str, secret: &str) -> Answer<ReservationView> {
         let request = self
-            .http
-            .get(format!("{}/v1/sales/{sale}/reservations/{id}", self.base))
+            .request(
+                reqwest::Method::GET,
+                &format!("/v1/sales/{sale}/reservations/{id}"),
+            )
             .bearer_auth(secret);
         answer(request, StatusCode::OK).await
     }
@@ -125,11 +159,10 @@ impl BookingClient {
         secret: &str,
     ) -> Answer<PaymentStarted> {
         let request = self
-            .http
-            .post(format!(
-                "{}/v1/sales/{sale}/reservations/{id}/payment",
-                self.base
-            ))
+            .request(
+                reqwest::Method::POST,
+                &format!("/v1/sales/{sale}/reservations/{id}/payment"),
+            )
             .bearer_auth(secret);
         answer(request, StatusCode::ACCEPTED).await
     }

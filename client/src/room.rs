@@ -29,8 +29,11 @@ pub struct Dial<'a> {
     pub resume: Option<&'a str>,
     /// The local address to connect from (a load test spreads its sockets over several).
     pub from: Option<IpAddr>,
-    /// Extra request headers (an `X-Forwarded-For` behind a trusted proxy, say).
+    /// Extra request headers (an `X-Forwarded-For` behind a trusted proxy, say; a signed-in
+    /// buyer's `Floodgate-Identity`).
     pub headers: &'a [(&'a str, &'a str)],
+    /// The answer to the sale's bot check, when it asks for one.
+    pub challenge: Option<&'a str>,
 }
 
 impl Dial<'_> {
@@ -40,6 +43,10 @@ impl Dial<'_> {
         if let Some(token) = self.resume {
             url.push_str("&resume=");
             url.push_str(token);
+        }
+        if let Some(answer) = self.challenge {
+            url.push_str("&challenge=");
+            url.push_str(answer);
         }
         url
     }
@@ -262,6 +269,7 @@ pub async fn wait_in_line(line: &mut Line<'_>, mut connected: impl FnMut()) -> W
             resume: resume.as_deref(),
             from: line.from,
             headers: &[],
+            challenge: None,
         };
         let drained = match join(&dial).await {
             Ok((mut ws, ticket)) => {

@@ -214,6 +214,7 @@ struct Rows {
     hold_expires_at: Vec<OffsetDateTime>,
     created_event_id: Vec<String>,
     payment_id: Vec<Option<String>>,
+    buyer: Vec<Option<String>>,
 }
 
 impl Rows {
@@ -232,6 +233,7 @@ impl Rows {
         let paid = after == ReservationState::Confirmed;
         self.payment_id
             .push(data.payment_id.clone().filter(|_| paid));
+        self.buyer.push(data.buyer.clone());
     }
 
     /// Inserts or moves every row in one statement: rows written.
@@ -241,13 +243,14 @@ impl Rows {
         }
         Ok(sqlx::query(
             "insert into bookings (reservation_id, sale_id, pool_id, token_id, ticket, seats,
-               status, reserved_at, hold_expires_at, created_event_id, payment_id)
+               status, reserved_at, hold_expires_at, created_event_id, payment_id, buyer)
              select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[],
                $6::int4[], $7::text[], $8::timestamptz[], $9::timestamptz[], $10::text[],
-               $11::text[])
+               $11::text[], $12::text[])
              on conflict (reservation_id) do update
                set status = excluded.status,
                    payment_id = coalesce(excluded.payment_id, bookings.payment_id),
+                   buyer = coalesce(bookings.buyer, excluded.buyer),
                    updated_at = now()",
         )
         .bind(&self.reservation_id)
@@ -261,6 +264,7 @@ impl Rows {
         .bind(&self.hold_expires_at)
         .bind(&self.created_event_id)
         .bind(&self.payment_id)
+        .bind(&self.buyer)
         .execute(&mut *tx)
         .await?
         .rows_affected())

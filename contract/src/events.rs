@@ -107,6 +107,20 @@ pub struct ReservationData {
     /// The provider's payment id, on payment and refund events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payment_id: Option<String>,
+    /// The signed-in buyer who made it (the issuer's subject, or its keyed hash), when the
+    /// admission token named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buyer: Option<String>,
+}
+
+impl Event {
+    /// Whether this event ends, for good, the one reservation its admission token can make
+    /// without a sale: its seats no longer count against the buyer's per-sale limit. An abort is
+    /// not such an end: the client's retry with the same key reserves afresh with the same
+    /// token, and those seats count once, as before.
+    pub fn frees_buyer_seats(&self) -> bool {
+        matches!(self, Event::PaymentFailed(_) | Event::HoldExpired(_))
+    }
 }
 
 impl Envelope {

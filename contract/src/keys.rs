@@ -8,6 +8,8 @@
 //! |---|---|---|
 //! | sale-wide | `{s:<sale>}` | `meta`, `seq`, `frontier`, `leader`, `epoch`, `tok:<jti>`, the waiting room's `prequeue`, `gone`, `holders`, `dead`, `deaths`, `admits`, `batches`, `tokens`, `gateways`, `gw:<id>`, `gw:<id>:sessions` |
 //! | per pool | `{p:<sale>/<pool>}` | `cfg`, `avail`, `held`, `sold`, `holds`, `expiries`, `outbox`, `relay`, `relay_epoch`, `rsv:<id>`, `tok:<jti>`, `whk:<event>` |
+//! | per buyer | `{b:<sale>/<buyer tag>}` | `rec` (the buyer's place in line and seats) |
+//! | per puzzle | `{c:<puzzle id>}` | `spent` (a solved proof of work, until it expires) |
 //! | global | none | `sales` (the armed sales, for the relay and the reaper) |
 //!
 //! A Lua script only ever receives keys from one of these builders, so no script can touch two
@@ -58,6 +60,20 @@ impl Keys {
         PoolKeys {
             base: format!("{}{{p:{}/{}}}", self.prefix, sale, pool),
         }
+    }
+}
+
+impl Keys {
+    /// The record of one buyer in one sale, in a slot of its own: buyers spread over the
+    /// cluster instead of adding to the sale's slot, which every join already meets.
+    pub fn buyer(&self, sale: &str, buyer: &crate::identity::BuyerId) -> String {
+        format!("{}{{b:{}/{}}}:rec", self.prefix, sale, buyer.key_tag())
+    }
+
+    /// The mark of a solved proof-of-work puzzle (its id is hex), kept until the puzzle
+    /// expires so it is answered once.
+    pub fn spent_puzzle(&self, id: &str) -> String {
+        format!("{}{{c:{}}}:spent", self.prefix, id)
     }
 }
 

@@ -25,6 +25,105 @@ pub const CLOCK_SKEW_MS: i64 = 5 * 60 * 1000;
 /// Most admitted users with an unspent token or a live hold at once, per sale.
 pub const ACTIVE_CAP: RangeInclusive<u64> = 1..=10_000_000;
 
+/// Most seats one buyer may hold or have bought in one sale, when the sale sets a limit.
+pub const SEATS_PER_BUYER: RangeInclusive<u32> = 1..=1_000;
+
+/// Who may come into a sale's waiting room, and what they must show: set per sale in its file,
+/// armed into the sale's meta, read by every gateway each tick (the challenge can be changed live
+/// through the ops API, during an attack).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Door {
+    /// Whether a join must present a buyer's identity token.
+    pub identity: IdentityRule,
+    /// The bot check a join must pass.
+    pub challenge: ChallengeRule,
+    /// Leading zero bits of the proof of work, when the challenge is `pow`.
+    pub pow_difficulty: u8,
+    /// Most seats one buyer may hold or have bought in the sale (`None`: no limit beyond one
+    /// reservation per place in line).
+    pub max_seats_per_buyer: Option<u32>,
+}
+
+impl Default for Door {
+    fn default() -> Self {
+        Self {
+            identity: IdentityRule::Optional,
+            challenge: ChallengeRule::None,
+            pow_difficulty: crate::challenge::DEFAULT_DIFFICULTY,
+            max_seats_per_buyer: None,
+        }
+    }
+}
+
+/// Whether a sale requires a signed-in buyer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdentityRule {
+    /// Anyone may join; a join that presents an identity is a buyer (one place per buyer).
+    #[default]
+    Optional,
+    /// Only a signed-in buyer may join.
+    Required,
+}
+
+/// The bot check a sale asks for at the door.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChallengeRule {
+    #[default]
+    None,
+    /// The built-in proof of work ([`crate::challenge::ProofOfWork`]).
+    Pow,
+}
+
+impl IdentityRule {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdentityRule::Optional => "optional",
+            IdentityRule::Required => "required",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "optional" => Ok(IdentityRule::Optional),
+            "required" => Ok(IdentityRule::Required),
+            other => Err(format!("identity is optional or required, not {other:?}")),
+        }
+    }
+}
+
+impl ChallengeRule {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChallengeRule::None => "none",
+            ChallengeRule::Pow => "pow",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(ChallengeRule::None),
+            "pow" => Ok(ChallengeRule::Pow),
+            other => Err(format!("challenge is none or pow, not {other:?}")),
+        }
+    }
+}
+
+/// Whether `seats` is a usable per-buyer limit.
+pub fn check_seats_per_buyer(seats: i64) -> Result<u32, String> {
+    u32::try_from(seats)
+        .ok()
+        .filter(|s| SEATS_PER_BUYER.contains(s))
+        .ok_or_else(|| {
+            format!(
+                "max_seats_per_buyer must be a whole number from {} to {}",
+                SEATS_PER_BUYER.start(),
+                SEATS_PER_BUYER.end()
+            )
+        })
+}
+
 /// Whether `rate` is an admission rate the controller can pace by.
 pub fn check_admission_rate(rate: f64) -> Result<f64, String> {
     if rate.is_finite() && ADMISSION_RATE.contains(&rate) {

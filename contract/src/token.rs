@@ -39,6 +39,11 @@ pub struct AdmissionClaims {
     pub iat_ms: UnixMillis,
     /// Expires at, Unix ms. A token is refused from this instant on.
     pub exp_ms: UnixMillis,
+    /// The buyer whose place in line was admitted, when they joined signed in: the booking
+    /// service accepts the token only with that buyer's identity token beside it, so a pass
+    /// copied to anyone else is useless to them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buyer: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -114,6 +119,12 @@ impl TokenSigner {
     /// private key, so a gateway needs no second secret).
     pub fn resume_key(&self) -> crate::resume::ResumeKey {
         crate::resume::ResumeKey::derive(&self.key.to_bytes())
+    }
+
+    /// The key of the proof-of-work puzzles this signer's gateways hand out and check (derived
+    /// from the private key, like the resume key).
+    pub fn challenge_key(&self) -> crate::challenge::ProofOfWork {
+        crate::challenge::ProofOfWork::derive(&self.key.to_bytes())
     }
 
     /// The public key, base64url: what the booking service is configured with.
@@ -232,6 +243,7 @@ mod tests {
             max_seats: 4,
             iat_ms: 1_000,
             exp_ms,
+            buyer: None,
         }
     }
 

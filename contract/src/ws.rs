@@ -19,6 +19,9 @@ pub const PROTOCOL_VERSION: u16 = 1;
 /// The largest frame or message a client may send, in bytes. Clients only send tiny control
 /// messages; a small limit keeps a hostile client from making the gateway buffer megabytes.
 pub const MAX_CLIENT_MESSAGE: usize = 1024;
+/// The WebSocket subprotocol the gateway answers with when a client offers subprotocols (the
+/// page offers it with its identity token: [`crate::identity::IDENTITY_SUBPROTOCOL_PREFIX`]).
+pub const SUBPROTOCOL: &str = "floodgate";
 
 /// Messages from the gateway to a client.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -17,10 +17,11 @@ use crate::error::ApiError;
 use crate::AppState;
 
 /// Request headers the booking API reads; nothing else is passed on.
-const FORWARDED_REQUEST: [HeaderName; 3] = [
+const FORWARDED_REQUEST: [HeaderName; 4] = [
     header::AUTHORIZATION,
     header::CONTENT_TYPE,
     HeaderName::from_static("idempotency-key"),
+    HeaderName::from_static(floodgate_contract::identity::IDENTITY_HEADER),
 ];
 /// Response headers the page reads.
 const FORWARDED_RESPONSE: [HeaderName; 3] = [
@@ -53,7 +54,8 @@ impl BookingRoute {
     }
 }
 
-/// `POST /v1/sales/{sale}/reservations`, `GET /v1/sales/{sale}/reservations/{id}`,
+/// `POST /v1/sales/{sale}/reservations`, `GET /v1/sales/{sale}/reservations` (a buyer's own),
+/// `GET /v1/sales/{sale}/reservations/{id}`,
 /// `POST /v1/sales/{sale}/reservations/{id}/payment`: passed to the booking service, answers
 /// returned as they are.
 pub async fn forward(

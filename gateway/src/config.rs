@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use floodgate_contract::identity::IdentityArgs;
 use floodgate_contract::runtime::RedisArgs;
 use secrecy::SecretString;
 
@@ -24,6 +25,8 @@ pub struct Config {
     pub admin_listen: String,
     #[command(flatten)]
     pub redis: RedisArgs,
+    #[command(flatten)]
+    pub identity: IdentityArgs,
     /// Key id of the signing key, written into every admission token's header.
     #[arg(long, env = "FLOODGATE_TOKEN_KEY_ID")]
     pub token_key_id: String,

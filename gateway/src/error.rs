@@ -12,6 +12,8 @@ pub enum ApiError {
     #[error("{1}")]
     Unauthorized(&'static str, String),
     #[error("{1}")]
+    Forbidden(&'static str, String),
+    #[error("{1}")]
     NotFound(&'static str, String),
     /// The resource existed and is gone for good (a ticket past its grace).
     #[error("{1}")]
@@ -43,6 +45,7 @@ impl IntoResponse for ApiError {
         let (status, code, message) = match self {
             ApiError::BadRequest(c, m) => (StatusCode::BAD_REQUEST, c, m),
             ApiError::Unauthorized(c, m) => (StatusCode::UNAUTHORIZED, c, m),
+            ApiError::Forbidden(c, m) => (StatusCode::FORBIDDEN, c, m),
             ApiError::NotFound(c, m) => (StatusCode::NOT_FOUND, c, m),
             ApiError::Gone(c, m) => (StatusCode::GONE, c, m),
             ApiError::MethodNotAllowed(c, m) => (StatusCode::METHOD_NOT_ALLOWED, c, m),

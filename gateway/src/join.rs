@@ -11,14 +11,16 @@ use axum::extract::{ConnectInfo, Query, State, WebSocketUpgrade};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use floodgate_contract::api::code;
+use floodgate_contract::identity::BuyerId;
 use floodgate_contract::ids::check_sale_id;
 use floodgate_contract::resume::ResumeError;
-use floodgate_contract::ws::MAX_CLIENT_MESSAGE;
+use floodgate_contract::ws::{MAX_CLIENT_MESSAGE, SUBPROTOCOL};
 use serde::Deserialize;
 use tracing::Instrument as _;
 
+use crate::door;
 use crate::error::ApiError;
-use crate::scripts::tickets;
+use crate::scripts::{buyers, tickets};
 use crate::session::{self, Hello, Session};
 use crate::{limits, AppState};
 
@@ -30,9 +32,14 @@ pub struct JoinParams {
     /// The client's own draw nonce for the pre-queue lottery (16 to 64 lowercase hex
     /// characters); the gateway picks one for a client that sends none.
     nonce: Option<String>,
+    /// The answer to the sale's bot check, when it asks for one (`<puzzle>~<nonce>` for the
+    /// proof of work).
+    challenge: Option<String>,
 }
 
-/// `GET /ws?sale=<id>[&resume=<token>]`: join a sale's waiting room, or come back to it.
+/// `GET /ws?sale=<id>[&resume=<token>][&nonce=<hex>][&challenge=<answer>]`, with a buyer's
+/// identity token in `Floodgate-Identity` or the `floodgate-identity.<token>` subprotocol: join
+/// a sale's waiting room, or come back to it.
 ///
 /// The ticket is taken (or taken back) before the upgrade so that an unknown sale, a bad resume
 /// token or an unreachable Redis is a plain JSON HTTP error the client can read, not a socket
@@ -54,12 +61,28 @@ pub async fn join_queue(
     })?;
     let (slot, budget) = admit(&state, peer, &headers)?;
     let ctx = state.room(&request.sale).await?;
+    let door = door::door_of(&ctx).await?;
+    let buyer = door::identify(&state, &door, door::identity_token(&headers)).await?;
+    // Coming back with a resume token takes back a place already won at the door.
+    if request.resumed.is_none() {
+        door::pass_challenge(&state, &ctx, &door, request.challenge.as_deref()).await?;
+    }
     let number = state.sessions.fetch_add(1, Ordering::Relaxed);
     // The ticket is taken in a task of its own, which hands it to a `Session` at once: if this
     // request is abandoned half-way (the client resets the connection), the task still finishes
     // and the session's drop gives the ticket back, so no ticket is ever live with nobody behind
     // it.
-    let taking = take_session(ctx, request.resumed, request.nonce, number, slot, budget);
+    let taking = take_session(
+        ctx,
+        Claim {
+            resumed: request.resumed,
+            nonce: request.nonce,
+            buyer,
+        },
+        number,
+        slot,
+        budget,
+    );
     let session = tokio::spawn(taking).await.map_err(|e| {
         tracing::error!(error = %e, "taking a ticket failed");
         ApiError::Unavailable(
@@ -69,6 +92,9 @@ pub async fn join_queue(
     })??;
     let tasks = state.tasks.clone();
     Ok(upgrade
+        // A page offers `floodgate` beside its identity subprotocol; the answer names only
+        // `floodgate`, never the token.
+        .protocols([SUBPROTOCOL])
         .max_message_size(MAX_CLIENT_MESSAGE)
         .max_frame_size(MAX_CLIENT_MESSAGE)
         // Sized for many idle sockets: the default 128 KiB read buffer is allocated per
@@ -95,6 +121,7 @@ struct JoinRequest {
     /// The ticket a genuine resume token for this sale names.
     resumed: Option<u64>,
     nonce: String,
+    challenge: Option<String>,
 }
 
 impl JoinRequest {
@@ -108,6 +135,7 @@ impl JoinRequest {
             sale,
             resume,
             nonce,
+            challenge,
         }) = params.map_err(|_| {
             ApiError::BadRequest(
                 code::SALE_MISSING,
@@ -137,6 +165,7 @@ impl JoinRequest {
             sale,
             resumed,
             nonce,
+            challenge,
         })
     }
 }
@@ -179,24 +208,36 @@ fn admit(
     Ok((slot, budget))
 }
 
-/// Takes a ticket (or takes one back) for session `number` and wraps it in its session.
-async fn take_session(
-    ctx: Arc<session::Context>,
+/// What a join lays claim to: a ticket named by a resume token, a signed-in buyer's place, or a
+/// new ticket with the client's draw nonce.
+struct Claim {
     resumed: Option<u64>,
     nonce: String,
+    buyer: Option<BuyerId>,
+}
+
+/// Takes a ticket (or takes one back) for session `number` and wraps it in its session. A
+/// signed-in buyer holds one place per sale: their ticket is taken back if they have one,
+/// whatever resume token came with the join.
+async fn take_session(
+    ctx: Arc<session::Context>,
+    claim: Claim,
     number: u64,
     connection: limits::ConnectionSlot,
     budget: limits::BudgetSlot,
 ) -> Result<Box<Session>, ApiError> {
-    let taken = match resumed {
-        None => tickets::join(&ctx, &nonce).await?,
-        Some(ticket) => tickets::resume(&ctx, ticket, &ctx.session_id(number)).await?,
+    let session_id = ctx.session_id(number);
+    let (taken, resumed) = match (&claim.buyer, claim.resumed) {
+        (Some(buyer), _) => buyers::take(&ctx, buyer, &claim.nonce, &session_id).await?,
+        (None, None) => (tickets::join(&ctx, &claim.nonce).await?, false),
+        (None, Some(ticket)) => (tickets::resume(&ctx, ticket, &session_id).await?, true),
     };
     Ok(Box::new(Session {
         ctx,
         ticket: taken.ticket,
         opens_at_ms: taken.opens_at_ms,
-        resumed: resumed.is_some(),
+        resumed,
+        buyer: claim.buyer.map(|b| b.as_str().into()),
         frontier_floor: taken.frontier_floor,
         number,
         hello: Some(Box::new(Hello {

@@ -17,6 +17,7 @@
 //! - [`assets`] and `cache`: the browser client's page and hashed assets, and the HTTP caching
 //!   (encodings, ETags) they share with the seat counts.
 //! - [`bookings`]: the booking paths on the page's own origin, passed to the booking service.
+//! - [`door`]: who is joining (the buyer's identity) and the bot check at the door.
 //! - [`error`]: JSON errors answered before an upgrade.
 //!
 //! A gateway never decides a seat: it only hands out tickets and admission tokens.
@@ -25,6 +26,7 @@ pub mod assets;
 pub mod bookings;
 mod cache;
 pub mod config;
+pub mod door;
 pub mod error;
 mod join;
 pub mod limits;
@@ -46,6 +48,8 @@ use axum::{Json, Router};
 use dashmap::DashMap;
 use floodgate_contract::api::booking::Health;
 use floodgate_contract::api::code;
+use floodgate_contract::challenge::ProofOfWork;
+use floodgate_contract::identity::IdentityVerifier;
 use floodgate_contract::keys::Keys;
 use floodgate_contract::resume::ResumeKey;
 use floodgate_contract::state::SaleStatus;
@@ -101,6 +105,10 @@ pub struct AppState {
     pub assets: Arc<assets::Assets>,
     /// Where the page's booking requests go, if this gateway passes them on.
     pub booking: Option<bookings::BookingRoute>,
+    /// Checks buyers' identity tokens (`None`: no issuer configured).
+    pub identity: Option<Arc<IdentityVerifier>>,
+    /// Hands out and checks the proof-of-work puzzles.
+    pub pow: Arc<ProofOfWork>,
 }
 
 impl AppState {
@@ -142,6 +150,12 @@ impl AppState {
                 .unwrap_or_else(|| session_budget(raise_open_files_limit())),
         );
         let resume = signer.resume_key();
+        let pow = signer.challenge_key();
+        let identity = config
+            .identity
+            .verifier()
+            .await
+            .map_err(anyhow::Error::msg)?;
         let assets = match &config.static_dir {
             Some(dir) => assets::Assets::load(dir, &config.checkout_origins)
                 .with_context(|| format!("reading the static folder {}", dir.display()))?,
@@ -169,6 +183,8 @@ impl AppState {
             seats: Arc::new(seats::SeatBoard::default()),
             assets: Arc::new(assets),
             booking,
+            identity,
+            pow: Arc::new(pow),
         })
     }
 
@@ -176,7 +192,7 @@ impl AppState {
     /// A room costs a task and a few Redis commands a tick for as long as it lives, so one is
     /// started only for a sale Redis knows as armed: a stranger naming random sales gets 404s
     /// and leaves nothing behind.
-    async fn room(&self, sale: &str) -> Result<Arc<session::Context>, ApiError> {
+    pub(crate) async fn room(&self, sale: &str) -> Result<Arc<session::Context>, ApiError> {
         if let Some(room) = self.rooms.get(sale) {
             return Ok(room.clone());
         }
@@ -215,6 +231,7 @@ impl AppState {
         Arc::new(session::Context {
             sale: sale.to_owned(),
             keys: self.keys.sale(sale),
+            root_keys: self.keys.clone(),
             room,
             signer: self.signer.clone(),
             resume: self.resume.clone(),
@@ -274,8 +291,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/sales/{sale}/draw/proof", get(draw::proof))
         .route(
             "/v1/sales/{sale}/reservations",
-            axum::routing::post(bookings::forward),
+            axum::routing::post(bookings::forward).get(bookings::forward),
         )
+        .route("/v1/sales/{sale}/challenge", get(door::challenge))
         .route("/v1/sales/{sale}/reservations/{id}", get(bookings::forward))
         .route(
             "/v1/sales/{sale}/reservations/{id}/payment",

@@ -223,6 +223,7 @@ fn dial(source: IpAddr, gateway: SocketAddr, sale: &str) -> Dial<'_> {
         resume: None,
         from: Some(source),
         headers: &[],
+        challenge: None,
     }
 }
 

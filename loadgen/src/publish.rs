@@ -85,6 +85,7 @@ fn events(reservations: u64, pools: u64) -> impl Iterator<Item = (String, Vec<u8
             reserved_at_ms: now,
             hold_expires_at_ms: now + 300_000,
             payment_id: None,
+            buyer: None,
         };
         let confirmed = (i % 2 == 0).then(|| Event::PaymentConfirmed(data.clone()));
         std::iter::once(Event::SeatReserved(data))

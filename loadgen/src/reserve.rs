@@ -109,6 +109,7 @@ fn tokens(args: &ReserveArgs) -> anyhow::Result<Vec<String>> {
                 max_seats: 1,
                 iat_ms: now,
                 exp_ms: now + 3_600_000,
+                buyer: None,
             })
         })
         .collect())

@@ -24,8 +24,10 @@ use floodgate_booking::catalog::{self, ClassDef, PoolDef, SaleFile, TrainDef};
 use floodgate_client::BookingClient;
 use floodgate_contract::api::booking::{PaymentStarted, ReservationCreated};
 use floodgate_contract::events::{Envelope, Event, ReservationData};
+use floodgate_contract::identity::IdentityArgs;
 use floodgate_contract::keys::Keys;
 use floodgate_contract::runtime::{KafkaArgs, RedisArgs};
+use floodgate_contract::settings::Door;
 use floodgate_contract::token::TokenSigner;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -84,6 +86,8 @@ pub struct SaleSpec {
     pub hold_ttl_secs: u32,
     pub active_cap: u32,
     pub stock_factor: f64,
+    /// Who may join and what they must show.
+    pub door: Door,
 }
 
 impl Default for SaleSpec {
@@ -97,6 +101,7 @@ impl Default for SaleSpec {
             hold_ttl_secs: 300,
             active_cap: 10_000,
             stock_factor: 2.0,
+            door: Door::default(),
         }
     }
 }
@@ -114,6 +119,10 @@ impl SaleSpec {
             admission_rate: self.admission_rate,
             active_cap: self.active_cap,
             stock_factor: self.stock_factor,
+            identity: self.door.identity.as_str().into(),
+            max_seats_per_buyer: self.door.max_seats_per_buyer,
+            challenge: self.door.challenge.as_str().into(),
+            pow_difficulty: self.door.pow_difficulty,
             classes: vec![ClassDef {
                 code: "3A".into(),
                 name: "AC 3 Tier".into(),
@@ -141,6 +150,29 @@ impl SaleSpec {
                 })
                 .collect(),
         }
+    }
+}
+
+/// The audience of the test sign-in's identity tokens.
+pub const IDENTITY_AUDIENCE: &str = "floodgate-test";
+
+/// The identity settings of services that trust the sign-in stand-in of the sandbox at
+/// `sandbox` (its keys fetched over HTTP, as from a real issuer).
+fn identity_args(sandbox: &SocketAddr, buyer_id_key: Option<&str>) -> IdentityArgs {
+    IdentityArgs {
+        identity_issuer: Some(format!("http://{sandbox}")),
+        identity_audience: Some(IDENTITY_AUDIENCE.into()),
+        identity_jwks_url: Some(format!("http://{sandbox}/.well-known/jwks.json")),
+        identity_jwks_file: None,
+        identity_algorithms: floodgate_contract::identity::DEFAULT_ALGORITHMS.into(),
+        identity_leeway_secs: 0,
+        buyer_id: if buyer_id_key.is_some() {
+            "hash"
+        } else {
+            "subject"
+        }
+        .into(),
+        buyer_id_key: buyer_id_key.map(|k| k.to_owned().into()),
     }
 }
 
@@ -202,6 +234,8 @@ pub struct TestOptions {
     pub consumer: bool,
     /// Proxies whose `X-Forwarded-For` the gateway believes.
     pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// Store buyers as a keyed hash of their subject, with this key (default: the subject).
+    pub buyer_id_key: Option<String>,
 }
 
 impl Default for TestOptions {
@@ -225,6 +259,7 @@ impl Default for TestOptions {
             checkout_origins: None,
             consumer: true,
             trusted_proxies: Vec::new(),
+            buyer_id_key: None,
         }
     }
 }
@@ -256,6 +291,30 @@ impl TestApp {
         let booking = booking_listener.local_addr().unwrap();
         let sandbox_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let sandbox = sandbox_listener.local_addr().unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let gateway = listener.local_addr().unwrap();
+        // The sign-in stand-in serves the identity keys the services fetch when they start.
+        let sandbox_app =
+            floodgate_booking::sandbox::Sandbox::new(floodgate_booking::sandbox::SandboxConfig {
+                listen: sandbox.to_string(),
+                public_url: format!("http://{sandbox}"),
+                webhook_url: format!("http://{booking}/v1/payments/webhook"),
+                webhook_secret: webhook_secret.clone().into(),
+                api_key: payment_api_key.clone().into(),
+                signin: floodgate_booking::signin::SignInConfig {
+                    enabled: true,
+                    audience: IDENTITY_AUDIENCE.into(),
+                    return_origins: vec![format!("http://{gateway}")],
+                },
+            });
+        let sandbox_stop = shutdown.child_token();
+        tokio::spawn(async move {
+            axum::serve(sandbox_listener, sandbox_app.router())
+                .with_graceful_shutdown(async move { sandbox_stop.cancelled().await })
+                .await
+        });
+
+        let identity = identity_args(&sandbox, options.buyer_id_key.as_deref());
         let gateway_config = floodgate_gateway::Config {
             listen: "127.0.0.1:0".into(),
             admin_listen: "127.0.0.1:0".into(),
@@ -263,6 +322,7 @@ impl TestApp {
                 redis_url: options.gateway_redis_url.clone().unwrap_or_else(redis_url),
                 redis_prefix: prefix.clone(),
             },
+            identity: identity.clone(),
             token_key_id: signer.kid().to_owned(),
             token_signing_key: signer.seed_base64().into(),
             tick_ms: 50,
@@ -294,8 +354,6 @@ impl TestApp {
             floodgate_gateway::AppState::connect(gateway_config, shutdown.child_token())
                 .await
                 .expect("gateway state");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let gateway = listener.local_addr().unwrap();
         let gateway_admin_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let gateway_admin = gateway_admin_listener.local_addr().unwrap();
         tokio::spawn(floodgate_gateway::run_admin(
@@ -303,21 +361,6 @@ impl TestApp {
             gateway_state.shutdown.clone(),
         ));
         tokio::spawn(floodgate_gateway::run(listener, gateway_state));
-
-        let sandbox_app =
-            floodgate_booking::sandbox::Sandbox::new(floodgate_booking::sandbox::SandboxConfig {
-                listen: sandbox.to_string(),
-                public_url: format!("http://{sandbox}"),
-                webhook_url: format!("http://{booking}/v1/payments/webhook"),
-                webhook_secret: webhook_secret.clone().into(),
-                api_key: payment_api_key.clone().into(),
-            });
-        let sandbox_stop = shutdown.child_token();
-        tokio::spawn(async move {
-            axum::serve(sandbox_listener, sandbox_app.router())
-                .with_graceful_shutdown(async move { sandbox_stop.cancelled().await })
-                .await
-        });
 
         let booking_config = floodgate_booking::Config {
             listen: booking.to_string(),
@@ -329,6 +372,7 @@ impl TestApp {
                 kafka_brokers: brokers.clone(),
                 reservations_topic: topic.clone(),
             },
+            identity: identity.clone(),
             delivery_timeout_ms: options.delivery_timeout_ms,
             linger_ms: 0,
             token_public_keys: format!("{}={}", signer.kid(), signer.public_base64()),
@@ -427,6 +471,7 @@ impl TestApp {
                 kafka_brokers: kafka_brokers.to_owned(),
                 reservations_topic: self.topic.clone(),
             },
+            identity: identity_args(&self.sandbox, None),
             delivery_timeout_ms,
             linger_ms: 0,
             token_public_keys: format!("{}={}", self.signer.kid(), self.signer.public_base64()),
@@ -515,6 +560,18 @@ impl TestApp {
 
     /// A token for `sale` signed with the gateways' key, as a gateway would issue it.
     pub fn token(&self, sale: &str, ticket: u64, max_seats: u32, ttl_ms: i64) -> String {
+        self.buyer_token(sale, ticket, max_seats, ttl_ms, None)
+    }
+
+    /// A token as a gateway issues it to the signed-in `buyer`'s place.
+    pub fn buyer_token(
+        &self,
+        sale: &str,
+        ticket: u64,
+        max_seats: u32,
+        ttl_ms: i64,
+        buyer: Option<&str>,
+    ) -> String {
         let now = floodgate_contract::now_millis();
         self.signer
             .sign(&floodgate_contract::token::AdmissionClaims {
@@ -524,7 +581,46 @@ impl TestApp {
                 max_seats,
                 iat_ms: now,
                 exp_ms: now + ttl_ms,
+                buyer: buyer.map(str::to_owned),
             })
+    }
+
+    /// An identity token for `sub` from the sign-in stand-in (as the operator's sign-in would
+    /// give a signed-in buyer).
+    pub async fn identity(&self, sub: &str) -> String {
+        self.identity_with(&serde_json::json!({ "sub": sub })).await
+    }
+
+    /// An identity token from the sign-in stand-in with the claims `request` asks for (`sub`,
+    /// and `aud`, `iss`, `expires_in_secs` to make it genuine yet wrong).
+    pub async fn identity_with(&self, request: &serde_json::Value) -> String {
+        let answer: serde_json::Value = self
+            .http
+            .post(format!("http://{}/v1/identity/tokens", self.sandbox))
+            .json(request)
+            .send()
+            .await
+            .expect("the sign-in stand-in answers")
+            .json()
+            .await
+            .expect("a JSON token");
+        answer["id_token"].as_str().expect("an id_token").to_owned()
+    }
+
+    /// Makes the sign-in stand-in sign with a new key (published beside the old ones); returns
+    /// its key id.
+    pub async fn rotate_identity_key(&self) -> String {
+        let answer: serde_json::Value = self
+            .http
+            .post(format!("http://{}/v1/identity/rotate", self.sandbox))
+            .bearer_auth(&self.payment_api_key)
+            .send()
+            .await
+            .expect("the sign-in stand-in answers")
+            .json()
+            .await
+            .expect("a JSON answer");
+        answer["kid"].as_str().expect("a key id").to_owned()
     }
 
     /// One sample from a service's `GET /metrics` (Prometheus text, on its admin listener):
@@ -869,6 +965,7 @@ pub fn event(
         reserved_at_ms: now,
         hold_expires_at_ms: now + 300_000,
         payment_id: None,
+        buyer: None,
     });
     Envelope {
         v: floodgate_contract::events::SCHEMA_VERSION,

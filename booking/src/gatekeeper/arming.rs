@@ -4,6 +4,7 @@
 
 use floodgate_contract::keys::{Keys, PoolKeys};
 use floodgate_contract::lua::clocked_script;
+use floodgate_contract::settings::Door;
 use floodgate_contract::UnixMillis;
 use redis::aio::ConnectionManager;
 use redis::RedisResult;
@@ -30,6 +31,7 @@ pub struct SaleArming<'a> {
     pub pools: &'a [&'a str],
     pub paused: bool,
     pub stock_factor: f64,
+    pub door: Door,
 }
 
 /// What an arming script did.
@@ -102,6 +104,10 @@ pub async fn arm_sale(
         .arg(sale.stock_factor)
         .arg(hex::encode(secret))
         .arg(hex::encode(commitment))
+        .arg(sale.door.identity.as_str())
+        .arg(sale.door.challenge.as_str())
+        .arg(sale.door.pow_difficulty)
+        .arg(sale.door.max_seats_per_buyer.unwrap_or(0))
         .invoke_async(conn)
         .await?;
     let armed = parse_armed("arm_sale", &reply)?;

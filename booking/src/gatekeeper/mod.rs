@@ -28,6 +28,7 @@
 //! `ops`). Nothing outside this module reads a pool's keys or a script's reply.
 
 pub mod arming;
+mod buyers;
 mod ops;
 pub mod repair;
 mod replies;
@@ -45,7 +46,7 @@ use redis::Script;
 pub use ops::{SaleFigures, LATELY_MS};
 use replies::{
     parse_abort, parse_ack, parse_confirm, parse_release, parse_reserve, parse_start_payment,
-    protocol_error, Claim,
+    protocol_error, Claim, Claimed,
 };
 pub use replies::{
     Abort, Ack, Confirmation, Hold, PaymentStart, Release, ReserveError, StoredReservation,
@@ -95,7 +96,8 @@ impl Gatekeeper {
         invocation
     }
 
-    /// Claims the token, then reserves in the pool; gives the claim back on a refusal.
+    /// Claims the token, counts the buyer's seats (when the sale limits them), then reserves in
+    /// the pool; gives back what it took on a refusal.
     #[tracing::instrument(skip_all, fields(sale = %req.claims.sale, pool = %req.pool, ticket = req.claims.ticket))]
     pub async fn reserve(
         &self,
@@ -103,35 +105,15 @@ impl Gatekeeper {
         new_id: &str,
         new_secret: &str,
     ) -> Result<Hold, ReserveError> {
-        let sale_keys = self.keys.sale(&req.claims.sale);
-        let token_key = sale_keys.token(&req.claims.jti);
-        let fingerprint = format!("{}|{}", req.pool, req.seats);
         let attempt = uuid::Uuid::new_v4().simple().to_string();
-        let mut conn = self.redis.clone();
-
-        // The claim is kept for as long as the token can be presented: its expiry plus the clock
-        // skew allowed between the booking service and Redis.
-        let claim_until = req
-            .claims
-            .exp_ms
-            .saturating_add(floodgate_contract::settings::CLOCK_SKEW_MS);
-        let claim: Vec<String> = self
-            .scripts
-            .claim_token
-            .key(sale_keys.meta())
-            .key(&token_key)
-            .key(sale_keys.tokens())
-            .arg(req.idempotency_key)
-            .arg(&fingerprint)
-            .arg(claim_until)
-            .arg(req.pool)
-            .arg(req.claims.exp_ms)
-            .arg(&attempt)
-            .arg(ATTEMPT_LIFETIME_MS)
-            .invoke_async(&mut conn)
-            .await?;
-        let claimed = Claim::parse(&claim)?;
-
+        let claimed = self.claim(req, &attempt).await?;
+        let counted = self.count_buyer_seats(req, claimed.buyer_limit).await;
+        if let Err(refused) = counted {
+            // Nothing of this attempt reached the pool; with 0 the claim is given back only if
+            // no other attempt of the key is registered (one may have counted and reserved).
+            self.release_claim(req, &attempt, 0).await;
+            return Err(refused);
+        }
         let pool_keys = self.keys.pool(&req.claims.sale, req.pool);
         let reply: Vec<String> = Self::pool_invocation(
             &self.scripts.reserve,
@@ -146,31 +128,84 @@ impl Gatekeeper {
         .arg(new_secret)
         .arg(req.claims.ticket)
         .arg(claimed.deadline_ms)
-        .invoke_async(&mut conn)
+        .arg(req.claims.buyer.as_deref().unwrap_or_default())
+        .invoke_async(&mut self.redis.clone())
         .await?;
 
         match parse_reserve(&reply) {
             Ok(hold) => Ok(hold),
             Err(Err(e)) => Err(e),
             Err(Ok(refusal)) => {
-                // No hold was made: the token is not spent. If this release is lost (crash,
-                // Redis blip), the claim stays with this key and a retry releases it.
-                let released: Result<i64, _> = self
-                    .scripts
-                    .release_claim
-                    .key(&token_key)
-                    .key(sale_keys.meta())
-                    .key(sale_keys.tokens())
-                    .arg(req.idempotency_key)
-                    .arg(req.claims.exp_ms)
-                    .arg(&attempt)
-                    .arg(refusal.at_ms)
-                    .invoke_async(&mut conn)
-                    .await;
-                if let Err(e) = released {
-                    tracing::warn!(error = %e, claim = ?claimed.claim, "token claim not released after refusal");
+                // No hold was made: the token is not spent, and its seats no longer count
+                // against the buyer. If this is lost (crash, Redis blip), the claim stays with
+                // this key and a retry releases it.
+                if self.release_claim(req, &attempt, refusal.at_ms).await {
+                    self.uncount_buyer_seats(req).await;
                 }
                 Err(refusal.error)
+            }
+        }
+    }
+
+    /// The sale-wide step (`claim_token.lua`): binds the token to this request's key and
+    /// fingerprint, and registers the attempt with its deadline.
+    async fn claim(
+        &self,
+        req: &ReserveRequest<'_>,
+        attempt: &str,
+    ) -> Result<Claimed, ReserveError> {
+        let sale_keys = self.keys.sale(&req.claims.sale);
+        let fingerprint = format!("{}|{}", req.pool, req.seats);
+        // The claim is kept for as long as the token can be presented: its expiry plus the clock
+        // skew allowed between the booking service and Redis.
+        let claim_until = req
+            .claims
+            .exp_ms
+            .saturating_add(floodgate_contract::settings::CLOCK_SKEW_MS);
+        let claim: Vec<String> = self
+            .scripts
+            .claim_token
+            .key(sale_keys.meta())
+            .key(sale_keys.token(&req.claims.jti))
+            .key(sale_keys.tokens())
+            .arg(req.idempotency_key)
+            .arg(&fingerprint)
+            .arg(claim_until)
+            .arg(req.pool)
+            .arg(req.claims.exp_ms)
+            .arg(attempt)
+            .arg(ATTEMPT_LIFETIME_MS)
+            .invoke_async(&mut self.redis.clone())
+            .await?;
+        Claim::parse(&claim)
+    }
+
+    /// Gives the token back after `attempt` made no hold (`release_claim.lua`), unless another
+    /// attempt of the same key may still take seats. True if it was given back.
+    async fn release_claim(
+        &self,
+        req: &ReserveRequest<'_>,
+        attempt: &str,
+        refused_at: i64,
+    ) -> bool {
+        let sale_keys = self.keys.sale(&req.claims.sale);
+        let released: Result<i64, _> = self
+            .scripts
+            .release_claim
+            .key(sale_keys.token(&req.claims.jti))
+            .key(sale_keys.meta())
+            .key(sale_keys.tokens())
+            .arg(req.idempotency_key)
+            .arg(req.claims.exp_ms)
+            .arg(attempt)
+            .arg(refused_at)
+            .invoke_async(&mut self.redis.clone())
+            .await;
+        match released {
+            Ok(n) => n == 1,
+            Err(e) => {
+                tracing::warn!(error = %e, "token claim not released after refusal");
+                false
             }
         }
     }

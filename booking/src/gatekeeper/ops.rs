@@ -121,6 +121,19 @@ impl Gatekeeper {
         Ok(())
     }
 
+    /// Sets the bot check and/or its difficulty; gateways apply it on their next tick.
+    pub async fn set_challenge(
+        &self,
+        sale: &str,
+        challenge: Option<floodgate_contract::settings::ChallengeRule>,
+        difficulty: Option<u8>,
+    ) -> redis::RedisResult<()> {
+        if let Some(cmd) = writes::challenge(&self.keys.sale(sale), challenge, difficulty) {
+            let _: i64 = cmd.query_async(&mut self.redis.clone()).await?;
+        }
+        Ok(())
+    }
+
     /// Pauses or resumes admission.
     pub async fn set_paused(&self, sale: &str, paused: bool) -> redis::RedisResult<()> {
         let _: i64 = writes::paused(&self.keys.sale(sale), paused)

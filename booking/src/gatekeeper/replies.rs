@@ -36,6 +36,11 @@ pub enum ReserveError {
     TokenSpent,
     #[error("this Idempotency-Key was used with a different request")]
     KeyReused,
+    /// The buyer's seats in this sale would pass the sale's per-buyer limit.
+    #[error(
+        "you may hold or buy at most {limit} seats in this sale, and {counted} are yours already"
+    )]
+    BuyerLimit { limit: u32, counted: u32 },
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
     #[error("unexpected script reply: {0}")]
@@ -54,6 +59,8 @@ pub(super) enum Claim {
 pub(super) struct Claimed {
     pub(super) claim: Claim,
     pub(super) deadline_ms: UnixMillis,
+    /// The sale's per-buyer seat limit, if it sets one.
+    pub(super) buyer_limit: Option<u32>,
 }
 
 impl Claim {
@@ -71,7 +78,15 @@ impl Claim {
             .get(1)
             .and_then(|d| d.parse().ok())
             .ok_or_else(|| ReserveError::Protocol(format!("claim_token: {reply:?}")))?;
-        Ok(Claimed { claim, deadline_ms })
+        let buyer_limit = reply
+            .get(2)
+            .and_then(|l| l.parse::<u32>().ok())
+            .filter(|l| *l > 0);
+        Ok(Claimed {
+            claim,
+            deadline_ms,
+            buyer_limit,
+        })
     }
 }
 
@@ -385,11 +400,18 @@ mod tests {
     #[test]
     fn claim_replies_parse() {
         assert_eq!(
-            Claim::parse(&strings(&["claimed", "123"])).unwrap(),
+            Claim::parse(&strings(&["claimed", "123", "0"])).unwrap(),
             Claimed {
                 claim: Claim::Claimed,
-                deadline_ms: 123
+                deadline_ms: 123,
+                buyer_limit: None,
             }
+        );
+        assert_eq!(
+            Claim::parse(&strings(&["retry", "9", "4"]))
+                .unwrap()
+                .buyer_limit,
+            Some(4)
         );
         assert_eq!(
             Claim::parse(&strings(&["retry", "9"])).unwrap().claim,

@@ -27,6 +27,8 @@ pub struct Scripts {
     pub(super) refund_result: Script,
     /// A lease (`lua/lease.lua`), for the relay of each pool's outbox.
     pub(super) lease: Script,
+    /// A buyer's seats in a sale (`lua/buyer_seats.lua`), in the buyer's own slot.
+    pub(super) buyer_seats: Script,
 }
 
 impl Default for Scripts {
@@ -43,6 +45,7 @@ impl Default for Scripts {
             expire: pool_script(include_str!("../../../lua/expire.lua")),
             refund_result: pool_script(include_str!("../../../lua/refund_result.lua")),
             lease: Script::new(include_str!("../../../lua/lease.lua")),
+            buyer_seats: Script::new(include_str!("../../../lua/buyer_seats.lua")),
         }
     }
 }
@@ -64,6 +67,7 @@ impl Scripts {
             &self.expire,
             &self.refund_result,
             &self.lease,
+            &self.buyer_seats,
         ] {
             script.load_async(conn).await?;
         }

@@ -41,6 +41,27 @@ pub struct ReservationView {
     pub refunds: Vec<RefundView>,
 }
 
+/// `GET /v1/sales/{sale}/reservations` with the buyer's identity: their own reservations in the
+/// sale, newest first, as the durable record (PostgreSQL) has them. No secrets: a reservation's
+/// secret is given once, in its 201.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct BuyerReservations {
+    pub sale: String,
+    pub reservations: Vec<BuyerReservation>,
+}
+
+/// One of a buyer's reservations.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct BuyerReservation {
+    pub reservation_id: String,
+    pub pool: String,
+    pub seats: u32,
+    pub status: ReservationState,
+    pub reserved_at_ms: UnixMillis,
+    pub hold_expires_at_ms: UnixMillis,
+    pub payment_id: Option<String>,
+}
+
 /// A refund of a payment that could not buy the seats.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct RefundView {

@@ -34,6 +34,7 @@ pub mod code {
     pub const BAD_TICKET: &str = "bad_ticket";
     pub const BODY_TOO_LARGE: &str = "body_too_large";
     pub const INVALID_CAP: &str = "invalid_cap";
+    pub const INVALID_DIFFICULTY: &str = "invalid_difficulty";
     pub const INVALID_EVENT: &str = "invalid_event";
     pub const INVALID_POOL: &str = "invalid_pool";
     pub const INVALID_RATE: &str = "invalid_rate";
@@ -63,6 +64,26 @@ pub mod code {
     pub const SIGNATURE_INVALID: &str = "signature_invalid";
     pub const TIMESTAMP_OUTSIDE_TOLERANCE: &str = "timestamp_outside_tolerance";
     pub const SECRET_MISSING: &str = "secret_missing";
+
+    // Who is buying (the identity token from the operator's sign-in) and the bot check.
+    pub const IDENTITY_REQUIRED: &str = "identity_required";
+    pub const IDENTITY_MALFORMED: &str = "identity_malformed";
+    pub const IDENTITY_ALGORITHM: &str = "identity_algorithm";
+    pub const IDENTITY_UNKNOWN_KEY: &str = "identity_unknown_key";
+    pub const IDENTITY_INVALID: &str = "identity_invalid";
+    pub const IDENTITY_EXPIRED: &str = "identity_expired";
+    pub const IDENTITY_NOT_YET_VALID: &str = "identity_not_yet_valid";
+    pub const IDENTITY_WRONG_ISSUER: &str = "identity_wrong_issuer";
+    pub const IDENTITY_WRONG_AUDIENCE: &str = "identity_wrong_audience";
+    pub const IDENTITY_NO_SUBJECT: &str = "identity_no_subject";
+    pub const IDENTITY_UNAVAILABLE: &str = "identity_unavailable";
+    pub const BUYER_MISMATCH: &str = "buyer_mismatch";
+    pub const BUYER_LIMIT: &str = "buyer_limit";
+    pub const CHALLENGE_REQUIRED: &str = "challenge_required";
+    pub const CHALLENGE_FAILED: &str = "challenge_failed";
+    pub const CHALLENGE_EXPIRED: &str = "challenge_expired";
+    pub const CHALLENGE_REUSED: &str = "challenge_reused";
+    pub const CHALLENGE_UNAVAILABLE: &str = "challenge_unavailable";
 
     // What the request named.
     pub const UNKNOWN_SALE: &str = "unknown_sale";

@@ -16,11 +16,15 @@ pub mod view;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use floodgate_contract::lottery::Draw;
+use floodgate_contract::settings::Door;
 use tokio::sync::watch;
 
 use crate::places::{Batches, DeadPlaces};
 pub use driver::RoomDriver;
 pub use view::{read_view, RoomView};
+
+/// How long a join waits for a new room's first view.
+const FIRST_VIEW: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// One sale's room on this gateway; sessions subscribe to its view and ask it where they stand.
 pub struct Room {
@@ -39,6 +43,27 @@ struct Shared {
 impl Room {
     pub fn subscribe(&self) -> watch::Receiver<RoomView> {
         self.view.clone()
+    }
+
+    /// The sale's door as of the room's latest view; a room started just now is waited for
+    /// (briefly: `None` if Redis cannot be read).
+    pub async fn door(&self) -> Option<Door> {
+        let mut view = self.view.clone();
+        let door = tokio::time::timeout(FIRST_VIEW, view.wait_for(|v| v.loaded))
+            .await
+            .ok()?
+            .ok()
+            .map(|v| v.door);
+        door
+    }
+
+    /// Whether `ticket`'s turn has come and gone: admitted, and its admission expired (or too
+    /// long ago for this gateway to know when). Such a ticket can no longer book.
+    pub fn turn_over(&self, ticket: u64, now_ms: i64) -> bool {
+        let frontier = self.view.borrow().frontier;
+        self.place(ticket).is_some_and(|place| {
+            place <= frontier && self.token_expiry(place).is_none_or(|exp| exp <= now_ms)
+        })
     }
 
     /// The place in line of `ticket`, once the pre-queue has been drawn.

@@ -3,6 +3,7 @@
 
 use floodgate_contract::keys::SaleKeys;
 use floodgate_contract::lottery::{draw_seed, Draw};
+use floodgate_contract::settings::Door;
 use floodgate_contract::state::SaleMeta;
 use redis::aio::ConnectionManager;
 
@@ -41,6 +42,8 @@ pub struct RoomView {
     /// Admission tokens handed out and not yet spent or expired.
     pub unspent: u64,
     pub pools: Vec<String>,
+    /// Who may come in and what they must show (joins read it from here, not from Redis).
+    pub door: Door,
 }
 
 impl RoomView {
@@ -91,6 +94,7 @@ pub(crate) fn view_from(meta: Option<&SaleMeta>, frontier: u64, issued: u64) -> 
         stock_factor: meta.stock_factor,
         unspent: meta.unspent,
         pools: meta.pools.clone(),
+        door: meta.door,
     }
 }
 

@@ -3,14 +3,16 @@
 //! key list, argument order and reply shape of the gateway is here or in `contract::state`.
 //!
 //! - [`tickets`]: a place in line (join, resume, leave).
+//! - [`buyers`]: one place in line per buyer (the buyer's record).
 //! - [`draw`]: the pre-queue's record (nonces and batches of joins) for the draw endpoints.
 //! - [`room`]: the room's tick (its read, the lease, bury, sweep, advance, retire).
 
+pub mod buyers;
 pub mod draw;
 pub mod room;
 pub mod tickets;
 
-use floodgate_contract::lua::sale_script;
+use floodgate_contract::lua::{clocked_script, sale_script};
 use redis::Script;
 
 /// The Lua scripts the gateway runs, loaded once from `lua/` and shared by every session and
@@ -24,6 +26,7 @@ pub struct Scripts {
     bury: Script,
     sweep: Script,
     retire: Script,
+    buyer_place: Script,
 }
 
 impl Default for Scripts {
@@ -39,6 +42,23 @@ impl Default for Scripts {
             bury: with_lib(include_str!("../../../lua/bury.lua")),
             sweep: with_lib(include_str!("../../../lua/sweep.lua")),
             retire: Script::new(include_str!("../../../lua/retire.lua")),
+            buyer_place: clocked_script(include_str!("../../../lua/buyer_place.lua")),
         }
     }
+}
+
+/// What the gateway answers when a script's reply is not the shape it documents: logged with
+/// the reply, and a retryable 503 for the client.
+pub(crate) fn odd_reply(script: &str, reply: &str) -> crate::error::ApiError {
+    tracing::error!(script, %reply, "a waiting-room script answered oddly");
+    crate::error::ApiError::Unavailable(
+        floodgate_contract::api::code::REDIS_UNAVAILABLE,
+        "the waiting room answered oddly; retry in a second".into(),
+    )
+}
+
+/// A script's reply as the tests of its parser write it.
+#[cfg(test)]
+pub(crate) fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
 }

@@ -134,22 +134,14 @@ pub async fn leave(ctx: &Context, ticket: u64, session_id: &str, grace_ms: i64) 
 }
 
 fn number<T: std::str::FromStr>(text: &str) -> Result<T, ApiError> {
-    text.parse().map_err(|_| {
-        tracing::error!(reply = %text, "the waiting room's script answered oddly");
-        ApiError::Unavailable(
-            code::REDIS_UNAVAILABLE,
-            "the waiting room answered oddly; retry in a second".into(),
-        )
-    })
+    text.parse()
+        .map_err(|_| super::odd_reply("a ticket script", text))
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::strings;
     use super::*;
-
-    fn strings(items: &[&str]) -> Vec<String> {
-        items.iter().map(|s| s.to_string()).collect()
-    }
 
     #[test]
     fn join_replies_parse_into_tickets_or_an_unknown_sale() {

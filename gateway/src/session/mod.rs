@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
-use floodgate_contract::keys::SaleKeys;
+use floodgate_contract::keys::{Keys, SaleKeys};
 use floodgate_contract::now_millis;
 use floodgate_contract::resume::ResumeKey;
 use floodgate_contract::token::{AdmissionClaims, TokenSigner};
@@ -31,6 +31,8 @@ mod step;
 pub struct Context {
     pub sale: String,
     pub keys: SaleKeys,
+    /// Every key builder (a buyer's record lives outside the sale's slot).
+    pub root_keys: Keys,
     pub room: Arc<Room>,
     pub signer: Arc<TokenSigner>,
     pub resume: Arc<ResumeKey>,
@@ -72,6 +74,8 @@ pub struct Session {
     pub number: u64,
     /// What only the first message needs; dropped once it is sent.
     pub hello: Option<Box<Hello>>,
+    /// The signed-in buyer whose place this is, bound into the admission token.
+    pub buyer: Option<Box<str>>,
     /// Holds this session's place in its IP address's connection count until the session ends.
     pub _connection: crate::limits::ConnectionSlot,
     /// Holds its place in the gateway's connection budget.
@@ -312,6 +316,7 @@ impl Session {
             max_seats,
             iat_ms: now,
             exp_ms,
+            buyer: self.buyer.as_deref().map(str::to_owned),
         };
         let admitted = ServerMessage::Admitted {
             token: self.ctx.signer.sign(&claims),

@@ -84,6 +84,7 @@ async fn bad_tokens_are_refused_with_clear_errors(db: sqlx::PgPool) {
         max_seats: 2,
         iat_ms: 0,
         exp_ms: i64::MAX,
+        buyer: None,
     });
     assert_refused(
         app.reserve(&sale, &forged, &key(), "p1", 1).await,

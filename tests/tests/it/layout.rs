@@ -120,7 +120,7 @@ fn the_state_layer_check_fails_on_a_field_a_reply_index_or_a_key_outside_its_own
         for owner in [
             "gateway/src/scripts/room.rs",
             "booking/src/gatekeeper/mod.rs",
-            "contract/src/state.rs",
+            "contract/src/state/mod.rs",
         ] {
             let copy = sources();
             plant(copy.path(), owner, code);

@@ -267,6 +267,7 @@ impl World {
                 max_seats: 2,
                 iat_ms: 0,
                 exp_ms: floodgate_contract::now_millis() + 3_600_000,
+                buyer: None,
             },
             key,
             pool: POOLS[rng.gen_range(0..POOLS.len())].0,

@@ -9,6 +9,8 @@
 //!   contention, the reservation lifecycle's interleavings, payments and webhooks.
 //! - [`waiting_room`], [`fairness`], [`room_fleet`], [`ops`]: the waiting room, its fairness,
 //!   several gateways, the ops API.
+//! - [`buyers`]: signed-in buyers (identity, one place each, the pass bound to its buyer, the
+//!   per-buyer limit) and the bot check at the door.
 //! - [`consumer`], [`outages`], [`rebuild`], [`reconcile`]: durability, faults and recovery.
 //! - [`catalog`], [`edge`], [`browser`]: sale files, the CDN configuration, the page in Chromium.
 //! - [`loadgen`]: the load generator's scenarios.
@@ -19,6 +21,7 @@
 
 mod booking_api;
 mod browser;
+mod buyers;
 mod catalog;
 mod consumer;
 mod edge;

@@ -6,10 +6,13 @@
 //! - [`PoolCounts`]: one pool's counters and live holds; [`SaleCounts`]: all of a sale's.
 //! - [`redis_time_ms`]: Redis' `TIME` in Unix milliseconds, the one clock of every decision.
 
+pub mod writes;
+
 use redis::aio::ConnectionLike;
 use redis::{FromRedisValue, Pipeline, RedisResult, Value};
 
 use crate::keys::{Keys, PoolKeys, SaleKeys};
+use crate::settings::{ChallengeRule, Door, IdentityRule};
 use crate::UnixMillis;
 
 /// A sale's `meta` hash (`{s:<sale>}:meta`), every field of it. Written by arming
@@ -50,11 +53,14 @@ pub struct SaleMeta {
     /// Live tickets admitted so far, and dead tickets skipped.
     pub admitted_total: u64,
     pub dead_total: u64,
+    /// Who may come in and what they must show (`identity`, `challenge`, `pow_difficulty`,
+    /// `buyer_seats`: 0 for no per-buyer limit).
+    pub door: Door,
 }
 
 impl SaleMeta {
     /// The hash's fields, in the order [`SaleMeta::from_fields`] reads them.
-    pub const FIELDS: [&'static str; 18] = [
+    pub const FIELDS: [&'static str; 22] = [
         "opens_at_ms",
         "rate",
         "token_ttl_ms",
@@ -73,6 +79,10 @@ impl SaleMeta {
         "unspent",
         "admitted_total",
         "dead_total",
+        "identity",
+        "challenge",
+        "pow_difficulty",
+        "buyer_seats",
     ];
 
     /// Adds the read of `keys`' meta to `pipe` (one reply, for [`SaleMeta::from_fields`]).
@@ -116,6 +126,7 @@ impl SaleMeta {
             unspent: count("unspent"),
             admitted_total: count("admitted_total"),
             dead_total: count("dead_total"),
+            door: door_from(&get, count("pow_difficulty"), count("buyer_seats")),
         })
     }
 
@@ -124,6 +135,29 @@ impl SaleMeta {
         self.prequeue_size.is_some()
             && self.prequeue_digest.is_some()
             && self.lottery_secret.is_some()
+    }
+}
+
+/// The door from the meta's fields; anything missing or unreadable reads as the default door
+/// (what a sale armed before these settings existed has).
+fn door_from<'a>(
+    get: &impl Fn(&str) -> Option<&'a str>,
+    difficulty: u64,
+    buyer_seats: u64,
+) -> Door {
+    let default = Door::default();
+    Door {
+        identity: get("identity")
+            .and_then(|v| IdentityRule::parse(v).ok())
+            .unwrap_or(default.identity),
+        challenge: get("challenge")
+            .and_then(|v| ChallengeRule::parse(v).ok())
+            .unwrap_or(default.challenge),
+        pow_difficulty: u8::try_from(difficulty)
+            .ok()
+            .filter(|d| crate::challenge::DIFFICULTY.contains(d))
+            .unwrap_or(default.pow_difficulty),
+        max_seats_per_buyer: u32::try_from(buyer_seats).ok().filter(|s| *s > 0),
     }
 }
 
@@ -146,61 +180,6 @@ impl SaleStatus {
 
     pub fn from_replies((armed, closed): (bool, bool)) -> Self {
         SaleStatus { armed, closed }
-    }
-}
-
-/// The settings an operator changes live, as `HSET` commands on the sale's meta (and, for the
-/// opening, each pool's config, which the pools' scripts read).
-pub mod writes {
-    use redis::Cmd;
-
-    use crate::keys::{PoolKeys, SaleKeys};
-
-    /// Sets the admission rate and/or the active cap.
-    pub fn rate_and_cap(keys: &SaleKeys, rate: Option<f64>, cap: Option<u32>) -> Option<Cmd> {
-        let mut fields: Vec<(&str, String)> = Vec::new();
-        if let Some(rate) = rate {
-            fields.push(("rate", rate.to_string()));
-        }
-        if let Some(cap) = cap {
-            fields.push(("active_cap", cap.to_string()));
-        }
-        if fields.is_empty() {
-            return None;
-        }
-        let mut cmd = redis::cmd("HSET");
-        cmd.arg(keys.meta()).arg(fields);
-        Some(cmd)
-    }
-
-    /// Pauses or resumes admission.
-    pub fn paused(keys: &SaleKeys, paused: bool) -> Cmd {
-        let mut cmd = redis::cmd("HSET");
-        cmd.arg(keys.meta())
-            .arg("paused")
-            .arg(if paused { "1" } else { "0" });
-        cmd
-    }
-
-    /// Moves the sale's opening.
-    pub fn sale_opens_at(keys: &SaleKeys, opens_at_ms: i64) -> Cmd {
-        let mut cmd = redis::cmd("HSET");
-        cmd.arg(keys.meta()).arg("opens_at_ms").arg(opens_at_ms);
-        cmd
-    }
-
-    /// Moves a pool's armed opening (re-arming is refused from then on).
-    pub fn pool_opens_at(keys: &PoolKeys, opens_at_ms: i64) -> Cmd {
-        let mut cmd = redis::cmd("HSET");
-        cmd.arg(keys.config()).arg("opens_at_ms").arg(opens_at_ms);
-        cmd
-    }
-
-    /// Marks the sale sold out: nothing available and no hold that could return.
-    pub fn sold_out(keys: &SaleKeys) -> Cmd {
-        let mut cmd = redis::cmd("HSET");
-        cmd.arg(keys.meta()).arg("sold_out").arg(1);
-        cmd
     }
 }
 

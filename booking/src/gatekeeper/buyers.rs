@@ -1,0 +1,84 @@
+//! A sale's per-buyer seat limit (`lua/buyer_seats.lua`), kept in the buyer's record, a slot of
+//! its own. A reservation's seats count against its buyer from before the pool step until the
+//! hold ends unsold: the pool's refusal gives them back at once, an expiry or a failed payment when
+//! the relay carries the event that ended the hold (`worker.rs`).
+//!
+//! Crash points: counted but never reserved (the request died between the steps) keeps those
+//! seats counted until a retry with the same key is refused, which gives them back; the buyer
+//! can buy less, never more. The limit is never passed: the count is taken atomically before any
+//! seat is. A hold aborted because its event could not be made durable keeps its seats counted:
+//! the client's retry with the same key reserves again under the same token, counted once.
+
+use std::time::Duration;
+
+use floodgate_contract::identity::BuyerId;
+
+use super::{Gatekeeper, ReserveError, ReserveRequest};
+
+/// How long a buyer's record lives after it last changed (the gateway's place in line keeps it
+/// alive the same way): past any sale's rush.
+const RECORD_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
+
+impl Gatekeeper {
+    /// Counts the request's seats against its buyer, if the token names one and the sale has
+    /// a limit; refuses if they would pass it.
+    pub(super) async fn count_buyer_seats(
+        &self,
+        req: &ReserveRequest<'_>,
+        limit: Option<u32>,
+    ) -> Result<(), ReserveError> {
+        let (Some(buyer), Some(limit)) = (&req.claims.buyer, limit) else {
+            return Ok(());
+        };
+        let buyer = BuyerId::new(buyer.clone());
+        let reply: Vec<String> = self
+            .scripts
+            .buyer_seats
+            .key(self.keys.buyer(&req.claims.sale, &buyer))
+            .arg("take")
+            .arg(&req.claims.jti)
+            .arg(req.seats)
+            .arg(limit)
+            .arg(RECORD_LIFETIME.as_millis() as u64)
+            .invoke_async(&mut self.redis.clone())
+            .await?;
+        match reply.as_slice() {
+            [ok] if ok == "ok" => Ok(()),
+            [over, counted] if over == "over" => Err(ReserveError::BuyerLimit {
+                limit,
+                counted: counted.parse().unwrap_or(limit),
+            }),
+            _ => Err(ReserveError::Protocol(format!("buyer_seats: {reply:?}"))),
+        }
+    }
+
+    /// Gives back the seats the request counted against its buyer (the pool made no hold).
+    pub(super) async fn uncount_buyer_seats(&self, req: &ReserveRequest<'_>) {
+        if let Some(buyer) = &req.claims.buyer {
+            let given = self
+                .give_buyer_seats(&req.claims.sale, buyer, &req.claims.jti)
+                .await;
+            if let Err(e) = given {
+                tracing::warn!(error = %e, "a refused reservation's seats still count against its buyer");
+            }
+        }
+    }
+
+    /// The seats of token `jti`'s reservation no longer count against `buyer` (idempotent).
+    pub async fn give_buyer_seats(
+        &self,
+        sale: &str,
+        buyer: &str,
+        jti: &str,
+    ) -> redis::RedisResult<()> {
+        let _: Vec<String> = self
+            .scripts
+            .buyer_seats
+            .key(self.keys.buyer(sale, &BuyerId::new(buyer)))
+            .arg("give")
+            .arg(jti)
+            .invoke_async(&mut self.redis.clone())
+            .await?;
+        Ok(())
+    }
+}

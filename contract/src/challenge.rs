@@ -1,0 +1,306 @@
+//! The bot check at the door: a challenge a client must pass to join a sale's waiting room.
+//!
+//! A sale says which check it wants (`challenge` in its settings). The gateway asks the sale's
+//! [`ChallengeVerifier`] about the answer a client sends with its join (`/ws?...&challenge=<answer>`).
+//! The interface is what a CAPTCHA provider plugs into (its answer is the widget's response
+//! token, checked at the provider); the built-in verifier is [`ProofOfWork`]: the gateway hands
+//! out a signed puzzle (`GET /v1/sales/{sale}/challenge`), the client finds a nonce whose hash
+//! with the puzzle has `difficulty` leading zero bits, and the gateway checks that in one hash.
+//! Raising the difficulty during an attack (the ops API) makes every join cost a bot twice the
+//! work per bit, and a person's browser a fraction of a second more.
+//!
+//! A puzzle is stateless (a MAC under a key every gateway derives from the signing key, like
+//! resume tokens) and single-use: the gateway records a solved puzzle's id in Redis until the
+//! puzzle expires ([`Passed::single_use`]).
+
+use std::future::Future;
+use std::pin::Pin;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+
+use crate::api::code;
+use crate::UnixMillis;
+
+/// The longest answer read (a CAPTCHA response token is usually well under 2 KB).
+pub const MAX_ANSWER_LEN: usize = 4096;
+/// Difficulties (leading zero bits) a sale may ask for. 0 would be no check; past 32, a phone
+/// would need minutes. Each bit doubles the expected work: 16 is about 65,000 hashes (a tenth
+/// of a second in a browser), 22 about four million (several seconds).
+pub const DIFFICULTY: std::ops::RangeInclusive<u8> = 1..=32;
+/// The difficulty a sale gets unless its file says otherwise.
+pub const DEFAULT_DIFFICULTY: u8 = 16;
+/// How long a puzzle may be answered after it was handed out.
+pub const PUZZLE_LIFETIME_MS: i64 = 120_000;
+
+/// Why an answer was refused; each has its own error code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ChallengeError {
+    #[error("this sale asks for a challenge: fetch one from /v1/sales/{{sale}}/challenge, solve it and join with &challenge=<answer>")]
+    Required,
+    #[error("the challenge answer is wrong")]
+    Failed,
+    #[error("the challenge is no longer valid (too old, or easier than the sale now asks); fetch a new one")]
+    Expired,
+    #[error("this challenge was already used; fetch a new one")]
+    Reused,
+    #[error("the challenge cannot be checked right now; retry shortly")]
+    Unavailable,
+}
+
+impl ChallengeError {
+    pub fn code(self) -> &'static str {
+        match self {
+            ChallengeError::Required => code::CHALLENGE_REQUIRED,
+            ChallengeError::Failed => code::CHALLENGE_FAILED,
+            ChallengeError::Expired => code::CHALLENGE_EXPIRED,
+            ChallengeError::Reused => code::CHALLENGE_REUSED,
+            ChallengeError::Unavailable => code::CHALLENGE_UNAVAILABLE,
+        }
+    }
+}
+
+/// What a passed check leaves for the gateway to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Passed {
+    /// The answer may be used once: the gateway records this id (spread over Redis' slots)
+    /// until the given Unix ms, and refuses it as [`ChallengeError::Reused`] meanwhile. `None`
+    /// when the verifier's provider enforces single use itself.
+    pub single_use: Option<(String, UnixMillis)>,
+}
+
+/// The sale's check, as the gateway asks it. A CAPTCHA provider's implementation would post the
+/// answer to the provider's verification endpoint.
+pub trait ChallengeVerifier: Send + Sync {
+    /// Checks `answer`, sent to join `sale`, whose current difficulty is `difficulty`.
+    fn verify<'a>(
+        &'a self,
+        sale: &'a str,
+        answer: &'a str,
+        difficulty: u8,
+        now_ms: UnixMillis,
+    ) -> Pin<Box<dyn Future<Output = Result<Passed, ChallengeError>> + Send + 'a>>;
+}
+
+/// A puzzle as handed to a client.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Puzzle {
+    /// `"pow"`.
+    pub kind: String,
+    /// The puzzle; the answer is `<puzzle>~<nonce>`.
+    pub puzzle: String,
+    /// Leading zero bits SHA-256(`<puzzle>~<nonce>`) must have.
+    pub difficulty: u8,
+    /// Answer before this, Unix ms.
+    pub expires_at_ms: UnixMillis,
+}
+
+/// The built-in proof of work.
+#[derive(Clone)]
+pub struct ProofOfWork {
+    key: [u8; 32],
+}
+
+const VERSION: &str = "p1";
+
+impl ProofOfWork {
+    /// Derives the puzzles' MAC key from the admission signing seed every gateway holds
+    /// (domain-separated, so it reveals nothing about the signing key).
+    pub fn derive(signing_seed: &[u8]) -> Self {
+        let mut hasher = Sha256::new();
+        hasher.update(b"floodgate challenge key v1\0");
+        hasher.update(signing_seed);
+        Self {
+            key: hasher.finalize().into(),
+        }
+    }
+
+    /// A fresh puzzle for `sale` at `difficulty`.
+    pub fn issue(&self, sale: &str, difficulty: u8, now_ms: UnixMillis) -> Puzzle {
+        let mut salt = [0u8; 12];
+        rand::rngs::OsRng.fill_bytes(&mut salt);
+        let body = format!(
+            "{VERSION}~{sale}~{now_ms}~{difficulty}~{}",
+            B64.encode(salt)
+        );
+        let mac = B64.encode(self.mac(&body));
+        Puzzle {
+            kind: "pow".into(),
+            puzzle: format!("{body}~{mac}"),
+            difficulty,
+            expires_at_ms: now_ms + PUZZLE_LIFETIME_MS,
+        }
+    }
+
+    fn mac(&self, body: &str) -> [u8; 16] {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("any key length");
+        mac.update(body.as_bytes());
+        let full = mac.finalize().into_bytes();
+        let mut out = [0u8; 16];
+        out.copy_from_slice(&full[..16]);
+        out
+    }
+
+    /// The check, without the future around it.
+    pub fn check(
+        &self,
+        sale: &str,
+        answer: &str,
+        difficulty: u8,
+        now_ms: UnixMillis,
+    ) -> Result<Passed, ChallengeError> {
+        if answer.len() > MAX_ANSWER_LEN {
+            return Err(ChallengeError::Failed);
+        }
+        let (puzzle, _nonce) = answer.rsplit_once('~').ok_or(ChallengeError::Failed)?;
+        let (body, mac) = puzzle.rsplit_once('~').ok_or(ChallengeError::Failed)?;
+        let mac = B64.decode(mac).map_err(|_| ChallengeError::Failed)?;
+        if !crate::secrets::same_secret(&mac, &self.mac(body)) {
+            return Err(ChallengeError::Failed);
+        }
+        // Genuine from here on: the fields are ours.
+        let fields: Vec<&str> = body.split('~').collect();
+        let [VERSION, for_sale, issued, asked, _salt] = fields[..] else {
+            return Err(ChallengeError::Failed);
+        };
+        let issued: UnixMillis = issued.parse().map_err(|_| ChallengeError::Failed)?;
+        let asked: u8 = asked.parse().map_err(|_| ChallengeError::Failed)?;
+        if for_sale != sale {
+            return Err(ChallengeError::Failed);
+        }
+        let expires = issued + PUZZLE_LIFETIME_MS;
+        if now_ms >= expires || asked < difficulty {
+            return Err(ChallengeError::Expired);
+        }
+        if leading_zero_bits(&Sha256::digest(answer.as_bytes())) < u32::from(asked) {
+            return Err(ChallengeError::Failed);
+        }
+        let id = hex::encode(&Sha256::digest(puzzle.as_bytes())[..16]);
+        Ok(Passed {
+            single_use: Some((id, expires)),
+        })
+    }
+
+    /// Finds an answer to `puzzle` (what a client does; the tests and the load generator use it).
+    pub fn solve(puzzle: &Puzzle) -> String {
+        (0u64..)
+            .map(|n| format!("{}~{n:x}", puzzle.puzzle))
+            .find(|answer| {
+                leading_zero_bits(&Sha256::digest(answer.as_bytes()))
+                    >= u32::from(puzzle.difficulty)
+            })
+            .expect("some nonce solves any puzzle of at most 32 bits")
+    }
+}
+
+impl ChallengeVerifier for ProofOfWork {
+    fn verify<'a>(
+        &'a self,
+        sale: &'a str,
+        answer: &'a str,
+        difficulty: u8,
+        now_ms: UnixMillis,
+    ) -> Pin<Box<dyn Future<Output = Result<Passed, ChallengeError>> + Send + 'a>> {
+        Box::pin(std::future::ready(
+            self.check(sale, answer, difficulty, now_ms),
+        ))
+    }
+}
+
+fn leading_zero_bits(hash: &[u8]) -> u32 {
+    let mut bits = 0;
+    for byte in hash {
+        if *byte == 0 {
+            bits += 8;
+        } else {
+            return bits + byte.leading_zeros();
+        }
+    }
+    bits
+}
+
+/// Whether `difficulty` is one a sale may ask for.
+pub fn check_difficulty(difficulty: i64) -> Result<u8, String> {
+    u8::try_from(difficulty)
+        .ok()
+        .filter(|d| DIFFICULTY.contains(d))
+        .ok_or_else(|| {
+            format!(
+                "pow_difficulty must be a whole number of bits from {} to {}",
+                DIFFICULTY.start(),
+                DIFFICULTY.end()
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_solved_puzzle_passes_once_per_id_and_every_flaw_is_refused() {
+        let pow = ProofOfWork::derive(&[7; 32]);
+        let now = 1_000_000;
+        let puzzle = pow.issue("s1", 8, now);
+        let answer = ProofOfWork::solve(&puzzle);
+        let passed = pow.check("s1", &answer, 8, now + 10).unwrap();
+        let (id, until) = passed.single_use.unwrap();
+        assert_eq!(until, now + PUZZLE_LIFETIME_MS);
+        assert_eq!(id.len(), 32);
+        // The same puzzle solved with another nonce is the same puzzle: same single-use id.
+        let other_nonce = (0u64..)
+            .map(|n| format!("{}~z{n:x}", puzzle.puzzle))
+            .find(|a| leading_zero_bits(&Sha256::digest(a.as_bytes())) >= 8)
+            .unwrap();
+        let again = pow.check("s1", &other_nonce, 8, now).unwrap();
+        assert_eq!(again.single_use.unwrap().0, id);
+
+        assert_eq!(
+            pow.check("s2", &answer, 8, now),
+            Err(ChallengeError::Failed)
+        );
+        assert_eq!(
+            pow.check("s1", &answer, 8, now + PUZZLE_LIFETIME_MS),
+            Err(ChallengeError::Expired)
+        );
+        assert_eq!(
+            pow.check("s1", &answer, 9, now),
+            Err(ChallengeError::Expired),
+            "the sale asks for more now than the puzzle did"
+        );
+        let wrong = (0u64..)
+            .map(|n| format!("{}~{n:x}", puzzle.puzzle))
+            .find(|a| leading_zero_bits(&Sha256::digest(a.as_bytes())) < 8)
+            .unwrap();
+        assert_eq!(pow.check("s1", &wrong, 8, now), Err(ChallengeError::Failed));
+        // A puzzle made up by the client, easier than asked: its MAC gives it away.
+        let forged = answer.replacen("~8~", "~1~", 1);
+        assert_eq!(
+            pow.check("s1", &forged, 1, now),
+            Err(ChallengeError::Failed)
+        );
+        let stranger = ProofOfWork::derive(&[8; 32]);
+        assert_eq!(
+            stranger.check("s1", &answer, 8, now),
+            Err(ChallengeError::Failed)
+        );
+        assert_eq!(pow.check("s1", "", 8, now), Err(ChallengeError::Failed));
+        assert_eq!(
+            pow.check("s1", &"~".repeat(5000), 8, now),
+            Err(ChallengeError::Failed)
+        );
+    }
+
+    #[test]
+    fn difficulties_have_bounds() {
+        assert_eq!(check_difficulty(16), Ok(16));
+        assert!(check_difficulty(0).is_err());
+        assert!(check_difficulty(33).is_err());
+        assert!(check_difficulty(-1).is_err());
+        assert_eq!(leading_zero_bits(&[0, 0x10]), 11);
+        assert_eq!(leading_zero_bits(&[0x80]), 0);
+    }
+}

@@ -1,0 +1,396 @@
+//! Checking identity tokens against the issuer's published keys.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+use tokio::time::Instant;
+
+use super::{BuyerId, BuyerIdForm, IdentityError, MAX_IDENTITY_TOKEN_LEN, MAX_SUBJECT_LEN};
+
+/// Where the issuer's public keys come from.
+#[derive(Clone, Debug)]
+pub enum KeySource {
+    /// A JWKS document at this URL (the issuer's `jwks_uri`).
+    Url(String),
+    /// A JWKS document in this file (re-read when a token names a key it does not hold).
+    File(PathBuf),
+}
+
+/// What a valid identity token must say, and how it becomes a buyer.
+#[derive(Clone)]
+pub struct IdentityPolicy {
+    pub issuer: String,
+    pub audience: String,
+    pub algorithms: Vec<Algorithm>,
+    /// Clock skew allowed on `exp` and `nbf`.
+    pub leeway: Duration,
+    pub buyer_id: BuyerIdForm,
+    pub keys: KeySource,
+}
+
+/// Parses a comma-separated list of JWS algorithm names, refusing any symmetric one.
+pub fn parse_algorithms(list: &str) -> Result<Vec<Algorithm>, String> {
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let alg: Algorithm = name
+            .parse()
+            .map_err(|_| format!("{name} is not a JWS algorithm name"))?;
+        if matches!(alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512) {
+            return Err(format!(
+                "{name} is symmetric: whoever can verify could also mint identities"
+            ));
+        }
+        out.push(alg);
+    }
+    if out.is_empty() {
+        return Err("name at least one algorithm".into());
+    }
+    Ok(out)
+}
+
+/// The keys an issuer publishes, by key id.
+#[derive(Default)]
+struct KeyRing {
+    keys: HashMap<String, (DecodingKey, Option<Algorithm>)>,
+}
+
+impl KeyRing {
+    /// The usable keys of a JWKS document: each with a key id, asymmetric, and (when it says
+    /// which algorithm it is for) for one of `accepted`.
+    fn from_jwks(doc: &[u8], accepted: &[Algorithm]) -> Result<Self, String> {
+        let set: JwkSet =
+            serde_json::from_slice(doc).map_err(|e| format!("not a JWKS document: {e}"))?;
+        let mut keys = HashMap::new();
+        for jwk in &set.keys {
+            let Some(kid) = jwk.common.key_id.clone() else {
+                continue;
+            };
+            if matches!(jwk.algorithm, AlgorithmParameters::OctetKey(_)) {
+                continue;
+            }
+            let alg = jwk
+                .common
+                .key_algorithm
+                .and_then(|a| a.to_string().parse::<Algorithm>().ok());
+            if alg.is_some_and(|a| !accepted.contains(&a)) {
+                continue;
+            }
+            if let Ok(key) = DecodingKey::from_jwk(jwk) {
+                keys.insert(kid, (key, alg));
+            }
+        }
+        Ok(Self { keys })
+    }
+}
+
+/// The registered claims every identity token must carry.
+const REQUIRED_CLAIMS: &[&str] = &[
+    // expiry, issuer, audience, subject
+    "exp", "iss", "aud", "sub",
+];
+
+/// The claims an identity token must carry (the rest are ignored).
+#[derive(Deserialize)]
+struct Claims {
+    sub: Option<String>,
+}
+
+/// Checks identity tokens. Cheap to share: one per process, behind an `Arc`.
+pub struct IdentityVerifier {
+    policy: IdentityPolicy,
+    ring: RwLock<Arc<KeyRing>>,
+    /// When the keys were last fetched (or a fetch last tried); held while a fetch runs.
+    fetched: tokio::sync::Mutex<Option<Instant>>,
+    http: reqwest::Client,
+}
+
+/// Least time between two fetches of the issuer's keys prompted by an unknown key id: a flood of
+/// tokens naming made-up key ids costs the issuer one fetch per process per interval, and a key
+/// the issuer just started signing with is picked up within it.
+const REFETCH_INTERVAL: Duration = Duration::from_secs(2);
+/// Keys older than this are fetched again (in the background; the old ones serve meanwhile).
+const KEYS_MAX_AGE: Duration = Duration::from_secs(600);
+/// How long one fetch of the keys may take.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl IdentityVerifier {
+    /// A verifier for `policy`, with its keys loaded. An unreachable issuer is not fatal (it is
+    /// logged, and tokens are refused as [`IdentityError::Unavailable`] until a fetch succeeds);
+    /// a key file that cannot be read is.
+    pub async fn new(policy: IdentityPolicy) -> Result<Arc<Self>, String> {
+        let verifier = Arc::new(Self {
+            policy,
+            ring: RwLock::new(Arc::new(KeyRing::default())),
+            fetched: tokio::sync::Mutex::new(None),
+            http: reqwest::Client::builder()
+                .timeout(FETCH_TIMEOUT)
+                .build()
+                .map_err(|e| e.to_string())?,
+        });
+        match (&verifier.policy.keys, verifier.refresh().await) {
+            (_, Ok(())) => {}
+            (KeySource::File(path), Err(e)) => {
+                return Err(format!("identity keys from {}: {e}", path.display()))
+            }
+            (KeySource::Url(url), Err(e)) => {
+                tracing::error!(%url, error = %e, "the identity issuer's keys could not be fetched; identities are refused until they can");
+            }
+        }
+        Ok(verifier)
+    }
+
+    /// Fetches the issuer's keys now and replaces the ones held.
+    pub async fn refresh(&self) -> Result<(), String> {
+        let mut fetched = self.fetched.lock().await;
+        *fetched = Some(Instant::now());
+        self.load().await
+    }
+
+    /// Reads the JWKS document and replaces the keys held (the caller holds `fetched`, so one
+    /// fetch runs at a time and those waiting see its result).
+    async fn load(&self) -> Result<(), String> {
+        let doc = match &self.policy.keys {
+            KeySource::File(path) => tokio::fs::read(path).await.map_err(|e| e.to_string())?,
+            KeySource::Url(url) => {
+                let response = self
+                    .http
+                    .get(url)
+                    .send()
+                    .await
+                    .and_then(reqwest::Response::error_for_status)
+                    .map_err(|e| e.to_string())?;
+                let body = response.bytes().await.map_err(|e| e.to_string())?;
+                body.to_vec()
+            }
+        };
+        let ring = KeyRing::from_jwks(&doc, &self.policy.algorithms)?;
+        tracing::info!(keys = ring.keys.len(), "identity keys loaded");
+        *self.ring.write().expect("key ring lock") = Arc::new(ring);
+        Ok(())
+    }
+
+    /// The buyer an identity token names, if it is genuine, current and for this service.
+    pub async fn verify(self: &Arc<Self>, token: &str) -> Result<BuyerId, IdentityError> {
+        if token.is_empty() || token.len() > MAX_IDENTITY_TOKEN_LEN {
+            return Err(IdentityError::Malformed);
+        }
+        let header = jsonwebtoken::decode_header(token).map_err(|_| IdentityError::Malformed)?;
+        if !self.policy.algorithms.contains(&header.alg) {
+            return Err(IdentityError::Algorithm);
+        }
+        let kid = header.kid.ok_or(IdentityError::UnknownKey)?;
+        let (key, key_alg) = self.key(&kid).await?;
+        if key_alg.is_some_and(|a| a != header.alg) {
+            return Err(IdentityError::Algorithm);
+        }
+        let mut validation = Validation::new(header.alg);
+        validation.set_issuer(&[&self.policy.issuer]);
+        validation.set_audience(&[&self.policy.audience]);
+        validation.set_required_spec_claims(REQUIRED_CLAIMS);
+        validation.leeway = self.policy.leeway.as_secs();
+        validation.validate_nbf = true;
+        let data = jsonwebtoken::decode::<Claims>(token, &key, &validation).map_err(refusal)?;
+        let subject = data
+            .claims
+            .sub
+            .filter(|s| !s.is_empty() && s.len() <= MAX_SUBJECT_LEN)
+            .ok_or(IdentityError::NoSubject)?;
+        Ok(self.policy.buyer_id.buyer(&self.policy.issuer, &subject))
+    }
+
+    /// The key `kid`, fetching the issuer's keys again if it is not held (at most once per
+    /// [`REFETCH_INTERVAL`]) and in the background when they are old.
+    async fn key(
+        self: &Arc<Self>,
+        kid: &str,
+    ) -> Result<(DecodingKey, Option<Algorithm>), IdentityError> {
+        let held = |ring: &KeyRing| ring.keys.get(kid).cloned();
+        let ring = self.ring.read().expect("key ring lock").clone();
+        if let Some(found) = held(&ring) {
+            self.refresh_if_old();
+            return Ok(found);
+        }
+        let never_loaded = ring.keys.is_empty();
+        drop(ring);
+        self.refetch().await;
+        let ring = self.ring.read().expect("key ring lock").clone();
+        match held(&ring) {
+            Some(found) => Ok(found),
+            None if never_loaded && ring.keys.is_empty() => Err(IdentityError::Unavailable),
+            None => Err(IdentityError::UnknownKey),
+        }
+    }
+
+    /// Fetches the keys unless a fetch was made within [`REFETCH_INTERVAL`].
+    async fn refetch(&self) {
+        let mut fetched = self.fetched.lock().await;
+        if fetched.is_some_and(|at| at.elapsed() < REFETCH_INTERVAL) {
+            return;
+        }
+        *fetched = Some(Instant::now());
+        if let Err(e) = self.load().await {
+            tracing::warn!(error = %e, "fetching the identity issuer's keys failed");
+        }
+    }
+
+    fn refresh_if_old(self: &Arc<Self>) {
+        let Ok(fetched) = self.fetched.try_lock() else {
+            return;
+        };
+        if fetched.is_some_and(|at| at.elapsed() < KEYS_MAX_AGE) {
+            return;
+        }
+        drop(fetched);
+        let me = self.clone();
+        tokio::spawn(async move { me.refetch().await });
+    }
+}
+
+/// The refusal a decoding error stands for.
+fn refusal(e: jsonwebtoken::errors::Error) -> IdentityError {
+    match e.kind() {
+        ErrorKind::ExpiredSignature => IdentityError::Expired,
+        ErrorKind::ImmatureSignature => IdentityError::NotYetValid,
+        ErrorKind::InvalidIssuer => IdentityError::WrongIssuer,
+        ErrorKind::InvalidAudience => IdentityError::WrongAudience,
+        ErrorKind::InvalidSignature => IdentityError::BadSignature,
+        ErrorKind::InvalidAlgorithm
+        | ErrorKind::MissingAlgorithm
+        | ErrorKind::InvalidKeyFormat
+        | ErrorKind::InvalidEcdsaKey
+        | ErrorKind::InvalidEddsaKey
+        | ErrorKind::InvalidRsaKey(_) => IdentityError::Algorithm,
+        ErrorKind::MissingRequiredClaim(claim) => match claim.as_str() {
+            "sub" => IdentityError::NoSubject,
+            "iss" => IdentityError::WrongIssuer,
+            "aud" => IdentityError::WrongAudience,
+            "exp" => IdentityError::Expired,
+            _ => IdentityError::Malformed,
+        },
+        _ => IdentityError::Malformed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::{IssuedIdentity, IssuerKey, DEFAULT_ALGORITHMS};
+    use secrecy::SecretString;
+
+    const ISS: &str = "https://signin.example";
+    const AUD: &str = "floodgate-demo";
+
+    async fn verifier(keys: &[&IssuerKey], form: BuyerIdForm) -> (Arc<IdentityVerifier>, PathBuf) {
+        let path = std::env::temp_dir().join(format!("jwks-{}.json", uuid::Uuid::new_v4()));
+        std::fs::write(&path, IssuerKey::jwks(keys).to_string()).unwrap();
+        let policy = IdentityPolicy {
+            issuer: ISS.into(),
+            audience: AUD.into(),
+            algorithms: parse_algorithms(DEFAULT_ALGORITHMS).unwrap(),
+            leeway: Duration::from_secs(0),
+            buyer_id: form,
+            keys: KeySource::File(path.clone()),
+        };
+        (IdentityVerifier::new(policy).await.unwrap(), path)
+    }
+
+    fn token(key: &IssuerKey, iss: &str, aud: &str, sub: &str) -> String {
+        key.sign(&IssuedIdentity::new(
+            iss,
+            aud,
+            sub,
+            Duration::from_secs(300),
+        ))
+    }
+
+    #[tokio::test]
+    async fn a_genuine_token_names_its_subject_and_every_flaw_has_its_refusal() {
+        let key = IssuerKey::generate("k1");
+        let (v, _) = verifier(&[&key], BuyerIdForm::Subject).await;
+        let buyer = v.verify(&token(&key, ISS, AUD, "alice")).await.unwrap();
+        assert_eq!(buyer.as_str(), "alice");
+
+        let other = IssuerKey::generate("k1");
+        let forged = token(&other, ISS, AUD, "alice");
+        assert_eq!(v.verify(&forged).await, Err(IdentityError::BadSignature));
+        let stranger = IssuerKey::generate("k9");
+        let unknown = token(&stranger, ISS, AUD, "alice");
+        assert_eq!(v.verify(&unknown).await, Err(IdentityError::UnknownKey));
+        assert_eq!(
+            v.verify(&token(&key, "https://evil.example", AUD, "a"))
+                .await,
+            Err(IdentityError::WrongIssuer)
+        );
+        assert_eq!(
+            v.verify(&token(&key, ISS, "someone-else", "a")).await,
+            Err(IdentityError::WrongAudience)
+        );
+        let mut old = IssuedIdentity::new(ISS, AUD, "a", Duration::from_secs(1));
+        old.exp -= 120;
+        assert_eq!(v.verify(&key.sign(&old)).await, Err(IdentityError::Expired));
+        assert_eq!(
+            v.verify(&token(&key, ISS, AUD, "")).await,
+            Err(IdentityError::NoSubject)
+        );
+        let hs = jsonwebtoken::encode(
+            &jsonwebtoken::Header {
+                kid: Some("k1".into()),
+                ..jsonwebtoken::Header::new(Algorithm::HS256)
+            },
+            &IssuedIdentity::new(ISS, AUD, "a", Duration::from_secs(60)),
+            &jsonwebtoken::EncodingKey::from_secret(b"the public key, as a secret"),
+        )
+        .unwrap();
+        assert_eq!(v.verify(&hs).await, Err(IdentityError::Algorithm));
+        assert_eq!(v.verify("not.a.jwt").await, Err(IdentityError::Malformed));
+        assert_eq!(
+            v.verify(&"a".repeat(9000)).await,
+            Err(IdentityError::Malformed)
+        );
+    }
+
+    #[tokio::test]
+    async fn the_hashed_form_names_nobody_and_is_stable() {
+        let key = IssuerKey::generate("k1");
+        let form = BuyerIdForm::KeyedHash(SecretString::from("k".repeat(32)));
+        let (v, _) = verifier(&[&key], form).await;
+        let a = v.verify(&token(&key, ISS, AUD, "alice")).await.unwrap();
+        let again = v.verify(&token(&key, ISS, AUD, "alice")).await.unwrap();
+        let b = v.verify(&token(&key, ISS, AUD, "bob")).await.unwrap();
+        assert_eq!(a, again);
+        assert_ne!(a, b);
+        assert!(!a.as_str().contains("alice"));
+        assert_eq!(a.as_str().len(), 32);
+        assert_eq!(a.key_tag().len(), 64);
+    }
+
+    #[tokio::test]
+    async fn a_rotated_key_is_picked_up_from_the_published_set() {
+        let old = IssuerKey::generate("2026-11");
+        let (v, path) = verifier(&[&old], BuyerIdForm::Subject).await;
+        let new = IssuerKey::generate("2026-12");
+        let by_new = token(&new, ISS, AUD, "alice");
+        // Not published yet: an unknown key.
+        assert_eq!(v.verify(&by_new).await, Err(IdentityError::UnknownKey));
+        std::fs::write(&path, IssuerKey::jwks(&[&old, &new]).to_string()).unwrap();
+        // Within the refetch interval the set is not read again; a refresh (as after the
+        // interval) picks the new key up, and the old one still verifies.
+        v.refresh().await.unwrap();
+        assert_eq!(v.verify(&by_new).await.unwrap().as_str(), "alice");
+        assert!(v.verify(&token(&old, ISS, AUD, "bob")).await.is_ok());
+    }
+
+    #[test]
+    fn symmetric_algorithms_cannot_be_configured() {
+        assert!(parse_algorithms("EdDSA,HS256").is_err());
+        assert!(parse_algorithms("").is_err());
+        assert!(parse_algorithms("none").is_err());
+        assert_eq!(parse_algorithms("ES256").unwrap(), vec![Algorithm::ES256]);
+    }
+}

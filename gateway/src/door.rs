@@ -1,0 +1,148 @@
+//! The door of a sale's waiting room: who is joining (a buyer's identity token, checked against
+//! the operator's sign-in) and the bot check a sale may ask for (a proof of work whose puzzle
+//! `GET /v1/sales/{sale}/challenge` hands out). Both are checked before a ticket is taken, so a
+//! refused join costs no Redis work beyond the single-use mark of a solved puzzle.
+
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use floodgate_contract::api::code;
+use floodgate_contract::challenge::{ChallengeError, ChallengeVerifier as _};
+use floodgate_contract::identity::{
+    BuyerId, IdentityError, IDENTITY_HEADER, IDENTITY_SUBPROTOCOL_PREFIX,
+};
+use floodgate_contract::ids::check_sale_id;
+use floodgate_contract::now_millis;
+use floodgate_contract::settings::{ChallengeRule, Door, IdentityRule};
+
+use crate::error::ApiError;
+use crate::session::Context;
+use crate::AppState;
+
+/// The identity token a join presents: the `Floodgate-Identity` header (apps, scripts), or the
+/// subprotocol `floodgate-identity.<token>` a browser offers beside `floodgate`.
+pub fn identity_token(headers: &HeaderMap) -> Option<&str> {
+    if let Some(value) = headers.get(IDENTITY_HEADER) {
+        return value.to_str().ok().map(str::trim);
+    }
+    headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .find_map(|p| p.trim().strip_prefix(IDENTITY_SUBPROTOCOL_PREFIX))
+}
+
+/// The buyer a join's identity token names (`None`: no token, on a sale that does not require
+/// one). A token is checked whenever one is presented, so a signed-in buyer always holds one
+/// place, whatever the sale requires.
+pub async fn identify(
+    state: &AppState,
+    door: &Door,
+    token: Option<&str>,
+) -> Result<Option<BuyerId>, ApiError> {
+    let required = door.identity == IdentityRule::Required;
+    let Some(token) = token else {
+        return if required {
+            Err(ApiError::Unauthorized(
+                code::IDENTITY_REQUIRED,
+                "this sale is for signed-in buyers: sign in, then join with your identity token"
+                    .into(),
+            ))
+        } else {
+            Ok(None)
+        };
+    };
+    let Some(verifier) = &state.identity else {
+        if required {
+            tracing::error!("a sale requires identities, and this gateway has no issuer configured (FLOODGATE_IDENTITY_ISSUER)");
+            return Err(identity_refusal(IdentityError::Unavailable));
+        }
+        return Ok(None);
+    };
+    verifier
+        .verify(token)
+        .await
+        .map(Some)
+        .map_err(identity_refusal)
+}
+
+/// The answer to a refused identity token, for joins and booking requests alike.
+pub fn identity_refusal(e: IdentityError) -> ApiError {
+    if e.is_client_error() {
+        ApiError::Unauthorized(e.code(), e.to_string())
+    } else {
+        ApiError::Unavailable(e.code(), e.to_string())
+    }
+}
+
+/// Checks the bot-check answer of a join to a sale that asks for one, and marks a solved puzzle
+/// spent (until it expires) so it is answered once.
+pub async fn pass_challenge(
+    state: &AppState,
+    ctx: &Context,
+    door: &Door,
+    answer: Option<&str>,
+) -> Result<(), ApiError> {
+    if door.challenge == ChallengeRule::None {
+        return Ok(());
+    }
+    let refused = |e: ChallengeError| match e {
+        ChallengeError::Unavailable => ApiError::Unavailable(e.code(), e.to_string()),
+        _ => ApiError::Forbidden(e.code(), e.to_string()),
+    };
+    let answer = answer.ok_or_else(|| refused(ChallengeError::Required))?;
+    let passed = state
+        .pow
+        .verify(&ctx.sale, answer, door.pow_difficulty, now_millis())
+        .await
+        .map_err(refused)?;
+    if let Some((id, until_ms)) = passed.single_use {
+        let first: Option<String> = redis::cmd("SET")
+            .arg(state.keys.spent_puzzle(&id))
+            .arg(1)
+            .arg("NX")
+            .arg("PXAT")
+            .arg(until_ms)
+            .query_async(&mut state.redis.clone())
+            .await?;
+        if first.is_none() {
+            return Err(refused(ChallengeError::Reused));
+        }
+    }
+    Ok(())
+}
+
+/// `GET /v1/sales/{sale}/challenge`: a fresh puzzle for a sale that asks for a proof of work, or
+/// `{"kind": "none"}`. Never cached: each puzzle is answered once.
+pub async fn challenge(
+    State(state): State<AppState>,
+    Path(sale): Path<String>,
+) -> Result<Response, ApiError> {
+    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
+    let ctx = state.room(&sale).await?;
+    let door = door_of(&ctx).await?;
+    let body = match door.challenge {
+        ChallengeRule::None => serde_json::json!({ "kind": "none" }),
+        ChallengeRule::Pow => {
+            serde_json::to_value(state.pow.issue(&sale, door.pow_difficulty, now_millis()))
+                .expect("a puzzle serialises")
+        }
+    };
+    let mut response = Json(body).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
+}
+
+/// The door of `ctx`'s sale, from its room's view.
+pub async fn door_of(ctx: &Context) -> Result<Door, ApiError> {
+    ctx.room.door().await.ok_or_else(|| {
+        ApiError::Unavailable(
+            code::REDIS_UNAVAILABLE,
+            "the waiting room is briefly unavailable; retry in a second".into(),
+        )
+    })
+}
