@@ -25,7 +25,7 @@ source <("$BIN/floodgate-gateway" keygen --kid bench | grep -v '^#')
 set +a
 "$BIN/floodgate-booking" migrate >/dev/null
 SALE="bench-idle-$RANDOM"
-"$BIN/floodgate-booking" sale create deploy/sales/demo.toml --id "$SALE" --opens-in-secs 3600 --arm >/dev/null
+"$BIN/floodgate-booking" sale create deploy/sales/bench.toml --id "$SALE" --opens-in-secs 3600 --arm >/dev/null
 
 RUST_LOG=warn "$BIN/floodgate-gateway" serve &
 GATEWAY=$!

@@ -27,6 +27,15 @@ export FLOODGATE_STATIC_DIR=${FLOODGATE_STATIC_DIR:-$PWD/static}
 # page talks to its own origin only, and it sends payers to the sandbox's checkout alone.
 export FLOODGATE_BOOKING_URL=${FLOODGATE_BOOKING_URL:-http://$FLOODGATE_BOOKING_LISTEN}
 export FLOODGATE_CHECKOUT_ORIGINS=${FLOODGATE_CHECKOUT_ORIGINS:-$FLOODGATE_SANDBOX_PUBLIC_URL}
+# Signed-in buyers: the sandbox also plays the operator's sign-in (test mode, no password), and
+# the gateway and the booking service check its identity tokens against its published keys,
+# exactly as they would a real OpenID Connect provider's.
+export FLOODGATE_SANDBOX_SIGNIN=true
+export FLOODGATE_SANDBOX_SIGNIN_RETURN_ORIGINS=${FLOODGATE_SANDBOX_SIGNIN_RETURN_ORIGINS:-http://$FLOODGATE_GATEWAY_LISTEN}
+export FLOODGATE_IDENTITY_ISSUER=${FLOODGATE_IDENTITY_ISSUER:-$FLOODGATE_SANDBOX_PUBLIC_URL}
+export FLOODGATE_IDENTITY_AUDIENCE=${FLOODGATE_IDENTITY_AUDIENCE:-floodgate-demo}
+export FLOODGATE_IDENTITY_JWKS_URL=${FLOODGATE_IDENTITY_JWKS_URL:-$FLOODGATE_SANDBOX_PUBLIC_URL/.well-known/jwks.json}
+export FLOODGATE_SIGNIN_URL=${FLOODGATE_SIGNIN_URL:-$FLOODGATE_SANDBOX_PUBLIC_URL/signin}
 OPENS_IN=${OPENS_IN:-60}
 LOGS="$FLOODGATE_HOME/logs"
 mkdir -p "$LOGS"
@@ -77,9 +86,14 @@ cleanup() {
 }
 trap cleanup INT TERM EXIT
 
+# The sandbox first: the other services fetch its sign-in's keys when they start.
+"$BIN/floodgate-booking" sandbox-pay >"$LOGS/sandbox-pay.log" 2>&1 & PIDS+=($!)
+for _ in $(seq 1 100); do
+  curl -fsS "$FLOODGATE_IDENTITY_JWKS_URL" >/dev/null 2>&1 && break
+  sleep 0.1
+done
 "$BIN/floodgate-consumer" >"$LOGS/consumer.log" 2>&1 & PIDS+=($!)
 "$BIN/floodgate-booking" serve >"$LOGS/booking.log" 2>&1 & PIDS+=($!)
-"$BIN/floodgate-booking" sandbox-pay >"$LOGS/sandbox-pay.log" 2>&1 & PIDS+=($!)
 "$BIN/floodgate-gateway" serve >"$LOGS/gateway.log" 2>&1 & PIDS+=($!)
 
 for addr in "$FLOODGATE_GATEWAY_LISTEN" "$FLOODGATE_BOOKING_LISTEN"; do
@@ -94,7 +108,8 @@ cat <<TXT
 
   Floodgate is running. The demo sale $SALE opens in $OPENS_IN seconds.
 
-  Waiting room (open in a browser, in several tabs to see the queue):
+  Waiting room (open in a browser; sign in with any name at the sandbox's sign-in, test mode;
+  several browsers, or private windows, are several buyers; tabs of one browser share a place):
       http://$FLOODGATE_GATEWAY_LISTEN/?sale=$SALE
   The sale's live figures:
       http://$FLOODGATE_GATEWAY_LISTEN/v1/sales/$SALE

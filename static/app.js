@@ -13,8 +13,15 @@ const sale = params.get("sale");
 const api = "";
 const checkoutOrigins = (document.querySelector('meta[name="floodgate-checkout-origins"]')?.content ?? "")
   .split(/\s+/).filter(Boolean);
+const signinUrl = document.querySelector('meta[name="floodgate-signin"]')?.content ?? "";
 const $ = (id) => document.getElementById(id);
 const enc = encodeURIComponent;
+
+// The signed-in buyer's identity token, from the operator's sign-in. Kept in localStorage, so
+// every tab of this browser is the same buyer, and sent only to this origin: as a WebSocket
+// subprotocol when joining (a browser cannot set headers there) and as Floodgate-Identity on
+// booking requests.
+const identityKey = "floodgate:identity";
 
 // Survive a reload: the resume token keeps the place in line, the hold keeps the reservation.
 const resumeKey = `floodgate:resume:${sale}`;
@@ -35,6 +42,7 @@ const state = {
   firstPosition: null,
   attempt: 0,
   spoken: { position: null, at: 0 },
+  door: null, // the sale's door from its summary: identity required? a bot check?
 };
 
 // ---- small helpers -------------------------------------------------------------------------
@@ -268,6 +276,7 @@ function tickOpening() {
 // ---- the waiting room ------------------------------------------------------------------------
 
 function join() {
+  if (state.door?.identity === "required" && !identity()) { signIn(); return; }
   state.mode = "queued";
   state.firstPosition = null;
   state.spoken = { position: null, at: 0 };
@@ -276,14 +285,27 @@ function join() {
   connect();
 }
 
-function connect() {
+async function connect() {
+  // A signed-in buyer's token ran out while waiting: sign in again (the resume token brings the
+  // same place back afterwards).
+  if (state.door?.identity === "required" && identityLeft() === 0) {
+    localStorage.removeItem(identityKey);
+    signIn();
+    return;
+  }
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   let url = `${scheme}://${location.host}/ws?sale=${enc(sale)}`;
   if (state.resume) url += `&resume=${enc(state.resume)}`;
-  // This browser's own contribution to the pre-queue lottery, chosen here so no server picks it;
-  // kept with the ticket so its holder can check the published draw counted it.
-  else url += `&nonce=${drawNonce()}`;
-  const ws = new WebSocket(url);
+  else {
+    // This browser's own contribution to the pre-queue lottery, chosen here so no server picks
+    // it; kept with the ticket so its holder can check the published draw counted it.
+    url += `&nonce=${drawNonce()}`;
+    // A new place costs the sale's bot check (a place taken back with the resume token does not).
+    const answer = await passChallenge();
+    if (answer) url += `&challenge=${enc(answer)}`;
+  }
+  const protocols = identity() ? ["floodgate", `floodgate-identity.${identity()}`] : [];
+  const ws = new WebSocket(url, protocols);
   let opened = false;
   ws.onopen = () => { opened = true; };
   ws.onmessage = (event) => {
@@ -320,6 +342,71 @@ function connect() {
     state.attempt += 1;
     setTimeout(connect, delay);
   };
+}
+
+// ---- who is buying, and the bot check -------------------------------------------------------
+
+function identity() { return localStorage.getItem(identityKey); }
+
+// Whole seconds until the identity token expires (0 if unreadable or none).
+function identityLeft() {
+  try {
+    const claims = JSON.parse(atob(identity().split(".")[1].replace(/-/g, "+").replace(/_/g, "/")));
+    return Math.max(0, claims.exp - Math.floor(Date.now() / 1000));
+  } catch { return 0; }
+}
+
+function signIn() {
+  if (!signinUrl) { setStatus("Signing in is not available here.", "warn"); return; }
+  location.href = `${signinUrl}?return_to=${enc(location.href.split("#")[0])}`;
+}
+
+// Back from the sign-in page with `#id_token=...`: keep the token, drop it from the address bar.
+function takeIdentity() {
+  const hash = new URLSearchParams(location.hash.slice(1));
+  const token = hash.get("id_token");
+  if (token) {
+    localStorage.setItem(identityKey, token);
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  if (identity() && identityLeft() === 0) localStorage.removeItem(identityKey);
+}
+
+function showWho() {
+  const token = identity();
+  let name = "";
+  try { name = JSON.parse(atob(token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"))).sub; } catch { name = ""; }
+  $("signed-in").textContent = token ? `Signed in as ${name}` : "";
+  show("signed-in", Boolean(token));
+  show("signin", !token && Boolean(signinUrl));
+  show("signout", Boolean(token));
+  show("signin-needed", state.door?.identity === "required" && !token);
+  $("join").textContent = state.door?.identity === "required" && !token ? "Sign in to join" : "Join the queue";
+}
+
+// The answer to the sale's proof of work, if it asks for one: find a nonce whose SHA-256 with the
+// puzzle starts with `difficulty` zero bits (docs/protocol.md 1.12). A person's browser spends a
+// fraction of a second; a bot joining thousands of times pays for each.
+async function passChallenge() {
+  if (state.door?.challenge !== "pow") return null;
+  setStatus("Checking this is a person's browser…");
+  const puzzle = await (await fetch(`/v1/sales/${enc(sale)}/challenge`, { cache: "no-store" })).json();
+  if (puzzle.kind !== "pow") return null;
+  const text = new TextEncoder();
+  for (let n = 0; ; n++) {
+    const answer = `${puzzle.puzzle}~${n.toString(16)}`;
+    const hash = new Uint8Array(await crypto.subtle.digest("SHA-256", text.encode(answer)));
+    if (zeroBits(hash) >= puzzle.difficulty) return answer;
+  }
+}
+
+function zeroBits(hash) {
+  let bits = 0;
+  for (const byte of hash) {
+    if (byte === 0) { bits += 8; continue; }
+    return bits + Math.clz32(byte) - 24;
+  }
+  return bits;
 }
 
 function drawNonce() {
@@ -455,6 +542,11 @@ function over(text, canRejoin) {
 
 // ---- reserve, hold, pay ------------------------------------------------------------------------
 
+// A signed-in buyer's pass is good only with their identity beside it.
+function withIdentity(headers) {
+  return identity() ? { ...headers, "Floodgate-Identity": identity() } : headers;
+}
+
 async function reserve(pool, button, key = crypto.randomUUID()) {
   for (const b of document.querySelectorAll("button.book")) b.disabled = true;
   button.textContent = "Holding…";
@@ -463,7 +555,7 @@ async function reserve(pool, button, key = crypto.randomUUID()) {
   try {
     response = await fetch(`${api}/v1/sales/${enc(sale)}/reservations`, {
       method: "POST",
-      headers: { "Content-Type": "application/json", Authorization: `Bearer ${state.token}`, "Idempotency-Key": key },
+      headers: withIdentity({ "Content-Type": "application/json", Authorization: `Bearer ${state.token}`, "Idempotency-Key": key }),
       body: JSON.stringify({ pool, seats: Number($("seats").value) }),
     });
     body = await response.json();
@@ -614,10 +706,18 @@ function settle(view) {
 // ---- start -----------------------------------------------------------------------------------
 
 async function start() {
+  takeIdentity();
+  $("signin").onclick = signIn;
+  $("signout").onclick = () => { localStorage.removeItem(identityKey); showWho(); };
+  showWho();
   if (!sale) { showSales(); return; }
   show("sale-view", true);
   $("draw-link").href = `/v1/sales/${enc(sale)}/draw`;
   $("join").onclick = join;
+  try {
+    state.door = (await (await fetch(`/v1/sales/${enc(sale)}`)).json()).door ?? null;
+  } catch { state.door = null; }
+  showWho();
   await loadCatalog();
   tickOpening();
   renderTrains();

@@ -28,13 +28,22 @@ const IMMUTABLE: &str = "public, max-age=31536000, immutable";
 impl Assets {
     /// Loads `dir`'s top-level `.js` and `.css` files and its `index.html`, rewriting the page's
     /// references (`src="app.js"`, `href="style.css"`) to the hashed names, and writing the
-    /// origins it may send a payer to for checkout into its `floodgate-checkout-origins` meta.
-    pub fn load(dir: &Path, checkout_origins: &[String]) -> std::io::Result<Self> {
+    /// origins it may send a payer to for checkout into its `floodgate-checkout-origins` meta,
+    /// and the operator's sign-in page into its `floodgate-signin` meta.
+    pub fn load(
+        dir: &Path,
+        checkout_origins: &[String],
+        signin_url: Option<&str>,
+    ) -> std::io::Result<Self> {
         let origins = checkout_origins
             .iter()
             .map(|o| check_origin(o))
             .collect::<Result<Vec<_>, _>>()?
             .join(" ");
+        let signin = signin_url
+            .map(check_page_url)
+            .transpose()?
+            .unwrap_or_default();
         let mut assets = Assets::default();
         let mut renames = Vec::new();
         for entry in std::fs::read_dir(dir)? {
@@ -70,6 +79,10 @@ impl Assets {
                 r#"<meta name="floodgate-checkout-origins" content="">"#,
                 &format!(r#"<meta name="floodgate-checkout-origins" content="{origins}">"#),
             );
+            page = page.replace(
+                r#"<meta name="floodgate-signin" content="">"#,
+                &format!(r#"<meta name="floodgate-signin" content="{signin}">"#),
+            );
             assets.index = Some(Asset::new("text/html; charset=utf-8", page.into_bytes()));
         }
         Ok(assets)
@@ -92,6 +105,27 @@ fn check_origin(origin: &str) -> std::io::Result<String> {
         Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             format!("FLOODGATE_CHECKOUT_ORIGINS: {origin:?} is not an origin like https://pay.example.com"),
+        ))
+    }
+}
+
+/// The sign-in page's URL as the page is given it: an http(s) URL of characters that need no
+/// escaping inside the page's markup.
+fn check_page_url(url: &str) -> std::io::Result<String> {
+    let url = url.trim();
+    let valid = (url.starts_with("https://") || url.starts_with("http://"))
+        && url.bytes().all(|b| {
+            b.is_ascii_alphanumeric()
+                || matches!(b, b'.' | b'-' | b':' | b'/' | b'_' | b'~' | b'[' | b']')
+        });
+    if valid {
+        Ok(url.to_owned())
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "FLOODGATE_SIGNIN_URL: {url:?} is not a URL like https://login.example.com/signin"
+            ),
         ))
     }
 }

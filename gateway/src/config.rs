@@ -107,6 +107,11 @@ pub struct Config {
     /// comma-separated (`https://pay.example.com`). A checkout URL elsewhere is not followed.
     #[arg(long, env = "FLOODGATE_CHECKOUT_ORIGINS", value_delimiter = ',')]
     pub checkout_origins: Vec<String>,
+    /// The operator's sign-in page (`https://login.example.com/signin`): the page sends a buyer
+    /// there with `?return_to=<the page>` and expects `#id_token=<token>` back. Unset: the page
+    /// offers no sign-in.
+    #[arg(long, env = "FLOODGATE_SIGNIN_URL")]
+    pub signin_url: Option<String>,
     /// Folder of the browser client, served at `/` (none: no static files).
     #[arg(long, env = "FLOODGATE_STATIC_DIR")]
     pub static_dir: Option<PathBuf>,

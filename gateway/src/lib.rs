@@ -157,8 +157,10 @@ impl AppState {
             .await
             .map_err(anyhow::Error::msg)?;
         let assets = match &config.static_dir {
-            Some(dir) => assets::Assets::load(dir, &config.checkout_origins)
-                .with_context(|| format!("reading the static folder {}", dir.display()))?,
+            Some(dir) => {
+                assets::Assets::load(dir, &config.checkout_origins, config.signin_url.as_deref())
+                    .with_context(|| format!("reading the static folder {}", dir.display()))?
+            }
             None => assets::Assets::default(),
         };
         let booking = config

@@ -30,5 +30,6 @@ pub async fn sale_summary(
         sold_out: view.sold_out,
         lottery_commitment: view.commitment,
         pools: view.pools,
+        door: view.door,
     }))
 }

@@ -343,6 +343,7 @@ impl TestApp {
             ipv6_prefix: 64,
             room_idle_ms: options.room_idle_ms,
             static_dir: options.static_dir.clone(),
+            signin_url: Some(format!("http://{sandbox}/signin")),
             booking_url: Some(format!("http://{booking}")),
             checkout_origins: options
                 .checkout_origins

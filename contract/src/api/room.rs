@@ -19,6 +19,9 @@ pub struct SaleSummary {
     pub lottery_commitment: String,
     /// The sale's pool ids.
     pub pools: Vec<String>,
+    /// Who may join and what they must show: whether a signed-in buyer's identity is required,
+    /// the bot check and its difficulty, the per-buyer seat limit.
+    pub door: crate::settings::Door,
 }
 
 /// `GET /v1/sales/{sale}/seats.json`: rough live seat counts, for display only.

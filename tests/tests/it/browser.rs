@@ -442,3 +442,108 @@ async fn when_its_gateway_goes_away_the_page_reconnects_and_keeps_its_place(db: 
     );
     assert!(artifacts.join("reconnect-after.png").exists());
 }
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_signed_in_buyer_joins_past_the_bot_check_holds_one_place_in_two_tabs_and_books(
+    db: sqlx::PgPool,
+) {
+    use floodgate_contract::settings::{ChallengeRule, Door, IdentityRule};
+    let spec = SaleSpec {
+        opens_in: Duration::from_millis(300),
+        door: Door {
+            identity: IdentityRule::Required,
+            challenge: ChallengeRule::Pow,
+            pow_difficulty: 10,
+            max_seats_per_buyer: Some(4),
+        },
+        ..SaleSpec::default()
+    };
+    let (site, app, sale) = published_sale(db, "signin-", spec).await;
+    // Two signed-in buyers ahead, in a queue that holds still.
+    app.admission(&sale, "pause").await;
+    app.until_open(&sale).await;
+    let mut ahead = Vec::new();
+    for name in ["ahead-1", "ahead-2"] {
+        let identity = app.identity(name).await;
+        let answer = floodgate_contract::challenge::ProofOfWork::solve(
+            &serde_json::from_value(
+                app.get_json(&format!("http://{}/v1/sales/{sale}/challenge", app.gateway))
+                    .await,
+            )
+            .unwrap(),
+        );
+        let url = format!("{}&challenge={answer}", app.ws_url(&sale));
+        ahead.push(
+            RoomClient::join_with(&url, &[("floodgate-identity", &identity)])
+                .await
+                .unwrap(),
+        );
+    }
+
+    let dir = browser_dir();
+    let artifacts = dir.join("artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let mut node = tokio::process::Command::new("node")
+        .arg("signin.mjs")
+        .arg(page_url(&app, &sale))
+        .arg(&artifacts)
+        .current_dir(&dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node runs");
+    let mut out = BufReader::new(node.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(60), out.next_line())
+        .await
+        .expect("the buyer signs in and joins in time")
+        .unwrap()
+        .expect("signin.mjs printed where both tabs stand");
+    let placed: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(placed["first"]["ticket"], 3, "{placed}");
+    assert_eq!(placed["first"]["position"], 3, "{placed}");
+    assert_eq!(
+        placed["second"], placed["first"],
+        "one place per buyer: {placed}"
+    );
+    // Three tickets in all: the second tab took asha's back.
+    assert_eq!(app.redis_int(&app.keys.sale(&sale).seq()).await, 3);
+
+    app.admission(&sale, "resume").await;
+    let mut stdin = node.stdin.take().unwrap();
+    stdin.write_all(b"go\n").await.unwrap();
+    stdin.flush().await.unwrap();
+    drop(stdin);
+    let line = tokio::time::timeout(Duration::from_secs(90), out.next_line())
+        .await
+        .expect("the booking completes in time")
+        .unwrap()
+        .expect("signin.mjs printed the outcome");
+    let done: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert!(node.wait().await.unwrap().success());
+    assert!(
+        done["signedIn"].as_str().unwrap().contains("asha"),
+        "{done}"
+    );
+    assert!(
+        done["result"].as_str().unwrap().contains("confirmed"),
+        "{done}"
+    );
+    eventually(
+        "asha's booking is confirmed",
+        Duration::from_secs(30),
+        || async {
+            let buyer: Option<Option<String>> = sqlx::query_scalar(
+                "select buyer from bookings where sale_id = $1 and status = 'CONFIRMED'",
+            )
+            .bind(&sale)
+            .fetch_optional(&app.db)
+            .await
+            .unwrap();
+            buyer.flatten().as_deref() == Some("asha")
+        },
+    )
+    .await;
+    assert!(artifacts.join("signin-3-second-tab.png").exists());
+    drop(site);
+}
