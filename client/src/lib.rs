@@ -8,11 +8,13 @@
 //! - [`room`]: one connection to the waiting room ([`room::join`], [`room::Heard`]) and a whole
 //!   wait in line across reconnections ([`room::wait_in_line`]).
 //! - [`booking`]: reservations and payments ([`BookingClient`]).
+//! - [`door`]: what a sale asks of a joining client (sign-in, the bot check) and the answers.
 //! - [`backoff`]: how long to wait before reconnecting or retrying.
 //! - [`claims`]: reading an admission token's claims (unverified: the booking API verifies).
 
 pub mod backoff;
 pub mod booking;
+pub mod door;
 pub mod room;
 
 pub use booking::{BookingClient, Failure};

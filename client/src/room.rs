@@ -6,6 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use floodgate_contract::api::ErrorBody;
+use floodgate_contract::identity::IDENTITY_HEADER;
 use floodgate_contract::ws::{close, ServerMessage};
 use futures::StreamExt;
 use tokio::net::TcpSocket;
@@ -230,6 +231,11 @@ pub struct Line<'a> {
     pub reconnects: u32,
     /// The ticket, once known.
     pub ticket: Option<Ticket>,
+    /// A signed-in buyer's identity token, sent with every connection.
+    pub identity: Option<&'a str>,
+    /// The answer to the sale's bot check, for a connection that takes a new place (one that
+    /// takes a ticket back with its resume token needs none).
+    pub challenge: Option<String>,
 }
 
 impl<'a> Line<'a> {
@@ -240,6 +246,8 @@ impl<'a> Line<'a> {
             from: None,
             reconnects: 8,
             ticket: None,
+            identity: None,
+            challenge: None,
         }
     }
 }
@@ -261,6 +269,11 @@ enum Connection {
 pub async fn wait_in_line(line: &mut Line<'_>, mut connected: impl FnMut()) -> Waited {
     let mut why = String::from("no connection");
     let mut resume: Option<String> = None;
+    let headers: Vec<(&str, &str)> = line
+        .identity
+        .map(|identity| (IDENTITY_HEADER, identity))
+        .into_iter()
+        .collect();
     for attempt in 0..=line.reconnects {
         let gateway = line.gateways[attempt as usize % line.gateways.len()];
         let dial = Dial {
@@ -268,8 +281,8 @@ pub async fn wait_in_line(line: &mut Line<'_>, mut connected: impl FnMut()) -> W
             sale: line.sale,
             resume: resume.as_deref(),
             from: line.from,
-            headers: &[],
-            challenge: None,
+            headers: &headers,
+            challenge: line.challenge.as_deref().filter(|_| resume.is_none()),
         };
         let drained = match join(&dial).await {
             Ok((mut ws, ticket)) => {

@@ -8,7 +8,7 @@ use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use floodgate_contract::api::code;
-use floodgate_contract::challenge::{ChallengeError, ChallengeVerifier as _};
+use floodgate_contract::challenge::{ChallengeError, ChallengeVerifier};
 use floodgate_contract::identity::{
     BuyerId, IdentityError, IDENTITY_HEADER, IDENTITY_SUBPROTOCOL_PREFIX,
 };
@@ -85,16 +85,15 @@ pub async fn pass_challenge(
     door: &Door,
     answer: Option<&str>,
 ) -> Result<(), ApiError> {
-    if door.challenge == ChallengeRule::None {
+    let Some(verifier) = verifier(state, door.challenge) else {
         return Ok(());
-    }
+    };
     let refused = |e: ChallengeError| match e {
         ChallengeError::Unavailable => ApiError::Unavailable(e.code(), e.to_string()),
         _ => ApiError::Forbidden(e.code(), e.to_string()),
     };
     let answer = answer.ok_or_else(|| refused(ChallengeError::Required))?;
-    let passed = state
-        .pow
+    let passed = verifier
         .verify(&ctx.sale, answer, door.pow_difficulty, now_millis())
         .await
         .map_err(refused)?;
@@ -112,6 +111,15 @@ pub async fn pass_challenge(
         }
     }
     Ok(())
+}
+
+/// The verifier of a sale's bot check: where another kind (a CAPTCHA provider's, say) plugs in,
+/// as a `ChallengeRule` and its `ChallengeVerifier`.
+fn verifier(state: &AppState, rule: ChallengeRule) -> Option<&dyn ChallengeVerifier> {
+    match rule {
+        ChallengeRule::None => None,
+        ChallengeRule::Pow => Some(state.pow.as_ref()),
+    }
 }
 
 /// `GET /v1/sales/{sale}/challenge`: a fresh puzzle for a sale that asks for a proof of work, or

@@ -65,6 +65,11 @@ pub struct SaleArgs {
     /// The most seats one person asks for (each asks for 1 to this many, capped by the sale).
     #[arg(long, default_value_t = 2)]
     pub seats: u32,
+    /// The sandbox's sign-in stand-in (`host:port`): every person signs in there first, as
+    /// `<sale>-<n>`, and joins and books as that buyer (needed for a sale that requires
+    /// identity). People solve the sale's proof of work whenever its door asks for one.
+    #[arg(long)]
+    pub signin: Option<SocketAddr>,
     /// PostgreSQL, where the consumer writes bookings (checked at the end).
     #[arg(long, env = "FLOODGATE_DATABASE_URL")]
     pub database_url: String,

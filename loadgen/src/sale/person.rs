@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use floodgate_client::booking::sandbox_checkout;
+use floodgate_client::door;
 use floodgate_client::room::{wait_in_line, Line, Waited};
 use floodgate_client::{BookingClient, Failure};
 use floodgate_contract::api::booking::ReservationCreated;
@@ -93,8 +94,16 @@ pub(crate) async fn person(
     let mut gateways = args.gateways.clone();
     let first = gateway % gateways.len().max(1);
     gateways.rotate_left(first);
+    let door = match at_the_door(args, http, gateways[0]).await {
+        Ok(door) => door,
+        Err(why) => {
+            return Person::failed(0, &why).ends(Outcome::Failed(why.clone()), &progress.failed)
+        }
+    };
     let mut line = Line::new(&gateways, &args.sale);
     line.from = Some(source);
+    line.identity = door.identity.as_deref();
+    line.challenge = door.answer;
     let waited = wait_in_line(&mut line, || {
         permit.take();
         progress.joined.fetch_add(1, Ordering::Relaxed);
@@ -116,7 +125,10 @@ pub(crate) async fn person(
     me.batch = claims.as_ref().map(|c| c.exp_ms);
     let max_seats = claims.map_or(1, |c| c.max_seats).min(args.seats).max(1);
     let seats = rand::thread_rng().gen_range(1..=max_seats);
-    let booking = BookingClient::new(http.clone(), args.booking);
+    let mut booking = BookingClient::new(http.clone(), args.booking);
+    if let Some(identity) = &door.identity {
+        booking = booking.signed_in(identity.clone());
+    }
     let asked = Instant::now();
     let held = reserve_any(&booking, &args.sale, &token, pools, seats).await;
     me.reserve_latency = Some(asked.elapsed());
@@ -135,6 +147,42 @@ pub(crate) async fn person(
         Ok(()) => me.ends(Outcome::Paid, &progress.paid),
         Err(e) => me.ends(Outcome::Failed(format!("pay: {e}")), &progress.failed),
     }
+}
+
+/// What a person shows at the sale's door: an identity (signed in at the stand-in, if asked to)
+/// and the answer to its bot check (if it has one).
+struct AtTheDoor {
+    identity: Option<String>,
+    answer: Option<String>,
+}
+
+/// Numbers the people who sign in, so each is a buyer of their own.
+static SIGNED_IN: AtomicU64 = AtomicU64::new(0);
+
+async fn at_the_door(
+    args: &SaleArgs,
+    http: &reqwest::Client,
+    gateway: std::net::SocketAddr,
+) -> Result<AtTheDoor, String> {
+    let identity = match args.signin {
+        Some(signin) => {
+            let n = SIGNED_IN.fetch_add(1, Ordering::Relaxed);
+            let sub = format!("{}-{n}", args.sale);
+            Some(
+                door::standin_identity(http, signin, &sub)
+                    .await
+                    .map_err(|e| format!("sign-in: {e}"))?,
+            )
+        }
+        None => None,
+    };
+    let rules = door::door(http, gateway, &args.sale)
+        .await
+        .map_err(|e| format!("door: {e}"))?;
+    let answer = door::answer(http, gateway, &args.sale, &rules)
+        .await
+        .map_err(|e| format!("bot check: {e}"))?;
+    Ok(AtTheDoor { identity, answer })
 }
 
 impl Person {

@@ -149,6 +149,80 @@ async fn the_sale_scenario_runs_the_whole_rush_and_checks_its_invariants() {
     assert_eq!(report["checks"][0]["ok"], false, "{report}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sale_scenario_signs_its_people_in_and_passes_the_bot_check() {
+    use floodgate_contract::settings::{ChallengeRule, Door, IdentityRule};
+    let (url, db) = fresh_database().await;
+    let app = TestApp::spawn(db.clone()).await;
+    let sale = unique("buyers-rush-");
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 10)],
+        opens_in: Duration::from_millis(1500),
+        admission_rate: 200.0,
+        max_seats: 2,
+        hold_ttl_secs: 2,
+        token_ttl_secs: 10,
+        door: Door {
+            identity: IdentityRule::Required,
+            challenge: ChallengeRule::Pow,
+            pow_difficulty: 6,
+            max_seats_per_buyer: Some(2),
+        },
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+
+    // Not signed in: nobody gets past the door.
+    let (_, stdout, report) = sale_scenario(&app, &url, &sale, 5);
+    assert_eq!(report["outcomes"]["failed"], 5, "{stdout}");
+
+    let signin = app.sandbox.to_string();
+    let (clients, gateway) = ("60".to_owned(), app.gateway.to_string());
+    let (booking, sandbox) = (app.booking.to_string(), app.sandbox.to_string());
+    let redis = redis_url();
+    let (status, stdout, report) = run(&[
+        "sale",
+        "--sale",
+        &sale,
+        "--clients",
+        &clients,
+        "--gateways",
+        &gateway,
+        "--booking",
+        &booking,
+        "--sandbox",
+        &sandbox,
+        "--signin",
+        &signin,
+        "--pay-ratio",
+        "0.6",
+        "--seats",
+        "2",
+        "--timeout-secs",
+        "120",
+        "--database-url",
+        &url,
+        "--redis-url",
+        &redis,
+        "--redis-prefix",
+        app.keys.prefix(),
+    ])
+    .await;
+    assert_eq!(status, 0, "{stdout}");
+    assert_eq!(report["outcomes"]["failed"], 0, "{report}");
+    assert!(report["outcomes"]["paid"].as_u64().unwrap() > 0, "{report}");
+    // Every booking names its buyer, and no buyer has more than one (one place each).
+    let (rows, buyers, named): (i64, i64, i64) = sqlx::query_as(
+        "select count(*), count(distinct buyer), count(buyer) from bookings where sale_id = $1",
+    )
+    .bind(&sale)
+    .fetch_one(&db)
+    .await
+    .unwrap();
+    assert!(rows > 0);
+    assert_eq!((named, buyers), (rows, rows), "{report}");
+}
+
 /// Issue 12, defect 25: a person whose gateway dies resumes on another with its resume token,
 /// as the protocol tells clients (and the page does), instead of counting as failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
