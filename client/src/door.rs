@@ -49,16 +49,10 @@ pub async fn standin_identity(
     signin: impl Display,
     sub: &str,
 ) -> Result<String, String> {
-    let answer: serde_json::Value = http
+    let request = http
         .post(format!("http://{signin}/v1/identity/tokens"))
-        .json(&serde_json::json!({ "sub": sub }))
-        .send()
-        .await
-        .and_then(reqwest::Response::error_for_status)
-        .map_err(|e| e.to_string())?
-        .json()
-        .await
-        .map_err(|e| e.to_string())?;
+        .json(&serde_json::json!({ "sub": sub }));
+    let answer: serde_json::Value = json(request).await?;
     answer["id_token"]
         .as_str()
         .map(str::to_owned)
@@ -69,7 +63,14 @@ async fn get_json<T: serde::de::DeserializeOwned>(
     http: &reqwest::Client,
     url: &str,
 ) -> Result<T, String> {
-    http.get(url)
+    json(http.get(url)).await
+}
+
+/// The JSON body of a 2xx answer to `request`.
+async fn json<T: serde::de::DeserializeOwned>(
+    request: reqwest::RequestBuilder,
+) -> Result<T, String> {
+    request
         .send()
         .await
         .and_then(reqwest::Response::error_for_status)

@@ -26,10 +26,22 @@ fn sale_scenario_on(
     sale: &str,
     clients: u64,
 ) -> (i32, String, serde_json::Value) {
+    sale_scenario_with(app, gateways, database_url, sale, clients, &[])
+}
+
+/// The `sale` scenario with `extra` arguments.
+fn sale_scenario_with(
+    app: &TestApp,
+    gateways: &str,
+    database_url: &str,
+    sale: &str,
+    clients: u64,
+    extra: &[&str],
+) -> (i32, String, serde_json::Value) {
     let (clients, gateway) = (clients.to_string(), gateways.to_owned());
     let (booking, sandbox) = (app.booking.to_string(), app.sandbox.to_string());
     let redis = redis_url();
-    scenario(&[
+    let mut args = vec![
         "sale",
         "--sale",
         sale,
@@ -53,7 +65,9 @@ fn sale_scenario_on(
         &redis,
         "--redis-prefix",
         app.keys.prefix(),
-    ])
+    ];
+    args.extend_from_slice(extra);
+    scenario(&args)
 }
 
 /// [`scenario`] off the test's runtime, which the services it drives run on.
@@ -177,37 +191,9 @@ async fn the_sale_scenario_signs_its_people_in_and_passes_the_bot_check() {
     assert_eq!(report["outcomes"]["failed"], 5, "{stdout}");
 
     let signin = app.sandbox.to_string();
-    let (clients, gateway) = ("60".to_owned(), app.gateway.to_string());
-    let (booking, sandbox) = (app.booking.to_string(), app.sandbox.to_string());
-    let redis = redis_url();
-    let (status, stdout, report) = run(&[
-        "sale",
-        "--sale",
-        &sale,
-        "--clients",
-        &clients,
-        "--gateways",
-        &gateway,
-        "--booking",
-        &booking,
-        "--sandbox",
-        &sandbox,
-        "--signin",
-        &signin,
-        "--pay-ratio",
-        "0.6",
-        "--seats",
-        "2",
-        "--timeout-secs",
-        "120",
-        "--database-url",
-        &url,
-        "--redis-url",
-        &redis,
-        "--redis-prefix",
-        app.keys.prefix(),
-    ])
-    .await;
+    let gateway = app.gateway.to_string();
+    let signed_in = ["--signin", signin.as_str()];
+    let (status, stdout, report) = sale_scenario_with(&app, &gateway, &url, &sale, 60, &signed_in);
     assert_eq!(status, 0, "{stdout}");
     assert_eq!(report["outcomes"]["failed"], 0, "{report}");
     assert!(report["outcomes"]["paid"].as_u64().unwrap() > 0, "{report}");
