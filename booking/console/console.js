@@ -45,6 +45,8 @@ function show(f) {
   $("state").className = `state ${state}`;
   if (document.activeElement !== $("rate")) $("rate").value = f.admission_rate;
   if (document.activeElement !== $("cap")) $("cap").value = f.active_cap;
+  if (document.activeElement !== $("challenge")) $("challenge").value = f.door.challenge;
+  if (document.activeElement !== $("difficulty")) $("difficulty").value = f.door.pow_difficulty;
   $("pools").innerHTML = "";
   for (const p of f.pools) {
     const row = document.createElement("tr");
@@ -86,6 +88,11 @@ $("watch").onclick = () => {
 };
 $("set-rate").onclick = () => act("PATCH", "", { admission_rate: Number($("rate").value) });
 $("set-cap").onclick = () => act("PATCH", "", { active_cap: Number($("cap").value) });
+// During an attack on the door: a proof of work at every join, each bit doubling a bot's cost.
+$("set-door").onclick = () => act("PATCH", "", {
+  challenge: $("challenge").value,
+  pow_difficulty: Number($("difficulty").value),
+});
 $("pause").onclick = () => act("POST", "/pause");
 $("resume").onclick = () => act("POST", "/resume");
 $("open-now").onclick = () => { if (confirm("Open the sale now, for everyone?")) act("POST", "/open-now"); };

@@ -1,6 +1,7 @@
 // The ops console turns the admission rate: sign in with the ops token, watch the sale, set a
-// new rate, and wait until the console's admitted figure reaches `expected`. Prints the figures
-// before and after as JSON; saves console-before.png and console-after.png.
+// new rate, and wait until the console's admitted figure reaches `expected`. Then it raises the
+// bot check at the door (a 20-bit proof of work), as during an attack. Prints the figures before
+// and after as JSON; saves console-before.png and console-after.png.
 //
 //   node console.mjs <console url> <ops token> <new rate> <expected admitted> <artifacts folder>
 import { launch } from "./chromium.mjs";
@@ -34,8 +35,14 @@ try {
     { timeout: 30_000 },
   );
   const after = await figures();
+  const message = await page.textContent("#message");
+
+  await page.selectOption("#challenge", "pow");
+  await page.fill("#difficulty", "20");
+  await page.click("#set-door");
+  await page.waitForFunction(() => document.querySelector("#message")?.textContent === "done");
   await page.screenshot({ path: `${artifacts}/console-after.png`, fullPage: true });
-  console.log(JSON.stringify({ before, after, message: await page.textContent("#message") }));
+  console.log(JSON.stringify({ before, after, message }));
 } finally {
   await browser.close();
 }

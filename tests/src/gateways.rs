@@ -55,7 +55,36 @@ impl GatewayProcess {
         Self::spawn_with_env(app, name, timings, &[("FLOODGATE_STATIC_DIR", dir)]).await
     }
 
+    /// A gateway that logs everything it says (`RUST_LOG=debug`) into the file `log`.
+    pub async fn spawn_logging(
+        app: &TestApp,
+        name: &str,
+        timings: &GatewayTimings,
+        log: &std::path::Path,
+    ) -> Self {
+        let file = std::fs::File::create(log).expect("a log file");
+        let err = file.try_clone().expect("the log file again");
+        let mut command = Command::new(binary("floodgate-gateway"));
+        command
+            .env("RUST_LOG", "debug")
+            .stdout(Stdio::from(file))
+            .stderr(Stdio::from(err));
+        Self::spawn_command(command, app, name, timings, &[]).await
+    }
+
     async fn spawn_with_env(
+        app: &TestApp,
+        name: &str,
+        timings: &GatewayTimings,
+        env: &[(&str, &str)],
+    ) -> Self {
+        let mut command = Command::new(binary("floodgate-gateway"));
+        command.env("RUST_LOG", "warn,floodgate_gateway=info");
+        Self::spawn_command(command, app, name, timings, env).await
+    }
+
+    async fn spawn_command(
+        mut command: Command,
         app: &TestApp,
         name: &str,
         timings: &GatewayTimings,
@@ -63,9 +92,16 @@ impl GatewayProcess {
     ) -> Self {
         let addr = free_port();
         let admin = free_port();
-        let child = Command::new(binary("floodgate-gateway"))
+        let sandbox = format!("http://{}", app.sandbox);
+        let child = command
             .arg("serve")
             .envs(env.iter().copied())
+            .env("FLOODGATE_IDENTITY_ISSUER", &sandbox)
+            .env("FLOODGATE_IDENTITY_AUDIENCE", crate::IDENTITY_AUDIENCE)
+            .env(
+                "FLOODGATE_IDENTITY_JWKS_URL",
+                format!("{sandbox}/.well-known/jwks.json"),
+            )
             .env("FLOODGATE_GATEWAY_LISTEN", addr.to_string())
             .env("FLOODGATE_GATEWAY_ADMIN_LISTEN", admin.to_string())
             .env("FLOODGATE_REDIS_URL", redis_url())
@@ -82,7 +118,6 @@ impl GatewayProcess {
             )
             .env("FLOODGATE_MAX_CONNECTIONS_PER_IP", "100000")
             .env("FLOODGATE_JOINS_PER_SEC_PER_IP", "100000")
-            .env("RUST_LOG", "warn,floodgate_gateway=info")
             .stdin(Stdio::null())
             .spawn()
             .expect("the gateway binary starts");

@@ -362,6 +362,12 @@ async fn a_rate_change_in_the_ops_console_shows_in_the_admissions(db: sqlx::PgPo
         client.admitted(Duration::from_secs(10)).await;
     }
     assert_eq!(figures().await["admission_rate"], 50.0);
+    // The bot check was raised from the console too.
+    let door = &figures().await["door"];
+    assert_eq!(
+        (door["challenge"].as_str(), door["pow_difficulty"].as_u64()),
+        (Some("pow"), Some(20))
+    );
     assert!(browser_dir().join("artifacts/console-after.png").exists());
 }
 
