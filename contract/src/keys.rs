@@ -70,6 +70,11 @@ impl Keys {
         format!("{}{{b:{}/{}}}:rec", self.prefix, sale, buyer.key_tag())
     }
 
+    /// How long a buyer's record lives after it last changed (its place in line and its seats
+    /// count): longer than any sale's rush, so a buyer keeps one place and one count per sale.
+    pub const BUYER_RECORD_LIFETIME: std::time::Duration =
+        std::time::Duration::from_secs(7 * 24 * 3600);
+
     /// The mark of a solved proof-of-work puzzle (its id is hex), kept until the puzzle
     /// expires so it is answered once.
     pub fn spent_puzzle(&self, id: &str) -> String {

@@ -217,8 +217,8 @@ struct Claim {
 }
 
 /// Takes a ticket (or takes one back) for session `number` and wraps it in its session. A
-/// signed-in buyer holds one place per sale: their ticket is taken back if they have one,
-/// whatever resume token came with the join.
+/// signed-in buyer holds one place per sale: their ticket is taken back if they have one, else
+/// the resume token's ticket (if it is still in line) or a new one becomes theirs.
 async fn take_session(
     ctx: Arc<session::Context>,
     claim: Claim,
@@ -228,7 +228,16 @@ async fn take_session(
 ) -> Result<Box<Session>, ApiError> {
     let session_id = ctx.session_id(number);
     let (taken, resumed) = match (&claim.buyer, claim.resumed) {
-        (Some(buyer), _) => buyers::take(&ctx, buyer, &claim.nonce, &session_id).await?,
+        (Some(buyer), resumed) => {
+            let joining = buyers::Joining {
+                ctx: &ctx,
+                buyer,
+                nonce: &claim.nonce,
+                session_id: &session_id,
+                resumed,
+            };
+            buyers::take(&joining).await?
+        }
         (None, None) => (tickets::join(&ctx, &claim.nonce).await?, false),
         (None, Some(ticket)) => (tickets::resume(&ctx, ticket, &session_id).await?, true),
     };

@@ -9,15 +9,10 @@
 //! seat is. A hold aborted because its event could not be made durable keeps its seats counted:
 //! the client's retry with the same key reserves again under the same token, counted once.
 
-use std::time::Duration;
-
 use floodgate_contract::identity::BuyerId;
+use floodgate_contract::keys::Keys;
 
 use super::{Gatekeeper, ReserveError, ReserveRequest};
-
-/// How long a buyer's record lives after it last changed (the gateway's place in line keeps it
-/// alive the same way): past any sale's rush.
-const RECORD_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
 
 impl Gatekeeper {
     /// Counts the request's seats against its buyer, if the token names one and the sale has
@@ -39,7 +34,7 @@ impl Gatekeeper {
             .arg(&req.claims.jti)
             .arg(req.seats)
             .arg(limit)
-            .arg(RECORD_LIFETIME.as_millis() as u64)
+            .arg(Keys::BUYER_RECORD_LIFETIME.as_millis() as u64)
             .invoke_async(&mut self.redis.clone())
             .await?;
         match reply.as_slice() {

@@ -7,14 +7,12 @@ use std::time::Duration;
 
 use floodgate_contract::api::code;
 use floodgate_contract::identity::BuyerId;
+use floodgate_contract::keys::Keys;
 
 use super::tickets::{self, Taken};
 use crate::error::ApiError;
 use crate::session::Context;
 
-/// How long a buyer's record lives after it last changed: longer than any sale's rush, so a
-/// buyer keeps one place (and their seats count) for the whole sale.
-pub const RECORD_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How long one join may hold a buyer's record while it takes a ticket (the other joins of the
 /// same buyer wait for it); if its gateway dies half-way, the mark lapses after this.
 const JOIN_HOLD: Duration = Duration::from_secs(5);
@@ -38,13 +36,26 @@ enum Place {
     Bound,
 }
 
-/// The buyer's ticket, taken back (`resumed` is true), or a new one made theirs.
-pub async fn take(
-    ctx: &Context,
-    buyer: &BuyerId,
-    nonce: &str,
-    session_id: &str,
-) -> Result<(Taken, bool), ApiError> {
+/// A signed-in buyer's join.
+pub struct Joining<'a> {
+    pub ctx: &'a Context,
+    pub buyer: &'a BuyerId,
+    /// The draw nonce for a new ticket.
+    pub nonce: &'a str,
+    pub session_id: &'a str,
+    /// The ticket a genuine resume token came with: a buyer who has no place yet makes it
+    /// theirs (someone who joined, then signed in, keeps the place they had).
+    pub resumed: Option<u64>,
+}
+
+/// The buyer's ticket, taken back (`resumed` is true), or one made theirs.
+pub async fn take(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
+    let Joining {
+        ctx,
+        buyer,
+        session_id,
+        ..
+    } = *join;
     let started = tokio::time::Instant::now();
     let mut dead = None;
     // Each round either ends the join or forgets a dead ticket (or waits, bounded by time):
@@ -66,7 +77,7 @@ pub async fn take(
                 }
                 Err(e) => return Err(e),
             },
-            Place::Take => return take_new(ctx, buyer, nonce, session_id).await,
+            Place::Take => return take_new(join).await,
             Place::Wait | Place::Bound => {
                 if started.elapsed() > WAIT_FOR_OTHER {
                     return Err(ApiError::Unavailable(
@@ -82,17 +93,22 @@ pub async fn take(
     Err(odd("no place after many rounds"))
 }
 
-/// Takes a new ticket and makes it the buyer's; if another join of theirs bound one first (it
-/// held the record past [`JOIN_HOLD`]), this one is given back and theirs taken instead.
-async fn take_new(
-    ctx: &Context,
-    buyer: &BuyerId,
-    nonce: &str,
-    session_id: &str,
-) -> Result<(Taken, bool), ApiError> {
-    let taken = tickets::join(ctx, nonce).await?;
+/// Makes a ticket the buyer's: the one their resume token names if it is still in line, else a
+/// new one. If another join of theirs bound one first (it held the record past
+/// [`JOIN_HOLD`]), this one is given back and theirs taken instead.
+async fn take_new(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
+    let Joining {
+        ctx,
+        buyer,
+        session_id,
+        ..
+    } = *join;
+    let (taken, resumed) = match adoptable(join).await {
+        Some(taken) => (taken, true),
+        None => (tickets::join(ctx, join.nonce).await?, false),
+    };
     match place(ctx, buyer, "bind", session_id, taken.ticket).await {
-        Ok(Place::Bound) => Ok((taken, false)),
+        Ok(Place::Bound) => Ok((taken, resumed)),
         Ok(Place::Ticket(theirs)) => {
             tickets::leave(ctx, taken.ticket, session_id, 0).await;
             Ok((tickets::resume(ctx, theirs, session_id).await?, true))
@@ -103,6 +119,23 @@ async fn take_new(
             other.and_then(|p| Err(odd(&format!("{p:?}"))))
         }
     }
+}
+
+/// The ticket of the join's resume token, taken back, if it can still be admitted.
+async fn adoptable(join: &Joining<'_>) -> Option<Taken> {
+    let ticket = join.resumed?;
+    let taken = tickets::resume(join.ctx, ticket, join.session_id)
+        .await
+        .ok()?;
+    if join
+        .ctx
+        .room
+        .turn_over(ticket, floodgate_contract::now_millis())
+    {
+        tickets::leave(join.ctx, ticket, join.session_id, -1).await;
+        return None;
+    }
+    Some(taken)
 }
 
 async fn place(
@@ -123,7 +156,7 @@ async fn place(
         } else {
             ticket.to_string()
         })
-        .arg(RECORD_LIFETIME.as_millis() as u64)
+        .arg(Keys::BUYER_RECORD_LIFETIME.as_millis() as u64)
         .arg(JOIN_HOLD.as_millis() as u64)
         .invoke_async(&mut ctx.redis.clone())
         .await?;

@@ -529,3 +529,58 @@ async fn nothing_personal_reaches_the_gateways_log_or_its_metrics(db: sqlx::PgPo
         );
     }
 }
+
+#[sqlx::test(migrations = "../migrations")]
+async fn someone_who_signs_in_after_joining_keeps_their_place(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = pending_sale(&app, door(IdentityRule::Optional)).await;
+    let _ahead = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    let anonymous = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    // Back from the sign-in page: the same place, now the buyer's.
+    let identity = app.identity("dev").await;
+    let url = format!("{}&resume={}", app.ws_url(&sale), anonymous.resume_token);
+    let signed_in = RoomClient::join_with(&url, &[("floodgate-identity", &identity)])
+        .await
+        .unwrap();
+    assert_eq!(signed_in.ticket, anonymous.ticket);
+    assert!(signed_in.resumed);
+    // And it is theirs: a join from elsewhere, with the identity alone, takes it back.
+    let elsewhere = join_as(&app, &sale, &identity).await;
+    assert_eq!(elsewhere.ticket, anonymous.ticket);
+    assert_eq!(app.redis_int(&app.keys.sale(&sale).seq()).await, 2);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_buyer_whose_turn_came_and_went_joins_again_at_the_back(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = unique("buyers-");
+    let spec = SaleSpec {
+        opens_in: Duration::from_millis(300),
+        token_ttl_secs: 1,
+        door: door(IdentityRule::Required),
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    app.until_open(&sale).await;
+    let erin = app.identity("erin").await;
+    let token = admitted(&app, &sale, &erin).await;
+    let first = app.signer.verifier().verify(&token, 0).unwrap().ticket;
+    // Until the admission expires the same place comes back; after it, a new one at the back.
+    let url = app.ws_url(&sale);
+    let again = eventually(
+        "a new place once the turn has passed",
+        Duration::from_secs(15),
+        || {
+            let (url, erin) = (url.clone(), erin.clone());
+            async move {
+                let client = RoomClient::join_with(&url, &[("floodgate-identity", &erin)])
+                    .await
+                    .ok()?;
+                (client.ticket != first).then_some(client)
+            }
+        },
+    )
+    .await;
+    assert!(!again.resumed, "a new ticket, not the old one taken back");
+    assert!(again.ticket > first);
+}
