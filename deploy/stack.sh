@@ -7,6 +7,10 @@
 #   deploy/stack.sh down    stop the Tansu broker this script started (Redis and PostgreSQL are
 #                           the machine's services and are left running)
 #   deploy/stack.sh status  show what is up
+#   deploy/stack.sh cluster-up [first port]    start a private Redis Cluster on loopback: three
+#                           primaries and three replicas (ports 7001-7006 by default), each with
+#                           AOF; prints the seed nodes for FLOODGATE_REDIS_CLUSTER_NODES
+#   deploy/stack.sh cluster-down [first port]  stop it and remove its data
 #
 # Everything it installs or keeps lives under $FLOODGATE_HOME (default ~/.cache/floodgate):
 # the Tansu binary (built once from crates.io, ~15 minutes on 2 cores), its sqlite data (topics,
@@ -174,6 +178,58 @@ stop_tansu() {
   rm -f "$FLOODGATE_HOME/tansu.pid"
 }
 
+# A Redis Cluster of three primaries and three replicas from Debian's redis-server, on loopback
+# ports $1..$1+5, for the cluster pass of the tests (and anyone who wants to try the services on a
+# cluster). Each node keeps an append-only file; a short node timeout makes a failover take
+# seconds, not the production default's fifteen.
+CLUSTER_NODES=6
+cluster_dir() { echo "$FLOODGATE_HOME/redis-cluster-$1"; }
+
+cluster_up() {
+  local first=${1:-7001} dir port ports=()
+  dir=$(cluster_dir "$first")
+  command -v redis-server >/dev/null || apt_install redis-server
+  command -v redis-cli >/dev/null || apt_install redis-tools
+  for i in $(seq 0 $((CLUSTER_NODES - 1))); do
+    port=$((first + i))
+    ports+=("127.0.0.1:$port")
+    mkdir -p "$dir/$port"
+    if ! port_open "$port"; then
+
+      redis-server --port "$port" --bind 127.0.0.1 --daemonize yes --dir "$dir/$port" \
+        --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000 \
+        --appendonly yes --appendfsync everysec --save "" --protected-mode no \
+        --logfile "$dir/$port/redis.log" --pidfile "$dir/$port/redis.pid" >/dev/null
+    fi
+  done
+  for p in "${ports[@]}"; do wait_port "${p#*:}" 10 || die "redis cluster: node $p did not start"; done
+  if [ "$(redis-cli -p "$first" cluster info | tr -d '\r' | grep cluster_state)" != "cluster_state:ok" ]; then
+    redis-cli --cluster create "${ports[@]}" --cluster-replicas 1 --cluster-yes >"$dir/create.log" 2>&1 ||
+      die "redis cluster: create failed (see $dir/create.log)"
+    for _ in $(seq 1 100); do
+      local all=1
+      for p in "${ports[@]}"; do
+        [ "$(redis-cli -p "${p#*:}" cluster info | tr -d '\r' | grep cluster_state)" = "cluster_state:ok" ] || all=0
+      done
+      [ "$all" = 1 ] && break
+      sleep 0.1
+    done
+  fi
+  say "redis cluster: up on ${ports[*]}"
+  echo "redis://${ports[0]},redis://${ports[1]},redis://${ports[2]}"
+}
+
+cluster_down() {
+  local first=${1:-7001} dir port
+  dir=$(cluster_dir "$first")
+  for i in $(seq 0 $((CLUSTER_NODES - 1))); do
+    port=$((first + i))
+    redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+  done
+  rm -rf "$dir"
+  say "redis cluster: stopped (ports $first..$((first + CLUSTER_NODES - 1)))"
+}
+
 case "${1:-up}" in
   up)
     ensure_redis
@@ -184,10 +240,12 @@ case "${1:-up}" in
     ;;
   bench-tools) ensure_bench_tools ;;
   down) stop_tansu ;;
+  cluster-up) cluster_up "${2:-7001}" ;;
+  cluster-down) cluster_down "${2:-7001}" ;;
   status)
     for p in 6379 5432 "$KAFKA_PORT"; do
       if port_open "$p"; then say "127.0.0.1:$p up"; else say "127.0.0.1:$p down"; fi
     done
     ;;
-  *) die "usage: deploy/stack.sh [up|down|status|bench-tools]" ;;
+  *) die "usage: deploy/stack.sh [up|down|status|bench-tools|cluster-up [port]|cluster-down [port]]" ;;
 esac

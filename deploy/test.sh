@@ -8,6 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 FLOODGATE_HOME=${FLOODGATE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/floodgate}
+CLUSTER_SCENARIOS='test(/walking_skeleton::|two_thousand_concurrent_attempts|random_interleavings_keep_every_invariant|two_gateways_show_consistent_positions|killing_the_leader_hands_over|a_wiped_pool_is_refused_until_rebuilt|an_injected_drift_is_reported/)'
+
 # One target directory outside the clone, reused by later runs and by the demo: a cold build
 # takes minutes on 2 cores, a warm one seconds.
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$FLOODGATE_HOME/target}
@@ -16,11 +18,22 @@ export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 # Tests that stop a broker start a private Tansu from the binary the stack script installed.
 export FLOODGATE_TANSU=${FLOODGATE_TANSU:-$FLOODGATE_HOME/tansu-0.6.0/bin/tansu}
 
-# A broker this run starts is stopped when it ends; one that was already running is left alone.
+# A broker or Redis Cluster this run starts is stopped when it ends; one that was already running
+# is left alone.
+CLEANUP=()
 if ! (exec 3<>/dev/tcp/127.0.0.1/9092) 2>/dev/null; then
-  trap 'deploy/stack.sh down >/dev/null' EXIT
+  CLEANUP+=("deploy/stack.sh down >/dev/null")
 fi
+if ! (exec 3<>/dev/tcp/127.0.0.1/7001) 2>/dev/null; then
+  CLEANUP+=("deploy/stack.sh cluster-down >/dev/null")
+fi
+cleanup() { for step in "${CLEANUP[@]}"; do eval "$step"; done; }
+trap cleanup EXIT
 deploy/stack.sh up
+# The private Redis Cluster (three primaries, three replicas on 127.0.0.1:7001-7006): the
+# cluster tests use it in the first pass, and the named scenarios run on it in the second.
+export FLOODGATE_TEST_CLUSTER
+FLOODGATE_TEST_CLUSTER=$(deploy/stack.sh cluster-up | tail -1)
 
 # Databases that multi-threaded tests created in earlier runs (`fresh_db`).
 psql -h 127.0.0.1 -U postgres -d postgres -Atqc \
@@ -46,3 +59,13 @@ cargo build --workspace --bins --locked
 echo "[test] cargo nextest run"
 if [ "${1:-}" = "--" ]; then shift; fi
 cargo nextest run --workspace --locked --no-fail-fast "$@"
+
+# The scenarios that matter for distribution, again with every service (and the tests' own
+# reads) on the Redis Cluster: one sale through all five layers, 2,000 attempts on 500 seats,
+# the property test of interleavings, fairness across two gateways, the leader's failover,
+# rebuild and reconcile. Skipped when the run was asked for particular tests.
+if [ "$#" -eq 0 ]; then
+  echo "[test] the named scenarios on the Redis Cluster"
+  FLOODGATE_TEST_REDIS_CLUSTER=$FLOODGATE_TEST_CLUSTER cargo nextest run --workspace --locked \
+    --no-fail-fast -E "$CLUSTER_SCENARIOS"
+fi

@@ -104,7 +104,7 @@ impl AppState {
             .context("FLOODGATE_TOKEN_PUBLIC_KEYS is not a valid key list")?;
         floodgate_contract::runtime::metrics();
         let keys = config.redis.keys().map_err(anyhow::Error::msg)?;
-        let redis = floodgate_contract::runtime::connect_redis(&config.redis.redis_url)
+        let redis = floodgate_contract::runtime::connect_redis(&config.redis)
             .await
             .context("connecting to Redis")?;
         let publisher = Publisher::new(

@@ -296,10 +296,10 @@ async fn connect_db(db: &DatabaseArgs) -> anyhow::Result<sqlx::PgPool> {
 /// PostgreSQL, the key layout and Redis, as the admin commands need them.
 async fn connect_stores(
     stores: &StoreArgs,
-) -> anyhow::Result<(sqlx::PgPool, Keys, redis::aio::ConnectionManager)> {
+) -> anyhow::Result<(sqlx::PgPool, Keys, floodgate_contract::runtime::RedisConn)> {
     let db = connect_db(&stores.db).await?;
     let keys = stores.redis.keys().map_err(anyhow::Error::msg)?;
-    let redis = runtime::connect_redis(&stores.redis.redis_url)
+    let redis = runtime::connect_redis(&stores.redis)
         .await
         .context("connecting to Redis")?;
     Ok((db, keys, redis))
@@ -307,7 +307,7 @@ async fn connect_stores(
 
 async fn arm_sale(
     db: &sqlx::PgPool,
-    redis: &redis::aio::ConnectionManager,
+    redis: &floodgate_contract::runtime::RedisConn,
     keys: &Keys,
     sale: &str,
 ) -> anyhow::Result<()> {

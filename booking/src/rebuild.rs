@@ -21,9 +21,9 @@ use std::time::Duration;
 
 use floodgate_contract::keys::Keys;
 use floodgate_contract::reservation::ReservationState;
+use floodgate_contract::runtime::RedisConn;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-use redis::aio::ConnectionManager;
 
 use sqlx::PgPool;
 use time::OffsetDateTime;
@@ -114,7 +114,7 @@ pub async fn wait_for_consumer(tail: &KafkaTail) -> anyhow::Result<()> {
 /// Rebuilds `pool` of `sale` from PostgreSQL (call [`wait_for_consumer`] first).
 pub async fn rebuild(
     db: &PgPool,
-    redis: &ConnectionManager,
+    redis: &RedisConn,
     keys: &Keys,
     sale: &str,
     pool: &str,

@@ -12,7 +12,7 @@
 use std::fmt::Write as _;
 
 use floodgate_contract::keys::Keys;
-use redis::aio::ConnectionManager;
+use floodgate_contract::runtime::RedisConn;
 use sqlx::PgPool;
 
 use crate::gatekeeper::repair::{read_pool, repair_pool};
@@ -122,7 +122,7 @@ pub fn safe_repair(capacity: i64, r: RedisCounts, confirmed_seats: i64) -> Optio
 /// Reads both sides of every pool of `sale`.
 pub async fn report(
     db: &PgPool,
-    redis: &ConnectionManager,
+    redis: &RedisConn,
     keys: &Keys,
     sale: &str,
 ) -> anyhow::Result<Vec<PoolReport>> {
@@ -160,7 +160,7 @@ pub async fn report(
 
 /// Applies the safe repair of every pool that has one; a line per pool saying what was done.
 pub async fn repair(
-    redis: &ConnectionManager,
+    redis: &RedisConn,
     keys: &Keys,
     sale: &str,
     reports: &[PoolReport],

@@ -10,6 +10,7 @@
 //! - [`keys`]: the Redis key layout and its hash tags (sale-wide slot, per-pool slot).
 //! - [`lottery`]: the verifiable pre-queue draw (keyed Feistel permutation, commitment).
 //! - [`lua`]: how a Lua script is put together from its body and the shared helper files.
+//! - [`redis_conn`]: one connection type for a single Redis and a Redis Cluster.
 //! - [`reservation`]: a reservation's state in the Redis, API and PostgreSQL vocabularies.
 //! - [`resume`]: resume tokens, a client's claim to its ticket across reconnects.
 //! - [`token`]: admission token claims, Ed25519 signing with a key id, verification.
@@ -31,6 +32,7 @@ pub mod ids;
 pub mod keys;
 pub mod lottery;
 pub mod lua;
+pub mod redis_conn;
 pub mod reservation;
 pub mod resume;
 pub mod runtime;

@@ -1,9 +1,7 @@
 //! Process plumbing every Floodgate binary shares: telemetry, shutdown signals, the Redis
 //! connection. Kept here so the three services start, log and stop the same way.
 
-use std::time::Duration;
-
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+pub use crate::redis_conn::RedisConn;
 use tokio_util::sync::CancellationToken;
 
 /// Starts `tracing` with `RUST_LOG` (default `info`), as JSON lines when `json` is set.
@@ -46,19 +44,20 @@ pub fn shutdown_on_signal() -> CancellationToken {
     token
 }
 
-/// Connects to Redis with a reconnecting, multiplexed connection.
-///
-/// The timeouts are short on purpose: a booking request that cannot reach Redis must fail fast
-/// with 503 (fail closed) instead of holding a client for the length of a TCP timeout. The
-/// manager reconnects by itself when Redis comes back.
-pub async fn connect_redis(url: &str) -> Result<ConnectionManager, redis::RedisError> {
-    let client = redis::Client::open(url)?;
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Duration::from_secs(2))
-        .set_response_timeout(Duration::from_secs(2))
-        .set_number_of_retries(2)
-        .set_max_delay(500);
-    ConnectionManager::new_with_config(client, config).await
+/// Connects to the Redis `args` name: its cluster if seed nodes are given, else the single
+/// server at its URL.
+pub async fn connect_redis(args: &RedisArgs) -> Result<RedisConn, redis::RedisError> {
+    let seeds: Vec<String> = args
+        .redis_cluster_nodes
+        .iter()
+        .filter(|n| !n.trim().is_empty())
+        .cloned()
+        .collect();
+    if seeds.is_empty() {
+        RedisConn::single(&args.redis_url).await
+    } else {
+        RedisConn::cluster(&seeds).await
+    }
 }
 
 /// Where Redis is, for every service that uses it.
@@ -76,6 +75,16 @@ pub struct RedisArgs {
     /// Prefix of every Redis key (several deployments or tests can share one Redis). No braces.
     #[arg(long, env = "FLOODGATE_REDIS_PREFIX", default_value = "fg:")]
     pub redis_prefix: String,
+    /// A Redis Cluster's seed nodes instead of one server, comma-separated
+    /// (`redis://10.0.0.1:6379,redis://10.0.0.2:6379`): any few of its nodes; the rest are
+    /// found from them. When set, `FLOODGATE_REDIS_URL` is not used.
+    #[arg(
+        long,
+        env = "FLOODGATE_REDIS_CLUSTER_NODES",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub redis_cluster_nodes: Vec<String>,
 }
 
 impl RedisArgs {

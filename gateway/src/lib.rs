@@ -52,9 +52,9 @@ use floodgate_contract::challenge::ProofOfWork;
 use floodgate_contract::identity::IdentityVerifier;
 use floodgate_contract::keys::Keys;
 use floodgate_contract::resume::ResumeKey;
+use floodgate_contract::runtime::RedisConn;
 use floodgate_contract::state::SaleStatus;
 use floodgate_contract::token::TokenSigner;
-use redis::aio::ConnectionManager;
 use secrecy::ExposeSecret;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -73,7 +73,7 @@ mod draw;
 #[derive(Clone)]
 pub struct AppState {
     /// Redis: tickets, the frontier and the controller lease live there.
-    pub redis: ConnectionManager,
+    pub redis: RedisConn,
     /// Key builder with this deployment's prefix.
     pub keys: Keys,
     /// The Lua scripts, loaded once and shared: each holds its source text, a few KB that
@@ -125,7 +125,7 @@ impl AppState {
             config.token_signing_key.expose_secret(),
         )
         .context("FLOODGATE_TOKEN_SIGNING_KEY is not a base64url 32-byte seed")?;
-        let redis = floodgate_contract::runtime::connect_redis(&config.redis.redis_url)
+        let redis = floodgate_contract::runtime::connect_redis(&config.redis)
             .await
             .context("connecting to Redis")?;
         // Unique per run even when the instance is named: a restarted gateway must not be taken

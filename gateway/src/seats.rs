@@ -17,8 +17,8 @@ use floodgate_contract::api::code;
 use floodgate_contract::api::room::{PoolSeats, SeatCounts};
 use floodgate_contract::ids::check_sale_id;
 use floodgate_contract::keys::Keys;
+use floodgate_contract::runtime::RedisConn;
 use floodgate_contract::state::SaleCounts;
-use redis::aio::ConnectionManager;
 
 use crate::cache::{respond, Asset};
 use crate::error::ApiError;
@@ -45,7 +45,7 @@ pub struct SeatBoard {
 impl SeatBoard {
     async fn get(
         &self,
-        redis: &ConnectionManager,
+        redis: &RedisConn,
         keys: &Keys,
         sale: &str,
     ) -> Result<Arc<Snapshot>, ApiError> {
@@ -70,11 +70,7 @@ impl SeatBoard {
     }
 }
 
-async fn build(
-    redis: &ConnectionManager,
-    keys: &Keys,
-    sale: &str,
-) -> Result<Option<Snapshot>, ApiError> {
+async fn build(redis: &RedisConn, keys: &Keys, sale: &str) -> Result<Option<Snapshot>, ApiError> {
     let Some(counts) = SaleCounts::read(&mut redis.clone(), keys, sale).await? else {
         return Ok(None);
     };

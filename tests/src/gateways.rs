@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::{binary, eventually, redis_url, TestApp};
+use crate::{binary, eventually, TestApp};
 
 /// Timings of a test gateway, short so failover and graces fit in a test.
 #[derive(Clone, Debug)]
@@ -104,7 +104,7 @@ impl GatewayProcess {
             )
             .env("FLOODGATE_GATEWAY_LISTEN", addr.to_string())
             .env("FLOODGATE_GATEWAY_ADMIN_LISTEN", admin.to_string())
-            .env("FLOODGATE_REDIS_URL", redis_url())
+            .envs(crate::redis_env())
             .env("FLOODGATE_REDIS_PREFIX", app.keys.prefix())
             .env("FLOODGATE_TOKEN_KEY_ID", app.signer.kid())
             .env("FLOODGATE_TOKEN_SIGNING_KEY", app.signer.seed_base64())

@@ -26,18 +26,80 @@ use floodgate_contract::api::booking::{PaymentStarted, ReservationCreated};
 use floodgate_contract::events::{Envelope, Event, ReservationData};
 use floodgate_contract::identity::IdentityArgs;
 use floodgate_contract::keys::Keys;
+use floodgate_contract::runtime::RedisConn;
 use floodgate_contract::runtime::{KafkaArgs, RedisArgs};
 use floodgate_contract::settings::Door;
 use floodgate_contract::token::TokenSigner;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
-use redis::aio::ConnectionManager;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 pub fn redis_url() -> String {
     std::env::var("FLOODGATE_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// The seed nodes of the Redis Cluster the tests run against (`FLOODGATE_TEST_REDIS_CLUSTER`,
+/// comma-separated; `deploy/test.sh` sets it for its cluster pass), or none: the single Redis.
+pub fn redis_cluster_nodes() -> Vec<String> {
+    std::env::var("FLOODGATE_TEST_REDIS_CLUSTER")
+        .map(|nodes| {
+            nodes
+                .split(',')
+                .filter(|n| !n.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The seed nodes of the test cluster for the tests that need a Redis Cluster whatever the pass
+/// (`FLOODGATE_TEST_CLUSTER`, which `deploy/test.sh` sets after `deploy/stack.sh cluster-up`).
+pub fn test_cluster() -> Vec<String> {
+    let nodes: Vec<String> = std::env::var("FLOODGATE_TEST_CLUSTER")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        !nodes.is_empty(),
+        "no test cluster: run `deploy/stack.sh cluster-up` and set FLOODGATE_TEST_CLUSTER to the \
+         seeds it prints (deploy/test.sh does both)"
+    );
+    nodes
+}
+
+/// The environment of a service binary a test starts, naming the Redis under test (the
+/// cluster's seeds on the cluster pass).
+pub fn redis_env() -> Vec<(&'static str, String)> {
+    let mut env = vec![("FLOODGATE_REDIS_URL", redis_url())];
+    let cluster = redis_cluster_nodes();
+    if !cluster.is_empty() {
+        env.push(("FLOODGATE_REDIS_CLUSTER_NODES", cluster.join(",")));
+    }
+    env
+}
+
+/// Where the services under test find Redis: `url` if a test put something in front of Redis
+/// (a fault-injecting proxy), else the cluster under test or the single Redis.
+pub fn redis_args(prefix: &str, url: Option<String>) -> RedisArgs {
+    redis_args_on(prefix, url, None)
+}
+
+/// As [`redis_args`], on the cluster `cluster` if given.
+pub fn redis_args_on(prefix: &str, url: Option<String>, cluster: Option<&[String]>) -> RedisArgs {
+    let cluster = match (&url, cluster) {
+        (Some(_), _) => Vec::new(),
+        (None, Some(seeds)) => seeds.to_vec(),
+        (None, None) => redis_cluster_nodes(),
+    };
+    RedisArgs {
+        redis_url: url.unwrap_or_else(redis_url),
+        redis_prefix: prefix.to_owned(),
+        redis_cluster_nodes: cluster,
+    }
 }
 
 pub fn kafka_brokers() -> String {
@@ -179,7 +241,7 @@ fn identity_args(sandbox: &SocketAddr, buyer_id_key: Option<&str>) -> IdentityAr
 /// Floodgate's three services running against the real dependencies, isolated for one test.
 pub struct TestApp {
     pub db: PgPool,
-    pub redis: ConnectionManager,
+    pub redis: RedisConn,
     pub keys: Keys,
     pub topic: String,
     /// The consumer's group on `topic`.
@@ -236,6 +298,8 @@ pub struct TestOptions {
     pub trusted_proxies: Vec<std::net::IpAddr>,
     /// Store buyers as a keyed hash of their subject, with this key (default: the subject).
     pub buyer_id_key: Option<String>,
+    /// Run on this Redis Cluster (its seed nodes) whatever the pass.
+    pub redis_cluster: Option<Vec<String>>,
 }
 
 impl Default for TestOptions {
@@ -260,6 +324,7 @@ impl Default for TestOptions {
             consumer: true,
             trusted_proxies: Vec::new(),
             buyer_id_key: None,
+            redis_cluster: None,
         }
     }
 }
@@ -318,10 +383,11 @@ impl TestApp {
         let gateway_config = floodgate_gateway::Config {
             listen: "127.0.0.1:0".into(),
             admin_listen: "127.0.0.1:0".into(),
-            redis: RedisArgs {
-                redis_url: options.gateway_redis_url.clone().unwrap_or_else(redis_url),
-                redis_prefix: prefix.clone(),
-            },
+            redis: redis_args_on(
+                &prefix,
+                options.gateway_redis_url.clone(),
+                options.redis_cluster.as_deref(),
+            ),
             identity: identity.clone(),
             token_key_id: signer.kid().to_owned(),
             token_signing_key: signer.seed_base64().into(),
@@ -365,10 +431,11 @@ impl TestApp {
 
         let booking_config = floodgate_booking::Config {
             listen: booking.to_string(),
-            redis: RedisArgs {
-                redis_url: options.booking_redis_url.clone().unwrap_or_else(redis_url),
-                redis_prefix: prefix.clone(),
-            },
+            redis: redis_args_on(
+                &prefix,
+                options.booking_redis_url.clone(),
+                options.redis_cluster.as_deref(),
+            ),
             kafka: KafkaArgs {
                 kafka_brokers: brokers.clone(),
                 reservations_topic: topic.clone(),
@@ -407,9 +474,13 @@ impl TestApp {
         let consumer_group = unique("floodgate-test-");
         let app = TestApp {
             db,
-            redis: floodgate_contract::runtime::connect_redis(&redis_url())
-                .await
-                .expect("redis"),
+            redis: floodgate_contract::runtime::connect_redis(&redis_args_on(
+                &prefix,
+                None,
+                options.redis_cluster.as_deref(),
+            ))
+            .await
+            .expect("redis"),
             keys: Keys::new(prefix),
             topic,
             consumer_group,
@@ -464,10 +535,7 @@ impl TestApp {
         let addr = listener.local_addr().unwrap();
         let config = floodgate_booking::Config {
             listen: addr.to_string(),
-            redis: RedisArgs {
-                redis_url: redis_url(),
-                redis_prefix: self.keys.prefix().to_owned(),
-            },
+            redis: redis_args(self.keys.prefix(), None),
             kafka: KafkaArgs {
                 kafka_brokers: kafka_brokers.to_owned(),
                 reservations_topic: self.topic.clone(),

@@ -11,8 +11,8 @@ use file::{door_from, parse_date};
 pub use file::{ClassDef, PoolDef, SaleFile, TrainDef};
 
 use floodgate_contract::keys::Keys;
+use floodgate_contract::runtime::RedisConn;
 use floodgate_contract::settings;
-use redis::aio::ConnectionManager;
 use sqlx::PgPool;
 use time::OffsetDateTime;
 
@@ -204,7 +204,7 @@ pub struct ArmReport {
 /// opening on, by Redis' clock, which is also the clock admission starts by.
 pub async fn arm_sale(
     db: &PgPool,
-    redis: &ConnectionManager,
+    redis: &RedisConn,
     keys: &Keys,
     sale_id: &str,
 ) -> Result<ArmReport, CatalogError> {

@@ -4,9 +4,9 @@
 
 use floodgate_contract::keys::{Keys, PoolKeys};
 use floodgate_contract::lua::clocked_script;
+use floodgate_contract::runtime::RedisConn;
 use floodgate_contract::settings::Door;
 use floodgate_contract::UnixMillis;
-use redis::aio::ConnectionManager;
 use redis::RedisResult;
 
 /// One pool's settings, as armed.
@@ -60,7 +60,7 @@ pub(super) fn with_state_keys<'a, 'b>(
 
 /// Loads one pool's counters (`available` = capacity, nothing held or sold) and config.
 pub async fn arm_pool(
-    conn: &mut ConnectionManager,
+    conn: &mut RedisConn,
     keys: &Keys,
     pool: &PoolArming<'_>,
 ) -> RedisResult<Armed> {
@@ -83,7 +83,7 @@ pub async fn arm_pool(
 /// arming's is kept, so the commitment shown to the pre-queue never changes), and lists the
 /// sale for the relay and the reaper.
 pub async fn arm_sale(
-    conn: &mut ConnectionManager,
+    conn: &mut RedisConn,
     keys: &Keys,
     sale: &SaleArming<'_>,
 ) -> RedisResult<Armed> {

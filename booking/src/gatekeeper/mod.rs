@@ -40,7 +40,7 @@ use std::sync::Arc;
 
 use floodgate_contract::keys::{Keys, PoolKeys};
 use floodgate_contract::reservation::ReservationState;
-use redis::aio::ConnectionManager;
+use floodgate_contract::runtime::RedisConn;
 use redis::Script;
 
 pub use ops::{SaleFigures, LATELY_MS};
@@ -58,14 +58,14 @@ pub use upkeep::OutboxEntry;
 /// Runs the gatekeeper's scripts; cheap to clone.
 #[derive(Clone)]
 pub struct Gatekeeper {
-    redis: ConnectionManager,
+    redis: RedisConn,
     keys: Keys,
     scripts: Arc<Scripts>,
 }
 
 impl Gatekeeper {
     /// Builds the gatekeeper and loads its scripts into Redis.
-    pub async fn connect(redis: ConnectionManager, keys: Keys) -> redis::RedisResult<Self> {
+    pub async fn connect(redis: RedisConn, keys: Keys) -> redis::RedisResult<Self> {
         let scripts = Scripts::default();
         scripts.preload(&mut redis.clone()).await?;
         Ok(Self {

@@ -62,7 +62,11 @@ impl Gatekeeper {
         let now_ms = redis_time_ms(time);
         let (issued, frontier) = (issued.unwrap_or(0), frontier.unwrap_or(0));
 
-        // Sessions per gateway, dead places ahead, recent admissions and every pool's counts.
+        // Sessions per gateway, dead places ahead and recent admissions (the sale's slot), and
+        // every pool's counts (a slot each), at once.
+        let pool_keys: Vec<_> = meta.pools.iter().map(|p| self.keys.pool(sale, p)).collect();
+        let pools_conn = conn.clone();
+        let counts = PoolCounts::read_each(&pools_conn, &pool_keys);
         let mut pipe = redis::pipe();
         for gateway in &gateways {
             pipe.scard(keys.gateway_sessions(gateway));
@@ -75,10 +79,8 @@ impl Gatekeeper {
             .arg(keys.admits())
             .arg(now_ms - LATELY_MS)
             .arg("+");
-        for pool in &meta.pools {
-            PoolCounts::query(&mut pipe, &self.keys.pool(sale, pool));
-        }
-        let replies: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
+        let (replies, counts): (Vec<redis::Value>, _) =
+            tokio::try_join!(pipe.query_async(&mut conn), counts)?;
         let (sessions, rest) = replies.split_at(gateways.len());
         let live = sessions
             .iter()
@@ -92,7 +94,6 @@ impl Gatekeeper {
             .filter_map(|(id, fields)| AdmitEntry::from_entry(id, fields))
             .map(|a| a.n)
             .sum();
-        let counts = PoolCounts::all_from_replies(&rest[2..]);
         let pools = meta.pools.iter().cloned().zip(counts).collect();
         Ok(Some(SaleFigures {
             meta,

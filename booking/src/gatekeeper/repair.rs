@@ -4,8 +4,8 @@
 //! callers'; this is only how Redis is asked.
 
 use floodgate_contract::keys::{Keys, PoolKeys};
+use floodgate_contract::runtime::RedisConn;
 use floodgate_contract::UnixMillis;
-use redis::aio::ConnectionManager;
 use redis::{RedisResult, Script};
 
 use super::arming::{with_state_keys, PoolArming};
@@ -23,10 +23,7 @@ pub struct PoolState {
 }
 
 /// Reads `pool`'s counters and holds (every hold's seats: a reconciliation, not a hot path).
-pub async fn read_pool(
-    conn: &mut ConnectionManager,
-    pool: &PoolKeys,
-) -> RedisResult<Option<PoolState>> {
+pub async fn read_pool(conn: &mut RedisConn, pool: &PoolKeys) -> RedisResult<Option<PoolState>> {
     let (armed, available, held, sold, holds): (
         bool,
         Option<i64>,
@@ -55,7 +52,7 @@ pub async fn read_pool(
 /// Sets `pool`'s `available` and `sold` to `to`, only if they are still `read`: whether they
 /// were (false: they moved meanwhile, nothing changed).
 pub async fn repair_pool(
-    conn: &mut ConnectionManager,
+    conn: &mut RedisConn,
     pool: &PoolKeys,
     read: (i64, i64),
     to: (i64, i64),
@@ -115,7 +112,7 @@ pub enum Rebuild {
 
 /// Restores a lost pool in one atomic step: its records, live holds, counters and config.
 pub async fn rebuild_pool(
-    conn: &mut ConnectionManager,
+    conn: &mut RedisConn,
     keys: &Keys,
     pool: &PoolArming<'_>,
     sold: i64,

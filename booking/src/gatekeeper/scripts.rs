@@ -3,7 +3,7 @@
 //! (`floodgate_contract::lua` puts them together).
 
 use floodgate_contract::lua::{pool_script, sale_script};
-use redis::aio::ConnectionManager;
+use floodgate_contract::runtime::RedisConn;
 use redis::Script;
 
 /// How long one attempt (one request's claim) may take to reach the pool: it can make a new
@@ -54,7 +54,7 @@ impl Scripts {
     /// Loads every script into Redis' script cache up front. Without it, the first burst of
     /// requests after a start (or a Redis restart) all miss with NOSCRIPT and each sends the
     /// whole script text again: thousands of loads exactly when the rush begins.
-    pub async fn preload(&self, conn: &mut ConnectionManager) -> redis::RedisResult<()> {
+    pub async fn preload(&self, conn: &mut RedisConn) -> redis::RedisResult<()> {
         for script in [
             &self.claim_token,
             &self.release_claim,

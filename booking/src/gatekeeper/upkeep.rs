@@ -39,11 +39,18 @@ impl Gatekeeper {
         if sales.is_empty() {
             return Ok(Vec::new());
         }
-        let mut pipe = redis::pipe();
-        for sale in &sales {
-            floodgate_contract::state::SaleMeta::query_pools(&mut pipe, &self.keys.sale(sale));
-        }
-        let lists: Vec<Option<String>> = pipe.query_async(&mut conn).await?;
+        // Each sale's meta is in a slot of its own: one read per sale, all at once.
+        let lists = futures::future::try_join_all(sales.iter().map(|sale| {
+            let mut conn = conn.clone();
+            let keys = self.keys.sale(sale);
+            async move {
+                let mut pipe = redis::pipe();
+                floodgate_contract::state::SaleMeta::query_pools(&mut pipe, &keys);
+                let (list,): (Option<String>,) = pipe.query_async(&mut conn).await?;
+                redis::RedisResult::Ok(list)
+            }
+        }))
+        .await?;
         Ok(sales
             .into_iter()
             .zip(lists)

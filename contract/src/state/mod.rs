@@ -255,6 +255,20 @@ impl PoolCounts {
         Ok(Self::from_replies(&replies))
     }
 
+    /// Each of `pools`' counts: one pipeline per pool, all at once. Each pool is a slot of its
+    /// own, so on a Redis Cluster one pipeline cannot ask them all; on a single Redis the
+    /// multiplexed connection sends them together anyway.
+    pub async fn read_each<C: ConnectionLike + Clone + Send>(
+        conn: &C,
+        pools: &[PoolKeys],
+    ) -> RedisResult<Vec<Self>> {
+        futures::future::try_join_all(pools.iter().map(|keys| {
+            let mut conn = conn.clone();
+            async move { Self::read(&mut conn, keys).await }
+        }))
+        .await
+    }
+
     /// Every pool of a pipeline that asked for each in turn.
     pub fn all_from_replies(replies: &[Value]) -> Vec<Self> {
         replies
@@ -275,9 +289,9 @@ pub struct SaleCounts {
 }
 
 impl SaleCounts {
-    /// Reads `sale`'s counts in two round trips (the meta names the pools); `None` if the sale
-    /// is not armed.
-    pub async fn read<C: ConnectionLike + Send>(
+    /// Reads `sale`'s counts in two round trips (the meta names the pools; then every pool at
+    /// once); `None` if the sale is not armed.
+    pub async fn read<C: ConnectionLike + Clone + Send>(
         conn: &mut C,
         keys: &Keys,
         sale: &str,
@@ -289,17 +303,9 @@ impl SaleCounts {
         let Some(meta) = SaleMeta::from_fields(&meta) else {
             return Ok(None);
         };
-        let mut pipe = redis::pipe();
-        for pool in &meta.pools {
-            PoolCounts::query(&mut pipe, &keys.pool(sale, pool));
-        }
-        let replies: Vec<Value> = pipe.query_async(conn).await?;
-        let pools = meta
-            .pools
-            .iter()
-            .cloned()
-            .zip(PoolCounts::all_from_replies(&replies))
-            .collect();
+        let pool_keys: Vec<PoolKeys> = meta.pools.iter().map(|p| keys.pool(sale, p)).collect();
+        let counts = PoolCounts::read_each(conn, &pool_keys).await?;
+        let pools = meta.pools.iter().cloned().zip(counts).collect();
         Ok(Some(SaleCounts {
             meta,
             at_ms: redis_time_ms(time),

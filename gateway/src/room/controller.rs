@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use floodgate_contract::keys::SaleKeys;
 use floodgate_contract::now_millis;
+use floodgate_contract::runtime::RedisConn;
 use floodgate_contract::state::{self, PoolCounts};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use redis::aio::ConnectionManager;
 
 use super::driver::RoomDriver;
 use super::view::RoomView;
@@ -47,7 +47,7 @@ impl Controller {
     pub(super) async fn lead(
         &mut self,
         driver: &RoomDriver,
-        conn: &mut ConnectionManager,
+        conn: &mut RedisConn,
         keys: &SaleKeys,
         shared: &Shared,
         view: &mut RoomView,
@@ -143,7 +143,7 @@ impl Controller {
 /// Declares dead the `due` tickets whose grace ran out, once the draw tells their places.
 async fn bury(
     driver: &RoomDriver,
-    conn: &mut ConnectionManager,
+    conn: &mut RedisConn,
     keys: &SaleKeys,
     shared: &Shared,
     due: &[u64],
@@ -162,7 +162,7 @@ async fn bury(
 /// Hands the tickets of gateways that died without goodbye to the grace period.
 async fn sweep(
     driver: &RoomDriver,
-    conn: &mut ConnectionManager,
+    conn: &mut RedisConn,
     keys: &SaleKeys,
     gateways: &[String],
 ) -> redis::RedisResult<()> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use floodgate_contract::keys::{Keys, SaleKeys};
 use floodgate_contract::now_millis;
-use redis::aio::ConnectionManager;
+use floodgate_contract::runtime::RedisConn;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -20,7 +20,7 @@ use crate::scripts::Scripts;
 pub struct RoomDriver {
     pub sale: String,
     pub keys: Keys,
-    pub redis: ConnectionManager,
+    pub redis: RedisConn,
     pub scripts: Arc<Scripts>,
     /// This process' name in the lease and the session registry (unique per run).
     pub instance_id: Arc<str>,
@@ -154,7 +154,7 @@ impl RoomDriver {
     /// in `shared`.
     async fn read(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut RedisConn,
         keys: &SaleKeys,
         shared: &Shared,
         cursor: &mut Cursor,

@@ -3,9 +3,9 @@
 
 use floodgate_contract::keys::SaleKeys;
 use floodgate_contract::lottery::{draw_seed, Draw};
+use floodgate_contract::runtime::RedisConn;
 use floodgate_contract::settings::Door;
 use floodgate_contract::state::SaleMeta;
-use redis::aio::ConnectionManager;
 
 /// What every session of a sale needs to know, refreshed once per tick.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -112,7 +112,7 @@ pub(crate) fn draw_from(meta: &SaleMeta) -> Option<Draw> {
 /// Reads a sale's public figures in one round trip (for the summary endpoint); `None` if the
 /// sale is not armed.
 pub async fn read_view(
-    conn: &mut ConnectionManager,
+    conn: &mut RedisConn,
     keys: &SaleKeys,
 ) -> redis::RedisResult<Option<RoomView>> {
     let read = crate::scripts::room::read_sale(conn, keys).await?;

@@ -2,8 +2,8 @@
 //! joins (`<first>:<count>:<root>:<chain>` members of a sorted set, written by `lua/join.lua`).
 
 use floodgate_contract::keys::SaleKeys;
+use floodgate_contract::runtime::RedisConn;
 use floodgate_contract::state::{SaleMeta, SaleStatus};
-use redis::aio::ConnectionManager;
 use redis::RedisResult;
 
 /// One recorded batch of pre-queue joins.
@@ -48,7 +48,7 @@ pub struct Read<T> {
 
 /// The sale's meta and the tickets handed out so far.
 pub async fn meta_and_issued(
-    conn: &mut ConnectionManager,
+    conn: &mut RedisConn,
     keys: &SaleKeys,
 ) -> RedisResult<(Option<SaleMeta>, u64)> {
     let mut pipe = redis::pipe();
@@ -60,7 +60,7 @@ pub async fn meta_and_issued(
 
 /// The nonces of tickets `first..=last` (1-based), with the sale's status.
 pub async fn nonces(
-    conn: &mut ConnectionManager,
+    conn: &mut RedisConn,
     keys: &SaleKeys,
     first: u64,
     last: u64,
@@ -79,7 +79,7 @@ pub async fn nonces(
 
 /// Batches `from..from+count` (1-based, in ticket order); `None` for a damaged one.
 pub async fn batches(
-    conn: &mut ConnectionManager,
+    conn: &mut RedisConn,
     keys: &SaleKeys,
     from: u64,
     count: u64,
@@ -103,7 +103,7 @@ pub async fn batches(
 /// The batch holding `ticket` (the last one starting at or before it) and the one before it,
 /// whose chain the batch extended: `(batch, previous)`; `None` inside for a damaged one.
 pub async fn batch_of(
-    conn: &mut ConnectionManager,
+    conn: &mut RedisConn,
     keys: &SaleKeys,
     ticket: u64,
 ) -> RedisResult<Read<Vec<Option<JoinBatch>>>> {
@@ -127,7 +127,7 @@ pub async fn batch_of(
 
 /// The nonces of tickets `first..=last` alone.
 pub async fn nonce_range(
-    conn: &mut ConnectionManager,
+    conn: &mut RedisConn,
     keys: &SaleKeys,
     first: u64,
     last: u64,

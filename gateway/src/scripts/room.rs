@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use floodgate_contract::keys::{PoolKeys, SaleKeys};
+use floodgate_contract::runtime::RedisConn;
 use floodgate_contract::state::{self, AdmitEntry, PoolCounts, SaleMeta};
 use floodgate_contract::UnixMillis;
-use redis::aio::ConnectionManager;
 use redis::RedisResult;
 
 use super::Scripts;
@@ -89,7 +89,7 @@ impl Scripts {
     /// `lease`, in one pipelined round trip.
     pub async fn read_tick(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut RedisConn,
         keys: &SaleKeys,
         instance: &str,
         lease: Duration,
@@ -156,15 +156,14 @@ impl Scripts {
     /// `now_ms`, and the sale's registered gateways.
     pub async fn read_for_leader(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut RedisConn,
         keys: &SaleKeys,
         pools: &[PoolKeys],
         now_ms: UnixMillis,
     ) -> RedisResult<LeaderRead> {
+        // The pools' counts (a slot each) and the sale's housekeeping (its slot), at once.
+        let counts = PoolCounts::read_each(conn, pools);
         let mut pipe = redis::pipe();
-        for pool in pools {
-            PoolCounts::query(&mut pipe, pool);
-        }
         pipe.cmd("ZRANGEBYSCORE")
             .arg(keys.gone())
             .arg(1)
@@ -173,22 +172,20 @@ impl Scripts {
             .arg(0)
             .arg(HOUSEKEEPING_BATCH)
             .smembers(keys.gateways());
-        let replies: Vec<redis::Value> = pipe.query_async(conn).await?;
-        let (pool_replies, rest) = replies.split_at(pools.len() * PoolCounts::REPLIES);
-        let [due, gateways] = rest else {
-            return Err(odd_reply("the leader's read"));
-        };
+        let mut sale_conn = conn.clone();
+        let ((due, gateways), pools): ((Vec<u64>, Vec<String>), _) =
+            tokio::try_join!(pipe.query_async(&mut sale_conn), counts)?;
         Ok(LeaderRead {
-            pools: PoolCounts::all_from_replies(pool_replies),
-            due: redis::from_redis_value(due)?,
-            gateways: redis::from_redis_value(gateways)?,
+            pools,
+            due,
+            gateways,
         })
     }
 }
 
 /// A sale's meta, frontier and tickets handed out, in one round trip (for the summary
 /// endpoint, which needs no streams).
-pub async fn read_sale(conn: &mut ConnectionManager, keys: &SaleKeys) -> RedisResult<TickRead> {
+pub async fn read_sale(conn: &mut RedisConn, keys: &SaleKeys) -> RedisResult<TickRead> {
     let mut pipe = redis::pipe();
     SaleMeta::query(&mut pipe, keys);
     let (meta, frontier, issued): (Vec<Option<String>>, Option<u64>, Option<u64>) = pipe
@@ -208,7 +205,7 @@ impl Scripts {
     /// Which of `gateways` of `keys`' sale have their liveness key.
     pub async fn alive(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut RedisConn,
         keys: &SaleKeys,
         gateways: &[&str],
     ) -> RedisResult<Vec<bool>> {
@@ -223,7 +220,7 @@ impl Scripts {
     /// fencing token if `instance` leads, `None` if another does.
     pub async fn lease(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut RedisConn,
         keys: &SaleKeys,
         instance: &str,
         lease: Duration,
@@ -243,7 +240,7 @@ impl Scripts {
     /// were (a ticket resumed meanwhile is not).
     pub async fn bury(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut RedisConn,
         keys: &SaleKeys,
         due: &[(u64, u64)],
     ) -> RedisResult<u64> {
@@ -263,7 +260,7 @@ impl Scripts {
     /// at most [`HOUSEKEEPING_BATCH`] of them.
     pub async fn sweep(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut RedisConn,
         keys: &SaleKeys,
         gateway: &str,
         grace: Duration,
@@ -287,7 +284,7 @@ impl Scripts {
     /// admitting at most `permits` live tickets; also expires unspent tokens.
     pub async fn advance(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut RedisConn,
         keys: &SaleKeys,
         fence: &str,
         permits: u64,
@@ -313,7 +310,7 @@ impl Scripts {
     /// (`lua/retire.lua`): false if a session registered meanwhile (then nothing changed).
     pub async fn retire(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut RedisConn,
         keys: &SaleKeys,
         instance: &str,
     ) -> RedisResult<bool> {
@@ -350,14 +347,6 @@ fn exclusive(id: &str) -> String {
     } else {
         format!("({id}")
     }
-}
-
-fn odd_reply(what: &'static str) -> redis::RedisError {
-    redis::RedisError::from((
-        redis::ErrorKind::TypeError,
-        what,
-        "an unexpected reply shape".into(),
-    ))
 }
 
 #[cfg(test)]

@@ -15,9 +15,9 @@ use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use floodgate_contract::keys::{Keys, SaleKeys};
 use floodgate_contract::now_millis;
 use floodgate_contract::resume::ResumeKey;
+use floodgate_contract::runtime::RedisConn;
 use floodgate_contract::token::{AdmissionClaims, TokenSigner};
 use floodgate_contract::ws::{close, ClientMessage, ServerMessage, PROTOCOL_VERSION};
-use redis::aio::ConnectionManager;
 use tokio::time::{Instant, Sleep};
 
 use crate::room::{Room, RoomView};
@@ -36,7 +36,7 @@ pub struct Context {
     pub room: Arc<Room>,
     pub signer: Arc<TokenSigner>,
     pub resume: Arc<ResumeKey>,
-    pub redis: ConnectionManager,
+    pub redis: RedisConn,
     pub scripts: Arc<Scripts>,
     pub instance_id: Arc<str>,
     pub grace: Duration,

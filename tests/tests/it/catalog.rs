@@ -92,8 +92,8 @@ async fn a_sale_with_an_undeclared_train_is_refused_clearly(db: sqlx::PgPool) {
     ));
 }
 
-async fn connect() -> redis::aio::ConnectionManager {
-    floodgate_contract::runtime::connect_redis(&floodgate_tests::redis_url())
+async fn connect() -> floodgate_contract::runtime::RedisConn {
+    floodgate_contract::runtime::connect_redis(&floodgate_tests::redis_args("", None))
         .await
         .unwrap()
 }

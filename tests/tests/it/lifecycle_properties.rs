@@ -126,7 +126,7 @@ impl EventLog for Log {
 struct World {
     gatekeeper: Gatekeeper,
     /// A connection of the test's own, to read the state the scripts leave.
-    redis: redis::aio::ConnectionManager,
+    redis: floodgate_contract::runtime::RedisConn,
     /// The same gatekeeper through a proxy whose answers a step can hold back.
     slow: Gatekeeper,
     proxy: ChaosProxy,
@@ -835,12 +835,80 @@ impl World {
     }
 }
 
-async fn run(db: &sqlx::PgPool, seed: u64) {
-    let keys = Keys::new(unique("prop") + ":");
-    let redis = floodgate_contract::runtime::connect_redis(&redis_url())
+/// A sale for the property test, and the Redis server the slow path's proxy fronts. On a single
+/// Redis: any sale, and that Redis. On the cluster pass: a sale whose slots (the sale's and each
+/// pool's) one primary serves, and that primary, so a plain connection through the proxy reaches
+/// every key the scripts touch, while the fast path goes through the cluster client.
+async fn sale_on_one_node(keys: &Keys) -> (String, std::net::SocketAddr) {
+    let address = |url: &str| {
+        url.trim_start_matches("redis://")
+            .trim_end_matches('/')
+            .parse()
+            .unwrap()
+    };
+    let seeds = floodgate_tests::redis_cluster_nodes();
+    let Some(seed) = seeds.first() else {
+        return (unique("prop-"), address(&redis_url()));
+    };
+    let mut node = redis::Client::open(seed.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let sale = unique("prop-");
+    // (first slot, last slot, primary's host, port) of every range.
+    let ranges: Vec<(u16, u16, (String, u16))> = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query_async::<Vec<redis::Value>>(&mut node)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|range| {
+            // [first, last, [host, port, id, ..] of the primary, then the replicas].
+            let parts: Vec<redis::Value> = redis::from_redis_value(&range).unwrap();
+            let primary: Vec<redis::Value> = redis::from_redis_value(&parts[2]).unwrap();
+            (
+                redis::from_redis_value(&parts[0]).unwrap(),
+                redis::from_redis_value(&parts[1]).unwrap(),
+                (
+                    redis::from_redis_value(&primary[0]).unwrap(),
+                    redis::from_redis_value(&primary[1]).unwrap(),
+                ),
+            )
+        })
+        .collect();
+    for _ in 0..200 {
+        let sale = unique("prop-");
+        let mut names = vec![keys.sale(&sale).meta()];
+        names.extend(POOLS.iter().map(|(p, _)| keys.pool(&sale, p).config()));
+        let mut owners = Vec::new();
+        for name in &names {
+            let slot: u16 = redis::cmd("CLUSTER")
+                .arg("KEYSLOT")
+                .arg(name)
+                .query_async(&mut node)
+                .await
+                .unwrap();
+            let owner = ranges
+                .iter()
+                .find(|(first, last, _)| (*first..=*last).contains(&slot))
+                .map(|(_, _, primary)| primary.clone())
+                .unwrap();
+            owners.push(owner);
+        }
+        if owners.iter().all(|o| *o == owners[0]) {
+            let (host, port) = &owners[0];
+            return (sale, address(&format!("{host}:{port}")));
+        }
+    }
+    panic!("no sale id whose slots one primary serves in 200 tries");
+}
+
+async fn run(db: &sqlx::PgPool, seed: u64) {
+    let keys = Keys::new(unique("prop") + ":");
+    let redis = floodgate_contract::runtime::connect_redis(&floodgate_tests::redis_args("", None))
+        .await
+        .unwrap();
+    let (sale, upstream) = sale_on_one_node(&keys).await;
     let spec = SaleSpec {
         pools: POOLS
             .iter()
@@ -853,15 +921,13 @@ async fn run(db: &sqlx::PgPool, seed: u64) {
         .await
         .unwrap();
     catalog::arm_sale(db, &redis, &keys, &sale).await.unwrap();
-    let upstream = redis_url()
-        .trim_start_matches("redis://")
-        .trim_end_matches('/')
-        .parse()
-        .unwrap();
     let proxy = ChaosProxy::start(upstream).await;
-    let proxied = floodgate_contract::runtime::connect_redis(&format!("redis://{}", proxy.addr))
-        .await
-        .unwrap();
+    let proxied = floodgate_contract::runtime::connect_redis(&floodgate_tests::redis_args(
+        "",
+        Some(format!("redis://{}", proxy.addr)),
+    ))
+    .await
+    .unwrap();
     let mut world = World {
         gatekeeper: Gatekeeper::connect(redis.clone(), keys.clone())
             .await
@@ -939,7 +1005,7 @@ async fn random_interleavings_keep_every_invariant(db: sqlx::PgPool) {
 #[sqlx::test(migrations = "../migrations")]
 async fn the_reaper_drops_an_index_entry_whose_reservation_is_gone(db: sqlx::PgPool) {
     let keys = Keys::new(unique("prop") + ":");
-    let redis = floodgate_contract::runtime::connect_redis(&redis_url())
+    let redis = floodgate_contract::runtime::connect_redis(&floodgate_tests::redis_args("", None))
         .await
         .unwrap();
     let sale = unique("stray-");

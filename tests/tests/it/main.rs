@@ -12,6 +12,8 @@
 //! - [`buyers`]: signed-in buyers (identity, one place each, the pass bound to its buyer, the
 //!   per-buyer limit) and the bot check at the door.
 //! - [`consumer`], [`outages`], [`rebuild`], [`reconcile`]: durability, faults and recovery.
+//! - [`cluster`]: a sale on a real Redis Cluster (the named scenarios also run on one, in
+//!   `deploy/test.sh`'s cluster pass).
 //! - [`catalog`], [`edge`], [`browser`]: sale files, the CDN configuration, the page in Chromium.
 //! - [`loadgen`]: the load generator's scenarios.
 //! - [`layout`]: the checks of the code's own shape (`deploy/check-*.sh`).
@@ -23,6 +25,7 @@ mod booking_api;
 mod browser;
 mod buyers;
 mod catalog;
+mod cluster;
 mod consumer;
 mod edge;
 mod fairness;

@@ -7,8 +7,8 @@ use std::time::Duration;
 use floodgate_contract::api::booking::ReservationCreated;
 use floodgate_contract::api::code;
 use floodgate_tests::{
-    assert_refused, binary, eventually, fresh_database, kafka_brokers, redis_url, unique, Answer,
-    SaleSpec, TestApp,
+    assert_refused, binary, eventually, fresh_database, kafka_brokers, unique, Answer, SaleSpec,
+    TestApp,
 };
 
 async fn reserve(app: &TestApp, sale: &str, ticket: u64) -> Answer<ReservationCreated> {
@@ -92,7 +92,7 @@ async fn a_wiped_pool_is_refused_until_rebuilt_and_then_sells_no_seat_twice() {
     let output = Command::new(binary("floodgate-booking"))
         .args(["sale", "rebuild", &sale, "p1"])
         .env("FLOODGATE_DATABASE_URL", &url)
-        .env("FLOODGATE_REDIS_URL", redis_url())
+        .envs(floodgate_tests::redis_env())
         .env("FLOODGATE_REDIS_PREFIX", app.keys.prefix())
         .env("FLOODGATE_KAFKA_BROKERS", kafka_brokers())
         .env("FLOODGATE_RESERVATIONS_TOPIC", &app.topic)

@@ -5,14 +5,14 @@ use std::process::Command;
 use std::time::Duration;
 
 use floodgate_tests::eventually;
-use floodgate_tests::{binary, fresh_database, redis_url, unique, SaleSpec, TestApp};
+use floodgate_tests::{binary, fresh_database, unique, SaleSpec, TestApp};
 
 fn reconcile(app: &TestApp, database_url: &str, sale: &str, repair: bool) -> (i32, String) {
     let mut command = Command::new(binary("floodgate-booking"));
     command
         .args(["sale", "reconcile", sale])
         .env("FLOODGATE_DATABASE_URL", database_url)
-        .env("FLOODGATE_REDIS_URL", redis_url())
+        .envs(floodgate_tests::redis_env())
         .env("FLOODGATE_REDIS_PREFIX", app.keys.prefix())
         .env("RUST_LOG", "error");
     if repair {

@@ -120,10 +120,12 @@ async fn defect_07_a_refusal_racing_a_same_key_retry_never_frees_a_token_that_ho
         .unwrap();
     // Request X runs through a proxy whose answers the test holds back.
     let proxy = ChaosProxy::start(upstream_redis()).await;
-    let through_proxy =
-        floodgate_contract::runtime::connect_redis(&format!("redis://{}", proxy.addr))
-            .await
-            .unwrap();
+    let through_proxy = floodgate_contract::runtime::connect_redis(&floodgate_tests::redis_args(
+        "",
+        Some(format!("redis://{}", proxy.addr)),
+    ))
+    .await
+    .unwrap();
     let slow = Gatekeeper::connect(through_proxy, app.keys.clone())
         .await
         .unwrap();
@@ -381,8 +383,14 @@ async fn defect_11_no_pool_script_changes_anything_when_its_config_is_missing(db
         ..sold
     };
     g.confirm(&twice, &paid("pay-2")).await.unwrap();
-    // The first one is due.
+    // The relay has published every event so far (it would otherwise drain the outbox while
+    // the scripts run, a change that is not theirs).
     let pool = app.keys.pool(&sale, "p1");
+    eventually("the outbox is drained", Duration::from_secs(10), || async {
+        app.redis_int_cmd("XLEN", &pool.outbox()).await == 0
+    })
+    .await;
+    // The first one is due.
     let _: () = redis::pipe()
         .hset(pool.reservation(&ids[0]), "expires_ms", 1)
         .ignore()
