@@ -110,6 +110,34 @@ fn next_offsets(batch: &[OwnedMessage]) -> HashMap<(String, i32), i64> {
     next
 }
 
+/// Keeps only the offsets of partitions in `assigned`. A partition taken away in a rebalance may
+/// have moved on under its new owner; committing this instance's older offset for it later would
+/// move the group back (the events would be applied again: harmless, but the lag would jump).
+fn keep_assigned(
+    applied: &mut HashMap<(String, i32), i64>,
+    assigned: &std::collections::HashSet<(String, i32)>,
+) {
+    applied.retain(|partition, _| assigned.contains(partition));
+}
+
+/// The partitions this instance holds now.
+fn assignment(
+    consumer: &StreamConsumer<GroupLog>,
+) -> Option<std::collections::HashSet<(String, i32)>> {
+    match consumer.assignment() {
+        Ok(list) => Some(
+            list.elements()
+                .iter()
+                .map(|e| (e.topic().to_owned(), e.partition()))
+                .collect(),
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e, "the partitions assigned are unknown; commit postponed");
+            None
+        }
+    }
+}
+
 fn offset_list(next: &HashMap<(String, i32), i64>) -> TopicPartitionList {
     let mut list = TopicPartitionList::new();
     for ((topic, partition), offset) in next {
@@ -148,6 +176,10 @@ impl Offsets {
     /// Commits what is waiting, and waits for the broker (the consumer is idle).
     pub fn commit_idle(&mut self, consumer: &StreamConsumer<GroupLog>) {
         self.last_commit = tokio::time::Instant::now();
+        let Some(assigned) = assignment(consumer) else {
+            return;
+        };
+        keep_assigned(&mut self.applied, &assigned);
         match consumer.commit(&offset_list(&self.applied), CommitMode::Sync) {
             Ok(()) => self.uncommitted = false,
             // Tried again after another interval.
@@ -168,6 +200,10 @@ impl Offsets {
         self.uncommitted = true;
         if self.last_commit.elapsed() >= self.interval {
             self.last_commit = tokio::time::Instant::now();
+            let Some(assigned) = assignment(consumer) else {
+                return;
+            };
+            keep_assigned(&mut self.applied, &assigned);
             // An asynchronous commit can still fail after it was queued, so `uncommitted` stays
             // set: once events stop, the idle commit (synchronous) makes sure of them.
             if let Err(e) = consumer.commit(&offset_list(&self.applied), CommitMode::Async) {
@@ -179,7 +215,10 @@ impl Offsets {
 
     /// Commits, and waits for, the offsets of every batch already in the database: never the
     /// consumer's position, which may be past a batch that was still being retried.
-    pub fn commit_final(&self, consumer: &StreamConsumer<GroupLog>) {
+    pub fn commit_final(&mut self, consumer: &StreamConsumer<GroupLog>) {
+        if let Some(assigned) = assignment(consumer) {
+            keep_assigned(&mut self.applied, &assigned);
+        }
         if !self.applied.is_empty() {
             if let Err(e) = consumer.commit(&offset_list(&self.applied), CommitMode::Sync) {
                 tracing::warn!(error = %e, "final offset commit failed; events since the last commit will be redelivered");
@@ -206,5 +245,24 @@ impl ConsumerContext for GroupLog {
             }
             Rebalance::Error(e) => tracing::warn!(error = %e, "rebalance failed"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_of_partitions_taken_away_are_never_committed() {
+        let part = |p: i32| ("t".to_owned(), p);
+        let mut applied: HashMap<(String, i32), i64> =
+            [(part(0), 10), (part(1), 20), (part(2), 30)].into();
+        // A rebalance gave partition 1 to another member, and this one got partition 3.
+        let assigned = [part(0), part(2), part(3)].into();
+        keep_assigned(&mut applied, &assigned);
+        assert_eq!(applied, [(part(0), 10), (part(2), 30)].into());
+        let list = offset_list(&applied);
+        assert_eq!(list.count(), 2);
+        assert!(list.find_partition("t", 1).is_none());
     }
 }
