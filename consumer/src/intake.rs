@@ -36,6 +36,14 @@ pub fn subscribe(config: &Config) -> anyhow::Result<StreamConsumer<GroupLog>> {
         .set("socket.nagle.disable", "true")
         // A new group starts from the beginning: every retained decision must reach the database.
         .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", config.session_timeout_ms.to_string())
+        // Heartbeats well inside the session, so one late heartbeat never costs the partitions.
+        .set(
+            "heartbeat.interval.ms",
+            (config.session_timeout_ms / 3)
+                .clamp(100, 3_000)
+                .to_string(),
+        )
         .create_with_context(GroupLog)
         .context("creating the Kafka consumer")?;
     consumer

@@ -68,6 +68,15 @@ pub struct Config {
         default_value_t = 1_000
     )]
     pub commit_interval_ms: u64,
+    /// How long the group waits for a member it has not heard from before it gives the
+    /// member's partitions to the others (`session.timeout.ms`). A killed instance's partitions
+    /// wait this long; 45 s is librdkafka's default, a few seconds suit a test.
+    #[arg(
+        long,
+        env = "FLOODGATE_CONSUMER_SESSION_TIMEOUT_MS",
+        default_value_t = 45_000
+    )]
+    pub session_timeout_ms: u64,
 }
 
 impl Config {

@@ -517,6 +517,7 @@ impl TestApp {
             batch_max: 500,
             batch_linger_ms: 10,
             commit_interval_ms: 200,
+            session_timeout_ms: 45_000,
         };
         let (db, stop) = (self.db.clone(), self.shutdown.child_token());
         tokio::spawn(async move {

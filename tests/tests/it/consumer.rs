@@ -41,6 +41,7 @@ fn config(topic: &str) -> floodgate_consumer::Config {
         batch_max: 100,
         batch_linger_ms: 10,
         commit_interval_ms: 200,
+        session_timeout_ms: 45_000,
     }
 }
 
