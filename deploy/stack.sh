@@ -226,6 +226,11 @@ cluster_down() {
     port=$((first + i))
     redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
   done
+  # Wait for them to go, so a `cluster-up` right after starts fresh nodes instead of finding
+  # the ports of dying ones.
+  for i in $(seq 0 $((CLUSTER_NODES - 1))); do
+    for _ in $(seq 1 50); do port_open $((first + i)) || break; sleep 0.1; done
+  done
   rm -rf "$dir"
   say "redis cluster: stopped (ports $first..$((first + CLUSTER_NODES - 1)))"
 }
