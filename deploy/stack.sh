@@ -220,16 +220,18 @@ cluster_up() {
 }
 
 cluster_down() {
-  local first=${1:-7001} dir port
+  local first=${1:-7001} dir port pids=()
   dir=$(cluster_dir "$first")
   for i in $(seq 0 $((CLUSTER_NODES - 1))); do
     port=$((first + i))
+    pids+=("$(cat "$dir/$port/redis.pid" 2>/dev/null || true)")
     redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
   done
-  # Wait for them to go, so a `cluster-up` right after starts fresh nodes instead of finding
-  # the ports of dying ones.
-  for i in $(seq 0 $((CLUSTER_NODES - 1))); do
-    for _ in $(seq 1 50); do port_open $((first + i)) || break; sleep 0.1; done
+  # Wait for them to exit, so a `cluster-up` right after starts fresh nodes instead of finding
+  # dying ones.
+  for pid in "${pids[@]}"; do
+    [ -n "$pid" ] || continue
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   done
   rm -rf "$dir"
   say "redis cluster: stopped (ports $first..$((first + CLUSTER_NODES - 1)))"
