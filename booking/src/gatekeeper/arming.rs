@@ -58,6 +58,22 @@ pub(super) fn with_state_keys<'a, 'b>(
         .key(k.expiries())
 }
 
+/// Adds a pool's config, in the order arm_pool.lua and rebuild_pool.lua take it (their ARGV[1]
+/// to ARGV[7]): capacity, hold TTL, opening, sale, pool, fare, currency.
+pub(super) fn with_pool_config<'a, 'b>(
+    invocation: &'b mut redis::ScriptInvocation<'a>,
+    pool: &PoolArming<'_>,
+) -> &'b mut redis::ScriptInvocation<'a> {
+    invocation
+        .arg(pool.capacity)
+        .arg(pool.hold_ttl_ms)
+        .arg(pool.opens_at_ms)
+        .arg(pool.sale)
+        .arg(pool.pool)
+        .arg(pool.fare_minor)
+        .arg(pool.currency)
+}
+
 /// Loads one pool's counters (`available` = capacity, nothing held or sold) and config.
 pub async fn arm_pool(
     conn: &mut RedisConn,
@@ -66,14 +82,8 @@ pub async fn arm_pool(
 ) -> RedisResult<Armed> {
     let script = clocked_script(include_str!("../../../lua/arm_pool.lua"));
     let mut invocation = script.prepare_invoke();
-    let reply: Vec<String> = with_state_keys(&mut invocation, &keys.pool(pool.sale, pool.pool))
-        .arg(pool.capacity)
-        .arg(pool.hold_ttl_ms)
-        .arg(pool.opens_at_ms)
-        .arg(pool.sale)
-        .arg(pool.pool)
-        .arg(pool.fare_minor)
-        .arg(pool.currency)
+    with_state_keys(&mut invocation, &keys.pool(pool.sale, pool.pool));
+    let reply: Vec<String> = with_pool_config(&mut invocation, pool)
         .invoke_async(conn)
         .await?;
     parse_armed("arm_pool", &reply)

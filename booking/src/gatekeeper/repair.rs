@@ -8,7 +8,7 @@ use floodgate_contract::runtime::RedisConn;
 use floodgate_contract::UnixMillis;
 use redis::{RedisResult, Script};
 
-use super::arming::{with_state_keys, PoolArming};
+use super::arming::{with_pool_config, with_state_keys, PoolArming};
 use super::replies::protocol_error;
 
 /// A pool's counters and the seats in its live holds, read together; `None` from
@@ -122,14 +122,8 @@ pub async fn rebuild_pool(
     let k = keys.pool(pool.sale, pool.pool);
     let rebuild_pool = Script::new(include_str!("../../../lua/rebuild_pool.lua"));
     let mut script = rebuild_pool.prepare_invoke();
-    with_state_keys(&mut script, &k)
-        .arg(pool.capacity)
-        .arg(pool.hold_ttl_ms)
-        .arg(pool.opens_at_ms)
-        .arg(pool.sale)
-        .arg(pool.pool)
-        .arg(pool.fare_minor)
-        .arg(pool.currency)
+    with_state_keys(&mut script, &k);
+    with_pool_config(&mut script, pool)
         .arg(sold)
         .arg(holds.len());
     for hold in holds {

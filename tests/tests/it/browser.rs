@@ -52,6 +52,57 @@ async fn script(name: &'static str, args: Vec<String>) -> serde_json::Value {
     .unwrap()
 }
 
+/// A script of tests/browser/ in conversation with its test: it prints a JSON line when it has
+/// got somewhere, waits for a line on its stdin before going on (the test changes something
+/// meanwhile), and prints its last JSON line before it exits.
+struct Dialogue {
+    node: tokio::process::Child,
+    out: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Dialogue {
+    /// Starts `script` on the page at `url`; its screenshots go to the artifacts folder.
+    fn start(script: &str, url: &str) -> Self {
+        let dir = browser_dir();
+        let artifacts = dir.join("artifacts");
+        std::fs::create_dir_all(&artifacts).unwrap();
+        let mut node = tokio::process::Command::new("node")
+            .arg(script)
+            .arg(url)
+            .arg(&artifacts)
+            .current_dir(&dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("node runs");
+        let out = BufReader::new(node.stdout.take().unwrap()).lines();
+        Self { node, out }
+    }
+
+    /// The next JSON line it prints, within `timeout` (`what` says what was awaited).
+    async fn report(&mut self, timeout: Duration, what: &str) -> serde_json::Value {
+        let line = tokio::time::timeout(timeout, self.out.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("timed out waiting for: {what}"))
+            .unwrap()
+            .unwrap_or_else(|| panic!("the script ended before: {what}"));
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// Lets it go on.
+    async fn go(&mut self) {
+        let mut stdin = self.node.stdin.take().unwrap();
+        stdin.write_all(b"go\n").await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    /// Waits for it to exit, successfully.
+    async fn finished(mut self) {
+        assert!(self.node.wait().await.unwrap().success());
+    }
+}
+
 /// A static folder of its own for one test: the browser client's files, to which the test
 /// publishes its sale's catalog as `floodgate-booking sale publish` would.
 struct Site(PathBuf);
@@ -388,26 +439,10 @@ async fn when_its_gateway_goes_away_the_page_reconnects_and_keeps_its_place(db: 
     let _ahead = still_queue_with_two_ahead(&app, &sale).await;
 
     let url = edge.url(&format!("/?sale={sale}"));
-    let dir = browser_dir();
-    let artifacts = dir.join("artifacts");
-    std::fs::create_dir_all(&artifacts).unwrap();
-    let mut node = tokio::process::Command::new("node")
-        .arg("reconnect.mjs")
-        .arg(&url)
-        .arg(&artifacts)
-        .current_dir(&dir)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("node runs");
-    let mut out = BufReader::new(node.stdout.take().unwrap()).lines();
-    let line = tokio::time::timeout(Duration::from_secs(30), out.next_line())
-        .await
-        .expect("the page joins in time")
-        .unwrap()
-        .expect("reconnect.mjs printed where it stands");
-    let before: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let mut node = Dialogue::start("reconnect.mjs", &url);
+    let before = node
+        .report(Duration::from_secs(30), "the page joins in time")
+        .await;
     assert_eq!(before["before"]["ticket"], 3, "{before}");
     assert_eq!(before["before"]["position"], 3, "{before}");
 
@@ -421,18 +456,11 @@ async fn when_its_gateway_goes_away_the_page_reconnects_and_keeps_its_place(db: 
     let on = on.expect("one of the two gateways holds the page's socket");
     gateways[on].terminate();
     assert!(gateways[on].wait(Duration::from_secs(20)).await.is_some());
-    let mut stdin = node.stdin.take().unwrap();
-    stdin.write_all(b"go\n").await.unwrap();
-    stdin.flush().await.unwrap();
-    drop(stdin);
-
-    let line = tokio::time::timeout(Duration::from_secs(40), out.next_line())
-        .await
-        .expect("the page is back in time")
-        .unwrap()
-        .expect("reconnect.mjs printed where it stands after");
-    let after: serde_json::Value = serde_json::from_str(&line).unwrap();
-    assert!(node.wait().await.unwrap().success());
+    node.go().await;
+    let after = node
+        .report(Duration::from_secs(40), "the page is back in time")
+        .await;
+    node.finished().await;
     assert_eq!(after["sockets"], 2, "one reconnect: {after}");
     assert_eq!(after["after"]["ticket"], 3, "the same ticket: {after}");
     assert_eq!(
@@ -446,7 +474,7 @@ async fn when_its_gateway_goes_away_the_page_reconnects_and_keeps_its_place(db: 
             .await,
         Some(1.0)
     );
-    assert!(artifacts.join("reconnect-after.png").exists());
+    assert!(browser_dir().join("artifacts/reconnect-after.png").exists());
 }
 
 #[sqlx::test(migrations = "../migrations")]
@@ -486,26 +514,13 @@ async fn a_signed_in_buyer_joins_past_the_bot_check_holds_one_place_in_two_tabs_
         );
     }
 
-    let dir = browser_dir();
-    let artifacts = dir.join("artifacts");
-    std::fs::create_dir_all(&artifacts).unwrap();
-    let mut node = tokio::process::Command::new("node")
-        .arg("signin.mjs")
-        .arg(page_url(&app, &sale))
-        .arg(&artifacts)
-        .current_dir(&dir)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("node runs");
-    let mut out = BufReader::new(node.stdout.take().unwrap()).lines();
-    let line = tokio::time::timeout(Duration::from_secs(60), out.next_line())
-        .await
-        .expect("the buyer signs in and joins in time")
-        .unwrap()
-        .expect("signin.mjs printed where both tabs stand");
-    let placed: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let mut node = Dialogue::start("signin.mjs", &page_url(&app, &sale));
+    let placed = node
+        .report(
+            Duration::from_secs(60),
+            "the buyer signs in and joins in time",
+        )
+        .await;
     assert_eq!(placed["first"]["ticket"], 3, "{placed}");
     assert_eq!(placed["first"]["position"], 3, "{placed}");
     assert_eq!(
@@ -516,17 +531,11 @@ async fn a_signed_in_buyer_joins_past_the_bot_check_holds_one_place_in_two_tabs_
     assert_eq!(app.redis_int(&app.keys.sale(&sale).seq()).await, 3);
 
     app.admission(&sale, "resume").await;
-    let mut stdin = node.stdin.take().unwrap();
-    stdin.write_all(b"go\n").await.unwrap();
-    stdin.flush().await.unwrap();
-    drop(stdin);
-    let line = tokio::time::timeout(Duration::from_secs(90), out.next_line())
-        .await
-        .expect("the booking completes in time")
-        .unwrap()
-        .expect("signin.mjs printed the outcome");
-    let done: serde_json::Value = serde_json::from_str(&line).unwrap();
-    assert!(node.wait().await.unwrap().success());
+    node.go().await;
+    let done = node
+        .report(Duration::from_secs(90), "the booking completes in time")
+        .await;
+    node.finished().await;
     assert!(
         done["signedIn"].as_str().unwrap().contains("asha"),
         "{done}"
@@ -550,6 +559,8 @@ async fn a_signed_in_buyer_joins_past_the_bot_check_holds_one_place_in_two_tabs_
         },
     )
     .await;
-    assert!(artifacts.join("signin-3-second-tab.png").exists());
+    assert!(browser_dir()
+        .join("artifacts/signin-3-second-tab.png")
+        .exists());
     drop(site);
 }
