@@ -11,30 +11,32 @@ pub fn challenge(
     challenge: Option<crate::settings::ChallengeRule>,
     difficulty: Option<u8>,
 ) -> Option<Cmd> {
-    let mut fields: Vec<(&str, String)> = Vec::new();
-    if let Some(challenge) = challenge {
-        fields.push(("challenge", challenge.as_str().to_owned()));
-    }
-    if let Some(difficulty) = difficulty {
-        fields.push(("pow_difficulty", difficulty.to_string()));
-    }
-    if fields.is_empty() {
-        return None;
-    }
-    let mut cmd = redis::cmd("HSET");
-    cmd.arg(keys.meta()).arg(fields);
-    Some(cmd)
+    set_meta(
+        keys,
+        [
+            ("challenge", challenge.map(|c| c.as_str().to_owned())),
+            ("pow_difficulty", difficulty.map(|d| d.to_string())),
+        ],
+    )
 }
 
 /// Sets the admission rate and/or the active cap.
 pub fn rate_and_cap(keys: &SaleKeys, rate: Option<f64>, cap: Option<u32>) -> Option<Cmd> {
-    let mut fields: Vec<(&str, String)> = Vec::new();
-    if let Some(rate) = rate {
-        fields.push(("rate", rate.to_string()));
-    }
-    if let Some(cap) = cap {
-        fields.push(("active_cap", cap.to_string()));
-    }
+    set_meta(
+        keys,
+        [
+            ("rate", rate.map(|r| r.to_string())),
+            ("active_cap", cap.map(|c| c.to_string())),
+        ],
+    )
+}
+
+/// One `HSET` of the sale's meta for the fields given a value, or `None` if none is.
+fn set_meta<const N: usize>(keys: &SaleKeys, fields: [(&str, Option<String>); N]) -> Option<Cmd> {
+    let fields: Vec<(&str, String)> = fields
+        .into_iter()
+        .filter_map(|(name, value)| value.map(|v| (name, v)))
+        .collect();
     if fields.is_empty() {
         return None;
     }
