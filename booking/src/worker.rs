@@ -132,15 +132,19 @@ impl Workers {
                 acked.push(entry.id.clone());
                 continue;
             };
-            if is_young_reservation(entry, event, young_after) {
+            // Read once: what the event is decides whether it waits, what follows its publish.
+            let envelope = Envelope::from_json(event.as_bytes()).ok();
+            if is_young_reservation(entry, envelope.as_ref(), young_after) {
                 // The request that wrote it may still be publishing it; come back later. Later
                 // entries may go first: every event carries its whole reservation and the
                 // consumer never moves a booking backwards, so their order does not matter.
                 continue;
             }
             self.publisher.publish(sale, pool, event).await?;
-            self.return_buyer_seats(sale, event).await?;
-            match seat_reserved(event) {
+            if let Some(envelope) = &envelope {
+                self.return_buyer_seats(sale, envelope).await?;
+            }
+            match seat_reserved(envelope.as_ref()) {
                 // A hold whose event is acknowledged is durable: no request may abort it now
                 // (ack.lua also removes the entry).
                 Some(reservation) => {
@@ -157,10 +161,7 @@ impl Workers {
     /// A hold that ended unsold for good (expired, or its payment failed) no longer counts
     /// against its buyer's limit. Done here, as the relay carries the event that ended it, so
     /// every cause is covered by one step; giving back twice (a relay retry) changes nothing.
-    async fn return_buyer_seats(&self, sale: &str, event: &str) -> Result<(), WorkerError> {
-        let Ok(envelope) = Envelope::from_json(event.as_bytes()) else {
-            return Ok(());
-        };
+    async fn return_buyer_seats(&self, sale: &str, envelope: &Envelope) -> Result<(), WorkerError> {
         let data = envelope.event.data();
         if let (true, Some(buyer)) = (envelope.event.frees_buyer_seats(), &data.buyer) {
             self.gatekeeper
@@ -188,31 +189,41 @@ impl Workers {
 }
 
 /// The reservation a `SeatReserved` event is about; `None` for any other event.
-fn seat_reserved(event: &str) -> Option<String> {
-    let envelope = Envelope::from_json(event.as_bytes()).ok()?;
+fn seat_reserved(envelope: Option<&Envelope>) -> Option<String> {
+    let envelope = envelope?;
     (envelope.event.kind() == "SeatReserved").then(|| envelope.event.data().reservation_id.clone())
 }
 
 /// A `SeatReserved` written less than the grace period ago.
-fn is_young_reservation(entry: &OutboxEntry, event: &str, young_after: i64) -> bool {
-    entry.written_ms() > young_after
-        && Envelope::from_json(event.as_bytes()).is_ok_and(|e| e.event.kind() == "SeatReserved")
+fn is_young_reservation(
+    entry: &OutboxEntry,
+    envelope: Option<&Envelope>,
+    young_after: i64,
+) -> bool {
+    entry.written_ms() > young_after && envelope.is_some_and(|e| e.event.kind() == "SeatReserved")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn read(event: &str) -> Option<Envelope> {
+        Envelope::from_json(event.as_bytes()).ok()
+    }
+
     const RESERVED: &str = r#"{"v":1,"id":"p~r.reserved","at_ms":1,"sale":"s","pool":"p","type":"SeatReserved","data":{"reservation_id":"p~r","token_id":"t","ticket":1,"seats":1,"reserved_at_ms":1,"hold_expires_at_ms":2}}"#;
 
     #[test]
     fn seat_reserved_events_name_their_reservation() {
-        assert_eq!(seat_reserved(RESERVED).as_deref(), Some("p~r"));
         assert_eq!(
-            seat_reserved(&RESERVED.replace("SeatReserved", "HoldExpired")),
+            seat_reserved(read(RESERVED).as_ref()).as_deref(),
+            Some("p~r")
+        );
+        assert_eq!(
+            seat_reserved(read(&RESERVED.replace("SeatReserved", "HoldExpired")).as_ref()),
             None
         );
-        assert_eq!(seat_reserved("{"), None);
+        assert_eq!(seat_reserved(read("{").as_ref()), None);
     }
 
     #[test]
@@ -221,9 +232,9 @@ mod tests {
             id: "1000-0".into(),
             event: None,
         };
-        assert!(is_young_reservation(&entry, RESERVED, 999));
-        assert!(!is_young_reservation(&entry, RESERVED, 1000));
+        assert!(is_young_reservation(&entry, read(RESERVED).as_ref(), 999));
+        assert!(!is_young_reservation(&entry, read(RESERVED).as_ref(), 1000));
         let expired = RESERVED.replace("SeatReserved", "HoldExpired");
-        assert!(!is_young_reservation(&entry, &expired, 999));
+        assert!(!is_young_reservation(&entry, read(&expired).as_ref(), 999));
     }
 }
