@@ -11,6 +11,8 @@
 #                           primaries and three replicas (ports 7001-7006 by default), each with
 #                           AOF; prints the seed nodes for FLOODGATE_REDIS_CLUSTER_NODES
 #   deploy/stack.sh cluster-down [first port]  stop it and remove its data
+#   deploy/stack.sh cluster-node-up <first port> <port>  restart one node of it (after a crash:
+#                           it rejoins from its data, as a replica if it was failed over)
 #
 # Everything it installs or keeps lives under $FLOODGATE_HOME (default ~/.cache/floodgate):
 # the Tansu binary (built once from crates.io, ~15 minutes on 2 cores), its sqlite data (topics,
@@ -185,6 +187,17 @@ stop_tansu() {
 CLUSTER_NODES=6
 cluster_dir() { echo "$FLOODGATE_HOME/redis-cluster-$1"; }
 
+# Starts (or restarts, from its data and nodes.conf) the node on port $2 of the cluster in $1.
+cluster_node_start() {
+  local dir=$1 port=$2
+  mkdir -p "$dir/$port"
+  redis-server --port "$port" --bind 127.0.0.1 --daemonize yes --dir "$dir/$port" \
+    --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000 \
+    --appendonly yes --appendfsync everysec --save "" --protected-mode no \
+    --logfile "$dir/$port/redis.log" --pidfile "$dir/$port/redis.pid" >/dev/null
+  wait_port "$port" 10 || die "redis cluster: node $port did not start"
+}
+
 cluster_up() {
   local first=${1:-7001} dir port ports=()
   dir=$(cluster_dir "$first")
@@ -193,14 +206,7 @@ cluster_up() {
   for i in $(seq 0 $((CLUSTER_NODES - 1))); do
     port=$((first + i))
     ports+=("127.0.0.1:$port")
-    mkdir -p "$dir/$port"
-    if ! port_open "$port"; then
-
-      redis-server --port "$port" --bind 127.0.0.1 --daemonize yes --dir "$dir/$port" \
-        --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000 \
-        --appendonly yes --appendfsync everysec --save "" --protected-mode no \
-        --logfile "$dir/$port/redis.log" --pidfile "$dir/$port/redis.pid" >/dev/null
-    fi
+    port_open "$port" || cluster_node_start "$dir" "$port"
   done
   for p in "${ports[@]}"; do wait_port "${p#*:}" 10 || die "redis cluster: node $p did not start"; done
   if [ "$(redis-cli -p "$first" cluster info | tr -d '\r' | grep cluster_state)" != "cluster_state:ok" ]; then
@@ -215,6 +221,20 @@ cluster_up() {
       sleep 0.1
     done
   fi
+  # Every primary has its replica in sync before anyone writes: the services wait for a replica
+  # on every promised write (FLOODGATE_REDIS_MIN_REPLICAS), and a replica still loading its first
+  # copy acknowledges nothing.
+  for _ in $(seq 1 200); do
+    local synced=0
+    for p in "${ports[@]}"; do
+      if redis-cli -p "${p#*:}" info replication | tr -d '\r' | grep -q '^role:master' &&
+        redis-cli -p "${p#*:}" info replication | tr -d '\r' | grep -q 'state=online'; then
+        synced=$((synced + 1))
+      fi
+    done
+    [ "$synced" -ge $((CLUSTER_NODES / 2)) ] && break
+    sleep 0.1
+  done
   say "redis cluster: up on ${ports[*]}"
   echo "redis://${ports[0]},redis://${ports[1]},redis://${ports[2]}"
 }
@@ -249,10 +269,11 @@ case "${1:-up}" in
   down) stop_tansu ;;
   cluster-up) cluster_up "${2:-7001}" ;;
   cluster-down) cluster_down "${2:-7001}" ;;
+  cluster-node-up) cluster_node_start "$(cluster_dir "${2:?first port}")" "${3:?port}" ;;
   status)
     for p in 6379 5432 "$KAFKA_PORT"; do
       if port_open "$p"; then say "127.0.0.1:$p up"; else say "127.0.0.1:$p down"; fi
     done
     ;;
-  *) die "usage: deploy/stack.sh [up|down|status|bench-tools|cluster-up [port]|cluster-down [port]]" ;;
+  *) die "usage: deploy/stack.sh [up|down|status|bench-tools|cluster-up [port]|cluster-down [port]|cluster-node-up <first> <port>]" ;;
 esac

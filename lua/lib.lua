@@ -52,9 +52,12 @@ local function emit(cfg, kind, suffix, at, rec, payment_id)
   if payment_id and payment_id ~= '' then
     data.payment_id = payment_id
   end
+  -- The pool's event sequence (contract/src/events.rs): compared with the highest number Kafka
+  -- holds, it tells a pool that lost writes in a failover.
+  local seq = redis.call('HINCRBY', K.cfg, 'seq', 1)
   local envelope = {
     v = 1, id = rec.id .. '.' .. suffix, at_ms = at, sale = cfg.sale, pool = cfg.pool,
-    type = kind, data = data,
+    seq = seq, type = kind, data = data,
   }
   local json = cjson.encode(envelope)
   return redis.call('XADD', K.outbox, '*', 'e', json), json

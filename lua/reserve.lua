@@ -21,6 +21,8 @@
 --   {"spent"}                 this token reserved here under another Idempotency-Key
 --   {"not_armed"}             the pool's config or a counter is missing: its state was lost or
 --                             it was never armed (nothing changed; never read as zero)
+--   {"diverged"}              the pool lost writes in a failover and is refused until rebuilt
+--                             (diverge.lua; nothing changed)
 --
 -- The replay check comes first, so a retry gets its original answer even after a sell-out (or
 -- past its own deadline). An aborted reservation (abort.lua) removes the pointer, so a retry
@@ -41,6 +43,10 @@ end
 local cfg = pool_state()
 if not cfg then
   return {'not_armed'}
+end
+if cfg.diverged then
+  -- It lost writes in a failover (diverge.lua): no new hold until it is rebuilt.
+  return {'diverged'}
 end
 local available = tonumber(redis.call('GET', K.avail))
 local seats = tonumber(ARGV[3])

@@ -63,6 +63,20 @@ pub struct Config {
     /// characters.
     #[arg(long, env = "FLOODGATE_OPS_TOKEN", hide_env_values = true)]
     pub ops_token: SecretString,
+    /// How many Redis replicas must have a reservation's and a payment's writes before anything
+    /// is promised on them (the 201, a webhook's 2xx, a relayed event). Default: 0 on a single
+    /// Redis, 1 on a Redis Cluster. 0 trades that guarantee away: a primary lost in a failover
+    /// can then take answered bookings with it.
+    #[arg(long, env = "FLOODGATE_REDIS_MIN_REPLICAS")]
+    pub redis_min_replicas: Option<u32>,
+    /// How long a write may wait for those replicas (capped at 1,500 ms, under the Redis
+    /// client's response timeout) before the request is answered 503 and the hold taken back.
+    #[arg(
+        long,
+        env = "FLOODGATE_REDIS_REPLICA_TIMEOUT_MS",
+        default_value_t = 500
+    )]
+    pub redis_replica_timeout_ms: u64,
     /// Name of this instance in the relay leases (default: random). Must differ per instance.
     #[arg(long, env = "FLOODGATE_INSTANCE_ID")]
     pub instance_id: Option<String>,
@@ -106,6 +120,11 @@ impl Config {
             api_key,
             sandbox: self.payment_sandbox,
         })
+    }
+
+    /// The replicas every promised write waits for (see `redis_min_replicas`).
+    pub fn min_replicas(&self, cluster: bool) -> u32 {
+        self.redis_min_replicas.unwrap_or(u32::from(cluster))
     }
 
     /// The relay leaves an outbox entry alone this long, so it never races a request still

@@ -153,6 +153,10 @@ impl From<NotReserved> for ApiError {
                 code::BROKER_UNAVAILABLE,
                 "the reservation could not be made durable and was not kept; retry with the same Idempotency-Key".into(),
             ),
+            NotReserved::NotReplicated(_) => ApiError::Unavailable(
+                code::REPLICA_UNAVAILABLE,
+                "the reservation could not be copied to a Redis replica in time; retry with the same Idempotency-Key".into(),
+            ),
             NotReserved::Ended { state } => ApiError::Conflict(
                 code::RESERVATION_ENDED,
                 format!("the hold ended ({state}) before it could be confirmed; it is not yours any more"),

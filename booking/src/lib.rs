@@ -115,9 +115,13 @@ impl AppState {
         )
         .context("creating the Kafka producer")?;
         Ok(Self {
-            gatekeeper: Gatekeeper::connect(redis, keys)
+            gatekeeper: Gatekeeper::connect(redis.clone(), keys)
                 .await
-                .context("loading the Lua scripts into Redis")?,
+                .context("loading the Lua scripts into Redis")?
+                .with_replicas(
+                    config.min_replicas(redis.is_cluster()),
+                    Duration::from_millis(config.redis_replica_timeout_ms),
+                ),
             verifier: Arc::new(verifier),
             publisher,
             db,
@@ -181,6 +185,7 @@ pub async fn run(
         relay_interval: Duration::from_millis(state.config.relay_interval_ms),
         reaper_interval: Duration::from_millis(state.config.reaper_interval_ms),
         relay_grace_ms: state.config.relay_grace_ms(),
+        db: state.db.clone(),
     };
     let worker = tokio::spawn(workers.run(shutdown.clone()));
     let app = router(state);

@@ -79,28 +79,49 @@ enum SaleCommand {
         #[command(flatten)]
         stores: StoreArgs,
         #[command(flatten)]
-        kafka: KafkaArgs,
-        /// The consumer group that writes the bookings (its progress is the Kafka tail).
-        #[arg(
-            long,
-            env = "FLOODGATE_CONSUMER_GROUP",
-            default_value = "floodgate-consumer"
-        )]
-        group: String,
-        /// How long to wait for the consumer to catch up.
-        #[arg(long, default_value_t = 60)]
-        wait_secs: u64,
+        tail: TailArgs,
     },
     /// Compare each pool's Redis counters with PostgreSQL and print the drifts; exits with 2 if
     /// any remain. With --repair, fix those that are safe to fix (it only ever makes fewer seats
-    /// sellable) and say what was done.
+    /// sellable), rebuild from PostgreSQL every pool refused for lost writes (after the Kafka
+    /// tail), and say what was done.
     Reconcile {
         sale: String,
         #[arg(long)]
         repair: bool,
         #[command(flatten)]
         stores: StoreArgs,
+        #[command(flatten)]
+        tail: TailArgs,
     },
+}
+
+/// Where the Kafka tail is, for the commands that wait until PostgreSQL has it.
+#[derive(clap::Args)]
+struct TailArgs {
+    #[command(flatten)]
+    kafka: KafkaArgs,
+    /// The consumer group that writes the bookings (its progress is the Kafka tail).
+    #[arg(
+        long,
+        env = "FLOODGATE_CONSUMER_GROUP",
+        default_value = "floodgate-consumer"
+    )]
+    group: String,
+    /// How long to wait for the consumer to catch up.
+    #[arg(long, default_value_t = 60)]
+    wait_secs: u64,
+}
+
+impl TailArgs {
+    fn tail(self) -> rebuild::KafkaTail {
+        rebuild::KafkaTail {
+            brokers: self.kafka.kafka_brokers,
+            topic: self.kafka.reservations_topic,
+            group: self.group,
+            timeout: std::time::Duration::from_secs(self.wait_secs),
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -151,15 +172,14 @@ async fn sale(command: SaleCommand) -> anyhow::Result<()> {
             sale,
             pool,
             stores,
-            kafka,
-            group,
-            wait_secs,
-        } => rebuild_pool(sale, pool, stores, kafka, group, wait_secs).await,
+            tail,
+        } => rebuild_pool(sale, pool, stores, tail.tail()).await,
         SaleCommand::Reconcile {
             sale,
             repair,
             stores,
-        } => reconcile_sale(sale, repair, stores).await,
+            tail,
+        } => reconcile_sale(sale, repair, stores, tail.tail()).await,
     }
 }
 
@@ -219,20 +239,14 @@ async fn rebuild_pool(
     sale: String,
     pool: String,
     stores: StoreArgs,
-    kafka: KafkaArgs,
-    group: String,
-    wait_secs: u64,
+    tail: rebuild::KafkaTail,
 ) -> anyhow::Result<()> {
     let (db, keys, redis) = connect_stores(&stores).await?;
-    println!("waiting for the consumer group {group} to apply the Kafka tail");
-    rebuild::wait_for_consumer(&rebuild::KafkaTail {
-        brokers: kafka.kafka_brokers,
-        topic: kafka.reservations_topic,
-        group,
-        timeout: std::time::Duration::from_secs(wait_secs),
-    })
-    .await?;
-    let done = rebuild::rebuild(&db, &redis, &keys, &sale, &pool).await?;
+    println!(
+        "waiting for the consumer group {} to apply the Kafka tail",
+        tail.group
+    );
+    let done = rebuild::rebuild(&db, &redis, &keys, &tail, &sale, &pool).await?;
     println!(
         "pool {pool} rebuilt: available {}, held {}, sold {} ({} reservation records restored)",
         done.available, done.held, done.sold, done.records
@@ -242,12 +256,26 @@ async fn rebuild_pool(
 
 /// `sale reconcile`: Redis against PostgreSQL, repaired where safe if asked; exits 2 while
 /// anything disagrees.
-async fn reconcile_sale(sale: String, repair: bool, stores: StoreArgs) -> anyhow::Result<()> {
+async fn reconcile_sale(
+    sale: String,
+    repair: bool,
+    stores: StoreArgs,
+    tail: rebuild::KafkaTail,
+) -> anyhow::Result<()> {
     let (db, keys, redis) = connect_stores(&stores).await?;
     let mut reports = reconcile::report(&db, &redis, &keys, &sale).await?;
     print!("{}", reconcile::render(&sale, &reports));
     if repair {
-        let done = reconcile::repair(&redis, &keys, &sale, &reports).await?;
+        let mut done = reconcile::repair(&redis, &keys, &sale, &reports).await?;
+        for report in reports.iter().filter(|r| r.lost_writes()) {
+            let pool = &report.pool;
+            println!("pool {pool} lost writes: waiting for the Kafka tail, then rebuilding it from PostgreSQL");
+            let rebuilt = rebuild::rebuild(&db, &redis, &keys, &tail, &sale, pool).await?;
+            done.push(format!(
+                "{pool}: rebuilt from PostgreSQL: available {}, held {}, sold {}",
+                rebuilt.available, rebuilt.held, rebuilt.sold
+            ));
+        }
         println!();
         if done.is_empty() {
             println!("nothing safe to repair");

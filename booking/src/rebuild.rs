@@ -10,8 +10,9 @@
 //!    records it). Every reservation's record and its token's pointer are restored, so a token
 //!    cannot reserve a second time and a late payment finds its reservation.
 //! 3. One atomic script (`lua/rebuild_pool.lua`) checks first that the pool really lost its
-//!    state (it never touches one that has it), then writes the records, the pointers, the
-//!    holds, the counters and the config, all at once.
+//!    state or was refused for lost writes (it never touches a healthy one), then writes the
+//!    records, the pointers, the holds, the counters, the event sequence and the config, all at
+//!    once. A refused pool keeps the secrets and keys of the records it still has.
 //!
 //! What cannot come back: a held reservation's secret (only its holder had it; PostgreSQL keeps
 //! none), so its holder can no longer read or pay it through the API, and the Idempotency-Key
@@ -111,14 +112,39 @@ pub async fn wait_for_consumer(tail: &KafkaTail) -> anyhow::Result<()> {
     }
 }
 
-/// Rebuilds `pool` of `sale` from PostgreSQL (call [`wait_for_consumer`] first).
+/// Rebuilds `pool` of `sale` from PostgreSQL once the consumer group has applied the Kafka tail.
+/// A pool refused for lost writes may still have events to relay (its reaper and webhooks go
+/// on): then the tail is awaited again until the relay has sent them, within `tail.timeout`.
 pub async fn rebuild(
+    db: &PgPool,
+    redis: &RedisConn,
+    keys: &Keys,
+    tail: &KafkaTail,
+    sale: &str,
+    pool: &str,
+) -> anyhow::Result<Rebuilt> {
+    let deadline = tokio::time::Instant::now() + tail.timeout;
+    loop {
+        wait_for_consumer(tail).await?;
+        if let Some(done) = rebuild_once(db, redis, keys, sale, pool).await? {
+            return Ok(done);
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "pool {pool} still has events to relay; is a booking instance running?"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// One attempt: `None` if the pool still has events to relay.
+async fn rebuild_once(
     db: &PgPool,
     redis: &RedisConn,
     keys: &Keys,
     sale: &str,
     pool: &str,
-) -> anyhow::Result<Rebuilt> {
+) -> anyhow::Result<Option<Rebuilt>> {
     type PoolRow = (i32, i64, String, i32, OffsetDateTime);
     let (capacity, fare_minor, currency, hold_ttl_secs, opens_at): PoolRow = sqlx::query_as(
         "select p.capacity, p.fare_minor, p.currency, s.hold_ttl_secs, s.opens_at
@@ -130,6 +156,13 @@ pub async fn rebuild(
     .await?
     .ok_or_else(|| anyhow::anyhow!("the catalog has no pool {pool} in sale {sale}"))?;
     let (sold, holds, records) = restore_plan(db, sale, pool).await?;
+    let seq: i64 = sqlx::query_scalar(
+        "select coalesce((select seq from pool_sequences where sale_id = $1 and pool_id = $2), 0)",
+    )
+    .bind(sale)
+    .bind(pool)
+    .fetch_one(db)
+    .await?;
     let arming = PoolArming {
         sale,
         pool,
@@ -139,20 +172,28 @@ pub async fn rebuild(
         fare_minor,
         currency: &currency,
     };
+    // PostgreSQL's mark of a number that came twice goes first: from here on the pool's own
+    // mark (cfg `diverged`, cleared by the script) keeps it refused until it is rebuilt.
+    sqlx::query("update pool_sequences set diverged_at = null where sale_id = $1 and pool_id = $2")
+        .bind(sale)
+        .bind(pool)
+        .execute(db)
+        .await?;
     // One script writes everything, and only after checking the pool has lost its state.
     let mut conn = redis.clone();
-    let rebuilt = rebuild_pool(&mut conn, keys, &arming, sold, &holds, &records).await?;
+    let rebuilt = rebuild_pool(&mut conn, keys, &arming, sold, seq, &holds, &records).await?;
     match rebuilt {
         Rebuild::Rebuilt {
             available,
             held,
             sold,
-        } => Ok(Rebuilt {
+        } => Ok(Some(Rebuilt {
             available,
             held,
             sold,
             records: records.len(),
-        }),
+        })),
+        Rebuild::Busy => Ok(None),
         Rebuild::Intact => anyhow::bail!("pool {pool} has its Redis state: nothing to rebuild"),
         Rebuild::Overcommitted => anyhow::bail!(
             "PostgreSQL has more seats sold and held than pool {pool}'s capacity: not rebuilt, a person must look"

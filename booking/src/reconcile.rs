@@ -49,6 +49,9 @@ pub enum Drift {
     SoldAboveConfirmed { extra: i64 },
     /// The `held` counter disagrees with the live holds.
     HeldMismatch { counter: i64, holds: i64 },
+    /// Redis lost writes in a failover: its event sequence is behind the highest number Kafka
+    /// delivered (or gave a number twice). The pool is refused until rebuilt from PostgreSQL.
+    LostWrites { redis_seq: i64, kafka_seq: i64 },
 }
 
 impl Drift {
@@ -69,6 +72,9 @@ impl Drift {
             ),
             Drift::HeldMismatch { counter, holds } => format!(
                 "held counter {counter} but live holds have {holds} seat(s) (not repaired)"
+            ),
+            Drift::LostWrites { redis_seq, kafka_seq } => format!(
+                "Redis lost writes in a failover (event sequence {redis_seq}, Kafka's {kafka_seq}): refused; repair replays PostgreSQL into it after the Kafka tail"
             ),
         }
     }
@@ -108,6 +114,15 @@ pub fn drifts(capacity: i64, redis: Option<RedisCounts>, confirmed_seats: i64) -
     found
 }
 
+/// Whether a pool lost writes: refused already, or its sequence behind Kafka's highest number
+/// (`kafka_seq`, as the consumer recorded it), or a number that came twice (`reused`).
+pub fn lost_writes(r: &RedisCounts, kafka_seq: i64, reused: bool) -> Option<Drift> {
+    (r.diverged || reused || r.seq < kafka_seq).then_some(Drift::LostWrites {
+        redis_seq: r.seq,
+        kafka_seq,
+    })
+}
+
 /// The safe repair of `r`: counters with sold raised to what PostgreSQL confirmed and available
 /// lowered so the total is the capacity again, taking only from available. `None` if there is
 /// nothing safe to do.
@@ -144,10 +159,24 @@ pub async fn report(
         .bind(&pool)
         .fetch_one(db)
         .await?;
+        let (kafka_seq, reused): (i64, bool) = sqlx::query_as(
+            "select coalesce(max(seq), 0)::int8, coalesce(bool_or(diverged_at is not null), false)
+             from pool_sequences where sale_id = $1 and pool_id = $2",
+        )
+        .bind(sale)
+        .bind(&pool)
+        .fetch_one(db)
+        .await?;
         let redis_counts = read_pool(&mut conn, &keys.pool(sale, &pool)).await?;
         let capacity = i64::from(capacity);
+        let mut drifts = drifts(capacity, redis_counts, confirmed_seats);
+        drifts.extend(
+            redis_counts
+                .as_ref()
+                .and_then(|r| lost_writes(r, kafka_seq, reused)),
+        );
         reports.push(PoolReport {
-            drifts: drifts(capacity, redis_counts, confirmed_seats),
+            drifts,
             pool,
             capacity,
             redis: redis_counts,
@@ -175,6 +204,10 @@ pub async fn repair(
             ));
             continue;
         };
+        if report.lost_writes() {
+            // Its counters are not to be trusted: the caller rebuilds it (lost_writes_rebuilt).
+            continue;
+        }
         let Some((available, sold)) = safe_repair(report.capacity, r, report.confirmed_seats)
         else {
             continue;
@@ -196,6 +229,15 @@ pub async fn repair(
         done.push(line);
     }
     Ok(done)
+}
+
+impl PoolReport {
+    /// Refused for lost writes: only a rebuild from PostgreSQL puts it right.
+    pub fn lost_writes(&self) -> bool {
+        self.drifts
+            .iter()
+            .any(|d| matches!(d, Drift::LostWrites { .. }))
+    }
 }
 
 /// The report as a table for a terminal.
@@ -242,7 +284,33 @@ mod tests {
             held,
             sold,
             hold_seats: held,
+            seq: 0,
+            diverged: false,
         }
+    }
+
+    #[test]
+    fn a_pool_behind_kafka_lost_writes() {
+        let r = counts(5, 3, 2);
+        assert_eq!(lost_writes(&r, 0, false), None);
+        let ahead = RedisCounts { seq: 9, ..r };
+        assert_eq!(lost_writes(&ahead, 9, false), None);
+        assert_eq!(
+            lost_writes(&ahead, 10, false),
+            Some(Drift::LostWrites {
+                redis_seq: 9,
+                kafka_seq: 10
+            })
+        );
+        assert!(
+            lost_writes(&ahead, 3, true).is_some(),
+            "a number came twice"
+        );
+        let refused = RedisCounts {
+            diverged: true,
+            ..ahead
+        };
+        assert!(lost_writes(&refused, 3, false).is_some());
     }
 
     #[test]

@@ -4,9 +4,11 @@
 //! first) and the answer is a refusal.
 //!
 //! ```text
-//! reserve (claim + pool) ──▶ publish SeatReserved ──ack──▶ ack.lua: durable? held? ──▶ 201
-//!                                  │ fails / times out
-//!                                  ▼
+//! reserve (claim + pool) ──▶ on replicas? ──▶ publish SeatReserved ──ack──▶ ack.lua: durable? held?
+//!                                │ no             │ fails / times out          │
+//!                                ▼                ▼                            ▼
+//!                             abort.lua ◀─────────┘        mark on replicas? ──▶ 201 (else 503,
+//!                                                                              a retry replays)
 //!                            abort.lua: taken back ──▶ 503 (a retry with the same key reserves
 //!                                       │                 afresh)
 //!                                       └ durable already (another request's ack) ──▶ 201
@@ -57,12 +59,21 @@ pub enum NotReserved {
     /// relay if Redis was unreachable too). A retry with the same key reserves afresh.
     #[error("the reservation could not be made durable: {0}")]
     NotDurable(String),
+    /// The hold could not be shown to be on enough Redis replicas in time; it was taken back.
+    #[error("the reservation could not be replicated: {0}")]
+    NotReplicated(String),
     /// The hold ended (expired, say) before its event was acknowledged: nothing live to promise.
     #[error("the hold ended ({state}) before it was made durable")]
     Ended { state: ReservationState },
 }
 
 /// Reserves, makes the hold durable, and returns it only if it may be answered 201.
+///
+/// On a Redis with replicas, nothing leaves Redis before it is on them (see
+/// [`floodgate_contract::replicas`]): the claim and the hold are replicated before the event is
+/// published (a primary lost a moment later cannot leave Kafka with a hold Redis forgot), and
+/// the durable mark before the 201 (a mark lost in a failover would let a retry abort a hold
+/// already promised).
 pub async fn reserve_durably(
     gatekeeper: &Gatekeeper,
     log: &impl EventLog,
@@ -73,6 +84,15 @@ pub async fn reserve_durably(
 ) -> Result<Hold, NotReserved> {
     let hold = gatekeeper.reserve(request, new_id, new_secret).await?;
     let (sale, pool) = (request.claims.sale.as_str(), request.pool);
+    if let Err(e) = gatekeeper.hold_replicated(sale, pool).await {
+        return abort(
+            gatekeeper,
+            request,
+            hold,
+            NotReserved::NotReplicated(e.to_string()),
+        )
+        .await;
+    }
     // The SeatReserved event is in the pool's outbox already (same script as the hold). Publish
     // it now, also on a replay whose earlier attempt may have failed; the relay would get there
     // too, but later.
@@ -84,16 +104,24 @@ pub async fn reserve_durably(
                 Err(_) => Some("timed out".to_owned()),
             };
         if let Some(cause) = cause {
-            return abort(gatekeeper, request, hold, cause).await;
+            return abort(gatekeeper, request, hold, NotReserved::NotDurable(cause)).await;
         }
     }
     // Acknowledged (now, or earlier by another request or the relay): mark it durable, and
     // answer by what the reservation is at that instant.
-    match gatekeeper
+    let acked = gatekeeper
         .ack(sale, pool, &hold.reservation_id, &hold.outbox_entry)
         .await
-        .map_err(ReserveError::from)?
-    {
+        .map_err(ReserveError::from)?;
+    if matches!(acked, Ack::Acked { .. } | Ack::Already { .. }) {
+        // No abort now: the event is out. A retry with the same key replays the hold, and the
+        // relay marks it durable again if the mark was lost.
+        gatekeeper
+            .pool_replicated(sale, pool)
+            .await
+            .map_err(|e| NotReserved::NotReplicated(e.to_string()))?;
+    }
+    match acked {
         Ack::Acked {
             state: ReservationState::Held,
         } => Ok(hold),
@@ -112,13 +140,15 @@ pub async fn reserve_durably(
     }
 }
 
-/// Takes back a hold whose event was not acknowledged, unless another request made it durable.
+/// Takes back a hold that could not be made durable (its event not acknowledged, or its writes
+/// not replicated: `why`), unless another request made it durable.
 async fn abort(
     gatekeeper: &Gatekeeper,
     request: &ReserveRequest<'_>,
     hold: Hold,
-    cause: String,
+    why: NotReserved,
 ) -> Result<Hold, NotReserved> {
+    let cause = why.to_string();
     let id = &hold.reservation_id;
     tracing::warn!(%cause, reservation_id = %id, "SeatReserved not acknowledged; aborting the hold");
     let claims = request.claims;
@@ -128,7 +158,7 @@ async fn abort(
     {
         Ok(Abort::Aborted) => {
             metrics::counter!("floodgate_reservations_aborted_total").increment(1);
-            Err(NotReserved::NotDurable(cause))
+            Err(why)
         }
         // A retry of the same request got its ack meanwhile: the reservation is durable, and
         // that request may have answered 201; this one gives the same answer (as a replay
@@ -136,14 +166,14 @@ async fn abort(
         Ok(Abort::Durable { .. }) => Ok(hold),
         Ok(Abort::NotHeld {
             state: None | Some(ReservationState::Aborted),
-        }) => Err(NotReserved::NotDurable(cause)),
+        }) => Err(why),
         Ok(Abort::NotHeld { state: Some(state) }) => Err(NotReserved::Ended { state }),
         Ok(Abort::PoolUnavailable) => Err(ReserveError::PoolUnavailable.into()),
         Err(e) => {
             // The hold stays; the relay publishes its event later, and the client's retry with
             // the same key then gets its 201.
             tracing::error!(error = %e, reservation_id = %id, "hold not aborted; the relay will publish it");
-            Err(NotReserved::NotDurable(cause))
+            Err(why)
         }
     }
 }

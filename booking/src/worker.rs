@@ -16,7 +16,7 @@ use floodgate_contract::events::Envelope;
 use floodgate_contract::now_millis;
 use tokio_util::sync::CancellationToken;
 
-use crate::gatekeeper::{Gatekeeper, OutboxEntry};
+use crate::gatekeeper::{Gatekeeper, OutboxEntry, Sequence};
 use crate::publish::{PublishError, Publisher};
 
 /// Most entries one relay pass sends for one pool, and most holds one reaper pass expires: keeps
@@ -30,6 +30,10 @@ pub enum WorkerError {
     Redis(#[from] redis::RedisError),
     #[error("broker: {0}")]
     Broker(#[from] PublishError),
+    #[error(transparent)]
+    NotReplicated(#[from] floodgate_contract::replicas::NotReplicated),
+    #[error("postgres: {0}")]
+    Db(#[from] sqlx::Error),
 }
 
 pub struct Workers {
@@ -39,6 +43,8 @@ pub struct Workers {
     pub relay_interval: Duration,
     pub reaper_interval: Duration,
     pub relay_grace_ms: u64,
+    /// Where the consumer records each pool's event sequence (the lost-writes check).
+    pub db: sqlx::PgPool,
 }
 
 impl Workers {
@@ -72,8 +78,12 @@ impl Workers {
     /// One relay or reaper pass over every pool of every armed sale; the last failure, if any
     /// (one pool's trouble does not stop the others').
     async fn pass(&self, relaying: bool) -> Result<(), WorkerError> {
+        let pools = self.gatekeeper.armed_pools().await?;
         let mut result = Ok(());
-        for (sale, pool) in self.gatekeeper.armed_pools().await? {
+        if !relaying {
+            result = self.check_sequences(&pools).await;
+        }
+        for (sale, pool) in pools {
             let pass = if relaying {
                 self.relay_pool(&sale, &pool).await
             } else {
@@ -102,6 +112,11 @@ impl Workers {
         {
             return Ok(());
         }
+        // The entries read are on a replica before they leave for Kafka: the lease's renewal
+        // above is a write on this process's connection to the pool's primary, made after the
+        // read, so one WAIT covers every entry read (whoever wrote it). A primary lost now can
+        // not leave Kafka with an event its successor never had.
+        self.gatekeeper.pool_replicated(sale, pool).await?;
         let young_after = now_millis() - self.relay_grace_ms as i64;
         let mut acked = Vec::new();
         let published = self
@@ -167,6 +182,38 @@ impl Workers {
             self.gatekeeper
                 .give_buyer_seats(sale, buyer, &data.token_id)
                 .await?;
+        }
+        Ok(())
+    }
+
+    /// Refuses every pool whose Redis lost writes in a failover: its event sequence is behind
+    /// the highest number the consumer applied from Kafka, or it gave a number twice. One query
+    /// for all pools, one small script per pool that Kafka has events of.
+    async fn check_sequences(&self, pools: &[(String, String)]) -> Result<(), WorkerError> {
+        let mut sales: Vec<&str> = pools.iter().map(|(sale, _)| sale.as_str()).collect();
+        sales.dedup();
+        if sales.is_empty() {
+            return Ok(());
+        }
+        let known: Vec<(String, String, i64, bool)> = sqlx::query_as(
+            "select sale_id, pool_id, seq, diverged_at is not null from pool_sequences
+             where sale_id = any($1)",
+        )
+        .bind(&sales)
+        .fetch_all(&self.db)
+        .await?;
+        for (sale, pool, kafka_seq, reused) in known {
+            if !pools.iter().any(|(s, p)| *s == sale && *p == pool) {
+                continue;
+            }
+            let found = self
+                .gatekeeper
+                .check_sequence(&sale, &pool, kafka_seq, reused)
+                .await?;
+            if found == (Sequence::Refused { newly: true }) {
+                tracing::error!(%sale, %pool, kafka_seq, reused, "pool lost writes in a Redis failover: refusing new reservations until `floodgate-booking sale reconcile --repair` rebuilds it");
+                metrics::counter!("floodgate_pools_lost_writes_total").increment(1);
+            }
         }
         Ok(())
     }

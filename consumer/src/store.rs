@@ -142,6 +142,7 @@ pub async fn apply_batch(db: &PgPool, events: &[Decoded]) -> Result<BatchOutcome
         outcome.rows_written += rows;
         outcome.events_recorded += recorded;
     }
+    record_sequences(&mut tx, events).await.map_err(classify)?;
     tx.commit().await?;
     Ok(outcome)
 }
@@ -193,6 +194,53 @@ async fn apply_round(
     let written = rows.write(tx).await?;
     let recorded = log.write(tx).await?;
     Ok((written, recorded))
+}
+
+/// Keeps each pool's highest event sequence number, and marks a pool whose Redis handed out a
+/// number twice (to two different events): it lost the writes that first had that number. The
+/// booking service refuses such a pool until it is reconciled (booking/src/worker.rs).
+async fn record_sequences(
+    tx: &mut sqlx::PgConnection,
+    events: &[Decoded],
+) -> Result<(), sqlx::Error> {
+    let (mut sale, mut pool, mut seq, mut id) = (vec![], vec![], vec![], vec![]);
+    for event in events {
+        if let Some(n) = event.envelope.seq {
+            sale.push(event.envelope.sale.as_str());
+            pool.push(event.envelope.pool.as_str());
+            seq.push(n);
+            id.push(event.envelope.id.as_str());
+        }
+    }
+    if seq.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "insert into pool_sequences (sale_id, pool_id, seq)
+         select s, p, max(q) from unnest($1::text[], $2::text[], $3::int8[]) as t(s, p, q)
+         group by s, p
+         on conflict (sale_id, pool_id) do update
+           set seq = greatest(pool_sequences.seq, excluded.seq)",
+    )
+    .bind(&sale)
+    .bind(&pool)
+    .bind(&seq)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "update pool_sequences ps set diverged_at = coalesce(ps.diverged_at, now())
+         from (select distinct e.sale_id, e.pool_id from booking_events e
+               join unnest($1::text[], $2::text[], $3::int8[], $4::text[]) as n(s, p, q, id)
+                 on e.sale_id = n.s and e.pool_id = n.p and e.seq = n.q and e.event_id <> n.id) d
+         where ps.sale_id = d.sale_id and ps.pool_id = d.pool_id",
+    )
+    .bind(&sale)
+    .bind(&pool)
+    .bind(&seq)
+    .bind(&id)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
 }
 
 /// Decoding checked every timestamp, so this cannot fail here.
@@ -286,6 +334,7 @@ struct Log {
     payment_id: Vec<Option<String>>,
     partition: Vec<i32>,
     offset: Vec<i64>,
+    seq: Vec<Option<i64>>,
 }
 
 impl Log {
@@ -309,6 +358,7 @@ impl Log {
         self.payment_id.push(data.payment_id.clone());
         self.partition.push(event.partition);
         self.offset.push(event.offset);
+        self.seq.push(envelope.seq);
     }
 
     /// Records every event in the audit trail in one statement (once: keyed on the event id):
@@ -317,10 +367,10 @@ impl Log {
         Ok(sqlx::query(
             "insert into booking_events (event_id, reservation_id, sale_id, pool_id, event_type,
                occurred_at, status_before, status_after, changed, payment_id, kafka_partition,
-               kafka_offset)
+               kafka_offset, seq)
              select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
                $6::timestamptz[], $7::text[], $8::text[], $9::bool[], $10::text[], $11::int4[],
-               $12::int8[])
+               $12::int8[], $13::int8[])
              on conflict (event_id) do nothing",
         )
         .bind(&self.event_id)
@@ -335,6 +385,7 @@ impl Log {
         .bind(&self.payment_id)
         .bind(&self.partition)
         .bind(&self.offset)
+        .bind(&self.seq)
         .execute(&mut *tx)
         .await?
         .rows_affected())

@@ -35,6 +35,12 @@ pub struct Envelope {
     pub at_ms: UnixMillis,
     pub sale: String,
     pub pool: String,
+    /// The pool's event sequence: 1, 2, 3, ... one number per event the pool writes, in the
+    /// order Redis decided them (relayed events may reach Kafka out of this order). A pool whose
+    /// Redis is behind the highest number Kafka holds lost writes in a failover (docs/runbook.md).
+    /// Absent on events written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<i64>,
     #[serde(flatten)]
     pub event: Event,
 }

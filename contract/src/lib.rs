@@ -11,6 +11,7 @@
 //! - [`lottery`]: the verifiable pre-queue draw (keyed Feistel permutation, commitment).
 //! - [`lua`]: how a Lua script is put together from its body and the shared helper files.
 //! - [`redis_conn`]: one connection type for a single Redis and a Redis Cluster.
+//! - [`replicas`]: waiting until writes are on a replica (`WAIT`, grouped per slot).
 //! - [`reservation`]: a reservation's state in the Redis, API and PostgreSQL vocabularies.
 //! - [`resume`]: resume tokens, a client's claim to its ticket across reconnects.
 //! - [`token`]: admission token claims, Ed25519 signing with a key id, verification.
@@ -33,6 +34,7 @@ pub mod keys;
 pub mod lottery;
 pub mod lua;
 pub mod redis_conn;
+pub mod replicas;
 pub mod reservation;
 pub mod resume;
 pub mod runtime;

@@ -97,6 +97,7 @@ fn events(reservations: u64, pools: u64) -> impl Iterator<Item = (String, Vec<u8
                     at_ms: now,
                     sale: SALE.into(),
                     pool: pool.clone(),
+                    seq: Some(i as i64 * 2 + 1 + i64::from(event.kind() != "SeatReserved")),
                     event,
                 };
                 let key = floodgate_contract::keys::pool_partition_key(SALE, &envelope.pool);

@@ -14,6 +14,7 @@ pub mod chaos;
 pub mod client;
 pub mod edge;
 pub mod gateways;
+pub mod redis_cluster;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -453,6 +454,8 @@ impl TestApp {
             ops_token: ops_token.clone().into(),
             relay_interval_ms: options.relay_interval_ms,
             reaper_interval_ms: options.reaper_interval_ms,
+            redis_min_replicas: None,
+            redis_replica_timeout_ms: 500,
             instance_id: None,
         };
         let booking_state = floodgate_booking::AppState::connect(&booking_config, db.clone())
@@ -554,6 +557,8 @@ impl TestApp {
             ops_token: self.ops_token.clone().into(),
             relay_interval_ms: 100,
             reaper_interval_ms: 100,
+            redis_min_replicas: None,
+            redis_replica_timeout_ms: 500,
             instance_id: None,
         };
         let state = floodgate_booking::AppState::connect(&config, self.db.clone())
@@ -1043,6 +1048,7 @@ pub fn event(
         at_ms: now,
         sale: sale.to_owned(),
         pool: pool.to_owned(),
+        seq: None,
         event,
     }
 }

@@ -37,8 +37,10 @@ mod scripts;
 mod upkeep;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use floodgate_contract::keys::{Keys, PoolKeys};
+use floodgate_contract::replicas::{NotReplicated, Replication};
 use floodgate_contract::reservation::ReservationState;
 use floodgate_contract::runtime::RedisConn;
 use redis::Script;
@@ -53,7 +55,7 @@ pub use replies::{
 };
 pub use requests::{Paid, ReserveRequest, WebhookTarget};
 pub use scripts::{Scripts, ATTEMPT_LIFETIME_MS};
-pub use upkeep::OutboxEntry;
+pub use upkeep::{OutboxEntry, Sequence};
 
 /// Runs the gatekeeper's scripts; cheap to clone.
 #[derive(Clone)]
@@ -61,6 +63,8 @@ pub struct Gatekeeper {
     redis: RedisConn,
     keys: Keys,
     scripts: Arc<Scripts>,
+    /// Whether (and how long) a write waits for replicas before anything is promised on it.
+    replication: Replication,
 }
 
 impl Gatekeeper {
@@ -69,10 +73,34 @@ impl Gatekeeper {
         let scripts = Scripts::default();
         scripts.preload(&mut redis.clone()).await?;
         Ok(Self {
+            replication: Replication::new(redis.clone(), 0, Duration::ZERO),
             redis,
             keys,
             scripts: Arc::new(scripts),
         })
+    }
+
+    /// Waits for `min_replicas` replicas (at most `timeout`) before promising anything on a write
+    /// (see [`floodgate_contract::replicas`]); 0, the default, waits for none.
+    pub fn with_replicas(mut self, min_replicas: u32, timeout: Duration) -> Self {
+        self.replication = Replication::new(self.redis.clone(), min_replicas, timeout);
+        self
+    }
+
+    /// Every write this process made on the pool's slot is on enough replicas: before a webhook
+    /// is answered 2xx, a payment started, a relayed event published.
+    pub async fn pool_replicated(&self, sale: &str, pool: &str) -> Result<(), NotReplicated> {
+        let keys = self.keys.pool(sale, pool);
+        self.replication.replicated(&keys.config()).await
+    }
+
+    /// A reservation's writes are on enough replicas: its token's claim (the sale's slot) and
+    /// its hold (the pool's).
+    pub async fn hold_replicated(&self, sale: &str, pool: &str) -> Result<(), NotReplicated> {
+        let pool_keys = self.keys.pool(sale, pool);
+        self.replication
+            .both_replicated(&self.keys.sale(sale).meta(), &pool_keys.config())
+            .await
     }
 
     /// Invokes a pool script with the common KEYS layout (see `lua/lib.lua`).
@@ -269,7 +297,13 @@ impl Gatekeeper {
         for arg in args {
             invocation.arg(*arg);
         }
-        invocation.invoke_async(&mut self.redis.clone()).await
+        let reply = invocation.invoke_async(&mut self.redis.clone()).await?;
+        // The provider is answered 2xx only on a decision a failover cannot undo; otherwise it
+        // redelivers, and the script (idempotent per provider event) answers the same.
+        self.pool_replicated(target.sale, target.pool)
+            .await
+            .map_err(not_replicated)?;
+        Ok(reply)
     }
 
     /// A payment succeeded (`confirm.lua`): it buys the hold only if it is the payment started
@@ -411,8 +445,21 @@ impl Gatekeeper {
         .arg(payment_id)
         .invoke_async(&mut self.redis.clone())
         .await?;
+        self.pool_replicated(sale, pool)
+            .await
+            .map_err(not_replicated)?;
         parse_start_payment(&reply)
     }
+}
+
+/// A write that could not be shown to be on enough replicas, as the Redis error it is to callers
+/// (a 503: retry).
+fn not_replicated(e: NotReplicated) -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::TryAgain,
+        "write not replicated",
+        e.to_string(),
+    ))
 }
 
 /// A script's reply as the tests of its parser write it.

@@ -20,22 +20,30 @@ pub struct PoolState {
     pub sold: i64,
     /// Seats in the live holds themselves (what `held` must equal).
     pub hold_seats: i64,
+    /// The pool's event sequence (the last number it gave an event).
+    pub seq: i64,
+    /// Refused for lost writes (booking/src/worker.rs) until rebuilt.
+    pub diverged: bool,
 }
 
 /// Reads `pool`'s counters and holds (every hold's seats: a reconciliation, not a hot path).
 pub async fn read_pool(conn: &mut RedisConn, pool: &PoolKeys) -> RedisResult<Option<PoolState>> {
-    let (armed, available, held, sold, holds): (
+    type Counter = Option<i64>;
+    type Read = (
         bool,
-        Option<i64>,
-        Option<i64>,
-        Option<i64>,
+        Counter,
+        Counter,
+        Counter,
         Vec<i64>,
-    ) = redis::pipe()
+        (Counter, Option<String>),
+    );
+    let (armed, available, held, sold, holds, (seq, diverged)): Read = redis::pipe()
         .exists(pool.config())
         .get(pool.available())
         .get(pool.held())
         .get(pool.sold())
         .hvals(pool.holds())
+        .hget(pool.config(), &["seq", "diverged"])
         .query_async(conn)
         .await?;
     Ok(match (armed, available) {
@@ -44,6 +52,8 @@ pub async fn read_pool(conn: &mut RedisConn, pool: &PoolKeys) -> RedisResult<Opt
             held: held.unwrap_or(0),
             sold: sold.unwrap_or(0),
             hold_seats: holds.iter().sum(),
+            seq: seq.unwrap_or(0),
+            diverged: diverged.is_some(),
         }),
         _ => None,
     })
@@ -106,25 +116,31 @@ pub enum Rebuild {
     },
     /// The pool has its state: nothing was written.
     Intact,
+    /// The pool was refused for lost writes and still has events to relay: nothing was written
+    /// (PostgreSQL does not know all of its decisions yet).
+    Busy,
     /// Sold and held exceed the capacity: nothing was written, a person must look.
     Overcommitted,
 }
 
-/// Restores a lost pool in one atomic step: its records, live holds, counters and config.
+/// Restores a lost pool, or one refused for lost writes, in one atomic step: its records, live
+/// holds, counters, event sequence (at least `seq`, the highest PostgreSQL holds) and config.
 pub async fn rebuild_pool(
     conn: &mut RedisConn,
     keys: &Keys,
     pool: &PoolArming<'_>,
     sold: i64,
+    seq: i64,
     holds: &[RestoredHold],
     records: &[RestoredRecord],
 ) -> RedisResult<Rebuild> {
     let k = keys.pool(pool.sale, pool.pool);
     let rebuild_pool = Script::new(include_str!("../../../lua/rebuild_pool.lua"));
     let mut script = rebuild_pool.prepare_invoke();
-    with_state_keys(&mut script, &k);
+    with_state_keys(&mut script, &k).key(k.outbox());
     with_pool_config(&mut script, pool)
         .arg(sold)
+        .arg(seq)
         .arg(holds.len());
     for hold in holds {
         script
@@ -151,7 +167,8 @@ pub async fn rebuild_pool(
     parse_rebuild(&reply)
 }
 
-/// `{"rebuilt", available, held, sold}`, `{"intact"}` or `{"overcommitted", available}`.
+/// `{"rebuilt", available, held, sold}`, `{"intact"}`, `{"busy"}` or
+/// `{"overcommitted", available}`.
 fn parse_rebuild(reply: &[String]) -> RedisResult<Rebuild> {
     let bad = || protocol_error("rebuild_pool", reply);
     match reply {
@@ -161,6 +178,7 @@ fn parse_rebuild(reply: &[String]) -> RedisResult<Rebuild> {
             sold: sold.parse().map_err(|_| bad())?,
         }),
         [intact] if intact == "intact" => Ok(Rebuild::Intact),
+        [busy] if busy == "busy" => Ok(Rebuild::Busy),
         [over, ..] if over == "overcommitted" => Ok(Rebuild::Overcommitted),
         _ => Err(bad()),
     }
@@ -185,6 +203,7 @@ mod tests {
             parse_rebuild(&strings(&["intact"])).unwrap(),
             Rebuild::Intact
         );
+        assert_eq!(parse_rebuild(&strings(&["busy"])).unwrap(), Rebuild::Busy);
         assert_eq!(
             parse_rebuild(&strings(&["overcommitted", "-1"])).unwrap(),
             Rebuild::Overcommitted

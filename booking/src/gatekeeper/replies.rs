@@ -136,9 +136,9 @@ pub(super) fn parse_reserve(reply: &[String]) -> Result<Hold, Result<Refusal, Re
             None => Err(bad()),
         },
         Some("spent") => Err(Err(ReserveError::TokenSpent)),
-        // The sale lists the pool (claim_token checked), yet its state is missing: it was lost.
-        // Whatever else it held is unknown, so the refusal proves nothing about other attempts.
-        Some("not_armed") => Err(Ok(Refusal {
+        // The sale lists the pool (claim_token checked), yet its state is missing (lost) or it
+        // lost writes (diverged): the refusal proves nothing about other attempts.
+        Some("not_armed" | "diverged") => Err(Ok(Refusal {
             error: ReserveError::PoolUnavailable,
             at_ms: 0,
         })),

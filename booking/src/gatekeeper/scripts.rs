@@ -29,6 +29,8 @@ pub struct Scripts {
     pub(super) lease: Script,
     /// A buyer's seats in a sale (`lua/buyer_seats.lua`), in the buyer's own slot.
     pub(super) buyer_seats: Script,
+    /// Refuses a pool that lost writes (`lua/diverge.lua`).
+    pub(super) diverge: Script,
 }
 
 impl Default for Scripts {
@@ -46,6 +48,7 @@ impl Default for Scripts {
             refund_result: pool_script(include_str!("../../../lua/refund_result.lua")),
             lease: Script::new(include_str!("../../../lua/lease.lua")),
             buyer_seats: Script::new(include_str!("../../../lua/buyer_seats.lua")),
+            diverge: Script::new(include_str!("../../../lua/diverge.lua")),
         }
     }
 }
@@ -68,6 +71,7 @@ impl Scripts {
             &self.refund_result,
             &self.lease,
             &self.buyer_seats,
+            &self.diverge,
         ] {
             script.load_async(conn).await?;
         }

@@ -28,7 +28,46 @@ impl OutboxEntry {
     }
 }
 
+/// Whether a pool's Redis is in step with the event sequence Kafka delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sequence {
+    InStep,
+    /// It lost writes and is refused; `newly` if this check found it.
+    Refused {
+        newly: bool,
+    },
+    /// Not armed (a lost pool is refused anyway).
+    NotArmed,
+}
+
 impl Gatekeeper {
+    /// Compares `pool`'s event sequence with `kafka_seq`, the highest number Kafka delivered
+    /// (`reused`: PostgreSQL saw a number twice), and refuses it if it lost writes
+    /// (`lua/diverge.lua`).
+    pub async fn check_sequence(
+        &self,
+        sale: &str,
+        pool: &str,
+        kafka_seq: i64,
+        reused: bool,
+    ) -> redis::RedisResult<Sequence> {
+        let keys = self.keys.pool(sale, pool);
+        let found: i64 = self
+            .scripts
+            .diverge
+            .key(keys.config())
+            .arg(kafka_seq)
+            .arg(if reused { "1" } else { "0" })
+            .invoke_async(&mut self.redis.clone())
+            .await?;
+        Ok(match found {
+            0 => Sequence::InStep,
+            1 => Sequence::Refused { newly: true },
+            2 => Sequence::Refused { newly: false },
+            _ => Sequence::NotArmed,
+        })
+    }
+
     /// Every pool of every armed sale, as `(sale, pool)`.
     pub async fn armed_pools(&self) -> redis::RedisResult<Vec<(String, String)>> {
         let mut conn = self.redis.clone();

@@ -104,6 +104,8 @@ pub mod code {
     pub const TOO_MANY_CONNECTIONS: &str = "too_many_connections";
     pub const REDIS_UNAVAILABLE: &str = "redis_unavailable";
     pub const BROKER_UNAVAILABLE: &str = "broker_unavailable";
+    /// A reservation's writes were not on a Redis replica in time (docs/runbook.md).
+    pub const REPLICA_UNAVAILABLE: &str = "replica_unavailable";
     pub const CATALOG_UNAVAILABLE: &str = "catalog_unavailable";
     pub const BOOKING_UNAVAILABLE: &str = "booking_unavailable";
     pub const POOL_UNAVAILABLE: &str = "pool_unavailable";

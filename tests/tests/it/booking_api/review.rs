@@ -504,8 +504,14 @@ async fn defect_12_rebuilding_an_intact_pool_writes_nothing(db: sqlx::PgPool) {
     })
     .await;
     let before = pool_snapshot(&app, &sale, "p1").await;
+    let tail = floodgate_booking::rebuild::KafkaTail {
+        brokers: floodgate_tests::kafka_brokers(),
+        topic: app.topic.clone(),
+        group: app.consumer_group.clone(),
+        timeout: WAIT,
+    };
     let refused =
-        floodgate_booking::rebuild::rebuild(&db, &app.redis, &app.keys, &sale, "p1").await;
+        floodgate_booking::rebuild::rebuild(&db, &app.redis, &app.keys, &tail, &sale, "p1").await;
     assert!(refused.is_err(), "an intact pool is not rebuilt");
     assert_eq!(pool_snapshot(&app, &sale, "p1").await, before);
     let secret = body.secret.as_str();

@@ -1,0 +1,310 @@
+//! Waiting until writes are on a replica before anything is promised on them.
+//!
+//! Redis replicates asynchronously: a write answered OK by a primary that dies a moment later may
+//! never reach the replica promoted in its place. A booking answered 201 on such a write would be
+//! forgotten by Redis while PostgreSQL has it, and its seat sold again. `WAIT n timeout` closes
+//! the gap, knowing how it really behaves:
+//!
+//! - It counts the writes made on *the connection it is sent on* (the server remembers the
+//!   replication offset of each client's last write). So it goes on the same connection as the
+//!   write: the process's one multiplexed connection to that node, routed explicitly to the
+//!   primary of the write's slot. (A plain `WAIT` through the cluster client would go to every
+//!   primary and return the lowest answer.)
+//! - One `WAIT` covers every write sent before it on that connection. So waits are grouped per
+//!   slot: a caller whose write is done joins the next `WAIT` not yet sent, and at most one is in
+//!   flight per slot while the next gathers callers. A busy node pays one replication round trip
+//!   per batch, not one per reservation.
+//! - The connection is blocked while `WAIT` runs (Redis serves a client's commands in order), so
+//!   the timeout is short, well under the client's response timeout.
+//!
+//! With `min_replicas = 0` (a single Redis without replicas) nothing is sent at all.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::{BoxFuture, FutureExt, Shared};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+
+use crate::redis_conn::RedisConn;
+
+/// Why writes could not be shown to be on enough replicas. Whoever waited must not promise
+/// anything on them (and should take back what it can).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotReplicated {
+    #[error("only {acked} of {wanted} replica(s) acknowledged the write in time")]
+    TooFew { acked: i64, wanted: u32 },
+    #[error("waiting for a replica failed: {0}")]
+    Failed(String),
+}
+
+/// The outcome of one `WAIT`, shared by every caller it covers.
+type Outcome = Result<(), NotReplicated>;
+type SharedWait = Shared<BoxFuture<'static, Outcome>>;
+
+/// Sends one `WAIT` for a slot (the real one, or a scripted one in the unit tests).
+pub trait SendWait: Clone + Send + Sync + 'static {
+    fn send_wait(&self, slot: u16) -> BoxFuture<'static, Outcome>;
+}
+
+/// The waits of one slot: the one sent and not yet answered, and the next one, still gathering
+/// callers (it is sent when the one in flight is answered).
+#[derive(Default)]
+struct SlotWaits {
+    in_flight: Option<SharedWait>,
+    next: Option<SharedWait>,
+}
+
+/// Groups waits per slot; see the module's notes.
+#[derive(Clone)]
+pub struct Batcher<S> {
+    sender: S,
+    slots: Arc<Mutex<HashMap<u16, SlotWaits>>>,
+}
+
+impl<S: SendWait> Batcher<S> {
+    pub fn new(sender: S) -> Self {
+        Self {
+            sender,
+            slots: Arc::default(),
+        }
+    }
+
+    /// Resolves once a `WAIT` sent after this call has been answered for `slot`: every write
+    /// this process finished on that slot's primary before calling is covered by it.
+    pub async fn covered(&self, slot: u16) -> Outcome {
+        self.join(slot).await
+    }
+
+    fn join(&self, slot: u16) -> SharedWait {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let waits = slots.entry(slot).or_default();
+        if let Some(next) = &waits.next {
+            // Not sent yet: it will go after this caller's write.
+            return next.clone();
+        }
+        let previous = waits.in_flight.clone();
+        let this = self.clone();
+        let task = tokio::spawn(async move {
+            if let Some(previous) = previous {
+                let _ = previous.await;
+            }
+            // From here on this wait is in flight: later callers gather for the next one. Done
+            // before sending, under the lock every joiner takes, so no caller can join a wait
+            // that was already sent when its write finished.
+            {
+                let mut slots = this.slots.lock().unwrap_or_else(|e| e.into_inner());
+                let waits = slots.entry(slot).or_default();
+                waits.in_flight = waits.next.take();
+            }
+            this.sender.send_wait(slot).await
+        });
+        let shared = async move {
+            task.await
+                .unwrap_or_else(|e| Err(NotReplicated::Failed(format!("wait task: {e}"))))
+        }
+        .boxed()
+        .shared();
+        waits.next = Some(shared.clone());
+        shared
+    }
+}
+
+/// The real sender: `WAIT min timeout` on the process's connection to the slot's primary.
+#[derive(Clone)]
+pub struct RedisWait {
+    conn: RedisConn,
+    min_replicas: u32,
+    timeout: Duration,
+}
+
+impl SendWait for RedisWait {
+    fn send_wait(&self, slot: u16) -> BoxFuture<'static, Outcome> {
+        let mut conn = self.conn.clone();
+        let (min, timeout) = (self.min_replicas, self.timeout);
+        async move {
+            let mut cmd = redis::cmd("WAIT");
+            cmd.arg(min).arg(timeout.as_millis() as u64);
+            let acked: redis::RedisResult<i64> = match &mut conn {
+                RedisConn::Single(c) => cmd.query_async(c).await,
+                RedisConn::Cluster(c) => {
+                    let route = Route::new(slot, SlotAddr::Master);
+                    let routing =
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
+                    c.route_command(&cmd, routing)
+                        .await
+                        .and_then(|v| redis::from_redis_value(&v))
+                }
+            };
+            match acked {
+                Ok(n) if n >= i64::from(min) => Ok(()),
+                Ok(n) => Err(NotReplicated::TooFew {
+                    acked: n,
+                    wanted: min,
+                }),
+                Err(e) => Err(NotReplicated::Failed(e.to_string())),
+            }
+        }
+        .boxed()
+    }
+}
+
+/// How many replicas must have a write before it is promised, and how long to wait for them.
+#[derive(Clone)]
+pub struct Replication {
+    batcher: Option<Batcher<RedisWait>>,
+}
+
+impl Replication {
+    /// The longest a `WAIT` may block: under the connection's 2 s response timeout, which would
+    /// otherwise fail the wait (and every command queued behind it) as a broken connection.
+    pub const MAX_TIMEOUT: Duration = Duration::from_millis(1_500);
+
+    /// Waits for `min_replicas` (none at all when 0) for at most `timeout` (capped at
+    /// [`Self::MAX_TIMEOUT`]).
+    pub fn new(conn: RedisConn, min_replicas: u32, timeout: Duration) -> Self {
+        let batcher = (min_replicas > 0).then(|| {
+            Batcher::new(RedisWait {
+                conn,
+                min_replicas,
+                timeout: timeout.min(Self::MAX_TIMEOUT),
+            })
+        });
+        Self { batcher }
+    }
+
+    /// Resolves once every write this process finished on `key`'s primary before the call is on
+    /// enough replicas.
+    pub async fn replicated(&self, key: &str) -> Outcome {
+        match &self.batcher {
+            None => Ok(()),
+            Some(batcher) => batcher.covered(key_slot(key.as_bytes())).await,
+        }
+    }
+
+    /// Both keys' writes replicated (their waits run at once).
+    pub async fn both_replicated(&self, a: &str, b: &str) -> Outcome {
+        let (a, b) = tokio::join!(self.replicated(a), self.replicated(b));
+        a.and(b)
+    }
+}
+
+/// The Redis Cluster hash slot of `key`: CRC16 (XMODEM) of its hash tag (the part inside the
+/// first `{...}`, when non-empty) or of the whole key, modulo 16384.
+pub fn key_slot(key: &[u8]) -> u16 {
+    let tagged = key
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            let close = rest.iter().position(|&b| b == b'}')?;
+            (close > 0).then(|| &rest[..close])
+        })
+        .unwrap_or(key);
+    crc16(tagged) % 16_384
+}
+
+fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in bytes {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    #[test]
+    fn slots_match_redis() {
+        // Values from `CLUSTER KEYSLOT` on a real Redis.
+        assert_eq!(crc16(b"123456789"), 0x31c3);
+        assert_eq!(key_slot(b"foo"), 12182);
+        assert_eq!(key_slot(b"hello"), 866);
+        // A hash tag decides the slot; an empty tag does not count.
+        assert_eq!(key_slot(b"{foo}.anything"), key_slot(b"foo"));
+        assert_eq!(key_slot(b"fg:{foo}:bar"), 12182);
+        assert_ne!(key_slot(b"{}foo"), key_slot(b"foo"));
+    }
+
+    /// A scripted `WAIT`: counts sends, stamps each with the "write clock" at the moment it was
+    /// sent, and takes a little while to answer.
+    #[derive(Clone, Default)]
+    struct Scripted {
+        sends: Arc<AtomicU64>,
+        clock: Arc<AtomicU64>,
+        sent_at: Arc<Mutex<Vec<u64>>>,
+    }
+
+    impl SendWait for Scripted {
+        fn send_wait(&self, _slot: u16) -> BoxFuture<'static, Outcome> {
+            self.sends.fetch_add(1, Ordering::SeqCst);
+            let at = self.clock.load(Ordering::SeqCst);
+            let this = self.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                this.sent_at.lock().unwrap().push(at);
+                Ok(())
+            }
+            .boxed()
+        }
+    }
+
+    #[tokio::test]
+    async fn many_callers_share_few_waits_and_each_is_covered() {
+        let sender = Scripted::default();
+        let batcher = Batcher::new(sender.clone());
+        let mut callers = Vec::new();
+        for _ in 0..200 {
+            let (batcher, sender) = (batcher.clone(), sender.clone());
+            callers.push(tokio::spawn(async move {
+                // "Write", then wait: the wait that answers must have been sent after it.
+                let written = sender.clock.fetch_add(1, Ordering::SeqCst) + 1;
+                batcher.covered(7).await.unwrap();
+                written
+            }));
+            tokio::task::yield_now().await;
+        }
+        for caller in callers {
+            let written = caller.await.unwrap();
+            let sent_at = sender.sent_at.lock().unwrap().clone();
+            assert!(
+                sent_at.iter().any(|&at| at >= written),
+                "write {written} answered before any wait sent after it: {sent_at:?}"
+            );
+        }
+        let sends = sender.sends.load(Ordering::SeqCst);
+        assert!((1..50).contains(&sends), "200 callers took {sends} waits");
+    }
+
+    #[tokio::test]
+    async fn a_caller_after_a_send_waits_for_the_next() {
+        let sender = Scripted::default();
+        let batcher = Batcher::new(sender.clone());
+        let first = tokio::spawn({
+            let batcher = batcher.clone();
+            async move { batcher.covered(1).await }
+        });
+        // Let the first wait be sent, then write and wait again: a second send must follow.
+        while sender.sends.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        sender.clock.fetch_add(1, Ordering::SeqCst);
+        batcher.covered(1).await.unwrap();
+        first.await.unwrap().unwrap();
+        assert_eq!(sender.sends.load(Ordering::SeqCst), 2);
+        assert_eq!(*sender.sent_at.lock().unwrap(), vec![0, 1]);
+        // Another slot has its own waits.
+        batcher.covered(2).await.unwrap();
+        assert_eq!(sender.sends.load(Ordering::SeqCst), 3);
+    }
+}
