@@ -53,6 +53,15 @@ redis-cli -c -p "$FIRST_PORT" SET "$key:avail" 10000000 >/dev/null
 redis-cli -c -p "$FIRST_PORT" HSET "$key:cfg" capacity 10000100 >/dev/null
 sleep 3 # past the opening
 
+# Commands served so far by every node (INFO commandstats, a script's own commands included).
+all_calls() {
+  local total=0 n
+  for port in $(seq "$FIRST_PORT" $((FIRST_PORT + 5))); do
+    n=$(redis-cli -p "$port" info commandstats | tr -d '\r' | awk -F'[=,:]' '/^cmdstat_/ {n += $3} END {print n + 0}')
+    total=$((total + n))
+  done
+  echo "$total"
+}
 # WAITs served so far by every node (INFO commandstats): how well the waits are grouped.
 waits() {
   local total=0 n
@@ -75,12 +84,13 @@ for min in 0 1; do
     --requests 500 --concurrency 50 --first-ticket "$first" >/dev/null
   first=$((first + 1000))
   say "min replicas $min: $REQUESTS reservations, 50 in flight"
-  before=$(waits)
+  before=$(waits) calls_before=$(all_calls)
   "$BIN/floodgate-loadgen" reserve --booking 127.0.0.1:18091 --sale "$sale" --pool "$pool" \
     --requests "$REQUESTS" --concurrency 50 --first-ticket "$first" \
     --json "$RESULTS/replicas-$min.json" | tail -n 4
-  awk -v n="$(($(waits) - before))" -v r="$REQUESTS" \
-    'BEGIN { printf "  WAITs sent                     %d (%.2f per reservation)\n", n, n / r }'
+  awk -v n="$(($(waits) - before))" -v c="$(($(all_calls) - calls_before))" -v r="$REQUESTS" \
+    'BEGIN { printf "  WAITs sent                     %d (%.2f per reservation)\n", n, n / r
+             printf "  Redis commands, every node     %.1f per reservation\n", c / r }'
   first=$((first + REQUESTS))
   kill "$BOOKING"; wait "$BOOKING" 2>/dev/null || true; BOOKING=
 done
