@@ -173,6 +173,11 @@ impl Replication {
         Self { batcher }
     }
 
+    /// Whether writes wait for replicas at all (callers skip building keys when not).
+    pub fn required(&self) -> bool {
+        self.batcher.is_some()
+    }
+
     /// Resolves once every write this process finished on `key`'s primary before the call is on
     /// enough replicas.
     pub async fn replicated(&self, key: &str) -> Outcome {

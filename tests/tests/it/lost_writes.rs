@@ -14,16 +14,21 @@ use floodgate_tests::{
 
 const WAIT: Duration = Duration::from_secs(30);
 
+/// Every key of pool p1's slot now (a test may look keys up; the services never do).
+async fn slot_keys(app: &TestApp, sale: &str) -> Vec<String> {
+    let pattern = format!("{}{{p:{sale}/p1}}*", app.keys.prefix());
+    redis::cmd("KEYS")
+        .arg(&pattern)
+        .query_async(&mut app.redis.clone())
+        .await
+        .unwrap()
+}
+
 /// Every key of the pool's slot, with its serialized value and time to live: what a replica
 /// that stopped receiving writes at this instant would have.
 async fn snapshot(app: &TestApp, sale: &str) -> Vec<(String, Vec<u8>, i64)> {
     let mut conn = app.redis.clone();
-    let pattern = format!("{}{{p:{sale}/p1}}*", app.keys.prefix());
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(&pattern)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let keys = slot_keys(app, sale).await;
     let mut out = Vec::new();
     for key in keys {
         let dump: Vec<u8> = redis::cmd("DUMP")
@@ -44,12 +49,7 @@ async fn snapshot(app: &TestApp, sale: &str) -> Vec<(String, Vec<u8>, i64)> {
 /// The pool's slot as it was in `snapshot`: the failover to the replica that missed the rest.
 async fn fail_over_to(app: &TestApp, sale: &str, snapshot: &[(String, Vec<u8>, i64)]) {
     let mut conn = app.redis.clone();
-    let pattern = format!("{}{{p:{sale}/p1}}*", app.keys.prefix());
-    let now: Vec<String> = redis::cmd("KEYS")
-        .arg(&pattern)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let now = slot_keys(app, sale).await;
     let mut pipe = redis::pipe();
     pipe.atomic().del(&now);
     for (key, dump, ttl) in snapshot {
