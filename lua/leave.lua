@@ -1,21 +1,44 @@
--- leave: a session ended. Unless it ended admitted (or the sale is over for it), its ticket
--- starts its grace period: it stays in line, and is skipped only if nobody resumes it in time.
+-- leave: sessions ended, a batch of them (a gateway sends the departures that came while its
+-- previous batch was in flight together). Unless a session ended admitted (or the sale is over
+-- for it), its ticket starts its grace period: it stays in line, and is skipped only if nobody
+-- resumes it in time.
 --
 -- KEYS[1] gone (sorted set)   KEYS[2] holders (hash)   KEYS[3] the gateway's session set
--- ARGV[1] ticket   ARGV[2] the session's id   ARGV[3] grace (ms), or -1: no grace needed
+-- ARGV, three per departure: ticket, the session's id, grace (ms) or -1 (no grace needed)
+--         (at most a few hundred departures: Lua's unpack limit; the gateway sends at most 500)
 --
--- Returns 1 if this session still held the ticket, 0 if a newer session had taken it over
--- (then nothing about the ticket changes).
-redis.call('SREM', KEYS[3], ARGV[1])
-local holder = redis.call('HGET', KEYS[2], ARGV[1])
-if holder and holder ~= ARGV[2] then
-  return 0
+-- Returns how many of the sessions still held their ticket. One that a newer session had taken
+-- over changes nothing about the ticket; who held it is read once, as the batch begins (a ticket
+-- is taken over by resume.lua, never inside a batch of departures). ZADD NX keeps the first grace
+-- a ticket was given, as separate calls would.
+local tickets = {}
+for i = 1, #ARGV, 3 do
+  tickets[#tickets + 1] = ARGV[i]
 end
-if holder then
-  redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('SREM', KEYS[3], unpack(tickets))
+local holders = redis.call('HMGET', KEYS[2], unpack(tickets))
+local now = now_ms()
+local freed, graced = {}, {}
+local held = 0
+for i, ticket in ipairs(tickets) do
+  local holder = holders[i]
+  local session = ARGV[3 * i - 1]
+  if not holder or holder == session then
+    held = held + 1
+    if holder then
+      freed[#freed + 1] = ticket
+    end
+    local grace = tonumber(ARGV[3 * i])
+    if grace >= 0 then
+      graced[#graced + 1] = now + grace
+      graced[#graced + 1] = ticket
+    end
+  end
 end
-local grace = tonumber(ARGV[3])
-if grace >= 0 then
-  redis.call('ZADD', KEYS[1], 'NX', now_ms() + grace, ARGV[1])
+if #freed > 0 then
+  redis.call('HDEL', KEYS[2], unpack(freed))
 end
-return 1
+if #graced > 0 then
+  redis.call('ZADD', KEYS[1], 'NX', unpack(graced))
+end
+return held

@@ -27,7 +27,7 @@ if deadline then
   redis.call('ZREM', KEYS[3], ARGV[1])
 end
 redis.call('HSET', KEYS[4], ARGV[1], ARGV[2])
-register_session(KEYS[5], KEYS[7], KEYS[8], ARGV[1], ARGV[3], ARGV[4])
+register_sessions(KEYS[5], KEYS[7], KEYS[8], {ARGV[1]}, ARGV[3], ARGV[4])
 local sold_out = '0'
 if redis.call('HGET', KEYS[1], 'sold_out') == '1' then
   sold_out = '1'

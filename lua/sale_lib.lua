@@ -20,11 +20,12 @@ local function close_prequeue(meta, seq, now)
     'prequeue_closed_at_ms', now)
 end
 
--- Registers a ticket's session on a gateway, and in the same step renews that gateway's
--- liveness and its place in the sale's registry: a gateway that holds a session is always seen
--- alive, even if its room had just retired (retire.lua) and its first tick has not come yet.
-local function register_session(sessions, alive, registry, ticket, gateway, lease_ms)
-  redis.call('SADD', sessions, ticket)
+-- Registers sessions for tickets on a gateway (one SADD for a whole batch of joins), and in the
+-- same step renews that gateway's liveness and its place in the sale's registry: a gateway that
+-- holds a session is always seen alive, even if its room had just retired (retire.lua) and its
+-- first tick has not come yet.
+local function register_sessions(sessions, alive, registry, tickets, gateway, lease_ms)
+  redis.call('SADD', sessions, unpack(tickets))
   redis.call('SET', alive, 1, 'PX', lease_ms)
   redis.call('SADD', registry, gateway)
 end

@@ -5,6 +5,7 @@
 //! - [`api`]: the public HTTP bodies (reservations, payments, the room's figures and draw), the
 //!   JSON error body of every endpoint and every error code.
 //! - [`identity`]: buyer identity from the operator's sign-in (JWT/JWKS), and the buyer id.
+//! - [`batch`]: natural batching (callers gather while a batch is in flight), for `WAIT` and joins.
 //! - [`challenge`]: the bot check at the door (the verifier interface, the built-in proof of work).
 //! - [`ids`]: validation of sale and pool identifiers (they end up inside Redis keys and URLs).
 //! - [`keys`]: the Redis key layout and its hash tags (sale-wide slot, per-pool slot).
@@ -26,6 +27,7 @@
 //! ([`events::SCHEMA_VERSION`], [`ws::PROTOCOL_VERSION`]) and keep readers tolerant of the old one.
 
 pub mod api;
+pub mod batch;
 pub mod challenge;
 pub mod events;
 pub mod identity;

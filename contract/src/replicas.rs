@@ -19,13 +19,12 @@
 //!
 //! With `min_replicas = 0` (a single Redis without replicas) nothing is sent at all.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::{BoxFuture, FutureExt, Shared};
+use futures::future::{BoxFuture, FutureExt};
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 
+use crate::batch::{self, Flush};
 use crate::redis_conn::RedisConn;
 
 /// Why writes could not be shown to be on enough replicas. Whoever waited must not promise
@@ -40,78 +39,51 @@ pub enum NotReplicated {
 
 /// The outcome of one `WAIT`, shared by every caller it covers.
 type Outcome = Result<(), NotReplicated>;
-type SharedWait = Shared<BoxFuture<'static, Outcome>>;
 
 /// Sends one `WAIT` for a slot (the real one, or a scripted one in the unit tests).
-pub trait SendWait: Clone + Send + Sync + 'static {
+pub trait SendWait: Send + Sync + 'static {
     fn send_wait(&self, slot: u16) -> BoxFuture<'static, Outcome>;
 }
 
-/// The waits of one slot: the one sent and not yet answered, and the next one, still gathering
-/// callers (it is sent when the one in flight is answered).
-#[derive(Default)]
-struct SlotWaits {
-    in_flight: Option<SharedWait>,
-    next: Option<SharedWait>,
+/// A `WAIT` is a batch of callers with nothing to bring: each batch is one `WAIT` on its slot.
+struct Waits<S>(S);
+
+impl<S: SendWait> Flush for Waits<S> {
+    type Key = u16;
+    type Item = ();
+    type Answer = Outcome;
+
+    fn flush(&self, slot: &u16, _callers: Vec<()>) -> BoxFuture<'static, Outcome> {
+        self.0.send_wait(*slot)
+    }
 }
 
 /// Groups waits per slot; see the module's notes.
-#[derive(Clone)]
-pub struct Batcher<S> {
-    sender: S,
-    slots: Arc<Mutex<HashMap<u16, SlotWaits>>>,
+pub struct Batcher<S: SendWait>(batch::Batcher<Waits<S>>);
+
+impl<S: SendWait> Clone for Batcher<S> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
 }
 
 impl<S: SendWait> Batcher<S> {
     pub fn new(sender: S) -> Self {
-        Self {
-            sender,
-            slots: Arc::default(),
-        }
+        // A caller brings nothing, so a batch has no reason to be capped.
+        Self(batch::Batcher::new(Waits(sender), usize::MAX))
     }
 
     /// Resolves once a `WAIT` sent after this call has been answered for `slot`: every write
     /// this process finished on that slot's primary before calling is covered by it.
     pub async fn covered(&self, slot: u16) -> Outcome {
-        self.join(slot).await
-    }
-
-    fn join(&self, slot: u16) -> SharedWait {
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        let waits = slots.entry(slot).or_default();
-        if let Some(next) = &waits.next {
-            // Not sent yet: it will go after this caller's write.
-            return next.clone();
+        match self.0.submit(slot, ()).await {
+            Ok((_, outcome)) => outcome,
+            Err(e) => Err(NotReplicated::Failed(e.to_string())),
         }
-        let previous = waits.in_flight.clone();
-        let this = self.clone();
-        let task = tokio::spawn(async move {
-            if let Some(previous) = previous {
-                let _ = previous.await;
-            }
-            // From here on this wait is in flight: later callers gather for the next one. Done
-            // before sending, under the lock every joiner takes, so no caller can join a wait
-            // that was already sent when its write finished.
-            {
-                let mut slots = this.slots.lock().unwrap_or_else(|e| e.into_inner());
-                let waits = slots.entry(slot).or_default();
-                waits.in_flight = waits.next.take();
-            }
-            this.sender.send_wait(slot).await
-        });
-        let shared = async move {
-            task.await
-                .unwrap_or_else(|e| Err(NotReplicated::Failed(format!("wait task: {e}"))))
-        }
-        .boxed()
-        .shared();
-        waits.next = Some(shared.clone());
-        shared
     }
 }
 
 /// The real sender: `WAIT min timeout` on the process's connection to the slot's primary.
-#[derive(Clone)]
 pub struct RedisWait {
     conn: RedisConn,
     min_replicas: u32,
@@ -228,6 +200,7 @@ fn crc16(bytes: &[u8]) -> u16 {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
 
     #[test]
     fn slots_match_redis() {

@@ -5,7 +5,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use floodgate_contract::api::{code, ErrorBody, UNKNOWN_SALE_MESSAGE};
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum ApiError {
     #[error("{1}")]
     BadRequest(&'static str, String),

@@ -239,6 +239,13 @@ impl AppState {
             resume: self.resume.clone(),
             redis: self.redis.clone(),
             scripts: self.scripts.clone(),
+            lines: scripts::tickets::Lines::new(
+                self.redis.clone(),
+                self.scripts.clone(),
+                self.keys.sale(sale),
+                self.instance_id.clone(),
+                Duration::from_millis(config.lease_ms),
+            ),
             instance_id: self.instance_id.clone(),
             grace: Duration::from_millis(config.grace_ms),
             lease: Duration::from_millis(config.lease_ms),

@@ -41,6 +41,15 @@ pub fn redis_url() -> String {
     std::env::var("FLOODGATE_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
 }
 
+/// The single test Redis' address, for a fault-injecting proxy in front of it.
+pub fn redis_addr() -> std::net::SocketAddr {
+    redis_url()
+        .trim_start_matches("redis://")
+        .trim_end_matches('/')
+        .parse()
+        .expect("the test Redis URL is redis://<ip>:<port>")
+}
+
 /// The seed nodes of the Redis Cluster the tests run against (`FLOODGATE_TEST_REDIS_CLUSTER`,
 /// comma-separated; `deploy/test.sh` sets it for its cluster pass), or none: the single Redis.
 pub fn redis_cluster_nodes() -> Vec<String> {

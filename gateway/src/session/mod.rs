@@ -38,6 +38,8 @@ pub struct Context {
     pub resume: Arc<ResumeKey>,
     pub redis: RedisConn,
     pub scripts: Arc<Scripts>,
+    /// This sale's joins and departures on this gateway, sent in batches.
+    pub lines: crate::scripts::tickets::Lines,
     pub instance_id: Arc<str>,
     pub grace: Duration,
     /// Lifetime of this gateway's liveness key, renewed when a session registers.

@@ -143,7 +143,7 @@ async fn the_prequeue_is_drawn_verifiably_and_admitted_in_drawn_order(db: sqlx::
 
 /// An independent verifier of the lottery's record, written from docs/protocol.md ("The
 /// lottery") alone: RFC 6962 Merkle trees over SHA-256, and the SHA-1 hex chain over batches.
-mod verifier {
+pub(crate) mod verifier {
     use sha1::Digest as _;
 
     pub fn leaf(nonce: &str) -> [u8; 32] {
@@ -219,6 +219,58 @@ mod verifier {
     pub fn hash32(text: &str) -> [u8; 32] {
         hex::decode(text).unwrap().try_into().unwrap()
     }
+
+    /// Checks a `/draw/proof` answer as the holder of `ticket`, who sent `nonce`, would: the
+    /// nonce is theirs, the path leads from its leaf to the batch's root, and the batch's link
+    /// of the chain follows. Returns the batch's `(first, count)`.
+    pub fn check_proof(proof: &serde_json::Value, ticket: u64, nonce: &str) -> (u64, u64) {
+        assert_eq!(proof["nonce"], nonce, "{proof}");
+        let batch = &proof["batch"];
+        let (first, count) = (
+            batch["first"].as_u64().unwrap(),
+            batch["count"].as_u64().unwrap(),
+        );
+        let root = batch["root"].as_str().unwrap();
+        let path: Vec<[u8; 32]> = proof["path"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| hash32(p.as_str().unwrap()))
+            .collect();
+        let from_path =
+            root_from_path(leaf(nonce), ticket - first, count, &path).expect("a well-formed path");
+        assert_eq!(hex::encode(from_path), root, "{proof}");
+        assert_eq!(
+            link(proof["chain_before"].as_str().unwrap(), first, count, root),
+            proof["chain_after"].as_str().unwrap(),
+            "{proof}"
+        );
+        (first, count)
+    }
+
+    /// Recomputes every batch of a `/draw/batches` page (from its first batch): each root from
+    /// its nonces, the batches consecutive from ticket 1, and the chain over them. Returns the
+    /// chain's last value and the batches' `(first, count)`.
+    pub fn recompute(page: &serde_json::Value) -> (String, Vec<(u64, u64)>) {
+        let mut chain = String::new();
+        let mut shape: Vec<(u64, u64)> = Vec::new();
+        for batch in page["batches"].as_array().expect("batches") {
+            let leaves: Vec<[u8; 32]> = batch["nonces"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| leaf(n.as_str().unwrap()))
+                .collect();
+            let root = hex::encode(self::root(&leaves));
+            assert_eq!(batch["root"], root.as_str(), "{batch}");
+            let first = batch["first"].as_u64().unwrap();
+            let next = shape.last().map_or(1, |(f, c)| f + c);
+            assert_eq!(first, next, "batches cover the tickets in order");
+            shape.push((first, leaves.len() as u64));
+            chain = link(&chain, first, leaves.len() as u64, &root);
+        }
+        (chain, shape)
+    }
 }
 
 /// Issue 12, defect 6: every client contributes a nonce of its own choosing, echoed in its
@@ -274,36 +326,7 @@ async fn defect_06_every_client_adds_its_own_nonce_and_can_prove_it_counted(db: 
             &format!("/v1/sales/{sale}/draw/proof?ticket={}", client.ticket),
         )
         .await;
-        assert_eq!(proof["nonce"], nonce.as_str(), "{proof}");
-        let batch = &proof["batch"];
-        let (first, count) = (
-            batch["first"].as_u64().unwrap(),
-            batch["count"].as_u64().unwrap(),
-        );
-        let path: Vec<[u8; 32]> = proof["path"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| verifier::hash32(p.as_str().unwrap()))
-            .collect();
-        let root =
-            verifier::root_from_path(verifier::leaf(nonce), client.ticket - first, count, &path)
-                .expect("a well-formed path");
-        assert_eq!(
-            hex::encode(root),
-            batch["root"].as_str().unwrap(),
-            "{proof}"
-        );
-        assert_eq!(
-            verifier::link(
-                proof["chain_before"].as_str().unwrap(),
-                first,
-                count,
-                batch["root"].as_str().unwrap()
-            ),
-            proof["chain_after"].as_str().unwrap(),
-            "{proof}"
-        );
+        verifier::check_proof(&proof, client.ticket, nonce);
     }
 
     // Anyone recomputes the whole pre-queue from the published batches.
@@ -312,24 +335,8 @@ async fn defect_06_every_client_adds_its_own_nonce_and_can_prove_it_counted(db: 
         &format!("/v1/sales/{sale}/draw/batches?from=1&count=100"),
     )
     .await;
-    let mut chain = String::new();
-    let mut tickets = 0;
-    for batch in page["batches"].as_array().expect("batches") {
-        let nonces: Vec<&str> = batch["nonces"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| n.as_str().unwrap())
-            .collect();
-        let leaves: Vec<[u8; 32]> = nonces.iter().map(|n| verifier::leaf(n)).collect();
-        let root = hex::encode(verifier::root(&leaves));
-        assert_eq!(batch["root"], root.as_str(), "{batch}");
-        let first = batch["first"].as_u64().unwrap();
-        assert_eq!(first, tickets + 1, "batches cover the tickets in order");
-        tickets += nonces.len() as u64;
-        chain = verifier::link(&chain, first, nonces.len() as u64, &root);
-    }
-    assert_eq!(tickets, 5);
+    let (chain, shape) = verifier::recompute(&page);
+    assert_eq!(shape.iter().map(|(_, c)| c).sum::<u64>(), 5);
     assert_eq!(drawn["prequeue_digest"], chain.as_str(), "{drawn}");
     let secret: [u8; 32] = verifier::hash32(drawn["secret_seed"].as_str().unwrap());
     assert_eq!(

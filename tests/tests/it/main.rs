@@ -7,8 +7,8 @@
 //! - [`walking_skeleton`]: one sale through all five layers.
 //! - [`booking_api`], [`reservations`], [`lifecycle_properties`], [`payments`]: the booking API,
 //!   contention, the reservation lifecycle's interleavings, payments and webhooks.
-//! - [`waiting_room`], [`fairness`], [`room_fleet`], [`ops`]: the waiting room, its fairness,
-//!   several gateways, the ops API.
+//! - [`waiting_room`], [`fairness`], [`join_batches`], [`room_fleet`], [`ops`]: the waiting room,
+//!   its fairness, joins sent in batches, several gateways, the ops API.
 //! - [`buyers`]: signed-in buyers (identity, one place each, the pass bound to its buyer, the
 //!   per-buyer limit) and the bot check at the door.
 //! - [`consumer`], [`outages`], [`rebuild`], [`reconcile`]: durability, faults and recovery.
@@ -30,6 +30,7 @@ mod consumer;
 mod edge;
 mod failover;
 mod fairness;
+mod join_batches;
 mod layout;
 mod lifecycle_properties;
 mod loadgen;

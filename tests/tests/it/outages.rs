@@ -127,12 +127,7 @@ async fn with_the_broker_down_a_reserve_gets_503_and_leaves_no_hold(db: sqlx::Pg
 
 #[sqlx::test(migrations = "../migrations")]
 async fn with_redis_unreachable_nothing_is_granted_and_service_resumes(db: sqlx::PgPool) {
-    let redis_addr = floodgate_tests::redis_url()
-        .trim_start_matches("redis://")
-        .trim_end_matches('/')
-        .parse()
-        .expect("a host:port Redis URL");
-    let proxy = ChaosProxy::start(redis_addr).await;
+    let proxy = ChaosProxy::start(floodgate_tests::redis_addr()).await;
     let app = TestApp::spawn_with(
         db,
         TestOptions {

@@ -45,14 +45,6 @@ async fn view(app: &TestApp, sale: &str, id: &str, secret: &str) -> Value {
     .1
 }
 
-fn upstream_redis() -> std::net::SocketAddr {
-    redis_url()
-        .trim_start_matches("redis://")
-        .trim_end_matches('/')
-        .parse()
-        .expect("the test Redis URL is redis://<ip>:<port>")
-}
-
 /// Every key of a pool's slot and what it holds, in a comparable form.
 async fn pool_snapshot(app: &TestApp, sale: &str, pool: &str) -> BTreeMap<String, String> {
     let mut conn = app.redis.clone();
@@ -119,7 +111,7 @@ async fn defect_07_a_refusal_racing_a_same_key_retry_never_frees_a_token_that_ho
         .await
         .unwrap();
     // Request X runs through a proxy whose answers the test holds back.
-    let proxy = ChaosProxy::start(upstream_redis()).await;
+    let proxy = ChaosProxy::start(floodgate_tests::redis_addr()).await;
     let through_proxy = floodgate_contract::runtime::connect_redis(&floodgate_tests::redis_args(
         "",
         Some(format!("redis://{}", proxy.addr)),

@@ -6,7 +6,7 @@ use std::time::Duration;
 use floodgate_tests::chaos::ChaosProxy;
 use floodgate_tests::client::RoomClient;
 use floodgate_tests::eventually;
-use floodgate_tests::{redis_url, unique, SaleSpec, TestApp, TestOptions};
+use floodgate_tests::{unique, SaleSpec, TestApp, TestOptions};
 use futures::{SinkExt, StreamExt};
 use tokio::io::AsyncWriteExt;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
@@ -119,12 +119,7 @@ async fn defect_01_an_idle_room_retires_and_takes_this_gateways_keys_with_it(db:
 
 #[sqlx::test(migrations = "../migrations")]
 async fn defect_02_a_ticket_whose_upgrade_never_completes_is_given_back(db: sqlx::PgPool) {
-    let upstream = redis_url()
-        .trim_start_matches("redis://")
-        .trim_end_matches('/')
-        .parse()
-        .expect("the test Redis URL is redis://<ip>:<port>");
-    let proxy = ChaosProxy::start(upstream).await;
+    let proxy = ChaosProxy::start(floodgate_tests::redis_addr()).await;
     let options = TestOptions {
         gateway_redis_url: Some(format!("redis://{}", proxy.addr)),
         ..TestOptions::default()
