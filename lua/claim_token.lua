@@ -12,7 +12,9 @@
 --   "claimed"        first use: the token is now bound to this Idempotency-Key and request
 --   "retry"          the same key and request again: go on to the pool step, which replays
 -- or {refusal}: "spent" (the token was used with another key), "mismatch" (the same key with a
--- different pool or seats), "unknown_sale" (not armed), "unknown_pool" (nothing changed).
+-- different pool or seats), "unknown_sale" (not armed), "unknown_pool", "ended" (the sale is
+-- over: a token's first claim is refused; a retry of an earlier claim still replays its answer)
+-- (nothing changed).
 --
 -- Every attempt (the first and each retry) registers itself with a deadline: the pool step
 -- makes a new hold only before it (reserve.lua), so once it has passed the attempt can never
@@ -32,6 +34,9 @@ local now = now_ms()
 local current = redis.call('HMGET', KEYS[2], 'idem', 'fp')
 local outcome
 if not current[1] then
+  if redis.call('HEXISTS', KEYS[1], 'ended_at_ms') == 1 then
+    return {'ended'}
+  end
   redis.call('HSET', KEYS[2], 'idem', ARGV[1], 'fp', ARGV[2])
   -- A spent token no longer counts as an active admitted user (its hold does, in its pool).
   if redis.call('HEXISTS', KEYS[3], ARGV[5]) == 1 then

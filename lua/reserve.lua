@@ -23,6 +23,7 @@
 --                             it was never armed (nothing changed; never read as zero)
 --   {"diverged"}              the pool lost writes in a failover and is refused until rebuilt
 --                             (diverge.lua; nothing changed)
+--   {"ended"}                 the sale is over (end_pool.lua; nothing changed)
 --
 -- The replay check comes first, so a retry gets its original answer even after a sell-out (or
 -- past its own deadline). An aborted reservation (abort.lua) removes the pointer, so a retry
@@ -47,6 +48,9 @@ end
 if cfg.diverged then
   -- It lost writes in a failover (diverge.lua): no new hold until it is rebuilt.
   return {'diverged'}
+end
+if cfg.ended_at_ms then
+  return {'ended'}
 end
 local available = tonumber(redis.call('GET', K.avail))
 local seats = tonumber(ARGV[3])

@@ -108,16 +108,19 @@ pub async fn create_reservation(
     ))
 }
 
-/// The sale is unknown to Redis. If the catalog says it was armed, Redis lost it: that is an
-/// outage (503), not a client error.
+/// The sale is unknown to Redis. If the catalog says it ended, its Redis state was purged: it
+/// is over (409 `sale_ended`). If it says it was armed, Redis lost it: that is an outage (503),
+/// not a client error.
 async fn unknown_or_lost_sale(state: &AppState, sale: &str) -> ApiError {
-    let armed: Result<Option<bool>, _> =
-        sqlx::query_scalar("select armed_at is not null from sales where id = $1")
-            .bind(sale)
-            .fetch_optional(&state.db)
-            .await;
-    match armed {
-        Ok(Some(true)) => {
+    let known: Result<Option<(bool, bool)>, _> = sqlx::query_as(
+        "select armed_at is not null, ended_at is not null from sales where id = $1",
+    )
+    .bind(sale)
+    .fetch_optional(&state.db)
+    .await;
+    match known {
+        Ok(Some((_, true))) => ReserveError::SaleEnded.into(),
+        Ok(Some((true, false))) => {
             tracing::error!(%sale, "armed sale missing from Redis: its state was lost");
             ApiError::Unavailable(
                 code::SALE_UNAVAILABLE,

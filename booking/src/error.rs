@@ -123,6 +123,7 @@ impl From<ReserveError> for ApiError {
             }
             ReserveError::Late => ApiError::Unavailable(code::RESERVATION_LATE, message),
             ReserveError::SoldOut { .. } => ApiError::Conflict(code::SOLD_OUT, message),
+            ReserveError::SaleEnded => ApiError::Conflict(code::SALE_ENDED, message),
             ReserveError::TokenSpent => ApiError::Conflict(code::TOKEN_SPENT, message),
             ReserveError::BuyerLimit { .. } => ApiError::Conflict(code::BUYER_LIMIT, message),
             ReserveError::KeyReused => {

@@ -21,6 +21,7 @@
 //! - [`catalog`]: sale files, the PostgreSQL catalog and arming a sale into Redis.
 //! - [`publish_static`]: the static catalog JSON and the list of sales, for a CDN.
 //! - [`reconcile`], [`rebuild`]: the on-call commands (Redis against PostgreSQL; a lost pool).
+//! - [`ending`]: the end of a sale (`sale end`) and the purge of its Redis state (`sale purge`).
 //!
 //! This crate never writes bookings to PostgreSQL: the consumer does, from the event stream.
 
@@ -29,6 +30,7 @@ pub mod api;
 pub mod auth;
 pub mod catalog;
 pub mod config;
+pub mod ending;
 pub mod error;
 pub mod gatekeeper;
 pub mod payments;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use floodgate_booking::catalog::{self, SaleFile};
-use floodgate_booking::{rebuild, reconcile};
+use floodgate_booking::{ending, rebuild, reconcile};
 use floodgate_booking::{AppState, Config};
 use floodgate_contract::keys::Keys;
 use floodgate_contract::runtime::{self, migrator, DatabaseArgs, KafkaArgs, RedisArgs};
@@ -80,6 +80,21 @@ enum SaleCommand {
         stores: StoreArgs,
         #[command(flatten)]
         tail: TailArgs,
+    },
+    /// End a sale: nothing more is sold. New claims stop at once; each pool ends once nothing is
+    /// in flight there (exits 2 saying what it waits for; run it again). The sale then leaves the
+    /// relay's and reaper's walk.
+    End {
+        sale: String,
+        #[command(flatten)]
+        stores: StoreArgs,
+    },
+    /// Delete an ended sale's Redis state once PostgreSQL has everything (reconciled, nothing
+    /// held or awaiting payment, every event applied); exits 2 saying why not, deleting nothing.
+    Purge {
+        sale: String,
+        #[command(flatten)]
+        stores: StoreArgs,
     },
     /// Compare each pool's Redis counters with PostgreSQL and print the drifts; exits with 2 if
     /// any remain. With --repair, fix those that are safe to fix (it only ever makes fewer seats
@@ -180,6 +195,35 @@ async fn sale(command: SaleCommand) -> anyhow::Result<()> {
             stores,
             tail,
         } => reconcile_sale(sale, repair, stores, tail.tail()).await,
+        SaleCommand::End { sale, stores } => {
+            let (db, keys, redis) = connect_stores(&stores).await?;
+            match ending::end(&db, &redis, &keys, &sale).await? {
+                ending::Ending::Ended => println!("sale {sale} ended: nothing more is sold"),
+                ending::Ending::Waiting(waiting) => {
+                    println!("sale {sale} is ending: new reservations are refused; waiting for");
+                    waiting.iter().for_each(|line| println!("  {line}"));
+                    println!("run `sale end {sale}` again once they are done");
+                    std::process::exit(2);
+                }
+            }
+            Ok(())
+        }
+        SaleCommand::Purge { sale, stores } => {
+            let (db, keys, redis) = connect_stores(&stores).await?;
+            match ending::purge(&db, &redis, &keys, &sale).await? {
+                ending::Purge::Purged { keys } => {
+                    println!(
+                        "sale {sale} purged from Redis ({keys} keys); PostgreSQL keeps everything"
+                    )
+                }
+                ending::Purge::Refused(problems) => {
+                    println!("sale {sale} not purged; nothing was deleted:");
+                    problems.iter().for_each(|line| println!("  {line}"));
+                    std::process::exit(2);
+                }
+            }
+            Ok(())
+        }
     }
 }
 

@@ -156,13 +156,7 @@ async fn rebuild_once(
     .await?
     .ok_or_else(|| anyhow::anyhow!("the catalog has no pool {pool} in sale {sale}"))?;
     let (sold, holds, records) = restore_plan(db, sale, pool).await?;
-    let seq: i64 = sqlx::query_scalar(
-        "select coalesce((select seq from pool_sequences where sale_id = $1 and pool_id = $2), 0)",
-    )
-    .bind(sale)
-    .bind(pool)
-    .fetch_one(db)
-    .await?;
+    let (seq, _) = crate::reconcile::applied_sequence(db, sale, pool).await?;
     let arming = PoolArming {
         sale,
         pool,

@@ -55,7 +55,7 @@ pub enum Drift {
 }
 
 impl Drift {
-    fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         match self {
             Drift::StateLost => "Redis has no state for this pool: it is refused until rebuilt".into(),
             Drift::OverCapacity { excess } => format!(
@@ -134,6 +134,19 @@ pub fn safe_repair(capacity: i64, r: RedisCounts, confirmed_seats: i64) -> Optio
     (changed && available <= r.available).then_some((available, sold))
 }
 
+/// The highest event sequence number of `pool` the consumer has applied from Kafka (0 for none),
+/// and whether PostgreSQL saw one of its numbers twice (the lost-writes check's inputs).
+pub async fn applied_sequence(db: &PgPool, sale: &str, pool: &str) -> sqlx::Result<(i64, bool)> {
+    sqlx::query_as(
+        "select coalesce(max(seq), 0)::int8, coalesce(bool_or(diverged_at is not null), false)
+         from pool_sequences where sale_id = $1 and pool_id = $2",
+    )
+    .bind(sale)
+    .bind(pool)
+    .fetch_one(db)
+    .await
+}
+
 /// Reads both sides of every pool of `sale`.
 pub async fn report(
     db: &PgPool,
@@ -159,14 +172,7 @@ pub async fn report(
         .bind(&pool)
         .fetch_one(db)
         .await?;
-        let (kafka_seq, reused): (i64, bool) = sqlx::query_as(
-            "select coalesce(max(seq), 0)::int8, coalesce(bool_or(diverged_at is not null), false)
-             from pool_sequences where sale_id = $1 and pool_id = $2",
-        )
-        .bind(sale)
-        .bind(&pool)
-        .fetch_one(db)
-        .await?;
+        let (kafka_seq, reused) = applied_sequence(db, sale, &pool).await?;
         let redis_counts = read_pool(&mut conn, &keys.pool(sale, &pool)).await?;
         let capacity = i64::from(capacity);
         let mut drifts = drifts(capacity, redis_counts, confirmed_seats);

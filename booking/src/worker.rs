@@ -8,6 +8,10 @@
 //!   pool (a lease per pool), which keeps a pool's events in order on its partition.
 //! - The **reaper** expires holds whose time has passed (`expire.lua`). Any number of instances
 //!   may reap the same pool: the script only expires a hold that is still held and due.
+//!
+//! Both walk the sales that have not ended. A sale that ended (`floodgate-booking sale end`)
+//! holds no seat, so the reaper leaves it alone; the relay looks at its outboxes only every
+//! [`ENDED_SALES_EVERY`], because a late webhook (a refund's result, say) still writes events there.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +26,10 @@ use crate::publish::{PublishError, Publisher};
 /// Most entries one relay pass sends for one pool, and most holds one reaper pass expires: keeps
 /// a pass short so every pool gets its turn.
 const BATCH: usize = 256;
+
+/// How often the relay looks at the outboxes of sales that ended: their events are rare (late
+/// webhooks) and may wait this long, and the sales that ended cost nothing in between.
+pub const ENDED_SALES_EVERY: Duration = Duration::from_secs(5);
 
 /// Why a relay or reaper pass stopped (the next pass tries again).
 #[derive(Debug, thiserror::Error)]
@@ -54,13 +62,18 @@ impl Workers {
         relay.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         reap.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut failing = false;
+        let ended_every =
+            (ENDED_SALES_EVERY.as_millis() / self.relay_interval.as_millis().max(1)).max(1) as u64;
+        let mut relays = 0u64;
         loop {
             let relaying = tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = relay.tick() => true,
                 _ = reap.tick() => false,
             };
-            let result = self.pass(relaying).await;
+            let with_ended = relaying && relays % ended_every == 0;
+            relays += u64::from(relaying);
+            let result = self.pass(relaying, with_ended).await;
             match result {
                 Ok(()) if failing => {
                     tracing::info!("relay and reaper recovered");
@@ -75,13 +88,17 @@ impl Workers {
         }
     }
 
-    /// One relay or reaper pass over every pool of every armed sale; the last failure, if any
-    /// (one pool's trouble does not stop the others').
-    async fn pass(&self, relaying: bool) -> Result<(), WorkerError> {
-        let pools = self.gatekeeper.armed_pools().await?;
+    /// One relay or reaper pass over every pool of every armed sale that has not ended (and, with
+    /// `with_ended`, of those that have); the last failure, if any (one pool's trouble does not
+    /// stop the others').
+    async fn pass(&self, relaying: bool, with_ended: bool) -> Result<(), WorkerError> {
+        let mut pools = self.gatekeeper.armed_pools().await?;
         let mut result = Ok(());
         if !relaying {
             result = self.check_sequences(&pools).await;
+        }
+        if with_ended {
+            pools.extend(self.gatekeeper.ended_pools().await?);
         }
         for (sale, pool) in pools {
             let pass = if relaying {

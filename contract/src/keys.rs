@@ -42,10 +42,18 @@ impl Keys {
         &self.prefix
     }
 
-    /// Set: ids of every armed sale. Read by background workers (relay, reaper) to find pools;
+    /// Set: ids of every armed sale that has not ended. Read by background workers (relay,
+    /// reaper) to find pools;
     /// never by a script, so it may live in any slot.
     pub fn sales(&self) -> String {
         format!("{}sales", self.prefix)
+    }
+
+    /// Set: ids of the sales that ended (`floodgate-booking sale end`) and whose Redis state is
+    /// not purged yet. The relay looks at their outboxes now and then (a late webhook still
+    /// writes events there); the reaper never does (they hold no seats).
+    pub fn ended_sales(&self) -> String {
+        format!("{}sales:ended", self.prefix)
     }
 
     /// Keys in the sale-wide slot of `sale`.

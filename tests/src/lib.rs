@@ -816,6 +816,29 @@ impl TestApp {
             .unwrap()
     }
 
+    /// Runs a `floodgate-booking` admin command (`["sale", "reconcile", sale]`, say) against this
+    /// app's Redis, broker and consumer group, with the PostgreSQL at `database_url`: its exit
+    /// code and everything it printed (standard output, then standard error).
+    pub fn booking_command(&self, database_url: &str, args: &[&str]) -> (i32, String) {
+        let output = std::process::Command::new(binary("floodgate-booking"))
+            .args(args)
+            .env("FLOODGATE_DATABASE_URL", database_url)
+            .envs(redis_env())
+            .env("FLOODGATE_REDIS_PREFIX", self.keys.prefix())
+            .env("FLOODGATE_KAFKA_BROKERS", kafka_brokers())
+            .env("FLOODGATE_RESERVATIONS_TOPIC", &self.topic)
+            .env("FLOODGATE_CONSUMER_GROUP", &self.consumer_group)
+            .env("RUST_LOG", "error")
+            .output()
+            .expect("the booking binary runs");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (output.status.code().unwrap_or(-1), said)
+    }
+
     /// Waits until `sale` has opened (as the ops API sees it).
     pub async fn until_open(&self, sale: &str) {
         let path = format!("/admin/v1/sales/{sale}");

@@ -24,11 +24,13 @@
 //! turned into a Rust type in exactly one function below.
 //!
 //! Besides the hot path: [`arming`] (loading a sale into Redis), [`repair`] (reconciliation and
-//! rebuilding a lost pool), and the relay's, reaper's and ops API's typed calls (`upkeep`,
+//! rebuilding a lost pool), [`ending`] (a sale's end and the purge of its state), and the relay's, reaper's and ops API's typed calls (`upkeep`,
 //! `ops`). Nothing outside this module reads a pool's keys or a script's reply.
 
 pub mod arming;
 mod buyers;
+mod claims;
+pub mod ending;
 mod ops;
 pub mod repair;
 mod replies;
@@ -45,10 +47,11 @@ use floodgate_contract::reservation::ReservationState;
 use floodgate_contract::runtime::RedisConn;
 use redis::Script;
 
+use claims::{Claim, Claimed};
 pub use ops::{SaleFigures, LATELY_MS};
 use replies::{
     parse_abort, parse_ack, parse_confirm, parse_release, parse_reserve, parse_start_payment,
-    protocol_error, Claim, Claimed,
+    protocol_error,
 };
 pub use replies::{
     Abort, Ack, Confirmation, Hold, PaymentStart, Release, ReserveError, StoredReservation,

@@ -27,6 +27,8 @@ pub enum ReserveError {
     UnknownPool,
     #[error("this pool is temporarily unavailable; retry shortly")]
     PoolUnavailable,
+    #[error("this sale has ended: nothing more is for sale in it")]
+    SaleEnded,
     /// The attempt reached the pool after its deadline; nothing was taken.
     #[error("the reservation took too long and was not made; retry with the same Idempotency-Key")]
     Late,
@@ -45,49 +47,6 @@ pub enum ReserveError {
     Redis(#[from] redis::RedisError),
     #[error("unexpected script reply: {0}")]
     Protocol(String),
-}
-
-/// What `claim_token.lua` said.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) enum Claim {
-    Claimed,
-    Retry,
-}
-
-/// A claim, with the deadline of this attempt (Unix ms, Redis' clock).
-#[derive(Debug, PartialEq, Eq)]
-pub(super) struct Claimed {
-    pub(super) claim: Claim,
-    pub(super) deadline_ms: UnixMillis,
-    /// The sale's per-buyer seat limit, if it sets one.
-    pub(super) buyer_limit: Option<u32>,
-}
-
-impl Claim {
-    pub(super) fn parse(reply: &[String]) -> Result<Claimed, ReserveError> {
-        let claim = match reply.first().map(String::as_str) {
-            Some("claimed") => Claim::Claimed,
-            Some("retry") => Claim::Retry,
-            Some("spent") => return Err(ReserveError::TokenSpent),
-            Some("mismatch") => return Err(ReserveError::KeyReused),
-            Some("unknown_sale") => return Err(ReserveError::UnknownSale),
-            Some("unknown_pool") => return Err(ReserveError::UnknownPool),
-            _ => return Err(ReserveError::Protocol(format!("claim_token: {reply:?}"))),
-        };
-        let deadline_ms = reply
-            .get(1)
-            .and_then(|d| d.parse().ok())
-            .ok_or_else(|| ReserveError::Protocol(format!("claim_token: {reply:?}")))?;
-        let buyer_limit = reply
-            .get(2)
-            .and_then(|l| l.parse::<u32>().ok())
-            .filter(|l| *l > 0);
-        Ok(Claimed {
-            claim,
-            deadline_ms,
-            buyer_limit,
-        })
-    }
 }
 
 /// Why the pool made no hold, and what that proves about other attempts (release_claim.lua).
@@ -140,6 +99,10 @@ pub(super) fn parse_reserve(reply: &[String]) -> Result<Hold, Result<Refusal, Re
         // lost writes (diverged): the refusal proves nothing about other attempts.
         Some("not_armed" | "diverged") => Err(Ok(Refusal {
             error: ReserveError::PoolUnavailable,
+            at_ms: 0,
+        })),
+        Some("ended") => Err(Ok(Refusal {
+            error: ReserveError::SaleEnded,
             at_ms: 0,
         })),
         _ => Err(bad()),
@@ -395,52 +358,6 @@ mod tests {
                 "{junk:?}"
             );
         }
-    }
-
-    #[test]
-    fn claim_replies_parse() {
-        assert_eq!(
-            Claim::parse(&strings(&["claimed", "123", "0"])).unwrap(),
-            Claimed {
-                claim: Claim::Claimed,
-                deadline_ms: 123,
-                buyer_limit: None,
-            }
-        );
-        assert_eq!(
-            Claim::parse(&strings(&["retry", "9", "4"]))
-                .unwrap()
-                .buyer_limit,
-            Some(4)
-        );
-        assert_eq!(
-            Claim::parse(&strings(&["retry", "9"])).unwrap().claim,
-            Claim::Retry
-        );
-        assert!(matches!(
-            Claim::parse(&strings(&["spent"])),
-            Err(ReserveError::TokenSpent)
-        ));
-        assert!(matches!(
-            Claim::parse(&strings(&["mismatch"])),
-            Err(ReserveError::KeyReused)
-        ));
-        assert!(matches!(
-            Claim::parse(&strings(&["unknown_sale"])),
-            Err(ReserveError::UnknownSale)
-        ));
-        assert!(matches!(
-            Claim::parse(&strings(&["unknown_pool"])),
-            Err(ReserveError::UnknownPool)
-        ));
-        assert!(matches!(
-            Claim::parse(&strings(&["?"])),
-            Err(ReserveError::Protocol(_))
-        ));
-        assert!(matches!(
-            Claim::parse(&strings(&["claimed"])),
-            Err(ReserveError::Protocol(_))
-        ));
     }
 
     #[test]

@@ -68,11 +68,21 @@ impl Gatekeeper {
         })
     }
 
-    /// Every pool of every armed sale, as `(sale, pool)`.
+    /// Every pool of every armed sale that has not ended, as `(sale, pool)`.
     pub async fn armed_pools(&self) -> redis::RedisResult<Vec<(String, String)>> {
+        self.pools_of(self.keys.sales()).await
+    }
+
+    /// Every pool of every sale that ended and is not purged yet.
+    pub async fn ended_pools(&self) -> redis::RedisResult<Vec<(String, String)>> {
+        self.pools_of(self.keys.ended_sales()).await
+    }
+
+    /// Every pool of every sale in the set `sales`.
+    async fn pools_of(&self, sales: String) -> redis::RedisResult<Vec<(String, String)>> {
         let mut conn = self.redis.clone();
         let sales: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(self.keys.sales())
+            .arg(sales)
             .query_async(&mut conn)
             .await?;
         if sales.is_empty() {

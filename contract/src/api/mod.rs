@@ -93,6 +93,8 @@ pub mod code {
     pub const TICKET_EXPIRED: &str = "ticket_expired";
     pub const NOT_IN_PREQUEUE: &str = "not_in_prequeue";
     pub const SOLD_OUT: &str = "sold_out";
+    /// The sale was ended by its operator (`floodgate-booking sale end`): nothing more is sold.
+    pub const SALE_ENDED: &str = "sale_ended";
     pub const NOT_PAYABLE: &str = "not_payable";
     pub const RESERVATION_ENDED: &str = "reservation_ended";
     pub const RESERVATION_LATE: &str = "reservation_late";

@@ -36,6 +36,8 @@ pub struct SaleMeta {
     pub paused: bool,
     /// Every pool is sold out and no hold can return: the room is closing.
     pub sold_out: bool,
+    /// When the operator ended the sale (`floodgate-booking sale end`), Unix ms.
+    pub ended_at_ms: Option<UnixMillis>,
     /// The sale's pools, in arming order.
     pub pools: Vec<String>,
     /// SHA-256 (hex) of the lottery's secret seed.
@@ -60,7 +62,7 @@ pub struct SaleMeta {
 
 impl SaleMeta {
     /// The hash's fields, in the order [`SaleMeta::from_fields`] reads them.
-    pub const FIELDS: [&'static str; 22] = [
+    pub const FIELDS: [&'static str; 23] = [
         "opens_at_ms",
         "rate",
         "token_ttl_ms",
@@ -83,6 +85,7 @@ impl SaleMeta {
         "challenge",
         "pow_difficulty",
         "buyer_seats",
+        "ended_at_ms",
     ];
 
     /// Adds the read of `keys`' meta to `pipe` (one reply, for [`SaleMeta::from_fields`]).
@@ -116,6 +119,7 @@ impl SaleMeta {
             stock_factor: num("stock_factor").unwrap_or(2.0),
             paused: get("paused") == Some("1"),
             sold_out: get("sold_out") == Some("1"),
+            ended_at_ms: num("ended_at_ms").map(|v| v as UnixMillis),
             pools: pool_list(get("pools").unwrap_or_default()),
             lottery_commitment: get("lottery_commitment").unwrap_or_default().to_owned(),
             lottery_secret: get("lottery_secret").map(str::to_owned),

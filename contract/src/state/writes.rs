@@ -74,3 +74,15 @@ pub fn sold_out(keys: &SaleKeys) -> Cmd {
     cmd.arg(keys.meta()).arg("sold_out").arg(1);
     cmd
 }
+
+/// Marks the sale over (`floodgate-booking sale end`): a token's first claim is refused from now
+/// on (claim_token.lua), and the waiting room tells everyone still in line it is sold out. The
+/// first end's time is kept.
+pub fn sale_ended(keys: &SaleKeys, at_ms: i64) -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    pipe.hset_nx(keys.meta(), "ended_at_ms", at_ms)
+        .ignore()
+        .hset(keys.meta(), "sold_out", 1)
+        .ignore();
+    pipe
+}

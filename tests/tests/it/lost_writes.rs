@@ -2,14 +2,12 @@
 //! replica had not received them) while Kafka and PostgreSQL have them: it is found by its event
 //! sequence, refused, and `sale reconcile --repair` replays PostgreSQL into it.
 
-use std::process::Command;
 use std::time::Duration;
 
 use floodgate_consumer::store::{apply_batch, decode};
 use floodgate_contract::events::Event;
 use floodgate_tests::{
-    assert_refused, binary, event, eventually, fresh_database, fresh_db, kafka_brokers, unique,
-    SaleSpec, TestApp,
+    assert_refused, event, eventually, fresh_database, fresh_db, unique, SaleSpec, TestApp,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -63,23 +61,8 @@ fn reconcile(app: &TestApp, url: &str, sale: &str, repair: bool) -> (bool, Strin
     if repair {
         args.push("--repair");
     }
-    let output = Command::new(binary("floodgate-booking"))
-        .args(args)
-        .env("FLOODGATE_DATABASE_URL", url)
-        .envs(floodgate_tests::redis_env())
-        .env("FLOODGATE_REDIS_PREFIX", app.keys.prefix())
-        .env("FLOODGATE_KAFKA_BROKERS", kafka_brokers())
-        .env("FLOODGATE_RESERVATIONS_TOPIC", &app.topic)
-        .env("FLOODGATE_CONSUMER_GROUP", &app.consumer_group)
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.success(), said)
+    let (code, said) = app.booking_command(url, &args);
+    (code == 0, said)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

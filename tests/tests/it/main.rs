@@ -12,6 +12,7 @@
 //! - [`buyers`]: signed-in buyers (identity, one place each, the pass bound to its buyer, the
 //!   per-buyer limit) and the bot check at the door.
 //! - [`consumer`], [`outages`], [`rebuild`], [`reconcile`]: durability, faults and recovery.
+//! - [`sale_end`]: the end of a sale and the purge of its Redis state.
 //! - [`cluster`]: a sale on a real Redis Cluster (the named scenarios also run on one, in
 //!   `deploy/test.sh`'s cluster pass).
 //! - [`catalog`], [`edge`], [`browser`]: sale files, the CDN configuration, the page in Chromium.
@@ -42,5 +43,6 @@ mod rebuild;
 mod reconcile;
 mod reservations;
 mod room_fleet;
+mod sale_end;
 mod waiting_room;
 mod walking_skeleton;

@@ -1,14 +1,12 @@
 //! A pool whose Redis state is wiped in the middle of a sale: refused until rebuilt from
 //! PostgreSQL and the Kafka tail, then the sale finishes with no seat sold twice.
 
-use std::process::Command;
 use std::time::Duration;
 
 use floodgate_contract::api::booking::ReservationCreated;
 use floodgate_contract::api::code;
 use floodgate_tests::{
-    assert_refused, binary, eventually, fresh_database, kafka_brokers, unique, Answer, SaleSpec,
-    TestApp,
+    assert_refused, eventually, fresh_database, unique, Answer, SaleSpec, TestApp,
 };
 
 async fn reserve(app: &TestApp, sale: &str, ticket: u64) -> Answer<ReservationCreated> {
@@ -89,23 +87,8 @@ async fn a_wiped_pool_is_refused_until_rebuilt_and_then_sells_no_seat_twice() {
     ticket += 1;
     assert_refused(reserve(&app, &sale, ticket).await, 503, "pool_unavailable");
 
-    let output = Command::new(binary("floodgate-booking"))
-        .args(["sale", "rebuild", &sale, "p1"])
-        .env("FLOODGATE_DATABASE_URL", &url)
-        .envs(floodgate_tests::redis_env())
-        .env("FLOODGATE_REDIS_PREFIX", app.keys.prefix())
-        .env("FLOODGATE_KAFKA_BROKERS", kafka_brokers())
-        .env("FLOODGATE_RESERVATIONS_TOPIC", &app.topic)
-        .env("FLOODGATE_CONSUMER_GROUP", &app.consumer_group)
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{said}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let (code, said) = app.booking_command(&url, &["sale", "rebuild", &sale, "p1"]);
+    assert_eq!(code, 0, "{said}");
     assert!(
         said.contains("available 4, held 2, sold 2 (4 reservation records restored)"),
         "{said}"

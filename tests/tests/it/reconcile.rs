@@ -1,28 +1,17 @@
 //! Reconciliation of Redis against PostgreSQL, through the real command: an injected drift is
 //! reported in its table, and `--repair` fixes what is safe to fix.
 
-use std::process::Command;
 use std::time::Duration;
 
 use floodgate_tests::eventually;
-use floodgate_tests::{binary, fresh_database, unique, SaleSpec, TestApp};
+use floodgate_tests::{fresh_database, unique, SaleSpec, TestApp};
 
 fn reconcile(app: &TestApp, database_url: &str, sale: &str, repair: bool) -> (i32, String) {
-    let mut command = Command::new(binary("floodgate-booking"));
-    command
-        .args(["sale", "reconcile", sale])
-        .env("FLOODGATE_DATABASE_URL", database_url)
-        .envs(floodgate_tests::redis_env())
-        .env("FLOODGATE_REDIS_PREFIX", app.keys.prefix())
-        .env("RUST_LOG", "error");
+    let mut args = vec!["sale", "reconcile", sale];
     if repair {
-        command.arg("--repair");
+        args.push("--repair");
     }
-    let output = command.output().expect("the booking binary runs");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-    )
+    app.booking_command(database_url, &args)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

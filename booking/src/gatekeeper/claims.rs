@@ -1,0 +1,105 @@
+//! What `claim_token.lua` (the sale-wide step of a reservation) answers, as a Rust type.
+
+use floodgate_contract::UnixMillis;
+
+use super::ReserveError;
+
+/// What `claim_token.lua` said.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Claim {
+    Claimed,
+    Retry,
+}
+
+/// A claim, with the deadline of this attempt (Unix ms, Redis' clock).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Claimed {
+    pub(super) claim: Claim,
+    pub(super) deadline_ms: UnixMillis,
+    /// The sale's per-buyer seat limit, if it sets one.
+    pub(super) buyer_limit: Option<u32>,
+}
+
+impl Claim {
+    pub(super) fn parse(reply: &[String]) -> Result<Claimed, ReserveError> {
+        let claim = match reply.first().map(String::as_str) {
+            Some("claimed") => Claim::Claimed,
+            Some("retry") => Claim::Retry,
+            Some("spent") => return Err(ReserveError::TokenSpent),
+            Some("mismatch") => return Err(ReserveError::KeyReused),
+            Some("unknown_sale") => return Err(ReserveError::UnknownSale),
+            Some("unknown_pool") => return Err(ReserveError::UnknownPool),
+            Some("ended") => return Err(ReserveError::SaleEnded),
+            _ => return Err(ReserveError::Protocol(format!("claim_token: {reply:?}"))),
+        };
+        let deadline_ms = reply
+            .get(1)
+            .and_then(|d| d.parse().ok())
+            .ok_or_else(|| ReserveError::Protocol(format!("claim_token: {reply:?}")))?;
+        let buyer_limit = reply
+            .get(2)
+            .and_then(|l| l.parse::<u32>().ok())
+            .filter(|l| *l > 0);
+        Ok(Claimed {
+            claim,
+            deadline_ms,
+            buyer_limit,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::strings;
+    use super::*;
+
+    #[test]
+    fn claim_replies_parse() {
+        assert_eq!(
+            Claim::parse(&strings(&["claimed", "123", "0"])).unwrap(),
+            Claimed {
+                claim: Claim::Claimed,
+                deadline_ms: 123,
+                buyer_limit: None,
+            }
+        );
+        assert_eq!(
+            Claim::parse(&strings(&["retry", "9", "4"]))
+                .unwrap()
+                .buyer_limit,
+            Some(4)
+        );
+        assert_eq!(
+            Claim::parse(&strings(&["retry", "9"])).unwrap().claim,
+            Claim::Retry
+        );
+        assert!(matches!(
+            Claim::parse(&strings(&["spent"])),
+            Err(ReserveError::TokenSpent)
+        ));
+        assert!(matches!(
+            Claim::parse(&strings(&["mismatch"])),
+            Err(ReserveError::KeyReused)
+        ));
+        assert!(matches!(
+            Claim::parse(&strings(&["unknown_sale"])),
+            Err(ReserveError::UnknownSale)
+        ));
+        assert!(matches!(
+            Claim::parse(&strings(&["unknown_pool"])),
+            Err(ReserveError::UnknownPool)
+        ));
+        assert!(matches!(
+            Claim::parse(&strings(&["ended"])),
+            Err(ReserveError::SaleEnded)
+        ));
+        assert!(matches!(
+            Claim::parse(&strings(&["?"])),
+            Err(ReserveError::Protocol(_))
+        ));
+        assert!(matches!(
+            Claim::parse(&strings(&["claimed"])),
+            Err(ReserveError::Protocol(_))
+        ));
+    }
+}

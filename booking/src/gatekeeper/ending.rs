@@ -1,0 +1,211 @@
+//! The end of a sale in Redis: marking it over (no new claim, no new hold), taking it out of the
+//! relay's and reaper's walk, and purging its state once PostgreSQL has everything. The
+//! decisions (may it end, may it be purged) are `crate::ending`'s; this is how Redis is asked.
+
+use floodgate_contract::keys::{Keys, PoolKeys, SaleKeys};
+use floodgate_contract::lua::pool_script;
+use floodgate_contract::runtime::RedisConn;
+use floodgate_contract::state::{writes, SaleMeta};
+use floodgate_contract::UnixMillis;
+use redis::RedisResult;
+
+use super::replies::protocol_error;
+
+/// What ending one pool found (`lua/end_pool.lua`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PoolEnd {
+    Ended {
+        at_ms: UnixMillis,
+    },
+    /// Seats in live holds (reserved or being paid): they are paid or expire first.
+    Holding {
+        seats: i64,
+    },
+    /// Events still in the outbox: the relay publishes them first.
+    Relaying {
+        events: i64,
+    },
+    NotArmed,
+}
+
+fn parse_end(reply: &[String]) -> RedisResult<PoolEnd> {
+    let number = |i: usize| reply.get(i).and_then(|v| v.parse::<i64>().ok());
+    let bad = || protocol_error("end_pool", reply);
+    match reply.first().map(String::as_str) {
+        Some("ended") => number(1)
+            .map(|at_ms| PoolEnd::Ended { at_ms })
+            .ok_or_else(bad),
+        Some("holding") => number(1)
+            .map(|seats| PoolEnd::Holding { seats })
+            .ok_or_else(bad),
+        Some("relaying") => number(1)
+            .map(|events| PoolEnd::Relaying { events })
+            .ok_or_else(bad),
+        Some("not_armed") => Ok(PoolEnd::NotArmed),
+        _ => Err(bad()),
+    }
+}
+
+/// Marks the sale over in its slot: from now on no admission token makes a first claim.
+pub async fn mark_sale_ended(
+    conn: &mut RedisConn,
+    sale: &SaleKeys,
+    at_ms: UnixMillis,
+) -> RedisResult<()> {
+    writes::sale_ended(sale, at_ms).query_async(conn).await
+}
+
+/// Ends one pool: no new hold from now on, if nothing is left in flight there.
+pub async fn end_pool(conn: &mut RedisConn, pool: &PoolKeys) -> RedisResult<PoolEnd> {
+    let reply: Vec<String> = pool_script(include_str!("../../../lua/end_pool.lua"))
+        .key(pool.config())
+        .key(pool.held())
+        .key(pool.outbox())
+        .invoke_async(conn)
+        .await?;
+    parse_end(&reply)
+}
+
+/// Takes an ended sale out of the walk of live sales and into that of ended ones.
+pub async fn retire_sale(conn: &mut RedisConn, keys: &Keys, sale: &str) -> RedisResult<()> {
+    // Two commands, in this order: the sale is always in one of the sets (the relay finds its
+    // outboxes either way).
+    let _: i64 = redis::cmd("SADD")
+        .arg(keys.ended_sales())
+        .arg(sale)
+        .query_async(conn)
+        .await?;
+    let _: i64 = redis::cmd("SREM")
+        .arg(keys.sales())
+        .arg(sale)
+        .query_async(conn)
+        .await?;
+    Ok(())
+}
+
+/// The sale's meta, or `None` once it is gone (purged, or never armed).
+pub async fn read_meta(conn: &mut RedisConn, sale: &SaleKeys) -> RedisResult<Option<SaleMeta>> {
+    let mut pipe = redis::pipe();
+    SaleMeta::query(&mut pipe, sale);
+    let (fields,): (Vec<Option<String>>,) = pipe.query_async(conn).await?;
+    Ok(SaleMeta::from_fields(&fields))
+}
+
+/// What a purge deletes besides the fixed keys of the sale's and its pools' slots: the
+/// per-record keys, named from PostgreSQL's bookings.
+pub struct Records {
+    /// `(pool, reservation id, admission token id)` of every booking of the sale.
+    pub bookings: Vec<(String, String, String)>,
+    pub pools: Vec<String>,
+}
+
+/// Deletes every key of an ended sale (its waiting room, token uses, pools, holds, records,
+/// outboxes), the sale's meta last, so a purge cut short is finished by running it again.
+/// Keys that expire by themselves are left to expire (buyers' records, webhook outcomes). Returns
+/// how many keys were deleted.
+pub async fn purge(
+    conn: &mut RedisConn,
+    keys: &Keys,
+    sale: &str,
+    records: &Records,
+) -> RedisResult<u64> {
+    let sale_keys = keys.sale(sale);
+    let gateways: Vec<String> = redis::cmd("SMEMBERS")
+        .arg(sale_keys.gateways())
+        .query_async(conn)
+        .await?;
+    let mut deleted = 0;
+    for pool in &records.pools {
+        let pool_keys = keys.pool(sale, pool);
+        let mut doomed = vec![
+            pool_keys.config(),
+            pool_keys.available(),
+            pool_keys.held(),
+            pool_keys.sold(),
+            pool_keys.holds(),
+            pool_keys.expiries(),
+            pool_keys.outbox(),
+            pool_keys.relay(),
+            pool_keys.relay_epoch(),
+        ];
+        for (_, reservation, token) in records.bookings.iter().filter(|(p, ..)| p == pool) {
+            doomed.push(pool_keys.reservation(reservation));
+            doomed.push(pool_keys.token_reservation(token));
+        }
+        deleted += unlink(conn, &doomed).await?;
+    }
+    let mut doomed = vec![
+        sale_keys.seq(),
+        sale_keys.frontier(),
+        sale_keys.leader(),
+        sale_keys.epoch(),
+        sale_keys.prequeue(),
+        sale_keys.prequeue_batches(),
+        sale_keys.gone(),
+        sale_keys.holders(),
+        sale_keys.dead(),
+        sale_keys.deaths(),
+        sale_keys.admits(),
+        sale_keys.batches(),
+        sale_keys.tokens(),
+    ];
+    for gateway in &gateways {
+        doomed.push(sale_keys.gateway_alive(gateway));
+        doomed.push(sale_keys.gateway_sessions(gateway));
+    }
+    doomed.extend(
+        records
+            .bookings
+            .iter()
+            .map(|(_, _, token)| sale_keys.token(token)),
+    );
+    deleted += unlink(conn, &doomed).await?;
+    // The registry and the meta last: while the meta is there the purge is not finished.
+    deleted += unlink(conn, &[sale_keys.gateways(), sale_keys.meta()]).await?;
+    for set in [keys.ended_sales(), keys.sales()] {
+        let _: i64 = redis::cmd("SREM")
+            .arg(set)
+            .arg(sale)
+            .query_async(conn)
+            .await?;
+    }
+    Ok(deleted)
+}
+
+/// `UNLINK`s keys of one slot, a bounded number per command.
+async fn unlink(conn: &mut RedisConn, doomed: &[String]) -> RedisResult<u64> {
+    let mut deleted = 0;
+    for chunk in doomed.chunks(500) {
+        let n: u64 = redis::cmd("UNLINK").arg(chunk).query_async(conn).await?;
+        deleted += n;
+    }
+    Ok(deleted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::strings;
+    use super::*;
+
+    #[test]
+    fn end_replies_parse() {
+        assert_eq!(
+            parse_end(&strings(&["ended", "17"])).unwrap(),
+            PoolEnd::Ended { at_ms: 17 }
+        );
+        assert_eq!(
+            parse_end(&strings(&["holding", "3"])).unwrap(),
+            PoolEnd::Holding { seats: 3 }
+        );
+        assert_eq!(
+            parse_end(&strings(&["relaying", "2"])).unwrap(),
+            PoolEnd::Relaying { events: 2 }
+        );
+        assert_eq!(
+            parse_end(&strings(&["not_armed"])).unwrap(),
+            PoolEnd::NotArmed
+        );
+        assert!(parse_end(&strings(&["holding"])).is_err());
+        assert!(parse_end(&strings(&["?"])).is_err());
+    }
+}
