@@ -1,29 +1,31 @@
 #!/usr/bin/env bash
 # Measures the consumer's persistence throughput (BENCHMARKS.md): publishes synthetic
-# reservation events to a fresh topic with floodgate-loadgen, starts a release consumer on a
-# fresh database, and times how fast the events land in PostgreSQL (first to last audit-trail
-# row), with the mean batch size from the consumer's metrics. Needs deploy/stack.sh up.
+# reservation events to a fresh topic with floodgate-loadgen, starts MEMBERS release consumers in
+# one group on a fresh database, and times how fast the events land in PostgreSQL (first to last
+# audit-trail row), with the mean batch size from the consumers' metrics. Needs
+# deploy/stack.sh up.
 #
-#   deploy/bench-consumer.sh [RESERVATIONS]   (default 40000: 60000 events)
+#   deploy/bench-consumer.sh [RESERVATIONS] [MEMBERS]   (default 40000: 60000 events; 1 member)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RESERVATIONS=${1:-40000}
+MEMBERS=${2:-1}
 FLOODGATE_HOME=${FLOODGATE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/floodgate}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$FLOODGATE_HOME/target}
 TANSU="$FLOODGATE_HOME/tansu-0.6.0/bin/tansu"
 PG=${PG:-postgres://postgres@127.0.0.1:5432}
 TOPIC="floodgate.bench.$RANDOM$RANDOM"
 DB="floodgate_bench_$RANDOM$RANDOM"
-METRICS=127.0.0.1:19102
+GROUP="bench-$RANDOM"
 
 cargo build --release -q -p floodgate-consumer -p floodgate-loadgen
 BIN=$CARGO_TARGET_DIR/release
 "$TANSU" topic create "$TOPIC" --partitions 6 --broker tcp://127.0.0.1:9092 >/dev/null
 "$TANSU" topic create "$TOPIC.dlq" --partitions 1 --broker tcp://127.0.0.1:9092 >/dev/null
 psql -q "$PG/postgres" -c "create database $DB"
-CONSUMER=
+CONSUMERS=()
 cleanup() {
-  [ -n "$CONSUMER" ] && kill "$CONSUMER" 2>/dev/null && wait "$CONSUMER" 2>/dev/null || true
+  [ ${#CONSUMERS[@]} -eq 0 ] || { kill "${CONSUMERS[@]}" 2>/dev/null; wait "${CONSUMERS[@]}" 2>/dev/null || true; }
   [ -n "${KEEP_DB:-}" ] || psql -q "$PG/postgres" -c "drop database if exists $DB" || true
 }
 trap cleanup EXIT
@@ -31,13 +33,15 @@ trap cleanup EXIT
 "$BIN/floodgate-loadgen" publish --topic "$TOPIC" --reservations "$RESERVATIONS" --pools 6
 EVENTS=$((RESERVATIONS + (RESERVATIONS + 1) / 2))
 
-FLOODGATE_DATABASE_URL="$PG/$DB" FLOODGATE_RESERVATIONS_TOPIC="$TOPIC" \
-  FLOODGATE_CONSUMER_GROUP="bench-$RANDOM" FLOODGATE_CONSUMER_INSTANCE_ID=bench-1 \
-  FLOODGATE_CONSUMER_METRICS_LISTEN=$METRICS RUST_LOG=${BENCH_LOG:-warn} \
-  "$BIN/floodgate-consumer" &
-CONSUMER=$!
+for m in $(seq 1 "$MEMBERS"); do
+  FLOODGATE_DATABASE_URL="$PG/$DB" FLOODGATE_RESERVATIONS_TOPIC="$TOPIC" \
+    FLOODGATE_CONSUMER_GROUP="$GROUP" FLOODGATE_CONSUMER_INSTANCE_ID="bench-$m" \
+    FLOODGATE_CONSUMER_METRICS_LISTEN="127.0.0.1:$((19100 + m))" RUST_LOG=${BENCH_LOG:-warn} \
+    "$BIN/floodgate-consumer" &
+  CONSUMERS+=($!)
+done
 until [ "$(psql -tAq "$PG/$DB" -c 'select count(*) from booking_events' 2>/dev/null || echo 0)" -ge "$EVENTS" ]; do
-  kill -0 $CONSUMER || { echo "the consumer died"; exit 1; }
+  for c in "${CONSUMERS[@]}"; do kill -0 "$c" || { echo "a consumer died"; exit 1; }; done
   sleep 0.5
 done
 psql -tAq "$PG/$DB" -F ' ' -c "select count(*), extract(epoch from max(recorded_at) - min(recorded_at))
@@ -45,8 +49,8 @@ psql -tAq "$PG/$DB" -F ' ' -c "select count(*), extract(epoch from max(recorded_
   read -r n secs
   awk -v n="$n" -v s="$secs" 'BEGIN { printf "events=%d in %.2f s: %.0f events/s\n", n, s, n / s }'
 }
-curl -s "http://$METRICS/metrics" | awk '
-  /^floodgate_consumer_batch_size_sum/ { sum = $2 }
-  /^floodgate_consumer_batch_size_count/ { count = $2 }
-  /^floodgate_consumer_rows_written_total/ { rows = $2 }
+for m in $(seq 1 "$MEMBERS"); do curl -s "http://127.0.0.1:$((19100 + m))/metrics"; done | awk '
+  /^floodgate_consumer_batch_size_sum/ { sum += $2 }
+  /^floodgate_consumer_batch_size_count/ { count += $2 }
+  /^floodgate_consumer_rows_written_total/ { rows += $2 }
   END { printf "batches=%d mean batch=%.1f events, rows written=%d\n", count, sum / count, rows }'

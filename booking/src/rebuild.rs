@@ -3,8 +3,8 @@
 //! any seat twice (`floodgate-booking sale rebuild <sale> <pool>`, docs/runbook.md).
 //!
 //! 1. The Kafka tail: every event published before the rebuild must be in PostgreSQL, so the
-//!    command waits until the consumer group has committed past the topic's end as it was at
-//!    the start. (The lost pool is refused meanwhile, so it adds no events of its own.)
+//!    command waits until the consumer group has applied past the topic's end as it was at the
+//!    start (the group's offsets in PostgreSQL, `floodgate_contract::progress`). (The lost pool is refused meanwhile, so it adds no events of its own.)
 //! 2. From PostgreSQL: seats sold are the `CONFIRMED` rows; every `PENDING_PAYMENT` row is a hold
 //!    again, until its original expiry (the reaper then expires it as usual, and the consumer
 //!    records it). Every reservation's record and its token's pointer are restored, so a token
@@ -21,10 +21,11 @@
 use std::time::Duration;
 
 use floodgate_contract::keys::Keys;
+use floodgate_contract::progress;
 use floodgate_contract::reservation::ReservationState;
 use floodgate_contract::runtime::RedisConn;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use rdkafka::ClientConfig;
 
 use sqlx::PgPool;
 use time::OffsetDateTime;
@@ -50,56 +51,37 @@ pub struct Rebuilt {
     pub records: usize,
 }
 
-/// Waits until the consumer group has committed, on every partition, at least the end offset
-/// the topic had when this was called.
-pub async fn wait_for_consumer(tail: &KafkaTail) -> anyhow::Result<()> {
+/// Waits until the consumer group has applied, on every partition, at least up to the end offset
+/// the topic had when this was called (the group's offsets are in PostgreSQL, stored with the
+/// rows they produced).
+pub async fn wait_for_consumer(db: &PgPool, tail: &KafkaTail) -> anyhow::Result<()> {
     let client: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", &tail.brokers)
         .set("group.id", &tail.group)
         .set("enable.auto.commit", "false")
         .create()?;
-    let client = std::sync::Arc::new(client);
     let topic = tail.topic.clone();
-    let ends = {
-        let (client, topic) = (client.clone(), topic.clone());
-        tokio::task::spawn_blocking(move || {
-            let timeout = Duration::from_secs(10);
-            let metadata = client.fetch_metadata(Some(&topic), timeout)?;
-            let mut ends = Vec::new();
-            for t in metadata.topics() {
-                for p in t.partitions() {
-                    let (_, high) = client.fetch_watermarks(&topic, p.id(), timeout)?;
-                    ends.push((p.id(), high));
-                }
+    let ends = tokio::task::spawn_blocking(move || {
+        let timeout = Duration::from_secs(10);
+        let metadata = client.fetch_metadata(Some(&topic), timeout)?;
+        let mut ends = Vec::new();
+        for t in metadata.topics() {
+            for p in t.partitions() {
+                let (_, high) = client.fetch_watermarks(&topic, p.id(), timeout)?;
+                ends.push((p.id(), high));
             }
-            Ok::<_, rdkafka::error::KafkaError>(ends)
-        })
-        .await??
-    };
-    anyhow::ensure!(!ends.is_empty(), "topic {topic} has no partitions");
+        }
+        Ok::<_, rdkafka::error::KafkaError>(ends)
+    })
+    .await??;
+    anyhow::ensure!(!ends.is_empty(), "topic {} has no partitions", tail.topic);
     let deadline = tokio::time::Instant::now() + tail.timeout;
     loop {
-        let (c, t, e) = (client.clone(), topic.clone(), ends.clone());
-        let behind = tokio::task::spawn_blocking(move || {
-            let mut list = TopicPartitionList::new();
-            for (partition, _) in &e {
-                list.add_partition(&t, *partition);
-            }
-            let committed = c.committed_offsets(list, Duration::from_secs(10))?;
-            let mut behind = 0i64;
-            for (partition, end) in &e {
-                let at = committed
-                    .find_partition(&t, *partition)
-                    .and_then(|p| match p.offset() {
-                        Offset::Offset(o) => Some(o),
-                        _ => None,
-                    })
-                    .unwrap_or(0);
-                behind += (end - at).max(0);
-            }
-            Ok::<_, rdkafka::error::KafkaError>(behind)
-        })
-        .await??;
+        let stored = progress::stored_offsets(db, &tail.group, &tail.topic).await?;
+        let behind: i64 = ends
+            .iter()
+            .map(|(partition, end)| (end - stored.get(partition).copied().unwrap_or(0)).max(0))
+            .sum();
         if behind == 0 {
             return Ok(());
         }
@@ -125,7 +107,7 @@ pub async fn rebuild(
 ) -> anyhow::Result<Rebuilt> {
     let deadline = tokio::time::Instant::now() + tail.timeout;
     loop {
-        wait_for_consumer(tail).await?;
+        wait_for_consumer(db, tail).await?;
         if let Some(done) = rebuild_once(db, redis, keys, sale, pool).await? {
             return Ok(done);
         }

@@ -1,17 +1,18 @@
-//! The consumer group's lag (high watermark minus committed offset, per partition), published
+//! The consumer group's lag (high watermark minus the stored offset, per partition), published
 //! as metrics every few seconds: how far PostgreSQL is behind the decisions.
 
 use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::{Offset, TopicPartitionList};
+use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
-/// Publishes the group's lag (high watermark minus committed offset, per partition) every few
-/// seconds, from a client of its own so the consuming loop never waits for it.
+/// Publishes the group's lag every few seconds, from a Kafka client of its own so the consuming
+/// loop never waits for it. The offsets are the group's in PostgreSQL (`membership`).
 pub async fn report_lag(
     brokers: String,
+    db: PgPool,
     group: String,
     topic: String,
     shutdown: CancellationToken,
@@ -31,8 +32,15 @@ pub async fn report_lag(
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(LAG_INTERVAL) => {}
         }
+        let stored = match floodgate_contract::progress::stored_offsets(&db, &group, &topic).await {
+            Ok(stored) => stored,
+            Err(e) => {
+                tracing::debug!(error = %e, "lag not available");
+                continue;
+            }
+        };
         let (client, topic) = (client.clone(), topic.clone());
-        let lags = tokio::task::spawn_blocking(move || lag_of(&client, &topic)).await;
+        let lags = tokio::task::spawn_blocking(move || lag_of(&client, &topic, &stored)).await;
         match lags {
             Ok(Ok(lags)) => {
                 let mut total = 0;
@@ -54,24 +62,17 @@ const LAG_INTERVAL: Duration = Duration::from_secs(5);
 fn lag_of(
     client: &BaseConsumer,
     topic: &str,
+    stored: &std::collections::HashMap<i32, i64>,
 ) -> Result<Vec<(i32, i64)>, rdkafka::error::KafkaError> {
     let timeout = Duration::from_secs(5);
     let metadata = client.fetch_metadata(Some(topic), timeout)?;
-    let mut list = TopicPartitionList::new();
+    let mut lags = Vec::new();
     for t in metadata.topics() {
         for p in t.partitions() {
-            list.add_partition(topic, p.id());
+            let (low, high) = client.fetch_watermarks(topic, p.id(), timeout)?;
+            let at = stored.get(&p.id()).copied().unwrap_or(low);
+            lags.push((p.id(), (high - at).max(0)));
         }
-    }
-    let committed = client.committed_offsets(list, timeout)?;
-    let mut lags = Vec::new();
-    for element in committed.elements() {
-        let (low, high) = client.fetch_watermarks(topic, element.partition(), timeout)?;
-        let position = match element.offset() {
-            Offset::Offset(o) => o,
-            _ => low,
-        };
-        lags.push((element.partition(), (high - position).max(0)));
     }
     Ok(lags)
 }

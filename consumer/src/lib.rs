@@ -3,19 +3,26 @@
 //! # Layout
 //! - [`lib.rs`](self): [`Config`] and [`run`], the consume-apply-commit loop, in batches, and
 //!   the one way a step is retried until it is done.
-//! - `intake`: the group membership, batching, and committing offsets.
+//! - `membership`: the consumer group, kept in PostgreSQL (who reads which partition, and each
+//!   partition's offset).
+//! - `intake`: reading the partitions this member holds, in batches.
 //! - [`store`]: the state machine and applying a batch of events to the database, idempotently.
 //! - `dead_letter`: the topic where events that can never be applied are set aside.
 //! - `lag`: the group's lag, published as metrics.
 //!
-//! Order of effects, which is what makes delivery at-least-once and the result exactly-once: a
-//! batch's rows (and its poison messages, to the dead-letter topic) are committed first, the Kafka
-//! offsets after. A crash between the two redelivers the batch, and the writes keyed on the
-//! reservation id and the event id absorb the repeat.
+//! Order of effects, which is what makes each event applied once: a batch's undecodable messages
+//! go to the dead-letter topic first; then its rows and its partitions' offsets are committed in
+//! one PostgreSQL transaction, which also checks that this member still holds those partitions.
+//! A crash before the commit leaves nothing, and the partition's next reader starts at the
+//! stored offset. (A batch with an event that violates a constraint is applied one event at a
+//! time, its poison sent to the dead-letter topic, and the offsets moved after: a crash in
+//! between applies those events again, and the writes keyed on the reservation id and the event
+//! id absorb the repeat.)
 
 mod dead_letter;
 mod intake;
 mod lag;
+pub mod membership;
 pub mod store;
 
 use std::time::Duration;
@@ -26,24 +33,25 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use dead_letter::DeadLetters;
-use intake::{next_batch, Next, Offsets};
+use intake::{next_batch, Next};
+use membership::{Fence, Membership};
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct Config {
     #[command(flatten)]
     pub kafka: KafkaArgs,
-    /// Consumer group; instances in one group share the topic's partitions.
+    /// Consumer group; instances in one group share the topic's partitions (the group is kept in
+    /// PostgreSQL: `membership`).
     #[arg(
         long,
         env = "FLOODGATE_CONSUMER_GROUP",
         default_value = "floodgate-consumer"
     )]
     pub group: String,
-    /// Static group membership id (`group.instance.id`), stable across restarts and unique per
-    /// instance. A restarted instance takes its partitions straight back instead of waiting for
-    /// the broker to expire its previous incarnation; checked against Tansu, which otherwise
-    /// keeps a `kill -9`ed member in the group and assigns it partitions no one reads.
-    #[arg(long, env = "FLOODGATE_CONSUMER_INSTANCE_ID")]
+    /// This instance's id in the group, stable across restarts and unique per instance (no
+    /// `/`). A restarted instance takes its partitions straight back instead of waiting for its
+    /// earlier run's leases to lapse. Without one, each start is a new member.
+    #[arg(long, env = "FLOODGATE_CONSUMER_INSTANCE_ID", value_parser = instance_id)]
     pub instance_id: Option<String>,
     /// librdkafka debug contexts (e.g. `cgrp,fetch`) for diagnosing the broker conversation.
     #[arg(long, env = "FLOODGATE_KAFKA_DEBUG")]
@@ -59,24 +67,22 @@ pub struct Config {
     /// batches under load and cost nothing when idle.
     #[arg(long, env = "FLOODGATE_CONSUMER_LINGER_MS", default_value_t = 10)]
     pub batch_linger_ms: u64,
-    /// Least time between two offset commits. Each commit is a write on the broker; committing
-    /// after every batch made the broker, not PostgreSQL, the bottleneck (BENCHMARKS.md). After
-    /// a crash, at most this much is consumed again, and absorbed.
-    #[arg(
-        long,
-        env = "FLOODGATE_CONSUMER_COMMIT_INTERVAL_MS",
-        default_value_t = 1_000
-    )]
-    pub commit_interval_ms: u64,
     /// How long the group waits for a member it has not heard from before it gives the
-    /// member's partitions to the others (`session.timeout.ms`). A killed instance's partitions
-    /// wait this long; 45 s is librdkafka's default, a few seconds suit a test.
+    /// member's partitions to the others. A killed instance's partitions wait this long (a
+    /// stopped one gives them back at once); a few seconds suit a test.
     #[arg(
         long,
         env = "FLOODGATE_CONSUMER_SESSION_TIMEOUT_MS",
         default_value_t = 45_000
     )]
     pub session_timeout_ms: u64,
+}
+
+fn instance_id(text: &str) -> Result<String, String> {
+    if text.is_empty() || text.len() > 128 || text.contains('/') {
+        return Err("an instance id is 1 to 128 characters, without '/'".into());
+    }
+    Ok(text.to_owned())
 }
 
 impl Config {
@@ -91,84 +97,190 @@ impl Config {
 /// up quickly after a blip; the offset is not committed meanwhile, so nothing is skipped.
 pub(crate) const RETRY_DELAY: Duration = Duration::from_millis(500);
 
-/// Consumes until `shutdown` is cancelled, then commits the offsets of everything already
-/// written to the database.
+/// Consumes until `shutdown` is cancelled, then gives this member's partitions back.
 pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> anyhow::Result<()> {
     floodgate_contract::runtime::metrics();
-    let consumer = intake::subscribe(config)?;
+    let topic = config.kafka.reservations_topic.clone();
+    let consumer = std::sync::Arc::new(intake::connect(config)?);
     let dead_letters = DeadLetters::new(&config.kafka.kafka_brokers, config.dlq_topic())?;
+    let mut group = Membership::new(
+        db.clone(),
+        &config.group,
+        &topic,
+        config.instance_id.as_deref(),
+        Duration::from_millis(config.session_timeout_ms),
+    );
     let lag = tokio::spawn(lag::report_lag(
         config.kafka.kafka_brokers.clone(),
+        db.clone(),
         config.group.clone(),
-        config.kafka.reservations_topic.clone(),
+        topic.clone(),
         shutdown.clone(),
     ));
+    tracing::info!(%topic, group = %config.group, "consumer started");
     let linger = Duration::from_millis(config.batch_linger_ms);
-    let mut offsets = Offsets::new(Duration::from_millis(config.commit_interval_ms));
+    let mut next_round = tokio::time::Instant::now();
+    let mut rewind = false;
     loop {
-        let max = config.batch_max.max(1);
-        let next = next_batch(&consumer, max, linger, &shutdown, offsets.idle_after()).await;
-        let batch = match next {
-            Next::Shutdown => break,
-            Next::Idle => {
-                offsets.commit_idle(&consumer);
-                continue;
+        if tokio::time::Instant::now() >= next_round {
+            next_round = tokio::time::Instant::now() + group.interval();
+            if let Err(e) = take_round(&consumer, &mut group, &topic, rewind).await {
+                // Tried again next round; meanwhile the partitions held are still read, and a
+                // batch for one taken away is refused at its commit.
+                tracing::warn!(error = %e, "the group's round failed");
+            } else {
+                rewind = false;
             }
+        }
+        let max = config.batch_max.max(1);
+        let until_round = next_round.saturating_duration_since(tokio::time::Instant::now());
+        let batch = match next_batch(&consumer, max, linger, &shutdown, Some(until_round)).await {
+            Next::Shutdown => break,
+            Next::Idle => continue,
             Next::Batch(batch) => batch,
         };
-        // Shut down while retrying: the batch is not committed, so it is read again.
-        if handle(&db, &dead_letters, &batch, &shutdown)
-            .await
-            .is_none()
-        {
-            break;
+        let fence = group.fence();
+        // Fetched before a partition was given back: its new reader has them.
+        let batch: Vec<OwnedMessage> = batch
+            .into_iter()
+            .filter(|m| fence.epochs.contains_key(&m.partition()))
+            .collect();
+        if batch.is_empty() {
+            continue;
         }
-        offsets.applied(&batch, &consumer);
+        match handle(&db, &dead_letters, &batch, &fence, &shutdown).await {
+            None => break,
+            Some(Ok(())) => {}
+            Some(Err(partition)) => {
+                // Nothing of the batch was written: read again from the stored offsets of
+                // whatever this member still holds.
+                tracing::warn!(partition, "a partition was taken over; rebalancing");
+                next_round = tokio::time::Instant::now();
+                rewind = true;
+            }
+        }
     }
     lag.abort();
-    offsets.commit_final(&consumer);
+    if let Err(e) = group.leave().await {
+        tracing::warn!(error = %e, "could not give the partitions back; they pass on when the session lapses");
+    }
+    tracing::info!("consumer stopped");
     Ok(())
 }
 
-/// Puts one batch in the database, and its poison messages on the dead-letter topic, retrying
-/// each until it is done; `None` if shut down first.
+/// One round of the group; reads the partitions anew if they changed (or `rewind`: a batch was
+/// refused and the positions must go back to the stored offsets).
+async fn take_round(
+    consumer: &std::sync::Arc<rdkafka::consumer::StreamConsumer>,
+    group: &mut Membership,
+    topic: &str,
+    rewind: bool,
+) -> anyhow::Result<()> {
+    let partitions = intake::partitions(consumer, topic).await?;
+    if group.rebalance(partitions).await? || rewind {
+        intake::assign(consumer, topic, group.owned())?;
+        metrics::gauge!("floodgate_consumer_partitions").set(group.owned().len() as f64);
+    }
+    Ok(())
+}
+
+/// Puts one batch in the database with its partitions' offsets, and its poison messages on the
+/// dead-letter topic, retrying each step until it is done; `None` if shut down first,
+/// `Some(Err(partition))` if this member no longer holds a partition of the batch (nothing of it
+/// was written).
 async fn handle(
     db: &PgPool,
     dead_letters: &DeadLetters,
     batch: &[OwnedMessage],
+    fence: &Fence,
     shutdown: &CancellationToken,
-) -> Option<()> {
+) -> Option<Result<(), i32>> {
     metrics::histogram!("floodgate_consumer_batch_size").record(batch.len() as f64);
     let mut events = Vec::with_capacity(batch.len());
-    let mut poison = Vec::new();
+    let mut undecodable = Vec::new();
     for message in batch {
         let payload = message.payload().unwrap_or_default();
         match store::decode(payload, message.partition(), message.offset()) {
             Ok(event) => events.push(event),
-            Err(e) => poison.push((message, e.to_string())),
+            Err(e) => undecodable.push((message, e.to_string())),
         }
     }
+    // Set aside before the offsets pass them: a poison message is never lost.
+    set_aside(dead_letters, &undecodable, shutdown).await?;
+    let next = intake::next_offsets(batch);
+    let advance = store::Advance { fence, next: &next };
     let applying = std::time::Instant::now();
     let applied = until_done(
         shutdown,
-        || apply(db, &events),
+        || apply(db, &events, &advance),
         |e| {
             metrics::counter!("floodgate_consumer_db_retries_total").increment(1);
-            tracing::warn!(error = %e, "database write failed; retrying without committing");
+            tracing::warn!(error = %e, "database write failed; retrying");
         },
     )
     .await?;
-    for (index, reason) in applied.poison {
-        let event = &events[index];
-        let message = batch
+    let applied = match applied {
+        Ok(applied) => applied,
+        Err(partition) => return Some(Err(partition)),
+    };
+    if !applied.poison.is_empty() {
+        let poison: Vec<(&OwnedMessage, String)> = applied
+            .poison
             .iter()
-            .find(|m| m.partition() == event.partition && m.offset() == event.offset)
-            .expect("every event comes from a message of the batch");
-        poison.push((message, reason));
+            .map(|(index, reason)| {
+                let event = &events[*index];
+                let message = batch
+                    .iter()
+                    .find(|m| m.partition() == event.partition && m.offset() == event.offset)
+                    .expect("every event comes from a message of the batch");
+                (message, reason.clone())
+            })
+            .collect();
+        set_aside(dead_letters, &poison, shutdown).await?;
+        let moved = until_done(
+            shutdown,
+            || async {
+                match store::advance_offsets(db, &advance).await {
+                    Ok(()) => Ok(Ok(())),
+                    Err(store::ApplyError::Fenced(p)) => Ok(Err(p)),
+                    Err(e) => Err(e),
+                }
+            },
+            |e| tracing::warn!(error = %e, "storing the offsets failed; retrying"),
+        )
+        .await?;
+        if let Err(partition) = moved {
+            return Some(Err(partition));
+        }
     }
-    for (message, reason) in &poison {
-        // Not committed past until the dead-letter topic has it: a poison message is set
-        // aside, never lost.
+    // Each event that moved a booking wrote one row; the rest (late, repeated, refund
+    // progress) changed nothing but the audit trail.
+    let outcome = &applied.outcome;
+    metrics::counter!("floodgate_consumer_events_total", "outcome" => "changed")
+        .increment(outcome.rows_written);
+    metrics::counter!("floodgate_consumer_events_total", "outcome" => "unchanged")
+        .increment(outcome.events_recorded.saturating_sub(outcome.rows_written));
+    // Delivered again after they were applied (their audit entry was there): absorbed, and
+    // rare: only a batch that set poison aside can be applied twice (see the crate's notes).
+    metrics::counter!("floodgate_consumer_events_total", "outcome" => "repeated")
+        .increment((events.len() as u64).saturating_sub(outcome.events_recorded));
+    metrics::counter!("floodgate_consumer_rows_written_total").increment(outcome.rows_written);
+    tracing::debug!(
+        events = batch.len(),
+        rows = outcome.rows_written,
+        apply_ms = applying.elapsed().as_millis() as u64,
+        "batch applied"
+    );
+    Some(Ok(()))
+}
+
+/// Sends each poison message to the dead-letter topic, retrying until it has it.
+async fn set_aside(
+    dead_letters: &DeadLetters,
+    poison: &[(&OwnedMessage, String)],
+    shutdown: &CancellationToken,
+) -> Option<()> {
+    for (message, reason) in poison {
         until_done(
             shutdown,
             || dead_letters.send(message, reason),
@@ -180,20 +292,6 @@ async fn handle(
         metrics::counter!("floodgate_consumer_poison_total").increment(1);
         tracing::error!(%reason, partition = message.partition(), offset = message.offset(), topic = %dead_letters.topic(), "poison message sent to the dead-letter topic");
     }
-    // Each event that moved a booking wrote one row; the rest (late, repeated, refund
-    // progress) changed nothing but the audit trail.
-    let outcome = &applied.outcome;
-    metrics::counter!("floodgate_consumer_events_total", "outcome" => "changed")
-        .increment(outcome.rows_written);
-    metrics::counter!("floodgate_consumer_events_total", "outcome" => "unchanged")
-        .increment(outcome.events_recorded.saturating_sub(outcome.rows_written));
-    metrics::counter!("floodgate_consumer_rows_written_total").increment(outcome.rows_written);
-    tracing::debug!(
-        events = batch.len(),
-        rows = outcome.rows_written,
-        apply_ms = applying.elapsed().as_millis() as u64,
-        "batch applied"
-    );
     Some(())
 }
 
@@ -227,31 +325,39 @@ struct Applied {
     poison: Vec<(usize, String)>,
 }
 
-/// Applies the batch in one transaction. If that hits an event no retry can apply (a constraint
-/// it violates), the events are applied one at a time instead, to set exactly that one aside.
-async fn apply(db: &PgPool, events: &[store::Decoded]) -> Result<Applied, sqlx::Error> {
-    match store::apply_batch(db, events).await {
-        Ok(outcome) => Ok(Applied {
+/// Applies the batch and moves its offsets in one transaction. If that hits an event no retry
+/// can apply (a constraint it violates), the events are applied one at a time instead, to set
+/// exactly that one aside; the offsets are then moved by the caller, once the poison is set
+/// aside. `Ok(Err(partition))`: this member no longer holds that partition.
+async fn apply(
+    db: &PgPool,
+    events: &[store::Decoded],
+    advance: &store::Advance<'_>,
+) -> Result<Result<Applied, i32>, sqlx::Error> {
+    match store::apply_batch(db, events, Some(advance)).await {
+        Ok(outcome) => Ok(Ok(Applied {
             outcome,
             poison: Vec::new(),
-        }),
+        })),
         Err(store::ApplyError::Db(e)) => Err(e),
+        Err(store::ApplyError::Fenced(partition)) => Ok(Err(partition)),
         Err(store::ApplyError::Poison(_)) => {
             let mut applied = Applied {
                 outcome: store::BatchOutcome::default(),
                 poison: Vec::new(),
             };
             for (index, event) in events.iter().enumerate() {
-                match store::apply_batch(db, std::slice::from_ref(event)).await {
+                match store::apply_batch(db, std::slice::from_ref(event), None).await {
                     Ok(one) => {
                         applied.outcome.rows_written += one.rows_written;
                         applied.outcome.events_recorded += one.events_recorded;
                     }
                     Err(store::ApplyError::Db(e)) => return Err(e),
                     Err(store::ApplyError::Poison(reason)) => applied.poison.push((index, reason)),
+                    Err(store::ApplyError::Fenced(partition)) => return Ok(Err(partition)),
                 }
             }
-            Ok(applied)
+            Ok(Ok(applied))
         }
     }
 }

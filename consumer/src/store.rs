@@ -34,6 +34,17 @@ pub enum ApplyError {
     /// The database is unreachable or failed transiently: retry the same events.
     #[error("database: {0}")]
     Db(#[from] sqlx::Error),
+    /// This member no longer holds the partition (another took it over): nothing was written.
+    #[error("partition {0} is no longer this member's")]
+    Fenced(i32),
+}
+
+/// Where a batch moves its partitions' stored offsets, in its own transaction, and the fence
+/// that says this member still holds them.
+pub struct Advance<'a> {
+    pub fence: &'a crate::membership::Fence,
+    /// Per partition, the offset after the batch's last message.
+    pub next: &'a HashMap<i32, i64>,
 }
 
 /// The booking status an event moves a row to, if any.
@@ -120,8 +131,14 @@ pub struct BatchOutcome {
     pub events_recorded: u64,
 }
 
-/// Applies `events` in one transaction, in their order per reservation.
-pub async fn apply_batch(db: &PgPool, events: &[Decoded]) -> Result<BatchOutcome, ApplyError> {
+/// Applies `events` in one transaction, in their order per reservation, and in the same
+/// transaction moves the stored offsets as `advance` says (unless this member lost one of the
+/// partitions: then nothing is written).
+pub async fn apply_batch(
+    db: &PgPool,
+    events: &[Decoded],
+    advance: Option<&Advance<'_>>,
+) -> Result<BatchOutcome, ApplyError> {
     // Each reservation's events, in arrival order; round r applies the r-th of each.
     let mut queues: HashMap<&str, Vec<&Decoded>> = HashMap::new();
     for event in events {
@@ -143,8 +160,28 @@ pub async fn apply_batch(db: &PgPool, events: &[Decoded]) -> Result<BatchOutcome
         outcome.events_recorded += recorded;
     }
     record_sequences(&mut tx, events).await.map_err(classify)?;
+    if let Some(advance) = advance {
+        for (&partition, &next) in advance.next {
+            if !crate::membership::advance(&mut tx, advance.fence, partition, next).await? {
+                return Err(ApplyError::Fenced(partition));
+            }
+        }
+    }
     tx.commit().await?;
     Ok(outcome)
+}
+
+/// Moves the stored offsets as `advance` says, alone (after a batch applied one event at a time
+/// to set its poison aside): `Fenced` if this member lost one of the partitions.
+pub async fn advance_offsets(db: &PgPool, advance: &Advance<'_>) -> Result<(), ApplyError> {
+    let mut tx = db.begin().await?;
+    for (&partition, &next) in advance.next {
+        if !crate::membership::advance(&mut tx, advance.fence, partition, next).await? {
+            return Err(ApplyError::Fenced(partition));
+        }
+    }
+    tx.commit().await?;
+    Ok(())
 }
 
 /// A constraint violation fails the same way on every retry: poison. Anything else is the

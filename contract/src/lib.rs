@@ -11,6 +11,7 @@
 //! - [`keys`]: the Redis key layout and its hash tags (sale-wide slot, per-pool slot).
 //! - [`lottery`]: the verifiable pre-queue draw (keyed Feistel permutation, commitment).
 //! - [`lua`]: how a Lua script is put together from its body and the shared helper files.
+//! - [`progress`]: how far the consumer group has applied the topic (PostgreSQL's record).
 //! - [`redis_conn`]: one connection type for a single Redis and a Redis Cluster.
 //! - [`replicas`]: waiting until writes are on a replica (`WAIT`, grouped per slot).
 //! - [`reservation`]: a reservation's state in the Redis, API and PostgreSQL vocabularies.
@@ -35,6 +36,7 @@ pub mod ids;
 pub mod keys;
 pub mod lottery;
 pub mod lua;
+pub mod progress;
 pub mod redis_conn;
 pub mod replicas;
 pub mod reservation;

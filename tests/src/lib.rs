@@ -528,7 +528,6 @@ impl TestApp {
             dlq_topic: None,
             batch_max: 500,
             batch_linger_ms: 10,
-            commit_interval_ms: 200,
             session_timeout_ms: 45_000,
         };
         let (db, stop) = (self.db.clone(), self.shutdown.child_token());
@@ -932,6 +931,24 @@ pub fn assert_refused<T: std::fmt::Debug>(answer: Answer<T>, status: u16, code: 
         ),
         Ok(body) => panic!("expected {status} {code}, got {body:?}"),
     }
+}
+
+/// One series of a process' Prometheus text at `http://<metrics>/metrics` (`name{labels}` as
+/// rendered), or `None` while it is not there (or the process does not answer yet).
+pub async fn scrape(metrics: std::net::SocketAddr, series: &str) -> Option<f64> {
+    let text = reqwest::get(format!("http://{metrics}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
 }
 
 /// What a poll's probe answers: `true`, or `Some(value)`, once the wait is over.

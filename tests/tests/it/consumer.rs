@@ -40,7 +40,6 @@ fn config(topic: &str) -> floodgate_consumer::Config {
         dlq_topic: None,
         batch_max: 100,
         batch_linger_ms: 10,
-        commit_interval_ms: 200,
         session_timeout_ms: 45_000,
     }
 }
@@ -55,8 +54,24 @@ fn encoded(
     )
 }
 
-async fn count(db: &PgPool, sql: &str) -> i64 {
+pub(crate) async fn count(db: &PgPool, sql: &str) -> i64 {
     sqlx::query_scalar(sql).fetch_one(db).await.unwrap()
+}
+
+/// One booking row per reservation, `confirmed` of them paid.
+pub(crate) async fn assert_bookings(db: &PgPool, reservations: usize, confirmed: usize) {
+    assert_eq!(
+        count(db, "select count(*) from bookings").await as usize,
+        reservations
+    );
+    assert_eq!(
+        count(
+            db,
+            "select count(*) from bookings where status = 'CONFIRMED'"
+        )
+        .await as usize,
+        confirmed
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -219,18 +234,7 @@ async fn a_consumer_killed_mid_batch_leaves_exactly_one_row_per_reservation() {
     .await;
     again.kill().unwrap();
     again.wait().unwrap();
-    assert_eq!(
-        count(&db, "select count(*) from bookings").await as usize,
-        RESERVATIONS
-    );
-    assert_eq!(
-        count(
-            &db,
-            "select count(*) from bookings where status = 'CONFIRMED'"
-        )
-        .await as usize,
-        RESERVATIONS / 2
-    );
+    assert_bookings(&db, RESERVATIONS, RESERVATIONS / 2).await;
     assert_eq!(
         count(&db, "select count(distinct reservation_id) from bookings").await as usize,
         RESERVATIONS,
@@ -312,59 +316,30 @@ fn retries() -> f64 {
         .unwrap_or(0.0)
 }
 
-/// The group's committed lag on `topic`, as Kafka itself sees it: high watermark minus the
-/// committed offset, summed over the partitions.
-async fn committed_lag(topic: &str, group: &str) -> i64 {
-    let (topic, group) = (topic.to_owned(), group.to_owned());
+/// The group's lag on `topic`: high watermark (as Kafka says) minus the offset the group stored
+/// in PostgreSQL, summed over the partitions.
+async fn committed_lag(db: &PgPool, topic: &str, group: &str) -> i64 {
+    let stored = floodgate_contract::progress::stored_offsets(db, group, topic)
+        .await
+        .unwrap();
+    let topic = topic.to_owned();
     tokio::task::spawn_blocking(move || {
         use rdkafka::consumer::BaseConsumer;
-        use rdkafka::{Offset, TopicPartitionList};
         let client: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", kafka_brokers())
-            .set("group.id", &group)
             .set("enable.auto.commit", "false")
             .create()
             .unwrap();
         let timeout = Duration::from_secs(5);
-        let mut list = TopicPartitionList::new();
-        for partition in 0..3 {
-            list.add_partition(&topic, partition);
-        }
-        let committed = client.committed_offsets(list, timeout).unwrap();
-        committed
-            .elements()
-            .iter()
-            .map(|e| {
-                let (low, high) = client
-                    .fetch_watermarks(&topic, e.partition(), timeout)
-                    .unwrap();
-                let at = match e.offset() {
-                    Offset::Offset(o) => o,
-                    _ => low,
-                };
-                (high - at).max(0)
+        (0..3)
+            .map(|partition| {
+                let (low, high) = client.fetch_watermarks(&topic, partition, timeout).unwrap();
+                (high - stored.get(&partition).copied().unwrap_or(low)).max(0)
             })
             .sum()
     })
     .await
     .unwrap()
-}
-
-/// One series of the consumer process' metrics, if it is there yet.
-async fn process_metric(metrics: std::net::SocketAddr, series: &str) -> Option<f64> {
-    let text = reqwest::get(format!("http://{metrics}/metrics"))
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    text.lines().find_map(|l| {
-        l.strip_prefix(series)?
-            .strip_prefix(' ')?
-            .trim()
-            .parse()
-            .ok()
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -384,7 +359,6 @@ async fn defect_24_lag_returns_to_zero_after_a_kill_and_a_database_restart() {
             .env("FLOODGATE_CONSUMER_GROUP", &group)
             .env("FLOODGATE_CONSUMER_INSTANCE_ID", "lagging-consumer")
             .env("FLOODGATE_CONSUMER_METRICS_LISTEN", metrics.to_string())
-            .env("FLOODGATE_CONSUMER_COMMIT_INTERVAL_MS", "3000")
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .spawn()
@@ -422,7 +396,7 @@ async fn defect_24_lag_returns_to_zero_after_a_kill_and_a_database_restart() {
         "the consumer retries",
         Duration::from_secs(30),
         async || {
-            process_metric(metrics, "floodgate_consumer_db_retries_total")
+            floodgate_tests::scrape(metrics, "floodgate_consumer_db_retries_total")
                 .await
                 .is_some_and(|r| r >= 1.0)
         },
@@ -433,7 +407,7 @@ async fn defect_24_lag_returns_to_zero_after_a_kill_and_a_database_restart() {
     eventually(
         "the backlog is committed",
         Duration::from_secs(30),
-        async || committed_lag(&topic, &group).await == 0,
+        async || committed_lag(&db, &topic, &group).await == 0,
     )
     .await;
 
@@ -443,13 +417,15 @@ async fn defect_24_lag_returns_to_zero_after_a_kill_and_a_database_restart() {
     eventually(
         "the last events are committed",
         Duration::from_secs(30),
-        async || committed_lag(&topic, &group).await == 0,
+        async || committed_lag(&db, &topic, &group).await == 0,
     )
     .await;
     eventually(
         "the lag metric reads zero",
         Duration::from_secs(30),
-        async || process_metric(metrics, "floodgate_consumer_lag_total").await == Some(0.0),
+        async || {
+            floodgate_tests::scrape(metrics, "floodgate_consumer_lag_total").await == Some(0.0)
+        },
     )
     .await;
     consumer.kill().unwrap();

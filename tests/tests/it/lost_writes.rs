@@ -200,12 +200,12 @@ async fn the_consumer_marks_a_number_given_twice() {
         .unwrap()
     };
     // Numbers out of order (the relay sends late ones) and a redelivery are not divergence.
-    apply_batch(&db, &[numbered("r2", 2), numbered("r1", 1)])
+    apply_batch(&db, &[numbered("r2", 2), numbered("r1", 1)], None)
         .await
         .unwrap();
-    apply_batch(&db, &[numbered("r2", 2)]).await.unwrap();
+    apply_batch(&db, &[numbered("r2", 2)], None).await.unwrap();
     assert_eq!(mark().await, (2, false));
     // Another event with number 2: the pool's Redis gave it out again.
-    apply_batch(&db, &[numbered("r9", 2)]).await.unwrap();
+    apply_batch(&db, &[numbered("r9", 2)], None).await.unwrap();
     assert_eq!(mark().await, (2, true));
 }

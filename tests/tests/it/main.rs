@@ -11,7 +11,8 @@
 //!   its fairness, joins sent in batches, several gateways, the ops API.
 //! - [`buyers`]: signed-in buyers (identity, one place each, the pass bound to its buyer, the
 //!   per-buyer limit) and the bot check at the door.
-//! - [`consumer`], [`outages`], [`rebuild`], [`reconcile`]: durability, faults and recovery.
+//! - [`consumer`], [`consumer_group`], [`outages`], [`rebuild`], [`reconcile`]: durability, the
+//!   consumer group growing and shrinking, faults and recovery.
 //! - [`sale_end`]: the end of a sale and the purge of its Redis state.
 //! - [`cluster`]: a sale on a real Redis Cluster (the named scenarios also run on one, in
 //!   `deploy/test.sh`'s cluster pass).
@@ -28,6 +29,7 @@ mod buyers;
 mod catalog;
 mod cluster;
 mod consumer;
+mod consumer_group;
 mod edge;
 mod failover;
 mod fairness;

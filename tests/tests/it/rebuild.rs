@@ -104,12 +104,17 @@ async fn a_wiped_pool_is_refused_until_rebuilt_and_then_sells_no_seat_twice() {
         );
     }
 
-    // The sale goes on: the four free seats sell, then it is sold out...
+    // The sale goes on: the four free seats sell (and are paid, so they stay sold while the
+    // restored holds run out), then it is sold out...
     let mut sold_after = 0;
     loop {
         ticket += 1;
         match reserve(&app, &sale, ticket).await {
-            Ok(_) => sold_after += 1,
+            Ok(body) => {
+                app.pay(&sale, &body.reservation_id, &body.secret, "succeed")
+                    .await;
+                sold_after += 1;
+            }
             Err(refused) if refused.code() == code::SOLD_OUT => break,
             Err(other) => panic!("unexpected {other}"),
         }
