@@ -25,13 +25,14 @@ BIN=$CARGO_TARGET_DIR/release
 psql -q "$PG/postgres" -c "create database $DB"
 CONSUMERS=()
 cleanup() {
-  [ ${#CONSUMERS[@]} -eq 0 ] || { kill "${CONSUMERS[@]}" 2>/dev/null; wait "${CONSUMERS[@]}" 2>/dev/null || true; }
+  [ ${#CONSUMERS[@]} -eq 0 ] || {
+    kill -CONT "${CONSUMERS[@]}" 2>/dev/null
+    kill "${CONSUMERS[@]}" 2>/dev/null
+    wait "${CONSUMERS[@]}" 2>/dev/null || true
+  }
   [ -n "${KEEP_DB:-}" ] || psql -q "$PG/postgres" -c "drop database if exists $DB" || true
 }
 trap cleanup EXIT
-
-"$BIN/floodgate-loadgen" publish --topic "$TOPIC" --reservations "$RESERVATIONS" --pools 6
-EVENTS=$((RESERVATIONS + (RESERVATIONS + 1) / 2))
 
 for m in $(seq 1 "$MEMBERS"); do
   FLOODGATE_DATABASE_URL="$PG/$DB" FLOODGATE_RESERVATIONS_TOPIC="$TOPIC" \
@@ -40,6 +41,16 @@ for m in $(seq 1 "$MEMBERS"); do
     "$BIN/floodgate-consumer" &
   CONSUMERS+=($!)
 done
+# The group settles first (each member holds its share), then the members are paused while the
+# events are published, so what is timed is the group draining a backlog, not the publisher.
+owners() {
+  psql -tAq "$PG/$DB" -c "select count(distinct owner) from consumer_partitions where group_id = '$GROUP'" 2>/dev/null || echo 0
+}
+until [ "$(owners)" -ge "$MEMBERS" ]; do sleep 0.2; done
+kill -STOP "${CONSUMERS[@]}"
+"$BIN/floodgate-loadgen" publish --topic "$TOPIC" --reservations "$RESERVATIONS" --pools 6
+EVENTS=$((RESERVATIONS + (RESERVATIONS + 1) / 2))
+kill -CONT "${CONSUMERS[@]}"
 until [ "$(psql -tAq "$PG/$DB" -c 'select count(*) from booking_events' 2>/dev/null || echo 0)" -ge "$EVENTS" ]; do
   for c in "${CONSUMERS[@]}"; do kill -0 "$c" || { echo "a consumer died"; exit 1; }; done
   sleep 0.5
