@@ -136,6 +136,12 @@ impl<F: Flush> Batcher<F> {
 
     /// Sends `key`'s batches one after another until none is gathering.
     async fn drive(self, key: F::Key) {
+        // Should a flush panic, the lane must not stay marked as driven with nobody driving it:
+        // its gathering callers are told `Unanswered` and the next caller starts afresh.
+        let _abandon = AbandonOnPanic {
+            lanes: self.lanes.clone(),
+            key: key.clone(),
+        };
         loop {
             let batch = {
                 let mut lanes = self.lanes.lock().unwrap_or_else(|e| e.into_inner());
@@ -165,6 +171,21 @@ impl<F: Flush> Batcher<F> {
             if !gone.is_empty() {
                 self.flusher.abandoned(&key, &answer, gone).await;
             }
+        }
+    }
+}
+
+/// Removes a lane whose driver is unwinding from a panic (see [`Batcher::drive`]).
+struct AbandonOnPanic<F: Flush> {
+    lanes: Arc<Mutex<HashMap<F::Key, Lane<F>>>>,
+    key: F::Key,
+}
+
+impl<F: Flush> Drop for AbandonOnPanic<F> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut lanes = self.lanes.lock().unwrap_or_else(|e| e.into_inner());
+            lanes.remove(&self.key);
         }
     }
 }
@@ -273,6 +294,32 @@ mod tests {
         );
         // Keys have their own batches.
         assert_eq!(batcher.submit(2, 5).await, Ok((0, 4)));
+    }
+
+    /// Panics on the item 0, answers the others.
+    struct Fragile;
+
+    impl Flush for Fragile {
+        type Key = ();
+        type Item = u32;
+        type Answer = u32;
+
+        fn flush(&self, _key: &(), items: Vec<u32>) -> BoxFuture<'static, u32> {
+            async move {
+                assert!(!items.contains(&0), "a flush that panics");
+                items[0]
+            }
+            .boxed()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_flush_that_panics_answers_its_callers_and_leaves_the_batcher_usable() {
+        let batcher = Batcher::new(Fragile, 10);
+        assert_eq!(batcher.submit((), 0).await, Err(Unanswered));
+        // Without the lane cleared, this caller would gather behind a driver that is gone.
+        let next = tokio::time::timeout(Duration::from_secs(5), batcher.submit((), 7)).await;
+        assert_eq!(next, Ok(Ok((0, 7))), "the batcher is stuck after a panic");
     }
 
     #[tokio::test]
