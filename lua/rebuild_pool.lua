@@ -11,8 +11,9 @@
 -- ARGV[5] pool id   ARGV[6] fare per seat   ARGV[7] currency   ARGV[8] seats sold
 -- ARGV[9] the highest event sequence number PostgreSQL holds for the pool
 -- ARGV[10] number of live holds H, then H triples: reservation id, seats, hold expiry (Unix ms)
--- then, per reservation of KEYS[8..] in the same order, 9 values: id, token id, secret, seats,
---   ticket, hold expiry, reserved at (Unix ms), state, payment id ("" if none)
+-- then, per reservation of KEYS[8..] in the same order, 10 values: id, token id, secret, seats,
+--   ticket, hold expiry, reserved at (Unix ms), state, payment id ("" if none), buyer ("" if
+--   none: the events of the reservation's end carry it, so the buyer's seats are given back)
 --
 -- Returns {"rebuilt", available, held, sold}, {"intact"} if the pool has its state and is not
 -- refused (nothing changed: never overwrite live counters), {"busy"} if a refused pool still has
@@ -41,10 +42,10 @@ end
 
 local r = 11 + 3 * holds
 for k = 8, #KEYS, 2 do
-  local id, jti, secret, seats, ticket, expires, at, state, payment =
+  local id, jti, secret, seats, ticket, expires, at, state, payment, buyer =
     ARGV[r], ARGV[r + 1], ARGV[r + 2], ARGV[r + 3], ARGV[r + 4], ARGV[r + 5], ARGV[r + 6],
-    ARGV[r + 7], ARGV[r + 8]
-  r = r + 9
+    ARGV[r + 7], ARGV[r + 8], ARGV[r + 9]
+  r = r + 10
   -- A record Redis still has (a pool that lost only some writes) keeps its secret and its
   -- Idempotency-Key: its holder can still read, pay and replay it.
   local kept = redis.call('HMGET', KEYS[k], 'secret', 'idem')
@@ -58,6 +59,9 @@ for k = 8, #KEYS, 2 do
     'ticket', ticket, 'expires_ms', expires, 'at_ms', at, 'state', state, 'durable', '1')
   if payment ~= '' then
     redis.call('HSET', KEYS[k], 'payment_id', payment)
+  end
+  if buyer ~= '' then
+    redis.call('HSET', KEYS[k], 'buyer', buyer)
   end
   -- The token made this reservation, so it cannot make another.
   redis.call('HSET', KEYS[k + 1], 'id', id, 'idem', idem, 'secret', secret, 'seats', seats,

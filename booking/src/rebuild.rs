@@ -7,8 +7,9 @@
 //!    start (the group's offsets in PostgreSQL, `floodgate_contract::progress`). (The lost pool is refused meanwhile, so it adds no events of its own.)
 //! 2. From PostgreSQL: seats sold are the `CONFIRMED` rows; every `PENDING_PAYMENT` row is a hold
 //!    again, until its original expiry (the reaper then expires it as usual, and the consumer
-//!    records it). Every reservation's record and its token's pointer are restored, so a token
-//!    cannot reserve a second time and a late payment finds its reservation.
+//!    records it). Every reservation's record (with its buyer) and its token's pointer are
+//!    restored, so a token cannot reserve a second time, a late payment finds its reservation,
+//!    and a buyer's seats come back when their restored hold ends unpaid.
 //! 3. One atomic script (`lua/rebuild_pool.lua`) checks first that the pool really lost its
 //!    state or was refused for lost writes (it never touches a healthy one), then writes the
 //!    records, the pointers, the holds, the counters, the event sequence and the config, all at
@@ -193,10 +194,11 @@ async fn restore_plan(
         OffsetDateTime,
         OffsetDateTime,
         Option<String>,
+        Option<String>,
     );
     let rows: Vec<BookingRow> = sqlx::query_as(
         "select reservation_id, token_id, ticket, seats, status, reserved_at, hold_expires_at,
-                payment_id
+                payment_id, buyer
          from bookings where sale_id = $1 and pool_id = $2 order by reserved_at",
     )
     .bind(sale)
@@ -207,7 +209,7 @@ async fn restore_plan(
     let mut sold = 0i64;
     let mut holds = Vec::new();
     let mut records = Vec::new();
-    for (id, token, ticket, seats, status, reserved_at, expires_at, payment) in rows {
+    for (id, token, ticket, seats, status, reserved_at, expires_at, payment, buyer) in rows {
         // An unknown status cannot be: the table's check constraint lists them all.
         let Some((state, record_state)) =
             ReservationState::from_db(&status).and_then(|s| Some(s).zip(s.rebuilt()))
@@ -236,6 +238,7 @@ async fn restore_plan(
             reserved_at_ms: unix_ms(reserved_at),
             state: record_state,
             payment_id: payment,
+            buyer,
         });
     }
     Ok((sold, holds, records))

@@ -103,6 +103,8 @@ pub struct RestoredRecord {
     /// `rec.state`, in the scripts' vocabulary.
     pub state: &'static str,
     pub payment_id: Option<String>,
+    /// The buyer the reservation was made for, if its pass named one.
+    pub buyer: Option<String>,
 }
 
 /// What a rebuild did.
@@ -161,7 +163,8 @@ pub async fn rebuild_pool(
             .arg(r.expires_at_ms)
             .arg(r.reserved_at_ms)
             .arg(r.state)
-            .arg(r.payment_id.as_deref().unwrap_or_default());
+            .arg(r.payment_id.as_deref().unwrap_or_default())
+            .arg(r.buyer.as_deref().unwrap_or_default());
     }
     let reply: Vec<String> = script.invoke_async(conn).await?;
     parse_rebuild(&reply)

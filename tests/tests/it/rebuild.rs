@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use floodgate_contract::api::booking::ReservationCreated;
 use floodgate_contract::api::code;
+use floodgate_contract::settings::Door;
 use floodgate_tests::{
     assert_refused, eventually, fresh_database, unique, Answer, SaleSpec, TestApp,
 };
@@ -21,6 +22,23 @@ async fn reserve_with(
     key: &str,
 ) -> Answer<ReservationCreated> {
     app.reserve(sale, token, key, "p1", 1).await
+}
+
+/// Deletes every key of the sale's pool `p1`, as a Redis that lost it would.
+async fn wipe_pool(app: &TestApp, sale: &str) {
+    let pattern = format!("{}{{p:{sale}/p1}}*", app.keys.prefix());
+    let mut conn = app.redis.clone();
+    let lost: Vec<String> = redis::cmd("KEYS")
+        .arg(&pattern)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!lost.is_empty());
+    let _: () = redis::cmd("DEL")
+        .arg(&lost)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
 }
 
 async fn rows(db: &sqlx::PgPool, status: &str) -> i64 {
@@ -69,19 +87,7 @@ async fn a_wiped_pool_is_refused_until_rebuilt_and_then_sells_no_seat_twice() {
     .await;
 
     // Redis loses the pool.
-    let pattern = format!("{}{{p:{sale}/p1}}*", app.keys.prefix());
-    let mut conn = app.redis.clone();
-    let lost: Vec<String> = redis::cmd("KEYS")
-        .arg(&pattern)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert!(!lost.is_empty());
-    let _: () = redis::cmd("DEL")
-        .arg(&lost)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    wipe_pool(&app, &sale).await;
 
     // Refused, not read as empty or as full.
     ticket += 1;
@@ -147,6 +153,68 @@ async fn a_wiped_pool_is_refused_until_rebuilt_and_then_sells_no_seat_twice() {
         Duration::from_secs(30),
         || async {
             rows(&db, "PENDING_PAYMENT").await + rows(&db, "CONFIRMED").await == CAPACITY as i64
+        },
+    )
+    .await;
+}
+
+/// A hold restored by a rebuild still names its buyer: when it expires unpaid, the buyer's seats
+/// come back to them (the per-buyer limit), as they would for a hold that never left Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuilt_hold_gives_its_buyers_seats_back_when_it_expires() {
+    let (url, db) = fresh_database().await;
+    let app = TestApp::spawn(db.clone()).await;
+    let sale = unique("rebuild-buyer-");
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 10)],
+        opens_in: Duration::from_millis(500),
+        hold_ttl_secs: 3,
+        door: Door {
+            max_seats_per_buyer: Some(1),
+            ..Door::default()
+        },
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    app.until_open(&sale).await;
+    let dave = app.booking_client().signed_in(app.identity("dave").await);
+    let pass = app.buyer_token(&sale, 1, 1, 120_000, Some("dave"));
+    dave.reserve(&sale, &pass, "k1", "p1", 1)
+        .await
+        .expect("201");
+    eventually(
+        "the hold in PostgreSQL",
+        Duration::from_secs(30),
+        || async { rows(&db, "PENDING_PAYMENT").await == 1 },
+    )
+    .await;
+
+    wipe_pool(&app, &sale).await;
+    let (code, said) = app.booking_command(&url, &["sale", "rebuild", &sale, "p1"]);
+    assert_eq!(code, 0, "{said}");
+    // Dave's one seat is held: a second pass is over the limit, until the restored hold expires.
+    let second = app.buyer_token(&sale, 2, 1, 120_000, Some("dave"));
+    assert_refused(
+        dave.reserve(&sale, &second, "k2", "p1", 1).await,
+        409,
+        "buyer_limit",
+    );
+    eventually(
+        "the restored hold expires",
+        Duration::from_secs(30),
+        || async { rows(&db, "EXPIRED").await == 1 },
+    )
+    .await;
+    eventually(
+        "dave's seat is his to hold again",
+        Duration::from_secs(30),
+        || {
+            let (dave, second, sale) = (dave.clone(), second.clone(), sale.clone());
+            async move {
+                dave.reserve(&sale, &second, &unique("k"), "p1", 1)
+                    .await
+                    .is_ok()
+            }
         },
     )
     .await;
