@@ -27,7 +27,7 @@ set +a
 SALE="bench-idle-$RANDOM"
 "$BIN/floodgate-booking" sale create deploy/sales/bench.toml --id "$SALE" --opens-in-secs 3600 --arm >/dev/null
 
-RUST_LOG=warn "$BIN/floodgate-gateway" serve &
+FLOODGATE_DRAIN_DELAY_MS=0 RUST_LOG=warn "$BIN/floodgate-gateway" serve &
 GATEWAY=$!
 trap 'kill $GATEWAY $LOADGEN 2>/dev/null || true' EXIT
 LOADGEN=

@@ -24,6 +24,8 @@ BIN=$CARGO_TARGET_DIR/release
 export FLOODGATE_DATABASE_URL="$PG/$DB" FLOODGATE_REDIS_PREFIX="bench$RANDOM:"
 export FLOODGATE_MAX_CONNECTIONS_PER_IP=1000000 FLOODGATE_JOINS_PER_SEC_PER_IP=1000000
 export RUST_LOG=${BENCH_LOG:-warn}
+# No load balancer here: a stopped gateway closes at once.
+export FLOODGATE_DRAIN_DELAY_MS=0
 set -a
 # shellcheck disable=SC1090
 source <("$BIN/floodgate-gateway" keygen --kid bench | grep -v '^#')

@@ -31,6 +31,8 @@ export FLOODGATE_CONSUMER_GROUP="bench-$RANDOM"
 # The crowd comes from a handful of loopback addresses: lift the per-address limits.
 export FLOODGATE_MAX_CONNECTIONS_PER_IP=1000000 FLOODGATE_JOINS_PER_SEC_PER_IP=1000000
 export RUST_LOG=${BENCH_LOG:-warn}
+# No load balancer here: a stopped gateway closes at once.
+export FLOODGATE_DRAIN_DELAY_MS=0
 PREVIOUS=$(ls -d "$FLOODGATE_HOME"/bench/*/ 2>/dev/null | tail -n 1 || true)
 RESULTS="$FLOODGATE_HOME/bench/$(date +%Y%m%d-%H%M%S)"
 LOGS="$RESULTS/logs"

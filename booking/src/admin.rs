@@ -46,6 +46,7 @@ pub fn router(state: AppState, ops_token: Arc<SecretString>) -> Router {
             get(|| async { floodgate_contract::runtime::metrics().render() }),
         )
         .route("/healthz", get(crate::api::health))
+        .route("/readyz", get(crate::api::ready))
         .fallback(crate::api::not_found)
         // Ops bodies are a few dozen bytes.
         .layer(axum::extract::DefaultBodyLimit::max(4 * 1024))

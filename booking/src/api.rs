@@ -328,6 +328,27 @@ pub async fn health() -> Json<Health> {
     Json(Health::ok())
 }
 
+/// `GET /readyz`: Redis, PostgreSQL and the broker answer (each within a second), else 503:
+/// a booking service that cannot reach one of them cannot give a 201.
+pub async fn ready(
+    State(state): State<AppState>,
+) -> (StatusCode, Json<floodgate_contract::readiness::Readiness>) {
+    use floodgate_contract::readiness::{self, Check, CHECK_TIMEOUT};
+    let publisher = state.publisher.clone();
+    let readiness = readiness::check(vec![
+        Check::redis(state.gatekeeper.redis()),
+        Check::postgres(&state.db),
+        Check::new(
+            "kafka",
+            async move { publisher.reachable(CHECK_TIMEOUT).await },
+        ),
+    ])
+    .await;
+    let status =
+        StatusCode::from_u16(readiness.http_status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    (status, Json(readiness))
+}
+
 /// Any route not defined: a JSON 404 like every other error.
 pub async fn not_found() -> ApiError {
     ApiError::NotFound(code::NOT_FOUND, "no such endpoint".into())

@@ -166,6 +166,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/payments/webhook", post(webhook::receive_webhook))
         .route("/healthz", get(api::health))
+        .route("/readyz", get(api::ready))
         .fallback(api::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TraceLayer::new_for_http())

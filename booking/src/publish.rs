@@ -126,6 +126,21 @@ impl Publisher {
         tokio::task::spawn_blocking(move || drop(old));
     }
 
+    /// Whether the broker answers with the topic's metadata within `timeout` (readiness).
+    pub async fn reachable(&self, timeout: Duration) -> Result<(), String> {
+        let (producer, _) = self.producer();
+        let topic = self.topic.clone();
+        tokio::task::spawn_blocking(move || {
+            producer
+                .client()
+                .fetch_metadata(Some(&topic), timeout)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    }
+
     /// Waits up to `timeout` for every queued event to be acknowledged (graceful shutdown).
     pub fn flush(&self, timeout: Duration) {
         let (producer, _) = self.producer();

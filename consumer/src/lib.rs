@@ -9,6 +9,7 @@
 //! - [`store`]: the state machine and applying a batch of events to the database, idempotently.
 //! - `dead_letter`: the topic where events that can never be applied are set aside.
 //! - `lag`: the group's lag, published as metrics.
+//! - [`probes`]: the admin listener (`/metrics`, `/healthz`, `/readyz`).
 //!
 //! Order of effects, which is what makes each event applied once: a batch's undecodable messages
 //! go to the dead-letter topic first; then its rows and its partitions' offsets are committed in
@@ -23,6 +24,7 @@ mod dead_letter;
 mod intake;
 mod lag;
 pub mod membership;
+pub mod probes;
 pub mod store;
 
 use std::time::Duration;

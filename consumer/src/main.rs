@@ -12,7 +12,8 @@ struct Cli {
     config: Config,
     #[command(flatten)]
     database: DatabaseArgs,
-    /// Where Prometheus scrapes this consumer's metrics (`GET /metrics`).
+    /// Where Prometheus scrapes this consumer's metrics (`GET /metrics`), and where probes find
+    /// `GET /healthz` and `GET /readyz`.
     #[arg(
         long,
         env = "FLOODGATE_CONSUMER_METRICS_LISTEN",
@@ -33,10 +34,8 @@ async fn main() -> anyhow::Result<()> {
     let metrics_listener = tokio::net::TcpListener::bind(&cli.metrics_listen)
         .await
         .with_context(|| format!("binding {}", cli.metrics_listen))?;
-    let metrics_app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(|| async { runtime::metrics().render() }),
-    );
-    tokio::spawn(async move { axum::serve(metrics_listener, metrics_app).await });
+    runtime::metrics();
+    let admin = floodgate_consumer::probes::admin_router(&cli.config, db.clone())?;
+    tokio::spawn(async move { axum::serve(metrics_listener, admin).await });
     floodgate_consumer::run(&cli.config, db, runtime::shutdown_on_signal()).await
 }

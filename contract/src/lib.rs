@@ -12,6 +12,7 @@
 //! - [`lottery`]: the verifiable pre-queue draw (keyed Feistel permutation, commitment).
 //! - [`lua`]: how a Lua script is put together from its body and the shared helper files.
 //! - [`progress`]: how far the consumer group has applied the topic (PostgreSQL's record).
+//! - [`readiness`]: `GET /readyz` of every service (each dependency answers; not draining).
 //! - [`redis_conn`]: one connection type for a single Redis and a Redis Cluster.
 //! - [`replicas`]: waiting until writes are on a replica (`WAIT`, grouped per slot).
 //! - [`reservation`]: a reservation's state in the Redis, API and PostgreSQL vocabularies.
@@ -37,6 +38,7 @@ pub mod keys;
 pub mod lottery;
 pub mod lua;
 pub mod progress;
+pub mod readiness;
 pub mod redis_conn;
 pub mod replicas;
 pub mod reservation;

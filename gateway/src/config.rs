@@ -93,6 +93,12 @@ pub struct Config {
     /// join starts it again. A minute rides out a page reload or a reconnect storm.
     #[arg(long, env = "FLOODGATE_ROOM_IDLE_MS", default_value_t = 60_000)]
     pub room_idle_ms: u64,
+    /// How long a gateway told to stop (SIGTERM) stays up unready, refusing joins but keeping
+    /// its sessions, before it closes them with their resume tokens and exits: long enough for
+    /// load balancers to see `/readyz` fail and stop sending it clients (a few of their probe
+    /// periods). Keep the platform's termination grace period above this plus the drain.
+    #[arg(long, env = "FLOODGATE_DRAIN_DELAY_MS", default_value_t = 5_000)]
+    pub drain_delay_ms: u64,
     /// Most WebSocket sessions this gateway holds; past it, joins are shed with 503 and
     /// `Retry-After`. Default: the open-files limit (raised to its hard limit at start) less a
     /// reserve for Redis connections, logs and the listener.

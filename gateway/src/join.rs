@@ -179,7 +179,7 @@ fn admit(
     peer: std::net::SocketAddr,
     headers: &HeaderMap,
 ) -> Result<(limits::ConnectionSlot, limits::BudgetSlot), ApiError> {
-    if state.shutdown.is_cancelled() {
+    if state.draining.is_cancelled() {
         return Err(ApiError::Busy(
             code::GATEWAY_DRAINING,
             "this gateway is shutting down; reconnect, another gateway will take you".into(),

@@ -19,6 +19,7 @@
 //! - [`bookings`]: the booking paths on the page's own origin, passed to the booking service.
 //! - [`door`]: who is joining (the buyer's identity) and the bot check at the door.
 //! - [`error`]: JSON errors answered before an upgrade.
+//! - [`probes`]: `/healthz`, `/readyz` and the drain that turns a stopping gateway unready first.
 //!
 //! A gateway never decides a seat: it only hands out tickets and admission tokens.
 
@@ -31,6 +32,7 @@ pub mod error;
 mod join;
 pub mod limits;
 pub mod places;
+pub mod probes;
 pub mod room;
 pub mod scripts;
 pub mod seats;
@@ -44,9 +46,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::Router;
 use dashmap::DashMap;
-use floodgate_contract::api::booking::Health;
 use floodgate_contract::api::code;
 use floodgate_contract::challenge::ProofOfWork;
 use floodgate_contract::identity::IdentityVerifier;
@@ -89,6 +90,10 @@ pub struct AppState {
     pub instance_id: Arc<str>,
     /// Cancelled on shutdown: sessions tell their clients to reconnect, rooms stop.
     pub shutdown: CancellationToken,
+    /// Cancelled first when the process is told to stop: `/readyz` turns unready and no join is
+    /// taken, while sessions go on for the drain delay ([`probes::drain_on`]). A child of
+    /// `shutdown`, so cancelling that cancels this too.
+    pub draining: CancellationToken,
     /// Tracks sessions and room tasks so shutdown can wait for them.
     pub tasks: TaskTracker,
     /// Per-IP connection counts and join rates.
@@ -176,6 +181,7 @@ impl AppState {
             rooms: Arc::new(DashMap::new()),
             instance_id: Arc::from(instance_id),
             config: Arc::new(config),
+            draining: shutdown.child_token(),
             shutdown,
             tasks: TaskTracker::new(),
             limits,
@@ -308,7 +314,8 @@ pub fn router(state: AppState) -> Router {
             "/v1/sales/{sale}/reservations/{id}/payment",
             axum::routing::post(bookings::forward),
         )
-        .route("/healthz", get(health));
+        .route("/healthz", get(probes::health))
+        .route("/readyz", get(probes::ready));
     if let Some(dir) = &state.config.static_dir {
         router = router
             .route("/", get(assets::index))
@@ -339,24 +346,23 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-async fn health() -> Json<Health> {
-    Json(Health::ok())
-}
-
 /// The admin listener's routes: what operators and Prometheus read, never the public.
-pub fn admin_router() -> Router {
+pub fn admin_router(state: AppState) -> Router {
     Router::new()
         .route(
             "/metrics",
             get(|| async { floodgate_contract::runtime::metrics().render() }),
         )
-        .route("/healthz", get(health))
+        .route("/healthz", get(probes::health))
+        .route("/readyz", get(probes::ready))
         .fallback(|| async { ApiError::NotFound(code::NOT_FOUND, "no such endpoint".into()) })
+        .with_state(state)
 }
 
 /// Serves the admin listener until `shutdown`.
-pub async fn run_admin(listener: TcpListener, shutdown: CancellationToken) -> std::io::Result<()> {
-    axum::serve(listener, admin_router())
+pub async fn run_admin(listener: TcpListener, state: AppState) -> std::io::Result<()> {
+    let shutdown = state.shutdown.clone();
+    axum::serve(listener, admin_router(state))
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
 }

@@ -47,7 +47,9 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Serve(config) => {
             let (listen, admin_listen) = (config.listen.clone(), config.admin_listen.clone());
-            let state = AppState::connect(*config, runtime::shutdown_on_signal()).await?;
+            let shutdown = tokio_util::sync::CancellationToken::new();
+            let state = AppState::connect(*config, shutdown).await?;
+            floodgate_gateway::probes::drain_on(runtime::shutdown_on_signal(), &state);
             let listener = tokio::net::TcpListener::bind(&listen)
                 .await
                 .with_context(|| format!("binding {listen}"))?;
@@ -56,7 +58,7 @@ async fn main() -> anyhow::Result<()> {
                 .with_context(|| format!("binding {admin_listen}"))?;
             tracing::info!(addr = %listener.local_addr()?, "gateway listening");
             tracing::info!(addr = %admin.local_addr()?, "admin listener (metrics) listening");
-            tokio::spawn(floodgate_gateway::run_admin(admin, state.shutdown.clone()));
+            tokio::spawn(floodgate_gateway::run_admin(admin, state.clone()));
             floodgate_gateway::run(listener, state).await?;
             Ok(())
         }

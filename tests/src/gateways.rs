@@ -72,7 +72,8 @@ impl GatewayProcess {
         Self::spawn_command(command, app, name, timings, &[]).await
     }
 
-    async fn spawn_with_env(
+    /// A gateway with extra environment (settings a test changes).
+    pub async fn spawn_with_env(
         app: &TestApp,
         name: &str,
         timings: &GatewayTimings,
@@ -95,6 +96,8 @@ impl GatewayProcess {
         let sandbox = format!("http://{}", app.sandbox);
         let child = command
             .arg("serve")
+            // No drain delay unless a test asks for one: a stopping gateway closes at once.
+            .env("FLOODGATE_DRAIN_DELAY_MS", "0")
             .envs(env.iter().copied())
             .env("FLOODGATE_IDENTITY_ISSUER", &sandbox)
             .env("FLOODGATE_IDENTITY_AUDIENCE", crate::IDENTITY_AUDIENCE)

@@ -418,6 +418,7 @@ impl TestApp {
                 .collect(),
             ipv6_prefix: 64,
             room_idle_ms: options.room_idle_ms,
+            drain_delay_ms: 0,
             static_dir: options.static_dir.clone(),
             signin_url: Some(format!("http://{sandbox}/signin")),
             booking_url: Some(format!("http://{booking}")),
@@ -435,7 +436,7 @@ impl TestApp {
         let gateway_admin = gateway_admin_listener.local_addr().unwrap();
         tokio::spawn(floodgate_gateway::run_admin(
             gateway_admin_listener,
-            gateway_state.shutdown.clone(),
+            gateway_state.clone(),
         ));
         tokio::spawn(floodgate_gateway::run(listener, gateway_state));
 

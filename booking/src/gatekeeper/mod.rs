@@ -71,6 +71,11 @@ pub struct Gatekeeper {
 }
 
 impl Gatekeeper {
+    /// The Redis connection it decides on (for the readiness check).
+    pub fn redis(&self) -> &RedisConn {
+        &self.redis
+    }
+
     /// Builds the gatekeeper and loads its scripts into Redis.
     pub async fn connect(redis: RedisConn, keys: Keys) -> redis::RedisResult<Self> {
         let scripts = Scripts::default();

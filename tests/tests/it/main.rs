@@ -41,6 +41,7 @@ mod lost_writes;
 mod ops;
 mod outages;
 mod payments;
+mod probes;
 mod rebuild;
 mod reconcile;
 mod reservations;

@@ -1,0 +1,67 @@
+//! The consumer's admin listener: `GET /metrics`, `GET /healthz` (the process is alive) and
+//! `GET /readyz` (PostgreSQL and the broker answer: a consumer that cannot reach one of them
+//! applies nothing).
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::{Json, Router};
+use floodgate_contract::api::booking::Health;
+use floodgate_contract::readiness::{self, Check, Readiness, CHECK_TIMEOUT};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use sqlx::PgPool;
+
+use crate::Config;
+
+#[derive(Clone)]
+struct Probes {
+    db: PgPool,
+    /// A client of its own, for the broker's metadata.
+    kafka: Arc<BaseConsumer>,
+    topic: Arc<str>,
+}
+
+/// The admin listener's routes.
+pub fn admin_router(config: &Config, db: PgPool) -> anyhow::Result<Router> {
+    let kafka: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &config.kafka.kafka_brokers)
+        .create()?;
+    let probes = Probes {
+        db,
+        kafka: Arc::new(kafka),
+        topic: Arc::from(config.kafka.reservations_topic.as_str()),
+    };
+    Ok(Router::new()
+        .route(
+            "/metrics",
+            get(|| async { floodgate_contract::runtime::metrics().render() }),
+        )
+        .route("/healthz", get(|| async { Json(Health::ok()) }))
+        .route("/readyz", get(ready))
+        .with_state(probes))
+}
+
+async fn ready(State(probes): State<Probes>) -> (StatusCode, Json<Readiness>) {
+    let (kafka, topic) = (probes.kafka.clone(), probes.topic.clone());
+    let broker = async move {
+        tokio::task::spawn_blocking(move || {
+            kafka
+                .fetch_metadata(Some(&topic), CHECK_TIMEOUT)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    };
+    let readiness = readiness::check(vec![
+        Check::postgres(&probes.db),
+        Check::new("kafka", broker),
+    ])
+    .await;
+    let status =
+        StatusCode::from_u16(readiness.http_status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    (status, Json(readiness))
+}

@@ -1,0 +1,161 @@
+//! `GET /readyz` of every service: whether the process should be sent traffic now. Each
+//! dependency it needs must answer within [`CHECK_TIMEOUT`], and it must not be draining (a
+//! gateway turns unready as soon as it is told to stop, before it closes a socket, so a load
+//! balancer stops sending it joins first). `/healthz` stays what it was: the process is alive,
+//! whatever its dependencies say (restarting it would not bring them back).
+
+use std::time::Duration;
+
+use futures::future::{BoxFuture, FutureExt};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::redis_conn::RedisConn;
+
+/// How long one dependency may take to answer a readiness check: a probe is answered well
+/// inside the one-second timeouts load balancers and kubelets use by default.
+pub const CHECK_TIMEOUT: Duration = Duration::from_millis(800);
+
+/// The body of `GET /readyz`, answered 200 when `status` is `ready` and 503 when `unready`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Readiness {
+    /// `ready` or `unready`.
+    pub status: String,
+    /// Each check, in a fixed order.
+    pub checks: Vec<CheckResult>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CheckResult {
+    /// `draining`, `redis`, `postgres`, `kafka`.
+    pub name: String,
+    pub ok: bool,
+    /// Why not, when not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Readiness {
+    pub fn ready(&self) -> bool {
+        self.status == "ready"
+    }
+
+    /// The HTTP status a probe answers with.
+    pub fn http_status(&self) -> u16 {
+        if self.ready() {
+            200
+        } else {
+            503
+        }
+    }
+}
+
+/// One named check: resolves to `Err(why)` when its dependency does not answer.
+pub struct Check {
+    name: &'static str,
+    probe: BoxFuture<'static, Result<(), String>>,
+}
+
+impl Check {
+    pub fn new(
+        name: &'static str,
+        probe: impl std::future::Future<Output = Result<(), String>> + Send + 'static,
+    ) -> Self {
+        Self {
+            name,
+            probe: probe.boxed(),
+        }
+    }
+
+    /// Fails once `draining` is cancelled (the process is stopping).
+    pub fn draining(draining: &CancellationToken) -> Self {
+        let stopping = draining.is_cancelled();
+        Self::new("draining", async move {
+            if stopping {
+                Err("this process is shutting down".into())
+            } else {
+                Ok(())
+            }
+        })
+    }
+
+    /// Redis answers `PING`.
+    pub fn redis(conn: &RedisConn) -> Self {
+        let mut conn = conn.clone();
+        Self::new("redis", async move {
+            redis::cmd("PING")
+                .query_async::<String>(&mut conn)
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    /// PostgreSQL answers a query.
+    pub fn postgres(db: &sqlx::PgPool) -> Self {
+        let db = db.clone();
+        Self::new("postgres", async move {
+            sqlx::query("select 1")
+                .execute(&db)
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
+/// Runs every check at once, each for at most [`CHECK_TIMEOUT`]: ready when all pass.
+pub async fn check(checks: Vec<Check>) -> Readiness {
+    let results = futures::future::join_all(checks.into_iter().map(|check| async move {
+        let outcome = match tokio::time::timeout(CHECK_TIMEOUT, check.probe).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(format!("no answer within {} ms", CHECK_TIMEOUT.as_millis())),
+        };
+        CheckResult {
+            name: check.name.to_owned(),
+            ok: outcome.is_ok(),
+            error: outcome.err(),
+        }
+    }))
+    .await;
+    let ready = results.iter().all(|r| r.ok);
+    Readiness {
+        status: if ready { "ready" } else { "unready" }.into(),
+        checks: results,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn ready_only_when_every_check_passes_in_time() {
+        let ok = || Check::new("a", async { Ok(()) });
+        let ready = check(vec![ok(), ok()]).await;
+        assert!(ready.ready());
+        assert_eq!(ready.http_status(), 200);
+
+        let slow = Check::new("slow", async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Ok(())
+        });
+        let failing = Check::new("b", async { Err("down".to_owned()) });
+        let draining = CancellationToken::new();
+        draining.cancel();
+        let unready = check(vec![ok(), failing, slow, Check::draining(&draining)]).await;
+        assert_eq!(unready.http_status(), 503);
+        let failed: Vec<&str> = unready
+            .checks
+            .iter()
+            .filter(|c| !c.ok)
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(failed, ["b", "slow", "draining"]);
+        assert!(unready.checks[2]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("no answer"));
+    }
+}

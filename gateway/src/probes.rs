@@ -1,0 +1,49 @@
+//! `GET /healthz` (the process is alive) and `GET /readyz` (it should be sent joins: Redis
+//! answers and it is not draining), on the public listener, where load balancers look, and on
+//! the admin listener. A gateway told to stop turns unready at once and refuses new joins for
+//! its drain delay before it closes a socket ([`drain_on`]), so a load balancer has stopped
+//! sending it clients by then.
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use floodgate_contract::api::booking::Health;
+use floodgate_contract::readiness::{self, Check, Readiness};
+use tokio_util::sync::CancellationToken;
+
+use crate::AppState;
+
+pub async fn health() -> Json<Health> {
+    Json(Health::ok())
+}
+
+pub async fn ready(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
+    let readiness = readiness::check(vec![
+        Check::draining(&state.draining),
+        Check::redis(&state.redis),
+    ])
+    .await;
+    let status =
+        StatusCode::from_u16(readiness.http_status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    (status, Json(readiness))
+}
+
+/// Once `signal` is cancelled (SIGTERM, say): the gateway turns unready and refuses joins at
+/// once, keeps its sessions for `config.drain_delay_ms`, then shuts down (every session is
+/// closed with its resume token, and the process ends).
+pub fn drain_on(signal: CancellationToken, state: &AppState) {
+    let (draining, shutdown) = (state.draining.clone(), state.shutdown.clone());
+    let delay = Duration::from_millis(state.config.drain_delay_ms);
+    tokio::spawn(async move {
+        signal.cancelled().await;
+        draining.cancel();
+        tracing::info!(
+            delay_ms = delay.as_millis() as u64,
+            "draining: unready and refusing joins; sessions close after the drain delay"
+        );
+        tokio::time::sleep(delay).await;
+        shutdown.cancel();
+    });
+}

@@ -1,0 +1,174 @@
+//! `/healthz` and `/readyz` of every service (issue 16, "probes"): readiness follows each
+//! service's dependencies, `/healthz` does not, and a gateway told to stop turns unready and
+//! refuses joins before it closes a socket.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use floodgate_contract::readiness::Readiness;
+use floodgate_contract::ws::close;
+use floodgate_tests::chaos::ChaosProxy;
+use floodgate_tests::client::{Heard, RoomClient};
+use floodgate_tests::gateways::{free_port, GatewayProcess, GatewayTimings};
+use floodgate_tests::{
+    binary, eventually, fresh_database, kafka_brokers, redis_addr, unique, SaleSpec, TestApp,
+    TestOptions,
+};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A probe's status and body.
+async fn probe(url: &str) -> Option<(u16, Readiness)> {
+    let response = reqwest::get(url).await.ok()?;
+    let status = response.status().as_u16();
+    Some((status, response.json().await.ok()?))
+}
+
+/// Whether `url` answers `status` with `check` failing (or, for 200, every check passing).
+async fn answers(url: &str, status: u16, failing: Option<&str>) -> bool {
+    let Some((got, body)) = probe(url).await else {
+        return false;
+    };
+    let failed: Vec<&str> = body
+        .checks
+        .iter()
+        .filter(|c| !c.ok)
+        .map(|c| c.name.as_str())
+        .collect();
+    got == status && failed == failing.into_iter().collect::<Vec<_>>()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_follows_each_services_dependencies_and_liveness_does_not() {
+    let (url, db) = fresh_database().await;
+    let gateway_redis = ChaosProxy::start(redis_addr()).await;
+    let booking_redis = ChaosProxy::start(redis_addr()).await;
+    let app = TestApp::spawn_with(
+        db,
+        TestOptions {
+            gateway_redis_url: Some(format!("redis://{}", gateway_redis.addr)),
+            booking_redis_url: Some(format!("redis://{}", booking_redis.addr)),
+            ..TestOptions::default()
+        },
+    )
+    .await;
+    // The consumer binary, its PostgreSQL behind a proxy of its own.
+    let pg = ChaosProxy::start("127.0.0.1:5432".parse().unwrap()).await;
+    let consumer_admin = free_port();
+    let mut consumer = Command::new(binary("floodgate-consumer"))
+        .env(
+            "FLOODGATE_DATABASE_URL",
+            url.replace("127.0.0.1:5432", &pg.addr.to_string()),
+        )
+        .env("FLOODGATE_KAFKA_BROKERS", kafka_brokers())
+        .env("FLOODGATE_RESERVATIONS_TOPIC", &app.topic)
+        .env("FLOODGATE_CONSUMER_GROUP", unique("probes-"))
+        .env(
+            "FLOODGATE_CONSUMER_METRICS_LISTEN",
+            consumer_admin.to_string(),
+        )
+        .env("RUST_LOG", "error")
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("the consumer binary starts");
+
+    let gateway = format!("http://{}", app.gateway);
+    let gateway_admin = format!("http://{}", app.gateway_admin);
+    let booking = format!("http://{}", app.booking);
+    let booking_admin = format!("http://{}", app.admin);
+    let consumer_url = format!("http://{consumer_admin}");
+    // Everything answers: ready everywhere.
+    for base in [
+        &gateway,
+        &gateway_admin,
+        &booking,
+        &booking_admin,
+        &consumer_url,
+    ] {
+        eventually(&format!("{base} ready"), WAIT, async || {
+            answers(&format!("{base}/readyz"), 200, None).await
+        })
+        .await;
+    }
+
+    // Each service's dependency goes away in turn: that service turns unready, saying which
+    // check failed, while it stays alive; and ready again once the dependency is back.
+    let outages: [(&ChaosProxy, &str, &[&String]); 3] = [
+        (&gateway_redis, "redis", &[&gateway, &gateway_admin]),
+        (&booking_redis, "redis", &[&booking, &booking_admin]),
+        (&pg, "postgres", &[&consumer_url]),
+    ];
+    for (proxy, dependency, bases) in outages {
+        proxy.cut();
+        for base in bases {
+            eventually(&format!("{base} unready"), WAIT, async || {
+                answers(&format!("{base}/readyz"), 503, Some(dependency)).await
+            })
+            .await;
+            let alive = reqwest::get(format!("{base}/healthz")).await.unwrap();
+            assert_eq!(alive.status().as_u16(), 200, "{base} is still alive");
+        }
+        proxy.restore();
+        for base in bases {
+            eventually(&format!("{base} ready again"), WAIT, async || {
+                answers(&format!("{base}/readyz"), 200, None).await
+            })
+            .await;
+        }
+    }
+    let _ = consumer.kill();
+    let _ = consumer.wait();
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_stopping_gateway_turns_unready_and_refuses_joins_before_it_closes_a_socket(
+    db: sqlx::PgPool,
+) {
+    let app = TestApp::spawn(db).await;
+    let mut gateway = GatewayProcess::spawn_with_env(
+        &app,
+        "drainer",
+        &GatewayTimings::default(),
+        &[("FLOODGATE_DRAIN_DELAY_MS", "3000")],
+    )
+    .await;
+    let sale = unique("drain-");
+    app.create_sale(
+        &sale,
+        &SaleSpec {
+            opens_in: Duration::from_secs(600),
+            ..SaleSpec::default()
+        },
+    )
+    .await;
+    let mut waiting = RoomClient::join(&gateway.ws_url(&sale))
+        .await
+        .expect("joins");
+    let ready = format!("http://{}/readyz", gateway.addr);
+    assert!(answers(&ready, 200, None).await);
+
+    gateway.terminate();
+    eventually("unready while draining", WAIT, async || {
+        answers(&ready, 503, Some("draining")).await
+    })
+    .await;
+    // Still serving, and not taking anyone new: a load balancer has somewhere else to send them.
+    let refused = RoomClient::join(&gateway.ws_url(&sale))
+        .await
+        .err()
+        .expect("a join is refused while draining");
+    assert_eq!(
+        (refused.status, refused.body["error"].as_str()),
+        (503, Some("gateway_draining"))
+    );
+    // Then, after the drain delay, the session is closed with its resume token.
+    let Heard::Closed(code, reason) = waiting.outcome(WAIT).await else {
+        panic!("expected a close frame");
+    };
+    assert_eq!(
+        (code, reason.as_str()),
+        (close::SERVICE_RESTART, waiting.resume_token.as_str())
+    );
+    let status = gateway.wait(Duration::from_secs(10)).await;
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+}
