@@ -149,7 +149,8 @@ struct StoreArgs {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    // Secret settings may come from files (`<VAR>_FILE`), as container platforms mount them.
+    let cli: Cli = floodgate_contract::secret_files::parse_with_secret_files();
     runtime::init_tracing(cli.log_json);
     match cli.command {
         Command::Serve { config, db } => serve(*config, db).await,

@@ -21,6 +21,7 @@
 //! - [`events`]: the versioned event envelope written to Kafka and its payloads.
 //! - [`ws`]: WebSocket messages in both directions and the close codes.
 //! - [`runtime`]: process plumbing the binaries share (telemetry, signals, the Redis connection).
+//! - [`secret_files`]: every secret setting also read from the file `<ENV>_FILE` names.
 //! - [`secrets`]: required secrets, constant-time comparison, URLs made safe to print.
 //! - [`settings`]: the bounds of a sale's live settings, checked at every entry point.
 //! - [`state`]: the Redis state as the services read it (the sale's meta, pool counts, streams).
@@ -44,6 +45,7 @@ pub mod replicas;
 pub mod reservation;
 pub mod resume;
 pub mod runtime;
+pub mod secret_files;
 pub mod secrets;
 pub mod settings;
 pub mod state;

@@ -30,7 +30,8 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    // Secret settings may come from files (`<VAR>_FILE`), as container platforms mount them.
+    let cli: Cli = floodgate_contract::secret_files::parse_with_secret_files();
     runtime::init_tracing(cli.log_json);
     match cli.command {
         Command::Keygen { kid } => {

@@ -108,7 +108,9 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+    // Secret settings may come from files (`<VAR>_FILE`), as container platforms mount them.
+    let cli: Cli = floodgate_contract::secret_files::parse_with_secret_files();
+    match cli.command {
         Command::Idle {
             gateway,
             sale,

@@ -47,5 +47,6 @@ mod reconcile;
 mod reservations;
 mod room_fleet;
 mod sale_end;
+mod secret_files;
 mod waiting_room;
 mod walking_skeleton;
