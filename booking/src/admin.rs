@@ -13,7 +13,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use floodgate_contract::api::code;
 use floodgate_contract::ids::check_sale_id;
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -21,11 +21,11 @@ use crate::auth::{bearer, BearerError};
 use crate::error::ApiError;
 use crate::gatekeeper::LATELY_MS;
 use crate::AppState;
-use floodgate_contract::secrets::same_secret;
+use floodgate_contract::secrets::one_of_secrets;
 use floodgate_contract::settings::ChallengeRule;
 
 /// The ops API's routes; every one requires `Authorization: Bearer <ops token>`.
-pub fn router(state: AppState, ops_token: Arc<SecretString>) -> Router {
+pub fn router(state: AppState, ops_tokens: Arc<Vec<SecretString>>) -> Router {
     Router::new()
         .route(
             "/admin/v1/sales/{sale}",
@@ -34,7 +34,10 @@ pub fn router(state: AppState, ops_token: Arc<SecretString>) -> Router {
         .route("/admin/v1/sales/{sale}/pause", post(pause))
         .route("/admin/v1/sales/{sale}/resume", post(resume))
         .route("/admin/v1/sales/{sale}/open-now", post(open_now))
-        .layer(middleware::from_fn_with_state(ops_token, require_ops_token))
+        .layer(middleware::from_fn_with_state(
+            ops_tokens,
+            require_ops_token,
+        ))
         // The console holds no secret (the operator types the token into it), so it is served
         // without one; it exists only on this listener, never on a public path or a CDN.
         .route("/admin/console", get(console_page))
@@ -87,7 +90,7 @@ fn console_file(content_type: &'static str, body: &'static str) -> axum::respons
 }
 
 async fn require_ops_token(
-    State(token): State<Arc<SecretString>>,
+    State(tokens): State<Arc<Vec<SecretString>>>,
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
@@ -103,7 +106,7 @@ async fn require_ops_token(
             "this API needs the ops token: Authorization: Bearer <ops token>".into(),
         ),
     })?;
-    if !same_secret(presented.as_bytes(), token.expose_secret().as_bytes()) {
+    if !one_of_secrets(presented.as_bytes(), &tokens) {
         return Err(ApiError::Unauthorized(
             code::OPS_TOKEN_INVALID,
             "this API needs the ops token".into(),

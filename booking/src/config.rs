@@ -60,7 +60,8 @@ pub struct Config {
     #[arg(long, env = "FLOODGATE_ADMIN_LISTEN", default_value = "127.0.0.1:9081")]
     pub admin_listen: String,
     /// Bearer token of the ops API (served on the admin listener). Required, at least 32
-    /// characters.
+    /// characters. Several, separated by commas, are all accepted: rotate by adding the new
+    /// one, moving every operator and script to it, then removing the old one.
     #[arg(long, env = "FLOODGATE_OPS_TOKEN", hide_env_values = true)]
     pub ops_token: SecretString,
     /// How many Redis replicas must have a reservation's and a payment's writes before anything
@@ -95,7 +96,7 @@ impl Config {
     /// on any error, which names the setting to fix.
     pub fn validate(&self) -> Result<PaymentProvider, String> {
         use floodgate_contract::secrets::check_secret;
-        check_secret("FLOODGATE_OPS_TOKEN", &self.ops_token)?;
+        floodgate_contract::secrets::secret_list("FLOODGATE_OPS_TOKEN", &self.ops_token)?;
         check_secret("FLOODGATE_WEBHOOK_SECRET", &self.webhook_secret)?;
         let api_key = self.payment_api_key.clone().ok_or_else(|| {
             "FLOODGATE_PAYMENT_API_KEY is required: the key of the payment provider's API"

@@ -208,8 +208,11 @@ pub async fn run_admin(
     state: AppState,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let ops_token = Arc::new(state.config.ops_token.clone());
-    let app = admin::router(state, ops_token).layer(TraceLayer::new_for_http());
+    // Config::validate checked every token of the list.
+    let ops_tokens =
+        floodgate_contract::secrets::secret_list("FLOODGATE_OPS_TOKEN", &state.config.ops_token)
+            .unwrap_or_default();
+    let app = admin::router(state, Arc::new(ops_tokens)).layer(TraceLayer::new_for_http());
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await

@@ -27,6 +27,29 @@ pub fn check_secret(setting: &str, secret: &SecretString) -> Result<(), String> 
     Ok(())
 }
 
+/// The secrets of a setting that takes several at once, separated by commas (a token being
+/// rotated: the new one and the old one are both good until every client has the new one).
+/// Each must pass [`check_secret`]; none may be empty.
+pub fn secret_list(setting: &str, secrets: &SecretString) -> Result<Vec<SecretString>, String> {
+    let list: Vec<SecretString> = secrets
+        .expose_secret()
+        .split(',')
+        .map(|s| SecretString::from(s.trim().to_owned()))
+        .collect();
+    for secret in &list {
+        check_secret(setting, secret)?;
+    }
+    Ok(list)
+}
+
+/// Whether `presented` is one of `accepted`. Every one is compared, each in constant time, so the
+/// time taken does not say which one matched or how much of it.
+pub fn one_of_secrets(presented: &[u8], accepted: &[SecretString]) -> bool {
+    accepted.iter().fold(false, |found, secret| {
+        found | same_secret(presented, secret.expose_secret().as_bytes())
+    })
+}
+
 /// Whether `presented` is `expected`, in time that does not depend on how much of it matched.
 pub fn same_secret(presented: &[u8], expected: &[u8]) -> bool {
     presented.ct_eq(expected).into()
@@ -79,6 +102,23 @@ pub fn redact_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_list_of_secrets_is_each_checked_and_any_of_them_matches() {
+        let (a, b) = ("a".repeat(MIN_SECRET_LEN), "b".repeat(MIN_SECRET_LEN));
+        let list = secret_list("T", &SecretString::from(format!("{a}, {b}"))).unwrap();
+        assert_eq!(list.len(), 2);
+        assert!(one_of_secrets(a.as_bytes(), &list));
+        assert!(one_of_secrets(b.as_bytes(), &list));
+        assert!(!one_of_secrets(
+            "c".repeat(MIN_SECRET_LEN).as_bytes(),
+            &list
+        ));
+        assert!(!one_of_secrets(b"", &list));
+        // One short or empty member spoils the list.
+        assert!(secret_list("T", &SecretString::from(format!("{a},short"))).is_err());
+        assert!(secret_list("T", &SecretString::from(format!("{a},"))).is_err());
+    }
 
     #[test]
     fn secrets_must_be_long_enough() {

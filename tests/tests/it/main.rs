@@ -47,6 +47,6 @@ mod reconcile;
 mod reservations;
 mod room_fleet;
 mod sale_end;
-mod secret_files;
+mod secrets;
 mod waiting_room;
 mod walking_skeleton;

@@ -1,0 +1,215 @@
+//! Secrets as a deployment handles them (issue 16), on the real booking binary: from files, as
+//! container platforms mount them (`<VAR>_FILE`; refused when given both ways), and rotated with
+//! two live at once (the admission-token signing keys by key id, and the ops token).
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use floodgate_tests::gateways::free_port;
+use floodgate_tests::{binary, eventually, fresh_database, secret, unique, SaleSpec, TestApp};
+
+/// The booking binary on `app`'s stores, with `extra` environment (which wins); its admin and
+/// API addresses.
+fn booking(
+    app: &TestApp,
+    database_url: &str,
+    extra: &[(&str, String)],
+) -> (Command, String, String) {
+    let (admin, api) = (free_port(), free_port());
+    let mut command = Command::new(binary("floodgate-booking"));
+    command
+        .arg("serve")
+        .env("FLOODGATE_BOOKING_LISTEN", api.to_string())
+        .env("FLOODGATE_ADMIN_LISTEN", admin.to_string())
+        .env("FLOODGATE_DATABASE_URL", database_url)
+        .envs(floodgate_tests::redis_env())
+        .env("FLOODGATE_REDIS_PREFIX", app.keys.prefix())
+        .env("FLOODGATE_KAFKA_BROKERS", floodgate_tests::kafka_brokers())
+        .env("FLOODGATE_RESERVATIONS_TOPIC", &app.topic)
+        .env(
+            "FLOODGATE_TOKEN_PUBLIC_KEYS",
+            format!("{}={}", app.signer.kid(), app.signer.public_base64()),
+        )
+        .env("FLOODGATE_PAYMENT_SANDBOX", "true")
+        .env("FLOODGATE_PAYMENT_API_KEY", secret("pk_"))
+        .env("RUST_LOG", "error")
+        .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(Stdio::null());
+    (command, format!("http://{admin}"), format!("http://{api}"))
+}
+
+/// Starts `command` and waits until it answers on `admin`.
+async fn start(command: &mut Command, admin: &str) -> std::process::Child {
+    let child = command.stdout(Stdio::null()).spawn().unwrap();
+    eventually(
+        "the booking service is up",
+        Duration::from_secs(30),
+        async || reqwest::get(format!("{admin}/healthz")).await.is_ok(),
+    )
+    .await;
+    child
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_come_from_the_files_their_file_variables_name() {
+    let (url, db) = fresh_database().await;
+    let app = TestApp::spawn(db).await;
+    let sale = unique("files-");
+    app.create_sale(&sale, &SaleSpec::default()).await;
+    let dir = std::env::temp_dir().join(unique("floodgate-secrets-"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ops_token, webhook_secret) = (secret("ops_"), secret("whsec_"));
+    // As `echo "$TOKEN" > file` writes it: the trailing newline is not part of the secret.
+    std::fs::write(dir.join("ops"), format!("{ops_token}\n")).unwrap();
+    std::fs::write(dir.join("webhook"), &webhook_secret).unwrap();
+    let file = |name: &str| dir.join(name).to_string_lossy().into_owned();
+
+    let (mut command, admin, _) = booking(
+        &app,
+        &url,
+        &[
+            ("FLOODGATE_OPS_TOKEN_FILE", file("ops")),
+            ("FLOODGATE_WEBHOOK_SECRET_FILE", file("webhook")),
+        ],
+    );
+    let mut service = start(&mut command, &admin).await;
+    let figures = format!("{admin}/admin/v1/sales/{sale}");
+    let (status, _) = app
+        .answer(app.http.get(&figures).bearer_auth(&ops_token))
+        .await;
+    assert_eq!(status, 200, "the token from the file opens the ops API");
+    let (status, _) = app
+        .answer(app.http.get(&figures).bearer_auth(secret("ops_")))
+        .await;
+    assert_eq!(status, 401, "and no other does");
+    let _ = service.kill();
+    let _ = service.wait();
+
+    // Both ways at once is refused before anything starts, naming the setting.
+    let (mut command, _, _) = booking(
+        &app,
+        &url,
+        &[
+            ("FLOODGATE_OPS_TOKEN_FILE", file("ops")),
+            ("FLOODGATE_OPS_TOKEN", ops_token.clone()),
+            ("FLOODGATE_WEBHOOK_SECRET", webhook_secret.clone()),
+        ],
+    );
+    let refused = command.output().unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        said.contains("FLOODGATE_OPS_TOKEN and FLOODGATE_OPS_TOKEN_FILE are both set"),
+        "{said}"
+    );
+    assert!(
+        !said.contains(&ops_token),
+        "the secret is never printed: {said}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// One reservation of one seat in `p1` through the booking API at `api`: its status and error.
+async fn reserve(app: &TestApp, api: &str, sale: &str, token: &str) -> (u16, serde_json::Value) {
+    app.answer(
+        app.http
+            .post(format!("{api}/v1/sales/{sale}/reservations"))
+            .bearer_auth(token)
+            .header("Idempotency-Key", unique("k"))
+            .json(&serde_json::json!({ "pool": "p1", "seats": 1 })),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_and_the_ops_token_rotate_with_the_old_and_the_new_both_good_during_the_overlap() {
+    let (url, db) = fresh_database().await;
+    let app = TestApp::spawn(db).await;
+    let sale = unique("rotate-");
+    let spec = SaleSpec {
+        opens_in: Duration::from_millis(300),
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    app.until_open(&sale).await;
+    // The gateways' key so far (`old`) and the one they move to (`new`), each with its kid.
+    let old = &app.signer;
+    let new = floodgate_contract::token::TokenSigner::generate("rotated");
+    let key = |signer: &floodgate_contract::token::TokenSigner| {
+        format!("{}={}", signer.kid(), signer.public_base64())
+    };
+    let pass = |signer: &floodgate_contract::token::TokenSigner, ticket: u64| {
+        let now = floodgate_contract::now_millis();
+        signer.sign(&floodgate_contract::token::AdmissionClaims {
+            sale: sale.clone(),
+            ticket,
+            jti: unique("jti"),
+            max_seats: 1,
+            iat_ms: now,
+            exp_ms: now + 60_000,
+            buyer: None,
+        })
+    };
+    let (old_ops, new_ops) = (secret("ops_"), secret("ops_"));
+    let figures = |admin: &str| format!("{admin}/admin/v1/sales/{sale}");
+
+    // The overlap: both keys and both ops tokens are good.
+    let (mut command, admin, api) = booking(
+        &app,
+        &url,
+        &[
+            (
+                "FLOODGATE_TOKEN_PUBLIC_KEYS",
+                format!("{},{}", key(old), key(&new)),
+            ),
+            ("FLOODGATE_OPS_TOKEN", format!("{old_ops},{new_ops}")),
+            ("FLOODGATE_WEBHOOK_SECRET", secret("whsec_")),
+        ],
+    );
+    let mut service = start(&mut command, &admin).await;
+    let (status, body) = reserve(&app, &api, &sale, &pass(old, 1)).await;
+    assert_eq!(
+        status, 201,
+        "a pass signed with the old key, during the overlap: {body}"
+    );
+    let (status, body) = reserve(&app, &api, &sale, &pass(&new, 2)).await;
+    assert_eq!(status, 201, "a pass signed with the new key: {body}");
+    for token in [&old_ops, &new_ops] {
+        let (status, _) = app
+            .answer(app.http.get(figures(&admin)).bearer_auth(token))
+            .await;
+        assert_eq!(status, 200);
+    }
+    let _ = service.kill();
+    let _ = service.wait();
+
+    // After it: only the new key and the new token.
+    let (mut command, admin, api) = booking(
+        &app,
+        &url,
+        &[
+            ("FLOODGATE_TOKEN_PUBLIC_KEYS", key(&new)),
+            ("FLOODGATE_OPS_TOKEN", new_ops.clone()),
+            ("FLOODGATE_WEBHOOK_SECRET", secret("whsec_")),
+        ],
+    );
+    let mut service = start(&mut command, &admin).await;
+    let (status, body) = reserve(&app, &api, &sale, &pass(old, 3)).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (401, Some("token_invalid")),
+        "the old key is gone: {body}"
+    );
+    let (status, body) = reserve(&app, &api, &sale, &pass(&new, 4)).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, _) = app
+        .answer(app.http.get(figures(&admin)).bearer_auth(&old_ops))
+        .await;
+    assert_eq!(status, 401, "the old ops token is gone");
+    let (status, _) = app
+        .answer(app.http.get(figures(&admin)).bearer_auth(&new_ops))
+        .await;
+    assert_eq!(status, 200);
+    let _ = service.kill();
+    let _ = service.wait();
+}
