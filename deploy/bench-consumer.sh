@@ -12,16 +12,15 @@ RESERVATIONS=${1:-40000}
 MEMBERS=${2:-1}
 FLOODGATE_HOME=${FLOODGATE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/floodgate}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$FLOODGATE_HOME/target}
-TANSU="$FLOODGATE_HOME/tansu-0.6.0/bin/tansu"
 PG=${PG:-postgres://postgres@127.0.0.1:5432}
 TOPIC="floodgate.bench.$RANDOM$RANDOM"
 DB="floodgate_bench_$RANDOM$RANDOM"
 GROUP="bench-$RANDOM"
 
-cargo build --release -q -p floodgate-consumer -p floodgate-loadgen
+cargo build --release -q -p floodgate-consumer -p floodgate-loadgen -p floodgate-booking
 BIN=$CARGO_TARGET_DIR/release
-"$TANSU" topic create "$TOPIC" --partitions 6 --broker tcp://127.0.0.1:9092 >/dev/null
-"$TANSU" topic create "$TOPIC.dlq" --partitions 1 --broker tcp://127.0.0.1:9092 >/dev/null
+FLOODGATE_RESERVATIONS_TOPIC="$TOPIC" FLOODGATE_TOPIC_PARTITIONS=6 \
+  "$BIN/floodgate-booking" topics ensure >/dev/null
 psql -q "$PG/postgres" -c "create database $DB"
 CONSUMERS=()
 cleanup() {

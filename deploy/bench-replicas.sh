@@ -10,7 +10,6 @@ cd "$(dirname "$0")/.."
 REQUESTS=${1:-10000}
 FLOODGATE_HOME=${FLOODGATE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/floodgate}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$FLOODGATE_HOME/target}
-TANSU="$FLOODGATE_HOME/tansu-0.6.0/bin/tansu"
 PG=${PG:-postgres://postgres@127.0.0.1:5432}
 DB="floodgate_bench_$RANDOM$RANDOM"
 FIRST_PORT=7201
@@ -43,7 +42,7 @@ export FLOODGATE_REDIS_CLUSTER_NODES
 FLOODGATE_REDIS_CLUSTER_NODES=$(deploy/stack.sh cluster-up "$FIRST_PORT" | tail -1)
 psql -q "$PG/postgres" -c "create database $DB"
 "$BIN/floodgate-booking" migrate >/dev/null
-"$TANSU" topic create "$FLOODGATE_RESERVATIONS_TOPIC" --partitions 6 --broker tcp://127.0.0.1:9092 >/dev/null
+FLOODGATE_TOPIC_PARTITIONS=6 "$BIN/floodgate-booking" topics ensure >/dev/null
 sale="bench-replicas-$RANDOM"
 "$BIN/floodgate-booking" sale create deploy/sales/bench.toml --id "$sale" --opens-in-secs 2 --arm >/dev/null
 pool=12627-20261201-SL-TQ

@@ -61,11 +61,7 @@ export FLOODGATE_WEBHOOK_SECRET; FLOODGATE_WEBHOOK_SECRET=$(secret whsec_)
 export FLOODGATE_PAYMENT_API_KEY; FLOODGATE_PAYMENT_API_KEY=$(secret pk_sandbox_)
 psql -q "$PG/postgres" -c "create database $DB"
 "$BIN/floodgate-booking" migrate >/dev/null
-FLOODGATE_HOME_TANSU="$FLOODGATE_HOME/tansu-0.6.0/bin/tansu"
-"$FLOODGATE_HOME_TANSU" topic create "$FLOODGATE_RESERVATIONS_TOPIC" --partitions 6 \
-  --broker tcp://127.0.0.1:9092 >/dev/null
-"$FLOODGATE_HOME_TANSU" topic create "$FLOODGATE_RESERVATIONS_TOPIC.dlq" --partitions 1 \
-  --broker tcp://127.0.0.1:9092 >/dev/null
+FLOODGATE_TOPIC_PARTITIONS=6 "$BIN/floodgate-booking" topics ensure >/dev/null
 
 PIDS=()
 cleanup() {
@@ -256,7 +252,8 @@ raw() {
 
   say "raw: the broker's acknowledgement rate"
   local topic="floodgate.bench.raw$RANDOM"
-  "$FLOODGATE_HOME_TANSU" topic create "$topic" --partitions 6 --broker tcp://127.0.0.1:9092 >/dev/null
+  FLOODGATE_RESERVATIONS_TOPIC="$topic" FLOODGATE_TOPIC_PARTITIONS=6 \
+    "$BIN/floodgate-booking" topics ensure >/dev/null
   "$BIN/floodgate-loadgen" publish --topic "$topic" --reservations 20000 --pools 6 \
     --json "$RESULTS/raw-broker.json" >"$LOGS/raw-broker.log" 2>&1
 }

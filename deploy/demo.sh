@@ -49,6 +49,8 @@ deploy/stack.sh up
 say "building the services (the first build takes a few minutes)"
 cargo build --locked -q -p floodgate-gateway -p floodgate-booking -p floodgate-consumer
 BIN="$CARGO_TARGET_DIR/debug"
+# The topics, as Floodgate makes them (six partitions each, as the stack has always had them).
+FLOODGATE_TOPIC_PARTITIONS=6 FLOODGATE_DLQ_PARTITIONS=6 "$BIN/floodgate-booking" topics ensure
 
 # One token key pair per machine, kept between runs: gateways sign with the private half,
 # the booking service verifies with the public half.

@@ -28,10 +28,8 @@ TANSU="$TANSU_ROOT/bin/tansu"
 TANSU_DATA="$FLOODGATE_HOME/tansu-data"
 KAFKA_PORT=9092
 DATABASE=${FLOODGATE_DATABASE:-floodgate}
-TOPICS=(floodgate.reservations floodgate.reservations.dlq)
-# Partitions of the reservations topic: the consumer group scales to this many instances, and
-# pools spread over them by key.
-PARTITIONS=6
+# The topics are not made here: `floodgate-booking topics ensure` makes and checks them (the
+# demo and the benches run it once their build is done; see docs/runbook.md, "Topics").
 
 say() { printf '\033[1m[stack]\033[0m %s\n' "$*"; }
 die() { printf '\033[31m[stack] %s\033[0m\n' "$*" >&2; exit 1; }
@@ -156,14 +154,6 @@ ensure_tansu() {
     wait_port "$KAFKA_PORT" 30 || die "Tansu did not start (see $FLOODGATE_HOME/tansu.log)"
     say "kafka: started Tansu on 127.0.0.1:$KAFKA_PORT (sqlite data in $TANSU_DATA)"
   fi
-  local existing
-  existing=$("$TANSU" topic list --broker "tcp://127.0.0.1:$KAFKA_PORT")
-  for topic in "${TOPICS[@]}"; do
-    if ! grep -q "\"name\":\"$topic\"" <<<"$existing"; then
-      "$TANSU" topic create "$topic" --partitions "$PARTITIONS" --broker "tcp://127.0.0.1:$KAFKA_PORT" >/dev/null
-      say "kafka: created topic $topic ($PARTITIONS partitions)"
-    fi
-  done
 }
 
 stop_tansu() {

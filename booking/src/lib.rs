@@ -21,6 +21,7 @@
 //! - [`catalog`]: sale files, the PostgreSQL catalog and arming a sale into Redis.
 //! - [`publish_static`]: the static catalog JSON and the list of sales, for a CDN.
 //! - [`reconcile`], [`rebuild`]: the on-call commands (Redis against PostgreSQL; a lost pool).
+//! - [`topics`]: `topics ensure`, the Kafka topics made and checked by Floodgate itself.
 //! - [`ending`]: the end of a sale (`sale end`) and the purge of its Redis state (`sale purge`).
 //!
 //! This crate never writes bookings to PostgreSQL: the consumer does, from the event stream.
@@ -41,6 +42,7 @@ pub mod reconcile;
 pub mod reservations;
 pub mod sandbox;
 pub mod signin;
+pub mod topics;
 pub mod webhook;
 pub mod worker;
 

@@ -37,6 +37,24 @@ enum Command {
     /// Create and arm sales in the catalog.
     #[command(subcommand)]
     Sale(SaleCommand),
+    /// The Kafka topics: `topics ensure` creates the reservations topic and its dead-letter
+    /// topic where missing, and checks those that exist (exits 2 on a difference).
+    #[command(subcommand)]
+    Topics(TopicsCommand),
+}
+
+#[derive(Subcommand)]
+enum TopicsCommand {
+    /// Create the reservations and dead-letter topics as the settings say, or check them.
+    Ensure {
+        #[command(flatten)]
+        kafka: KafkaArgs,
+        /// The dead-letter topic (default: the reservations topic's name with `.dlq`).
+        #[arg(long, env = "FLOODGATE_DLQ_TOPIC")]
+        dlq_topic: Option<String>,
+        #[command(flatten)]
+        settings: floodgate_booking::topics::TopicSettings,
+    },
 }
 
 #[derive(Subcommand)]
@@ -162,7 +180,39 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Sale(command) => sale(command).await,
+        Command::Topics(TopicsCommand::Ensure {
+            kafka,
+            dlq_topic,
+            settings,
+        }) => ensure_topics(kafka, dlq_topic, settings).await,
     }
+}
+
+/// `topics ensure`: a line per topic; exits 2 if one differs from the settings.
+async fn ensure_topics(
+    kafka: KafkaArgs,
+    dlq_topic: Option<String>,
+    settings: floodgate_booking::topics::TopicSettings,
+) -> anyhow::Result<()> {
+    use floodgate_booking::topics::{ensure, TopicState};
+    let topic = &kafka.reservations_topic;
+    let dlq = dlq_topic.unwrap_or_else(|| format!("{topic}.dlq"));
+    let mut differs = false;
+    for (name, state) in ensure(&kafka.kafka_brokers, topic, &dlq, &settings).await? {
+        match state {
+            TopicState::Created => println!("topic {name}: created"),
+            TopicState::AsSet => println!("topic {name}: as set"),
+            TopicState::Differs(differences) => {
+                differs = true;
+                println!("topic {name}: differs from the settings (left as it is):");
+                differences.iter().for_each(|d| println!("  {d}"));
+            }
+        }
+    }
+    if differs {
+        std::process::exit(2);
+    }
+    Ok(())
 }
 
 async fn sale(command: SaleCommand) -> anyhow::Result<()> {

@@ -129,7 +129,29 @@ pub fn secret(prefix: &str) -> String {
     format!("{prefix}{}", uuid::Uuid::new_v4().simple())
 }
 
-/// Creates a topic on the real broker (Tansu does not auto-create topics).
+/// The reservations topic `topic` (with `partitions`) and its dead-letter topic, made as
+/// `floodgate-booking topics ensure` makes them (and asserted new).
+pub async fn ensure_topics(brokers: &str, topic: &str, partitions: i32) {
+    use floodgate_booking::topics::{ensure, TopicSettings, TopicState};
+    let settings = TopicSettings {
+        partitions,
+        dlq_partitions: 1,
+        replication_factor: 1,
+        min_insync_replicas: None,
+    };
+    let states = ensure(brokers, topic, &format!("{topic}.dlq"), &settings)
+        .await
+        .expect("topics ensure");
+    assert!(
+        states
+            .iter()
+            .all(|(_, state)| *state == TopicState::Created),
+        "{states:?}"
+    );
+}
+
+/// Creates one topic on the real broker (Tansu does not auto-create topics), bypassing
+/// `topics ensure` (to make one that differs from the settings, say).
 pub async fn create_topic(brokers: &str, topic: &str, partitions: i32) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", brokers)
@@ -352,8 +374,7 @@ impl TestApp {
         let prefix = unique("t") + ":";
         let topic = unique("floodgate.test.");
         let brokers = options.kafka_brokers.clone().unwrap_or_else(kafka_brokers);
-        create_topic(&brokers, &topic, 3).await;
-        create_topic(&brokers, &format!("{topic}.dlq"), 1).await;
+        ensure_topics(&brokers, &topic, 3).await;
         let signer = TokenSigner::generate("test-key");
         let webhook_secret = secret("whsec_");
         let payment_api_key = secret("pk_test_");
@@ -820,23 +841,16 @@ impl TestApp {
     /// app's Redis, broker and consumer group, with the PostgreSQL at `database_url`: its exit
     /// code and everything it printed (standard output, then standard error).
     pub fn booking_command(&self, database_url: &str, args: &[&str]) -> (i32, String) {
-        let output = std::process::Command::new(binary("floodgate-booking"))
+        let mut command = std::process::Command::new(binary("floodgate-booking"));
+        command
             .args(args)
             .env("FLOODGATE_DATABASE_URL", database_url)
             .envs(redis_env())
             .env("FLOODGATE_REDIS_PREFIX", self.keys.prefix())
             .env("FLOODGATE_KAFKA_BROKERS", kafka_brokers())
             .env("FLOODGATE_RESERVATIONS_TOPIC", &self.topic)
-            .env("FLOODGATE_CONSUMER_GROUP", &self.consumer_group)
-            .env("RUST_LOG", "error")
-            .output()
-            .expect("the booking binary runs");
-        let said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        (output.status.code().unwrap_or(-1), said)
+            .env("FLOODGATE_CONSUMER_GROUP", &self.consumer_group);
+        run_to_end(&mut command)
     }
 
     /// Waits until `sale` has opened (as the ops API sees it).
@@ -950,6 +964,21 @@ pub async fn scrape(metrics: std::net::SocketAddr, series: &str) -> Option<f64> 
             .parse()
             .ok()
     })
+}
+
+/// Runs a command to its end (with `RUST_LOG=error`): its exit code and everything it printed
+/// (standard output, then standard error).
+pub fn run_to_end(command: &mut std::process::Command) -> (i32, String) {
+    let output = command
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("the binary runs");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code().unwrap_or(-1), said)
 }
 
 /// What a poll's probe answers: `true`, or `Some(value)`, once the wait is over.

@@ -9,7 +9,7 @@ use floodgate_contract::keys::pool_partition_key;
 use floodgate_contract::runtime::KafkaArgs;
 use floodgate_tests::chaos::ChaosProxy;
 use floodgate_tests::{
-    binary, create_topic, event, eventually, fresh_database, kafka_brokers, produce, unique,
+    binary, ensure_topics, event, eventually, fresh_database, kafka_brokers, produce, unique,
 };
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{Headers, Message};
@@ -23,8 +23,7 @@ const POOL: &str = "p1";
 /// A fresh topic with its dead-letter topic.
 async fn topics() -> String {
     let topic = unique("floodgate.consumer-test.");
-    create_topic(&kafka_brokers(), &topic, 3).await;
-    create_topic(&kafka_brokers(), &format!("{topic}.dlq"), 1).await;
+    ensure_topics(&kafka_brokers(), &topic, 3).await;
     topic
 }
 

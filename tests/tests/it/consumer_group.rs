@@ -12,7 +12,7 @@ use floodgate_contract::events::Event;
 use floodgate_contract::keys::pool_partition_key;
 use floodgate_tests::gateways::free_port;
 use floodgate_tests::{
-    binary, create_topic, event, eventually, fresh_database, kafka_brokers, produce, unique,
+    binary, ensure_topics, event, eventually, fresh_database, kafka_brokers, produce, unique,
 };
 use sqlx::PgPool;
 
@@ -98,8 +98,7 @@ fn spread(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
 async fn two_then_three_members_share_six_partitions_through_a_kill_and_lose_or_repeat_nothing() {
     const RESERVATIONS: usize = 3_000;
     let topic = unique("floodgate.group-test.");
-    create_topic(&kafka_brokers(), &topic, PARTITIONS).await;
-    create_topic(&kafka_brokers(), &format!("{topic}.dlq"), 1).await;
+    ensure_topics(&kafka_brokers(), &topic, PARTITIONS).await;
     let (url, db) = fresh_database().await;
     let group = unique("floodgate-group-");
 

@@ -48,5 +48,6 @@ mod reservations;
 mod room_fleet;
 mod sale_end;
 mod secrets;
+mod topics;
 mod waiting_room;
 mod walking_skeleton;

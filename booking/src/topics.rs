@@ -1,0 +1,203 @@
+//! `floodgate-booking topics ensure`: the reservations topic and its dead-letter topic, made by
+//! Floodgate itself through Kafka's admin API (any broker: Kafka, Redpanda, Tansu), with the
+//! partitions and replication the settings ask for. A topic that exists is checked, never
+//! changed: a difference is reported and the command fails, because a partition count cannot
+//! be lowered and raising it moves every pool's events to another partition (their order per
+//! pool is what the consumer relies on).
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::types::RDKafkaErrorCode;
+
+/// How the topics must be.
+#[derive(Clone, Debug, clap::Args)]
+pub struct TopicSettings {
+    /// Partitions of the reservations topic: the most consumer instances that can share the
+    /// work, and the spread of pools over the brokers.
+    #[arg(long, env = "FLOODGATE_TOPIC_PARTITIONS", default_value_t = 6)]
+    pub partitions: i32,
+    /// Partitions of the dead-letter topic (it takes a poison message now and then).
+    #[arg(long, env = "FLOODGATE_DLQ_PARTITIONS", default_value_t = 1)]
+    pub dlq_partitions: i32,
+    /// Copies of each partition. 1 is for a single local broker only: production needs 3, so
+    /// an acknowledged event survives the loss of a broker.
+    #[arg(long, env = "FLOODGATE_TOPIC_REPLICATION_FACTOR", default_value_t = 1)]
+    pub replication_factor: i32,
+    /// `min.insync.replicas` of new topics (with `acks=all`, how many copies an event must be on
+    /// before it is acknowledged): 2 with a replication factor of 3. Unset: the broker's default.
+    #[arg(long, env = "FLOODGATE_TOPIC_MIN_INSYNC_REPLICAS")]
+    pub min_insync_replicas: Option<i32>,
+}
+
+/// What `ensure` found or did for one topic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TopicState {
+    Created,
+    AsSet,
+    /// Exists, but not as the settings say: each difference, for a person to decide.
+    Differs(Vec<String>),
+}
+
+/// One topic as it must be.
+struct Wanted<'a> {
+    name: &'a str,
+    partitions: i32,
+}
+
+/// Creates the reservations topic and its dead-letter topic where missing, and checks those
+/// that exist. Returns each topic's state, in that order.
+pub async fn ensure(
+    brokers: &str,
+    topic: &str,
+    dlq_topic: &str,
+    settings: &TopicSettings,
+) -> anyhow::Result<Vec<(String, TopicState)>> {
+    anyhow::ensure!(
+        settings.partitions > 0 && settings.dlq_partitions > 0 && settings.replication_factor > 0,
+        "partitions and the replication factor must be at least 1"
+    );
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .context("creating the Kafka admin client")?;
+    let mut states = Vec::new();
+    for wanted in [
+        Wanted {
+            name: topic,
+            partitions: settings.partitions,
+        },
+        Wanted {
+            name: dlq_topic,
+            partitions: settings.dlq_partitions,
+        },
+    ] {
+        let state = match existing(&admin, wanted.name).await? {
+            Some(found) => compare(&found, &wanted, settings),
+            None => create(&admin, &wanted, settings).await?,
+        };
+        states.push((wanted.name.to_owned(), state));
+    }
+    Ok(states)
+}
+
+/// A topic as the broker describes it: its partitions and each one's number of replicas.
+struct Found {
+    partitions: i32,
+    replicas: Vec<usize>,
+}
+
+async fn existing(
+    admin: &AdminClient<DefaultClientContext>,
+    name: &str,
+) -> anyhow::Result<Option<Found>> {
+    let metadata = admin
+        .inner()
+        .fetch_metadata(Some(name), Duration::from_secs(10))
+        .context("reading the broker's metadata")?;
+    let Some(topic) = metadata.topics().iter().find(|t| t.name() == name) else {
+        return Ok(None);
+    };
+    if topic.error().is_some() || topic.partitions().is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Found {
+        partitions: topic.partitions().len() as i32,
+        replicas: topic
+            .partitions()
+            .iter()
+            .map(|p| p.replicas().len())
+            .collect(),
+    }))
+}
+
+fn compare(found: &Found, wanted: &Wanted<'_>, settings: &TopicSettings) -> TopicState {
+    let mut differences = Vec::new();
+    if found.partitions != wanted.partitions {
+        differences.push(format!(
+            "{} partitions, the settings ask for {}",
+            found.partitions, wanted.partitions
+        ));
+    }
+    let want = settings.replication_factor as usize;
+    if let Some(replicas) = found.replicas.iter().find(|r| **r != want) {
+        differences.push(format!(
+            "a partition has {replicas} replica(s), the settings ask for {want}"
+        ));
+    }
+    if differences.is_empty() {
+        TopicState::AsSet
+    } else {
+        TopicState::Differs(differences)
+    }
+}
+
+async fn create(
+    admin: &AdminClient<DefaultClientContext>,
+    wanted: &Wanted<'_>,
+    settings: &TopicSettings,
+) -> anyhow::Result<TopicState> {
+    let min_insync = settings.min_insync_replicas.map(|n| n.to_string());
+    let mut topic = NewTopic::new(
+        wanted.name,
+        wanted.partitions,
+        TopicReplication::Fixed(settings.replication_factor),
+    );
+    if let Some(n) = &min_insync {
+        topic = topic.set("min.insync.replicas", n);
+    }
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    for result in admin.create_topics(&[topic], &options).await? {
+        match result {
+            Ok(_) => {}
+            // Made by someone else meanwhile: it is there; the next run checks it.
+            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((name, e)) => anyhow::bail!("creating topic {name}: {e}"),
+        }
+    }
+    Ok(TopicState::Created)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(partitions: i32, replication_factor: i32) -> TopicSettings {
+        TopicSettings {
+            partitions,
+            dlq_partitions: 1,
+            replication_factor,
+            min_insync_replicas: None,
+        }
+    }
+
+    #[test]
+    fn an_existing_topic_is_compared_with_the_settings() {
+        let wanted = Wanted {
+            name: "t",
+            partitions: 6,
+        };
+        let same = Found {
+            partitions: 6,
+            replicas: vec![3; 6],
+        };
+        assert_eq!(compare(&same, &wanted, &settings(6, 3)), TopicState::AsSet);
+        let fewer = Found {
+            partitions: 3,
+            replicas: vec![1; 3],
+        };
+        let TopicState::Differs(differences) = compare(&fewer, &wanted, &settings(6, 3)) else {
+            panic!("a smaller topic matched");
+        };
+        assert_eq!(
+            differences,
+            [
+                "3 partitions, the settings ask for 6",
+                "a partition has 1 replica(s), the settings ask for 3"
+            ]
+        );
+    }
+}

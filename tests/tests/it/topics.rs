@@ -1,0 +1,69 @@
+//! `floodgate-booking topics ensure` (issue 16) against the real broker: it makes the
+//! reservations and dead-letter topics as the settings say, leaves them be when they are, and
+//! reports (without touching) a topic that exists with other settings.
+
+use std::process::Command;
+use std::time::Duration;
+
+use floodgate_tests::{binary, create_topic, kafka_brokers, run_to_end, unique};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::ClientConfig;
+
+/// `topics ensure` for `topic` with `partitions`: its exit code and what it printed.
+fn ensure(topic: &str, partitions: i32) -> (i32, String) {
+    run_to_end(
+        Command::new(binary("floodgate-booking"))
+            .args(["topics", "ensure"])
+            .env("FLOODGATE_KAFKA_BROKERS", kafka_brokers())
+            .env("FLOODGATE_RESERVATIONS_TOPIC", topic)
+            .env("FLOODGATE_TOPIC_PARTITIONS", partitions.to_string()),
+    )
+}
+
+/// The partitions of `topic` as the broker describes it.
+fn partitions(topic: &str) -> usize {
+    let client: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", kafka_brokers())
+        .create()
+        .unwrap();
+    let metadata = client
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .unwrap();
+    metadata
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic)
+        .map_or(0, |t| t.partitions().len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topics_are_made_as_set_left_as_they_are_and_a_difference_is_reported() {
+    let topic = unique("floodgate.topics-test.");
+    let dlq = format!("{topic}.dlq");
+    let (code, said) = ensure(&topic, 4);
+    assert_eq!(code, 0, "{said}");
+    assert_eq!(said.matches(": created").count(), 2, "{said}");
+    assert_eq!((partitions(&topic), partitions(&dlq)), (4, 1));
+
+    // Again: nothing to do.
+    let (code, said) = ensure(&topic, 4);
+    assert_eq!(code, 0, "{said}");
+    assert_eq!(said.matches(": as set").count(), 2, "{said}");
+
+    // A topic someone made by hand with fewer partitions is reported, and left alone.
+    let other = unique("floodgate.topics-test.");
+    create_topic(&kafka_brokers(), &other, 3).await;
+    let (code, said) = ensure(&other, 6);
+    assert_eq!(code, 2, "{said}");
+    assert!(said.contains(&format!("topic {other}: differs")), "{said}");
+    assert!(
+        said.contains("3 partitions, the settings ask for 6"),
+        "{said}"
+    );
+    assert_eq!(partitions(&other), 3, "an existing topic is never changed");
+    assert_eq!(
+        partitions(&format!("{other}.dlq")),
+        1,
+        "the missing one is still made"
+    );
+}
