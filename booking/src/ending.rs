@@ -167,7 +167,7 @@ async fn unfinished(
                 counts.held
             ));
         }
-        let (applied, _) = reconcile::applied_sequence(db, sale, pool).await?;
+        let applied = report.applied_seq;
         if applied < counts.seq {
             problems.push(format!(
                 "pool {pool}: the consumer has applied its events up to {applied} of {}; wait for it",

@@ -26,6 +26,8 @@ pub struct PoolReport {
     pub redis: Option<RedisCounts>,
     pub confirmed_seats: i64,
     pub pending_seats: i64,
+    /// The highest event sequence number of the pool the consumer has applied (0 for none).
+    pub applied_seq: i64,
     pub drifts: Vec<Drift>,
 }
 
@@ -188,6 +190,7 @@ pub async fn report(
             redis: redis_counts,
             confirmed_seats,
             pending_seats,
+            applied_seq: kafka_seq,
         });
     }
     Ok(reports)

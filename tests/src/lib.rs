@@ -129,6 +129,28 @@ pub fn secret(prefix: &str) -> String {
     format!("{prefix}{}", uuid::Uuid::new_v4().simple())
 }
 
+/// An admission token for `sale` signed by `signer` (a gateway's key, or one being rotated in or
+/// out), valid for `ttl_ms` from now.
+pub fn pass(
+    signer: &TokenSigner,
+    sale: &str,
+    ticket: u64,
+    max_seats: u32,
+    ttl_ms: i64,
+    buyer: Option<&str>,
+) -> String {
+    let now = floodgate_contract::now_millis();
+    signer.sign(&floodgate_contract::token::AdmissionClaims {
+        sale: sale.to_owned(),
+        ticket,
+        jti: uuid::Uuid::new_v4().simple().to_string(),
+        max_seats,
+        iat_ms: now,
+        exp_ms: now + ttl_ms,
+        buyer: buyer.map(str::to_owned),
+    })
+}
+
 /// The reservations topic `topic` (with `partitions`) and its dead-letter topic, made as
 /// `floodgate-booking topics ensure` makes them (and asserted new).
 pub async fn ensure_topics(brokers: &str, topic: &str, partitions: i32) {
@@ -653,9 +675,24 @@ impl TestApp {
         idempotency_key: &str,
         body: &serde_json::Value,
     ) -> (u16, serde_json::Value) {
+        let api = format!("http://{}", self.booking);
+        self.post_reservation_at(&api, sale, token, idempotency_key, body)
+            .await
+    }
+
+    /// [`TestApp::post_reservation`] to the booking API at `api` (`http://host:port`): another
+    /// booking process than the app's own.
+    pub async fn post_reservation_at(
+        &self,
+        api: &str,
+        sale: &str,
+        token: &str,
+        idempotency_key: &str,
+        body: &serde_json::Value,
+    ) -> (u16, serde_json::Value) {
         self.answer(
             self.http
-                .post(self.reservations_url(sale))
+                .post(format!("{api}/v1/sales/{sale}/reservations"))
                 .bearer_auth(token)
                 .header("Idempotency-Key", idempotency_key)
                 .json(body),
@@ -677,17 +714,7 @@ impl TestApp {
         ttl_ms: i64,
         buyer: Option<&str>,
     ) -> String {
-        let now = floodgate_contract::now_millis();
-        self.signer
-            .sign(&floodgate_contract::token::AdmissionClaims {
-                sale: sale.to_owned(),
-                ticket,
-                jti: uuid::Uuid::new_v4().simple().to_string(),
-                max_seats,
-                iat_ms: now,
-                exp_ms: now + ttl_ms,
-                buyer: buyer.map(str::to_owned),
-            })
+        pass(&self.signer, sale, ticket, max_seats, ttl_ms, buyer)
     }
 
     /// An identity token for `sub` from the sign-in stand-in (as the operator's sign-in would

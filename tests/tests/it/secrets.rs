@@ -111,14 +111,9 @@ async fn secrets_come_from_the_files_their_file_variables_name() {
 
 /// One reservation of one seat in `p1` through the booking API at `api`: its status and error.
 async fn reserve(app: &TestApp, api: &str, sale: &str, token: &str) -> (u16, serde_json::Value) {
-    app.answer(
-        app.http
-            .post(format!("{api}/v1/sales/{sale}/reservations"))
-            .bearer_auth(token)
-            .header("Idempotency-Key", unique("k"))
-            .json(&serde_json::json!({ "pool": "p1", "seats": 1 })),
-    )
-    .await
+    let body = serde_json::json!({ "pool": "p1", "seats": 1 });
+    app.post_reservation_at(api, sale, token, &unique("k"), &body)
+        .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -139,16 +134,7 @@ async fn keys_and_the_ops_token_rotate_with_the_old_and_the_new_both_good_during
         format!("{}={}", signer.kid(), signer.public_base64())
     };
     let pass = |signer: &floodgate_contract::token::TokenSigner, ticket: u64| {
-        let now = floodgate_contract::now_millis();
-        signer.sign(&floodgate_contract::token::AdmissionClaims {
-            sale: sale.clone(),
-            ticket,
-            jti: unique("jti"),
-            max_seats: 1,
-            iat_ms: now,
-            exp_ms: now + 60_000,
-            buyer: None,
-        })
+        floodgate_tests::pass(signer, &sale, ticket, 1, 60_000, None)
     };
     let (old_ops, new_ops) = (secret("ops_"), secret("ops_"));
     let figures = |admin: &str| format!("{admin}/admin/v1/sales/{sale}");
