@@ -10,26 +10,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOINS=${1:-4000}
-FLOODGATE_HOME=${FLOODGATE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/floodgate}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$FLOODGATE_HOME/target}
-PG=${PG:-postgres://postgres@127.0.0.1:5432}
-DB="floodgate_bench_$RANDOM$RANDOM"
 FIRST_PORT=7211
-RESULTS="$FLOODGATE_HOME/bench/joins-$(date +%Y%m%d-%H%M%S)"
-mkdir -p "$RESULTS"
-say() { printf '\033[1m[bench]\033[0m %s\n' "$*" >&2; }
-
-cargo build --release --locked -q -p floodgate-gateway -p floodgate-booking -p floodgate-loadgen
-BIN=$CARGO_TARGET_DIR/release
-export FLOODGATE_DATABASE_URL="$PG/$DB" FLOODGATE_REDIS_PREFIX="bench$RANDOM:"
+BENCH_NAME=joins
+# shellcheck source=deploy/bench-env.sh
+source deploy/bench-env.sh
 export FLOODGATE_MAX_CONNECTIONS_PER_IP=1000000 FLOODGATE_JOINS_PER_SEC_PER_IP=1000000
-export RUST_LOG=${BENCH_LOG:-warn}
 # No load balancer here: a stopped gateway closes at once.
 export FLOODGATE_DRAIN_DELAY_MS=0
-set -a
-# shellcheck disable=SC1090
-source <("$BIN/floodgate-gateway" keygen --kid bench | grep -v '^#')
-set +a
 
 PIDS=()
 cleanup() {

@@ -8,23 +8,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REQUESTS=${1:-10000}
-FLOODGATE_HOME=${FLOODGATE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/floodgate}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$FLOODGATE_HOME/target}
-PG=${PG:-postgres://postgres@127.0.0.1:5432}
-DB="floodgate_bench_$RANDOM$RANDOM"
 FIRST_PORT=7201
-RESULTS="$FLOODGATE_HOME/bench/replicas-$(date +%Y%m%d-%H%M%S)"
-mkdir -p "$RESULTS"
-say() { printf '\033[1m[bench]\033[0m %s\n' "$*" >&2; }
-
-cargo build --release --locked -q -p floodgate-gateway -p floodgate-booking -p floodgate-loadgen
-BIN=$CARGO_TARGET_DIR/release
-export FLOODGATE_DATABASE_URL="$PG/$DB" FLOODGATE_REDIS_PREFIX="bench$RANDOM:"
-export FLOODGATE_RESERVATIONS_TOPIC="floodgate.bench.$RANDOM$RANDOM" RUST_LOG=${BENCH_LOG:-warn}
-set -a
-# shellcheck disable=SC1090
-source <("$BIN/floodgate-gateway" keygen --kid bench | grep -v '^#')
-set +a
+BENCH_NAME=replicas
+# shellcheck source=deploy/bench-env.sh
+source deploy/bench-env.sh
+export FLOODGATE_RESERVATIONS_TOPIC="floodgate.bench.$RANDOM$RANDOM"
 secret() { echo "$1$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"; }
 export FLOODGATE_OPS_TOKEN FLOODGATE_WEBHOOK_SECRET FLOODGATE_PAYMENT_API_KEY
 FLOODGATE_OPS_TOKEN=$(secret ops_) FLOODGATE_WEBHOOK_SECRET=$(secret whsec_)
