@@ -57,6 +57,16 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
+# What the services' build links against: the system's OpenSSL for librdkafka's TLS and SASL
+# SCRAM (rdkafka's `ssl` feature), found through pkg-config.
+ensure_build_deps() {
+  if [ -f /usr/include/openssl/ssl.h ] && command -v pkg-config >/dev/null; then
+    say "build dependencies: installed"; return
+  fi
+  apt_install libssl-dev pkg-config
+  say "build dependencies: installed"
+}
+
 # nginx plays the CDN in the edge tests (deploy/nginx/cdn.conf); only the package is needed, each
 # test runs its own instance.
 ensure_nginx() {
@@ -249,6 +259,7 @@ cluster_down() {
 
 case "${1:-up}" in
   up)
+    ensure_build_deps
     ensure_redis
     ensure_postgres
     ensure_nginx

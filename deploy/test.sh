@@ -45,6 +45,8 @@ cargo fmt --all -- --check
 echo "[test] the Redis state layer, file sizes"
 deploy/check-state-layer.sh
 deploy/check-file-sizes.sh
+echo "[test] the Dockerfile, the compose file, the Kubernetes manifests"
+deploy/check-deploy.sh
 echo "[test] cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # nextest runs every test in its own process (no shared global state between tests) and ends

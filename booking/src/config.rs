@@ -23,9 +23,6 @@ pub struct Config {
     /// that still holds a valid token.
     #[arg(long, env = "FLOODGATE_DELIVERY_TIMEOUT_MS", default_value_t = 5_000)]
     pub delivery_timeout_ms: u64,
-    /// Producer `linger.ms`. 0 measured fastest against Tansu for ack-per-request traffic.
-    #[arg(long, env = "FLOODGATE_KAFKA_LINGER_MS", default_value_t = 0)]
-    pub linger_ms: u32,
     /// Public keys that admission tokens may be signed with: `kid=base64url,...`.
     #[arg(long, env = "FLOODGATE_TOKEN_PUBLIC_KEYS")]
     pub token_public_keys: String,
@@ -33,6 +30,10 @@ pub struct Config {
     /// sandbox provider by name (then it defaults to the local sandbox, http://127.0.0.1:8082).
     #[arg(long, env = "FLOODGATE_PAYMENT_PROVIDER_URL")]
     pub payment_provider_url: Option<String>,
+    /// A PEM file of CA certificates to trust for the payment provider's HTTPS, besides the
+    /// system's (a provider reached through a private gateway with its own CA, say).
+    #[arg(long, env = "FLOODGATE_PAYMENT_CA_FILE")]
+    pub payment_ca_file: Option<std::path::PathBuf>,
     /// Use the sandbox provider (`floodgate-booking sandbox-pay`): no money moves. For demos and
     /// tests only; the service says so loudly in its log.
     #[arg(long, env = "FLOODGATE_PAYMENT_SANDBOX")]
@@ -89,6 +90,8 @@ pub struct PaymentProvider {
     pub url: String,
     pub api_key: SecretString,
     pub sandbox: bool,
+    /// Extra CA certificates for the provider's HTTPS.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl Config {
@@ -120,6 +123,7 @@ impl Config {
             url,
             api_key,
             sandbox: self.payment_sandbox,
+            ca_file: self.payment_ca_file.clone(),
         })
     }
 

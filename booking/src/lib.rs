@@ -112,10 +112,8 @@ impl AppState {
             .await
             .context("connecting to Redis")?;
         let publisher = Publisher::new(
-            &config.kafka.kafka_brokers,
-            &config.kafka.reservations_topic,
+            &config.kafka,
             Duration::from_millis(config.delivery_timeout_ms),
-            config.linger_ms,
         )
         .context("creating the Kafka producer")?;
         Ok(Self {
@@ -129,7 +127,8 @@ impl AppState {
             verifier: Arc::new(verifier),
             publisher,
             db,
-            provider: ProviderClient::new(&provider.url, provider.api_key),
+            provider: ProviderClient::new(&provider)
+                .context("configuring the payment provider's client")?,
             webhook_secret: Arc::new(config.webhook_secret.clone()),
             webhook_tolerance_secs: config.webhook_tolerance_secs,
             delivery_timeout: Duration::from_millis(config.delivery_timeout_ms),

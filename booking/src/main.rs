@@ -149,8 +149,7 @@ struct TailArgs {
 impl TailArgs {
     fn tail(self) -> rebuild::KafkaTail {
         rebuild::KafkaTail {
-            brokers: self.kafka.kafka_brokers,
-            topic: self.kafka.reservations_topic,
+            kafka: self.kafka,
             group: self.group,
             timeout: std::time::Duration::from_secs(self.wait_secs),
         }
@@ -169,7 +168,10 @@ struct StoreArgs {
 async fn main() -> anyhow::Result<()> {
     // Secret settings may come from files (`<VAR>_FILE`), as container platforms mount them.
     let cli: Cli = floodgate_contract::secret_files::parse_with_secret_files();
+    runtime::install_tls_provider();
     runtime::init_tracing(cli.log_json);
+    let open_files = runtime::raise_open_files_limit();
+    tracing::debug!(open_files, "open-files limit");
     match cli.command {
         Command::Serve { config, db } => serve(*config, db).await,
         Command::SandboxPay(config) => sandbox_pay(config).await,
@@ -198,7 +200,7 @@ async fn ensure_topics(
     let topic = &kafka.reservations_topic;
     let dlq = dlq_topic.unwrap_or_else(|| format!("{topic}.dlq"));
     let mut differs = false;
-    for (name, state) in ensure(&kafka.kafka_brokers, topic, &dlq, &settings).await? {
+    for (name, state) in ensure(&kafka, &dlq, &settings).await? {
         match state {
             TopicState::Created => println!("topic {name}: created"),
             TopicState::AsSet => println!("topic {name}: as set"),

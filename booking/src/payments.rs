@@ -14,6 +14,7 @@
 
 use std::time::Duration;
 
+use anyhow::Context as _;
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
@@ -157,17 +158,38 @@ pub struct ProviderClient {
 }
 
 impl ProviderClient {
-    pub fn new(base: &str, api_key: secrecy::SecretString) -> Self {
-        let http = reqwest::Client::builder()
+    /// A client of `provider`: the system's roots plus the provider's CA file if one is set;
+    /// HTTPS only unless it is the sandbox.
+    pub fn new(provider: &crate::config::PaymentProvider) -> anyhow::Result<Self> {
+        let mut builder = reqwest::Client::builder()
             // A payer waits on this call: give up quickly and let them retry.
             .timeout(Duration::from_secs(5))
-            .build()
-            .expect("HTTP client builds");
-        Self {
-            http,
-            base: base.trim_end_matches('/').to_owned(),
-            api_key,
+            // Never sent over plain HTTP, not even by a redirect.
+            .https_only(!provider.sandbox);
+        if let Some(path) = &provider.ca_file {
+            let pem = std::fs::read(path).with_context(|| {
+                format!("FLOODGATE_PAYMENT_CA_FILE: cannot read {}", path.display())
+            })?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem).with_context(|| {
+                format!(
+                    "FLOODGATE_PAYMENT_CA_FILE: {} holds no PEM certificate",
+                    path.display()
+                )
+            })?;
+            anyhow::ensure!(
+                !certs.is_empty(),
+                "FLOODGATE_PAYMENT_CA_FILE: {} holds no certificate",
+                path.display()
+            );
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
         }
+        Ok(Self {
+            http: builder.build().context("building the HTTP client")?,
+            base: provider.url.trim_end_matches('/').to_owned(),
+            api_key: provider.api_key.clone(),
+        })
     }
 
     /// Creates a payment; the reservation id is the idempotency key, so a retried start returns

@@ -21,12 +21,12 @@
 
 use std::time::Duration;
 
+use floodgate_contract::kafka::{KafkaArgs, Role};
 use floodgate_contract::keys::Keys;
 use floodgate_contract::progress;
 use floodgate_contract::reservation::ReservationState;
 use floodgate_contract::runtime::RedisConn;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::ClientConfig;
 
 use sqlx::PgPool;
 use time::OffsetDateTime;
@@ -36,8 +36,8 @@ use crate::gatekeeper::repair::{rebuild_pool, Rebuild, RestoredHold, RestoredRec
 
 /// Where the consumer group reads the reservations topic.
 pub struct KafkaTail {
-    pub brokers: String,
-    pub topic: String,
+    /// The brokers, how to reach them, and the topic.
+    pub kafka: KafkaArgs,
     pub group: String,
     /// How long to wait for the consumer to catch up.
     pub timeout: Duration,
@@ -56,12 +56,11 @@ pub struct Rebuilt {
 /// the topic had when this was called (the group's offsets are in PostgreSQL, stored with the
 /// rows they produced).
 pub async fn wait_for_consumer(db: &PgPool, tail: &KafkaTail) -> anyhow::Result<()> {
-    let client: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &tail.brokers)
-        .set("group.id", &tail.group)
-        .set("enable.auto.commit", "false")
+    let client: BaseConsumer = tail
+        .kafka
+        .client(Role::Consumer, &[("group.id", tail.group.clone())])?
         .create()?;
-    let topic = tail.topic.clone();
+    let topic = tail.kafka.reservations_topic.clone();
     let ends = tokio::task::spawn_blocking(move || {
         let timeout = Duration::from_secs(10);
         let metadata = client.fetch_metadata(Some(&topic), timeout)?;
@@ -75,10 +74,15 @@ pub async fn wait_for_consumer(db: &PgPool, tail: &KafkaTail) -> anyhow::Result<
         Ok::<_, rdkafka::error::KafkaError>(ends)
     })
     .await??;
-    anyhow::ensure!(!ends.is_empty(), "topic {} has no partitions", tail.topic);
+    anyhow::ensure!(
+        !ends.is_empty(),
+        "topic {} has no partitions",
+        tail.kafka.reservations_topic
+    );
     let deadline = tokio::time::Instant::now() + tail.timeout;
     loop {
-        let stored = progress::stored_offsets(db, &tail.group, &tail.topic).await?;
+        let stored =
+            progress::stored_offsets(db, &tail.group, &tail.kafka.reservations_topic).await?;
         let behind: i64 = ends
             .iter()
             .map(|(partition, end)| (end - stored.get(partition).copied().unwrap_or(0)).max(0))

@@ -8,9 +8,9 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
+use floodgate_contract::kafka::{KafkaArgs, Role};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::config::ClientConfig;
 use rdkafka::types::RDKafkaErrorCode;
 
 /// How the topics must be.
@@ -51,8 +51,7 @@ struct Wanted<'a> {
 /// Creates the reservations topic and its dead-letter topic where missing, and checks those
 /// that exist. Returns each topic's state, in that order.
 pub async fn ensure(
-    brokers: &str,
-    topic: &str,
+    kafka: &KafkaArgs,
     dlq_topic: &str,
     settings: &TopicSettings,
 ) -> anyhow::Result<Vec<(String, TopicState)>> {
@@ -60,8 +59,9 @@ pub async fn ensure(
         settings.partitions > 0 && settings.dlq_partitions > 0 && settings.replication_factor > 0,
         "partitions and the replication factor must be at least 1"
     );
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
+    let topic = kafka.reservations_topic.as_str();
+    let admin: AdminClient<DefaultClientContext> = kafka
+        .client(Role::Admin, &[])?
         .create()
         .context("creating the Kafka admin client")?;
     let mut states = Vec::new();

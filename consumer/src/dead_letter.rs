@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use rdkafka::config::ClientConfig;
+use floodgate_contract::kafka::{KafkaArgs, Role};
 use rdkafka::message::{Header, Message, OwnedHeaders, OwnedMessage};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
@@ -15,11 +15,9 @@ pub struct DeadLetters {
 }
 
 impl DeadLetters {
-    pub fn new(brokers: &str, topic: String) -> anyhow::Result<Self> {
-        let producer = ClientConfig::new()
-            .set("bootstrap.servers", brokers)
-            .set("acks", "all")
-            .set("enable.idempotence", "true")
+    pub fn new(kafka: &KafkaArgs, topic: String) -> anyhow::Result<Self> {
+        let producer = kafka
+            .client(Role::Producer, &[])?
             .create()
             .context("creating the dead-letter producer")?;
         Ok(Self { producer, topic })

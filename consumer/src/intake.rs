@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use rdkafka::config::ClientConfig;
+use floodgate_contract::kafka::Role;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
@@ -18,21 +18,12 @@ use crate::{Config, RETRY_DELAY};
 /// A Kafka client that reads only the partitions it is given ([`assign`]): no Kafka group
 /// membership, no offsets committed to Kafka (PostgreSQL keeps them).
 pub fn connect(config: &Config) -> anyhow::Result<StreamConsumer> {
-    let mut client = ClientConfig::new();
-    if let Some(debug) = &config.kafka_debug {
-        client.set("debug", debug);
-    }
-    client
-        .set("bootstrap.servers", &config.kafka.kafka_brokers)
-        // Required by the client even unsubscribed; nothing is ever committed under it.
-        .set("group.id", &config.group)
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        // Small requests go out at once: with Nagle's algorithm each fetch waited for the
-        // previous one's delayed ACK, ~40 ms a batch (BENCHMARKS.md).
-        .set("socket.nagle.disable", "true")
-        // A partition's stored offset below the log's start (retention passed it): from the start.
-        .set("auto.offset.reset", "earliest")
+    // group.id is required by the client even unsubscribed; nothing is ever committed under it.
+    // The rest (no auto commit, Nagle off, earliest on a lapsed offset) are the consumer
+    // defaults of floodgate_contract::kafka.
+    config
+        .kafka
+        .client(Role::Consumer, &[("group.id", config.group.clone())])?
         .create()
         .context("creating the Kafka consumer")
 }

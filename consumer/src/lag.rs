@@ -3,26 +3,19 @@
 
 use std::time::Duration;
 
-use rdkafka::config::ClientConfig;
+use floodgate_contract::kafka::{KafkaArgs, Role};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 /// Publishes the group's lag every few seconds, from a Kafka client of its own so the consuming
 /// loop never waits for it. The offsets are the group's in PostgreSQL (`membership`).
-pub async fn report_lag(
-    brokers: String,
-    db: PgPool,
-    group: String,
-    topic: String,
-    shutdown: CancellationToken,
-) {
-    let client: Result<BaseConsumer, _> = ClientConfig::new()
-        .set("bootstrap.servers", &brokers)
-        .set("group.id", &group)
-        .set("enable.auto.commit", "false")
-        .create();
-    let Ok(client) = client else {
+pub async fn report_lag(kafka: KafkaArgs, db: PgPool, group: String, shutdown: CancellationToken) {
+    let topic = kafka.reservations_topic.clone();
+    let client = kafka
+        .client(Role::Admin, &[])
+        .map(|c| c.create::<BaseConsumer>());
+    let Ok(Ok(client)) = client else {
         tracing::warn!("lag reporting unavailable");
         return;
     };

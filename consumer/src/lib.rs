@@ -55,9 +55,6 @@ pub struct Config {
     /// earlier run's leases to lapse. Without one, each start is a new member.
     #[arg(long, env = "FLOODGATE_CONSUMER_INSTANCE_ID", value_parser = instance_id)]
     pub instance_id: Option<String>,
-    /// librdkafka debug contexts (e.g. `cgrp,fetch`) for diagnosing the broker conversation.
-    #[arg(long, env = "FLOODGATE_KAFKA_DEBUG")]
-    pub kafka_debug: Option<String>,
     /// Where events that can never be applied go, with the reason in a header (default: the
     /// reservations topic's name with `.dlq`).
     #[arg(long, env = "FLOODGATE_DLQ_TOPIC")]
@@ -104,7 +101,7 @@ pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> an
     floodgate_contract::runtime::metrics();
     let topic = config.kafka.reservations_topic.clone();
     let consumer = std::sync::Arc::new(intake::connect(config)?);
-    let dead_letters = DeadLetters::new(&config.kafka.kafka_brokers, config.dlq_topic())?;
+    let dead_letters = DeadLetters::new(&config.kafka, config.dlq_topic())?;
     let mut group = Membership::new(
         db.clone(),
         &config.group,
@@ -113,10 +110,9 @@ pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> an
         Duration::from_millis(config.session_timeout_ms),
     );
     let lag = tokio::spawn(lag::report_lag(
-        config.kafka.kafka_brokers.clone(),
+        config.kafka.clone(),
         db.clone(),
         config.group.clone(),
-        topic.clone(),
         shutdown.clone(),
     ));
     tracing::info!(%topic, group = %config.group, "consumer started");

@@ -1,11 +1,10 @@
 //! `floodgate-consumer`: persist reservation events to PostgreSQL.
 
 use anyhow::Context as _;
-use clap::Parser;
 use floodgate_consumer::Config;
 use floodgate_contract::runtime::{self, migrator, DatabaseArgs};
 
-#[derive(Parser)]
+#[derive(clap::Parser)]
 #[command(name = "floodgate-consumer", version, about)]
 struct Cli {
     #[command(flatten)]
@@ -27,8 +26,12 @@ struct Cli {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    // Secret settings (the Kafka SASL password) may come from files (`<VAR>_FILE`).
+    let cli: Cli = floodgate_contract::secret_files::parse_with_secret_files();
+    runtime::install_tls_provider();
     runtime::init_tracing(cli.log_json);
+    let open_files = runtime::raise_open_files_limit();
+    tracing::debug!(open_files, "open-files limit");
     let db = cli.database.connect().await.map_err(anyhow::Error::msg)?;
     migrator().run(&db).await.context("applying migrations")?;
     let metrics_listener = tokio::net::TcpListener::bind(&cli.metrics_listen)

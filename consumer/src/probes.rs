@@ -9,8 +9,8 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
 use floodgate_contract::api::booking::Health;
+use floodgate_contract::kafka::Role;
 use floodgate_contract::readiness::{self, Check, Readiness, CHECK_TIMEOUT};
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use sqlx::PgPool;
 
@@ -26,9 +26,7 @@ struct Probes {
 
 /// The admin listener's routes.
 pub fn admin_router(config: &Config, db: PgPool) -> anyhow::Result<Router> {
-    let kafka: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &config.kafka.kafka_brokers)
-        .create()?;
+    let kafka: BaseConsumer = config.kafka.client(Role::Admin, &[])?.create()?;
     let probes = Probes {
         db,
         kafka: Arc::new(kafka),

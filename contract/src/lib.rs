@@ -35,6 +35,7 @@ pub mod challenge;
 pub mod events;
 pub mod identity;
 pub mod ids;
+pub mod kafka;
 pub mod keys;
 pub mod lottery;
 pub mod lua;

@@ -4,6 +4,7 @@
 //! several slots (a sale's pools, say) are several pipelines run at once
 //! ([`crate::state::PoolCounts::read_each`]), never one pipeline across slots.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -27,9 +28,13 @@ pub enum RedisConn {
 const TIMEOUT: Duration = Duration::from_secs(2);
 
 impl RedisConn {
-    /// Connects to the single Redis at `url`.
-    pub async fn single(url: &str) -> redis::RedisResult<Self> {
-        let client = redis::Client::open(url)?;
+    /// Connects to the single Redis at `url` (`rediss://` for TLS, verified against `tls`'s CA
+    /// or the system's roots).
+    pub async fn single(url: &str, tls: &RedisTls) -> redis::RedisResult<Self> {
+        let client = match tls.certificates(&[url])? {
+            Some(certs) => redis::Client::build_with_tls(url, certs)?,
+            None => redis::Client::open(url)?,
+        };
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(TIMEOUT)
             .set_response_timeout(TIMEOUT)
@@ -40,19 +45,88 @@ impl RedisConn {
         ))
     }
 
-    /// Connects to the Redis Cluster that `seeds` (`redis://host:port` each) belong to.
-    pub async fn cluster(seeds: &[String]) -> redis::RedisResult<Self> {
-        let client = ClusterClientBuilder::new(seeds.to_vec())
+    /// Connects to the Redis Cluster that `seeds` (`redis://host:port` each, or all
+    /// `rediss://` for TLS) belong to. The nodes found from them are reached the same way.
+    pub async fn cluster(seeds: &[String], tls: &RedisTls) -> redis::RedisResult<Self> {
+        let urls: Vec<&str> = seeds.iter().map(String::as_str).collect();
+        let mut builder = ClusterClientBuilder::new(seeds.to_vec())
             .connection_timeout(TIMEOUT)
             .response_timeout(TIMEOUT)
-            .retries(3)
-            .build()?;
+            .retries(3);
+        if let Some(certs) = tls.certificates(&urls)? {
+            builder = builder.certs(certs);
+        }
+        let client = builder.build()?;
         Ok(Self::Cluster(client.get_async_connection().await?))
     }
 
     /// Whether this is a cluster (some operations are routed by hand there).
     pub fn is_cluster(&self) -> bool {
         matches!(self, Self::Cluster(_))
+    }
+}
+
+/// How a `rediss://` connection checks the server and, if asked, shows a certificate of its own:
+/// PEM files, read when connecting. Without a CA file the system's roots are used.
+#[derive(Clone, Debug, Default)]
+pub struct RedisTls {
+    /// The CA certificates the server's certificate must chain to.
+    pub ca_file: Option<PathBuf>,
+    /// A client certificate and its key, for a server that requires one (`tls-auth-clients`).
+    pub client_cert_file: Option<PathBuf>,
+    pub client_key_file: Option<PathBuf>,
+}
+
+impl RedisTls {
+    /// The certificates for `urls`, or `None` when none of them is `rediss://`. TLS files given
+    /// for a plaintext URL, a mix of the two schemes, a half client identity, or the client's
+    /// `#insecure` (which skips verification) are refused: each would quietly mean less
+    /// security than the operator asked for.
+    fn certificates(&self, urls: &[&str]) -> redis::RedisResult<Option<redis::TlsCertificates>> {
+        let refuse = |what: String| {
+            redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, "TLS", what))
+        };
+        let tls = urls.iter().filter(|u| u.starts_with("rediss://")).count();
+        let files = self.ca_file.is_some()
+            || self.client_cert_file.is_some()
+            || self.client_key_file.is_some();
+        if tls == 0 {
+            return if files {
+                Err(refuse(
+                    "Redis TLS files are set but the Redis URL is not rediss://".into(),
+                ))
+            } else {
+                Ok(None)
+            };
+        }
+        if tls != urls.len() {
+            return Err(refuse("every Redis URL must be rediss:// or none".into()));
+        }
+        if urls.iter().any(|u| u.contains("#insecure")) {
+            return Err(refuse(
+                "#insecure turns off certificate verification; give the CA file instead".into(),
+            ));
+        }
+        let read = |path: &PathBuf| {
+            std::fs::read(path).map_err(|e| refuse(format!("cannot read {}: {e}", path.display())))
+        };
+        let client_tls = match (&self.client_cert_file, &self.client_key_file) {
+            (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
+                client_cert: read(cert)?,
+                client_key: read(key)?,
+            }),
+            (None, None) => None,
+            _ => {
+                return Err(refuse(
+                    "a client certificate needs its key, and a key its certificate".into(),
+                ))
+            }
+        };
+        let root_cert = self.ca_file.as_ref().map(read).transpose()?;
+        Ok(Some(redis::TlsCertificates {
+            client_tls,
+            root_cert,
+        }))
     }
 }
 

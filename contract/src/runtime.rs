@@ -1,8 +1,30 @@
 //! Process plumbing every Floodgate binary shares: telemetry, shutdown signals, the Redis
 //! connection. Kept here so the three services start, log and stop the same way.
 
+pub use crate::kafka::KafkaArgs;
 pub use crate::redis_conn::RedisConn;
 use tokio_util::sync::CancellationToken;
+
+/// Makes rustls's `ring` provider the process's default, before any TLS connection (Redis,
+/// PostgreSQL, HTTPS) is made: one provider for every client, chosen here rather than by
+/// whichever crate asks first. A second call is a no-op.
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Raises this process' open-files soft limit to its hard limit and returns the limit now in
+/// force. Every socket is a file descriptor (a gateway holds one per waiting client), and a
+/// container platform can set only the hard limit (`ulimits` in compose, the runtime's default
+/// in Kubernetes, where a Pod spec has no field for it), so each binary raises its own.
+pub fn raise_open_files_limit() -> u64 {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => limit,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not raise the open-files limit");
+            rlimit::getrlimit(rlimit::Resource::NOFILE).map_or(1024, |(soft, _)| soft)
+        }
+    }
+}
 
 /// Starts `tracing` with `RUST_LOG` (default `info`), as JSON lines when `json` is set.
 pub fn init_tracing(json: bool) {
@@ -54,9 +76,9 @@ pub async fn connect_redis(args: &RedisArgs) -> Result<RedisConn, redis::RedisEr
         .cloned()
         .collect();
     if seeds.is_empty() {
-        RedisConn::single(&args.redis_url).await
+        RedisConn::single(&args.redis_url, &args.tls()).await
     } else {
-        RedisConn::cluster(&seeds).await
+        RedisConn::cluster(&seeds, &args.tls()).await
     }
 }
 
@@ -85,9 +107,28 @@ pub struct RedisArgs {
         hide_env_values = true
     )]
     pub redis_cluster_nodes: Vec<String>,
+    /// With `rediss://` URLs: a PEM file of the CA certificates the Redis servers' certificates
+    /// must chain to (default: the system's store).
+    #[arg(long, env = "FLOODGATE_REDIS_TLS_CA_FILE")]
+    pub redis_tls_ca_file: Option<std::path::PathBuf>,
+    /// With `rediss://` URLs: this client's certificate (PEM), for servers that require one.
+    #[arg(long, env = "FLOODGATE_REDIS_TLS_CERT_FILE")]
+    pub redis_tls_cert_file: Option<std::path::PathBuf>,
+    /// With `rediss://` URLs: the private key (PEM) of that certificate.
+    #[arg(long, env = "FLOODGATE_REDIS_TLS_KEY_FILE")]
+    pub redis_tls_key_file: Option<std::path::PathBuf>,
 }
 
 impl RedisArgs {
+    /// How `rediss://` connections are checked.
+    pub fn tls(&self) -> crate::redis_conn::RedisTls {
+        crate::redis_conn::RedisTls {
+            ca_file: self.redis_tls_ca_file.clone(),
+            client_cert_file: self.redis_tls_cert_file.clone(),
+            client_key_file: self.redis_tls_key_file.clone(),
+        }
+    }
+
     /// The key builder for this prefix, refusing a prefix that would break the hash tags.
     pub fn keys(&self) -> Result<crate::keys::Keys, String> {
         if crate::keys::check_prefix(&self.redis_prefix) {
@@ -137,21 +178,6 @@ pub fn migrator() -> sqlx::migrate::Migrator {
     let mut migrator = sqlx::migrate!("../migrations");
     migrator.set_ignore_missing(true);
     migrator
-}
-
-/// Where Kafka is and which topic carries reservation events.
-#[derive(Clone, Debug, clap::Args)]
-pub struct KafkaArgs {
-    /// Kafka bootstrap servers.
-    #[arg(
-        long,
-        env = "FLOODGATE_KAFKA_BROKERS",
-        default_value = "127.0.0.1:9092"
-    )]
-    pub kafka_brokers: String,
-    /// Topic of reservation events.
-    #[arg(long, env = "FLOODGATE_RESERVATIONS_TOPIC", default_value = crate::events::DEFAULT_RESERVATIONS_TOPIC)]
-    pub reservations_topic: String,
 }
 
 /// The process-wide Prometheus recorder, installed on first use. Every service serves its

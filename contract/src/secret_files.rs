@@ -20,10 +20,31 @@ pub fn parse_from_with_secret_files<T: clap::Parser>(
     args: impl IntoIterator<Item = OsString>,
     env: impl Fn(&str) -> Option<OsString>,
 ) -> Result<T, clap::Error> {
-    let command = with_secret_files(T::command(), &env)
+    let command = with_kafka_help(T::command());
+    let command = with_secret_files(command, &env)
         .map_err(|e| clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e}\n")))?;
     let matches = command.try_get_matches_from(args)?;
     T::from_arg_matches(&matches)
+}
+
+/// A binary that talks to Kafka ends its `--help` with how any librdkafka property passes
+/// through and Floodgate's defaults ([`crate::kafka::help`]), for each command that has the
+/// Kafka settings.
+fn with_kafka_help(mut command: clap::Command) -> clap::Command {
+    if command
+        .get_arguments()
+        .any(|a| a.get_id() == "kafka_brokers")
+    {
+        command = command.after_long_help(crate::kafka::help());
+    }
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .collect();
+    for name in names {
+        command = command.mut_subcommand(name, with_kafka_help);
+    }
+    command
 }
 
 fn with_secret_files(

@@ -367,17 +367,7 @@ pub async fn run_admin(listener: TcpListener, state: AppState) -> std::io::Resul
         .await
 }
 
-/// Raises this process' open-files soft limit to its hard limit (each client is a file
-/// descriptor) and returns the limit now in force.
-pub fn raise_open_files_limit() -> u64 {
-    match rlimit::increase_nofile_limit(u64::MAX) {
-        Ok(limit) => limit,
-        Err(e) => {
-            tracing::warn!(error = %e, "could not raise the open-files limit");
-            rlimit::getrlimit(rlimit::Resource::NOFILE).map_or(1024, |(soft, _)| soft)
-        }
-    }
-}
+pub use floodgate_contract::runtime::raise_open_files_limit;
 
 /// Sessions a gateway may hold with `open_files` descriptors: all but a reserve for Redis, the
 /// listener, logs and the HTTP requests that are not sessions.

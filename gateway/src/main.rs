@@ -32,6 +32,7 @@ enum Command {
 async fn main() -> anyhow::Result<()> {
     // Secret settings may come from files (`<VAR>_FILE`), as container platforms mount them.
     let cli: Cli = floodgate_contract::secret_files::parse_with_secret_files();
+    runtime::install_tls_provider();
     runtime::init_tracing(cli.log_json);
     match cli.command {
         Command::Keygen { kid } => {

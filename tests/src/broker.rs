@@ -37,6 +37,8 @@ pub struct PrivateBroker {
     advertised: String,
     /// `memory://tansu/` (gone on restart) or `sqlite://tansu.db` (kept).
     storage: &'static str,
+    /// Whether clients must authenticate (SASL SCRAM) before anything else.
+    authentication: bool,
     dir: PathBuf,
     child: Option<Child>,
 }
@@ -64,9 +66,42 @@ impl PrivateBroker {
             // (a client of the broker's previous life) and then stops answering; the memory
             // engine answers them with an error the client recovers from.
             storage: "memory://tansu/",
+            authentication: false,
             dir,
             child: None,
         };
+        broker.resume().await;
+        broker
+    }
+
+    /// A broker that requires SASL SCRAM-SHA-512 from every client, knowing `users` (name,
+    /// password), advertising `advertised` (a TLS proxy in front of it, say). Users are made
+    /// through the broker itself, which then restarts with authentication on; its storage is
+    /// sqlite so that they survive the restart.
+    pub async fn start_authenticated(
+        users: &[(&str, &str)],
+        advertised: Option<std::net::SocketAddr>,
+    ) -> Self {
+        let mut broker = Self::start().await;
+        broker.stop();
+        broker.storage = "sqlite://tansu.db";
+        broker.resume().await;
+        for (name, password) in users {
+            let status = Command::new(tansu_binary())
+                .args(["user", "create", "--broker"])
+                .arg(format!("tcp://127.0.0.1:{}", broker.port))
+                .args([*name, *password, "--mechanism", "scram512"])
+                .stdout(Stdio::null())
+                .stderr(log_file(&broker.dir))
+                .status()
+                .expect("tansu user create runs");
+            assert!(status.success(), "tansu user create {name} failed");
+        }
+        broker.stop();
+        broker.authentication = true;
+        if let Some(advertised) = advertised {
+            broker.advertised = advertised.to_string();
+        }
         broker.resume().await;
         broker
     }
@@ -85,6 +120,7 @@ impl PrivateBroker {
             .args(["broker", "--listener-url", &url])
             .args(["--advertised-listener-url", &advertised])
             .args(["--storage-engine", self.storage])
+            .args(self.authentication.then_some("--authentication"))
             .stdout(Stdio::null())
             .stderr(log_file(&self.dir))
             .spawn()

@@ -15,6 +15,8 @@ pub mod client;
 pub mod edge;
 pub mod gateways;
 pub mod redis_cluster;
+pub mod services;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -109,6 +111,9 @@ pub fn redis_args_on(prefix: &str, url: Option<String>, cluster: Option<&[String
         redis_url: url.unwrap_or_else(redis_url),
         redis_prefix: prefix.to_owned(),
         redis_cluster_nodes: cluster,
+        redis_tls_ca_file: None,
+        redis_tls_cert_file: None,
+        redis_tls_key_file: None,
     }
 }
 
@@ -161,7 +166,8 @@ pub async fn ensure_topics(brokers: &str, topic: &str, partitions: i32) {
         replication_factor: 1,
         min_insync_replicas: None,
     };
-    let states = ensure(brokers, topic, &format!("{topic}.dlq"), &settings)
+    let kafka = floodgate_contract::kafka::KafkaArgs::plaintext(brokers, topic);
+    let states = ensure(&kafka, &format!("{topic}.dlq"), &settings)
         .await
         .expect("topics ensure");
     assert!(
@@ -325,6 +331,9 @@ pub struct TestApp {
 /// What a test may change about the services it starts.
 #[derive(Clone, Debug)]
 pub struct TestOptions {
+    /// One Redis for everything the app starts and reads (a private server, say); the shared
+    /// one by default. The two below, when set, still win for their service.
+    pub redis_url: Option<String>,
     /// The booking service's Redis (a fault-injecting proxy, say); the shared one by default.
     pub booking_redis_url: Option<String>,
     /// The gateway's Redis (a fault-injecting proxy, say); the shared one by default.
@@ -354,11 +363,14 @@ pub struct TestOptions {
     pub buyer_id_key: Option<String>,
     /// Run on this Redis Cluster (its seed nodes) whatever the pass.
     pub redis_cluster: Option<Vec<String>>,
+    /// The CA file every `rediss://` connection of the app verifies its servers against.
+    pub redis_tls_ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for TestOptions {
     fn default() -> Self {
         Self {
+            redis_url: None,
             booking_redis_url: None,
             gateway_redis_url: None,
             kafka_brokers: None,
@@ -379,6 +391,7 @@ impl Default for TestOptions {
             trusted_proxies: Vec::new(),
             buyer_id_key: None,
             redis_cluster: None,
+            redis_tls_ca_file: None,
         }
     }
 }
@@ -393,6 +406,7 @@ impl TestApp {
     pub async fn spawn_with(db: PgPool, options: TestOptions) -> TestApp {
         // Logs go to the test's captured output (RUST_LOG=debug for more).
         floodgate_contract::runtime::init_tracing(false);
+        floodgate_contract::runtime::install_tls_provider();
         let prefix = unique("t") + ":";
         let topic = unique("floodgate.test.");
         let brokers = options.kafka_brokers.clone().unwrap_or_else(kafka_brokers);
@@ -433,13 +447,20 @@ impl TestApp {
         });
 
         let identity = identity_args(&sandbox, options.buyer_id_key.as_deref());
+        // The app's Redis: `url` (a proxy, a private server), else the cluster or the shared one,
+        // with the CA its `rediss://` connections verify against.
+        let redis_for = |url: Option<String>| RedisArgs {
+            redis_tls_ca_file: options.redis_tls_ca_file.clone(),
+            ..redis_args_on(&prefix, url, options.redis_cluster.as_deref())
+        };
         let gateway_config = floodgate_gateway::Config {
             listen: "127.0.0.1:0".into(),
             admin_listen: "127.0.0.1:0".into(),
-            redis: redis_args_on(
-                &prefix,
-                options.gateway_redis_url.clone(),
-                options.redis_cluster.as_deref(),
+            redis: redis_for(
+                options
+                    .gateway_redis_url
+                    .clone()
+                    .or_else(|| options.redis_url.clone()),
             ),
             identity: identity.clone(),
             token_key_id: signer.kid().to_owned(),
@@ -485,20 +506,18 @@ impl TestApp {
 
         let booking_config = floodgate_booking::Config {
             listen: booking.to_string(),
-            redis: redis_args_on(
-                &prefix,
-                options.booking_redis_url.clone(),
-                options.redis_cluster.as_deref(),
+            redis: redis_for(
+                options
+                    .booking_redis_url
+                    .clone()
+                    .or_else(|| options.redis_url.clone()),
             ),
-            kafka: KafkaArgs {
-                kafka_brokers: brokers.clone(),
-                reservations_topic: topic.clone(),
-            },
+            kafka: KafkaArgs::plaintext(&brokers, &topic),
             identity: identity.clone(),
             delivery_timeout_ms: options.delivery_timeout_ms,
-            linger_ms: 0,
             token_public_keys: format!("{}={}", signer.kid(), signer.public_base64()),
             payment_provider_url: Some(format!("http://{sandbox}")),
+            payment_ca_file: None,
             payment_sandbox: true,
             payment_api_key: Some(payment_api_key.clone().into()),
             webhook_secret: webhook_secret.clone().into(),
@@ -530,10 +549,8 @@ impl TestApp {
         let consumer_group = unique("floodgate-test-");
         let app = TestApp {
             db,
-            redis: floodgate_contract::runtime::connect_redis(&redis_args_on(
-                &prefix,
-                None,
-                options.redis_cluster.as_deref(),
+            redis: floodgate_contract::runtime::connect_redis(&redis_for(
+                options.redis_url.clone(),
             ))
             .await
             .expect("redis"),
@@ -562,13 +579,9 @@ impl TestApp {
     /// Starts the consumer (in-process) on this app's topic and group.
     pub fn start_consumer(&self) {
         let config = floodgate_consumer::Config {
-            kafka: KafkaArgs {
-                kafka_brokers: self.kafka_brokers.clone(),
-                reservations_topic: self.topic.clone(),
-            },
+            kafka: KafkaArgs::plaintext(&self.kafka_brokers, &self.topic),
             group: self.consumer_group.clone(),
             instance_id: Some("consumer-1".into()),
-            kafka_debug: None,
             dlq_topic: None,
             batch_max: 500,
             batch_linger_ms: 10,
@@ -592,15 +605,12 @@ impl TestApp {
         let config = floodgate_booking::Config {
             listen: addr.to_string(),
             redis: redis_args(self.keys.prefix(), None),
-            kafka: KafkaArgs {
-                kafka_brokers: kafka_brokers.to_owned(),
-                reservations_topic: self.topic.clone(),
-            },
+            kafka: KafkaArgs::plaintext(kafka_brokers, &self.topic),
             identity: identity_args(&self.sandbox, None),
             delivery_timeout_ms,
-            linger_ms: 0,
             token_public_keys: format!("{}={}", self.signer.kid(), self.signer.public_base64()),
             payment_provider_url: Some(format!("http://{}", self.sandbox)),
+            payment_ca_file: None,
             payment_sandbox: true,
             payment_api_key: Some(self.payment_api_key.clone().into()),
             webhook_secret: self.webhook_secret.clone().into(),
@@ -880,6 +890,19 @@ impl TestApp {
         run_to_end(&mut command)
     }
 
+    /// A new sale as `spec` says (its id `prefix` and a random tail), opened 300 ms from now;
+    /// returns once it is open.
+    pub async fn open_sale(&self, prefix: &str, spec: SaleSpec) -> String {
+        let sale = unique(prefix);
+        let spec = SaleSpec {
+            opens_in: Duration::from_millis(300),
+            ..spec
+        };
+        self.create_sale(&sale, &spec).await;
+        self.until_open(&sale).await;
+        sale
+    }
+
     /// Waits until `sale` has opened (as the ops API sees it).
     pub async fn until_open(&self, sale: &str) {
         let path = format!("/admin/v1/sales/{sale}");
@@ -1094,16 +1117,22 @@ pub async fn fresh_database() -> (String, PgPool) {
     if url.is_empty() {
         url = server.clone();
     }
+    let db = migrated_pool(&url).await;
+    (url, db)
+}
+
+/// A pool on the database at `url` (a test's own server, say), with the schema applied.
+pub async fn migrated_pool(url: &str) -> PgPool {
     let db = sqlx::postgres::PgPoolOptions::new()
         .max_connections(8)
-        .connect(&url)
+        .connect(url)
         .await
         .expect("test database reachable");
     floodgate_contract::runtime::migrator()
         .run(&db)
         .await
         .expect("migrations apply");
-    (url, db)
+    db
 }
 
 /// Publishes each `(key, payload)` to `topic`, in order, and waits for every acknowledgement.

@@ -29,13 +29,9 @@ async fn topics() -> String {
 
 fn config(topic: &str) -> floodgate_consumer::Config {
     floodgate_consumer::Config {
-        kafka: KafkaArgs {
-            kafka_brokers: kafka_brokers(),
-            reservations_topic: topic.to_owned(),
-        },
+        kafka: KafkaArgs::plaintext(&kafka_brokers(), topic),
         group: unique("floodgate-consumer-test-"),
         instance_id: Some("consumer-1".into()),
-        kafka_debug: None,
         dlq_topic: None,
         batch_max: 100,
         batch_linger_ms: 10,

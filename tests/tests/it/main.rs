@@ -13,12 +13,16 @@
 //!   per-buyer limit) and the bot check at the door.
 //! - [`consumer`], [`consumer_group`], [`outages`], [`rebuild`], [`reconcile`]: durability, the
 //!   consumer group growing and shrinking, faults and recovery.
+//! - [`secrets`], [`tls`], [`kafka_settings`], [`probes`], [`topics`]: what a deployment sets:
+//!   secrets from files and their rotation, TLS to every dependency, any librdkafka setting, the
+//!   probes, the topics.
 //! - [`sale_end`]: the end of a sale and the purge of its Redis state.
 //! - [`cluster`]: a sale on a real Redis Cluster (the named scenarios also run on one, in
 //!   `deploy/test.sh`'s cluster pass).
 //! - [`catalog`], [`edge`], [`browser`]: sale files, the CDN configuration, the page in Chromium.
 //! - [`loadgen`]: the load generator's scenarios.
-//! - [`layout`]: the checks of the code's own shape (`deploy/check-*.sh`).
+//! - [`layout`]: the checks of the code's own shape (`deploy/check-*.sh`); [`deployment`]: the
+//!   checks of the Dockerfile, the compose file and the Kubernetes manifests.
 
 // Scenarios read top to bottom as one story; the 80-line limit is for service code.
 #![allow(clippy::too_many_lines)]
@@ -30,10 +34,12 @@ mod catalog;
 mod cluster;
 mod consumer;
 mod consumer_group;
+mod deployment;
 mod edge;
 mod failover;
 mod fairness;
 mod join_batches;
+mod kafka_settings;
 mod layout;
 mod lifecycle_properties;
 mod loadgen;
@@ -48,6 +54,7 @@ mod reservations;
 mod room_fleet;
 mod sale_end;
 mod secrets;
+mod tls;
 mod topics;
 mod waiting_room;
 mod walking_skeleton;

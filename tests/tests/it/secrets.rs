@@ -2,53 +2,8 @@
 //! container platforms mount them (`<VAR>_FILE`; refused when given both ways), and rotated with
 //! two live at once (the admission-token signing keys by key id, and the ops token).
 
-use std::process::{Command, Stdio};
-use std::time::Duration;
-
-use floodgate_tests::gateways::free_port;
-use floodgate_tests::{binary, eventually, fresh_database, secret, unique, SaleSpec, TestApp};
-
-/// The booking binary on `app`'s stores, with `extra` environment (which wins); its admin and
-/// API addresses.
-fn booking(
-    app: &TestApp,
-    database_url: &str,
-    extra: &[(&str, String)],
-) -> (Command, String, String) {
-    let (admin, api) = (free_port(), free_port());
-    let mut command = Command::new(binary("floodgate-booking"));
-    command
-        .arg("serve")
-        .env("FLOODGATE_BOOKING_LISTEN", api.to_string())
-        .env("FLOODGATE_ADMIN_LISTEN", admin.to_string())
-        .env("FLOODGATE_DATABASE_URL", database_url)
-        .envs(floodgate_tests::redis_env())
-        .env("FLOODGATE_REDIS_PREFIX", app.keys.prefix())
-        .env("FLOODGATE_KAFKA_BROKERS", floodgate_tests::kafka_brokers())
-        .env("FLOODGATE_RESERVATIONS_TOPIC", &app.topic)
-        .env(
-            "FLOODGATE_TOKEN_PUBLIC_KEYS",
-            format!("{}={}", app.signer.kid(), app.signer.public_base64()),
-        )
-        .env("FLOODGATE_PAYMENT_SANDBOX", "true")
-        .env("FLOODGATE_PAYMENT_API_KEY", secret("pk_"))
-        .env("RUST_LOG", "error")
-        .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
-        .stdin(Stdio::null());
-    (command, format!("http://{admin}"), format!("http://{api}"))
-}
-
-/// Starts `command` and waits until it answers on `admin`.
-async fn start(command: &mut Command, admin: &str) -> std::process::Child {
-    let child = command.stdout(Stdio::null()).spawn().unwrap();
-    eventually(
-        "the booking service is up",
-        Duration::from_secs(30),
-        async || reqwest::get(format!("{admin}/healthz")).await.is_ok(),
-    )
-    .await;
-    child
-}
+use floodgate_tests::services::{booking_serve as booking, start_service as start};
+use floodgate_tests::{fresh_database, secret, unique, SaleSpec, TestApp};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_come_from_the_files_their_file_variables_name() {
@@ -120,13 +75,7 @@ async fn reserve(app: &TestApp, api: &str, sale: &str, token: &str) -> (u16, ser
 async fn keys_and_the_ops_token_rotate_with_the_old_and_the_new_both_good_during_the_overlap() {
     let (url, db) = fresh_database().await;
     let app = TestApp::spawn(db).await;
-    let sale = unique("rotate-");
-    let spec = SaleSpec {
-        opens_in: Duration::from_millis(300),
-        ..SaleSpec::default()
-    };
-    app.create_sale(&sale, &spec).await;
-    app.until_open(&sale).await;
+    let sale = app.open_sale("rotate-", SaleSpec::default()).await;
     // The gateways' key so far (`old`) and the one they move to (`new`), each with its kid.
     let old = &app.signer;
     let new = floodgate_contract::token::TokenSigner::generate("rotated");

@@ -11,6 +11,7 @@ use floodgate_booking::gatekeeper::{
 use floodgate_booking::payments::{PaymentObject, WebhookEvent};
 use floodgate_contract::api::booking::ReservationCreated;
 use floodgate_contract::ids::reservation_id;
+use floodgate_contract::kafka::KafkaArgs;
 use floodgate_contract::token::AdmissionClaims;
 use floodgate_tests::chaos::ChaosProxy;
 use floodgate_tests::eventually;
@@ -497,8 +498,7 @@ async fn defect_12_rebuilding_an_intact_pool_writes_nothing(db: sqlx::PgPool) {
     .await;
     let before = pool_snapshot(&app, &sale, "p1").await;
     let tail = floodgate_booking::rebuild::KafkaTail {
-        brokers: floodgate_tests::kafka_brokers(),
-        topic: app.topic.clone(),
+        kafka: KafkaArgs::plaintext(&floodgate_tests::kafka_brokers(), &app.topic),
         group: app.consumer_group.clone(),
         timeout: WAIT,
     };

@@ -1,0 +1,52 @@
+//! The real service binaries, started as their own processes beside a [`TestApp`] (the tests of
+//! settings that only a process reads: secrets from files, TLS to every dependency).
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::gateways::free_port;
+use crate::{binary, eventually, secret, TestApp};
+
+/// `floodgate-booking serve` on `app`'s Redis, broker, topic and signing key, with the
+/// PostgreSQL at `database_url` and `extra` environment (which wins over all of that); the
+/// command, and its admin and API base URLs.
+pub fn booking_serve(
+    app: &TestApp,
+    database_url: &str,
+    extra: &[(&str, String)],
+) -> (Command, String, String) {
+    let (admin, api) = (free_port(), free_port());
+    let mut command = Command::new(binary("floodgate-booking"));
+    command
+        .arg("serve")
+        .env("FLOODGATE_BOOKING_LISTEN", api.to_string())
+        .env("FLOODGATE_ADMIN_LISTEN", admin.to_string())
+        .env("FLOODGATE_DATABASE_URL", database_url)
+        .envs(crate::redis_env())
+        .env("FLOODGATE_REDIS_PREFIX", app.keys.prefix())
+        .env("FLOODGATE_KAFKA_BROKERS", crate::kafka_brokers())
+        .env("FLOODGATE_RESERVATIONS_TOPIC", &app.topic)
+        .env(
+            "FLOODGATE_TOKEN_PUBLIC_KEYS",
+            format!("{}={}", app.signer.kid(), app.signer.public_base64()),
+        )
+        .env("FLOODGATE_PAYMENT_SANDBOX", "true")
+        .env("FLOODGATE_PAYMENT_API_KEY", secret("pk_"))
+        .env("RUST_LOG", "error")
+        .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(Stdio::null());
+    (command, format!("http://{admin}"), format!("http://{api}"))
+}
+
+/// Starts `command` and waits until it answers `GET /healthz` at `admin`.
+pub async fn start_service(command: &mut Command, admin: &str) -> Child {
+    let mut child = command.stdout(Stdio::null()).spawn().unwrap();
+    eventually("the service is up", Duration::from_secs(30), async || {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the service exited before it was up: {status}");
+        }
+        reqwest::get(format!("{admin}/healthz")).await.is_ok()
+    })
+    .await;
+    child
+}

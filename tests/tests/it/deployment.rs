@@ -1,0 +1,173 @@
+//! The deployment files (issue 16): `deploy/check-deploy.sh` lints the Dockerfile, checks the
+//! compose file against the Compose specification and validates every rendered Kubernetes
+//! overlay strictly. Here it is shown to pass on this tree and to fail on each kind of mistake it
+//! exists to catch, planted in a copy; and the compose stack's secret maker makes secrets the
+//! services accept.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use floodgate_tests::{binary, run_to_end, unique};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A copy of the deployment files in a fresh folder (removed when dropped).
+struct Copy(PathBuf);
+
+impl Copy {
+    fn new() -> Self {
+        let root = std::env::temp_dir().join(unique("deploy-"));
+        std::fs::create_dir_all(root.join("deploy")).unwrap();
+        for (from, to) in [
+            ("Dockerfile", "."),
+            (".hadolint.yaml", "."),
+            ("deploy/compose.yaml", "deploy"),
+            ("deploy/k8s", "deploy"),
+            ("deploy/nginx", "deploy"),
+        ] {
+            let status = Command::new("cp")
+                .arg("-R")
+                .arg(repo().join(from))
+                .arg(root.join(to))
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        Self(root)
+    }
+
+    /// Replaces the first `old` in `file` with `new`.
+    fn plant(&self, file: &str, old: &str, new: &str) {
+        let path = self.0.join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(old), "{old:?} is not in {file}");
+        std::fs::write(&path, text.replacen(old, new, 1)).unwrap();
+    }
+
+    fn check(&self) -> (i32, String) {
+        check(&self.0)
+    }
+}
+
+impl Drop for Copy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn check(root: &Path) -> (i32, String) {
+    let mut command = Command::new(repo().join("deploy/check-deploy.sh"));
+    command.arg(root);
+    run_to_end(&mut command)
+}
+
+#[test]
+fn the_deployment_files_pass_their_checks() {
+    let (code, said) = check(&repo());
+    assert_eq!(code, 0, "{said}");
+    assert!(said.contains("all checks pass"), "{said}");
+    // Both overlays were rendered and validated, the operator resource set aside by name.
+    assert!(said.contains("local rendered and validated"), "{said}");
+    assert!(said.contains("production rendered and validated"), "{said}");
+    assert!(
+        said.contains("ServiceMonitor floodgate: an operator resource"),
+        "{said}"
+    );
+}
+
+/// What the check says about a copy with `old` replaced by `new` in `file`, which it must fail.
+fn refused(file: &str, old: &str, new: &str) -> String {
+    let copy = Copy::new();
+    copy.plant(file, old, new);
+    let (code, said) = copy.check();
+    assert_ne!(code, 0, "{new:?} in {file} passed: {said}");
+    said
+}
+
+#[test]
+fn a_manifest_with_an_unknown_field_fails_the_check() {
+    assert_eq!(Copy::new().check().0, 0, "an untouched copy passes");
+    // A misspelt field, the mistake a strict schema exists to catch: Kubernetes would drop it
+    // without a word and the Pod would run without the setting.
+    let said = refused(
+        "deploy/k8s/base/consumer.yaml",
+        "        image: floodgate\n",
+        "        image: floodgate\n        imagePullPolcy: Always\n",
+    );
+    assert!(said.contains("'imagePullPolcy' was unexpected"), "{said}");
+    assert!(said.contains("floodgate-consumer"), "{said}");
+}
+
+#[test]
+fn a_resource_without_a_schema_fails_unless_it_is_a_listed_operator_resource() {
+    let said = refused(
+        "deploy/k8s/overlays/production/monitoring.yaml",
+        "kind: ServiceMonitor",
+        "kind: ServiceMonitr",
+    );
+    assert!(said.contains("kind with no schema"), "{said}");
+}
+
+#[test]
+fn the_dockerfile_and_the_compose_file_are_checked_too() {
+    let said = refused(
+        "Dockerfile",
+        "FROM debian:bookworm-slim",
+        "FROM debian:latest",
+    );
+    assert!(said.contains("DL3007"), "hadolint names its rule: {said}");
+    let said = refused("deploy/compose.yaml", "    ulimits:\n", "    ulimit:\n");
+    assert!(said.contains("ulimit"), "{said}");
+}
+
+#[test]
+fn the_compose_secrets_are_made_once_and_the_key_pair_matches() {
+    let dir = std::env::temp_dir().join(unique("compose-secrets-"));
+    let run = || {
+        let mut command = Command::new(repo().join("deploy/compose-secrets.sh"));
+        command.env("SECRETS_DIR", &dir).env(
+            "FLOODGATE_KEYGEN",
+            format!("{} keygen", binary("floodgate-gateway").display()),
+        );
+        run_to_end(&mut command)
+    };
+    let (code, said) = run();
+    assert_eq!(code, 0, "{said}");
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+    let seed = read("token_signing_key");
+    let env = read("token.env");
+    let kid = env
+        .lines()
+        .find_map(|l| l.strip_prefix("FLOODGATE_TOKEN_KEY_ID="))
+        .expect("the key id");
+    let signer = floodgate_contract::token::TokenSigner::from_base64(kid, &seed)
+        .expect("the signing key is a seed the gateway takes");
+    assert!(
+        env.contains(&format!(
+            "FLOODGATE_TOKEN_PUBLIC_KEYS={kid}={}",
+            signer.public_base64()
+        )),
+        "the public key is the signing key's: {env}"
+    );
+    for secret in ["ops_token", "webhook_secret", "payment_api_key"] {
+        let value = read(secret);
+        floodgate_contract::secrets::check_secret(secret, &value.clone().into())
+            .expect("long enough for the service");
+    }
+    let password = read("postgres_password");
+    assert!(read("database_url").contains(&format!(":{password}@postgres:5432/")));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(dir.join("ops_token"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "readable by their owner only");
+    // Run again: nothing changes.
+    let (code, said) = run();
+    assert_eq!(code, 0, "{said}");
+    assert_eq!(read("token_signing_key"), seed);
+    assert_eq!(read("token.env"), env);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
