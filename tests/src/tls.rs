@@ -150,6 +150,15 @@ pub struct TlsRedis {
 
 impl TlsRedis {
     pub async fn start(server: &Identity, ca_file: &Path) -> Self {
+        Self::start_with(server, ca_file, "no").await
+    }
+
+    /// A server that accepts a TLS client only with a certificate of `ca_file`'s CA.
+    pub async fn start_requiring_client_certificates(server: &Identity, ca_file: &Path) -> Self {
+        Self::start_with(server, ca_file, "yes").await
+    }
+
+    async fn start_with(server: &Identity, ca_file: &Path, client_certificates: &str) -> Self {
         let (port, tls_port) = (free_port().port(), free_port().port());
         let child = Command::new("redis-server")
             .args([
@@ -160,6 +169,7 @@ impl TlsRedis {
             ])
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(redis_tls_files(server, ca_file))
+            .args(["--tls-auth-clients", client_certificates])
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server starts");
@@ -181,8 +191,8 @@ impl TlsRedis {
     }
 }
 
-/// The arguments that give `redis-server` its certificate, key and CA. Clients are not asked
-/// for certificates (a deployment may require them: FLOODGATE_REDIS_TLS_CERT_FILE).
+/// The arguments that give `redis-server` its certificate, key and CA (clients are not asked for
+/// certificates unless a later `--tls-auth-clients yes` says so).
 fn redis_tls_files(server: &Identity, ca_file: &Path) -> Vec<std::ffi::OsString> {
     let mut args: Vec<std::ffi::OsString> = Vec::new();
     for (flag, path) in [

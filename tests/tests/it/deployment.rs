@@ -171,3 +171,71 @@ fn the_compose_secrets_are_made_once_and_the_key_pair_matches() {
     assert_eq!(read("token.env"), env);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The soft and hard open-files limits of process `pid`.
+fn open_files_limits(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("the open-files line");
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    (fields[3].to_owned(), fields[4].to_owned())
+}
+
+/// `command` run with a soft open-files limit of 256 (its hard limit unchanged), as a container
+/// runtime starts a process: only the program itself can raise it.
+fn with_low_soft_limit(command: &Command) -> Command {
+    let mut low = Command::new("prlimit");
+    low.arg("--nofile=256:")
+        .arg("--")
+        .arg(command.get_program());
+    low.args(command.get_args());
+    for (key, value) in command.get_envs() {
+        match value {
+            Some(value) => low.env(key, value),
+            None => low.env_remove(key),
+        };
+    }
+    low
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_booking_service_and_the_consumer_raise_their_open_files_limit() {
+    let (url, db) = floodgate_tests::fresh_database().await;
+    let app = floodgate_tests::TestApp::spawn(db).await;
+    let env = [
+        ("FLOODGATE_OPS_TOKEN", floodgate_tests::secret("ops_")),
+        (
+            "FLOODGATE_WEBHOOK_SECRET",
+            floodgate_tests::secret("whsec_"),
+        ),
+    ];
+    let (booking, admin, _) = floodgate_tests::services::booking_serve(&app, &url, &env);
+    let mut booking =
+        floodgate_tests::services::start_service(&mut with_low_soft_limit(&booking), &admin).await;
+    let consumer_admin = floodgate_tests::gateways::free_port();
+    let mut consumer = Command::new(binary("floodgate-consumer"));
+    consumer
+        .env("FLOODGATE_DATABASE_URL", &url)
+        .env("FLOODGATE_KAFKA_BROKERS", floodgate_tests::kafka_brokers())
+        .env("FLOODGATE_RESERVATIONS_TOPIC", &app.topic)
+        .env("FLOODGATE_CONSUMER_GROUP", unique("limits-"))
+        .env(
+            "FLOODGATE_CONSUMER_METRICS_LISTEN",
+            consumer_admin.to_string(),
+        )
+        .env("RUST_LOG", "error");
+    let mut consumer = floodgate_tests::services::start_service(
+        &mut with_low_soft_limit(&consumer),
+        &format!("http://{consumer_admin}"),
+    )
+    .await;
+    for child in [&mut booking, &mut consumer] {
+        let (soft, hard) = open_files_limits(child.id());
+        assert_eq!(soft, hard, "the soft limit is raised to the hard one");
+        assert_ne!(soft, "256");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}

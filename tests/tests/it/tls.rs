@@ -349,3 +349,34 @@ async fn a_sale_runs_on_a_redis_cluster_that_speaks_only_tls() {
         "a cluster whose certificates do not verify"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_asks_for_a_client_certificate_gets_the_one_configured() {
+    install_provider();
+    let ca = TestCa::new("Floodgate test CA");
+    let redis = TlsRedis::start_requiring_client_certificates(&ca.localhost(), &ca.ca_file()).await;
+    let mut args = floodgate_tests::redis_args(&unique("t"), Some(redis.tls_url()));
+    args.redis_tls_ca_file = Some(ca.ca_file());
+    let refused = floodgate_contract::runtime::connect_redis(&args).await;
+    assert!(refused.is_err(), "no client certificate, no connection");
+
+    let client = ca.issue("floodgate-booking", &["floodgate-booking"]);
+    args.redis_tls_cert_file = Some(client.cert_file.clone());
+    args.redis_tls_key_file = Some(client.key_file.clone());
+    let mut redis_conn = floodgate_contract::runtime::connect_redis(&args)
+        .await
+        .expect("the client certificate is accepted");
+    let pong: String = redis::cmd("PING")
+        .query_async(&mut redis_conn)
+        .await
+        .unwrap();
+    assert_eq!(pong, "PONG");
+
+    // A certificate without its key is a mistake in the settings, said at once.
+    args.redis_tls_key_file = None;
+    let err = floodgate_contract::runtime::connect_redis(&args)
+        .await
+        .err();
+    let said = err.map(|e| e.to_string()).unwrap_or_default();
+    assert!(said.contains("needs its key"), "{said}");
+}
