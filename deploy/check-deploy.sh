@@ -40,25 +40,9 @@ ensure_python_tools() {
   echo "$PYTHON_TOOLS" >"$stamp"
 }
 
-# Debian's kubernetes-client, unpacked into the tools folder rather than installed: its
-# kubectl embeds the kustomize the manifests are written for, and nothing on the machine changes.
-ensure_kubectl() {
-  if [ -x "$KUBECTL" ]; then return; fi
-  command -v apt-get >/dev/null || fail "apt-get not found: put a kubectl at $KUBECTL"
-  say "unpacking Debian's kubernetes-client into $TOOLS"
-  local download
-  download=$(mktemp -d)
-  if ! (cd "$download" && apt-get download kubernetes-client >/dev/null 2>&1); then
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    (cd "$download" && apt-get download kubernetes-client >/dev/null 2>&1)
-  fi
-  mkdir -p "$TOOLS/kubernetes-client"
-  dpkg-deb -x "$download"/kubernetes-client_*.deb "$TOOLS/kubernetes-client"
-  rm -rf "$download"
-}
-
 ensure_python_tools
-ensure_kubectl
+# kubectl: Debian's kubernetes-client, unpacked under $TOOLS by the stack script.
+"$here/deploy/stack.sh" tools >/dev/null
 cd "$root"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -7,6 +7,7 @@
 #   deploy/stack.sh down    stop the Tansu broker this script started (Redis and PostgreSQL are
 #                           the machine's services and are left running)
 #   deploy/stack.sh status  show what is up
+#   deploy/stack.sh tools   unpack the Debian tools the tests use (promtool, kubectl)
 #   deploy/stack.sh cluster-up [first port]    start a private Redis Cluster on loopback: three
 #                           primaries and three replicas (ports 7001-7006 by default), each with
 #                           AOF; prints the seed nodes for FLOODGATE_REDIS_CLUSTER_NODES
@@ -16,7 +17,8 @@
 #
 # Everything it installs or keeps lives under $FLOODGATE_HOME (default ~/.cache/floodgate):
 # the Tansu binary (built once from crates.io, ~15 minutes on 2 cores), its sqlite data (topics,
-# messages and consumer offsets survive a broker restart) and its log.
+# messages and consumer offsets survive a broker restart) and its log, and promtool (unpacked
+# from Debian's prometheus package into tools/; deploy/check-deploy.sh adds its own tools there).
 set -euo pipefail
 
 FLOODGATE_HOME=${FLOODGATE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/floodgate}
@@ -65,6 +67,31 @@ ensure_build_deps() {
   fi
   apt_install libssl-dev pkg-config
   say "build dependencies: installed"
+}
+
+# Unpacks Debian package $1 into $FLOODGATE_HOME/tools/$2 (downloaded, never installed: nothing
+# on the machine changes, and no service of the package is set up).
+unpack_deb() {
+  local package=$1 root="$FLOODGATE_HOME/tools/$2" download
+  download=$(mktemp -d)
+  if ! (cd "$download" && apt-get download "$package" >/dev/null 2>&1); then
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    (cd "$download" && apt-get download "$package" >/dev/null 2>&1) ||
+      die "apt-get download $package failed"
+  fi
+  mkdir -p "$root"
+  dpkg-deb -x "$download/${package}"_*.deb "$root"
+  rm -rf "$download"
+}
+
+# The test tools that come from Debian: promtool (the `prometheus` package; the metrics tests
+# run `promtool check metrics`) and kubectl (`kubernetes-client`, whose `kubectl kustomize`
+# embeds the old kustomize the manifests are written for; deploy/check-deploy.sh uses it).
+ensure_tools() {
+  [ -x "$FLOODGATE_HOME/tools/prometheus/usr/bin/promtool" ] || unpack_deb prometheus prometheus
+  [ -x "$FLOODGATE_HOME/tools/kubernetes-client/usr/bin/kubectl" ] ||
+    unpack_deb kubernetes-client kubernetes-client
+  say "tools: promtool and kubectl ready in $FLOODGATE_HOME/tools"
 }
 
 # nginx plays the CDN in the edge tests (deploy/nginx/cdn.conf); only the package is needed, each
@@ -260,6 +287,7 @@ cluster_down() {
 case "${1:-up}" in
   up)
     ensure_build_deps
+    ensure_tools
     ensure_redis
     ensure_postgres
     ensure_nginx
@@ -268,6 +296,7 @@ case "${1:-up}" in
     ;;
   bench-tools) ensure_bench_tools ;;
   down) stop_tansu ;;
+  tools) ensure_tools ;;
   cluster-up) cluster_up "${2:-7001}" ;;
   cluster-down) cluster_down "${2:-7001}" ;;
   cluster-node-up) cluster_node_start "$(cluster_dir "${2:?first port}")" "${3:?port}" ;;

@@ -26,7 +26,7 @@ use floodgate_contract::settings::ChallengeRule;
 
 /// The ops API's routes; every one requires `Authorization: Bearer <ops token>`.
 pub fn router(state: AppState, ops_tokens: Arc<Vec<SecretString>>) -> Router {
-    Router::new()
+    let router = Router::new()
         .route(
             "/admin/v1/sales/{sale}",
             get(sale_figures).patch(update_sale),
@@ -53,7 +53,8 @@ pub fn router(state: AppState, ops_tokens: Arc<Vec<SecretString>>) -> Router {
         .fallback(crate::api::not_found)
         // Ops bodies are a few dozen bytes.
         .layer(axum::extract::DefaultBodyLimit::max(4 * 1024))
-        .with_state(state)
+        .with_state(state);
+    floodgate_contract::telemetry::instrument(router, "booking_admin")
 }
 
 /// The ops console's page and script, compiled in.

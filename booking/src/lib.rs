@@ -152,7 +152,7 @@ impl AppState {
 pub fn router(state: AppState) -> Router {
     // No CORS: the page calls this API on its own origin (the CDN, or the gateway, routes the
     // booking paths here), so no other site's script is given a way in.
-    Router::new()
+    let router = Router::new()
         .route(
             "/v1/sales/{sale}/reservations",
             post(api::create_reservation).get(api::buyer_reservations),
@@ -171,7 +171,8 @@ pub fn router(state: AppState) -> Router {
         .fallback(api::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TraceLayer::new_for_http())
-        .with_state(state)
+        .with_state(state);
+    floodgate_contract::telemetry::instrument(router, "booking")
 }
 
 /// Serves the API on `listener` until `shutdown` is cancelled, then drains in-flight requests

@@ -77,7 +77,13 @@ impl Publisher {
         let key = pool_partition_key(sale, pool);
         let (producer, generation) = self.producer();
         let record = FutureRecord::to(&self.topic).key(&key).payload(event);
-        match producer.send(record, Timeout::Never).await {
+        let started = Instant::now();
+        let sent = producer.send(record, Timeout::Never).await;
+        // From the send to the broker's acknowledgement (or the give-up), per outcome.
+        let outcome = if sent.is_ok() { "acked" } else { "failed" };
+        metrics::histogram!("floodgate_kafka_produce_duration_seconds", "outcome" => outcome)
+            .record(started.elapsed().as_secs_f64());
+        match sent {
             Ok(_) => Ok(()),
             Err((e, _)) => {
                 self.renew(generation);

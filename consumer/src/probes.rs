@@ -32,14 +32,18 @@ pub fn admin_router(config: &Config, db: PgPool) -> anyhow::Result<Router> {
         kafka: Arc::new(kafka),
         topic: Arc::from(config.kafka.reservations_topic.as_str()),
     };
-    Ok(Router::new()
+    let router = Router::new()
         .route(
             "/metrics",
             get(|| async { floodgate_contract::runtime::metrics().render() }),
         )
         .route("/healthz", get(|| async { Json(Health::ok()) }))
         .route("/readyz", get(ready))
-        .with_state(probes))
+        .with_state(probes);
+    Ok(floodgate_contract::telemetry::instrument(
+        router,
+        "consumer_admin",
+    ))
 }
 
 async fn ready(State(probes): State<Probes>) -> (StatusCode, Json<Readiness>) {

@@ -50,6 +50,7 @@ pub mod secret_files;
 pub mod secrets;
 pub mod settings;
 pub mod state;
+pub mod telemetry;
 pub mod token;
 pub mod ws;
 

@@ -13,15 +13,29 @@ const SALE_LIB: &str = include_str!("../../lua/sale_lib.lua");
 
 /// A script on one pool's slot, with the pool scripts' common KEYS layout (`lua/lib.lua`).
 pub fn pool_script(body: &str) -> Script {
-    Script::new(&format!("{CLOCK}\n{POOL_LIB}\n{body}"))
+    composed(&format!("{CLOCK}\n{POOL_LIB}\n{body}"), body)
 }
 
 /// A script on a sale's slot (the waiting room's, and the claim of an admission token).
 pub fn sale_script(body: &str) -> Script {
-    Script::new(&format!("{CLOCK}\n{SALE_LIB}\n{body}"))
+    composed(&format!("{CLOCK}\n{SALE_LIB}\n{body}"), body)
 }
 
 /// A script that needs only the clock (arming).
 pub fn clocked_script(body: &str) -> Script {
-    Script::new(&format!("{CLOCK}\n{body}"))
+    composed(&format!("{CLOCK}\n{body}"), body)
+}
+
+/// A script as it is written, named after its first line (`-- reserve: ...`) so its latency
+/// is measured under that name (`floodgate_redis_script_duration_seconds`).
+pub fn script(source: &str) -> Script {
+    composed(source, source)
+}
+
+/// The script `source`, named after the first line of `body` (the script's own part, not the
+/// helpers before it).
+fn composed(source: &str, body: &str) -> Script {
+    let script = Script::new(source);
+    crate::telemetry::name_script(&script, body);
+    script
 }

@@ -130,12 +130,22 @@ impl RedisTls {
     }
 }
 
+/// Every request through a [`RedisConn`] is timed: a script by its name
+/// (`floodgate_redis_script_duration_seconds`), anything else by its command, a pipeline as
+/// `PIPELINE` (`floodgate_redis_command_duration_seconds`), errors and timeouts included.
 impl ConnectionLike for RedisConn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
+        let (kind, name) = crate::telemetry::redis_label(cmd);
+        let started = std::time::Instant::now();
+        let request = match self {
             Self::Single(c) => c.req_packed_command(cmd),
             Self::Cluster(c) => c.req_packed_command(cmd),
-        }
+        };
+        Box::pin(async move {
+            let reply = request.await;
+            crate::telemetry::record_redis(kind, name, started);
+            reply
+        })
     }
 
     fn req_packed_commands<'a>(
@@ -144,10 +154,16 @@ impl ConnectionLike for RedisConn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
+        let started = std::time::Instant::now();
+        let request = match self {
             Self::Single(c) => c.req_packed_commands(pipeline, offset, count),
             Self::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
-        }
+        };
+        Box::pin(async move {
+            let replies = request.await;
+            crate::telemetry::record_redis("command", "PIPELINE".into(), started);
+            replies
+        })
     }
 
     fn get_db(&self) -> i64 {

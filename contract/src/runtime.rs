@@ -3,6 +3,7 @@
 
 pub use crate::kafka::KafkaArgs;
 pub use crate::redis_conn::RedisConn;
+pub use crate::telemetry::metrics;
 use tokio_util::sync::CancellationToken;
 
 /// Makes rustls's `ring` provider the process's default, before any TLS connection (Redis,
@@ -178,16 +179,4 @@ pub fn migrator() -> sqlx::migrate::Migrator {
     let mut migrator = sqlx::migrate!("../migrations");
     migrator.set_ignore_missing(true);
     migrator
-}
-
-/// The process-wide Prometheus recorder, installed on first use. Every service serves its
-/// rendering at `GET /metrics`; several services in one process (the tests) share it.
-pub fn metrics() -> &'static metrics_exporter_prometheus::PrometheusHandle {
-    static HANDLE: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> =
-        std::sync::OnceLock::new();
-    HANDLE.get_or_init(|| {
-        metrics_exporter_prometheus::PrometheusBuilder::new()
-            .install_recorder()
-            .expect("the Prometheus recorder is installed once per process")
-    })
 }

@@ -68,6 +68,20 @@ pub enum ServerMessage {
     Pong,
 }
 
+impl ServerMessage {
+    /// The message's `type`, as it goes on the wire (a metric's label).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ServerMessage::Ticket { .. } => "ticket",
+            ServerMessage::PreQueue { .. } => "pre_queue",
+            ServerMessage::Position { .. } => "position",
+            ServerMessage::Admitted { .. } => "admitted",
+            ServerMessage::SoldOut => "sold_out",
+            ServerMessage::Pong => "pong",
+        }
+    }
+}
+
 /// Messages from a client to the gateway.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -109,6 +123,14 @@ pub mod close {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_messages_kind_is_its_type_on_the_wire() {
+        for message in [ServerMessage::SoldOut, ServerMessage::Pong] {
+            let json = serde_json::to_value(&message).unwrap();
+            assert_eq!(json["type"], message.kind());
+        }
+    }
 
     #[test]
     fn messages_have_a_snake_case_type_tag() {

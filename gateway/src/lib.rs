@@ -333,7 +333,7 @@ pub fn router(state: AppState) -> Router {
         router = router
             .fallback(|| async { ApiError::NotFound(code::NOT_FOUND, "no such endpoint".into()) });
     }
-    router
+    let router = router
         // Booking bodies are a few dozen bytes (the booking service's own limit is 4 KiB).
         .layer(axum::extract::DefaultBodyLimit::max(4 * 1024))
         .method_not_allowed_fallback(|| async {
@@ -343,12 +343,13 @@ pub fn router(state: AppState) -> Router {
             )
         })
         .layer(TraceLayer::new_for_http())
-        .with_state(state)
+        .with_state(state);
+    floodgate_contract::telemetry::instrument(router, "gateway")
 }
 
 /// The admin listener's routes: what operators and Prometheus read, never the public.
 pub fn admin_router(state: AppState) -> Router {
-    Router::new()
+    let router = Router::new()
         .route(
             "/metrics",
             get(|| async { floodgate_contract::runtime::metrics().render() }),
@@ -356,7 +357,8 @@ pub fn admin_router(state: AppState) -> Router {
         .route("/healthz", get(probes::health))
         .route("/readyz", get(probes::ready))
         .fallback(|| async { ApiError::NotFound(code::NOT_FOUND, "no such endpoint".into()) })
-        .with_state(state)
+        .with_state(state);
+    floodgate_contract::telemetry::instrument(router, "gateway_admin")
 }
 
 /// Serves the admin listener until `shutdown`.

@@ -6,7 +6,7 @@
 use floodgate_contract::keys::{Keys, PoolKeys};
 use floodgate_contract::runtime::RedisConn;
 use floodgate_contract::UnixMillis;
-use redis::{RedisResult, Script};
+use redis::RedisResult;
 
 use super::arming::{with_pool_config, with_state_keys, PoolArming};
 use super::replies::protocol_error;
@@ -67,15 +67,16 @@ pub async fn repair_pool(
     read: (i64, i64),
     to: (i64, i64),
 ) -> RedisResult<bool> {
-    let outcome: String = Script::new(include_str!("../../../lua/repair_pool.lua"))
-        .key(pool.available())
-        .key(pool.sold())
-        .arg(read.0)
-        .arg(read.1)
-        .arg(to.0)
-        .arg(to.1)
-        .invoke_async(conn)
-        .await?;
+    let outcome: String =
+        floodgate_contract::lua::script(include_str!("../../../lua/repair_pool.lua"))
+            .key(pool.available())
+            .key(pool.sold())
+            .arg(read.0)
+            .arg(read.1)
+            .arg(to.0)
+            .arg(to.1)
+            .invoke_async(conn)
+            .await?;
     match outcome.as_str() {
         "repaired" => Ok(true),
         "moved" => Ok(false),
@@ -137,7 +138,8 @@ pub async fn rebuild_pool(
     records: &[RestoredRecord],
 ) -> RedisResult<Rebuild> {
     let k = keys.pool(pool.sale, pool.pool);
-    let rebuild_pool = Script::new(include_str!("../../../lua/rebuild_pool.lua"));
+    let rebuild_pool =
+        floodgate_contract::lua::script(include_str!("../../../lua/rebuild_pool.lua"));
     let mut script = rebuild_pool.prepare_invoke();
     with_state_keys(&mut script, &k).key(k.outbox());
     with_pool_config(&mut script, pool)

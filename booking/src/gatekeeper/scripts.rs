@@ -37,7 +37,9 @@ impl Default for Scripts {
     fn default() -> Self {
         Self {
             claim_token: sale_script(include_str!("../../../lua/claim_token.lua")),
-            release_claim: Script::new(include_str!("../../../lua/release_claim.lua")),
+            release_claim: floodgate_contract::lua::script(include_str!(
+                "../../../lua/release_claim.lua"
+            )),
             reserve: pool_script(include_str!("../../../lua/reserve.lua")),
             ack: pool_script(include_str!("../../../lua/ack.lua")),
             abort: pool_script(include_str!("../../../lua/abort.lua")),
@@ -46,9 +48,11 @@ impl Default for Scripts {
             release: pool_script(include_str!("../../../lua/release.lua")),
             expire: pool_script(include_str!("../../../lua/expire.lua")),
             refund_result: pool_script(include_str!("../../../lua/refund_result.lua")),
-            lease: Script::new(include_str!("../../../lua/lease.lua")),
-            buyer_seats: Script::new(include_str!("../../../lua/buyer_seats.lua")),
-            diverge: Script::new(include_str!("../../../lua/diverge.lua")),
+            lease: floodgate_contract::lua::script(include_str!("../../../lua/lease.lua")),
+            buyer_seats: floodgate_contract::lua::script(include_str!(
+                "../../../lua/buyer_seats.lua"
+            )),
+            diverge: floodgate_contract::lua::script(include_str!("../../../lua/diverge.lua")),
         }
     }
 }

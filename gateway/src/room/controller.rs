@@ -78,6 +78,7 @@ impl Controller {
         } else {
             0
         };
+        report(&driver.sale, view);
         // Called every tick, even with no permits: it also expires unspent tokens.
         let advanced = driver.scripts.advance(conn, keys, fence, permits).await?;
         let Advanced::Moved {
@@ -90,7 +91,8 @@ impl Controller {
         };
         if admitted > 0 {
             tracing::debug!(admitted, frontier, "frontier advanced");
-            metrics::counter!("floodgate_admissions_total").increment(admitted);
+            metrics::counter!("floodgate_admissions_total", "sale" => driver.sale.clone())
+                .increment(admitted);
             // Known here at once, so this gateway's admitted clients need not wait a tick.
             shared.batches.lock().expect("lock").push(Batch {
                 from: view.frontier,
@@ -219,6 +221,28 @@ fn limiter(rate: f64, tick: Duration) -> DefaultDirectRateLimiter {
         .expect("period is positive")
         .allow_burst(NonZeroU32::new(burst).expect("burst is at least 1"));
     RateLimiter::direct(quota)
+}
+
+/// The sale's admission figures as the controller sees them each tick (the leader of each sale
+/// reports; a gateway that lost the lease keeps its last figures, so dashboards take the
+/// maximum across gateways): the set rate, the frontier, the tickets issued, the admission
+/// tokens not yet spent, and the cap on active users.
+fn report(sale: &str, view: &RoomView) {
+    let sale = sale.to_owned();
+    let figures = [
+        ("floodgate_admission_rate", view.rate),
+        ("floodgate_admission_frontier", view.frontier as f64),
+        ("floodgate_admission_issued", view.issued as f64),
+        ("floodgate_admission_unspent", view.unspent as f64),
+        ("floodgate_admission_active_cap", view.active_cap as f64),
+        (
+            "floodgate_admission_paused",
+            f64::from(u8::from(view.paused)),
+        ),
+    ];
+    for (name, value) in figures {
+        metrics::gauge!(name, "sale" => sale.clone()).set(value);
+    }
 }
 
 #[cfg(test)]

@@ -37,11 +37,11 @@ impl Default for Scripts {
             join: with_lib(include_str!("../../../lua/join.lua")),
             resume: with_lib(include_str!("../../../lua/resume.lua")),
             leave: with_lib(include_str!("../../../lua/leave.lua")),
-            lease: Script::new(include_str!("../../../lua/lease.lua")),
+            lease: floodgate_contract::lua::script(include_str!("../../../lua/lease.lua")),
             advance: with_lib(include_str!("../../../lua/advance.lua")),
             bury: with_lib(include_str!("../../../lua/bury.lua")),
             sweep: with_lib(include_str!("../../../lua/sweep.lua")),
-            retire: Script::new(include_str!("../../../lua/retire.lua")),
+            retire: floodgate_contract::lua::script(include_str!("../../../lua/retire.lua")),
             buyer_place: clocked_script(include_str!("../../../lua/buyer_place.lua")),
         }
     }

@@ -331,6 +331,7 @@ impl Session {
         }
         tracing::debug!("admitted");
         metrics::counter!("floodgate_admissions_pushed_total").increment(1);
+        count_close(close::NORMAL);
         let _ = socket
             .send(Message::Close(Some(CloseFrame {
                 code: close::NORMAL,
@@ -398,7 +399,11 @@ impl Session {
         )
         .await
         {
-            Ok(Ok(())) => Ok(()),
+            Ok(Ok(())) => {
+                metrics::counter!("floodgate_ws_messages_sent_total", "type" => message.kind())
+                    .increment(1);
+                Ok(())
+            }
             Ok(Err(_)) => Err(()),
             Err(_) => {
                 tracing::debug!("client not reading; disconnected");
@@ -406,6 +411,12 @@ impl Session {
             }
         }
     }
+}
+
+/// Counts a close frame the gateway sends, by its code (`floodgate_ws_closes_total{code}`): a
+/// few documented codes (docs/protocol.md), so a few series.
+fn count_close(code: u16) {
+    metrics::counter!("floodgate_ws_closes_total", "code" => code.to_string()).increment(1);
 }
 
 /// Sends the close frame `end` calls for, and waits for the client's.
@@ -416,6 +427,7 @@ async fn say_goodbye(socket: &mut WebSocket, end: &End) {
         End::Admitted | End::ClientLeft => None,
     };
     if let Some((code, reason)) = frame {
+        count_close(code);
         let _ = socket
             .send(Message::Close(Some(CloseFrame {
                 code,

@@ -21,6 +21,7 @@
 //!   `deploy/test.sh`'s cluster pass).
 //! - [`catalog`], [`edge`], [`browser`]: sale files, the CDN configuration, the page in Chromium.
 //! - [`loadgen`]: the load generator's scenarios.
+//! - [`metrics`]: what the services measure, as histograms, accepted by `promtool`.
 //! - [`layout`]: the checks of the code's own shape (`deploy/check-*.sh`); [`deployment`]: the
 //!   checks of the Dockerfile, the compose file and the Kubernetes manifests.
 
@@ -44,6 +45,7 @@ mod layout;
 mod lifecycle_properties;
 mod loadgen;
 mod lost_writes;
+mod metrics;
 mod ops;
 mod outages;
 mod payments;

@@ -1,0 +1,361 @@
+//! What the services measure, and how it renders: one Prometheus recorder per process, every
+//! latency a histogram (buckets, so instances add up; a summary's quantiles cannot be summed),
+//! and the measurements every service shares: each HTTP request by listener and route, each
+//! Redis command and script.
+
+use std::sync::{Arc, OnceLock, RwLock};
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// Buckets of every `*_seconds` histogram: from half a millisecond (a Redis script) to ten
+/// seconds (a broker that stalls), about two and a half per decade.
+pub const LATENCY_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Buckets of the consumer's batch sizes (events per transaction, at most 500 by default).
+pub const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0];
+
+/// The process-wide Prometheus recorder, installed on first use. Every service serves its
+/// rendering at `GET /metrics`; several services in one process (the tests) share it.
+pub fn metrics() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        let handle = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
+            .and_then(|b| {
+                b.set_buckets_for_metric(
+                    Matcher::Full("floodgate_consumer_batch_size".into()),
+                    BATCH_BUCKETS,
+                )
+            })
+            .expect("the buckets are not empty")
+            .install_recorder()
+            .expect("the Prometheus recorder is installed once per process");
+        describe();
+        handle
+    })
+}
+
+/// Every metric a Floodgate service records, with its help text (Prometheus' `# HELP`; docs/runbook.md,
+/// "Metrics", says what to do about each).
+const METRICS: &[(&str, &str)] = &[
+    (
+        "floodgate_http_requests_total",
+        "HTTP requests answered, by listener, route, method and status",
+    ),
+    (
+        "floodgate_http_request_duration_seconds",
+        "Time to answer an HTTP request, by listener, route and method",
+    ),
+    (
+        "floodgate_redis_script_duration_seconds",
+        "Round trip of a Lua script to Redis, by script",
+    ),
+    (
+        "floodgate_redis_command_duration_seconds",
+        "Round trip of a Redis command or pipeline, by command",
+    ),
+    (
+        "floodgate_kafka_produce_duration_seconds",
+        "From sending an event to the broker's acknowledgement, by outcome",
+    ),
+    (
+        "floodgate_ws_sessions",
+        "WebSocket sessions open on this gateway",
+    ),
+    (
+        "floodgate_ws_messages_sent_total",
+        "Messages sent to waiting clients, by type",
+    ),
+    (
+        "floodgate_ws_closes_total",
+        "Close frames sent to waiting clients, by close code",
+    ),
+    (
+        "floodgate_rooms",
+        "Sales this gateway holds a waiting room for",
+    ),
+    (
+        "floodgate_tickets_issued_total",
+        "Waiting-room tickets handed out",
+    ),
+    (
+        "floodgate_tickets_resumed_total",
+        "Tickets taken back on a new session",
+    ),
+    (
+        "floodgate_tickets_skipped_total",
+        "Tickets the frontier skipped because their holder left",
+    ),
+    (
+        "floodgate_tickets_abandoned_total",
+        "Tickets given back because the joining client stopped waiting",
+    ),
+    (
+        "floodgate_joins_refused_total",
+        "Joins refused before the upgrade, by reason",
+    ),
+    (
+        "floodgate_join_batches_total",
+        "Batches of joins sent to the sale's Redis slot",
+    ),
+    (
+        "floodgate_joins_in_flight",
+        "Joins waiting for their batch's reply",
+    ),
+    (
+        "floodgate_admissions_total",
+        "Tickets admitted by the controller, by sale",
+    ),
+    (
+        "floodgate_admissions_pushed_total",
+        "Admission tokens pushed to waiting clients",
+    ),
+    (
+        "floodgate_admission_rate",
+        "The sale's set admission rate (admissions per second), by sale",
+    ),
+    (
+        "floodgate_admission_frontier",
+        "The last ticket admitted, by sale",
+    ),
+    (
+        "floodgate_admission_issued",
+        "Tickets issued in the sale, by sale",
+    ),
+    (
+        "floodgate_admission_unspent",
+        "Admission tokens handed out and not yet spent or expired, by sale",
+    ),
+    (
+        "floodgate_admission_active_cap",
+        "The cap on admitted users with a live token or hold, by sale",
+    ),
+    (
+        "floodgate_admission_paused",
+        "1 while the sale's admission is paused, by sale",
+    ),
+    (
+        "floodgate_seat_snapshot_requests_total",
+        "Seat-count snapshots read from Redis",
+    ),
+    (
+        "floodgate_reservations_total",
+        "Reservation requests decided, by outcome",
+    ),
+    (
+        "floodgate_reservations_aborted_total",
+        "Holds taken back because their event was not acknowledged",
+    ),
+    (
+        "floodgate_outbox_relayed_total",
+        "Outbox events the relay published",
+    ),
+    ("floodgate_holds_expired_total", "Holds that expired unpaid"),
+    (
+        "floodgate_webhooks_total",
+        "Payment webhooks received, by outcome",
+    ),
+    (
+        "floodgate_unmatched_payments_total",
+        "Payments naming no reservation, refunded",
+    ),
+    (
+        "floodgate_pools_lost_writes_total",
+        "Pools found to have lost writes in a failover",
+    ),
+    ("floodgate_api_errors_total", "Booking API errors, by code"),
+    (
+        "floodgate_consumer_events_total",
+        "Events the consumer applied, by outcome",
+    ),
+    (
+        "floodgate_consumer_rows_written_total",
+        "Rows the consumer wrote",
+    ),
+    (
+        "floodgate_consumer_db_retries_total",
+        "Batches retried after a PostgreSQL error",
+    ),
+    (
+        "floodgate_consumer_poison_total",
+        "Events set aside to the dead-letter topic",
+    ),
+    (
+        "floodgate_consumer_batch_size",
+        "Events applied per database transaction",
+    ),
+    (
+        "floodgate_consumer_partitions",
+        "Partitions this consumer holds",
+    ),
+    (
+        "floodgate_consumer_lag",
+        "Events not yet applied, by partition",
+    ),
+    (
+        "floodgate_consumer_lag_total",
+        "Events not yet applied, all partitions",
+    ),
+];
+
+fn describe() {
+    for (name, help) in METRICS {
+        // The recorder keeps the help by name; the kind only picks the macro.
+        if name.ends_with("_seconds") || *name == "floodgate_consumer_batch_size" {
+            metrics::describe_histogram!(*name, *help);
+        } else if name.ends_with("_total") {
+            metrics::describe_counter!(*name, *help);
+        } else {
+            metrics::describe_gauge!(*name, *help);
+        }
+    }
+}
+
+/// `router` with every request counted and timed as `floodgate_http_requests_total` and
+/// `floodgate_http_request_duration_seconds`, labelled with `listener`, the route's pattern
+/// (never the path a stranger sent: `/v1/sales/{sale}/seats`, or `fallback`), the method and
+/// the status.
+pub fn instrument<S: Clone + Send + Sync + 'static>(
+    router: axum::Router<S>,
+    listener: &'static str,
+) -> axum::Router<S> {
+    router.layer(axum::middleware::from_fn_with_state(listener, track))
+}
+
+async fn track(State(listener): State<&'static str>, request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "fallback".to_owned(), |p| p.as_str().to_owned());
+    let method = method_label(request.method());
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let status = response.status().as_u16().to_string();
+    metrics::histogram!(
+        "floodgate_http_request_duration_seconds",
+        "listener" => listener, "route" => route.clone(), "method" => method
+    )
+    .record(started.elapsed().as_secs_f64());
+    metrics::counter!(
+        "floodgate_http_requests_total",
+        "listener" => listener, "route" => route, "method" => method, "status" => status
+    )
+    .increment(1);
+    response
+}
+
+/// The methods an API uses, and `other` for anything a client makes up (one label value, not
+/// one per invented method).
+fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+/// The names of the Lua scripts this process loaded, by SHA-1, so that `EVALSHA` is measured
+/// per script (`floodgate_redis_script_duration_seconds{script}`).
+fn script_names() -> &'static RwLock<std::collections::HashMap<String, Arc<str>>> {
+    static NAMES: OnceLock<RwLock<std::collections::HashMap<String, Arc<str>>>> = OnceLock::new();
+    NAMES.get_or_init(Default::default)
+}
+
+/// Remembers `script`'s name: what the first line of its own source (`body`, without the
+/// helpers put before it) names (`-- reserve: ...`; every script in `lua/` starts so).
+pub fn name_script(script: &redis::Script, body: &str) {
+    let name = body
+        .lines()
+        .next()
+        .and_then(|line| line.strip_prefix("-- "))
+        .and_then(|rest| rest.split_once(':'))
+        .map(|(name, _)| name.trim())
+        .filter(|name| !name.is_empty() && !name.contains(' '))
+        .unwrap_or("unnamed");
+    script_names()
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(script.get_hash().to_owned(), Arc::from(name));
+}
+
+/// What one Redis request is, for its latency: a script's name, or the command.
+pub(crate) fn redis_label(cmd: &redis::Cmd) -> (&'static str, Arc<str>) {
+    let mut args = cmd.args_iter();
+    let command = match args.next() {
+        Some(redis::Arg::Simple(bytes)) => bytes,
+        _ => return ("command", Arc::from("unknown")),
+    };
+    if command.eq_ignore_ascii_case(b"EVALSHA") {
+        if let Some(redis::Arg::Simple(sha)) = args.next() {
+            let names = script_names().read().unwrap_or_else(|e| e.into_inner());
+            let name = std::str::from_utf8(sha)
+                .ok()
+                .and_then(|sha| names.get(sha).cloned());
+            return ("script", name.unwrap_or_else(|| Arc::from("unnamed")));
+        }
+    }
+    let name = std::str::from_utf8(command)
+        .unwrap_or("unknown")
+        .to_ascii_uppercase();
+    ("command", Arc::from(name))
+}
+
+/// Records how long one Redis request took.
+pub(crate) fn record_redis(kind: &'static str, name: Arc<str>, started: Instant) {
+    let seconds = started.elapsed().as_secs_f64();
+    let name = name.to_string();
+    if kind == "script" {
+        metrics::histogram!("floodgate_redis_script_duration_seconds", "script" => name)
+            .record(seconds);
+    } else {
+        metrics::histogram!("floodgate_redis_command_duration_seconds", "command" => name)
+            .record(seconds);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_script_is_named_after_its_own_first_line_not_its_helpers() {
+        let body = "-- reserve: the pool step\nreturn 1";
+        let script = crate::lua::pool_script(body);
+        name_script(&script, body);
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash()).arg(0);
+        let (kind, name) = redis_label(&cmd);
+        assert_eq!((kind, &*name), ("script", "reserve"));
+        let (kind, name) = redis_label(redis::cmd("hget").arg("k").arg("f"));
+        assert_eq!((kind, &*name), ("command", "HGET"));
+    }
+
+    #[test]
+    fn latencies_render_as_histograms() {
+        let handle = metrics();
+        metrics::histogram!("floodgate_test_latency_seconds").record(0.003);
+        metrics::histogram!("floodgate_consumer_batch_size").record(7.0);
+        let text = handle.render();
+        assert!(
+            text.contains("floodgate_test_latency_seconds_bucket{le=\"0.005\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("floodgate_consumer_batch_size_bucket{le=\"10\"} 1"),
+            "{text}"
+        );
+        assert!(!text.contains("quantile="), "no summaries: {text}");
+    }
+}
