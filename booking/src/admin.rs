@@ -46,7 +46,7 @@ pub fn router(state: AppState, ops_tokens: Arc<Vec<SecretString>>) -> Router {
         // token (Prometheus reads it from the operators' network).
         .route(
             "/metrics",
-            get(|| async { floodgate_contract::runtime::metrics().render() }),
+            get(|| async { floodgate_contract::telemetry::render() }),
         )
         .route("/healthz", get(crate::api::health))
         .route("/readyz", get(crate::api::ready))

@@ -107,6 +107,9 @@ impl AppState {
         let verifier = TokenVerifier::from_list(&config.token_public_keys)
             .context("FLOODGATE_TOKEN_PUBLIC_KEYS is not a valid key list")?;
         floodgate_contract::runtime::metrics();
+        // Rare events an alert watches are served from the start, at zero, so a rule over them
+        // has a series before the first one happens.
+        metrics::counter!("floodgate_pools_lost_writes_total").increment(0);
         let keys = config.redis.keys().map_err(anyhow::Error::msg)?;
         let redis = floodgate_contract::runtime::connect_redis(&config.redis)
             .await

@@ -20,11 +20,14 @@ pub async fn report_lag(kafka: KafkaArgs, db: PgPool, group: String, shutdown: C
         return;
     };
     let client = std::sync::Arc::new(client);
+    let mut first = true;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(LAG_INTERVAL) => {}
+            // The first report at once, the next ones every interval.
+            _ = tokio::time::sleep(if first { Duration::ZERO } else { LAG_INTERVAL }) => {}
         }
+        first = false;
         let stored = match floodgate_contract::progress::stored_offsets(&db, &group, &topic).await {
             Ok(stored) => stored,
             Err(e) => {
@@ -42,7 +45,7 @@ pub async fn report_lag(kafka: KafkaArgs, db: PgPool, group: String, shutdown: C
                     metrics::gauge!("floodgate_consumer_lag", "partition" => partition.to_string())
                         .set(lag as f64);
                 }
-                metrics::gauge!("floodgate_consumer_lag_total").set(total as f64);
+                metrics::gauge!("floodgate_consumer_lag_all_partitions").set(total as f64);
             }
             Ok(Err(e)) => tracing::debug!(error = %e, "lag not available"),
             Err(_) => {}

@@ -99,6 +99,8 @@ pub(crate) const RETRY_DELAY: Duration = Duration::from_millis(500);
 /// Consumes until `shutdown` is cancelled, then gives this member's partitions back.
 pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> anyhow::Result<()> {
     floodgate_contract::runtime::metrics();
+    // Served from the start, at zero, so the alert over it has a series before the first one.
+    metrics::counter!("floodgate_consumer_poison_total").increment(0);
     let topic = config.kafka.reservations_topic.clone();
     let consumer = std::sync::Arc::new(intake::connect(config)?);
     let dead_letters = DeadLetters::new(&config.kafka, config.dlq_topic())?;

@@ -35,7 +35,7 @@ pub fn admin_router(config: &Config, db: PgPool) -> anyhow::Result<Router> {
     let router = Router::new()
         .route(
             "/metrics",
-            get(|| async { floodgate_contract::runtime::metrics().render() }),
+            get(|| async { floodgate_contract::telemetry::render() }),
         )
         .route("/healthz", get(|| async { Json(Health::ok()) }))
         .route("/readyz", get(ready))

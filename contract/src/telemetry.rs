@@ -41,6 +41,23 @@ pub fn metrics() -> &'static PrometheusHandle {
     })
 }
 
+/// The metrics as Prometheus text, with this process' resident memory read just now (what
+/// every service's `GET /metrics` answers).
+pub fn render() -> String {
+    if let Some(bytes) = resident_memory_bytes() {
+        metrics::gauge!("floodgate_process_resident_memory_bytes").set(bytes as f64);
+    }
+    metrics().render()
+}
+
+/// This process' resident set, from `/proc/self/statm` (pages; Linux's page is 4 KiB on every
+/// machine Floodgate runs on).
+fn resident_memory_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
 /// Every metric a Floodgate service records, with its help text (Prometheus' `# HELP`; docs/runbook.md,
 /// "Metrics", says what to do about each).
 const METRICS: &[(&str, &str)] = &[
@@ -141,6 +158,23 @@ const METRICS: &[(&str, &str)] = &[
         "1 while the sale's admission is paused, by sale",
     ),
     (
+        "floodgate_pool_available",
+        "Seats a pool can still sell, by sale and pool",
+    ),
+    (
+        "floodgate_pool_held",
+        "Seats held and not yet paid for, by sale and pool",
+    ),
+    ("floodgate_pool_sold", "Seats sold, by sale and pool"),
+    (
+        "floodgate_ws_session_budget",
+        "Sessions this gateway may hold (its open-files budget or setting)",
+    ),
+    (
+        "floodgate_process_resident_memory_bytes",
+        "Resident memory of this process",
+    ),
+    (
         "floodgate_seat_snapshot_requests_total",
         "Seat-count snapshots read from Redis",
     ),
@@ -199,7 +233,7 @@ const METRICS: &[(&str, &str)] = &[
         "Events not yet applied, by partition",
     ),
     (
-        "floodgate_consumer_lag_total",
+        "floodgate_consumer_lag_all_partitions",
         "Events not yet applied, all partitions",
     ),
 ];

@@ -149,11 +149,11 @@ impl AppState {
             config.joins_per_sec_per_ip,
             config.ipv6_prefix,
         );
-        let budget = limits::Budget::new(
-            config
-                .max_sessions
-                .unwrap_or_else(|| session_budget(raise_open_files_limit())),
-        );
+        let sessions = config
+            .max_sessions
+            .unwrap_or_else(|| session_budget(raise_open_files_limit()));
+        metrics::gauge!("floodgate_ws_session_budget").set(sessions as f64);
+        let budget = limits::Budget::new(sessions);
         let resume = signer.resume_key();
         let pow = signer.challenge_key();
         let identity = config
@@ -352,7 +352,7 @@ pub fn admin_router(state: AppState) -> Router {
     let router = Router::new()
         .route(
             "/metrics",
-            get(|| async { floodgate_contract::runtime::metrics().render() }),
+            get(|| async { floodgate_contract::telemetry::render() }),
         )
         .route("/healthz", get(probes::health))
         .route("/readyz", get(probes::ready))

@@ -78,7 +78,7 @@ impl Controller {
         } else {
             0
         };
-        report(&driver.sale, view);
+        report(&driver.sale, view, &read.pools);
         // Called every tick, even with no permits: it also expires unspent tokens.
         let advanced = driver.scripts.advance(conn, keys, fence, permits).await?;
         let Advanced::Moved {
@@ -226,9 +226,22 @@ fn limiter(rate: f64, tick: Duration) -> DefaultDirectRateLimiter {
 /// The sale's admission figures as the controller sees them each tick (the leader of each sale
 /// reports; a gateway that lost the lease keeps its last figures, so dashboards take the
 /// maximum across gateways): the set rate, the frontier, the tickets issued, the admission
-/// tokens not yet spent, and the cap on active users.
-fn report(sale: &str, view: &RoomView) {
+/// tokens not yet spent, and the cap on active users; each pool's seats available, held and sold.
+fn report(sale: &str, view: &RoomView, pools: &[PoolCounts]) {
     let sale = sale.to_owned();
+    for (pool, counts) in view.pools.iter().zip(pools) {
+        for (name, value) in [
+            ("floodgate_pool_available", counts.available),
+            ("floodgate_pool_held", counts.held),
+            ("floodgate_pool_sold", counts.sold),
+        ] {
+            // A pool whose state is lost reports nothing rather than zeros.
+            if let Some(value) = value {
+                metrics::gauge!(name, "sale" => sale.clone(), "pool" => pool.clone())
+                    .set(value as f64);
+            }
+        }
+    }
     let figures = [
         ("floodgate_admission_rate", view.rate),
         ("floodgate_admission_frontier", view.frontier as f64),

@@ -419,7 +419,8 @@ async fn defect_24_lag_returns_to_zero_after_a_kill_and_a_database_restart() {
         "the lag metric reads zero",
         Duration::from_secs(30),
         async || {
-            floodgate_tests::scrape(metrics, "floodgate_consumer_lag_total").await == Some(0.0)
+            floodgate_tests::scrape(metrics, "floodgate_consumer_lag_all_partitions").await
+                == Some(0.0)
         },
     )
     .await;

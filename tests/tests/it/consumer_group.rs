@@ -169,7 +169,7 @@ async fn two_then_three_members_share_six_partitions_through_a_kill_and_lose_or_
     }
     eventually("the lag metric reads zero", WAIT, async || {
         for member in [&b, &c, &d] {
-            if metric(member, "floodgate_consumer_lag_total").await != Some(0.0) {
+            if metric(member, "floodgate_consumer_lag_all_partitions").await != Some(0.0) {
                 return false;
             }
         }

@@ -130,3 +130,135 @@ async fn every_listener_script_and_send_is_measured_and_promtool_accepts_it() {
     let (ok, said) = promtool_check(&gateway);
     assert!(ok, "promtool check metrics: {said}");
 }
+
+fn observability(file: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy/observability")
+        .join(file);
+    std::fs::read_to_string(path).unwrap()
+}
+
+/// Every `floodgate_*` series name in `expr`.
+fn series_names(expr: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = expr;
+    while let Some(at) = rest.find("floodgate_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit()))
+            .unwrap_or(tail.len());
+        names.push(tail[..end].to_owned());
+        rest = &tail[end..];
+    }
+    names
+}
+
+/// `promtool check rules` on `rules` (YAML text): whether it passes, and what it said.
+fn promtool_rules(rules: &str) -> (bool, String) {
+    let file = std::env::temp_dir()
+        .join(unique("rules-"))
+        .with_extension("yaml");
+    std::fs::write(&file, rules).unwrap();
+    let out = Command::new(promtool())
+        .args(["check", "rules"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), said)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_and_the_alert_rules_use_only_series_the_services_serve() {
+    // The alert rules load in Prometheus' own checker.
+    let rules = observability("alerts.yaml");
+    let (ok, said) = promtool_rules(&rules);
+    assert!(ok, "promtool check rules: {said}");
+    assert!(said.contains("7 rules found"), "{said}");
+
+    // The dashboard has the rush's panels, and every query parses (each checked as a
+    // recording rule by promtool, with the sale variable filled in).
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&observability("floodgate-rush.json")).expect("the dashboard is JSON");
+    let panels = dashboard["panels"].as_array().expect("panels");
+    let titles: Vec<&str> = panels.iter().filter_map(|p| p["title"].as_str()).collect();
+    for title in [
+        "Waiting",
+        "Admitted per second against the set rate",
+        "Active against the cap",
+        "Sold and held per pool",
+        "Reservation latency",
+        "Reservation errors",
+        "Broker latency",
+        "Consumer lag",
+        "Gateway memory per instance",
+        "Sessions per instance",
+    ] {
+        assert!(titles.contains(&title), "no panel {title:?} in {titles:?}");
+    }
+    let exprs: Vec<String> = panels
+        .iter()
+        .flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default())
+        .filter_map(|t| t["expr"].as_str().map(|e| e.replace("$sale", ".+")))
+        .collect();
+    let recording: String = exprs
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            format!(
+                "      - record: panel_{i}\n        expr: {}\n",
+                serde_json::to_string(e).unwrap()
+            )
+        })
+        .collect();
+    let (ok, said) = promtool_rules(&format!(
+        "groups:\n  - name: dashboard\n    rules:\n{recording}"
+    ));
+    assert!(ok, "a dashboard query does not parse: {said}");
+
+    // Every series they name is served by some service (the in-process ones share a recorder).
+    let app = TestApp::spawn(fresh_db().await).await;
+    let sale = unique("observe-");
+    app.create_sale(&sale, &SaleSpec::default()).await;
+    let mut client = RoomClient::join(&app.ws_url(&sale))
+        .await
+        .expect("a ticket");
+    let token = client.admitted(Duration::from_secs(10)).await;
+    app.reserve(&sale, &token, &unique("k"), "p1", 1)
+        .await
+        .expect("a reservation: the broker's latency is measured");
+    let body = serde_json::json!({ "pool": "p1", "seats": 1 });
+    let (status, _) = app
+        .post_reservation(&sale, "not-a-pass", &unique("k"), &body)
+        .await;
+    assert_eq!(status, 401, "an API error, counted by its code");
+    let names: Vec<String> = exprs
+        .iter()
+        .map(String::as_str)
+        .chain([rules.as_str()])
+        .flat_map(series_names)
+        .collect();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let text = scrape(&app.http, app.admin).await;
+        let missing: Vec<&String> = names
+            .iter()
+            .filter(|name| {
+                !text.lines().any(|line| {
+                    line.strip_prefix(name.as_str())
+                        .is_some_and(|rest| rest.starts_with(['{', ' ']))
+                })
+            })
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "series the dashboard or the rules use that no service serves: {missing:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
