@@ -59,9 +59,28 @@ function show(f) {
   }
 }
 
+// The audit trail: who changed what, newest first; each row names only the settings that moved.
+function showAudit(entries) {
+  $("audit").replaceChildren();
+  for (const e of entries) {
+    const changed = Object.keys(e.after)
+      .filter((k) => JSON.stringify(e.before[k]) !== JSON.stringify(e.after[k]))
+      .map((k) => `${k}: ${e.before[k]} → ${e.after[k]}`)
+      .join(", ");
+    const row = document.createElement("tr");
+    for (const v of [new Date(e.at).toLocaleTimeString(), e.actor, e.action, changed || "-"]) {
+      const cell = document.createElement("td");
+      cell.textContent = v;
+      row.appendChild(cell);
+    }
+    $("audit").appendChild(row);
+  }
+}
+
 async function refresh() {
   try {
     show(await call("GET", ""));
+    showAudit(await call("GET", "/audit?limit=20"));
     $("message").textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (e) {
     $("state").textContent = "error";

@@ -10,22 +10,22 @@ use axum::middleware::{self, Next};
 use axum::response::IntoResponse as _;
 use axum::response::Response;
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use floodgate_contract::api::code;
 use floodgate_contract::ids::check_sale_id;
-use secrecy::SecretString;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::audit::Operator;
 use crate::auth::{bearer, BearerError};
 use crate::error::ApiError;
 use crate::gatekeeper::LATELY_MS;
 use crate::AppState;
-use floodgate_contract::secrets::one_of_secrets;
+use floodgate_contract::secrets::{which_secret, NamedSecret};
 use floodgate_contract::settings::ChallengeRule;
 
 /// The ops API's routes; every one requires `Authorization: Bearer <ops token>`.
-pub fn router(state: AppState, ops_tokens: Arc<Vec<SecretString>>) -> Router {
+pub fn router(state: AppState, ops_tokens: Arc<Vec<NamedSecret>>) -> Router {
     let router = Router::new()
         .route(
             "/admin/v1/sales/{sale}",
@@ -34,6 +34,7 @@ pub fn router(state: AppState, ops_tokens: Arc<Vec<SecretString>>) -> Router {
         .route("/admin/v1/sales/{sale}/pause", post(pause))
         .route("/admin/v1/sales/{sale}/resume", post(resume))
         .route("/admin/v1/sales/{sale}/open-now", post(open_now))
+        .route("/admin/v1/sales/{sale}/audit", get(crate::audit::list))
         .layer(middleware::from_fn_with_state(
             ops_tokens,
             require_ops_token,
@@ -91,8 +92,8 @@ fn console_file(content_type: &'static str, body: &'static str) -> axum::respons
 }
 
 async fn require_ops_token(
-    State(tokens): State<Arc<Vec<SecretString>>>,
-    request: Request,
+    State(tokens): State<Arc<Vec<NamedSecret>>>,
+    mut request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
     // A request without the header is refused as such, never compared with anything (an empty
@@ -107,12 +108,15 @@ async fn require_ops_token(
             "this API needs the ops token: Authorization: Bearer <ops token>".into(),
         ),
     })?;
-    if !one_of_secrets(presented.as_bytes(), &tokens) {
+    let Some(token) = which_secret(presented.as_bytes(), &tokens) else {
         return Err(ApiError::Unauthorized(
             code::OPS_TOKEN_INVALID,
             "this API needs the ops token".into(),
         ));
-    }
+    };
+    // Who did it, for the audit trail: the token's name, never the token.
+    let operator = Operator(token.name.clone());
+    request.extensions_mut().insert(operator);
     Ok(next.run(request).await)
 }
 
@@ -310,6 +314,7 @@ impl SaleUpdate {
 pub async fn update_sale(
     State(state): State<AppState>,
     Path(sale): Path<String>,
+    Extension(operator): Extension<Operator>,
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Json<OpsFigures>, ApiError> {
     check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
@@ -317,7 +322,7 @@ pub async fn update_sale(
         ApiError::PayloadTooLarge(code::BODY_TOO_LARGE, "the request body is too large".into())
     })?;
     let update = SaleUpdate::parse(&body)?;
-    figures(&state, &sale).await?;
+    let before = figures(&state, &sale).await?;
     {
         state
             .gatekeeper
@@ -343,16 +348,19 @@ pub async fn update_sale(
         tracing::info!(%sale, rate = ?update.admission_rate, cap = ?update.active_cap,
             challenge = ?update.challenge, difficulty = ?update.pow_difficulty, "sale settings changed");
     }
-    figures(&state, &sale).await.map(Json)
+    let after = figures(&state, &sale).await?;
+    crate::audit::record(&state, &operator, &sale, "update", &before, &after).await?;
+    Ok(Json(after))
 }
 
 async fn set_paused(
     state: &AppState,
+    operator: &Operator,
     sale: &str,
     paused: bool,
 ) -> Result<Json<OpsFigures>, ApiError> {
     check_sale_id(sale).map_err(|_| ApiError::unknown_sale())?;
-    figures(state, sale).await?;
+    let before = figures(state, sale).await?;
     state.gatekeeper.set_paused(sale, paused).await?;
     sqlx::query("update sales set paused = $2, updated_at = now() where id = $1")
         .bind(sale)
@@ -361,23 +369,28 @@ async fn set_paused(
         .await
         .map_err(db_error)?;
     tracing::info!(%sale, paused, "admission paused or resumed");
-    figures(state, sale).await.map(Json)
+    let after = figures(state, sale).await?;
+    let action = if paused { "pause" } else { "resume" };
+    crate::audit::record(state, operator, sale, action, &before, &after).await?;
+    Ok(Json(after))
 }
 
 /// `POST /admin/v1/sales/{sale}/pause`: stop admitting (the queue keeps its order).
 pub async fn pause(
     State(state): State<AppState>,
     Path(sale): Path<String>,
+    Extension(operator): Extension<Operator>,
 ) -> Result<Json<OpsFigures>, ApiError> {
-    set_paused(&state, &sale, true).await
+    set_paused(&state, &operator, &sale, true).await
 }
 
 /// `POST /admin/v1/sales/{sale}/resume`: admit again at the sale's rate.
 pub async fn resume(
     State(state): State<AppState>,
     Path(sale): Path<String>,
+    Extension(operator): Extension<Operator>,
 ) -> Result<Json<OpsFigures>, ApiError> {
-    set_paused(&state, &sale, false).await
+    set_paused(&state, &operator, &sale, false).await
 }
 
 /// `POST /admin/v1/sales/{sale}/open-now`: open the sale at once instead of at `opens_at`.
@@ -387,6 +400,7 @@ pub async fn resume(
 pub async fn open_now(
     State(state): State<AppState>,
     Path(sale): Path<String>,
+    Extension(operator): Extension<Operator>,
 ) -> Result<Json<OpsFigures>, ApiError> {
     check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
     let current = figures(&state, &sale).await?;
@@ -404,5 +418,7 @@ pub async fn open_now(
         .await
         .map_err(db_error)?;
     tracing::info!(%sale, "sale opened now by an operator");
-    figures(&state, &sale).await.map(Json)
+    let after = figures(&state, &sale).await?;
+    crate::audit::record(&state, &operator, &sale, "open_now", &current, &after).await?;
+    Ok(Json(after))
 }

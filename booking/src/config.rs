@@ -99,7 +99,7 @@ impl Config {
     /// on any error, which names the setting to fix.
     pub fn validate(&self) -> Result<PaymentProvider, String> {
         use floodgate_contract::secrets::check_secret;
-        floodgate_contract::secrets::secret_list("FLOODGATE_OPS_TOKEN", &self.ops_token)?;
+        floodgate_contract::secrets::named_secret_list("FLOODGATE_OPS_TOKEN", &self.ops_token)?;
         check_secret("FLOODGATE_WEBHOOK_SECRET", &self.webhook_secret)?;
         let api_key = self.payment_api_key.clone().ok_or_else(|| {
             "FLOODGATE_PAYMENT_API_KEY is required: the key of the payment provider's API"

@@ -28,6 +28,7 @@
 
 pub mod admin;
 pub mod api;
+pub mod audit;
 pub mod auth;
 pub mod catalog;
 pub mod config;
@@ -214,9 +215,11 @@ pub async fn run_admin(
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     // Config::validate checked every token of the list.
-    let ops_tokens =
-        floodgate_contract::secrets::secret_list("FLOODGATE_OPS_TOKEN", &state.config.ops_token)
-            .unwrap_or_default();
+    let ops_tokens = floodgate_contract::secrets::named_secret_list(
+        "FLOODGATE_OPS_TOKEN",
+        &state.config.ops_token,
+    )
+    .unwrap_or_default();
     let app = admin::router(state, Arc::new(ops_tokens)).layer(TraceLayer::new_for_http());
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })

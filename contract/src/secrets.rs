@@ -27,26 +27,60 @@ pub fn check_secret(setting: &str, secret: &SecretString) -> Result<(), String> 
     Ok(())
 }
 
-/// The secrets of a setting that takes several at once, separated by commas (a token being
-/// rotated: the new one and the old one are both good until every client has the new one).
-/// Each must pass [`check_secret`]; none may be empty.
-pub fn secret_list(setting: &str, secrets: &SecretString) -> Result<Vec<SecretString>, String> {
-    let list: Vec<SecretString> = secrets
-        .expose_secret()
-        .split(',')
-        .map(|s| SecretString::from(s.trim().to_owned()))
-        .collect();
-    for secret in &list {
-        check_secret(setting, secret)?;
+/// A secret of a setting that takes several at once, separated by commas (a token being rotated:
+/// the new one and the old one are both good until every client has the new one), with the name
+/// it is known by: the operator's (`name:secret` in the list)
+/// or, for a bare secret, `sha256:` and the first 8 hex digits of its SHA-256, which say which
+/// secret it was without saying anything usable about it. What an audit record keeps.
+pub struct NamedSecret {
+    pub name: String,
+    pub secret: SecretString,
+}
+
+/// The secrets of such a setting, each with its name; each must pass [`check_secret`].
+pub fn named_secret_list(
+    setting: &str,
+    secrets: &SecretString,
+) -> Result<Vec<NamedSecret>, String> {
+    let named = |entry: &str| -> (Option<String>, String) {
+        match entry.split_once(':') {
+            Some((name, secret))
+                if !name.is_empty()
+                    && name.len() <= 32
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) =>
+            {
+                (Some(name.to_owned()), secret.to_owned())
+            }
+            _ => (None, entry.to_owned()),
+        }
+    };
+    let mut list = Vec::new();
+    for entry in secrets.expose_secret().split(',').map(str::trim) {
+        let (name, secret) = named(entry);
+        let secret = SecretString::from(secret);
+        check_secret(setting, &secret)?;
+        let name = name.unwrap_or_else(|| {
+            use sha2::Digest as _;
+            let digest = sha2::Sha256::digest(secret.expose_secret().as_bytes());
+            format!("sha256:{}", &hex::encode(digest)[..8])
+        });
+        list.push(NamedSecret { name, secret });
     }
     Ok(list)
 }
 
-/// Whether `presented` is one of `accepted`. Every one is compared, each in constant time, so the
-/// time taken does not say which one matched or how much of it.
-pub fn one_of_secrets(presented: &[u8], accepted: &[SecretString]) -> bool {
-    accepted.iter().fold(false, |found, secret| {
-        found | same_secret(presented, secret.expose_secret().as_bytes())
+/// Which of `accepted` `presented` is, if any. Every one is compared, each in constant time, so
+/// the time taken does not say which one matched or how much of it.
+pub fn which_secret<'a>(presented: &[u8], accepted: &'a [NamedSecret]) -> Option<&'a NamedSecret> {
+    accepted.iter().fold(None, |found, candidate| {
+        let matched = same_secret(presented, candidate.secret.expose_secret().as_bytes());
+        if matched && found.is_none() {
+            Some(candidate)
+        } else {
+            found
+        }
     })
 }
 
@@ -104,20 +138,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_list_of_secrets_is_each_checked_and_any_of_them_matches() {
-        let (a, b) = ("a".repeat(MIN_SECRET_LEN), "b".repeat(MIN_SECRET_LEN));
-        let list = secret_list("T", &SecretString::from(format!("{a}, {b}"))).unwrap();
-        assert_eq!(list.len(), 2);
-        assert!(one_of_secrets(a.as_bytes(), &list));
-        assert!(one_of_secrets(b.as_bytes(), &list));
-        assert!(!one_of_secrets(
-            "c".repeat(MIN_SECRET_LEN).as_bytes(),
-            &list
-        ));
-        assert!(!one_of_secrets(b"", &list));
-        // One short or empty member spoils the list.
-        assert!(secret_list("T", &SecretString::from(format!("{a},short"))).is_err());
-        assert!(secret_list("T", &SecretString::from(format!("{a},"))).is_err());
+    fn a_listed_secret_is_known_by_its_name_or_a_short_hash_and_found_by_its_value() {
+        let (a, b) = ("a".repeat(40), "b".repeat(40));
+        let list = named_secret_list("T", &SecretString::from(format!("alice:{a}, {b}"))).unwrap();
+        assert_eq!(list[0].name, "alice");
+        assert!(list[1].name.starts_with("sha256:") && list[1].name.len() == 15);
+        assert!(
+            !list[1].name.contains(&b[..8]),
+            "the name is not the secret"
+        );
+        assert_eq!(
+            which_secret(a.as_bytes(), &list).map(|s| s.name.as_str()),
+            Some("alice")
+        );
+        assert_eq!(
+            which_secret(b.as_bytes(), &list).map(|s| s.name.as_str()),
+            Some(list[1].name.as_str())
+        );
+        assert!(which_secret(b"alice", &list).is_none());
+        // A name only counts as one when it looks like one; the secret is still checked.
+        assert!(named_secret_list("T", &SecretString::from("alice:short".to_owned())).is_err());
     }
 
     #[test]

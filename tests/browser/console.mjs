@@ -1,7 +1,7 @@
 // The ops console turns the admission rate: sign in with the ops token, watch the sale, set a
 // new rate, and wait until the console's admitted figure reaches `expected`. Then it raises the
-// bot check at the door (a 20-bit proof of work), as during an attack. Prints the figures before
-// and after as JSON; saves console-before.png and console-after.png.
+// bot check at the door (a 20-bit proof of work), as during an attack, and reads the console's
+// list of operator actions. Prints the figures before and after and that list as JSON; saves console-before.png and console-after.png.
 //
 //   node console.mjs <console url> <ops token> <new rate> <expected admitted> <artifacts folder>
 import { launch } from "./chromium.mjs";
@@ -41,8 +41,13 @@ try {
   await page.fill("#difficulty", "20");
   await page.click("#set-door");
   await page.waitForFunction(() => document.querySelector("#message")?.textContent === "done");
+  // The console's audit table lists both changes, newest first, once it has refreshed.
+  await page.waitForFunction(() => document.querySelectorAll("#audit tr").length >= 2);
+  const audit = await page.$$eval("#audit tr", (rows) =>
+    rows.map((row) => [...row.querySelectorAll("td")].map((cell) => cell.textContent)),
+  );
   await page.screenshot({ path: `${artifacts}/console-after.png`, fullPage: true });
-  console.log(JSON.stringify({ before, after, message }));
+  console.log(JSON.stringify({ before, after, message, audit }));
 } finally {
   await browser.close();
 }

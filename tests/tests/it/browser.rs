@@ -419,6 +419,21 @@ async fn a_rate_change_in_the_ops_console_shows_in_the_admissions(db: sqlx::PgPo
         (door["challenge"].as_str(), door["pow_difficulty"].as_u64()),
         (Some("pow"), Some(20))
     );
+    // Both changes are in the console's list of operator actions, newest first, each with who
+    // made it (the test's bare token: a short hash of it) and what moved.
+    let audit = seen["audit"].as_array().expect("the audit rows");
+    let row = |i: usize, col: usize| audit[i][col].as_str().unwrap_or_default().to_owned();
+    assert!(row(0, 1).starts_with("sha256:"), "{seen}");
+    assert_eq!(
+        (row(0, 2), row(1, 2)),
+        ("update".into(), "update".into()),
+        "{seen}"
+    );
+    assert!(row(0, 3).contains("challenge: none → pow"), "{seen}");
+    assert!(
+        row(1, 3).contains("admission_rate:") && row(1, 3).contains("→ 50"),
+        "{seen}"
+    );
     assert!(browser_dir().join("artifacts/console-after.png").exists());
 }
 

@@ -9,6 +9,7 @@
 //!   contention, the reservation lifecycle's interleavings, payments and webhooks.
 //! - [`waiting_room`], [`fairness`], [`join_batches`], [`room_fleet`], [`ops`]: the waiting room,
 //!   its fairness, joins sent in batches, several gateways, the ops API.
+//! - [`audit`]: the record of every operator action.
 //! - [`buyers`]: signed-in buyers (identity, one place each, the pass bound to its buyer, the
 //!   per-buyer limit) and the bot check at the door.
 //! - [`consumer`], [`consumer_group`], [`outages`], [`rebuild`], [`reconcile`]: durability, the
@@ -28,6 +29,7 @@
 // Scenarios read top to bottom as one story; the 80-line limit is for service code.
 #![allow(clippy::too_many_lines)]
 
+mod audit;
 mod booking_api;
 mod browser;
 mod buyers;

@@ -57,24 +57,30 @@ async fn scrape(http: &reqwest::Client, admin: std::net::SocketAddr) -> String {
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_listener_script_and_send_is_measured_and_promtool_accepts_it() {
+/// A sale on a fresh app, and one buyer's way through it: a join (a ticket sent), the turn (the
+/// token pushed, the socket closed normally), a reservation (the claim and reserve scripts, the
+/// broker's acknowledgement).
+async fn one_buyer(prefix: &str) -> (TestApp, String) {
     let app = TestApp::spawn(fresh_db().await).await;
-    let sale = unique("metrics-");
+    let sale = unique(prefix);
     let spec = SaleSpec {
         opens_in: Duration::from_millis(600),
         ..SaleSpec::default()
     };
     app.create_sale(&sale, &spec).await;
-    // A join (a ticket sent), then a reservation (the claim and reserve scripts, the produce).
     let mut client = RoomClient::join(&app.ws_url(&sale))
         .await
         .expect("a ticket");
-    // Its turn comes: the gateway pushes the token and closes the socket normally.
     let token = client.admitted(Duration::from_secs(10)).await;
     app.reserve(&sale, &token, &unique("k"), "p1", 1)
         .await
         .expect("a reservation");
+    (app, sale)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_listener_script_and_send_is_measured_and_promtool_accepts_it() {
+    let (app, sale) = one_buyer("metrics-").await;
     let (status, _) = app
         .answer(app.http.get(format!("http://{}/no/such/path", app.booking)))
         .await;
@@ -219,16 +225,7 @@ async fn the_dashboard_and_the_alert_rules_use_only_series_the_services_serve() 
     assert!(ok, "a dashboard query does not parse: {said}");
 
     // Every series they name is served by some service (the in-process ones share a recorder).
-    let app = TestApp::spawn(fresh_db().await).await;
-    let sale = unique("observe-");
-    app.create_sale(&sale, &SaleSpec::default()).await;
-    let mut client = RoomClient::join(&app.ws_url(&sale))
-        .await
-        .expect("a ticket");
-    let token = client.admitted(Duration::from_secs(10)).await;
-    app.reserve(&sale, &token, &unique("k"), "p1", 1)
-        .await
-        .expect("a reservation: the broker's latency is measured");
+    let (app, sale) = one_buyer("observe-").await;
     let body = serde_json::json!({ "pool": "p1", "seats": 1 });
     let (status, _) = app
         .post_reservation(&sale, "not-a-pass", &unique("k"), &body)
