@@ -135,7 +135,7 @@ impl RedisTls {
 /// `PIPELINE` (`floodgate_redis_command_duration_seconds`), errors and timeouts included.
 impl ConnectionLike for RedisConn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        let (kind, name) = crate::telemetry::redis_label(cmd);
+        let timer = crate::telemetry::redis_timer(cmd);
         let started = std::time::Instant::now();
         let request = match self {
             Self::Single(c) => c.req_packed_command(cmd),
@@ -143,7 +143,7 @@ impl ConnectionLike for RedisConn {
         };
         Box::pin(async move {
             let reply = request.await;
-            crate::telemetry::record_redis(kind, name, started);
+            timer.record(started.elapsed().as_secs_f64());
             reply
         })
     }
@@ -154,6 +154,7 @@ impl ConnectionLike for RedisConn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
+        let timer = crate::telemetry::pipeline_timer();
         let started = std::time::Instant::now();
         let request = match self {
             Self::Single(c) => c.req_packed_commands(pipeline, offset, count),
@@ -161,7 +162,7 @@ impl ConnectionLike for RedisConn {
         };
         Box::pin(async move {
             let replies = request.await;
-            crate::telemetry::record_redis("command", "PIPELINE".into(), started);
+            timer.record(started.elapsed().as_secs_f64());
             replies
         })
     }

@@ -3,6 +3,7 @@
 //! and the measurements every service shares: each HTTP request by listener and route, each
 //! Redis command and script.
 
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Instant;
 
@@ -302,8 +303,8 @@ fn method_label(method: &axum::http::Method) -> &'static str {
 
 /// The names of the Lua scripts this process loaded, by SHA-1, so that `EVALSHA` is measured
 /// per script (`floodgate_redis_script_duration_seconds{script}`).
-fn script_names() -> &'static RwLock<std::collections::HashMap<String, Arc<str>>> {
-    static NAMES: OnceLock<RwLock<std::collections::HashMap<String, Arc<str>>>> = OnceLock::new();
+fn script_names() -> &'static RwLock<HashMap<String, Arc<str>>> {
+    static NAMES: OnceLock<RwLock<HashMap<String, Arc<str>>>> = OnceLock::new();
     NAMES.get_or_init(Default::default)
 }
 
@@ -324,39 +325,111 @@ pub fn name_script(script: &redis::Script, body: &str) {
         .insert(script.get_hash().to_owned(), Arc::from(name));
 }
 
+/// The histograms Redis requests are timed into, by what identifies a request on the wire (a
+/// script's SHA-1, a command's name, `PIPELINE`): each handle is made once and reused, so a
+/// request builds no label and allocates nothing. Made after the recorder is installed, so no
+/// handle is ever one of the no-op recorder's.
+fn redis_timers() -> &'static RwLock<HashMap<Box<[u8]>, metrics::Histogram>> {
+    static TIMERS: OnceLock<RwLock<HashMap<Box<[u8]>, metrics::Histogram>>> = OnceLock::new();
+    TIMERS.get_or_init(|| {
+        metrics();
+        RwLock::default()
+    })
+}
+
+/// The histogram the request `key` is timed into, made from `label` the first time.
+fn redis_timer_for(
+    key: &[u8],
+    label: impl FnOnce() -> (&'static str, String),
+) -> metrics::Histogram {
+    let timers = redis_timers();
+    if let Some(timer) = timers.read().unwrap_or_else(|e| e.into_inner()).get(key) {
+        return timer.clone();
+    }
+    let timer = match label() {
+        ("script", name) => {
+            metrics::histogram!("floodgate_redis_script_duration_seconds", "script" => name)
+        }
+        (_, name) => {
+            metrics::histogram!("floodgate_redis_command_duration_seconds", "command" => name)
+        }
+    };
+    timers
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(key.into())
+        .or_insert(timer)
+        .clone()
+}
+
+/// The histogram one Redis command is timed into: its script's, by name, for `EVALSHA`; else
+/// its command's.
+pub(crate) fn redis_timer(cmd: &redis::Cmd) -> metrics::Histogram {
+    let mut args = cmd.args_iter();
+    let key: &[u8] = match args.next() {
+        Some(redis::Arg::Simple(command)) if command.eq_ignore_ascii_case(b"EVALSHA") => {
+            match args.next() {
+                Some(redis::Arg::Simple(sha)) => sha,
+                _ => command,
+            }
+        }
+        Some(redis::Arg::Simple(command)) => command,
+        _ => b"unknown",
+    };
+    redis_timer_for(key, || redis_label(cmd))
+}
+
+/// The histogram a pipeline is timed into.
+pub(crate) fn pipeline_timer() -> metrics::Histogram {
+    redis_timer_for(b"PIPELINE", || ("command", "PIPELINE".to_owned()))
+}
+
 /// What one Redis request is, for its latency: a script's name, or the command.
-pub(crate) fn redis_label(cmd: &redis::Cmd) -> (&'static str, Arc<str>) {
+fn redis_label(cmd: &redis::Cmd) -> (&'static str, String) {
     let mut args = cmd.args_iter();
     let command = match args.next() {
         Some(redis::Arg::Simple(bytes)) => bytes,
-        _ => return ("command", Arc::from("unknown")),
+        _ => return ("command", "unknown".to_owned()),
     };
     if command.eq_ignore_ascii_case(b"EVALSHA") {
         if let Some(redis::Arg::Simple(sha)) = args.next() {
             let names = script_names().read().unwrap_or_else(|e| e.into_inner());
             let name = std::str::from_utf8(sha)
                 .ok()
-                .and_then(|sha| names.get(sha).cloned());
-            return ("script", name.unwrap_or_else(|| Arc::from("unnamed")));
+                .and_then(|sha| names.get(sha).map(|name| name.to_string()));
+            return ("script", name.unwrap_or_else(|| "unnamed".to_owned()));
         }
     }
     let name = std::str::from_utf8(command)
         .unwrap_or("unknown")
         .to_ascii_uppercase();
-    ("command", Arc::from(name))
+    ("command", name)
 }
 
-/// Records how long one Redis request took.
-pub(crate) fn record_redis(kind: &'static str, name: Arc<str>, started: Instant) {
-    let seconds = started.elapsed().as_secs_f64();
-    let name = name.to_string();
-    if kind == "script" {
-        metrics::histogram!("floodgate_redis_script_duration_seconds", "script" => name)
-            .record(seconds);
-    } else {
-        metrics::histogram!("floodgate_redis_command_duration_seconds", "command" => name)
-            .record(seconds);
+/// A counter with one label whose value is one of a few fixed strings (a message's type, say),
+/// made once per value and reused: what a hot path counts with, building no label per event.
+pub fn fixed_label_counter(
+    name: &'static str,
+    label: &'static str,
+    value: &'static str,
+) -> metrics::Counter {
+    type Counters = RwLock<HashMap<(&'static str, &'static str, &'static str), metrics::Counter>>;
+    static COUNTERS: OnceLock<Counters> = OnceLock::new();
+    let counters = COUNTERS.get_or_init(|| {
+        metrics();
+        RwLock::default()
+    });
+    let key = (name, label, value);
+    if let Some(counter) = counters.read().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return counter.clone();
     }
+    let counter = metrics::counter!(name, label => value);
+    counters
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(key)
+        .or_insert(counter)
+        .clone()
 }
 
 #[cfg(test)]
@@ -371,9 +444,9 @@ mod tests {
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(script.get_hash()).arg(0);
         let (kind, name) = redis_label(&cmd);
-        assert_eq!((kind, &*name), ("script", "reserve"));
+        assert_eq!((kind, name.as_str()), ("script", "reserve"));
         let (kind, name) = redis_label(redis::cmd("hget").arg("k").arg("f"));
-        assert_eq!((kind, &*name), ("command", "HGET"));
+        assert_eq!((kind, name.as_str()), ("command", "HGET"));
     }
 
     #[test]

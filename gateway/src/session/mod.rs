@@ -400,8 +400,13 @@ impl Session {
         .await
         {
             Ok(Ok(())) => {
-                metrics::counter!("floodgate_ws_messages_sent_total", "type" => message.kind())
-                    .increment(1);
+                // Every position push passes here: a counter made once per message type.
+                floodgate_contract::telemetry::fixed_label_counter(
+                    "floodgate_ws_messages_sent_total",
+                    "type",
+                    message.kind(),
+                )
+                .increment(1);
                 Ok(())
             }
             Ok(Err(_)) => Err(()),
