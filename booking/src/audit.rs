@@ -3,6 +3,7 @@
 //! sale's settings before and after; `GET /admin/v1/sales/{sale}/audit` and the console show
 //! them.
 
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use floodgate_contract::api::code;
@@ -67,31 +68,62 @@ fn unavailable(e: sqlx::Error, then: &str) -> ApiError {
 }
 
 /// One audit record, as `GET /admin/v1/sales/{sale}/audit` lists it.
-#[derive(Debug, Serialize, Deserialize, sqlx::FromRow)]
+#[derive(Debug, Serialize, Deserialize, sqlx::FromRow, utoipa::ToSchema)]
 pub struct AuditEntry {
     pub id: i64,
+    /// When, RFC 3339.
     #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
     pub at: time::OffsetDateTime,
+    /// `update`, `pause`, `resume` or `open_now`.
     pub action: String,
+    /// The ops token's name (`name:token` in FLOODGATE_OPS_TOKEN), or `sha256:` and 8 hex digits
+    /// of an unnamed token; never the token.
     pub actor: String,
+    /// The sale's figures before and after (as `GET /admin/v1/sales/{sale}` showed them).
+    #[schema(value_type = Object)]
     pub before: Value,
+    #[schema(value_type = Object)]
     pub after: Value,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct AuditQuery {
     /// Most records, newest first (default and most: 100).
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<i64>,
 }
 
 /// `GET /admin/v1/sales/{sale}/audit`: the sale's operator actions, newest first.
+#[utoipa::path(
+    get,
+    path = "/admin/v1/sales/{sale}/audit",
+    tag = "ops",
+    params(crate::openapi::SalePath, AuditQuery),
+    responses(
+        (status = 200, description = "The sale's operator actions, newest first.", body = Vec<AuditEntry>),
+        crate::openapi::AuditRefusals,
+    ),
+    security(("ops" = [])),
+)]
 pub async fn list(
     State(state): State<AppState>,
     Path(sale): Path<String>,
-    Query(query): Query<AuditQuery>,
+    query: Result<Query<AuditQuery>, QueryRejection>,
 ) -> Result<Json<Vec<AuditEntry>>, ApiError> {
     check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
-    let limit = query.limit.unwrap_or(100).clamp(1, 100);
+    // A limit out of its range is refused, not quietly clamped: the caller learns its mistake.
+    let limit = match query {
+        Ok(Query(AuditQuery { limit: None })) => 100,
+        Ok(Query(AuditQuery { limit: Some(n) })) if (1..=100).contains(&n) => n,
+        _ => {
+            return Err(ApiError::BadRequest(
+                code::BAD_PAGE,
+                "limit must be a whole number from 1 to 100".into(),
+            ))
+        }
+    };
     let entries = sqlx::query_as::<_, AuditEntry>(
         "select id, at, action, actor, before, after from ops_audit
          where sale = $1 order by id desc limit $2",

@@ -35,6 +35,8 @@ pub mod config;
 pub mod ending;
 pub mod error;
 pub mod gatekeeper;
+pub mod listing;
+pub mod openapi;
 pub mod payments;
 pub mod publish;
 pub mod publish_static;
@@ -51,7 +53,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
 use axum::Router;
 use floodgate_contract::token::TokenVerifier;
 use tokio::net::TcpListener;
@@ -156,22 +157,10 @@ impl AppState {
 pub fn router(state: AppState) -> Router {
     // No CORS: the page calls this API on its own origin (the CDN, or the gateway, routes the
     // booking paths here), so no other site's script is given a way in.
-    let router = Router::new()
-        .route(
-            "/v1/sales/{sale}/reservations",
-            post(api::create_reservation).get(api::buyer_reservations),
-        )
-        .route(
-            "/v1/sales/{sale}/reservations/{id}",
-            get(api::get_reservation),
-        )
-        .route(
-            "/v1/sales/{sale}/reservations/{id}/payment",
-            post(api::start_payment),
-        )
-        .route("/v1/payments/webhook", post(webhook::receive_webhook))
-        .route("/healthz", get(api::health))
-        .route("/readyz", get(api::ready))
+    // Every route is registered with its OpenAPI description (docs/openapi/booking.json).
+    let (documented, document) = openapi::public_routes().split_for_parts();
+    let router = documented
+        .route("/openapi.json", openapi::serve_document(&document))
         .fallback(api::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TraceLayer::new_for_http())

@@ -93,9 +93,10 @@ pub fn verify(
 }
 
 /// A webhook delivery's body.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct WebhookEvent {
     /// The provider's event id: a redelivery carries the same id.
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9_-]{1,128}$")]
     pub id: String,
     /// `payment.succeeded`, `payment.failed`, `refund.succeeded` or `refund.failed`; other types
     /// are acknowledged and ignored, as providers add types over time.
@@ -107,7 +108,7 @@ pub struct WebhookEvent {
 }
 
 /// A payment as the provider describes it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PaymentObject {
     pub payment_id: String,
     /// The reservation id this service gave when creating the payment.

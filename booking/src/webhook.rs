@@ -21,6 +21,18 @@ use crate::gatekeeper::{Confirmation, Paid, Release, ReserveError, WebhookTarget
 use crate::payments::{verify, SignatureError, WebhookEvent, SIGNATURE_HEADER};
 use crate::AppState;
 
+/// `POST /v1/payments/webhook`: the provider reports a payment's or a refund's outcome.
+#[utoipa::path(
+    post,
+    path = "/v1/payments/webhook",
+    tag = "payments",
+    request_body(content = WebhookEvent, description = "The event, signed in Floodgate-Signature over its raw bytes."),
+    responses(
+        (status = 200, description = "Recorded (or a duplicate, or ignored): stop redelivering.", body = WebhookAnswer),
+        crate::openapi::WebhookRefusals,
+    ),
+    security(("webhook_signature" = [])),
+)]
 #[tracing::instrument(skip_all, fields(event, kind))]
 pub async fn receive_webhook(
     State(state): State<AppState>,

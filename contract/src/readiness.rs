@@ -17,7 +17,7 @@ use crate::redis_conn::RedisConn;
 pub const CHECK_TIMEOUT: Duration = Duration::from_millis(800);
 
 /// The body of `GET /readyz`, answered 200 when `status` is `ready` and 503 when `unready`.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct Readiness {
     /// `ready` or `unready`.
     pub status: String,
@@ -25,7 +25,7 @@ pub struct Readiness {
     pub checks: Vec<CheckResult>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct CheckResult {
     /// `draining`, `redis`, `postgres`, `kafka`.
     pub name: String,

@@ -101,6 +101,22 @@ impl fmt::Display for ReservationState {
     }
 }
 
+/// Documented as its API names (the OpenAPI documents, docs/openapi/), from the same table
+/// `Serialize` writes.
+impl utoipa::PartialSchema for ReservationState {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .enum_values(Some(Self::ALL.map(Self::api)))
+            .description(Some(
+                "Where a reservation is in its life (docs/protocol.md 2.3).",
+            ))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for ReservationState {}
+
 impl Serialize for ReservationState {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(self.api())

@@ -8,6 +8,9 @@
 
 use std::ops::RangeInclusive;
 
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
 /// Admissions per second a sale may be set to. Below one admission in about 17 minutes the
 /// rate is a pause (use pause, which says so); the governor's period for a rate under about
 /// 5e-20 does not even fit a `Duration`. A million a second is beyond any booking backend.
@@ -31,7 +34,7 @@ pub const SEATS_PER_BUYER: RangeInclusive<u32> = 1..=1_000;
 /// Who may come into a sale's waiting room, and what they must show: set per sale in its file,
 /// armed into the sale's meta, read by every gateway each tick (the challenge can be changed live
 /// through the ops API, during an attack).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Door {
     /// Whether a join must present a buyer's identity token.
     pub identity: IdentityRule,
@@ -56,7 +59,7 @@ impl Default for Door {
 }
 
 /// Whether a sale requires a signed-in buyer.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum IdentityRule {
     /// Anyone may join; a join that presents an identity is a buyer (one place per buyer).
@@ -67,7 +70,7 @@ pub enum IdentityRule {
 }
 
 /// The bot check a sale asks for at the door.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ChallengeRule {
     #[default]

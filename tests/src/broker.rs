@@ -12,13 +12,7 @@ pub fn tansu_binary() -> PathBuf {
     if let Ok(path) = std::env::var("FLOODGATE_TANSU") {
         return path.into();
     }
-    let home = std::env::var("FLOODGATE_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()))
-                .join(".cache/floodgate")
-        });
-    home.join("tansu-0.6.0/bin/tansu")
+    crate::floodgate_home().join("tansu-0.6.0/bin/tansu")
 }
 
 /// The broker's log, appended across restarts, kept beside its data while the test runs.

@@ -1079,6 +1079,21 @@ impl Drop for TestApp {
 
 /// The workspace binary `name` next to this test's own executable (deploy/test.sh builds the
 /// binaries before the tests).
+/// Where `deploy/stack.sh` keeps what it installs: `FLOODGATE_HOME`, else ~/.cache/floodgate.
+pub fn floodgate_home() -> std::path::PathBuf {
+    std::env::var("FLOODGATE_HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| {
+            std::path::PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()))
+                .join(".cache/floodgate")
+        })
+}
+
+/// A tool `deploy/stack.sh tools` installs, by its path under `$FLOODGATE_HOME/tools`.
+pub fn tool(path: &str) -> std::path::PathBuf {
+    floodgate_home().join("tools").join(path)
+}
+
 pub fn binary(name: &str) -> std::path::PathBuf {
     let mut dir = std::env::current_exe().unwrap();
     dir.pop();

@@ -30,12 +30,7 @@ fn free(port: u16) -> bool {
 }
 
 fn home() -> PathBuf {
-    std::env::var("FLOODGATE_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()))
-                .join(".cache/floodgate")
-        })
+    crate::floodgate_home()
 }
 
 impl PrivateCluster {

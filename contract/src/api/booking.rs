@@ -1,13 +1,14 @@
 //! The booking service's public bodies (docs/protocol.md 2).
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::reservation::ReservationState;
 use crate::UnixMillis;
 
 /// `POST /v1/sales/{sale}/reservations`, 201. A retry with the same `Idempotency-Key` gets
 /// these exact bytes again.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 pub struct ReservationCreated {
     pub reservation_id: String,
     pub sale: String,
@@ -15,7 +16,9 @@ pub struct ReservationCreated {
     pub seats: u32,
     /// Always held in a 201: the seats are reserved until `hold_expires_at_ms` unless paid.
     pub status: ReservationState,
+    #[schema(value_type = i64)] // Unix milliseconds
     pub reserved_at_ms: UnixMillis,
+    #[schema(value_type = i64)] // Unix milliseconds
     pub hold_expires_at_ms: UnixMillis,
     /// Authorizes reading and paying for this reservation; shown once, keep it private.
     pub secret: String,
@@ -23,14 +26,16 @@ pub struct ReservationCreated {
 
 /// `GET /v1/sales/{sale}/reservations/{id}`: a reservation's state, for whoever holds its
 /// secret.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 pub struct ReservationView {
     pub reservation_id: String,
     pub sale: String,
     pub pool: String,
     pub seats: u32,
     pub status: ReservationState,
+    #[schema(value_type = i64)] // Unix milliseconds
     pub reserved_at_ms: UnixMillis,
+    #[schema(value_type = i64)] // Unix milliseconds
     pub hold_expires_at_ms: UnixMillis,
     /// Price of the whole reservation, in the currency's minor unit.
     pub amount_minor: i64,
@@ -44,26 +49,28 @@ pub struct ReservationView {
 /// `GET /v1/sales/{sale}/reservations` with the buyer's identity: their own reservations in the
 /// sale, newest first, as the durable record (PostgreSQL) has them. No secrets: a reservation's
 /// secret is given once, in its 201.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 pub struct BuyerReservations {
     pub sale: String,
     pub reservations: Vec<BuyerReservation>,
 }
 
 /// One of a buyer's reservations.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 pub struct BuyerReservation {
     pub reservation_id: String,
     pub pool: String,
     pub seats: u32,
     pub status: ReservationState,
+    #[schema(value_type = i64)] // Unix milliseconds
     pub reserved_at_ms: UnixMillis,
+    #[schema(value_type = i64)] // Unix milliseconds
     pub hold_expires_at_ms: UnixMillis,
     pub payment_id: Option<String>,
 }
 
 /// A refund of a payment that could not buy the seats.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 pub struct RefundView {
     pub payment_id: String,
     /// `pending`, `succeeded` or `failed`.
@@ -72,7 +79,7 @@ pub struct RefundView {
 
 /// `POST /v1/sales/{sale}/reservations/{id}/payment`, 202: the payment is started at the
 /// provider; the outcome arrives by webhook and shows on the reservation.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 pub struct PaymentStarted {
     pub reservation_id: String,
     pub payment_id: String,
@@ -82,12 +89,13 @@ pub struct PaymentStarted {
     pub checkout_url: String,
     pub amount_minor: i64,
     pub currency: String,
+    #[schema(value_type = i64)] // Unix milliseconds
     pub hold_expires_at_ms: UnixMillis,
 }
 
 /// `POST /v1/payments/webhook`, 200: what became of the event. The provider only needs the
 /// 200; the body says why, for its logs and an operator's, and a redelivery gets the same.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 pub struct WebhookAnswer {
     /// `confirmed`, `released`, `refund_requested`, `duplicate`, `ignored`, or what a refund's
     /// outcome did to its reservation.
@@ -126,7 +134,7 @@ impl WebhookAnswer {
 }
 
 /// `GET /healthz` of every service: the process is up (not whether its dependencies are).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 pub struct Health {
     pub status: String,
 }

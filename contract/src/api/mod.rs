@@ -12,9 +12,12 @@ pub mod room;
 use serde::{Deserialize, Serialize};
 
 /// The body of every 4xx and 5xx.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(example = json!({"error": "unknown_sale", "message": "no such sale is armed; check the sale id"}))]
 pub struct ErrorBody {
+    /// A stable snake_case code (docs/protocol.md lists them all); branch on this.
     pub error: String,
+    /// For a human; its wording may change.
     pub message: String,
 }
 

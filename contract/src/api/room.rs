@@ -2,13 +2,15 @@
 //! record of its pre-queue draw, which anyone may check.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::UnixMillis;
 
 /// `GET /v1/sales/{sale}`: the waiting room's public figures.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, ToSchema)]
 pub struct SaleSummary {
     pub sale: String,
+    #[schema(value_type = i64)] // Unix milliseconds
     pub opens_at_ms: UnixMillis,
     pub admission_rate: f64,
     pub max_seats: u32,
@@ -25,18 +27,20 @@ pub struct SaleSummary {
 }
 
 /// `GET /v1/sales/{sale}/seats.json`: rough live seat counts, for display only.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 pub struct SeatCounts {
     pub sale: String,
     /// When the counts were read (Redis' clock).
+    #[schema(value_type = i64)] // Unix milliseconds
     pub at_ms: UnixMillis,
+    #[schema(value_type = i64)] // Unix milliseconds
     pub opens_at_ms: UnixMillis,
     pub sold_out: bool,
     pub pools: Vec<PoolSeats>,
 }
 
 /// One pool's counts (`null` where the pool's state is missing).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 pub struct PoolSeats {
     pub pool: String,
     pub capacity: Option<i64>,
@@ -47,11 +51,12 @@ pub struct PoolSeats {
 
 /// `GET /v1/sales/{sale}/draw`: the commitment while the pre-queue is open; once it has
 /// closed, everything needed to recompute the draw.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum DrawRecord {
     PreQueue {
         sale: String,
+        #[schema(value_type = i64)] // Unix milliseconds
         opens_at_ms: UnixMillis,
         /// SHA-256 (hex) of the secret seed, published before anyone joined.
         commitment: String,
@@ -59,7 +64,9 @@ pub enum DrawRecord {
     },
     Drawn {
         sale: String,
+        #[schema(value_type = i64)] // Unix milliseconds
         opens_at_ms: UnixMillis,
+        #[schema(value_type = Option<i64>)] // Unix milliseconds
         closed_at_ms: Option<UnixMillis>,
         /// `floodgate-lottery-v1` (docs/protocol.md 1.6).
         algorithm: String,
@@ -75,7 +82,7 @@ pub enum DrawRecord {
 }
 
 /// `GET /v1/sales/{sale}/draw/nonces`: draw nonces of consecutive pre-queue tickets.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 pub struct NoncePage {
     pub sale: String,
     /// The ticket of the first nonce.
@@ -84,7 +91,7 @@ pub struct NoncePage {
 }
 
 /// `GET /v1/sales/{sale}/draw/batches`: the pre-queue's batches of joins in ticket order.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 pub struct BatchPage {
     pub sale: String,
     /// The number of the first batch (from 1).
@@ -93,7 +100,7 @@ pub struct BatchPage {
 }
 
 /// One batch of joins, with what a verifier recomputes the pre-queue's chain from.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 pub struct PrequeueBatch {
     pub first: u64,
     pub count: u64,
@@ -106,7 +113,7 @@ pub struct PrequeueBatch {
 
 /// `GET /v1/sales/{sale}/draw/proof?ticket=N`: what one ticket needs to check, on its own,
 /// that the draw counted its nonce.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 pub struct DrawProof {
     pub sale: String,
     pub ticket: u64,
@@ -121,7 +128,7 @@ pub struct DrawProof {
 }
 
 /// A batch as a proof names it.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 pub struct BatchRef {
     pub first: u64,
     pub count: u64,

@@ -23,6 +23,7 @@
 //! - [`catalog`], [`edge`], [`browser`]: sale files, the CDN configuration, the page in Chromium.
 //! - [`loadgen`]: the load generator's scenarios.
 //! - [`metrics`]: what the services measure, as histograms, accepted by `promtool`.
+//! - [`openapi`]: the OpenAPI documents, validated and fuzzed against the live APIs.
 //! - [`layout`]: the checks of the code's own shape (`deploy/check-*.sh`); [`deployment`]: the
 //!   checks of the Dockerfile, the compose file and the Kubernetes manifests.
 
@@ -48,6 +49,7 @@ mod lifecycle_properties;
 mod loadgen;
 mod lost_writes;
 mod metrics;
+mod openapi;
 mod ops;
 mod outages;
 mod payments;

@@ -16,14 +16,7 @@ fn promtool() -> PathBuf {
     if let Ok(path) = std::env::var("FLOODGATE_PROMTOOL") {
         return path.into();
     }
-    let home = std::env::var("FLOODGATE_HOME").map_or_else(
-        |_| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()))
-                .join(".cache/floodgate")
-        },
-        PathBuf::from,
-    );
-    home.join("tools/prometheus/usr/bin/promtool")
+    floodgate_tests::tool("prometheus/usr/bin/promtool")
 }
 
 /// `promtool check metrics` on `text`: whether it passes, and what it said.

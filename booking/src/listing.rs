@@ -1,0 +1,85 @@
+//! `GET /v1/sales/{sale}/reservations`: a signed-in buyer's own reservations in a sale.
+
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::Json;
+use floodgate_contract::api::booking::{BuyerReservation, BuyerReservations};
+use floodgate_contract::api::code;
+use floodgate_contract::ids::check_sale_id;
+use floodgate_contract::reservation::ReservationState;
+
+use crate::auth::identify;
+use crate::error::ApiError;
+use crate::AppState;
+
+/// `GET /v1/sales/{sale}/reservations` with `Floodgate-Identity`: the buyer's own reservations in
+/// the sale, newest first (at most [`MAX_LISTED`]), from the durable record.
+#[utoipa::path(
+    get,
+    path = "/v1/sales/{sale}/reservations",
+    tag = "reservations",
+    params(crate::openapi::SalePath),
+    responses(
+        (status = 200, description = "The buyer's reservations in the sale, newest first (at most 100).", body = BuyerReservations),
+        crate::openapi::ListRefusals,
+    ),
+    security(("identity" = [])),
+)]
+#[tracing::instrument(skip_all)]
+pub async fn buyer_reservations(
+    State(state): State<AppState>,
+    sale: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+) -> Result<Json<BuyerReservations>, ApiError> {
+    let Path(sale) = sale.map_err(|_| ApiError::unknown_sale())?;
+    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
+    let buyer = identify(&state, &headers).await?.ok_or_else(|| {
+        ApiError::Unauthorized(
+            code::IDENTITY_REQUIRED,
+            "sign in: send your identity token in Floodgate-Identity".into(),
+        )
+    })?;
+    type Row = (
+        String,
+        String,
+        i32,
+        String,
+        time::OffsetDateTime,
+        time::OffsetDateTime,
+        Option<String>,
+    );
+    let rows: Vec<Row> = sqlx::query_as(
+        "select reservation_id, pool_id, seats, status, reserved_at, hold_expires_at, payment_id
+           from bookings where buyer = $1 and sale_id = $2
+           order by reserved_at desc limit $3",
+    )
+    .bind(buyer.as_str())
+    .bind(&sale)
+    .bind(MAX_LISTED)
+    .fetch_all(&state.db)
+    .await
+    .map_err(|e| {
+        tracing::warn!(error = %e, "bookings unreadable");
+        ApiError::Unavailable(code::CATALOG_UNAVAILABLE, "retry shortly".into())
+    })?;
+    let ms = |t: time::OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
+    let reservations = rows
+        .into_iter()
+        .filter_map(|(id, pool, seats, status, at, expires, payment_id)| {
+            Some(BuyerReservation {
+                reservation_id: id,
+                pool,
+                seats: u32::try_from(seats).ok()?,
+                status: ReservationState::from_db(&status)?,
+                reserved_at_ms: ms(at),
+                hold_expires_at_ms: ms(expires),
+                payment_id,
+            })
+        })
+        .collect();
+    Ok(Json(BuyerReservations { sale, reservations }))
+}
+
+/// The most reservations one listing returns (a buyer has at most a handful per sale).
+const MAX_LISTED: i64 = 100;
