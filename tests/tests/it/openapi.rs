@@ -126,6 +126,8 @@ fn schemathesis(base: &str, env: &[(&str, String)], report: &Path) -> (bool, Str
             "--report-junit-path",
         ])
         .arg(report)
+        // Its cache of past crashes goes in the run's own folder: each run starts clean.
+        .current_dir(report.parent().unwrap())
         .env("SCHEMATHESIS_HOOKS", "floodgate_hooks")
         .env("PYTHONPATH", repository().join("tests/fuzz"))
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
