@@ -118,12 +118,15 @@ ensure_nginx() {
   say "nginx: installed"
 }
 
-# Headless Chromium and playwright-core drive the browser tests (tests/tests/it/browser.rs).
+# Headless Chromium and playwright-core drive the browser tests (tests/tests/it/browser.rs);
+# @asyncapi/parser reads docs/asyncapi.yaml for the WebSocket's tests. Both from
+# tests/browser/package-lock.json.
 ensure_browser() {
   [ -x /usr/bin/chromium ] || apt_install chromium
-  if [ ! -d "$ROOT/tests/browser/node_modules/playwright-core" ]; then
+  if [ ! -d "$ROOT/tests/browser/node_modules/playwright-core" ] ||
+    [ ! -d "$ROOT/tests/browser/node_modules/@asyncapi/parser" ]; then
     command -v npm >/dev/null || apt_install nodejs npm
-    say "installing playwright-core for the browser tests"
+    say "installing playwright-core and @asyncapi/parser for the browser and protocol tests"
     (cd "$ROOT/tests/browser" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
   fi
   say "browser: chromium and playwright-core ready"

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, Request, State};
-use axum::middleware::{self, Next};
+use axum::middleware::Next;
 use axum::response::IntoResponse as _;
 use axum::response::Response;
 use axum::routing::get;
@@ -28,11 +28,7 @@ use floodgate_contract::settings::ChallengeRule;
 pub fn router(state: AppState, ops_tokens: Arc<Vec<NamedSecret>>) -> Router {
     // Every ops route is registered with its OpenAPI description (docs/openapi/ops.json); the
     // token layer covers the ops routes, not the probes added after it.
-    let ops = crate::openapi::ops_routes().layer(middleware::from_fn_with_state(
-        ops_tokens,
-        require_ops_token,
-    ));
-    let (documented, document) = crate::openapi::with_probes(ops).split_for_parts();
+    let (documented, document) = crate::openapi::ops(ops_tokens);
     let router = documented
         .route("/openapi.json", crate::openapi::serve_document(&document))
         // The console holds no secret (the operator types the token into it), so it is served
@@ -85,7 +81,7 @@ fn console_file(content_type: &'static str, body: &'static str) -> axum::respons
         .into_response()
 }
 
-async fn require_ops_token(
+pub(crate) async fn require_ops_token(
     State(tokens): State<Arc<Vec<NamedSecret>>>,
     mut request: Request,
     next: Next,

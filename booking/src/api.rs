@@ -67,7 +67,7 @@ pub struct ReservationRequest {
         (status = 201, description = "Held: the seats are yours until hold_expires_at_ms unless paid.", body = ReservationCreated),
         crate::openapi::ReserveRefusals,
     ),
-    security(("admission" = []), ("admission" = [], "identity" = [])),
+    security(("admission" = []), ("admission" = [], "buyer_identity" = [])),
 )]
 #[tracing::instrument(skip_all, fields(sale))]
 pub async fn create_reservation(

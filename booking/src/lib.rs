@@ -158,7 +158,7 @@ pub fn router(state: AppState) -> Router {
     // No CORS: the page calls this API on its own origin (the CDN, or the gateway, routes the
     // booking paths here), so no other site's script is given a way in.
     // Every route is registered with its OpenAPI description (docs/openapi/booking.json).
-    let (documented, document) = openapi::public_routes().split_for_parts();
+    let (documented, document) = openapi::public();
     let router = documented
         .route("/openapi.json", openapi::serve_document(&document))
         .fallback(api::not_found)

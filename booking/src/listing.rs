@@ -24,7 +24,7 @@ use crate::AppState;
         (status = 200, description = "The buyer's reservations in the sale, newest first (at most 100).", body = BuyerReservations),
         crate::openapi::ListRefusals,
     ),
-    security(("identity" = [])),
+    security(("buyer_identity" = [])),
 )]
 #[tracing::instrument(skip_all)]
 pub async fn buyer_reservations(

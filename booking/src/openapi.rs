@@ -10,9 +10,6 @@
 //! Committed copies live in `docs/openapi/` (a test fails when they differ from what the code
 //! makes, and says how to refresh them).
 
-use std::collections::BTreeMap;
-
-use axum::routing::get;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{self, RefOr};
 use utoipa::{IntoParams, Modify, OpenApi};
@@ -108,37 +105,42 @@ pub fn ops_routes() -> OpenApiRouter<AppState> {
     routes
 }
 
-/// The public API's document, as served and committed.
-pub fn public_document() -> openapi::OpenApi {
-    public_routes().into_openapi()
+/// The public API's routes and their document, as served and committed; a query parameter an
+/// operation does not take is refused (`floodgate_contract::openapi::strict_queries`).
+pub fn public() -> (axum::Router<AppState>, openapi::OpenApi) {
+    let (routes, mut document) = public_routes().split_for_parts();
+    let routes = floodgate_contract::openapi::strict_queries(routes, &mut document);
+    (routes, document)
 }
 
-/// The ops API's document, with the admin listener's probes.
-pub fn ops_document() -> openapi::OpenApi {
-    with_probes(ops_routes()).into_openapi()
+/// The ops API's routes, each behind one of `tokens` (`admin::require_ops_token`), with the
+/// admin listener's probes, and their document.
+pub fn ops(
+    tokens: std::sync::Arc<Vec<floodgate_contract::secrets::NamedSecret>>,
+) -> (axum::Router<AppState>, openapi::OpenApi) {
+    let token_check = axum::middleware::from_fn_with_state(tokens, crate::admin::require_ops_token);
+    let (routes, mut document) = with_probes(ops_routes().layer(token_check)).split_for_parts();
+    let routes = floodgate_contract::openapi::strict_queries(routes, &mut document);
+    (routes, document)
 }
+
+/// The public API's document, as served and committed.
+pub fn public_document() -> openapi::OpenApi {
+    public().1
+}
+
+/// The ops API's document, as served and committed.
+pub fn ops_document() -> openapi::OpenApi {
+    ops(Default::default()).1
+}
+
+pub use floodgate_contract::openapi::{serve_document, SalePath};
 
 /// Adds the probes to a listener's documented routes.
 pub fn with_probes(routes: OpenApiRouter<AppState>) -> OpenApiRouter<AppState> {
     routes
         .routes(routes!(crate::api::health))
         .routes(routes!(crate::api::ready))
-}
-
-/// `GET /openapi.json`: the listener's own document, serialised once.
-pub fn serve_document(document: &openapi::OpenApi) -> axum::routing::MethodRouter<AppState> {
-    let body = document
-        .to_json()
-        .expect("an OpenAPI document always serialises");
-    get(move || {
-        let body = body.clone();
-        async move {
-            (
-                [(axum::http::header::CONTENT_TYPE, "application/json")],
-                body,
-            )
-        }
-    })
 }
 
 /// How callers prove who they are. Every scheme but the webhook's is a bearer token in
@@ -173,7 +175,7 @@ impl Modify for SecuritySchemes {
             ),
         );
         components.add_security_scheme(
-            "identity",
+            "buyer_identity",
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
                 "Floodgate-Identity",
                 "The buyer's identity token (a JWT from the operator's sign-in).",
@@ -197,16 +199,6 @@ impl Modify for SecuritySchemes {
     }
 }
 
-/// The `{sale}` path parameter of every sale's route.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)] // Read by the documents only; handlers take the segment as a string.
-pub struct SalePath {
-    /// The sale's id: 1 to 64 ASCII letters, digits, `-`, `_` or `.`.
-    #[param(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9._-]{1,64}$")]
-    sale: String,
-}
-
 /// The `{sale}` and `{id}` path parameters of one reservation's routes.
 #[derive(IntoParams)]
 #[into_params(parameter_in = Path)]
@@ -219,49 +211,7 @@ pub struct ReservationPath {
     id: String,
 }
 
-/// One error response: the error body, and `Retry-After` on a 503.
-fn refusal(status: u16, description: &str) -> RefOr<openapi::Response> {
-    let content = openapi::ContentBuilder::new()
-        .schema(Some(openapi::Ref::from_schema_name("ErrorBody")))
-        .build();
-    let mut response = openapi::ResponseBuilder::new()
-        .description(description)
-        .content("application/json", content);
-    if status == 503 {
-        response = response.header(
-            "Retry-After",
-            openapi::HeaderBuilder::new()
-                .schema(
-                    openapi::ObjectBuilder::new()
-                        .schema_type(openapi::schema::Type::Integer)
-                        .minimum(Some(0)),
-                )
-                .description(Some("Seconds to wait before retrying."))
-                .build(),
-        );
-    }
-    response.build().into()
-}
-
-/// Declares a set of error responses an operation may answer with, each a status and what it
-/// means (the codes behind each are in docs/protocol.md).
-macro_rules! refusals {
-    ($(#[$doc:meta])* $name:ident { $($status:literal => $why:literal),+ $(,)? }) => {
-        $(#[$doc])*
-        pub struct $name;
-
-        impl utoipa::IntoResponses for $name {
-            fn responses() -> BTreeMap<String, RefOr<openapi::Response>> {
-                [$(($status, $why)),+]
-                    .into_iter()
-                    .map(|(status, why)| (status.to_string(), refusal(status, why)))
-                    .collect()
-            }
-        }
-    };
-}
-
-refusals!(
+floodgate_contract::refusals!(
     /// What `POST /v1/sales/{sale}/reservations` refuses with.
     ReserveRefusals {
         400 => "The Idempotency-Key is missing or invalid, or the body is not JSON.",
@@ -275,7 +225,7 @@ refusals!(
     }
 );
 
-refusals!(
+floodgate_contract::refusals!(
     /// What `GET /v1/sales/{sale}/reservations` refuses with.
     ListRefusals {
         401 => "The identity token is missing, malformed, invalid or expired.",
@@ -284,7 +234,7 @@ refusals!(
     }
 );
 
-refusals!(
+floodgate_contract::refusals!(
     /// What a reservation's own routes refuse with.
     ReservationRefusals {
         401 => "No secret was presented.",
@@ -293,7 +243,7 @@ refusals!(
     }
 );
 
-refusals!(
+floodgate_contract::refusals!(
     /// What `POST .../payment` refuses with.
     PaymentRefusals {
         401 => "No secret was presented.",
@@ -303,7 +253,7 @@ refusals!(
     }
 );
 
-refusals!(
+floodgate_contract::refusals!(
     /// What the webhook refuses with; the provider redelivers after anything but a 2xx.
     WebhookRefusals {
         400 => "The signature header is missing, malformed or outside the time window, or the body is not an event.",
@@ -314,7 +264,7 @@ refusals!(
     }
 );
 
-refusals!(
+floodgate_contract::refusals!(
     /// What every ops route refuses with.
     OpsRefusals {
         401 => "The ops token is missing or not one of FLOODGATE_OPS_TOKEN's.",
@@ -323,7 +273,7 @@ refusals!(
     }
 );
 
-refusals!(
+floodgate_contract::refusals!(
     /// What `GET /admin/v1/sales/{sale}/audit` refuses with.
     AuditRefusals {
         400 => "limit is not a whole number from 1 to 100.",
@@ -333,7 +283,7 @@ refusals!(
     }
 );
 
-refusals!(
+floodgate_contract::refusals!(
     /// What `PATCH /admin/v1/sales/{sale}` refuses with.
     UpdateRefusals {
         400 => "The body is not JSON.",

@@ -98,6 +98,33 @@ pub struct Puzzle {
     pub expires_at_ms: UnixMillis,
 }
 
+/// `GET /v1/sales/{sale}/challenge`: what a client must solve before it joins, if anything.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ChallengeOffer {
+    /// The sale asks for no bot check: join straight away.
+    None,
+    /// A proof of work: find a nonce such that SHA-256(`<puzzle>~<nonce>`) has `difficulty`
+    /// leading zero bits, and join with `challenge=<puzzle>~<nonce>` before `expires_at_ms`.
+    Pow {
+        puzzle: String,
+        difficulty: u8,
+        /// Unix milliseconds.
+        #[schema(value_type = i64)]
+        expires_at_ms: UnixMillis,
+    },
+}
+
+impl From<Puzzle> for ChallengeOffer {
+    fn from(puzzle: Puzzle) -> Self {
+        ChallengeOffer::Pow {
+            puzzle: puzzle.puzzle,
+            difficulty: puzzle.difficulty,
+            expires_at_ms: puzzle.expires_at_ms,
+        }
+    }
+}
+
 /// The built-in proof of work.
 #[derive(Clone)]
 pub struct ProofOfWork {

@@ -39,6 +39,7 @@ pub mod kafka;
 pub mod keys;
 pub mod lottery;
 pub mod lua;
+pub mod openapi;
 pub mod progress;
 pub mod readiness;
 pub mod redis_conn;

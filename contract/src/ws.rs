@@ -69,6 +69,50 @@ pub enum ServerMessage {
 }
 
 impl ServerMessage {
+    /// One message of every type, in the order of a session (docs/asyncapi.yaml must describe
+    /// each; tests/tests/it/asyncapi.rs checks it). A new variant does not compile here until it
+    /// is added.
+    pub fn one_of_each() -> Vec<ServerMessage> {
+        let all = vec![
+            ServerMessage::Ticket {
+                protocol: PROTOCOL_VERSION,
+                sale: "s".into(),
+                ticket: 1,
+                opens_at_ms: 0,
+                resume_token: "r1:s:1:mac".into(),
+                resumed: false,
+                draw_nonce: None,
+                commitment: "0".repeat(64),
+            },
+            ServerMessage::PreQueue {
+                size: 1,
+                opens_at_ms: 0,
+            },
+            ServerMessage::Position {
+                position: 1,
+                eta_secs: None,
+            },
+            ServerMessage::Admitted {
+                token: "t".into(),
+                expires_at_ms: 0,
+                max_seats: 1,
+            },
+            ServerMessage::SoldOut,
+            ServerMessage::Pong,
+        ];
+        for message in &all {
+            match message {
+                ServerMessage::Ticket { .. }
+                | ServerMessage::PreQueue { .. }
+                | ServerMessage::Position { .. }
+                | ServerMessage::Admitted { .. }
+                | ServerMessage::SoldOut
+                | ServerMessage::Pong => {}
+            }
+        }
+        all
+    }
+
     /// The message's `type`, as it goes on the wire (a metric's label).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -88,6 +132,19 @@ impl ServerMessage {
 pub enum ClientMessage {
     /// Application-level liveness check (browsers cannot send WebSocket pings).
     Ping,
+}
+
+impl ClientMessage {
+    /// One message of every type (see [`ServerMessage::one_of_each`]).
+    pub fn one_of_each() -> Vec<ClientMessage> {
+        let all = vec![ClientMessage::Ping];
+        for message in &all {
+            match message {
+                ClientMessage::Ping => {}
+            }
+        }
+        all
+    }
 }
 
 /// WebSocket close codes used by the gateway. 1000-1015 are the standard ones; 4000-4999 are
@@ -126,7 +183,10 @@ mod tests {
 
     #[test]
     fn a_messages_kind_is_its_type_on_the_wire() {
-        for message in [ServerMessage::SoldOut, ServerMessage::Pong] {
+        let all = ServerMessage::one_of_each();
+        let kinds: std::collections::BTreeSet<_> = all.iter().map(ServerMessage::kind).collect();
+        assert_eq!(kinds.len(), all.len(), "one message of each type");
+        for message in all {
             let json = serde_json::to_value(&message).unwrap();
             assert_eq!(json["type"], message.kind());
         }

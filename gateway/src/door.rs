@@ -8,7 +8,7 @@ use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use floodgate_contract::api::code;
-use floodgate_contract::challenge::{ChallengeError, ChallengeVerifier};
+use floodgate_contract::challenge::{ChallengeError, ChallengeOffer, ChallengeVerifier};
 use floodgate_contract::identity::{
     BuyerId, IdentityError, IDENTITY_HEADER, IDENTITY_SUBPROTOCOL_PREFIX,
 };
@@ -124,6 +124,11 @@ fn verifier(state: &AppState, rule: ChallengeRule) -> Option<&dyn ChallengeVerif
 
 /// `GET /v1/sales/{sale}/challenge`: a fresh puzzle for a sale that asks for a proof of work, or
 /// `{"kind": "none"}`. Never cached: each puzzle is answered once.
+#[utoipa::path(get, path = "/v1/sales/{sale}/challenge", tag = "waiting room", params(floodgate_contract::openapi::SalePath),
+    responses(
+        (status = 200, description = "A fresh puzzle, or `{\"kind\": \"none\"}`; never cached.", body = floodgate_contract::challenge::ChallengeOffer),
+        crate::openapi::SaleRefusals,
+    ))]
 pub async fn challenge(
     State(state): State<AppState>,
     Path(sale): Path<String>,
@@ -132,11 +137,11 @@ pub async fn challenge(
     let ctx = state.room(&sale).await?;
     let door = door_of(&ctx).await?;
     let body = match door.challenge {
-        ChallengeRule::None => serde_json::json!({ "kind": "none" }),
-        ChallengeRule::Pow => {
-            serde_json::to_value(state.pow.issue(&sale, door.pow_difficulty, now_millis()))
-                .expect("a puzzle serialises")
-        }
+        ChallengeRule::None => ChallengeOffer::None,
+        ChallengeRule::Pow => state
+            .pow
+            .issue(&sale, door.pow_difficulty, now_millis())
+            .into(),
     };
     let mut response = Json(body).into_response();
     response

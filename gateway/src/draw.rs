@@ -48,6 +48,11 @@ fn damaged() -> ApiError {
 
 /// `GET /v1/sales/{sale}/draw`: the commitment while the pre-queue is open; once it has closed,
 /// the revealed secret seed, the pre-queue's size and digest, and the draw seed.
+#[utoipa::path(get, path = "/v1/sales/{sale}/draw", tag = "draw", params(floodgate_contract::openapi::SalePath),
+    responses(
+        (status = 200, description = "The commitment while the pre-queue is open; once closed, the revealed seed and everything to recompute the draw (then cached for a year).", body = DrawRecord),
+        crate::openapi::SaleRefusals,
+    ))]
 pub async fn draw(
     State(state): State<AppState>,
     Path(sale): Path<String>,
@@ -113,6 +118,13 @@ impl Page {
 
 /// `GET /v1/sales/{sale}/draw/nonces?from=1&count=10000`: the draw nonces of pre-queue tickets
 /// `from..from+count`, in ticket order (the input of the pre-queue's hash chain).
+#[utoipa::path(get, path = "/v1/sales/{sale}/draw/nonces", tag = "draw",
+    params(
+        floodgate_contract::openapi::SalePath,
+        ("from" = Option<u64>, Query, minimum = 1, description = "The first ticket (default 1)."),
+        ("count" = Option<u64>, Query, minimum = 1, maximum = 10000, description = "How many (default and most: 10,000)."),
+    ),
+    responses((status = 200, description = "The draw nonces of consecutive tickets.", body = NoncePage), crate::openapi::PageRefusals))]
 pub async fn nonces(
     State(state): State<AppState>,
     Path(sale): Path<String>,
@@ -143,6 +155,13 @@ pub async fn nonces(
 /// `GET /v1/sales/{sale}/draw/batches?from=1&count=1000`: the pre-queue's batches of joins in
 /// ticket order (`from` counts batches from 1), each with its first ticket, size, Merkle root,
 /// the chain after it, and its nonces: everything a verifier recomputes the digest from.
+#[utoipa::path(get, path = "/v1/sales/{sale}/draw/batches", tag = "draw",
+    params(
+        floodgate_contract::openapi::SalePath,
+        ("from" = Option<u64>, Query, minimum = 1, description = "The first batch (default 1)."),
+        ("count" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "How many (default and most: 1,000)."),
+    ),
+    responses((status = 200, description = "The pre-queue's batches of joins, in ticket order.", body = BatchPage), crate::openapi::PageRefusals))]
 pub async fn batches(
     State(state): State<AppState>,
     Path(sale): Path<String>,
@@ -209,6 +228,9 @@ pub struct ProofQuery {
 /// `GET /v1/sales/{sale}/draw/proof?ticket=N`: what ticket N needs to check, on its own, that
 /// the draw counted its nonce: the nonce, its batch (first ticket, size, root), its RFC 6962
 /// audit path in the batch's tree, and the chain before and after the batch.
+#[utoipa::path(get, path = "/v1/sales/{sale}/draw/proof", tag = "draw",
+    params(floodgate_contract::openapi::SalePath, ("ticket" = u64, Query, minimum = 1, description = "The ticket to prove.")),
+    responses((status = 200, description = "What the ticket needs to check, on its own, that the draw counted its nonce.", body = DrawProof), crate::openapi::ProofRefusals))]
 pub async fn proof(
     State(state): State<AppState>,
     Path(sale): Path<String>,

@@ -44,6 +44,26 @@ pub struct JoinParams {
 /// The ticket is taken (or taken back) before the upgrade so that an unknown sale, a bad resume
 /// token or an unreachable Redis is a plain JSON HTTP error the client can read, not a socket
 /// that opens and dies.
+#[utoipa::path(
+    get,
+    path = "/ws",
+    tag = "waiting room",
+    summary = "Join a sale's waiting room (WebSocket)",
+    description = "Upgrades to the WebSocket session described in docs/asyncapi.yaml: a ticket, \
+        the place in line, then the admission token. A refusal comes before the upgrade, as a \
+        plain JSON answer.",
+    params(
+        ("sale" = String, Query, min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9._-]{1,64}$", description = "The sale to join."),
+        ("resume" = Option<String>, Query, description = "A resume token from an earlier session: take that place back."),
+        ("nonce" = Option<String>, Query, pattern = r"^[0-9a-f]{16,64}$", description = "The client's own draw nonce for the pre-queue lottery."),
+        ("challenge" = Option<String>, Query, description = "The bot check's answer, `<puzzle>~<nonce>`, when the sale asks for one."),
+        ("Floodgate-Identity" = Option<String>, Header, description = "A signed-in buyer's identity token (or the `floodgate-identity.<token>` subprotocol)."),
+    ),
+    responses(
+        (status = 101, description = "Switching Protocols: the session (docs/asyncapi.yaml)."),
+        crate::openapi::JoinRefusals,
+    ),
+)]
 #[tracing::instrument(skip_all)]
 pub async fn join_queue(
     State(state): State<AppState>,

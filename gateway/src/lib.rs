@@ -31,6 +31,7 @@ pub mod door;
 pub mod error;
 mod join;
 pub mod limits;
+pub mod openapi;
 pub mod places;
 pub mod probes;
 pub mod room;
@@ -295,27 +296,21 @@ impl AppState {
 
 /// The gateway's routes.
 pub fn router(state: AppState) -> Router {
-    let mut router = Router::new()
-        .route("/ws", get(join::join_queue))
-        .route("/v1/sales/{sale}", get(summary::sale_summary))
-        .route("/v1/sales/{sale}/draw", get(draw::draw))
-        .route("/v1/sales/{sale}/seats", get(seats::seats))
-        .route("/v1/sales/{sale}/{file}", get(seats::seats_json))
-        .route("/v1/sales/{sale}/draw/nonces", get(draw::nonces))
-        .route("/v1/sales/{sale}/draw/batches", get(draw::batches))
-        .route("/v1/sales/{sale}/draw/proof", get(draw::proof))
+    // Every route of the gateway's own is registered with its OpenAPI description
+    // (docs/openapi/gateway.json); the booking paths it forwards are the booking service's.
+    let (documented, document) = openapi::documented();
+    let mut router = documented
+        .route("/openapi.json", openapi::serve_document(&document))
+        .route("/v1/sales/{sale}/{file}", get(seats::no_such_file))
         .route(
             "/v1/sales/{sale}/reservations",
             axum::routing::post(bookings::forward).get(bookings::forward),
         )
-        .route("/v1/sales/{sale}/challenge", get(door::challenge))
         .route("/v1/sales/{sale}/reservations/{id}", get(bookings::forward))
         .route(
             "/v1/sales/{sale}/reservations/{id}/payment",
             axum::routing::post(bookings::forward),
-        )
-        .route("/healthz", get(probes::health))
-        .route("/readyz", get(probes::ready));
+        );
     if let Some(dir) = &state.config.static_dir {
         router = router
             .route("/", get(assets::index))

@@ -15,10 +15,16 @@ use tokio_util::sync::CancellationToken;
 
 use crate::AppState;
 
+#[utoipa::path(get, path = "/healthz", tag = "probes",
+    responses((status = 200, description = "The process is up.", body = Health)))]
 pub async fn health() -> Json<Health> {
     Json(Health::ok())
 }
 
+#[utoipa::path(get, path = "/readyz", tag = "probes", responses(
+    (status = 200, description = "Ready for joins.", body = Readiness),
+    (status = 503, description = "Redis did not answer in time, or the gateway is draining.", body = Readiness),
+))]
 pub async fn ready(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
     let readiness = readiness::check(vec![
         Check::draining(&state.draining),

@@ -99,7 +99,13 @@ async fn build(redis: &RedisConn, keys: &Keys, sale: &str) -> Result<Option<Snap
     }))
 }
 
-/// The handler.
+/// `GET /v1/sales/{sale}/seats`: rough live seat counts, for display.
+#[utoipa::path(get, path = "/v1/sales/{sale}/seats", tag = "waiting room", params(floodgate_contract::openapi::SalePath),
+    responses(
+        (status = 200, description = "Counts at most a second old; compressed per Accept-Encoding, with an ETag.", body = SeatCounts),
+        (status = 304, description = "Not modified since the ETag in If-None-Match."),
+        crate::openapi::SaleRefusals,
+    ))]
 pub async fn seats(
     State(state): State<AppState>,
     Path(sale): Path<String>,
@@ -112,18 +118,22 @@ pub async fn seats(
     Ok(respond(&snapshot.body, &headers, CACHE_CONTROL))
 }
 
-/// `GET /v1/sales/{sale}/seats.json` (axum matches whole path segments, so the file name is
-/// checked here).
-pub async fn seats_json(
+/// `GET /v1/sales/{sale}/seats.json`: the same counts, under the name a CDN caches as a file.
+#[utoipa::path(get, path = "/v1/sales/{sale}/seats.json", tag = "waiting room", params(floodgate_contract::openapi::SalePath),
+    responses(
+        (status = 200, description = "As `GET /v1/sales/{sale}/seats`.", body = SeatCounts),
+        (status = 304, description = "Not modified since the ETag in If-None-Match."),
+        crate::openapi::SaleRefusals,
+    ))]
+pub async fn seats_file(
     state: State<AppState>,
-    Path((sale, file)): Path<(String, String)>,
-    headers: axum::http::HeaderMap,
+    sale: Path<String>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    if file != "seats.json" {
-        return Err(ApiError::NotFound(
-            code::NOT_FOUND,
-            "no such endpoint".into(),
-        ));
-    }
-    seats(state, Path(sale), headers).await
+    seats(state, sale, headers).await
+}
+
+/// Any other file under a sale: a JSON 404, like every unknown path.
+pub async fn no_such_file() -> ApiError {
+    ApiError::NotFound(code::NOT_FOUND, "no such endpoint".into())
 }

@@ -10,6 +10,8 @@ use crate::room::read_view;
 use crate::AppState;
 
 /// `GET /v1/sales/{sale}`: the waiting room's public figures (opening, rate, queue, pools).
+#[utoipa::path(get, path = "/v1/sales/{sale}", tag = "waiting room", params(floodgate_contract::openapi::SalePath),
+    responses((status = 200, description = "The sale's public figures.", body = SaleSummary), crate::openapi::SaleRefusals))]
 pub async fn sale_summary(
     State(state): State<AppState>,
     Path(sale): Path<String>,

@@ -10,6 +10,7 @@ booking binary with a sale open and hands these hooks, through the environment:
   FLOODGATE_FUZZ_IDENTITY        a buyer's identity token the service trusts
   FLOODGATE_FUZZ_OPS_TOKEN       an ops token
   FLOODGATE_FUZZ_WEBHOOK_SECRET  the webhook secret, to sign the provider's deliveries
+  FLOODGATE_FUZZ_TICKET          a ticket the sale's draw placed (for its proof)
   FLOODGATE_FUZZ_LOG             where to append one JSON line per call (method, path, status)
 
 Most cases get the real thing (the live sale, a fresh token, a reservation's own secret, a
@@ -136,6 +137,11 @@ def before_call(context, case, kwargs):
     params = case.path_parameters
     if params is not None and "sale" in params and chance(0.85):
         params["sale"] = SALE
+    # The gateway's join names its sale in the query.
+    if isinstance(case.query, dict) and "sale" in case.query and chance(0.85):
+        case.query["sale"] = SALE
+    if path.endswith("/draw/proof") and isinstance(case.query, dict) and chance(0.5):
+        case.query["ticket"] = int(ENV["FLOODGATE_FUZZ_TICKET"])
 
     if path.startswith("/admin/"):
         if chance(0.9):

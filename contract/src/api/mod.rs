@@ -34,6 +34,8 @@ pub mod code {
     pub const BAD_JSON: &str = "bad_json";
     pub const BAD_NONCE: &str = "bad_nonce";
     pub const BAD_PAGE: &str = "bad_page";
+    /// A query parameter the endpoint does not take (docs/openapi/ lists each one's).
+    pub const UNKNOWN_PARAMETER: &str = "unknown_parameter";
     pub const BAD_TICKET: &str = "bad_ticket";
     pub const BODY_TOO_LARGE: &str = "body_too_large";
     pub const INVALID_CAP: &str = "invalid_cap";

@@ -47,7 +47,9 @@ async fn a_sales_pools_spread_over_the_primaries_and_each_sells(db: sqlx::PgPool
     let pools: Vec<(String, u32)> = (1..=12).map(|i| (format!("p{i}"), 3)).collect();
     let spec = SaleSpec {
         pools: pools.clone(),
-        opens_in: std::time::Duration::from_millis(200),
+        // Arming twelve pools takes longer than 200 ms on a busy machine, and a pool cannot be
+        // armed once its sale has opened.
+        opens_in: std::time::Duration::from_millis(1500),
         ..SaleSpec::default()
     };
     app.create_sale(&sale, &spec).await;

@@ -23,13 +23,15 @@
 //! - [`catalog`], [`edge`], [`browser`]: sale files, the CDN configuration, the page in Chromium.
 //! - [`loadgen`]: the load generator's scenarios.
 //! - [`metrics`]: what the services measure, as histograms, accepted by `promtool`.
-//! - [`openapi`]: the OpenAPI documents, validated and fuzzed against the live APIs.
+//! - [`openapi`]: the OpenAPI documents, validated and fuzzed against the live APIs;
+//!   [`asyncapi`]: the WebSocket's AsyncAPI document, complete and valid.
 //! - [`layout`]: the checks of the code's own shape (`deploy/check-*.sh`); [`deployment`]: the
 //!   checks of the Dockerfile, the compose file and the Kubernetes manifests.
 
 // Scenarios read top to bottom as one story; the 80-line limit is for service code.
 #![allow(clippy::too_many_lines)]
 
+mod asyncapi;
 mod audit;
 mod booking_api;
 mod browser;

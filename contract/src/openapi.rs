@@ -1,0 +1,168 @@
+//! What Floodgate's OpenAPI documents share (the booking service's and the gateway's, each made
+//! from its own handlers): the error responses, the `{sale}` parameter, serving a document.
+
+use axum::routing::get;
+use utoipa::openapi::{self, RefOr};
+use utoipa::IntoParams;
+
+/// The `{sale}` path parameter of every sale's route.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // Read by the documents only; handlers take the segment as a string.
+pub struct SalePath {
+    /// The sale's id: 1 to 64 ASCII letters, digits, `-`, `_` or `.`.
+    #[param(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9._-]{1,64}$")]
+    sale: String,
+}
+
+/// `GET /openapi.json`: the listener's own document, serialised once.
+pub fn serve_document<S: Clone + Send + Sync + 'static>(
+    document: &openapi::OpenApi,
+) -> axum::routing::MethodRouter<S> {
+    let body = axum::body::Bytes::from(
+        document
+            .to_json()
+            .expect("an OpenAPI document always serialises"),
+    );
+    get(move || {
+        let body = body.clone();
+        async move {
+            (
+                [(axum::http::header::CONTENT_TYPE, "application/json")],
+                body,
+            )
+        }
+    })
+}
+
+/// One error response: the error body, and `Retry-After` on a 503.
+pub fn refusal(status: u16, description: &str) -> RefOr<openapi::Response> {
+    let content = openapi::ContentBuilder::new()
+        .schema(Some(openapi::Ref::from_schema_name("ErrorBody")))
+        .build();
+    let mut response = openapi::ResponseBuilder::new()
+        .description(description)
+        .content("application/json", content);
+    if status == 503 {
+        response = response.header(
+            "Retry-After",
+            openapi::HeaderBuilder::new()
+                .schema(
+                    openapi::ObjectBuilder::new()
+                        .schema_type(openapi::schema::Type::Integer)
+                        .minimum(Some(0)),
+                )
+                .description(Some("Seconds to wait before retrying."))
+                .build(),
+        );
+    }
+    response.build().into()
+}
+
+/// Declares a set of error responses an operation may answer with, each a status and what it
+/// means (the codes behind each are in docs/protocol.md).
+#[macro_export]
+macro_rules! refusals {
+    ($(#[$doc:meta])* $name:ident { $($status:literal => $why:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        pub struct $name;
+
+        impl utoipa::IntoResponses for $name {
+            fn responses() -> std::collections::BTreeMap<
+                String,
+                utoipa::openapi::RefOr<utoipa::openapi::Response>,
+            > {
+                [$(($status, $why)),+]
+                    .into_iter()
+                    .map(|(status, why)| {
+                        (status.to_string(), $crate::openapi::refusal(status, why))
+                    })
+                    .collect()
+            }
+        }
+    };
+}
+
+/// Refuses a query parameter an operation does not document, with 400 `unknown_parameter`, on
+/// every route of `router` (the documented ones: apply it right after `split_for_parts`), and
+/// documents that 400 on every operation of `document`.
+///
+/// Why refuse rather than ignore: behind a CDN a stranger's made-up parameter is a cache key
+/// of its own, so ignoring it would let anyone send every request past the cache to the origin;
+/// refused here, it costs a parse and no Redis work. The allowed names come from the document
+/// itself, so the check and the contract cannot disagree.
+pub fn strict_queries<S: Clone + Send + Sync + 'static>(
+    router: axum::Router<S>,
+    document: &mut openapi::OpenApi,
+) -> axum::Router<S> {
+    let mut allowed: std::collections::HashMap<(String, String), Vec<String>> =
+        std::collections::HashMap::new();
+    for (path, item) in document.paths.paths.iter_mut() {
+        for (method, operation) in operations(item) {
+            let names: Vec<String> = operation
+                .parameters
+                .iter()
+                .flatten()
+                .filter(|p| matches!(p.parameter_in, openapi::path::ParameterIn::Query))
+                .map(|p| p.name.clone())
+                .collect();
+            operation
+                .responses
+                .responses
+                .entry("400".into())
+                .or_insert_with(|| refusal(400, "A query parameter this operation does not take."));
+            allowed.insert((method.to_owned(), path.clone()), names);
+        }
+    }
+    let allowed = std::sync::Arc::new(allowed);
+    router.route_layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let allowed = allowed.clone();
+            async move {
+                if let Some(unknown) = unknown_parameter(&allowed, &request) {
+                    let body = crate::api::ErrorBody {
+                        error: crate::api::code::UNKNOWN_PARAMETER.into(),
+                        message: format!("this endpoint takes no query parameter {unknown:?}"),
+                    };
+                    return (axum::http::StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
+                }
+                next.run(request).await
+            }
+        },
+    ))
+}
+
+use axum::response::IntoResponse as _;
+
+/// The operations of a path item, by method.
+fn operations(item: &mut openapi::PathItem) -> Vec<(&'static str, &mut openapi::path::Operation)> {
+    [
+        ("GET", item.get.as_mut()),
+        ("POST", item.post.as_mut()),
+        ("PUT", item.put.as_mut()),
+        ("PATCH", item.patch.as_mut()),
+        ("DELETE", item.delete.as_mut()),
+    ]
+    .into_iter()
+    .filter_map(|(method, operation)| operation.map(|operation| (method, operation)))
+    .collect()
+}
+
+/// The first query parameter of `request` its operation does not take (its name, at most 64
+/// characters of it), if any.
+fn unknown_parameter(
+    allowed: &std::collections::HashMap<(String, String), Vec<String>>,
+    request: &axum::extract::Request,
+) -> Option<String> {
+    let query = request.uri().query().filter(|q| !q.is_empty())?;
+    let path = request.extensions().get::<axum::extract::MatchedPath>()?;
+    let names = allowed.get(&(
+        request.method().as_str().to_owned(),
+        path.as_str().to_owned(),
+    ))?;
+    query
+        .split('&')
+        .map(|pair| pair.split_once('=').map_or(pair, |(name, _)| name))
+        .find(|name| !name.is_empty() && !names.iter().any(|known| known == name))
+        .map(|name| name.chars().take(64).collect())
+}
