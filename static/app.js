@@ -6,7 +6,10 @@
 // are sent nowhere else, whatever a link says (the site's CDN, or the gateway itself, routes the
 // booking paths to the booking service). A checkout URL is followed only to the payment
 // provider's origins the site names in its `floodgate-checkout-origins` meta.
-"use strict";
+//
+// The protocol itself (joining, resuming, back-off, the booking calls) is floodgate-client.js;
+// this file is the page: what it shows and says.
+import { Booking, WaitingRoom, newDrawNonce, solvePuzzle } from "./floodgate-client.js";
 
 const params = new URLSearchParams(location.search);
 const sale = params.get("sale");
@@ -40,7 +43,7 @@ const state = {
   maxSeats: 1,
   opensAt: 0,
   firstPosition: null,
-  attempt: 0,
+  room: null, // the WaitingRoom while queued
   spoken: { position: null, at: 0 },
   door: null, // the sale's door from its summary: identity required? a bot check?
 };
@@ -293,55 +296,37 @@ async function connect() {
     signIn();
     return;
   }
+  state.room?.stop();
   const scheme = location.protocol === "https:" ? "wss" : "ws";
-  let url = `${scheme}://${location.host}/ws?sale=${enc(sale)}`;
-  if (state.resume) url += `&resume=${enc(state.resume)}`;
-  else {
+  state.room = new WaitingRoom({
+    url: `${scheme}://${location.host}`,
+    sale,
+    resume: state.resume,
     // This browser's own contribution to the pre-queue lottery, chosen here so no server picks
     // it; kept with the ticket so its holder can check the published draw counted it.
-    url += `&nonce=${drawNonce()}`;
-    // A new place costs the sale's bot check (a place taken back with the resume token does not).
-    const answer = await passChallenge();
-    if (answer) url += `&challenge=${enc(answer)}`;
-  }
-  const protocols = identity() ? ["floodgate", `floodgate-identity.${identity()}`] : [];
-  const ws = new WebSocket(url, protocols);
-  let opened = false;
-  ws.onopen = () => { opened = true; };
-  ws.onmessage = (event) => {
-    state.attempt = 0;
-    const msg = JSON.parse(event.data);
-    if (msg.type === "ticket") onTicket(msg);
-    else if (msg.type === "pre_queue") onPreQueue(msg);
-    else if (msg.type === "position") onPosition(msg);
-    else if (msg.type === "admitted") onAdmitted(msg);
-    else if (msg.type === "sold_out") soldOut();
-  };
-  ws.onclose = (event) => {
-    if (state.mode !== "queued" || event.code === 1000) return;
-    if (event.code === 4410) {
-      sessionStorage.removeItem(resumeKey);
-      if (event.reason === "sold out") soldOut();
-      else over(TURN_PASSED, true);
-      return;
-    }
-    if (event.code === 4404) { over("This sale does not exist or is not open for queueing.", false); return; }
-    if (event.code === 1012 && event.reason) {
-      // The gateway is draining and handed over our resume token: come back after a short,
-      // random delay so thousands of clients do not return in the same millisecond.
-      state.resume = event.reason;
-      setTimeout(connect, Math.random() * 2000);
-      return;
-    }
-    // A socket refused before it opened may be a dead ticket (410) or a bad token: after a few
-    // failures with the token, start afresh without it.
-    if (!opened && state.resume && state.attempt >= 5) { state.resume = null; sessionStorage.removeItem(resumeKey); }
+    nonce: drawNonce(),
+    identity,
+    challenge: passChallenge,
+    onEvent: onRoomEvent,
+  });
+  state.room.start();
+}
+
+const handlers = { ticket: onTicket, pre_queue: onPreQueue, position: onPosition, admitted: onAdmitted, sold_out: soldOut };
+
+function onRoomEvent(event) {
+  if (event.kind === "message") handlers[event.message.type]?.(event.message);
+  else if (event.kind === "resume") {
+    state.resume = event.token;
+    if (event.token) sessionStorage.setItem(resumeKey, event.token);
+    else sessionStorage.removeItem(resumeKey);
+  } else if (event.kind === "over" && state.mode === "queued") {
+    if (event.reason === "sold_out") soldOut();
+    else if (event.reason === "unknown_sale") over("This sale does not exist or is not open for queueing.", false);
+    else over(TURN_PASSED, true);
+  } else if (event.kind === "reconnecting" && state.mode === "queued" && event.code !== 1012) {
     setStatus("Connection lost. Reconnecting; you keep your place…", "warn");
-    // Exponential back-off with jitter (docs/protocol.md 1.5), so a restart is not a reconnect storm.
-    const delay = Math.min(30000, 500 * 2 ** state.attempt) * (0.5 + Math.random() / 2);
-    state.attempt += 1;
-    setTimeout(connect, delay);
-  };
+  }
 }
 
 // ---- who is buying, and the bot check -------------------------------------------------------
@@ -391,30 +376,14 @@ async function passChallenge() {
   if (state.door?.challenge !== "pow") return null;
   setStatus("Checking this is a person's browser…");
   const puzzle = await (await fetch(`/v1/sales/${enc(sale)}/challenge`, { cache: "no-store" })).json();
-  if (puzzle.kind !== "pow") return null;
-  const text = new TextEncoder();
-  for (let n = 0; ; n++) {
-    const answer = `${puzzle.puzzle}~${n.toString(16)}`;
-    const hash = new Uint8Array(await crypto.subtle.digest("SHA-256", text.encode(answer)));
-    if (zeroBits(hash) >= puzzle.difficulty) return answer;
-  }
-}
-
-function zeroBits(hash) {
-  let bits = 0;
-  for (const byte of hash) {
-    if (byte === 0) { bits += 8; continue; }
-    return bits + Math.clz32(byte) - 24;
-  }
-  return bits;
+  return puzzle.kind === "pow" ? solvePuzzle(puzzle) : null;
 }
 
 function drawNonce() {
   const key = `floodgate:nonce:${sale}`;
   let nonce = sessionStorage.getItem(key);
   if (!nonce) {
-    const bytes = crypto.getRandomValues(new Uint8Array(16));
-    nonce = [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+    nonce = newDrawNonce();
     sessionStorage.setItem(key, nonce);
   }
   return nonce;
@@ -422,8 +391,6 @@ function drawNonce() {
 
 function onTicket(msg) {
   state.mode = "queued";
-  state.resume = msg.resume_token;
-  sessionStorage.setItem(resumeKey, state.resume);
   state.opensAt = msg.opens_at_ms;
   $("ticket").textContent = msg.ticket;
   show("join-box", false);
@@ -473,6 +440,8 @@ function onPosition(msg) {
 }
 
 function onAdmitted(msg) {
+  // The token is here: whatever the socket does next, this session is done.
+  state.room?.stop();
   state.mode = "choose";
   state.token = msg.token;
   state.tokenExpires = msg.expires_at_ms;
@@ -527,6 +496,7 @@ function soldOut() {
 
 function over(text, canRejoin) {
   state.mode = "over";
+  state.room?.stop();
   sessionStorage.removeItem(resumeKey);
   state.resume = null;
   for (const id of ["queue", "choose", "hold"]) show(id, false);
@@ -543,34 +513,29 @@ function over(text, canRejoin) {
 // ---- reserve, hold, pay ------------------------------------------------------------------------
 
 // A signed-in buyer's pass is good only with their identity beside it.
-function withIdentity(headers) {
-  return identity() ? { ...headers, "Floodgate-Identity": identity() } : headers;
-}
+const booking = new Booking({ origin: api, identity });
 
 async function reserve(pool, button, key = crypto.randomUUID()) {
   for (const b of document.querySelectorAll("button.book")) b.disabled = true;
   button.textContent = "Holding…";
   const retry = (ms) => setTimeout(() => reserve(pool, button, key), ms);
-  let response, body;
+  let status, body, retryAfterMs;
   try {
-    response = await fetch(`${api}/v1/sales/${enc(sale)}/reservations`, {
-      method: "POST",
-      headers: withIdentity({ "Content-Type": "application/json", Authorization: `Bearer ${state.token}`, "Idempotency-Key": key }),
-      body: JSON.stringify({ pool, seats: Number($("seats").value) }),
-    });
-    body = await response.json();
+    ({ status, body, retryAfterMs } = await booking.reserve({
+      sale, pool, seats: Number($("seats").value), token: state.token, idempotencyKey: key,
+    }));
   } catch {
     // No answer: the same key again is safe, it gets the one decision.
     setStatus("Network trouble, retrying…", "warn");
     return retry(1000);
   }
-  if (response.status === 201) {
+  if (status === 201) {
     sessionStorage.setItem(holdKey, JSON.stringify(body));
     return showHold(body);
   }
-  if (response.status === 503) {
+  if (status === 503) {
     setStatus("Very busy, retrying…", "warn");
-    return retry(Number(response.headers.get("Retry-After") || "1") * 1000);
+    return retry(retryAfterMs ?? 1000);
   }
   for (const b of document.querySelectorAll("button.book")) b.disabled = false;
   button.textContent = "Book";
@@ -622,18 +587,15 @@ function showHold(body) {
     setTimeout(tick, 1000 - (Date.now() % 1000));
   };
   tick();
-  const url = `${api}/v1/sales/${enc(sale)}/reservations/${enc(body.reservation_id)}`;
-  const auth = { Authorization: `Bearer ${body.secret}` };
-  $("pay").onclick = () => pay(url, auth);
-  watch(url, auth);
+  $("pay").onclick = () => pay(body.reservation_id, body.secret);
+  watch(body.reservation_id, body.secret);
 }
 
-async function pay(url, auth) {
+async function pay(id, secret) {
   $("pay").disabled = true;
   try {
-    const started = await fetch(`${url}/payment`, { method: "POST", headers: auth });
-    const payment = await started.json();
-    if (!started.ok) { setStatus(payment.message, "warn"); $("pay").disabled = false; return; }
+    const { status, body: payment } = await booking.startPayment(sale, id, secret);
+    if (status !== 202) { setStatus(payment.message, "warn"); $("pay").disabled = false; return; }
     let checkout;
     try { checkout = new URL(payment.checkout_url); } catch { checkout = null; }
     if (!checkout || !checkoutOrigins.includes(checkout.origin)) {
@@ -651,13 +613,13 @@ async function pay(url, auth) {
 
 // The outcome (payment or expiry) is decided on the server: follow the reservation until it
 // settles. The provider's webhook, not this page, confirms a payment.
-async function watch(url, auth) {
+async function watch(id, secret) {
   let view = null;
   try {
-    const response = await fetch(url, { headers: auth });
-    if (response.ok) view = await response.json();
+    const { status, body } = await booking.reservation(sale, id, secret);
+    if (status === 200) view = body;
   } catch { /* try again */ }
-  if (!view || view.status === "held") { setTimeout(() => watch(url, auth), 1500); return; }
+  if (!view || view.status === "held") { setTimeout(() => watch(id, secret), 1500); return; }
   sessionStorage.removeItem(holdKey);
   sessionStorage.removeItem(resumeKey);
   state.resume = null;

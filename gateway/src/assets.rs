@@ -45,7 +45,8 @@ impl Assets {
             .transpose()?
             .unwrap_or_default();
         let mut assets = Assets::default();
-        let mut renames = Vec::new();
+        let mut renames: Vec<(String, String)> = Vec::new();
+        let mut files = Vec::new();
         for entry in std::fs::read_dir(dir)? {
             let path = entry?.path();
             let name = path
@@ -58,7 +59,17 @@ impl Assets {
                 Some("css") => "text/css; charset=utf-8",
                 _ => continue,
             };
-            let asset = Asset::new(content_type, std::fs::read(&path)?);
+            files.push((name, content_type, std::fs::read(&path)?));
+        }
+        // Modules that import nothing are named first; then the ones that import them (the
+        // page imports the client module) have their `from "./x.js"` pointed at the hashed
+        // name, so their own hash changes with what they import. One level of imports.
+        files.sort_by_key(|(_, _, body)| imports(body));
+        for (name, content_type, mut body) in files {
+            for (plain, hashed) in &renames {
+                body = rewrite_import(body, plain, hashed);
+            }
+            let asset = Asset::new(content_type, body);
             let (stem, extension) = name.rsplit_once('.').unwrap_or((&name, ""));
             let hashed = format!("{stem}.{}.{extension}", asset.digest());
             renames.push((name.clone(), hashed.clone()));
@@ -87,6 +98,25 @@ impl Assets {
         }
         Ok(assets)
     }
+}
+
+/// Whether a script imports a module of its folder (`from "./x.js"`).
+fn imports(body: &[u8]) -> bool {
+    body.windows(8).any(|w| w == b"from \"./")
+}
+
+/// `body` with `from "./<plain>"` pointed at `/assets/<hashed>`.
+fn rewrite_import(body: Vec<u8>, plain: &str, hashed: &str) -> Vec<u8> {
+    let text = match String::from_utf8(body) {
+        Ok(text) => text,
+        // Not text: nothing to point anywhere.
+        Err(not_text) => return not_text.into_bytes(),
+    };
+    text.replace(
+        &format!("from \"./{plain}\""),
+        &format!("from \"/assets/{hashed}\""),
+    )
+    .into_bytes()
 }
 
 /// An origin as the page compares them (`scheme://host[:port]`, lowercase, no path): only

@@ -112,7 +112,7 @@ impl Site {
         let dir = std::env::temp_dir().join(unique("floodgate-site-"));
         std::fs::create_dir_all(&dir).unwrap();
         let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("../static");
-        for name in ["index.html", "app.js", "style.css"] {
+        for name in ["index.html", "app.js", "floodgate-client.js", "style.css"] {
             std::fs::copy(client.join(name), dir.join(name)).unwrap();
         }
         Self(dir)

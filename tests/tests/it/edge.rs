@@ -218,8 +218,35 @@ async fn scripts_and_styles_have_content_hashed_immutable_names(db: sqlx::PgPool
         .to_str()
         .unwrap()
         .starts_with("text/javascript"));
-    let served = plain.bytes().await.unwrap();
-    assert_eq!(served, std::fs::read(static_dir.join("app.js")).unwrap());
+    let served = plain.text().await.unwrap();
+    // The page's script imports the client module by its hashed name, served the same way.
+    let module = served
+        .split('"')
+        .find(|part| part.starts_with("/assets/floodgate-client.") && part.ends_with(".js"))
+        .unwrap_or_else(|| panic!("app.js imports the hashed client module"))
+        .to_owned();
+    let on_disk = std::fs::read_to_string(static_dir.join("app.js")).unwrap();
+    assert_eq!(
+        served,
+        on_disk.replace(
+            "from \"./floodgate-client.js\"",
+            &format!("from \"{module}\"")
+        )
+    );
+    let module = app
+        .http
+        .get(format!("http://{}{module}", app.gateway))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        module.headers()["cache-control"],
+        "public, max-age=31536000, immutable"
+    );
+    assert_eq!(
+        module.bytes().await.unwrap(),
+        std::fs::read(static_dir.join("floodgate-client.js")).unwrap()
+    );
     let compressed = get_with(&app, &url, "accept-encoding", "gzip, br").await;
     assert_eq!(compressed.headers()["content-encoding"], "br");
     // A name that is not (or no longer) a hashed asset is a 404, never a stale script.
