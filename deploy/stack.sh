@@ -123,11 +123,14 @@ ensure_nginx() {
 # tests/browser/package-lock.json.
 ensure_browser() {
   [ -x /usr/bin/chromium ] || apt_install chromium
-  if [ ! -d "$ROOT/tests/browser/node_modules/playwright-core" ] ||
-    [ ! -d "$ROOT/tests/browser/node_modules/@asyncapi/parser" ]; then
+  local modules="$ROOT/tests/browser/node_modules" lock
+  lock=$(sha256sum "$ROOT/tests/browser/package-lock.json" | cut -d' ' -f1)
+  # Installed again whenever the lock file changes (a package added or bumped).
+  if [ "$(cat "$modules/.floodgate-lock" 2>/dev/null)" != "$lock" ]; then
     command -v npm >/dev/null || apt_install nodejs npm
-    say "installing playwright-core and @asyncapi/parser for the browser and protocol tests"
+    say "installing playwright-core, @asyncapi/parser and ajv for the browser and protocol tests"
     (cd "$ROOT/tests/browser" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    echo "$lock" >"$modules/.floodgate-lock"
   fi
   say "browser: chromium and playwright-core ready"
 }

@@ -24,7 +24,8 @@
 //! - [`loadgen`]: the load generator's scenarios.
 //! - [`metrics`]: what the services measure, as histograms, accepted by `promtool`.
 //! - [`openapi`]: the OpenAPI documents, validated and fuzzed against the live APIs;
-//!   [`asyncapi`]: the WebSocket's AsyncAPI document, complete and valid.
+//!   [`asyncapi`]: the WebSocket's AsyncAPI document, complete and valid; [`js_client`]: the
+//!   JavaScript client module, in Node and live against the document.
 //! - [`layout`]: the checks of the code's own shape (`deploy/check-*.sh`); [`deployment`]: the
 //!   checks of the Dockerfile, the compose file and the Kubernetes manifests.
 
@@ -45,6 +46,7 @@ mod edge;
 mod failover;
 mod fairness;
 mod join_batches;
+mod js_client;
 mod kafka_settings;
 mod layout;
 mod lifecycle_properties;

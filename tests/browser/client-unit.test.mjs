@@ -1,0 +1,159 @@
+// Unit tests of static/floodgate-client.js in Node (`node --test`), run by
+// tests/tests/it/js_client.rs: the pure parts, and the WaitingRoom's reconnect rules driven by a
+// scripted WebSocket and a clock that runs only when told.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { webcrypto } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+
+import {
+  Close, WaitingRoom, backoffDelay, drainDelay, newDrawNonce, solvePuzzle, zeroBits,
+} from '../../static/floodgate-client.js';
+import { closeCodes, load } from './asyncapi.mjs';
+
+const asyncapi = fileURLToPath(new URL('../../docs/asyncapi.yaml', import.meta.url));
+
+test('the close codes are the ones docs/asyncapi.yaml lists', async () => {
+  const documented = closeCodes(await load(asyncapi)).sort();
+  assert.deepEqual(Object.values(Close).sort(), documented);
+});
+
+test('back-off doubles from 0.5 s to a 30 s cap, with jitter of half', () => {
+  assert.equal(backoffDelay(0, () => 1), 500);
+  assert.equal(backoffDelay(0, () => 0), 250);
+  assert.equal(backoffDelay(3, () => 1), 4000);
+  assert.equal(backoffDelay(20, () => 1), 30000);
+  assert.equal(backoffDelay(20, () => 0), 15000);
+  assert.ok(drainDelay(() => 0.999) < 2000);
+});
+
+test('a draw nonce is 32 lowercase hex characters, fresh each time', () => {
+  const a = newDrawNonce(webcrypto);
+  assert.match(a, /^[0-9a-f]{32}$/);
+  assert.notEqual(a, newDrawNonce(webcrypto));
+});
+
+test('a puzzle is solved to its difficulty', async () => {
+  assert.equal(zeroBits(new Uint8Array([0, 0x0f])), 12);
+  const answer = await solvePuzzle({ kind: 'pow', puzzle: 'p', difficulty: 8 }, webcrypto);
+  const hash = new Uint8Array(await webcrypto.subtle.digest('SHA-256', new TextEncoder().encode(answer)));
+  assert.ok(answer.startsWith('p~'));
+  assert.ok(zeroBits(hash) >= 8);
+});
+
+/** A WebSocket whose server side the test plays; every socket made is kept in `sockets`. */
+function scripted() {
+  const sockets = [];
+  class FakeSocket {
+    constructor(url, protocols) {
+      this.url = url;
+      this.protocols = protocols;
+      this.sent = [];
+      sockets.push(this);
+    }
+    send(text) { this.sent.push(JSON.parse(text)); }
+    close() {}
+    open() { this.onopen?.(); }
+    message(body) { this.onmessage?.({ data: JSON.stringify(body) }); }
+    closeWith(code, reason = '') { this.onclose?.({ code, reason }); }
+  }
+  return { sockets, FakeSocket };
+}
+
+/** A room on a scripted socket, with a clock the test advances by running the timers. */
+function room(options = {}) {
+  const { sockets, FakeSocket } = scripted();
+  const events = [];
+  const timers = [];
+  const waiting = new WaitingRoom({
+    url: 'ws://gateway', sale: 's1', nonce: 'ab'.repeat(8), crypto: webcrypto,
+    WebSocket: FakeSocket, random: () => 0.5,
+    setTimeout: (run, ms) => timers.push({ run, ms }),
+    onEvent: (event) => events.push(event),
+    ...options,
+  });
+  const runTimers = async () => {
+    for (const timer of timers.splice(0)) await timer.run();
+  };
+  return { waiting, sockets, events, timers, runTimers };
+}
+
+const ticket = { type: 'ticket', protocol: 1, sale: 's1', ticket: 7, opens_at_ms: 0, resume_token: 'r1:s1:7:mac', resumed: false, commitment: '0'.repeat(64) };
+
+test('a drained gateway hands over the resume token; the room comes back with it within 2 s', async () => {
+  const { waiting, sockets, events, timers, runTimers } = room();
+  await waiting.start();
+  assert.equal(sockets[0].url, `ws://gateway/ws?sale=s1&nonce=${'ab'.repeat(8)}`);
+  sockets[0].open();
+  sockets[0].message(ticket);
+  assert.deepEqual(events.slice(0, 2), [{ kind: 'resume', token: 'r1:s1:7:mac' }, { kind: 'message', message: ticket }]);
+  sockets[0].closeWith(Close.SERVICE_RESTART, 'r1:s1:7:newmac');
+  assert.equal(timers.length, 1);
+  assert.ok(timers[0].ms < 2000);
+  await runTimers();
+  assert.equal(sockets[1].url, 'ws://gateway/ws?sale=s1&resume=r1%3As1%3A7%3Anewmac');
+});
+
+test('a lost connection backs off with jitter, and a message resets the back-off', async () => {
+  const { waiting, sockets, timers, runTimers } = room({ resume: 'r1:s1:7:mac' });
+  await waiting.start();
+  sockets[0].open();
+  sockets[0].closeWith(1006);
+  assert.equal(timers[0].ms, backoffDelay(0, () => 0.5));
+  await runTimers();
+  sockets[1].closeWith(1006);
+  assert.equal(timers[0].ms, backoffDelay(1, () => 0.5));
+  await runTimers();
+  sockets[2].open();
+  sockets[2].message(ticket);
+  sockets[2].closeWith(1006);
+  assert.equal(timers[0].ms, backoffDelay(0, () => 0.5));
+});
+
+test('after repeated refusals with a resume token the room joins afresh without it', async () => {
+  const { waiting, sockets, events, runTimers } = room({ resume: 'r1:s1:7:dead' });
+  await waiting.start();
+  for (let i = 0; i < 6; i++) {
+    sockets.at(-1).closeWith(1006);
+    await runTimers();
+  }
+  assert.ok(events.some((e) => e.kind === 'resume' && e.token === null));
+  assert.match(sockets.at(-1).url, /nonce=/);
+  assert.doesNotMatch(sockets.at(-1).url, /resume=/);
+});
+
+test('sold out and an expired admission end the session; admission completes it', async () => {
+  for (const [code, reason, expected] of [
+    [Close.SALE_OVER, 'sold out', { kind: 'over', reason: 'sold_out' }],
+    [Close.SALE_OVER, 'admission expired unused', { kind: 'over', reason: 'expired' }],
+    [Close.UNKNOWN_SALE, '', { kind: 'over', reason: 'unknown_sale' }],
+    [Close.NORMAL, '', { kind: 'done' }],
+  ]) {
+    const { waiting, sockets, events, timers } = room();
+    await waiting.start();
+    sockets[0].open();
+    sockets[0].closeWith(code, reason);
+    assert.deepEqual(events.at(-1), expected);
+    assert.equal(timers.length, 0, 'no reconnect');
+  }
+});
+
+test('a signed-in buyer joins with the identity as a subprotocol, and may ping', async () => {
+  const { waiting, sockets } = room({ identity: () => 'id-token' });
+  await waiting.start();
+  assert.deepEqual(sockets[0].protocols, ['floodgate', 'floodgate-identity.id-token']);
+  waiting.ping();
+  assert.deepEqual(sockets[0].sent, [{ type: 'ping' }]);
+});
+
+test('a new place answers the bot check; a place taken back does not', async () => {
+  let asked = 0;
+  const challenge = async () => { asked += 1; return 'p~1f'; };
+  const fresh = room({ challenge });
+  await fresh.waiting.start();
+  assert.match(fresh.sockets[0].url, /&challenge=p~1f$/);
+  const back = room({ challenge, resume: 'r1:s1:7:mac' });
+  await back.waiting.start();
+  assert.equal(asked, 1);
+  assert.doesNotMatch(back.sockets[0].url, /challenge=/);
+});

@@ -1,0 +1,78 @@
+//! The JavaScript client module (static/floodgate-client.js, issue 17): its unit tests in Node,
+//! and a live session against a real gateway in which every message it receives is checked
+//! against docs/asyncapi.yaml's schemas before it books a seat with the module's booking calls.
+//! (In Chromium, the page runs on the same module: tests/it/browser.rs.)
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use floodgate_tests::{fresh_db, unique, SaleSpec, TestApp};
+
+fn node_tests() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("browser")
+}
+
+#[test]
+fn the_client_modules_unit_tests_pass_in_node() {
+    let out = Command::new("node")
+        .args(["--test", "client-unit.test.mjs"])
+        .current_dir(node_tests())
+        .output()
+        .expect("node runs");
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("# fail 0"), "{said}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_module_follows_a_live_gateway_every_message_as_the_asyncapi_document_says() {
+    let app = TestApp::spawn(fresh_db().await).await;
+    let sale = unique("js-");
+    let spec = SaleSpec {
+        opens_in: Duration::from_millis(1500),
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    let gateway = format!("http://{}", app.gateway);
+    let asyncapi = node_tests().join("../../docs/asyncapi.yaml");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .arg("--experimental-websocket")
+            .arg("client-live.mjs")
+            .args([&gateway, &sale, "p1"])
+            .arg(asyncapi)
+            .current_dir(node_tests())
+            .output()
+            .expect("node runs")
+    })
+    .await
+    .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(said.trim()).expect(&said);
+    assert_eq!(
+        report["strict"], true,
+        "the schemas refuse a broken message"
+    );
+    assert_eq!(report["invalid"], serde_json::json!([]), "{report}");
+    let seen: Vec<&str> = report["seen"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    // Before the opening the pre-queue, then the turn; the ping's answer on the way.
+    for kind in ["ticket", "pre_queue", "pong", "admitted"] {
+        assert!(seen.contains(&kind), "{kind} in {seen:?}");
+    }
+    assert_eq!(seen[0], "ticket", "{seen:?}");
+    assert_eq!(report["reserve"], 201, "{report}");
+    assert_eq!(report["read"], 200, "{report}");
+    assert_eq!(report["status"], "held", "{report}");
+}
