@@ -10,14 +10,17 @@
 //! - [`booking`]: reservations and payments ([`BookingClient`]).
 //! - [`door`]: what a sale asks of a joining client (sign-in, the bot check) and the answers.
 //! - [`backoff`]: how long to wait before reconnecting or retrying.
+//! - [`close`]: the close codes as an enum ([`CloseCode`]), with what to do after each.
 //! - [`claims`]: reading an admission token's claims (unverified: the booking API verifies).
 
 pub mod backoff;
 pub mod booking;
+pub mod close;
 pub mod door;
 pub mod room;
 
 pub use booking::{BookingClient, Failure};
+pub use close::{CloseCode, Then};
 
 use base64::Engine as _;
 use floodgate_contract::token::AdmissionClaims;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use floodgate_contract::api::ErrorBody;
 use floodgate_contract::identity::IDENTITY_HEADER;
-use floodgate_contract::ws::{close, ServerMessage};
+use floodgate_contract::ws::ServerMessage;
 use futures::StreamExt;
 use tokio::net::TcpSocket;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
@@ -15,6 +15,7 @@ use tokio_tungstenite::tungstenite::http::HeaderName;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use crate::backoff;
+use crate::close::{CloseCode, Then};
 
 /// One WebSocket to a gateway.
 pub type Socket =
@@ -252,6 +253,26 @@ impl<'a> Line<'a> {
     }
 }
 
+/// What happened during a wait in line, as it happened ([`wait_in_line_with`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RoomEvent {
+    /// A connection holds a ticket: a new one, or one taken back (`resumed`).
+    Ticket(Ticket),
+    /// Before the opening: the pre-queue's size.
+    PreQueue { size: u64 },
+    /// After the opening: 1 + the live tickets ahead; seconds to go at the measured rate.
+    Position {
+        position: u64,
+        eta_secs: Option<u64>,
+    },
+    /// The connection ended mid-wait (`close`: its close code, `None` if it dropped without
+    /// one); the client comes back with the resume token after `after`.
+    Reconnecting {
+        close: Option<CloseCode>,
+        after: Duration,
+    },
+}
+
 /// What one connection's messages came to.
 enum Connection {
     Done(Waited),
@@ -259,6 +280,7 @@ enum Connection {
     Lost {
         why: String,
         drained: bool,
+        close: Option<CloseCode>,
     },
 }
 
@@ -267,6 +289,19 @@ enum Connection {
 /// to the next gateway with the resume token after the back-off, and keep the place.
 /// `connected` is called once, when the first connection holds a ticket.
 pub async fn wait_in_line(line: &mut Line<'_>, mut connected: impl FnMut()) -> Waited {
+    let mut first = true;
+    wait_in_line_with(line, |event| {
+        if first && matches!(event, RoomEvent::Ticket(_)) {
+            first = false;
+            connected();
+        }
+    })
+    .await
+}
+
+/// [`wait_in_line`], telling `on_event` everything that happens on the way: each ticket, the
+/// pre-queue's size, the place in line, each reconnection and why.
+pub async fn wait_in_line_with(line: &mut Line<'_>, mut on_event: impl FnMut(RoomEvent)) -> Waited {
     let mut why = String::from("no connection");
     let mut resume: Option<String> = None;
     let headers: Vec<(&str, &str)> = line
@@ -284,20 +319,22 @@ pub async fn wait_in_line(line: &mut Line<'_>, mut connected: impl FnMut()) -> W
             headers: &headers,
             challenge: line.challenge.as_deref().filter(|_| resume.is_none()),
         };
-        let drained = match join(&dial).await {
+        let (drained, close) = match join(&dial).await {
             Ok((mut ws, ticket)) => {
-                if line.ticket.is_none() {
-                    connected();
-                }
+                on_event(RoomEvent::Ticket(ticket.clone()));
                 resume = Some(ticket.resume_token.clone());
                 if !ticket.resumed || line.ticket.is_none() {
                     line.ticket = Some(ticket);
                 }
-                match listen(&mut ws, &mut resume).await {
+                match listen(&mut ws, &mut resume, &mut on_event).await {
                     Connection::Done(waited) => return waited,
-                    Connection::Lost { why: lost, drained } => {
+                    Connection::Lost {
+                        why: lost,
+                        drained,
+                        close,
+                    } => {
                         why = lost;
-                        drained
+                        (drained, close)
                     }
                 }
             }
@@ -310,7 +347,7 @@ pub async fn wait_in_line(line: &mut Line<'_>, mut connected: impl FnMut()) -> W
             }
             Err(e) => {
                 why = format!("join: {e}");
-                false
+                (false, None)
             }
         };
         // A first join that never got a ticket is not retried forever: one more try.
@@ -318,6 +355,10 @@ pub async fn wait_in_line(line: &mut Line<'_>, mut connected: impl FnMut()) -> W
             break;
         }
         let delay = backoff::reconnect_delay(attempt, drained, &mut rand::thread_rng());
+        on_event(RoomEvent::Reconnecting {
+            close,
+            after: delay,
+        });
         tokio::time::sleep(delay).await;
     }
     Waited::Failed(why)
@@ -325,7 +366,11 @@ pub async fn wait_in_line(line: &mut Line<'_>, mut connected: impl FnMut()) -> W
 
 /// Reads one connection until admission, the end of the sale, or the connection's loss; a
 /// drain's close reason is the (latest) resume token.
-async fn listen(ws: &mut Socket, resume: &mut Option<String>) -> Connection {
+async fn listen(
+    ws: &mut Socket,
+    resume: &mut Option<String>,
+    on_event: &mut impl FnMut(RoomEvent),
+) -> Connection {
     loop {
         // The gateway pings every few seconds: a long silence is a dead connection.
         let heard = next(ws, Duration::from_secs(60)).await;
@@ -336,16 +381,39 @@ async fn listen(ws: &mut Socket, resume: &mut Option<String>) -> Connection {
             Some(Heard::Message(ServerMessage::SoldOut)) => {
                 return Connection::Done(Waited::SoldOut)
             }
+            Some(Heard::Message(ServerMessage::PreQueue { size, .. })) => {
+                on_event(RoomEvent::PreQueue { size });
+            }
+            Some(Heard::Message(ServerMessage::Position { position, eta_secs })) => {
+                on_event(RoomEvent::Position { position, eta_secs });
+            }
             Some(Heard::Message(_)) => {}
-            Some(Heard::Closed(close::SALE_OVER, _)) => return Connection::Done(Waited::SoldOut),
             Some(Heard::Closed(code, reason)) => {
-                let drained = code == close::SERVICE_RESTART;
+                let close = CloseCode::from_u16(code);
+                match close.then() {
+                    Then::Stop if close == CloseCode::SaleOver => {
+                        return Connection::Done(Waited::SoldOut)
+                    }
+                    Then::Stop => {
+                        return Connection::Done(Waited::Failed(format!(
+                            "the sale is not armed: {code} {reason}"
+                        )))
+                    }
+                    Then::FixClient => {
+                        return Connection::Done(Waited::Failed(format!(
+                            "the gateway refused this client's messages: {code} {reason}"
+                        )))
+                    }
+                    Then::Book | Then::Reconnect | Then::ReconnectSoon => {}
+                }
+                let drained = close == CloseCode::ServiceRestart;
                 if drained && !reason.is_empty() {
                     *resume = Some(reason.clone());
                 }
                 return Connection::Lost {
                     why: format!("closed: {code} {reason}"),
                     drained,
+                    close: Some(close),
                 };
             }
             Some(Heard::Garbled(text)) => {
@@ -355,6 +423,7 @@ async fn listen(ws: &mut Socket, resume: &mut Option<String>) -> Connection {
                 return Connection::Lost {
                     why: "the connection dropped".into(),
                     drained: false,
+                    close: None,
                 }
             }
         }

@@ -83,6 +83,13 @@ fn the_asyncapi_document_describes_every_message_and_close_code() {
         "the close codes were read"
     );
     assert_eq!(missing(&document), (vec![], vec![]), "docs/asyncapi.yaml");
+    // The Rust client names every documented code (the JavaScript client's own test checks its).
+    let (_, documented) = declared(&document).unwrap();
+    for code in documented {
+        let code = u16::try_from(code).unwrap();
+        let named = floodgate_client::CloseCode::from_u16(code);
+        assert_ne!(named, floodgate_client::CloseCode::Other(code), "{code}");
+    }
 
     // Without a message or a close code, the check fails and names what is missing.
     let text = std::fs::read_to_string(&document).unwrap();

@@ -24,8 +24,8 @@
 //! - [`loadgen`]: the load generator's scenarios.
 //! - [`metrics`]: what the services measure, as histograms, accepted by `promtool`.
 //! - [`openapi`]: the OpenAPI documents, validated and fuzzed against the live APIs;
-//!   [`asyncapi`]: the WebSocket's AsyncAPI document, complete and valid; [`js_client`]: the
-//!   JavaScript client module, in Node and live against the document.
+//!   [`asyncapi`]: the WebSocket's AsyncAPI document, complete and valid; [`clients`]: the
+//!   JavaScript client module (in Node, and live against the document) and the Rust client.
 //! - [`layout`]: the checks of the code's own shape (`deploy/check-*.sh`); [`deployment`]: the
 //!   checks of the Dockerfile, the compose file and the Kubernetes manifests.
 
@@ -38,6 +38,7 @@ mod booking_api;
 mod browser;
 mod buyers;
 mod catalog;
+mod clients;
 mod cluster;
 mod consumer;
 mod consumer_group;
@@ -46,7 +47,6 @@ mod edge;
 mod failover;
 mod fairness;
 mod join_batches;
-mod js_client;
 mod kafka_settings;
 mod layout;
 mod lifecycle_properties;

@@ -1,7 +1,8 @@
-//! The JavaScript client module (static/floodgate-client.js, issue 17): its unit tests in Node,
-//! and a live session against a real gateway in which every message it receives is checked
-//! against docs/asyncapi.yaml's schemas before it books a seat with the module's booking calls.
-//! (In Chromium, the page runs on the same module: tests/it/browser.rs.)
+//! The protocol's two clients (issue 17). The JavaScript module (static/floodgate-client.js): its
+//! unit tests in Node, and a live session against a real gateway in which every message it
+//! receives is checked against docs/asyncapi.yaml's schemas before it books a seat with the
+//! module's booking calls (in Chromium, the page runs on the same module: tests/it/browser.rs).
+//! The Rust crate (`floodgate-client`): a wait in line told as typed events.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -75,4 +76,40 @@ async fn the_client_module_follows_a_live_gateway_every_message_as_the_asyncapi_
     assert_eq!(report["reserve"], 201, "{report}");
     assert_eq!(report["read"], 200, "{report}");
     assert_eq!(report["status"], "held", "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rust_client_tells_a_wait_in_line_as_typed_events() {
+    use floodgate_client::room::{wait_in_line_with, Line, RoomEvent, Waited};
+    let app = TestApp::spawn(fresh_db().await).await;
+    let sale = unique("rs-");
+    let spec = SaleSpec {
+        opens_in: Duration::from_millis(1500),
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    let gateways = [app.gateway];
+    let mut line = Line::new(&gateways, &sale);
+    let mut events = Vec::new();
+    let waited = wait_in_line_with(&mut line, |event| events.push(event)).await;
+    let Waited::Admitted(token) = waited else {
+        panic!("{waited:?} after {events:?}");
+    };
+    assert!(floodgate_client::claims(&token).is_some(), "a token");
+    let RoomEvent::Ticket(ticket) = &events[0] else {
+        panic!("a ticket first: {events:?}");
+    };
+    assert!(!ticket.resumed);
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, RoomEvent::PreQueue { size } if *size >= 1)),
+        "the pre-queue before the opening: {events:?}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, RoomEvent::Reconnecting { .. })),
+        "{events:?}"
+    );
 }
