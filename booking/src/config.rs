@@ -57,6 +57,14 @@ pub struct Config {
     /// How often the reaper looks for lapsed holds.
     #[arg(long, env = "FLOODGATE_REAPER_INTERVAL_MS", default_value_t = 500)]
     pub reaper_interval_ms: u64,
+    /// How often every armed sale is reconciled (Redis against PostgreSQL, read only), for the
+    /// `floodgate_reconcile_drift_pools` metric and its alert; 0 turns it off.
+    #[arg(
+        long,
+        env = "FLOODGATE_RECONCILE_INTERVAL_MS",
+        default_value_t = 60_000
+    )]
+    pub reconcile_interval_ms: u64,
     /// Address of the ops API (its own listener, never exposed through the CDN).
     #[arg(long, env = "FLOODGATE_ADMIN_LISTEN", default_value = "127.0.0.1:9081")]
     pub admin_listen: String,

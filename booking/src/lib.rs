@@ -112,6 +112,8 @@ impl AppState {
         // Rare events an alert watches are served from the start, at zero, so a rule over them
         // has a series before the first one happens.
         metrics::counter!("floodgate_pools_lost_writes_total").increment(0);
+        metrics::gauge!("floodgate_reconcile_drift_pools").set(0.0);
+        metrics::counter!("floodgate_reconcile_failures_total").increment(0);
         let keys = config.redis.keys().map_err(anyhow::Error::msg)?;
         let redis = floodgate_contract::runtime::connect_redis(&config.redis)
             .await
@@ -186,6 +188,14 @@ pub async fn run(
         db: state.db.clone(),
     };
     let worker = tokio::spawn(workers.run(shutdown.clone()));
+    if state.config.reconcile_interval_ms > 0 {
+        tokio::spawn(reconcile::watch(
+            state.db.clone(),
+            state.gatekeeper.clone(),
+            Duration::from_millis(state.config.reconcile_interval_ms),
+            shutdown.clone(),
+        ));
+    }
     let app = router(state);
     let stop = shutdown.clone();
     axum::serve(listener, app)

@@ -196,6 +196,53 @@ pub async fn report(
     Ok(reports)
 }
 
+/// Reconciles every armed sale every `interval` while the service runs (read only) and sets
+/// `floodgate_reconcile_drift_pools` to the number of pools whose two sides disagree, for the
+/// "drift found by reconcile" alert; each drifting pool is logged with what disagrees. During a
+/// rush the consumer may be a little behind (Redis sold above PostgreSQL confirmed for a
+/// moment): the alert waits for a drift to last (deploy/observability/alerts.yaml).
+pub async fn watch(
+    db: PgPool,
+    gatekeeper: crate::gatekeeper::Gatekeeper,
+    interval: std::time::Duration,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let sales: std::collections::BTreeSet<String> = match gatekeeper.armed_pools().await {
+            Ok(pools) => pools.into_iter().map(|(sale, _)| sale).collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "reconcile: the armed sales are unreadable");
+                metrics::counter!("floodgate_reconcile_failures_total").increment(1);
+                continue;
+            }
+        };
+        let mut drifting = 0usize;
+        for sale in sales {
+            match report(&db, gatekeeper.redis(), gatekeeper.keys(), &sale).await {
+                Ok(reports) => {
+                    for report in reports.iter().filter(|r| !r.drifts.is_empty()) {
+                        drifting += 1;
+                        let found: Vec<String> =
+                            report.drifts.iter().map(Drift::describe).collect();
+                        tracing::warn!(%sale, pool = %report.pool, drift = ?found, "reconcile found drift");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(%sale, error = %e, "reconcile failed");
+                    metrics::counter!("floodgate_reconcile_failures_total").increment(1);
+                }
+            }
+        }
+        metrics::gauge!("floodgate_reconcile_drift_pools").set(drifting as f64);
+    }
+}
+
 /// Applies the safe repair of every pool that has one; a line per pool saying what was done.
 pub async fn repair(
     redis: &RedisConn,

@@ -206,6 +206,14 @@ const METRICS: &[(&str, &str)] = &[
     ),
     ("floodgate_api_errors_total", "Booking API errors, by code"),
     (
+        "floodgate_reconcile_drift_pools",
+        "Pools whose Redis and PostgreSQL disagree, at the last reconcile pass",
+    ),
+    (
+        "floodgate_reconcile_failures_total",
+        "Reconcile passes that could not read a sale",
+    ),
+    (
         "floodgate_consumer_events_total",
         "Events the consumer applied, by outcome",
     ),

@@ -76,6 +76,10 @@ impl Gatekeeper {
         &self.redis
     }
 
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
     /// Builds the gatekeeper and loads its scripts into Redis.
     pub async fn connect(redis: RedisConn, keys: Keys) -> redis::RedisResult<Self> {
         let scripts = Scripts::default();

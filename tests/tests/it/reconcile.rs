@@ -63,6 +63,8 @@ async fn an_injected_drift_is_reported_and_repair_fixes_it() {
 
     let (code, clean) = reconcile(&app, &url, &sale, false);
     assert_eq!(code, 0, "a healthy sale has no drift:\n{clean}");
+    // The booking service's own pass agrees, and says so on its metrics.
+    drift_pools_become(&app, 0).await;
     assert!(clean.contains("| none"), "{clean}");
 
     // Redis forgets the sale (a restore from an old snapshot, say, and a hand edit on top): sold
@@ -78,6 +80,8 @@ async fn an_injected_drift_is_reported_and_repair_fixes_it() {
 
     let (code, report) = reconcile(&app, &url, &sale, false);
     assert_eq!(code, 2, "drift is an exit status:\n{report}");
+    // The service's periodic pass finds it too, for the FloodgateReconcileDrift alert.
+    drift_pools_become(&app, 1).await;
     assert!(
         report.contains("PostgreSQL confirms 2 more sold seat(s)"),
         "{report}"
@@ -98,4 +102,19 @@ async fn an_injected_drift_is_reported_and_repair_fixes_it() {
     assert_eq!(app.redis_int(&pool.available()).await, 7);
     assert_eq!(app.redis_int(&pool.sold()).await, 2);
     assert_eq!(app.redis_int(&pool.held()).await, 1);
+}
+
+/// Waits until the booking service's `floodgate_reconcile_drift_pools` reads `pools`.
+async fn drift_pools_become(app: &TestApp, pools: u64) {
+    let line = format!("floodgate_reconcile_drift_pools {pools}");
+    eventually(&line, Duration::from_secs(20), async || {
+        let metrics = reqwest::get(format!("http://{}/metrics", app.admin))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        metrics.lines().any(|l| l == line)
+    })
+    .await;
 }
