@@ -78,6 +78,8 @@ pub async fn create_reservation(
 ) -> Result<(StatusCode, Json<ReservationCreated>), ApiError> {
     let Path(sale) = sale.map_err(|_| ApiError::unknown_sale())?;
     tracing::Span::current().record("sale", sale.as_str());
+    // A trace begun by the caller (a `traceparent` header) goes on here.
+    floodgate_contract::trace::continue_from_http(&tracing::Span::current(), &headers);
     check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
 
     let claims = authenticate(&state, &headers, &sale).await?;

@@ -76,7 +76,11 @@ impl Publisher {
     pub async fn publish(&self, sale: &str, pool: &str, event: &str) -> Result<(), PublishError> {
         let key = pool_partition_key(sale, pool);
         let (producer, generation) = self.producer();
-        let record = FutureRecord::to(&self.topic).key(&key).payload(event);
+        let mut record = FutureRecord::to(&self.topic).key(&key).payload(event);
+        // The request's trace goes on with the event, to the consumer's write (contract::trace).
+        if let Some(headers) = floodgate_contract::trace::kafka_headers() {
+            record = record.headers(headers);
+        }
         let started = Instant::now();
         let sent = producer.send(record, Timeout::Never).await;
         // From the send to the broker's acknowledgement (or the give-up), per outcome.

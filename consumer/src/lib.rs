@@ -184,6 +184,24 @@ async fn take_round(
     Ok(())
 }
 
+/// One span per event that carries a trace (contract::trace), open while its batch is written
+/// (the caller drops them after): the reservation's trace ends with the row in PostgreSQL.
+fn write_spans(batch: &[OwnedMessage]) -> Vec<tracing::Span> {
+    batch
+        .iter()
+        .filter(|m| m.headers().is_some())
+        .map(|m| {
+            let span = tracing::info_span!(
+                "write booking",
+                partition = m.partition(),
+                offset = m.offset()
+            );
+            floodgate_contract::trace::from_kafka(&span, m.headers());
+            span
+        })
+        .collect()
+}
+
 /// Puts one batch in the database with its partitions' offsets, and its poison messages on the
 /// dead-letter topic, retrying each step until it is done; `None` if shut down first,
 /// `Some(Err(partition))` if this member no longer holds a partition of the batch (nothing of it
@@ -210,6 +228,7 @@ async fn handle(
     let next = intake::next_offsets(batch);
     let advance = store::Advance { fence, next: &next };
     let applying = std::time::Instant::now();
+    let _writes = write_spans(batch);
     let applied = until_done(
         shutdown,
         || apply(db, &events, &advance),

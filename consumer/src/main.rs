@@ -29,7 +29,9 @@ async fn main() -> anyhow::Result<()> {
     // Secret settings (the Kafka SASL password) may come from files (`<VAR>_FILE`).
     let cli: Cli = floodgate_contract::secret_files::parse_with_secret_files();
     runtime::install_tls_provider();
-    runtime::init_tracing(cli.log_json);
+    // Kept until main returns: its drop exports the last spans.
+    let _exporting =
+        runtime::init_tracing(cli.log_json, "floodgate-consumer").map_err(anyhow::Error::msg)?;
     let open_files = runtime::raise_open_files_limit();
     tracing::debug!(open_files, "open-files limit");
     let db = cli.database.connect().await.map_err(anyhow::Error::msg)?;

@@ -53,6 +53,7 @@ pub mod settings;
 pub mod state;
 pub mod telemetry;
 pub mod token;
+pub mod trace;
 pub mod ws;
 
 /// Milliseconds since the Unix epoch, the one time unit used on every wire and in Redis.

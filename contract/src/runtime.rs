@@ -27,17 +27,28 @@ pub fn raise_open_files_limit() -> u64 {
     }
 }
 
-/// Starts `tracing` with `RUST_LOG` (default `info`), as JSON lines when `json` is set.
-pub fn init_tracing(json: bool) {
+/// Starts `tracing`: logs with `RUST_LOG` (default `info`), as JSON lines when `json` is set,
+/// and the spans of `service` exported by OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set
+/// ([`crate::trace`]). Keep the guard until the service ends: dropping it flushes the spans.
+pub fn init_tracing(json: bool, service: &'static str) -> Result<crate::trace::Exporting, String> {
+    use tracing_subscriber::prelude::*;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    // A second init (tests start several services in one process) is harmless: keep the first.
-    let _ = if json {
-        builder.json().try_init()
+    let logs = if json {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_filter(filter)
+            .boxed()
     } else {
-        builder.try_init()
+        tracing_subscriber::fmt::layer().with_filter(filter).boxed()
     };
+    let (spans, exporting) = crate::trace::layer(service)?;
+    // A second init (tests start several services in one process) is harmless: keep the first.
+    let _ = tracing_subscriber::registry()
+        .with(logs)
+        .with(spans)
+        .try_init();
+    Ok(exporting)
 }
 
 /// A token cancelled on the first SIGINT or SIGTERM; every task of a service watches it.

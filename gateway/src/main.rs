@@ -33,7 +33,9 @@ async fn main() -> anyhow::Result<()> {
     // Secret settings may come from files (`<VAR>_FILE`), as container platforms mount them.
     let cli: Cli = floodgate_contract::secret_files::parse_with_secret_files();
     runtime::install_tls_provider();
-    runtime::init_tracing(cli.log_json);
+    // Kept until main returns: its drop exports the last spans.
+    let _exporting =
+        runtime::init_tracing(cli.log_json, "floodgate-gateway").map_err(anyhow::Error::msg)?;
     match cli.command {
         Command::Keygen { kid } => {
             let signer = TokenSigner::generate(&kid);

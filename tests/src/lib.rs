@@ -405,7 +405,8 @@ impl TestApp {
 
     pub async fn spawn_with(db: PgPool, options: TestOptions) -> TestApp {
         // Logs go to the test's captured output (RUST_LOG=debug for more).
-        floodgate_contract::runtime::init_tracing(false);
+        // The tests export no spans (no OTEL_EXPORTER_OTLP_ENDPOINT): nothing to keep.
+        let _ = floodgate_contract::runtime::init_tracing(false, "floodgate-tests");
         floodgate_contract::runtime::install_tls_provider();
         let prefix = unique("t") + ":";
         let topic = unique("floodgate.test.");

@@ -50,3 +50,13 @@ pub async fn start_service(command: &mut Command, admin: &str) -> Child {
     .await;
     child
 }
+
+/// A child process stopped when the test ends, however it ends (a failed assertion included).
+pub struct Stopped(pub Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -22,7 +22,8 @@
 //!   `deploy/test.sh`'s cluster pass).
 //! - [`catalog`], [`edge`], [`browser`]: sale files, the CDN configuration, the page in Chromium.
 //! - [`loadgen`]: the load generator's scenarios.
-//! - [`metrics`]: what the services measure, as histograms, accepted by `promtool`.
+//! - [`metrics`]: what the services measure, as histograms, accepted by `promtool`;
+//!   [`traces`]: one reservation's spans in one trace, from the booking handler to the consumer.
 //! - [`openapi`]: the OpenAPI documents, validated and fuzzed against the live APIs;
 //!   [`asyncapi`]: the WebSocket's AsyncAPI document, complete and valid; [`clients`]: the
 //!   JavaScript client module (in Node, and live against the document) and the Rust client.
@@ -66,5 +67,6 @@ mod sale_end;
 mod secrets;
 mod tls;
 mod topics;
+mod traces;
 mod waiting_room;
 mod walking_skeleton;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use floodgate_tests::client::RoomClient;
-use floodgate_tests::services::{booking_serve, start_service};
+use floodgate_tests::services::{booking_serve, start_service, Stopped};
 use floodgate_tests::{eventually, fresh_database, secret, tool, unique, SaleSpec, TestApp};
 
 /// Every document: its file under docs/openapi/ and what the code makes now.
@@ -287,16 +287,6 @@ async fn schemathesis_finds_nothing_in_the_live_apis() {
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-/// A child process stopped when the test ends, however it ends.
-struct Stopped(std::process::Child);
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// A query parameter an operation does not document is refused before any work (a stranger's
