@@ -1,6 +1,7 @@
 //! What Floodgate's OpenAPI documents share (the booking service's and the gateway's, each made
 //! from its own handlers): the error responses, the `{sale}` parameter, serving a document.
 
+use axum::response::IntoResponse as _;
 use axum::routing::get;
 use utoipa::openapi::{self, RefOr};
 use utoipa::IntoParams;
@@ -95,8 +96,7 @@ pub fn strict_queries<S: Clone + Send + Sync + 'static>(
     router: axum::Router<S>,
     document: &mut openapi::OpenApi,
 ) -> axum::Router<S> {
-    let mut allowed: std::collections::HashMap<(String, String), Vec<String>> =
-        std::collections::HashMap::new();
+    let mut allowed = Allowed::new();
     for (path, item) in document.paths.paths.iter_mut() {
         for (method, operation) in operations(item) {
             let names: Vec<String> = operation
@@ -111,7 +111,10 @@ pub fn strict_queries<S: Clone + Send + Sync + 'static>(
                 .responses
                 .entry("400".into())
                 .or_insert_with(|| refusal(400, "A query parameter this operation does not take."));
-            allowed.insert((method.to_owned(), path.clone()), names);
+            allowed
+                .entry(path.clone())
+                .or_default()
+                .push((method, names));
         }
     }
     let allowed = std::sync::Arc::new(allowed);
@@ -132,7 +135,9 @@ pub fn strict_queries<S: Clone + Send + Sync + 'static>(
     ))
 }
 
-use axum::response::IntoResponse as _;
+/// The query parameters each operation takes, by route pattern, then method: looked up with the
+/// request's own strings, nothing allocated (every join is a query on `/ws`).
+type Allowed = std::collections::HashMap<String, Vec<(&'static str, Vec<String>)>>;
 
 /// The operations of a path item, by method.
 fn operations(item: &mut openapi::PathItem) -> Vec<(&'static str, &mut openapi::path::Operation)> {
@@ -150,16 +155,14 @@ fn operations(item: &mut openapi::PathItem) -> Vec<(&'static str, &mut openapi::
 
 /// The first query parameter of `request` its operation does not take (its name, at most 64
 /// characters of it), if any.
-fn unknown_parameter(
-    allowed: &std::collections::HashMap<(String, String), Vec<String>>,
-    request: &axum::extract::Request,
-) -> Option<String> {
+fn unknown_parameter(allowed: &Allowed, request: &axum::extract::Request) -> Option<String> {
     let query = request.uri().query().filter(|q| !q.is_empty())?;
     let path = request.extensions().get::<axum::extract::MatchedPath>()?;
-    let names = allowed.get(&(
-        request.method().as_str().to_owned(),
-        path.as_str().to_owned(),
-    ))?;
+    let method = request.method().as_str();
+    let (_, names) = allowed
+        .get(path.as_str())?
+        .iter()
+        .find(|(m, _)| *m == method)?;
     query
         .split('&')
         .map(|pair| pair.split_once('=').map_or(pair, |(name, _)| name))

@@ -20,6 +20,14 @@ use opentelemetry_sdk::trace::SdkTracerProvider;
 use rdkafka::message::OwnedHeaders;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
+/// Whether spans are exported: when not, nothing is extracted or injected (the request and
+/// publish paths skip the propagator altogether).
+static EXPORTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn exporting() -> bool {
+    EXPORTING.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Flushes the exporter's last spans when dropped: `main` keeps it until the service ends.
 #[must_use = "dropping it stops the export"]
 pub struct Exporting(Option<SdkTracerProvider>);
@@ -60,6 +68,7 @@ pub fn provider(service: &'static str) -> Result<Option<SdkTracerProvider>, Stri
         .with_service_name(service)
         .build();
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    EXPORTING.store(true, std::sync::atomic::Ordering::Relaxed);
     Ok(Some(
         SdkTracerProvider::builder()
             .with_batch_exporter(exporter)
@@ -101,6 +110,9 @@ pub fn continue_from_http(span: &tracing::Span, headers: &axum::http::HeaderMap)
 }
 
 fn continue_from(span: &tracing::Span, carrier: &dyn Extractor) {
+    if !exporting() {
+        return;
+    }
     let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(carrier));
     if opentelemetry::trace::TraceContextExt::has_active_span(&parent) {
         let _ = span.set_parent(parent);
@@ -114,6 +126,9 @@ pub fn kafka_headers() -> Option<OwnedHeaders> {
         fn set(&mut self, key: &str, value: String) {
             self.0.push((key.to_owned(), value));
         }
+    }
+    if !exporting() {
+        return None;
     }
     let context: Context = tracing::Span::current().context();
     let mut pairs = Pairs(Vec::new());
@@ -148,7 +163,9 @@ pub fn from_kafka(span: &tracing::Span, headers: Option<&impl rdkafka::message::
             self.0.iter().map(|(k, _)| k.as_str()).collect()
         }
     }
-    let Some(headers) = headers else { return };
+    let Some(headers) = headers.filter(|_| exporting()) else {
+        return;
+    };
     let pairs = headers
         .iter()
         .filter(|h| matches!(h.key, "traceparent" | "tracestate"))
