@@ -2,7 +2,7 @@
 //! PostgreSQL with the token's name (never the token), the time, and the settings before and
 //! after; the ops API lists them, newest first.
 
-use floodgate_tests::services::{booking_serve, start_service};
+use floodgate_tests::services::{booking_serve, start_service, Stopped};
 use floodgate_tests::{fresh_database, secret, SaleSpec, TestApp};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -22,7 +22,8 @@ async fn every_ops_change_is_recorded_with_who_when_and_the_values_before_and_af
         ("FLOODGATE_WEBHOOK_SECRET", secret("whsec_")),
     ];
     let (mut command, admin, _) = booking_serve(&app, &url, &env);
-    let mut booking = start_service(&mut command, &admin).await;
+    // Stopped however the test ends, a failed assertion included.
+    let _booking = Stopped(start_service(&mut command, &admin).await);
     let base = format!("{admin}/admin/v1/sales/{sale}");
 
     let (status, body) = app
@@ -53,6 +54,21 @@ async fn every_ops_change_is_recorded_with_who_when_and_the_values_before_and_af
         .answer(app.http.get(format!("{base}/audit")).bearer_auth(&alice))
         .await;
     assert_eq!(status, 200, "{audit}");
+    // A limit out of its range, or not a number, is refused as such (never quietly clamped).
+    for limit in ["0", "101", "ten"] {
+        let (status, body) = app
+            .answer(
+                app.http
+                    .get(format!("{base}/audit?limit={limit}"))
+                    .bearer_auth(&alice),
+            )
+            .await;
+        assert_eq!(
+            (status, &body["error"]),
+            (400, &serde_json::json!("bad_page")),
+            "{limit}: {body}"
+        );
+    }
     let entries = audit.as_array().expect("a list");
     assert_eq!(entries.len(), 2, "{audit}");
     let (pause, update) = (&entries[0], &entries[1]);
@@ -80,6 +96,4 @@ async fn every_ops_change_is_recorded_with_who_when_and_the_values_before_and_af
     // The audit needs the token like the rest of the ops API.
     let (status, _) = app.answer(app.http.get(format!("{base}/audit"))).await;
     assert_eq!(status, 401);
-    let _ = booking.kill();
-    let _ = booking.wait();
 }
