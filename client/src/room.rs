@@ -148,7 +148,8 @@ pub async fn connect_url(
         .await
         .map_err(|e| broken(&format!("connect: {e}")))?;
     let stream = tokio_tungstenite::MaybeTlsStream::Plain(stream);
-    match tokio_tungstenite::client_async(request, stream).await {
+    match tokio_tungstenite::client_async_with_config(request, stream, Some(socket_config())).await
+    {
         Ok((ws, _)) => Ok(ws),
         Err(WsError::Http(response)) => Err(JoinError::Refused {
             status: response.status().as_u16(),
@@ -164,6 +165,24 @@ pub async fn connect_url(
         }),
         Err(e) => Err(broken(&format!("upgrade: {e}"))),
     }
+}
+
+/// The largest message this client accepts from a gateway: far above any the protocol defines
+/// (the admission message, the largest, is well under 1 KiB), and small enough that a broken or
+/// hostile server cannot make the client hold megabytes.
+pub const MAX_SERVER_MESSAGE: usize = 64 * 1024;
+
+/// How a connection's buffers are sized. tungstenite's defaults (a 128 KiB read buffer
+/// allocated up front, a 128 KiB write buffer) suit a bulk transfer, not a client that hears a
+/// few hundred bytes a second: a load generator holding 15,000 sessions measured 140 KB a
+/// session with them (BENCHMARKS.md, "What a session costs the load generator"). The read
+/// buffer still grows for a larger frame; writes (a ping now and then) go out at once.
+fn socket_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
+    tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .read_buffer_size(1024)
+        .write_buffer_size(0)
+        .max_message_size(Some(MAX_SERVER_MESSAGE))
+        .max_frame_size(Some(MAX_SERVER_MESSAGE))
 }
 
 /// Reads a new connection's first message, its ticket.

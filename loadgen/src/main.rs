@@ -1,7 +1,8 @@
 //! `floodgate-loadgen`: drives real gateways with many waiting-room clients, on loopback only.
 //!
 //! `idle` opens N WebSocket sessions, reads each ticket, then holds them open (answering pings)
-//! for a while: the measure of a gateway's memory per idle connection (BENCHMARKS.md).
+//! for a while: the measure of a gateway's memory per idle connection (BENCHMARKS.md), and of
+//! what a lean session and the full client cost the load generator itself.
 //! `publish` writes synthetic reservation events straight to a topic: the load of the consumer's
 //! throughput benchmark. `sale` runs the whole rush (join, wait, admitted, reserve, pay or walk
 //! away, expire) and checks its invariants against Redis and PostgreSQL at the end. `queue`
@@ -11,11 +12,13 @@
 //!
 //! # Layout
 //! - `sale/`: the rush (`person.rs`, one simulated person; `checks.rs`, the invariants).
-//! - `queue`: `queue` and `burst`; `poll`: waiting by polling, for comparison.
+//! - `idle`: idle sessions, lean or the full client; `queue`: `queue` and `burst`; `poll`:
+//!   waiting by polling, for comparison.
 //! - `reserve`: the booking endpoint end to end; `publish`: synthetic events; `naive`: the
 //!   PostgreSQL counter row, for comparison.
 //! - `report`: tables and percentiles; `markdown`: the generated part of BENCHMARKS.md.
 
+mod idle;
 mod markdown;
 mod naive;
 mod poll;
@@ -26,14 +29,10 @@ mod reserve;
 mod sale;
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use clap::{Parser, Subcommand};
 use floodgate_client::room::{self, Dial};
-use futures::StreamExt;
 
 #[derive(Parser)]
 #[command(name = "floodgate-loadgen", version, about)]
@@ -44,28 +43,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Open many sessions, then hold them idle.
-    Idle {
-        /// Gateway address (loopback only).
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        gateway: SocketAddr,
-        /// The sale to join.
-        #[arg(long)]
-        sale: String,
-        /// Sessions to open.
-        #[arg(long, default_value_t = 1_000)]
-        connections: u64,
-        /// Local addresses to connect from, comma-separated (several 127.0.0.x spread the
-        /// ephemeral ports and the gateway's per-address limits).
-        #[arg(long, default_value = "127.0.0.1", value_delimiter = ',')]
-        from: Vec<IpAddr>,
-        /// Connections being opened at once.
-        #[arg(long, default_value_t = 200)]
-        concurrency: usize,
-        /// How long to hold the sessions once all are open.
-        #[arg(long, default_value_t = 30)]
-        hold_secs: u64,
-    },
+    /// Open many sessions, then hold them idle: memory per connection, the gateway's and this
+    /// process's own.
+    Idle(idle::IdleArgs),
     /// Publish synthetic reservation events (a SeatReserved per reservation, and a
     /// PaymentConfirmed for every other one) to a topic on a loopback broker.
     Publish {
@@ -112,14 +92,7 @@ async fn main() -> anyhow::Result<()> {
     let cli: Cli = floodgate_contract::secret_files::parse_with_secret_files();
     floodgate_contract::runtime::install_tls_provider();
     match cli.command {
-        Command::Idle {
-            gateway,
-            sale,
-            connections,
-            from,
-            concurrency,
-            hold_secs,
-        } => idle(gateway, &sale, connections, &from, concurrency, hold_secs).await,
+        Command::Idle(args) => exit_on_failure(idle::run(args).await?),
         Command::Publish {
             brokers,
             topic,
@@ -159,60 +132,6 @@ fn room_for(sockets: u64) -> anyhow::Result<()> {
 fn exit_on_failure(ok: bool) -> anyhow::Result<()> {
     if !ok {
         std::process::exit(2);
-    }
-    Ok(())
-}
-
-async fn idle(
-    gateway: SocketAddr,
-    sale: &str,
-    connections: u64,
-    from: &[IpAddr],
-    concurrency: usize,
-    hold_secs: u64,
-) -> anyhow::Result<()> {
-    loopback_only(std::iter::once(gateway.ip()).chain(from.iter().copied()))?;
-    room_for(connections)?;
-    let open = Arc::new(AtomicU64::new(0));
-    let failed = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let sessions = futures::stream::iter(0..connections)
-        .map(|i| {
-            let source = from[i as usize % from.len()];
-            let (open, failed) = (open.clone(), failed.clone());
-            async move {
-                match session(source, gateway, sale).await {
-                    Ok(ws) => {
-                        open.fetch_add(1, Ordering::Relaxed);
-                        Some(ws)
-                    }
-                    Err(e) => {
-                        if failed.fetch_add(1, Ordering::Relaxed) < 5 {
-                            eprintln!("connection failed: {e:#}");
-                        }
-                        None
-                    }
-                }
-            }
-        })
-        .buffer_unordered(concurrency.max(1))
-        .filter_map(|ws| async move { ws })
-        .collect::<Vec<_>>()
-        .await;
-    println!(
-        "open={} failed={} in {:.1} s; holding for {hold_secs} s",
-        open.load(Ordering::Relaxed),
-        failed.load(Ordering::Relaxed),
-        started.elapsed().as_secs_f64()
-    );
-    // Keep reading, so pings are answered and the sessions stay alive and idle.
-    let readers: Vec<_> = sessions
-        .into_iter()
-        .map(|mut ws| tokio::spawn(async move { while let Some(Ok(_)) = ws.next().await {} }))
-        .collect();
-    tokio::time::sleep(Duration::from_secs(hold_secs)).await;
-    for reader in readers {
-        reader.abort();
     }
     Ok(())
 }

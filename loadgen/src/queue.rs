@@ -362,7 +362,7 @@ async fn wait_for(count: &AtomicU64, total: u64, timeout: Duration) -> u64 {
 }
 
 /// Resident memory of the processes, KiB, summed (`None` if any is unreadable or none given).
-fn rss(pids: &[u32]) -> Option<u64> {
+pub(crate) fn rss(pids: &[u32]) -> Option<u64> {
     if pids.is_empty() {
         return None;
     }

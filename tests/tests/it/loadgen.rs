@@ -1,6 +1,6 @@
 //! The load generator's scenarios against the real services, on a small scale: `sale` (the
 //! whole rush, whose invariant checks must pass, and fail with exit status 2 once the seat
-//! counters are corrupted), `queue` (the fan-out of one frontier change) and `burst`.
+//! counters are corrupted), `queue` (the fan-out of one frontier change), `burst` and `idle`.
 
 use std::process::Command;
 use std::time::Duration;
@@ -546,4 +546,53 @@ async fn the_poll_scenario_asks_for_the_status_at_its_interval(db: sqlx::PgPool)
     // Each of the 50 asks about once a second for three seconds.
     let requests = report["requests"].as_u64().unwrap();
     assert!((100..=200).contains(&requests), "{report}");
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn the_idle_scenario_holds_sessions_lean_or_with_the_full_client_and_weighs_them(
+    db: sqlx::PgPool,
+) {
+    let app = TestApp::spawn(db).await;
+    let sale = unique("idle-");
+    // Before the opening: every session sits in the pre-queue, as in deploy/bench-idle.sh.
+    let spec = SaleSpec {
+        opens_in: Duration::from_secs(3600),
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    let gateway = app.gateway.to_string();
+    for (client, issued) in [("lean", 40), ("full", 80)] {
+        let (status, stdout, report) = run(&[
+            "idle",
+            "--gateway",
+            &gateway,
+            "--sale",
+            &sale,
+            "--connections",
+            "40",
+            "--from",
+            "127.0.0.2,127.0.0.3",
+            "--hold-secs",
+            "0",
+            "--client",
+            client,
+        ])
+        .await;
+        assert_eq!(status, 0, "{stdout}");
+        assert_eq!(report["client"], client, "{report}");
+        assert_eq!(
+            (&report["open"], &report["failed"]),
+            (&40.into(), &0.into())
+        );
+        // The process weighed its own sessions: the figure BENCHMARKS.md keeps the lean client
+        // apart by.
+        let bytes = report["loadgen_bytes_per_session"].as_f64();
+        assert!(bytes.is_some_and(|b| b >= 0.0), "{report}");
+        assert!(stdout.contains("loadgen memory per session"), "{stdout}");
+        // The gateway agrees: each session took a ticket of its own.
+        let summary = app
+            .get_json(&format!("http://{}/v1/sales/{sale}", app.gateway))
+            .await;
+        assert_eq!(summary["tickets_issued"], issued, "{summary}");
+    }
 }
