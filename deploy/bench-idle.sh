@@ -2,10 +2,8 @@
 # Measures what one idle waiting-room connection costs a gateway (BENCHMARKS.md):
 # starts a release gateway for a sale that opens in an hour, opens N idle WebSocket sessions
 # with floodgate-loadgen from several loopback addresses, and compares the gateway's resident
-# memory before and after. Then it measures what a session costs the load generator itself, for
-# its lean client (a connection that only reads frames) and for the client crate's whole wait in
-# line (resume, back-off, close codes): the figure that keeps the lean one apart. Needs the local
-# stack: deploy/stack.sh up.
+# memory before and after; the load generator (each session the client crate's whole wait in line)
+# reports what a session costs it too. Needs the local stack: deploy/stack.sh up.
 #
 #   deploy/bench-idle.sh [N]      (default 15000; the machine allows 20,000 open files a process)
 set -euo pipefail
@@ -52,15 +50,8 @@ done
 sleep 10 # let the first position-interval messages and allocator settle
 AFTER=$(rss)
 SESSIONS=$(curl -s "http://$FLOODGATE_GATEWAY_ADMIN_LISTEN/metrics" | awk '/^floodgate_ws_sessions / {print $2}')
-head -1 "$FLOODGATE_HOME/bench-idle.log"
+grep '^open=' "$FLOODGATE_HOME/bench-idle.log"
 echo "gateway RSS: before ${BEFORE} KiB, with ${SESSIONS} idle sessions ${AFTER} KiB"
 awk -v b="$BEFORE" -v a="$AFTER" -v n="$SESSIONS" \
   'BEGIN { printf "per idle connection: %.2f KB (%.0f bytes)\n", (a - b) * 1.024 / n, (a - b) * 1024 / n }'
 grep '^loadgen memory' "$FLOODGATE_HOME/bench-idle.log"
-kill $LOADGEN 2>/dev/null || true
-wait $LOADGEN 2>/dev/null || true
-# The same sessions held by the full client, in a process of its own.
-"$BIN/floodgate-loadgen" idle --gateway "$FLOODGATE_GATEWAY_LISTEN" --sale "$SALE" \
-  --connections "$N" --from 127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5 --hold-secs 0 --client full \
-  >"$FLOODGATE_HOME/bench-idle-full.log" 2>&1 || { cat "$FLOODGATE_HOME/bench-idle-full.log"; exit 1; }
-grep -E '^(open|loadgen memory)' "$FLOODGATE_HOME/bench-idle-full.log"

@@ -2,18 +2,19 @@
 //!
 //! `idle` opens N WebSocket sessions, reads each ticket, then holds them open (answering pings)
 //! for a while: the measure of a gateway's memory per idle connection (BENCHMARKS.md), and of
-//! what a lean session and the full client cost the load generator itself.
+//! what a session costs the load generator itself.
 //! `publish` writes synthetic reservation events straight to a topic: the load of the consumer's
 //! throughput benchmark. `sale` runs the whole rush (join, wait, admitted, reserve, pay or walk
 //! away, expire) and checks its invariants against Redis and PostgreSQL at the end. `queue`
 //! holds many sessions and times a frontier change's fan-out; `burst` times joins at the opening.
-//! Every client is `floodgate-client`'s (`sale/person.rs` waits in line and books through it;
-//! the idle and fan-out scenarios open its sockets and only listen).
+//! Every client is `floodgate-client`'s: `sale/person.rs` waits in line and books through it,
+//! the idle and fan-out scenarios watch its wait in line (`waits.rs`), and the burst times its
+//! single connection to a ticket.
 //!
 //! # Layout
 //! - `sale/`: the rush (`person.rs`, one simulated person; `checks.rs`, the invariants).
-//! - `idle`: idle sessions, lean or the full client; `queue`: `queue` and `burst`; `poll`:
-//!   waiting by polling, for comparison.
+//! - `waits`: many people waiting in line through the client crate; `idle`: idle sessions;
+//!   `queue`: `queue` and `burst`; `poll`: waiting by polling, for comparison.
 //! - `reserve`: the booking endpoint end to end; `publish`: synthetic events; `naive`: the
 //!   PostgreSQL counter row, for comparison.
 //! - `report`: tables and percentiles; `markdown`: the generated part of BENCHMARKS.md.
@@ -27,6 +28,7 @@ mod queue;
 mod report;
 mod reserve;
 mod sale;
+mod waits;
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -136,25 +138,19 @@ fn exit_on_failure(ok: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-type Socket = floodgate_client::room::Socket;
-
-fn dial(source: IpAddr, gateway: SocketAddr, sale: &str) -> Dial<'_> {
-    Dial {
+/// One connection from `source` to `sale`'s room on `gateway`, upgraded, its ticket read.
+async fn session(
+    source: IpAddr,
+    gateway: SocketAddr,
+    sale: &str,
+) -> anyhow::Result<floodgate_client::room::Socket> {
+    let dial = Dial {
         gateway,
         sale,
         resume: None,
         from: Some(source),
         headers: &[],
         challenge: None,
-    }
-}
-
-/// A WebSocket to `sale`'s room on `gateway`, from the local address `source`.
-async fn connect(source: IpAddr, gateway: SocketAddr, sale: &str) -> anyhow::Result<Socket> {
-    Ok(room::connect(&dial(source, gateway, sale)).await?)
-}
-
-/// One session from `source`: connected, upgraded, its ticket read.
-async fn session(source: IpAddr, gateway: SocketAddr, sale: &str) -> anyhow::Result<Socket> {
-    Ok(room::join(&dial(source, gateway, sale)).await?.0)
+    };
+    Ok(room::join(&dial).await?.0)
 }

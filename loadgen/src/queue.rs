@@ -18,12 +18,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context as _};
-use floodgate_contract::ws::ServerMessage;
-use futures::StreamExt;
+use floodgate_client::room::{RoomEvent, Waited};
 use serde_json::{json, Value};
-use tokio_tungstenite::tungstenite::Message;
 
 use crate::report::{Latencies, Table};
+use crate::waits::{self, Plan, Seen, Waits};
 
 /// Where the clients go and come from.
 #[derive(Clone, Debug, clap::Args)]
@@ -107,8 +106,8 @@ fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// One joined client, read by a task of its own: when it first heard something at or after the
-/// change (Unix ms; `UNSET` until then).
+/// One client waiting in line: when it first heard something at or after the change (Unix ms;
+/// `UNSET` until then).
 struct Listener {
     reached: Arc<AtomicU64>,
 }
@@ -131,9 +130,9 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<bool> {
     let change_at = Arc::new(AtomicU64::new(args.change_at_unix_ms.unwrap_or(UNSET)));
     let tally = Arc::new(Tally::default());
     let started = Instant::now();
-    let (listeners, failed) = open_listeners(&args, &change_at, &tally).await;
+    let (people, listeners, failed) = open_listeners(&args, &change_at, &tally).await;
     let open_secs = started.elapsed().as_secs_f64();
-    let open = listeners.len() as u64;
+    let open = people.open;
     eprintln!("open {open} (failed {failed}) in {open_secs:.1} s");
 
     // Everyone in place: each has heard its ticket and a position (or the pre-queue size).
@@ -143,7 +142,7 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<bool> {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss_after = rss(&args.gateway_pids);
     let fan_out = match args.ops {
-        Some(ops) => Some(fan_out(&args, ops, &change_at, &tally, &listeners).await?),
+        Some(ops) => Some(fan_out(&args, ops, (&change_at, &tally), &listeners, open).await?),
         None => None,
     };
     let per_connection = match (rss_before, rss_after) {
@@ -165,67 +164,42 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<bool> {
         "gateway_rss_kib_after": rss_after,
         "gateway_bytes_per_connection": per_connection,
         "fan_out": fan_out,
+        "reconnects": people.reconnects(),
     });
     print_queue_report(&args, &report, per_connection)?;
     if args.hold_secs > 0 {
         tokio::time::sleep(Duration::from_secs(args.hold_secs)).await;
     }
+    drop(people);
     Ok(failed == 0)
 }
 
-/// Opens every client's session, at most `concurrency` joins at a time, each read by a
-/// listener: the listeners, and how many joins failed.
+/// Starts every client's wait in line, at most `concurrency` joins at a time, each watched by a
+/// listener: the people, their listeners, and how many did not get a ticket.
 async fn open_listeners(
     args: &QueueArgs,
     change_at: &Arc<AtomicU64>,
     tally: &Arc<Tally>,
-) -> (Vec<Listener>, u64) {
-    let started = Instant::now();
-    let failed = Arc::new(AtomicU64::new(0));
-    let opened = Arc::new(AtomicU64::new(0));
-    // Progress while the sessions open (a large run takes a while).
-    let progress = {
-        let (opened, failed, total) = (opened.clone(), failed.clone(), args.crowd.clients);
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(Duration::from_secs(1));
-            every.tick().await;
-            loop {
-                every.tick().await;
-                eprintln!(
-                    "[{:>4.0}s] open {}/{total}  failed {}",
-                    started.elapsed().as_secs_f64(),
-                    opened.load(Ordering::Relaxed),
-                    failed.load(Ordering::Relaxed)
-                );
-            }
-        })
+) -> (Waits, Vec<Listener>, u64) {
+    let plan = Plan {
+        gateways: &args.crowd.gateways,
+        from: &args.crowd.from,
+        sale: &args.crowd.sale,
+        people: args.crowd.clients,
+        concurrency: args.concurrency,
     };
-    let listeners: Vec<Listener> = futures::stream::iter(0..args.crowd.clients)
-        .map(|i| {
-            let (source, gateway) = args.crowd.target(i);
-            let (change_at, failed, opened) = (change_at.clone(), failed.clone(), opened.clone());
-            let (tally, sale) = (tally.clone(), &args.crowd.sale);
-            async move {
-                match crate::connect(source, gateway, sale).await {
-                    Ok(ws) => {
-                        opened.fetch_add(1, Ordering::Relaxed);
-                        Some(listen(ws, change_at, tally))
-                    }
-                    Err(e) => {
-                        if failed.fetch_add(1, Ordering::Relaxed) < 5 {
-                            eprintln!("join failed: {e:#}");
-                        }
-                        None
-                    }
-                }
-            }
-        })
-        .buffer_unordered(args.concurrency.max(1))
-        .filter_map(|l| async move { l })
-        .collect()
-        .await;
-    progress.abort();
-    (listeners, failed.load(Ordering::Relaxed))
+    let mut listeners = Vec::with_capacity(args.crowd.clients as usize);
+    let people = waits::wait_many(&plan, |_| {
+        let listener = Listener {
+            reached: Arc::new(AtomicU64::new(UNSET)),
+        };
+        let watch = listen(listener.reached.clone(), change_at.clone(), tally.clone());
+        listeners.push(listener);
+        watch
+    })
+    .await;
+    let failed = args.crowd.clients - people.open;
+    (people, listeners, failed)
 }
 
 /// Waits for the agreed instant, makes the change (if this process triggers it), and times
@@ -233,11 +207,10 @@ async fn open_listeners(
 async fn fan_out(
     args: &QueueArgs,
     ops: SocketAddr,
-    change_at: &AtomicU64,
-    tally: &Tally,
+    (change_at, tally): (&AtomicU64, &Tally),
     listeners: &[Listener],
+    open: u64,
 ) -> anyhow::Result<Value> {
-    let open = listeners.len() as u64;
     let at = match args.change_at_unix_ms {
         Some(at) => at,
         None => {
@@ -317,36 +290,34 @@ fn print_queue_report(
     Ok(())
 }
 
-/// Reads one client's messages in a task of its own, noting when it was placed and when it
-/// first heard something at or after the change.
-fn listen(mut ws: crate::Socket, change_at: Arc<AtomicU64>, tally: Arc<Tally>) -> Listener {
-    let reached = Arc::new(AtomicU64::new(UNSET));
-    let r = reached.clone();
-    tokio::spawn(async move {
-        let mut placed = false;
-        while let Some(Ok(frame)) = ws.next().await {
-            let Message::Text(text) = frame else { continue };
-            let now = unix_ms();
-            let heard = matches!(
-                serde_json::from_str::<ServerMessage>(&text),
-                Ok(ServerMessage::Position { .. }
-                    | ServerMessage::PreQueue { .. }
-                    | ServerMessage::Admitted { .. })
-            );
-            if heard {
-                if !placed {
-                    placed = true;
-                    tally.placed.fetch_add(1, Ordering::Relaxed);
-                }
-                let at = change_at.load(Ordering::SeqCst);
-                if at != UNSET && now >= at && r.load(Ordering::Relaxed) == UNSET {
-                    r.store(now, Ordering::Relaxed);
-                    tally.reached.fetch_add(1, Ordering::Relaxed);
-                }
-            }
+/// One client's watcher: notes when it was placed and when it first heard something at or after
+/// the change (a place, or its admission).
+fn listen(
+    reached: Arc<AtomicU64>,
+    change_at: Arc<AtomicU64>,
+    tally: Arc<Tally>,
+) -> impl FnMut(Seen<'_>) + Send + 'static {
+    let mut placed = false;
+    move |seen| {
+        let heard = matches!(
+            seen,
+            Seen::Event(RoomEvent::Position { .. } | RoomEvent::PreQueue { .. })
+                | Seen::Ended(Waited::Admitted(_))
+        );
+        if !heard {
+            return;
         }
-    });
-    Listener { reached }
+        let now = unix_ms();
+        if !placed {
+            placed = true;
+            tally.placed.fetch_add(1, Ordering::Relaxed);
+        }
+        let at = change_at.load(Ordering::SeqCst);
+        if at != UNSET && now >= at && reached.load(Ordering::Relaxed) == UNSET {
+            reached.store(now, Ordering::Relaxed);
+            tally.reached.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Waits until `count` reaches `total`, or `timeout`; the count then.
@@ -411,13 +382,10 @@ pub async fn burst(args: BurstArgs) -> anyhow::Result<bool> {
             tokio::spawn(async move {
                 tokio::time::sleep_until(start.into()).await;
                 let asked = Instant::now();
-                match crate::connect(source, gateway, &sale).await {
-                    Ok(mut ws) => {
-                        match tokio::time::timeout(Duration::from_secs(30), ws.next()).await {
-                            Ok(Some(Ok(Message::Text(_)))) => Ok((asked.elapsed(), ws)),
-                            other => Err(format!("no ticket: {other:?}")),
-                        }
-                    }
+                // One connection, as at the opening: the time to its ticket is the figure, so a
+                // failure is counted, not retried.
+                match crate::session(source, gateway, &sale).await {
+                    Ok(ws) => Ok((asked.elapsed(), ws)),
                     Err(e) => Err(format!("{e:#}")),
                 }
             })
