@@ -63,14 +63,18 @@ psql -q "$PG/postgres" -c "create database $DB"
 "$BIN/floodgate-booking" migrate >/dev/null
 FLOODGATE_TOPIC_PARTITIONS=6 "$BIN/floodgate-booking" topics ensure >/dev/null
 
-PIDS=()
+PIDS=() RAW_DB= RAW_PREFIX=
 cleanup() {
   trap - EXIT INT TERM
   [ ${#PIDS[@]} -eq 0 ] || kill "${PIDS[@]}" 2>/dev/null || true
   wait 2>/dev/null || true
   psql -q "$PG/postgres" -c "drop database if exists $DB" 2>/dev/null || true
   # The run's Redis keys (its own prefix) go too: the shared Redis keeps only what is in use.
-  redis-cli --scan --pattern "${FLOODGATE_REDIS_PREFIX}*" | xargs -r -n 1000 redis-cli DEL >/dev/null || true
+  local prefix
+  for prefix in "$FLOODGATE_REDIS_PREFIX" $RAW_PREFIX; do
+    redis-cli --scan --pattern "${prefix}*" | xargs -r -n 1000 redis-cli DEL >/dev/null || true
+  done
+  [ -z "$RAW_DB" ] || psql -q "$PG/postgres" -c "drop database if exists $RAW_DB" 2>/dev/null || true
 }
 trap cleanup EXIT INT TERM
 
@@ -105,18 +109,81 @@ new_sale() { # <id prefix> <opens in secs>
   echo "$sale"
 }
 ops() { curl -fsS -X "$1" -H "Authorization: Bearer $FLOODGATE_OPS_TOKEN" "http://127.0.0.1:19081$2" >/dev/null; }
+sleep_until_ms() { local ms=$(($1 - $(date +%s%3N))); [ "$ms" -le 0 ] || sleep "$(awk -v m="$ms" 'BEGIN { printf "%.3f", m / 1000 }')"; }
 
-BACKEND_UP=
+# Per-process CPU over a timed phase: the headline figures of BENCHMARKS.md, every process of
+# one run side by side. `cpu_begin <phase> <name=pid>...` marks each process's CPU time so far
+# (user and system, from /proc/<pid>/stat; a name's part before its first '-' is its role);
+# `cpu_end <phase> [counts]` marks them again and writes $RESULTS/cpu-<phase>.json: each
+# process's seconds over the phase, the phase's wall time, and the counts (a JSON object:
+# messages sent, reservations, ...; the first is the unit the phase's table divides by). A
+# process gone by the end is left out; the load generators report their own CPU in their JSON.
+proc_cpu() { [ -r "/proc/$1/stat" ] && sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12, $13}'; }
+cpu_mark() { # <file> <name=pid>...
+  local out=$1 np ticks; shift
+  { date +%s%N; for np in "$@"; do ticks=$(proc_cpu "${np#*=}") && echo "${np%%=*} $ticks"; done; } >"$out"
+}
+cpu_begin() {
+  local phase=$1; shift
+  printf '%s\n' "$@" >"$RESULTS/.cpu-$phase.names"
+  cpu_mark "$RESULTS/.cpu-$phase.begin" "$@"
+}
+cpu_end() {
+  local phase=$1 counts=${2:-"{}"} names
+  mapfile -t names <"$RESULTS/.cpu-$phase.names"
+  cpu_mark "$RESULTS/.cpu-$phase.end" "${names[@]}"
+  awk -v hz="$(getconf CLK_TCK)" '
+    FNR == 1 { t[FILENAME == ARGV[1]] = $1; next }
+    FILENAME == ARGV[1] { u[$1] = $2; s[$1] = $3; next }
+    ($1 in u) { printf "%s %.2f %.2f\n", $1, ($2 - u[$1]) / hz, ($3 - s[$1]) / hz }
+    END { printf "@wall %.3f\n", (t[0] - t[1]) / 1e9 }' \
+    "$RESULTS/.cpu-$phase.begin" "$RESULTS/.cpu-$phase.end" |
+    jq -R -s --arg phase "$phase" --argjson counts "$counts" '
+      split("\n") | map(select(length > 0) | split(" ")) |
+      { phase: $phase, counts: $counts, unit: ($counts | keys_unsorted | first),
+        seconds: (map(select(.[0] == "@wall"))[0][1] | tonumber),
+        processes: map(select(.[0] != "@wall") | { name: .[0], role: (.[0] | split("-")[0]),
+          user_s: (.[1] | tonumber), system_s: (.[2] | tonumber) }) }' >"$RESULTS/cpu-$phase.json"
+  rm -f "$RESULTS/.cpu-$phase".*
+}
+redis_pid() { redis-cli INFO server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}'; }
+# Every service process running now, as name=pid (PostgreSQL's are each backend and helper).
+service_procs() {
+  local procs=("redis=$(redis_pid)") pid i
+  pid=$(cat "$FLOODGATE_HOME/tansu.pid" 2>/dev/null || true)
+  [ -n "$pid" ] && procs+=("broker=$pid")
+  [ -n "$BACKEND_UP" ] && procs+=("booking=$BOOKING_PID" "consumer=$CONSUMER_PID" "sandbox=$SANDBOX_PID")
+  for i in "${!GATEWAY_PIDS[@]}"; do procs+=("gateway-$((i + 1))=${GATEWAY_PIDS[$i]}"); done
+  for pid in $(pgrep -x postgres); do procs+=("postgres-$pid=$pid"); done
+  printf '%s\n' "${procs[@]}"
+}
+# A counter's value summed over all its series and the admin listeners given.
+metric_sum() { # <metric> <admin address>...
+  local name=$1 total=0 addr; shift
+  for addr in "$@"; do
+    total=$((total + $(curl -s "http://$addr/metrics" |
+      awk -v n="$name" '$1 == n || index($1, n "{") == 1 { s += $2 } END { printf "%.0f", s }')))
+  done
+  echo "$total"
+}
+# Redis' own count of a command's calls and the microseconds it spent in them (a script's
+# commands are counted inside its EVALSHA too).
+redis_cmdstat() { redis-cli INFO commandstats | tr -d '\r' | awk -F'[:,=]' -v c="cmdstat_$1" '$1 == c { print $3, $5; f = 1 } END { if (!f) print 0, 0 }'; }
+
+BACKEND_UP= BOOKING_PID= CONSUMER_PID= SANDBOX_PID=
 start_backend() {
   [ -n "$BACKEND_UP" ] && return
   FLOODGATE_BOOKING_LISTEN=127.0.0.1:18081 FLOODGATE_ADMIN_LISTEN=127.0.0.1:19081 \
     FLOODGATE_PAYMENT_SANDBOX=true FLOODGATE_PAYMENT_PROVIDER_URL=http://127.0.0.1:18082 \
-    "$BIN/floodgate-booking" serve >"$LOGS/booking.log" 2>&1 & PIDS+=($!)
+    "$BIN/floodgate-booking" serve >"$LOGS/booking.log" 2>&1 &
+  BOOKING_PID=$! PIDS+=($!)
   FLOODGATE_SANDBOX_LISTEN=127.0.0.1:18082 FLOODGATE_SANDBOX_PUBLIC_URL=http://127.0.0.1:18082 \
     FLOODGATE_SANDBOX_WEBHOOK_URL=http://127.0.0.1:18081/v1/payments/webhook \
-    "$BIN/floodgate-booking" sandbox-pay >"$LOGS/sandbox.log" 2>&1 & PIDS+=($!)
+    "$BIN/floodgate-booking" sandbox-pay >"$LOGS/sandbox.log" 2>&1 &
+  SANDBOX_PID=$! PIDS+=($!)
   FLOODGATE_CONSUMER_METRICS_LISTEN=127.0.0.1:19102 FLOODGATE_CONSUMER_INSTANCE_ID=bench-consumer \
-    "$BIN/floodgate-consumer" >"$LOGS/consumer.log" 2>&1 & PIDS+=($!)
+    "$BIN/floodgate-consumer" >"$LOGS/consumer.log" 2>&1 &
+  CONSUMER_PID=$! PIDS+=($!)
   healthy 127.0.0.1:18081
   BACKEND_UP=1
 }
@@ -147,28 +214,54 @@ queue() {
   # The change happens at one instant for every process, once all can be in place.
   at=$(( $(date +%s%3N) + 30000 + CLIENTS / 2 ))
   say "queue: $CLIENTS sessions on $GATEWAYS gateways; the change at +$(( (at - $(date +%s%3N)) / 1000 )) s"
-  local loaders=()
+  local loaders=() logs=()
+  mapfile -t procs < <(service_procs)
+  cpu_begin queue-opening "${procs[@]}"
   for l in $(seq 1 "$GATEWAYS"); do
     local trigger=(); [ "$l" = 1 ] && trigger=(--trigger)
     "$BIN/floodgate-loadgen" queue --gateways "$(joined "${GATEWAY_ADDRS[@]}")" --sale "$sale" \
-      --clients "$per" --from "$(sources "$l")" --ops 127.0.0.1:19081 \
+      --clients "$per" --from "$(sources "$l")" --ops 127.0.0.1:19081 --hold-secs 5 \
       --change-at-unix-ms "$at" "${trigger[@]}" --json "$RESULTS/queue-$l.json" \
       >"$LOGS/queue-$l.log" 2>&1 &
-    loaders+=($!)
+    loaders+=($!) logs+=("$LOGS/queue-$l.log")
   done
   # Memory once everyone is in place, before the change.
-  until [ "$(grep -l '^placed' "$LOGS"/queue-*.log 2>/dev/null | wc -l)" -ge "$GATEWAYS" ]; do
+  until [ "$(grep -l '^placed' "${logs[@]}" 2>/dev/null | wc -l)" -ge "$GATEWAYS" ]; do
     sleep 0.5
   done
+  local held; held=$(sessions)
+  cpu_end queue-opening "{\"sessions\": $held}"
   sleep 2
-  local after held; after=$(rss_kib "${GATEWAY_PIDS[@]}"); held=$(sessions)
+  local after; after=$(rss_kib "${GATEWAY_PIDS[@]}")
   jq -n --argjson before "$before" --argjson after "$after" --argjson sessions "$held" \
     --argjson gateways "$GATEWAYS" \
     '{gateways: $gateways, sessions: $sessions, rss_kib_before: $before, rss_kib_after: $after,
       bytes_per_connection: (($after - $before) * 1024 / $sessions)}' >"$RESULTS/memory.json"
+  fanout_phase queue-fanout "$at" gateway_messages "${logs[@]}"
   wait "${loaders[@]}" || say "a queue loadgen reported failures (see $LOGS)"
   stop_gateways
 }
+# The messages every running gateway has sent so far.
+gateway_messages() { metric_sum floodgate_ws_messages_sent_total "${GATEWAY_ADMINS[@]}"; }
+# One change's fan-out, for loaders started with --change-at-unix-ms <at> and --hold-secs: every
+# service's CPU from just before the instant until each loader has seen its clients reached
+# (while their sessions are still open: closing them is no part of the change), and the
+# messages the servers sent meanwhile (counted by the command <messages>).
+fanout_phase() { # <phase> <at> <messages> <loader logs>...
+  local phase=$1 at=$2 messages=$3 m0 m1 procs; shift 3
+  mapfile -t procs < <(service_procs)
+  sleep_until_ms $((at - 100))
+  m0=$($messages)
+  cpu_begin "$phase" "${procs[@]}" "${FANOUT_EXTRA[@]}"
+  local deadline=$(($(date +%s) + 60))
+  until [ "$(grep -l '^fan-out measured' "$@" 2>/dev/null | wc -l)" -ge "$#" ]; do
+    [ "$(date +%s)" -lt "$deadline" ] || { say "$phase: not every loader measured the change"; break; }
+    sleep 0.05
+  done
+  m1=$($messages)
+  cpu_end "$phase" "{\"messages\": $((m1 - m0))}"
+}
+FANOUT_EXTRA=()
 
 # burst: BURST joins within one second, from four processes, on two gateways, before the
 # opening (the pre-queue, as at a real opening).
@@ -176,7 +269,9 @@ burst() {
   local sale; sale=$(new_sale bench-burst 600)
   start_gateways 2
   say "burst: $BURST joins within one second"
-  local loaders=()
+  local loaders=() procs
+  mapfile -t procs < <(service_procs)
+  cpu_begin burst "${procs[@]}"
   for l in 1 2 3 4; do
     "$BIN/floodgate-loadgen" burst --gateways "$(joined "${GATEWAY_ADDRS[@]}")" --sale "$sale" \
       --clients $((BURST / 4)) --from "$(sources "$l")" --within-ms 1000 \
@@ -184,6 +279,8 @@ burst() {
     loaders+=($!)
   done
   wait "${loaders[@]}" || say "a burst loadgen reported failures (see $LOGS)"
+  # Each join and its leave: the burst's clients disconnect once they have their ticket.
+  cpu_end burst "{\"joins\": $BURST}"
   stop_gateways
 }
 
@@ -194,37 +291,51 @@ sale() {
   start_backend
   start_gateways 2
   say "sale: $SALE_CLIENTS people for 400 seats"
+  local procs; mapfile -t procs < <(service_procs)
+  cpu_begin sale "${procs[@]}"
   "$BIN/floodgate-loadgen" sale --gateways "$(joined "${GATEWAY_ADDRS[@]}")" --sale "$sale" \
     --booking 127.0.0.1:18081 --sandbox 127.0.0.1:18082 --clients "$SALE_CLIENTS" \
     --from "$(sources 1),$(sources 2)" --json "$RESULTS/sale.json" 2>"$LOGS/sale.log" ||
     say "the sale's invariants did NOT all hold (see $RESULTS/sale.json)"
+  cpu_end sale "{\"people\": $SALE_CLIENTS}"
   stop_gateways
 }
 
-# raw: the pool script alone, as redis-benchmark runs it (EVALSHA, 50 connections, unpipelined
-# and 16 deep), against the booking endpoint end to end on the same Redis; and the broker's own
-# acknowledgement rate, which bounds the endpoint (a 201 waits for the broker).
+# raw: the scripts a reservation runs (claim_token, reserve, ack), timed by redis-benchmark as
+# the booking service sends them (deploy/bench-scripts.sh; 50 connections, unpipelined, and the
+# reserve script 16 deep), against the booking endpoint end to end on the same Redis, with every
+# process's CPU over each run; and the broker's own acknowledgement rate, which bounds the
+# endpoint (a 201 waits for the broker).
 raw() {
-  # A pool no service knows (so no relay publishes the benchmark's events), armed by hand with
-  # more seats than the run can take.
-  local base="${FLOODGATE_REDIS_PREFIX}{p:rawbench/p}" sha
-  redis-cli HSET "$base:cfg" armed 1 capacity 1000000000 hold_ttl_ms 600000 sale rawbench \
-    pool p fare_minor 100 currency INR >/dev/null
-  redis-cli MSET "$base:avail" 1000000000 "$base:held" 0 "$base:sold" 0 >/dev/null
-  sha=$(redis-cli SCRIPT LOAD "$(cat lua/lib.lua lua/reserve.lua)")
-  say "raw: redis-benchmark EVALSHA of the reserve script"
-  local results=()
-  for depth in 1 16; do
-    local rps
-    rps=$(redis-benchmark -n 200000 -c 50 -P "$depth" -r 1000000000 --csv EVALSHA "$sha" 9 \
-      "$base:cfg" "$base:avail" "$base:held" "$base:sold" "$base:holds" "$base:expiries" \
-      "$base:outbox" "$base:rsv:__rand_int__" "$base:tok:__rand_int__" \
-      t__rand_int__ k 1 r__rand_int__ s 1 | awk -F'"' 'NR == 2 {print $4}')
-    results+=("$rps")
+  # The scripts alone run on a sale of their own, under a Redis prefix and in a database no
+  # service reads: no relay publishes their events, no reconcile pass looks at them.
+  local prefix="rawbench$RANDOM:" db="${DB}_raw" raw_sale="raw-$RANDOM" pool=12627-20261201-SL-TQ
+  RAW_DB=$db RAW_PREFIX=$prefix
+  psql -q "$PG/postgres" -c "create database $db"
+  FLOODGATE_DATABASE_URL="$PG/$db" "$BIN/floodgate-booking" migrate >/dev/null
+  FLOODGATE_DATABASE_URL="$PG/$db" FLOODGATE_REDIS_PREFIX=$prefix "$BIN/floodgate-booking" sale create \
+    deploy/sales/bench.toml --id "$raw_sale" --opens-in-secs 1 --arm >/dev/null
+  # Room for every reservation the benchmark makes.
+  local base="${prefix}{p:$raw_sale/$pool}"
+  redis-cli MSET "$base:avail" 1000000000 >/dev/null
+  redis-cli HSET "$base:cfg" capacity 1000000100 >/dev/null
+  local calls="$RESULTS/raw-scripts-calls.json"
+  FLOODGATE_REDIS_PREFIX=$prefix "$BIN/floodgate-booking" scripts bench --sale "$raw_sale" \
+    --pool "$pool" >"$calls"
+  say "raw: redis-benchmark of each script a reservation runs"
+  local script rates=() rps redis; redis=$(redis_pid)
+  for script in claim_token reserve ack; do
+    cpu_begin "raw-script-$script" "redis=$redis"
+    rps=$(deploy/bench-scripts.sh "$calls" "$script" 200000 50 1)
+    cpu_end "raw-script-$script" "{\"requests\": 200000, \"per_second\": $rps}"
+    rates+=("$rps")
   done
-  redis-cli --scan --pattern "${FLOODGATE_REDIS_PREFIX}{p:rawbench/p}*" | xargs -r -n 1000 redis-cli DEL >/dev/null
-  jq -n --argjson p1 "${results[0]}" --argjson p16 "${results[1]}" \
-    '{evalsha_per_second: $p1, evalsha_pipelined_16_per_second: $p16, connections: 50}' \
+  local deep; deep=$(deploy/bench-scripts.sh "$calls" reserve 200000 50 16)
+  # One reservation needs one call of each, on one Redis core: its rate is the harmonic sum.
+  jq -n --argjson claim "${rates[0]}" --argjson reserve "${rates[1]}" --argjson ack "${rates[2]}" \
+    --argjson deep "$deep" '{connections: 50, claim_token_per_second: $claim,
+      reserve_per_second: $reserve, ack_per_second: $ack, reserve_pipelined_16_per_second: $deep,
+      reservations_per_second: (1 / (1 / $claim + 1 / $reserve + 1 / $ack))}' \
     >"$RESULTS/raw-redis.json"
 
   say "raw: the booking endpoint end to end"
@@ -236,17 +347,33 @@ raw() {
     --pool 12951-20261201-3A-TQ --requests 100 --concurrency 50 --first-ticket 9000000000 \
     >/dev/null # warm up
   # The bench sale's pools hold 100 seats: this one gets room for the whole run.
-  local pool="${FLOODGATE_REDIS_PREFIX}{p:$sale/12627-20261201-SL-TQ}"
-  redis-cli MSET "$pool:avail" 1000000 >/dev/null
-  redis-cli HSET "$pool:cfg" capacity 1000100 >/dev/null
+  local pool_keys="${FLOODGATE_REDIS_PREFIX}{p:$sale/$pool}"
+  redis-cli MSET "$pool_keys:avail" 1000000 >/dev/null
+  redis-cli HSET "$pool_keys:cfg" capacity 1000100 >/dev/null
   # A 201 waits for the broker's acknowledgement, so throughput follows the requests in flight.
-  local first=1000000000
+  local first=1000000000 procs evalsha0 evalsha1 events0 created
   for inflight in 50 400; do
+    mapfile -t procs < <(service_procs)
+    read -r -a evalsha0 < <(redis_cmdstat evalsha)
+    events0=$(metric_sum floodgate_consumer_events_total 127.0.0.1:19102)
+    cpu_begin "raw-booking-$inflight" "${procs[@]}"
+    cpu_begin "raw-consume-$inflight" "consumer=$CONSUMER_PID" $(printf '%s\n' "${procs[@]}" | grep '^postgres')
     "$BIN/floodgate-loadgen" reserve --booking 127.0.0.1:18081 --sale "$sale" \
-      --pool 12627-20261201-SL-TQ --requests 20000 --concurrency "$inflight" \
+      --pool "$pool" --requests 20000 --concurrency "$inflight" \
       --first-ticket "$first" --json "$RESULTS/raw-booking-$inflight.json" \
       >"$LOGS/raw-booking-$inflight.log" 2>&1 ||
       say "some reservations failed (see $LOGS/raw-booking-$inflight.log)"
+    read -r -a evalsha1 < <(redis_cmdstat evalsha)
+    created=$(jq '.statuses["201"] // 0' "$RESULTS/raw-booking-$inflight.json")
+    cpu_end "raw-booking-$inflight" "{\"reservations\": $created,
+      \"evalsha_calls\": $((evalsha1[0] - evalsha0[0])), \"evalsha_usec\": $((evalsha1[1] - evalsha0[1]))}"
+    # The consumer's own phase ends once it has applied this run's events.
+    local applied=0 deadline=$(($(date +%s) + 120))
+    while [ "$applied" -lt "$created" ] && [ "$(date +%s)" -lt "$deadline" ]; do
+      sleep 0.2
+      applied=$(($(metric_sum floodgate_consumer_events_total 127.0.0.1:19102) - events0))
+    done
+    cpu_end "raw-consume-$inflight" "{\"events\": $applied}"
     first=$((first + 1000000))
   done
 
@@ -274,22 +401,21 @@ naive() {
   local pool="${FLOODGATE_REDIS_PREFIX}{p:$sale/12627-20261201-SL-TQ}"
   redis-cli MSET "$pool:avail" 1000 >/dev/null
   redis-cli HSET "$pool:cfg" capacity 1000 >/dev/null
+  local procs; mapfile -t procs < <(service_procs)
+  cpu_begin naive-floodgate "${procs[@]}"
   "$BIN/floodgate-loadgen" reserve --booking 127.0.0.1:18081 --sale "$sale" \
     --pool 12627-20261201-SL-TQ --requests 20000 --concurrency 50 \
     --json "$RESULTS/naive-floodgate.json" >"$LOGS/naive-floodgate.log" 2>&1
+  cpu_end naive-floodgate "{\"attempts\": 20000}"
 }
 
 # poll: the gateway's CPU time per waiting client per minute, WebSocket push against polling the
 # sale's status every 5 s, BENCH_POLL_CLIENTS clients each (default 10000), one gateway.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-measure_cpu() { # <file> <clients> <what>: the gateway's CPU over one minute, as JSON
-  local t0 t1 window=60
-  t0=$(cpu_ticks "${GATEWAY_PIDS[0]}")
-  sleep $window
-  t1=$(cpu_ticks "${GATEWAY_PIDS[0]}")
-  jq -n --arg what "$3" --argjson clients "$2" --argjson ticks $((t1 - t0)) \
-    --argjson hz "$(getconf CLK_TCK)" --argjson window $window \
-    '{what: $what, clients: $clients, seconds: $window, cpu_seconds: ($ticks / $hz)}' >"$1"
+measure_cpu() { # <phase> <clients> <what>: every service's CPU over one minute
+  local procs; mapfile -t procs < <(service_procs)
+  cpu_begin "$1" "${procs[@]}"
+  sleep 60
+  cpu_end "$1" "{\"clients\": $2, \"what\": \"$3\"}"
 }
 poll() {
   local n=${BENCH_POLL_CLIENTS:-10000} sale
@@ -313,7 +439,7 @@ poll() {
     loader=$!
     until grep -q "^open=" "$LOGS/push-$interval.log" 2>/dev/null; do sleep 0.5; done
     sleep 5
-    measure_cpu "$RESULTS/poll-push-$interval.json" "$n" "push, a position at most every $((interval / 1000)) s"
+    measure_cpu "poll-push-$interval" "$n" "push, a position at most every $((interval / 1000)) s"
     kill $loader 2>/dev/null || true
     wait $loader 2>/dev/null || true
     stop_gateways
@@ -324,14 +450,15 @@ poll() {
     --from "$(sources 2)" --interval-secs 5 --secs 80 >"$LOGS/poll.log" 2>&1 &
   loader=$!
   sleep 10 # every client has made its first request
-  measure_cpu "$RESULTS/poll-poll.json" "$n" "poll"
+  measure_cpu poll-poll "$n" "poll"
   wait $loader || say "some polls failed (see $LOGS/poll.log)"
   stop_gateways
 }
 
-# peer: memory per idle connection, Floodgate's gateway against Node's `ws` (the most used
-# WebSocket server), each holding BENCH_PEER_CLIENTS (default 15000) idle connections opened by
-# the same load generator from the same addresses.
+# peer: Floodgate's gateway against Node's `ws` (the most used WebSocket server), each holding
+# BENCH_PEER_CLIENTS (default 15000) connections opened by the same load generator from the same
+# addresses: the memory per idle connection, then the CPU of one change sent to every client,
+# each its own message.
 hold_idle() { # <pid> <address> <sale> <name>: the server's RSS before and with the sessions
   local n=${BENCH_PEER_CLIENTS:-15000} before after opened loader
   "$BIN/floodgate-loadgen" idle --gateway "$2" --sale "$3" --connections 1 --hold-secs 0 >/dev/null
@@ -353,18 +480,47 @@ hold_idle() { # <pid> <address> <sale> <name>: the server's RSS before and with 
   kill $loader 2>/dev/null || true
   wait $loader 2>/dev/null || true
 }
+# One change reaching BENCH_PEER_CLIENTS clients of one server, joined by one loadgen queue
+# process, the change at a set instant (admission resumed through the ops API, which the Node
+# peer plays), with every process's CPU over it.
+fanout_once() { # <name> <server address> <ops address> <sale> <messages command>
+  local n=${BENCH_PEER_CLIENTS:-15000} at loader
+  at=$(( $(date +%s%3N) + 20000 + n / 2 ))
+  "$BIN/floodgate-loadgen" queue --gateways "$2" --sale "$4" --clients "$n" --from "$(sources 4)" \
+    --ops "$3" --trigger --change-at-unix-ms "$at" --hold-secs 5 \
+    --json "$RESULTS/peer-fanout-$1.json" >"$LOGS/peer-fanout-$1.log" 2>&1 &
+  loader=$!
+  until grep -q '^placed' "$LOGS/peer-fanout-$1.log" 2>/dev/null; do
+    kill -0 $loader 2>/dev/null || { say "the load generator stopped (see $LOGS/peer-fanout-$1.log)"; return 1; }
+    sleep 0.5
+  done
+  fanout_phase "peer-fanout-$1" "$at" "$5" "$LOGS/peer-fanout-$1.log"
+  wait $loader || say "the $1 fan-out reported failures (see $LOGS/peer-fanout-$1.log)"
+}
+node_messages() { curl -s http://127.0.0.1:18090/stats | jq .position_messages_sent; }
 peer() {
   local sale; sale=$(new_sale bench-peer 3600) # before the opening: the sessions only hold
   say "peer: Floodgate's gateway holding ${BENCH_PEER_CLIENTS:-15000} idle connections"
   start_gateways 1
   hold_idle "${GATEWAY_PIDS[0]}" "${GATEWAY_ADDRS[0]}" "$sale" peer-floodgate
   stop_gateways
-  say "peer: Node's ws holding as many"
+  say "peer: Floodgate's gateway sending one change to as many"
+  local open; open=$(new_sale bench-peer-fanout 2)
+  start_backend
+  ops POST "/admin/v1/sales/$open/pause"
+  sleep 3
+  start_gateways 1
+  fanout_once floodgate "${GATEWAY_ADDRS[0]}" 127.0.0.1:19081 "$open" gateway_messages
+  stop_gateways
+  say "peer: Node's ws holding as many, then sending each its own place"
   (ulimit -n "$(ulimit -Hn)"; exec node deploy/ws-peer/server.mjs 18090) >"$LOGS/ws-peer.log" 2>&1 &
   local node=$!
   PIDS+=($node)
   until grep -q listening "$LOGS/ws-peer.log" 2>/dev/null; do sleep 0.2; done
   hold_idle "$node" 127.0.0.1:18090 "$sale" peer-node
+  FANOUT_EXTRA=("node=$node")
+  fanout_once node 127.0.0.1:18090 127.0.0.1:18090 "$open" node_messages
+  FANOUT_EXTRA=()
   kill $node 2>/dev/null || true
 }
 

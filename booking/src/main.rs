@@ -41,6 +41,25 @@ enum Command {
     /// topic where missing, and checks those that exist (exits 2 on a difference).
     #[command(subcommand)]
     Topics(TopicsCommand),
+    /// The Lua scripts, for benchmarks.
+    #[command(subcommand)]
+    Scripts(ScriptsCommand),
+}
+
+#[derive(Subcommand)]
+enum ScriptsCommand {
+    /// Loads the scripts into Redis and prints, as JSON, each script a reservation of one seat
+    /// in `pool` runs (claim_token, reserve, ack) with its SHA-1, KEYS and ARGV, as the booking
+    /// service sends them; ids that must be fresh per reservation hold redis-benchmark's
+    /// `__rand_int__` (deploy/bench.sh times them).
+    Bench {
+        #[command(flatten)]
+        redis: RedisArgs,
+        #[arg(long)]
+        sale: String,
+        #[arg(long)]
+        pool: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -189,6 +208,20 @@ async fn main() -> anyhow::Result<()> {
             dlq_topic,
             settings,
         }) => ensure_topics(kafka, dlq_topic, settings).await,
+        Command::Scripts(ScriptsCommand::Bench { redis, sale, pool }) => {
+            floodgate_contract::ids::check_sale_id(&sale)?;
+            floodgate_contract::ids::check_pool_id(&pool)?;
+            let keys = redis.keys().map_err(anyhow::Error::msg)?;
+            let redis = runtime::connect_redis(&redis)
+                .await
+                .context("connecting to Redis")?;
+            let calls =
+                floodgate_booking::gatekeeper::calls::load_bench_calls(redis, keys, &sale, &pool)
+                    .await
+                    .context("loading the scripts")?;
+            println!("{}", serde_json::to_string_pretty(&calls)?);
+            Ok(())
+        }
     }
 }
 

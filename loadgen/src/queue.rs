@@ -21,7 +21,7 @@ use anyhow::{bail, Context as _};
 use floodgate_client::room::{RoomEvent, Waited};
 use serde_json::{json, Value};
 
-use crate::report::{Latencies, Table};
+use crate::report::{Cpu, Latencies, Table};
 use crate::waits::{self, Plan, Seen, Waits};
 
 /// Where the clients go and come from.
@@ -129,7 +129,7 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<bool> {
     // The instant of the change, once known (0: not yet). Set before any message can be late.
     let change_at = Arc::new(AtomicU64::new(args.change_at_unix_ms.unwrap_or(UNSET)));
     let tally = Arc::new(Tally::default());
-    let started = Instant::now();
+    let (started, cpu) = (Instant::now(), Cpu::now());
     let (people, listeners, failed) = open_listeners(&args, &change_at, &tally).await;
     let open_secs = started.elapsed().as_secs_f64();
     let open = people.open;
@@ -137,6 +137,7 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<bool> {
 
     // Everyone in place: each has heard its ticket and a position (or the pre-queue size).
     let placed = wait_for(&tally.placed, open, Duration::from_secs(60)).await;
+    let opening_cpu = cpu.since();
     eprintln!("placed {placed}/{open}");
     // Let the allocator and the first position messages settle before reading memory.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -165,6 +166,7 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<bool> {
         "gateway_bytes_per_connection": per_connection,
         "fan_out": fan_out,
         "reconnects": people.reconnects(),
+        "loadgen_cpu_opening": opening_cpu,
     });
     print_queue_report(&args, &report, per_connection)?;
     if args.hold_secs > 0 {
@@ -225,6 +227,7 @@ async fn fan_out(
     if let Some(wait) = at.checked_sub(unix_ms()) {
         tokio::time::sleep(Duration::from_millis(wait)).await;
     }
+    let cpu = Cpu::now();
     if trigger {
         resume(
             ops,
@@ -234,6 +237,10 @@ async fn fan_out(
         .await?;
     }
     let reached = wait_for(&tally.reached, open, Duration::from_secs(30)).await;
+    let reading_cpu = cpu.since();
+    // What deploy/bench.sh waits for before it reads the servers' CPU (the sessions are still
+    // open: their closing is not part of the change).
+    eprintln!("fan-out measured: {reached} of {open} reached");
     // Every client's delay, so several processes' figures can be merged into one.
     let samples: Vec<u64> = listeners
         .iter()
@@ -246,6 +253,7 @@ async fn fan_out(
         "missed_the_instant": missed,
         "ms": Latencies::of(samples.iter().map(|ms| Duration::from_millis(*ms))),
         "samples_ms": samples,
+        "loadgen_cpu": reading_cpu,
     }))
 }
 
@@ -372,7 +380,7 @@ async fn resume(ops: SocketAddr, token: &str, sale: &str) -> anyhow::Result<()> 
 pub async fn burst(args: BurstArgs) -> anyhow::Result<bool> {
     args.crowd.check()?;
     let n = args.crowd.clients;
-    let started = Instant::now();
+    let (started, cpu) = (Instant::now(), Cpu::now());
     let spacing = Duration::from_micros(args.within_ms * 1000 / n.max(1));
     let tasks: Vec<_> = (0..n)
         .map(|i| {
@@ -405,6 +413,7 @@ pub async fn burst(args: BurstArgs) -> anyhow::Result<bool> {
         }
     }
     let all_in = started.elapsed().as_secs_f64();
+    let cpu = cpu.since();
     drop(sockets);
     let latencies = Latencies::of(times.iter().copied());
     let samples: Vec<u64> = times.iter().map(|t| t.as_millis() as u64).collect();
@@ -419,6 +428,7 @@ pub async fn burst(args: BurstArgs) -> anyhow::Result<bool> {
         "seconds_until_all_ticketed": all_in,
         "join_to_ticket_ms": latencies,
         "samples_ms": samples,
+        "loadgen_cpu": cpu,
     });
     let mut table = Table::new(&["figure", "value"]);
     table.row(&[

@@ -40,6 +40,51 @@ impl Latencies {
     }
 }
 
+/// This process's CPU time so far, user and system (from `/proc/self/stat`), so a scenario can
+/// report its own cost over the part it timed: BENCHMARKS.md sets every process's CPU in one
+/// run beside the others, and the load generator's must be told apart from the services'.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cpu {
+    user_ticks: u64,
+    system_ticks: u64,
+}
+
+/// The unit of `/proc`'s CPU times: USER_HZ, 100 on every Linux ABI this runs on.
+const TICKS_PER_SECOND: f64 = 100.0;
+
+impl Cpu {
+    /// Now (zero where `/proc` is not readable: the figure is then left out, not made up).
+    pub fn now() -> Self {
+        std::fs::read_to_string("/proc/self/stat")
+            .ok()
+            .and_then(|stat| Self::parse(&stat))
+            .unwrap_or_default()
+    }
+
+    /// A `/proc/<pid>/stat` line: the fields after the command's name (which may hold spaces and
+    /// parentheses, so it is skipped to its last `)`) are state, then ten more, then utime and
+    /// stime (fields 14 and 15 of the whole line).
+    fn parse(stat: &str) -> Option<Self> {
+        let mut after_name = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
+        let user_ticks = after_name.nth(11)?.parse().ok()?;
+        let system_ticks = after_name.next()?.parse().ok()?;
+        Some(Self {
+            user_ticks,
+            system_ticks,
+        })
+    }
+
+    /// What was used since `self`: `{"user_s": .., "system_s": ..}`.
+    pub fn since(self) -> Value {
+        let now = Self::now();
+        let seconds = |ticks: u64| ticks as f64 / TICKS_PER_SECOND;
+        serde_json::json!({
+            "user_s": seconds(now.user_ticks.saturating_sub(self.user_ticks)),
+            "system_s": seconds(now.system_ticks.saturating_sub(self.system_ticks)),
+        })
+    }
+}
+
 /// A plain-text table with aligned columns.
 pub struct Table {
     header: Vec<String>,
@@ -100,6 +145,16 @@ mod tests {
         let one = Latencies::of(std::iter::once(Duration::from_millis(7)));
         assert_eq!((one.p50, one.p99, one.max), (7.0, 7.0, 7.0));
         assert_eq!(Latencies::of(std::iter::empty()).n, 0);
+    }
+
+    #[test]
+    fn cpu_times_are_read_past_a_name_with_spaces() {
+        let stat = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 731 29 0 0 20 0 3 0";
+        let cpu = Cpu::parse(stat).expect("parses");
+        assert_eq!((cpu.user_ticks, cpu.system_ticks), (731, 29));
+        // This process has a readable stat of its own.
+        let own = std::fs::read_to_string("/proc/self/stat").unwrap();
+        assert!(Cpu::parse(&own).is_some(), "{own}");
     }
 
     #[test]

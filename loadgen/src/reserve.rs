@@ -2,7 +2,8 @@
 //! new admitted person (a token signed here with the gateways' key, as a gateway would) asking
 //! for one seat: the claim, the pool script, the `SeatReserved` event acknowledged by the broker,
 //! then the 201. The tokens are signed before the clock starts, so only the service is timed.
-//! For the raw limit, `deploy/bench.sh` runs `redis-benchmark` on the pool script alone.
+//! For the raw limit, `deploy/bench.sh` runs `redis-benchmark` on the same scripts
+//! (`deploy/bench-scripts.sh`). The report carries this process's own CPU over the timed part.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -14,7 +15,7 @@ use floodgate_contract::token::{AdmissionClaims, TokenSigner};
 use futures::StreamExt;
 use serde_json::json;
 
-use crate::report::{Latencies, Table};
+use crate::report::{Cpu, Latencies, Table};
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct ReserveArgs {
@@ -54,6 +55,7 @@ pub async fn run(args: ReserveArgs) -> anyhow::Result<bool> {
         .timeout(Duration::from_secs(30))
         .build()?;
     let booking = BookingClient::new(http, args.booking);
+    let cpu = Cpu::now();
     let started = Instant::now();
     let answers: Vec<(Result<u16, String>, Duration)> = futures::stream::iter(tokens)
         .map(|token| {
@@ -90,7 +92,7 @@ pub async fn run(args: ReserveArgs) -> anyhow::Result<bool> {
             .filter(|(s, _)| *s == Ok(201))
             .map(|(_, took)| *took),
     );
-    report(&args, &statuses, seconds, &latencies)
+    report(&args, &statuses, (seconds, cpu.since()), &latencies)
 }
 
 /// One token per request, signed before the clock starts. Tickets far beyond any real queue,
@@ -120,7 +122,7 @@ fn tokens(args: &ReserveArgs) -> anyhow::Result<Vec<String>> {
 fn report(
     args: &ReserveArgs,
     statuses: &BTreeMap<String, u64>,
-    seconds: f64,
+    (seconds, cpu): (f64, serde_json::Value),
     latencies: &Latencies,
 ) -> anyhow::Result<bool> {
     let created = statuses.get("201").copied().unwrap_or(0);
@@ -134,6 +136,7 @@ fn report(
         "seconds": seconds,
         "reservations_per_second": created as f64 / seconds.max(1e-9),
         "latency_ms": latencies,
+        "loadgen_cpu": cpu,
     });
     let mut table = Table::new(&["figure", "value"]);
     table.row(&[

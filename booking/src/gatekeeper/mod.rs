@@ -29,6 +29,7 @@
 
 pub mod arming;
 mod buyers;
+pub mod calls;
 mod claims;
 pub mod ending;
 mod ops;
@@ -58,6 +59,13 @@ pub use replies::{
 };
 pub use requests::{Paid, ReserveRequest, WebhookTarget};
 pub use scripts::{Scripts, ATTEMPT_LIFETIME_MS};
+
+impl Gatekeeper {
+    /// The scripts it runs (their SHA-1s name them in `EVALSHA`).
+    pub fn scripts(&self) -> &Scripts {
+        &self.scripts
+    }
+}
 pub use upkeep::{OutboxEntry, Sequence};
 
 /// Runs the gatekeeper's scripts; cheap to clone.
@@ -131,16 +139,7 @@ impl Gatekeeper {
         extra: &str,
     ) -> redis::ScriptInvocation<'a> {
         let mut invocation = script.prepare_invoke();
-        invocation
-            .key(pool.config())
-            .key(pool.available())
-            .key(pool.held())
-            .key(pool.sold())
-            .key(pool.holds())
-            .key(pool.expiries())
-            .key(pool.outbox())
-            .key(pool.reservation(reservation_id))
-            .key(extra);
+        calls::pool_keys(&mut invocation, pool, reservation_id, extra.to_owned());
         invocation
     }
 
@@ -163,22 +162,10 @@ impl Gatekeeper {
             return Err(refused);
         }
         let pool_keys = self.keys.pool(&req.claims.sale, req.pool);
-        let reply: Vec<String> = Self::pool_invocation(
-            &self.scripts.reserve,
-            &pool_keys,
-            new_id,
-            &pool_keys.token_reservation(&req.claims.jti),
-        )
-        .arg(&req.claims.jti)
-        .arg(req.idempotency_key)
-        .arg(req.seats)
-        .arg(new_id)
-        .arg(new_secret)
-        .arg(req.claims.ticket)
-        .arg(claimed.deadline_ms)
-        .arg(req.claims.buyer.as_deref().unwrap_or_default())
-        .invoke_async(&mut self.redis.clone())
-        .await?;
+        let mut invocation = self.scripts.reserve.prepare_invoke();
+        let ids = (new_id, new_secret);
+        calls::reserve(&mut invocation, &pool_keys, req, ids, claimed.deadline_ms);
+        let reply: Vec<String> = invocation.invoke_async(&mut self.redis.clone()).await?;
 
         match parse_reserve(&reply) {
             Ok(hold) => Ok(hold),
@@ -203,28 +190,9 @@ impl Gatekeeper {
         attempt: &str,
     ) -> Result<Claimed, ReserveError> {
         let sale_keys = self.keys.sale(&req.claims.sale);
-        let fingerprint = format!("{}|{}", req.pool, req.seats);
-        // The claim is kept for as long as the token can be presented: its expiry plus the clock
-        // skew allowed between the booking service and Redis.
-        let claim_until = req
-            .claims
-            .exp_ms
-            .saturating_add(floodgate_contract::settings::CLOCK_SKEW_MS);
-        let claim: Vec<String> = self
-            .scripts
-            .claim_token
-            .key(sale_keys.meta())
-            .key(sale_keys.token(&req.claims.jti))
-            .key(sale_keys.tokens())
-            .arg(req.idempotency_key)
-            .arg(&fingerprint)
-            .arg(claim_until)
-            .arg(req.pool)
-            .arg(req.claims.exp_ms)
-            .arg(attempt)
-            .arg(ATTEMPT_LIFETIME_MS)
-            .invoke_async(&mut self.redis.clone())
-            .await?;
+        let mut invocation = self.scripts.claim_token.prepare_invoke();
+        calls::claim(&mut invocation, &sale_keys, req, attempt);
+        let claim: Vec<String> = invocation.invoke_async(&mut self.redis.clone()).await?;
         Claim::parse(&claim)
     }
 
@@ -269,11 +237,9 @@ impl Gatekeeper {
         outbox_entry: &str,
     ) -> redis::RedisResult<Ack> {
         let keys = self.keys.pool(sale, pool);
-        let reply: Vec<String> =
-            Self::pool_invocation(&self.scripts.ack, &keys, reservation_id, &keys.relay())
-                .arg(outbox_entry)
-                .invoke_async(&mut self.redis.clone())
-                .await?;
+        let mut invocation = self.scripts.ack.prepare_invoke();
+        calls::ack(&mut invocation, &keys, reservation_id, outbox_entry);
+        let reply: Vec<String> = invocation.invoke_async(&mut self.redis.clone()).await?;
         parse_ack(&reply)
     }
 

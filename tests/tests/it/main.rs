@@ -21,7 +21,7 @@
 //! - [`cluster`]: a sale on a real Redis Cluster (the named scenarios also run on one, in
 //!   `deploy/test.sh`'s cluster pass).
 //! - [`catalog`], [`edge`], [`browser`]: sale files, the CDN configuration, the page in Chromium.
-//! - [`loadgen`]: the load generator's scenarios.
+//! - [`loadgen`]: the load generator's scenarios; [`benchmarks`]: the benchmarks' own tools.
 //! - [`metrics`]: what the services measure, as histograms, accepted by `promtool`;
 //!   [`traces`]: one reservation's spans in one trace, from the booking handler to the consumer.
 //! - [`openapi`]: the OpenAPI documents, validated and fuzzed against the live APIs;
@@ -35,6 +35,7 @@
 
 mod asyncapi;
 mod audit;
+mod benchmarks;
 mod booking_api;
 mod browser;
 mod buyers;

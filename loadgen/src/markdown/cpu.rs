@@ -1,0 +1,283 @@
+//! Every process's CPU over the timed phases of one run (`cpu-<phase>.json`, written by
+//! `deploy/bench.sh`'s `cpu_begin`/`cpu_end`), and the headline figures derived from them: CPU
+//! per message, per reservation, per event, each beside its target. Wall-clock figures move with
+//! whatever else shares the two cores; a process's CPU per unit of work does much less.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::read;
+
+/// One phase: its wall time, counts, and each role's CPU (its processes summed).
+pub struct Phase {
+    pub name: String,
+    pub seconds: f64,
+    pub counts: Value,
+    /// The count its table divides by (the first one `cpu_end` was given).
+    pub unit: Option<String>,
+    /// role → (processes, user seconds, system seconds)
+    pub roles: BTreeMap<String, (usize, f64, f64)>,
+}
+
+impl Phase {
+    pub fn read(results: &Path, name: &str) -> Option<Self> {
+        Self::from_json(&read(&results.join(format!("cpu-{name}.json")))?)
+    }
+
+    fn from_json(v: &Value) -> Option<Self> {
+        let mut roles: BTreeMap<String, (usize, f64, f64)> = BTreeMap::new();
+        for p in v["processes"].as_array()? {
+            let entry = roles.entry(p["role"].as_str()?.to_owned()).or_default();
+            entry.0 += 1;
+            entry.1 += p["user_s"].as_f64().unwrap_or(0.0);
+            entry.2 += p["system_s"].as_f64().unwrap_or(0.0);
+        }
+        Some(Self {
+            name: v["phase"].as_str()?.to_owned(),
+            seconds: v["seconds"].as_f64().unwrap_or(0.0),
+            counts: v["counts"].clone(),
+            unit: v["unit"].as_str().map(str::to_owned),
+            roles,
+        })
+    }
+
+    /// A role's CPU seconds (user plus system); 0 if it took no part.
+    pub fn cpu(&self, role: &str) -> f64 {
+        self.roles.get(role).map_or(0.0, |(_, u, s)| u + s)
+    }
+
+    pub fn count(&self, key: &str) -> f64 {
+        self.counts[key].as_f64().unwrap_or(0.0)
+    }
+
+    /// Microseconds of `role`'s CPU per one of `count`; `None` without any.
+    pub fn per(&self, role: &str, count: &str) -> Option<f64> {
+        let n = self.count(count);
+        (n > 0.0 && self.roles.contains_key(role)).then(|| self.cpu(role) * 1e6 / n)
+    }
+}
+
+/// Every phase of the run, in the order they ran.
+pub fn phases(results: &Path) -> Vec<Phase> {
+    let mut found: Vec<(std::time::SystemTime, Phase)> = std::fs::read_dir(results)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("cpu-") && name.ends_with(".json")
+        })
+        .filter_map(|e| {
+            let when = e.metadata().ok()?.modified().ok()?;
+            Some((when, Phase::from_json(&read(&e.path())?)?))
+        })
+        .collect();
+    found.sort_by_key(|(when, _)| *when);
+    found.into_iter().map(|(_, p)| p).collect()
+}
+
+fn us(v: Option<f64>) -> String {
+    v.map_or("not measured".into(), |v| format!("**{v:.1} us**"))
+}
+
+/// One headline row: figure, measured, target, and whether it is met (when there is a target).
+struct Row(String, String, String, Option<bool>);
+
+/// The headline figures: the per-process CPU ratios, each beside its target.
+pub fn headline(results: &Path, cores: f64) -> String {
+    let mut rows = fan_out_rows(results, cores);
+    for inflight in [50, 400] {
+        rows.extend(booking_rows(results, inflight));
+    }
+    if let Some(b) = Phase::read(results, "burst") {
+        rows.push(Row(
+            "gateway CPU per join and its leave (the burst)".into(),
+            us(b.per("gateway", "joins")),
+            String::new(),
+            None,
+        ));
+    }
+    let mut out = String::from("| figure | measured | target | met |\n|---|---|---|---|\n");
+    for Row(figure, measured, target, met) in rows {
+        let met = match met {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "",
+        };
+        out += &format!("| {figure} | {measured} | {target} | {met} |\n");
+    }
+    out
+}
+
+/// One change's fan-out: over every gateway of the queue run, and one gateway against Node.
+fn fan_out_rows(results: &Path, cores: f64) -> Vec<Row> {
+    let mut rows = Vec::new();
+    if let Some(q) = Phase::read(results, "queue-fanout") {
+        let clients =
+            read(&results.join("memory.json")).map_or(0, |m| m["sessions"].as_u64().unwrap_or(0));
+        let gateways = q.roles.get("gateway").map_or(0, |r| r.0);
+        rows.push(Row(
+            format!("gateway CPU per message sent, one change to {clients} clients on {gateways} gateways"),
+            us(q.per("gateway", "messages")),
+            String::new(),
+            None,
+        ));
+        let share = q.cpu("gateway") / cores.max(1.0);
+        let reading = loadgen_cpu(results, "queue", "/fan_out/loadgen_cpu") / cores.max(1.0);
+        rows.push(Row(
+            format!("the gateways' share of that change's wall time (their CPU over the {cores:.0} cores)"),
+            format!("**{share:.2} s** (the load generators' reading: {reading:.2} s)"),
+            "within 0.5 s for 100,000 clients".into(),
+            Some(share <= 0.5),
+        ));
+    }
+    let node = Phase::read(results, "peer-fanout-node").and_then(|p| p.per("node", "messages"));
+    if let Some(f) = Phase::read(results, "peer-fanout-floodgate") {
+        let ours = f.per("gateway", "messages");
+        rows.push(Row(
+            format!(
+                "one gateway's CPU per message, one change to {:.0} clients",
+                f.count("messages")
+            ),
+            us(ours),
+            "at most 1/5 of Node's `ws` per message".into(),
+            ours.zip(node).map(|(o, n)| o <= n / 5.0),
+        ));
+        rows.push(Row(
+            "Node's `ws` CPU per message, each client its own JSON, as many clients".into(),
+            us(node),
+            ours.zip(node).map_or(String::new(), |(o, n)| {
+                format!("the gateway's is {:.0} % of it", 100.0 * o / n)
+            }),
+            None,
+        ));
+    }
+    rows
+}
+
+/// The booking endpoint with `inflight` requests at once: each process's CPU per 201, the rate
+/// against the scripts' own, and the consumer's CPU per event.
+fn booking_rows(results: &Path, inflight: u32) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let Some(b) = Phase::read(results, &format!("raw-booking-{inflight}")) else {
+        return rows;
+    };
+    let booking = b.per("booking", "reservations");
+    let redis = b.per("redis", "reservations");
+    let created = b.count("reservations");
+    let scripts = (created > 0.0).then(|| b.count("evalsha_usec") / created);
+    rows.push(Row(
+        format!("booking CPU per 201, {inflight} in flight"),
+        us(booking),
+        "at most Redis' CPU per reservation".into(),
+        booking.zip(redis).map(|(b, r)| b <= r),
+    ));
+    rows.push(Row(
+        format!("Redis CPU per reservation, {inflight} in flight (of it in scripts, by `INFO commandstats`)"),
+        format!("{} ({})", us(redis), scripts.map_or("?".into(), |s| format!("{s:.1} us"))),
+        String::new(),
+        None,
+    ));
+    rows.push(Row(
+        format!("the broker's CPU per 201, {inflight} in flight"),
+        us(b.per("broker", "reservations")),
+        String::new(),
+        None,
+    ));
+    let rate =
+        |file: &str| read(&results.join(file)).and_then(|r| r["reservations_per_second"].as_f64());
+    if let (Some(raw), Some(ours)) = (
+        rate("raw-redis.json"),
+        rate(&format!("raw-booking-{inflight}.json")),
+    ) {
+        let share = ours / raw;
+        rows.push(Row(
+            format!("end-to-end rate, {inflight} in flight, against `redis-benchmark` of the same scripts"),
+            format!("**{:.0} %** ({ours:.0} against {raw:.0} a second)", 100.0 * share),
+            "at least 50 %".into(),
+            Some(share >= 0.5),
+        ));
+    }
+    if let Some(c) = Phase::read(results, &format!("raw-consume-{inflight}")) {
+        let postgres = c
+            .per("postgres", "events")
+            .map_or("?".into(), |p| format!("{p:.1} us"));
+        rows.push(Row(
+            format!("consumer CPU per event, {inflight} in flight (PostgreSQL's beside it)"),
+            format!("{} ({postgres})", us(c.per("consumer", "events"))),
+            String::new(),
+            None,
+        ));
+    }
+    rows
+}
+
+/// The load generators' own CPU at `pointer` in every `<prefix>-N.json`, summed (seconds).
+fn loadgen_cpu(results: &Path, prefix: &str, pointer: &str) -> f64 {
+    super::parts(results, prefix)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| p.pointer(pointer))
+        .map(|c| c["user_s"].as_f64().unwrap_or(0.0) + c["system_s"].as_f64().unwrap_or(0.0))
+        .sum()
+}
+
+/// A table per phase: each role's processes, user and system seconds, and CPU per unit counted.
+pub fn by_phase(results: &Path) -> String {
+    let mut out = String::new();
+    for p in phases(results) {
+        let unit = p.unit.clone();
+        let counted = p
+            .counts
+            .as_object()
+            .map(|c| {
+                c.iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default();
+        out += &format!("**{}** ({:.1} s; {counted})\n\n", p.name, p.seconds);
+        let per = unit.as_deref().map_or("per unit".into(), |u| {
+            format!("per {}", u.trim_end_matches('s'))
+        });
+        out +=
+            &format!("| role | processes | user s | system s | {per} |\n|---|---|---|---|---|\n");
+        for (role, (n, user, system)) in &p.roles {
+            let per = unit
+                .as_deref()
+                .and_then(|u| p.per(role, u))
+                .map_or(String::new(), |v| format!("{v:.1} us"));
+            out += &format!("| {role} | {n} | {user:.2} | {system:.2} | {per} |\n");
+        }
+        out += "\n";
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_phase_sums_its_roles_and_divides_by_its_counts() {
+        let v = serde_json::json!({
+            "phase": "raw-booking-50", "seconds": 4.0,
+            "counts": {"reservations": 20000, "evalsha_usec": 900000},
+            "processes": [
+                {"name": "booking", "role": "booking", "user_s": 1.5, "system_s": 0.5},
+                {"name": "postgres-1", "role": "postgres", "user_s": 0.1, "system_s": 0.1},
+                {"name": "postgres-2", "role": "postgres", "user_s": 0.2, "system_s": 0.0},
+            ]
+        });
+        let p = Phase::from_json(&v).unwrap();
+        assert_eq!(p.roles["postgres"].0, 2);
+        assert!((p.cpu("postgres") - 0.4).abs() < 1e-9);
+        assert_eq!(p.per("booking", "reservations"), Some(100.0));
+        assert_eq!(p.per("redis", "reservations"), None, "no such process");
+        assert_eq!(p.per("booking", "nothing"), None);
+    }
+}
