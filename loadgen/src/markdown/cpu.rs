@@ -177,7 +177,7 @@ fn booking_rows(results: &Path, inflight: u32) -> Vec<Row> {
     ));
     rows.push(Row(
         format!("Redis CPU per reservation, {inflight} in flight (of it in scripts, by `INFO commandstats`)"),
-        format!("{} ({})", us(redis), scripts.map_or("?".into(), |s| format!("{s:.1} us"))),
+        format!("{} ({})", us(redis), scripts.map_or("?".into(), |v| format!("{v:.1} us"))),
         String::new(),
         None,
     ));
@@ -204,7 +204,7 @@ fn booking_rows(results: &Path, inflight: u32) -> Vec<Row> {
     if let Some(c) = Phase::read(results, &format!("raw-consume-{inflight}")) {
         let postgres = c
             .per("postgres", "events")
-            .map_or("?".into(), |p| format!("{p:.1} us"));
+            .map_or("?".into(), |v| format!("{v:.1} us"));
         rows.push(Row(
             format!("consumer CPU per event, {inflight} in flight (PostgreSQL's beside it)"),
             format!("{} ({postgres})", us(c.per("consumer", "events"))),
