@@ -181,7 +181,8 @@ start_backend() {
     FLOODGATE_SANDBOX_WEBHOOK_URL=http://127.0.0.1:18081/v1/payments/webhook \
     "$BIN/floodgate-booking" sandbox-pay >"$LOGS/sandbox.log" 2>&1 &
   SANDBOX_PID=$! PIDS+=($!)
-  FLOODGATE_CONSUMER_METRICS_LISTEN=127.0.0.1:19102 FLOODGATE_CONSUMER_INSTANCE_ID=bench-consumer \
+  # Not 1910x: the gateways' admin listeners are 19101 and up.
+  FLOODGATE_CONSUMER_METRICS_LISTEN=127.0.0.1:19180 FLOODGATE_CONSUMER_INSTANCE_ID=bench-consumer \
     "$BIN/floodgate-consumer" >"$LOGS/consumer.log" 2>&1 &
   CONSUMER_PID=$! PIDS+=($!)
   healthy 127.0.0.1:18081
@@ -355,7 +356,7 @@ raw() {
   for inflight in 50 400; do
     mapfile -t procs < <(service_procs)
     read -r -a evalsha0 < <(redis_cmdstat evalsha)
-    events0=$(metric_sum floodgate_consumer_events_total 127.0.0.1:19102)
+    events0=$(metric_sum floodgate_consumer_events_total 127.0.0.1:19180)
     cpu_begin "raw-booking-$inflight" "${procs[@]}"
     cpu_begin "raw-consume-$inflight" "consumer=$CONSUMER_PID" $(printf '%s\n' "${procs[@]}" | grep '^postgres')
     "$BIN/floodgate-loadgen" reserve --booking 127.0.0.1:18081 --sale "$sale" \
@@ -371,7 +372,7 @@ raw() {
     local applied=0 deadline=$(($(date +%s) + 120))
     while [ "$applied" -lt "$created" ] && [ "$(date +%s)" -lt "$deadline" ]; do
       sleep 0.2
-      applied=$(($(metric_sum floodgate_consumer_events_total 127.0.0.1:19102) - events0))
+      applied=$(($(metric_sum floodgate_consumer_events_total 127.0.0.1:19180) - events0))
     done
     cpu_end "raw-consume-$inflight" "{\"events\": $applied}"
     first=$((first + 1000000))
@@ -383,6 +384,14 @@ raw() {
     "$BIN/floodgate-booking" topics ensure >/dev/null
   "$BIN/floodgate-loadgen" publish --topic "$topic" --reservations 20000 --pools 6 \
     --json "$RESULTS/raw-broker.json" >"$LOGS/raw-broker.log" 2>&1
+  # The booking service's producer, alone: Floodgate's producer settings, 50 events awaiting
+  # their acknowledgement at once, all for one pool (one partition), as in the runs above.
+  say "raw: the producer alone, 50 events in flight"
+  local broker; broker=$(cat "$FLOODGATE_HOME/tansu.pid")
+  cpu_begin raw-producer-50 "broker=$broker"
+  "$BIN/floodgate-loadgen" publish --topic "$topic" --reservations 13334 --pools 1 --window 50 \
+    --json "$RESULTS/raw-producer-50.json" >"$LOGS/raw-producer-50.log" 2>&1
+  cpu_end raw-producer-50 "{\"events\": $(jq .events "$RESULTS/raw-producer-50.json")}"
 }
 
 # naive: one PostgreSQL counter row, booked with SELECT ... FOR UPDATE, or read then written back
@@ -528,6 +537,9 @@ machine
 # shellcheck disable=SC2086
 jq -n '$ARGS.positional' --args $SCENARIOS >"$RESULTS/ran.json"
 for scenario in $SCENARIOS; do
+  # A scenario run now replaces all it carried over (its processes may be fewer this time).
+  rm -f "$RESULTS/$scenario"-*.json "$RESULTS/$scenario.json" "$RESULTS/cpu-$scenario"*.json
+  [ "$scenario" != queue ] || rm -f "$RESULTS/memory.json"
   case $scenario in
     queue | burst | sale | raw | naive | poll | peer) "$scenario" ;;
     *) say "unknown scenario $scenario (queue, burst, sale, raw, naive, poll, peer)"; exit 64 ;;

@@ -147,6 +147,12 @@ ensure_bench_tools() {
   say "bench tools: jq, redis-benchmark, node and ws ready"
 }
 
+# deploy/profile.sh samples a service with perf.
+ensure_profile_tools() {
+  command -v perf >/dev/null || apt_install linux-perf
+  say "profile tools: perf ready"
+}
+
 ensure_redis() {
   if port_open 6379; then say "redis: up on 127.0.0.1:6379"; return; fi
   command -v redis-server >/dev/null || apt_install redis-server redis-tools
@@ -317,6 +323,7 @@ case "${1:-up}" in
     ensure_tansu
     ;;
   bench-tools) ensure_bench_tools ;;
+  profile-tools) ensure_profile_tools ;;
   down) stop_tansu ;;
   tools) ensure_tools ;;
   cluster-up) cluster_up "${2:-7001}" ;;
@@ -327,5 +334,5 @@ case "${1:-up}" in
       if port_open "$p"; then say "127.0.0.1:$p up"; else say "127.0.0.1:$p down"; fi
     done
     ;;
-  *) die "usage: deploy/stack.sh [up|down|status|bench-tools|cluster-up [port]|cluster-down [port]|cluster-node-up <first> <port>]" ;;
+  *) die "usage: deploy/stack.sh [up|down|status|bench-tools|profile-tools|cluster-up [port]|cluster-down [port]|cluster-node-up <first> <port>]" ;;
 esac

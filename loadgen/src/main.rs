@@ -50,21 +50,7 @@ enum Command {
     Idle(idle::IdleArgs),
     /// Publish synthetic reservation events (a SeatReserved per reservation, and a
     /// PaymentConfirmed for every other one) to a topic on a loopback broker.
-    Publish {
-        #[arg(long, default_value = "127.0.0.1:9092")]
-        brokers: String,
-        #[arg(long)]
-        topic: String,
-        /// Reservations; the events are 1.5 times as many.
-        #[arg(long, default_value_t = 10_000)]
-        reservations: u64,
-        /// Pools the reservations spread over (the topic's partition keys).
-        #[arg(long, default_value_t = 6)]
-        pools: u64,
-        /// Also write the figures as JSON to this file.
-        #[arg(long)]
-        json: Option<std::path::PathBuf>,
-    },
+    Publish(publish::PublishArgs),
     /// Hold many sessions: join rate, gateway memory per connection, and the time one frontier
     /// change takes to reach every client.
     Queue(queue::QueueArgs),
@@ -95,13 +81,7 @@ async fn main() -> anyhow::Result<()> {
     floodgate_contract::runtime::install_tls_provider();
     match cli.command {
         Command::Idle(args) => exit_on_failure(idle::run(args).await?),
-        Command::Publish {
-            brokers,
-            topic,
-            reservations,
-            pools,
-            json,
-        } => publish::publish(&brokers, &topic, reservations, pools.max(1), json).await,
+        Command::Publish(args) => publish::publish(args).await,
         Command::Queue(args) => exit_on_failure(queue::queue(args).await?),
         Command::Burst(args) => exit_on_failure(queue::burst(args).await?),
         Command::Sale(args) => exit_on_failure(sale::run(args).await?),

@@ -1,42 +1,57 @@
 //! `floodgate-loadgen publish`: synthetic reservation events straight onto the topic, as fast
-//! as the broker acknowledges them, to measure the consumer alone (BENCHMARKS.md).
+//! as the broker acknowledges them, with at most `--window` of them unacknowledged: with a large
+//! window, the load of the consumer's benchmark; with a window of 50 and one pool, what the
+//! booking service's producer does with 50 reservations in flight, alone, so its CPU per event
+//! can be told apart from the rest of a reservation's (BENCHMARKS.md). The producer is
+//! Floodgate's own, with its defaults and any `FLOODGATE_KAFKA_PRODUCER_<NAME>` setting.
 
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use floodgate_contract::events::{Envelope, Event, ReservationData, SCHEMA_VERSION};
+use floodgate_contract::kafka::{KafkaArgs, Role};
 use futures::StreamExt;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
-/// Sends awaiting the broker's acknowledgement at once.
-const WINDOW: usize = 5_000;
+use crate::report::Cpu;
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct PublishArgs {
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+    #[arg(long)]
+    pub topic: String,
+    /// Reservations; the events are 1.5 times as many.
+    #[arg(long, default_value_t = 10_000)]
+    pub reservations: u64,
+    /// Pools the reservations spread over (the topic's partition keys).
+    #[arg(long, default_value_t = 6)]
+    pub pools: u64,
+    /// Events sent and not yet acknowledged, at most.
+    #[arg(long, default_value_t = 5_000)]
+    pub window: usize,
+    /// Also write the figures as JSON to this file.
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+}
 
 /// The synthetic sale's id.
 const SALE: &str = "bench";
 
-pub async fn publish(
-    brokers: &str,
-    topic: &str,
-    reservations: u64,
-    pools: u64,
-    json: Option<std::path::PathBuf>,
-) -> anyhow::Result<()> {
+pub async fn publish(args: PublishArgs) -> anyhow::Result<()> {
+    let brokers = &args.kafka.kafka_brokers;
     if !brokers
         .split(',')
         .all(|b| b.starts_with("127.") || b.starts_with("localhost"))
     {
         bail!("floodgate-loadgen only generates load on loopback addresses");
     }
-    let producer: FutureProducer = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("acks", "all")
-        .set("enable.idempotence", "true")
-        .set("linger.ms", "20")
-        .create()?;
-    let started = Instant::now();
+    let producer: FutureProducer = args.kafka.client(Role::Producer, &[])?.create()?;
+    let (window, topic) = (args.window.max(1), args.topic.as_str());
+    let (started, cpu) = (Instant::now(), Cpu::now());
     let mut sent = 0u64;
     let mut pending = futures::stream::FuturesUnordered::new();
-    for (key, payload) in events(reservations, pools) {
+    for (key, payload) in events(args.reservations, args.pools.max(1)) {
         let (producer, topic) = (producer.clone(), topic.to_owned());
         pending.push(async move {
             producer
@@ -47,7 +62,7 @@ pub async fn publish(
                 .await
                 .map_err(|(e, _)| e)
         });
-        if pending.len() >= WINDOW {
+        if pending.len() >= window {
             if let Some(result) = pending.next().await {
                 result?;
             }
@@ -58,13 +73,16 @@ pub async fn publish(
         result?;
     }
     let seconds = started.elapsed().as_secs_f64();
+    let cpu = cpu.since();
     println!("published={sent} in {seconds:.1} s");
-    if let Some(path) = json {
+    if let Some(path) = args.json {
         let figures = serde_json::json!({
             "events": sent,
             "seconds": seconds,
             "events_per_second": sent as f64 / seconds.max(1e-9),
-            "window": WINDOW,
+            "window": window,
+            "pools": args.pools,
+            "loadgen_cpu": cpu,
         });
         std::fs::write(path, serde_json::to_vec_pretty(&figures)?)?;
     }

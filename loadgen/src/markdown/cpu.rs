@@ -92,6 +92,24 @@ pub fn headline(results: &Path, cores: f64) -> String {
     for inflight in [50, 400] {
         rows.extend(booking_rows(results, inflight));
     }
+    if let (Some(p), Some(alone)) = (
+        Phase::read(results, "raw-producer-50"),
+        read(&results.join("raw-producer-50.json")),
+    ) {
+        let events = alone["events"].as_f64().unwrap_or(0.0);
+        let cpu = &alone["loadgen_cpu"];
+        let own = cpu["user_s"].as_f64().unwrap_or(0.0) + cpu["system_s"].as_f64().unwrap_or(0.0);
+        rows.push(Row(
+            "the producer alone, Floodgate's settings, 50 events in flight on one pool: its process's CPU per acknowledged event (the broker's beside it)".into(),
+            format!(
+                "{} ({})",
+                us((events > 0.0).then(|| own * 1e6 / events)),
+                p.per("broker", "events").map_or("?".into(), |v| format!("{v:.1} us"))
+            ),
+            String::new(),
+            None,
+        ));
+    }
     if let Some(b) = Phase::read(results, "burst") {
         rows.push(Row(
             "gateway CPU per join and its leave (the burst)".into(),

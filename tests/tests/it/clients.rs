@@ -113,3 +113,32 @@ async fn the_rust_client_tells_a_wait_in_line_as_typed_events() {
         "{events:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rust_client_stays_connected_to_a_still_room_that_pings_it() {
+    use floodgate_client::room::{wait_in_line_with, Line, RoomEvent};
+    use floodgate_tests::TestOptions;
+    // The gateway pings every 200 ms; the client takes 1 s with nothing at all for a dead
+    // connection. The room is open and paused: no message comes for the whole wait.
+    let options = TestOptions {
+        heartbeat_ms: 200,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(fresh_db().await, options).await;
+    let sale = app.open_sale("still-", SaleSpec::default()).await;
+    app.admission(&sale, "pause").await;
+    let gateways = [app.gateway];
+    let mut line = Line::new(&gateways, &sale);
+    line.silence = Duration::from_secs(1);
+    let mut events = Vec::new();
+    let waiting = wait_in_line_with(&mut line, |event| events.push(event));
+    // Four silences long: without the pings counting as life it reconnects three times.
+    let ended = tokio::time::timeout(Duration::from_secs(4), waiting).await;
+    assert!(ended.is_err(), "the wait goes on: {ended:?}");
+    let reconnections = events
+        .iter()
+        .filter(|e| matches!(e, RoomEvent::Reconnecting { .. }))
+        .count();
+    assert_eq!(reconnections, 0, "{events:?}");
+    assert!(matches!(events[0], RoomEvent::Ticket(_)), "{events:?}");
+}
