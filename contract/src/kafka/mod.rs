@@ -41,9 +41,11 @@ pub enum Role {
 pub const PRODUCER_DEFAULTS: &[(&str, &str)] = &[
     ("acks", "all"),
     ("enable.idempotence", "true"),
-    // Measured against Tansu: 0 gave far higher acknowledged throughput than 1 or 5 ms, since
-    // each request already waits for its own acknowledgement; under load batches form anyway.
-    ("linger.ms", "0"),
+    // A millisecond: with 0 the broker thread woke and built a request for every message,
+    // 50 us of CPU per event, a sixth of a reservation's; with 1 ms it costs 4 us, at the same
+    // acknowledged rate with 50 or 400 events in flight (5 ms and more halve the rate: each
+    // request waits for its own ack). BENCHMARKS.md, "The producer's linger".
+    ("linger.ms", "1"),
     // Events are small JSON documents: lz4 costs least CPU on the hot path and still shrinks a
     // batch of them several times over on the wire and on the brokers' disks.
     ("compression.type", "lz4"),
