@@ -8,6 +8,7 @@
 #   deploy/profile.sh booking [seconds]   the booking endpoint, 50 reservations in flight
 #   deploy/profile.sh gateway [seconds]   one gateway sending 15,000 waiting clients a place each
 #                                         second (the fan-out's path, held steady)
+#   PROFILE_THREADS_ONLY=1 deploy/profile.sh ...   only each thread's CPU (to compare settings)
 #
 # Needs the local stack (deploy/stack.sh up; this script brings it up). perf comes from
 # Debian's linux-perf, installed if missing. The perf data is kept in
@@ -76,7 +77,8 @@ case $SERVICE in
     redis-cli HSET "${FLOODGATE_REDIS_PREFIX}{p:$SALE/$POOL}:cfg" capacity 1000100 >/dev/null
     say "booking: reservations, 50 in flight, sampled for $SECONDS_SAMPLED s"
     "$BIN/floodgate-loadgen" reserve --booking 127.0.0.1:18281 --sale "$SALE" --pool "$POOL" \
-      --requests $((4000 * (SECONDS_SAMPLED + 10))) --concurrency 50 >"$OUT/load.log" 2>&1 &
+      --requests $((4000 * (SECONDS_SAMPLED + 10))) --concurrency "${PROFILE_CONCURRENCY:-50}" \
+      >"$OUT/load.log" 2>&1 &
     LOAD=$! PIDS+=($!)
     sleep 3
     TARGET=$BOOKING
@@ -103,20 +105,52 @@ case $SERVICE in
   *) say "unknown service $SERVICE (booking, gateway)"; exit 64 ;;
 esac
 
+# Each thread's CPU over the sampled time, from /proc (perf's samples say the same, roughly).
+thread_cpu() { for t in /proc/"$TARGET"/task/*; do echo "$(basename "$t") $(tr -d '\n' <"$t/comm" | tr ' ' _) $(sed 's/^.*) //' "$t/stat" | awk '{print $12 + $13}')"; done; }
+# The 201s (booking) or messages sent (gateway) so far, from the service's own metrics.
+done_so_far() {
+  case $SERVICE in
+    booking) curl -s http://127.0.0.1:19281/metrics | awk '/^floodgate_http_requests_total/ && /status="201"/ { s += $2 } END { print s + 0 }' ;;
+    gateway) curl -s http://127.0.0.1:19282/metrics | awk '/^floodgate_ws_messages_sent_total/ { s += $2 } END { print s + 0 }' ;;
+  esac
+}
+thread_cpu >"$OUT/threads.before"
+if [ "${PROFILE_THREADS_ONLY:-}" = 1 ]; then
+  # Only the threads' CPU and the work done: a quick comparison of settings, no samples.
+  d0=$(done_so_far)
+  sleep "$SECONDS_SAMPLED"
+  thread_cpu >"$OUT/threads.after"
+  d1=$(done_so_far)
+  kill $LOAD 2>/dev/null || true
+  echo "$((d1 - d0)) done in $SECONDS_SAMPLED s"
+  awk -v hz="$(getconf CLK_TCK)" 'FNR == NR { t[$1] = $3; next } ($1 in t) { cpu[$2] += ($3 - t[$1]) / hz }
+    END { for (name in cpu) printf "%6.2f s  %s\n", cpu[name], name }' \
+    "$OUT/threads.before" "$OUT/threads.after" | sort -rn | head -3
+  exit 0
+fi
 perf record -e cpu-clock -F 499 --call-graph dwarf,16384 -p "$TARGET" -o "$OUT/perf.data" \
   -- sleep "$SECONDS_SAMPLED" 2>"$OUT/perf-record.log"
+thread_cpu >"$OUT/threads.after"
 kill $LOAD 2>/dev/null || true
 report() { perf report -i "$OUT/perf.data" --stdio "$@" 2>/dev/null | grep -v '^#' | grep -v '^$' | cut -c1-160; }
+samples=$(perf report -i "$OUT/perf.data" --stdio -g none --sort comm 2>/dev/null | sed -n 's/^# Samples: \([^ ]*\).*/\1/p')
+# The steps worth naming, inclusive: Floodgate's own functions and the libraries' entry points
+# (a future's poll wrappers and the runtime's frames are left out: they contain everything).
+steps='floodgate_[a-z_]+::[a-zA-Z_:]+|ed25519_dalek::verifying|ScriptInvocation::invoke_async|redis::cmd::Cmd::query_async'
+steps+='|rdkafka::producer|rd_kafka_broker_serve|hyper::proto::h1::dispatch::Dispatcher<D,Bs,I,T>::poll_(read|write|flush)'
+steps+='|serde_json::(de|ser)::|tungstenite::protocol::WebSocketContext::(write|read)|tokio::net::tcp::stream::TcpStream'
 {
-  echo "## $SERVICE: $(perf report -i "$OUT/perf.data" --stdio --header-only 2>/dev/null | sed -n 's/^# Samples: \(.*\) of event.*/\1 samples/p')"
+  echo "## $SERVICE: $samples samples over $SECONDS_SAMPLED s"
   echo
-  echo "### CPU by thread"
-  report --no-children --sort comm -g none | head -8
+  echo "### CPU by thread (seconds over the $SECONDS_SAMPLED s, from /proc)"
+  awk -v hz="$(getconf CLK_TCK)" 'FNR == NR { t[$1] = $3; next } ($1 in t) { cpu[$2] += ($3 - t[$1]) / hz }
+    END { for (name in cpu) printf "    %6.2f s  %s\n", cpu[name], name }' \
+    "$OUT/threads.before" "$OUT/threads.after" | sort -rn | head -8
   echo
   echo "### Functions by their own samples"
   report --no-children --sort dso,sym -g none | head -40
   echo
-  echo "### Floodgate's own functions, inclusive (what each step of the path costs)"
-  report --children --sort sym -g none | grep -E 'floodgate_|contract' | head -40
+  echo "### Steps of the path, inclusive"
+  report --children --sort sym -g none | grep -E "$steps" | grep -vE '\] (poll|call_once|catch_unwind|do_call)<' | head -40
 } | tee "$OUT/summary.txt"
 say "perf data and summary in $OUT"

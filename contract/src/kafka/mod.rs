@@ -41,11 +41,12 @@ pub enum Role {
 pub const PRODUCER_DEFAULTS: &[(&str, &str)] = &[
     ("acks", "all"),
     ("enable.idempotence", "true"),
-    // A millisecond: with 0 the broker thread woke and built a request for every message,
-    // 50 us of CPU per event, a sixth of a reservation's; with 1 ms it costs 4 us, at the same
-    // acknowledged rate with 50 or 400 events in flight (5 ms and more halve the rate: each
-    // request waits for its own ack). BENCHMARKS.md, "The producer's linger".
-    ("linger.ms", "1"),
+    // Five milliseconds, librdkafka's own default (Floodgate had 0): with 0 the broker thread
+    // woke and built a request for nearly every message, 80 us of CPU per 201, a third of the
+    // booking process's; with 5 ms it costs 17 us at 50 reservations in flight, and the rate is
+    // no lower, the CPU saved outweighing the wait (a 201 waits at most 5 ms more).
+    // BENCHMARKS.md, "The producer's linger".
+    ("linger.ms", "5"),
     // Events are small JSON documents: lz4 costs least CPU on the hot path and still shrinks a
     // batch of them several times over on the wire and on the brokers' disks.
     ("compression.type", "lz4"),

@@ -21,7 +21,7 @@ fn help_shows_how_properties_pass_and_the_defaults() {
         assert_eq!(code, 0, "{said}");
         for expected in [
             "FLOODGATE_KAFKA_PRODUCER_<NAME>",
-            "Producer defaults: acks=all, enable.idempotence=true, linger.ms=1, compression.type=lz4",
+            "Producer defaults: acks=all, enable.idempotence=true, linger.ms=5, compression.type=lz4",
             "Consumer defaults: enable.auto.commit=false",
             "FLOODGATE_KAFKA_SASL_PASSWORD",
         ] {
