@@ -192,9 +192,11 @@ impl RoomDriver {
 
 /// Publishes `view` to the sessions, waking them only if it changed.
 fn publish(tx: &watch::Sender<RoomView>, view: RoomView) {
+    // The view is always stored (a join reads the door, the summary the figures); the sessions
+    // are woken only when it holds news for them.
     tx.send_if_modified(|current| {
-        let changed = *current != view;
+        let news = current.news_for_sessions(&view);
         *current = view;
-        changed
+        news
     });
 }

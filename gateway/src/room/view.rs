@@ -46,7 +46,38 @@ pub struct RoomView {
     pub door: Door,
 }
 
+/// How far the measured admission rate may move before sessions are told: it moves a little on
+/// every tick, and an ETA that is off by less than this is not worth waking every client's task
+/// (each wake of 100,000 sessions is 100,000 polls; BENCHMARKS.md, "The gateway's fan-out").
+const RATE_NEWS: f64 = 0.1;
+
 impl RoomView {
+    /// Whether `newer` holds anything a session acts on: its place (the frontier, the deaths
+    /// known, the draw), what it shows (the pre-queue's size, the opening, a rate that moved by
+    /// more than [`RATE_NEWS`], a pause), the end of the sale, its seats or the heartbeat. The
+    /// controller's own figures (unspent tokens, the cap, the stock factor, the pools, the door)
+    /// are stored with the view but wake nobody: joins and the controller read them when they
+    /// need them.
+    pub fn news_for_sessions(&self, newer: &RoomView) -> bool {
+        let rate_moved = match (self.measured_rate, newer.measured_rate) {
+            (Some(old), Some(new)) => (new - old).abs() > RATE_NEWS * old.abs().max(f64::EPSILON),
+            (old, new) => old.is_some() != new.is_some(),
+        };
+        rate_moved
+            || self.loaded != newer.loaded
+            || self.beat != newer.beat
+            || self.frontier != newer.frontier
+            || self.issued != newer.issued
+            || self.opens_at_ms != newer.opens_at_ms
+            || self.rate != newer.rate
+            || self.paused != newer.paused
+            || self.sold_out != newer.sold_out
+            || self.drawn != newer.drawn
+            || self.dead_known != newer.dead_known
+            || self.max_seats != newer.max_seats
+            || self.commitment != newer.commitment
+    }
+
     /// Seconds until `position` is admitted, at the measured rate once there is one (the set
     /// rate before that); unknown before the opening or while paused.
     pub fn eta_secs(&self, position: u64, now_ms: i64) -> Option<u64> {
@@ -138,6 +169,39 @@ mod tests {
         assert_eq!(view.eta_secs(8, 2_000), Some(4));
         view.paused = true;
         assert_eq!(view.eta_secs(8, 2_000), None);
+    }
+
+    #[test]
+    fn sessions_are_woken_by_news_only() {
+        let view = RoomView {
+            loaded: true,
+            frontier: 10,
+            measured_rate: Some(100.0),
+            unspent: 5,
+            ..Default::default()
+        };
+        let with = |change: fn(&mut RoomView)| {
+            let mut newer = view.clone();
+            change(&mut newer);
+            view.news_for_sessions(&newer)
+        };
+        assert!(!with(|_| {}), "nothing new");
+        // The controller's figures and a rate that barely moved wake nobody.
+        assert!(!with(|v| v.unspent = 6));
+        assert!(!with(|v| v.active_cap = 9));
+        assert!(!with(|v| v.pools = vec!["p".into()]));
+        assert!(!with(|v| v.measured_rate = Some(105.0)));
+        // What a session shows or does does.
+        assert!(with(|v| v.measured_rate = Some(120.0)));
+        assert!(with(|v| v.measured_rate = None));
+        assert!(with(|v| v.frontier = 11));
+        assert!(with(|v| v.dead_known = 1));
+        assert!(with(|v| v.issued = 1));
+        assert!(with(|v| v.beat = 1));
+        assert!(with(|v| v.paused = true));
+        assert!(with(|v| v.sold_out = true));
+        assert!(with(|v| v.drawn = true));
+        assert!(with(|v| v.max_seats = 2));
     }
 
     fn armed() -> SaleMeta {
