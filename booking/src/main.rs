@@ -10,6 +10,12 @@ use floodgate_booking::{AppState, Config};
 use floodgate_contract::keys::Keys;
 use floodgate_contract::runtime::{self, migrator, DatabaseArgs, KafkaArgs, RedisArgs};
 
+/// mimalloc, not glibc's malloc: a reservation makes a few hundred short-lived allocations
+/// across the runtime's threads, and glibc's arenas (their locks, frees and consolidation) were
+/// an eighth of the service's CPU (BENCHMARKS.md, "Profiles").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "floodgate-booking", version, about)]
 struct Cli {
