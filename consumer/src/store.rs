@@ -131,6 +131,30 @@ pub struct BatchOutcome {
     pub events_recorded: u64,
 }
 
+// The two statements of a batch that look rows up are written as one index probe per key,
+// whatever the planner believes of the tables' sizes. Written as `where reservation_id =
+// any($1)` and as a join, their cached plans, made while the tables were nearly empty (a
+// sale's first minutes, before autovacuum's first analyze), scanned every row for every batch:
+// 20 ms a batch at 6,000 bookings and growing, which is why a batch of 100 events took longer
+// than one of 500 (BENCHMARKS.md, "The consumer's small batches"). A locking subquery, and one
+// with a limit, is never flattened into a join, so each stays a per-key lookup.
+
+/// Locks the rows of the batch's reservations that exist, with their status (`$1`: the ids).
+pub const LOCK_BOOKINGS: &str =
+    "select b.reservation_id, b.status from unnest($1::text[]) as k(id),
+   lateral (select reservation_id, status from bookings where reservation_id = k.id for update) b";
+
+/// Marks the pools of which another event already holds a sequence number of the batch (`$1`..
+/// `$4`: sale, pool, sequence and event id of each event) as diverged.
+pub const MARK_DIVERGED: &str =
+    "update pool_sequences ps set diverged_at = coalesce(ps.diverged_at, now())
+   from (select distinct n.s, n.p
+         from unnest($1::text[], $2::text[], $3::int8[], $4::text[]) as n(s, p, q, id),
+           lateral (select 1 from booking_events e
+                    where e.sale_id = n.s and e.pool_id = n.p and e.seq = n.q
+                      and e.event_id <> n.id limit 1) other) d
+   where ps.sale_id = d.s and ps.pool_id = d.p";
+
 /// Applies `events` in one transaction, in their order per reservation, and in the same
 /// transaction moves the stored offsets as `advance` says (unless this member lost one of the
 /// partitions: then nothing is written).
@@ -205,14 +229,12 @@ async fn apply_round(
         .map(|e| e.envelope.event.data().reservation_id.as_str())
         .collect();
     // Locked for the transaction: another consumer (during a rebalance) waits, then sees ours.
-    let current: HashMap<String, String> = sqlx::query_as::<_, (String, String)>(
-        "select reservation_id, status from bookings where reservation_id = any($1) for update",
-    )
-    .bind(&ids)
-    .fetch_all(&mut *tx)
-    .await?
-    .into_iter()
-    .collect();
+    let current: HashMap<String, String> = sqlx::query_as::<_, (String, String)>(LOCK_BOOKINGS)
+        .bind(&ids)
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .collect();
 
     let mut rows = Rows::default();
     let mut log = Log::default();
@@ -264,19 +286,13 @@ async fn record_sequences(
     .bind(&seq)
     .execute(&mut *tx)
     .await?;
-    sqlx::query(
-        "update pool_sequences ps set diverged_at = coalesce(ps.diverged_at, now())
-         from (select distinct e.sale_id, e.pool_id from booking_events e
-               join unnest($1::text[], $2::text[], $3::int8[], $4::text[]) as n(s, p, q, id)
-                 on e.sale_id = n.s and e.pool_id = n.p and e.seq = n.q and e.event_id <> n.id) d
-         where ps.sale_id = d.sale_id and ps.pool_id = d.pool_id",
-    )
-    .bind(&sale)
-    .bind(&pool)
-    .bind(&seq)
-    .bind(&id)
-    .execute(&mut *tx)
-    .await?;
+    sqlx::query(MARK_DIVERGED)
+        .bind(&sale)
+        .bind(&pool)
+        .bind(&seq)
+        .bind(&id)
+        .execute(&mut *tx)
+        .await?;
     Ok(())
 }
 
