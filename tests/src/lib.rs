@@ -325,6 +325,9 @@ pub struct TestApp {
     pub http: reqwest::Client,
     /// The broker booking and the consumer use.
     kafka_brokers: String,
+    /// The Redis Cluster the app's services run on when a test asked for one (its seeds); the
+    /// binaries a test runs for the app are pointed at it too.
+    redis_cluster: Option<Vec<String>>,
     shutdown: CancellationToken,
 }
 
@@ -570,6 +573,7 @@ impl TestApp {
             sandbox,
             http: reqwest::Client::new(),
             kafka_brokers: brokers,
+            redis_cluster: options.redis_cluster.clone(),
             shutdown,
         };
         if options.consumer {
@@ -890,6 +894,9 @@ impl TestApp {
             .env("FLOODGATE_KAFKA_BROKERS", kafka_brokers())
             .env("FLOODGATE_RESERVATIONS_TOPIC", &self.topic)
             .env("FLOODGATE_CONSUMER_GROUP", &self.consumer_group);
+        if let Some(seeds) = &self.redis_cluster {
+            command.env("FLOODGATE_REDIS_CLUSTER_NODES", seeds.join(","));
+        }
         run_to_end(&mut command)
     }
 
