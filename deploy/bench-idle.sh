@@ -47,7 +47,12 @@ until grep -q '^open=' "$FLOODGATE_HOME/bench-idle.log"; do
   kill -0 $LOADGEN 2>/dev/null || { cat "$FLOODGATE_HOME/bench-idle.log"; exit 1; }
   sleep 0.5
 done
-sleep 10 # let the first position-interval messages and allocator settle
+# The gateway gives the ramp's freed pages back once the ramp is over (gateway/src/memory.rs):
+# the memory is read after that, and after the first position-interval messages.
+trims() { curl -s "http://$FLOODGATE_GATEWAY_ADMIN_LISTEN/metrics" | awk '/^floodgate_memory_trims_total / {print int($2)}'; }
+for _ in $(seq 1 60); do [ "$(trims)" -ge 1 ] 2>/dev/null && break; sleep 0.5; done
+[ "$(trims)" -ge 1 ] 2>/dev/null || echo "the gateway did not trim its memory within 30 s" >&2
+sleep 2
 AFTER=$(rss)
 SESSIONS=$(curl -s "http://$FLOODGATE_GATEWAY_ADMIN_LISTEN/metrics" | awk '/^floodgate_ws_sessions / {print $2}')
 grep '^open=' "$FLOODGATE_HOME/bench-idle.log"

@@ -52,8 +52,8 @@ pub fn render() -> String {
 }
 
 /// This process' resident set, from `/proc/self/statm` (pages; Linux's page is 4 KiB on every
-/// machine Floodgate runs on).
-fn resident_memory_bytes() -> Option<u64> {
+/// machine Floodgate runs on); `None` where there is no such file.
+pub fn resident_memory_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
     Some(pages * 4096)
@@ -109,6 +109,10 @@ const METRICS: &[(&str, &str)] = &[
     (
         "floodgate_tickets_skipped_total",
         "Tickets the frontier skipped because their holder left",
+    ),
+    (
+        "floodgate_memory_trims_total",
+        "Times the gateway gave freed memory back to the system after a join ramp",
     ),
     (
         "floodgate_tickets_abandoned_total",

@@ -12,6 +12,7 @@
 //!   answer: the tickets (join, resume, leave) and the room's tick.
 //! - [`places`]: dead places and admission batches, as the room learns them from Redis.
 //! - [`limits`]: the connection budget and per-IP connection and join-rate limits.
+//! - `memory`: freed memory given back to the system after a join ramp.
 //! - [`summary`], [`seats`], `draw`: a sale's public figures, live seat counts and the
 //!   pre-queue draw's public record.
 //! - [`assets`] and `cache`: the browser client's page and hashed assets, and the HTTP caching
@@ -31,6 +32,7 @@ pub mod door;
 pub mod error;
 mod join;
 pub mod limits;
+mod memory;
 pub mod openapi;
 pub mod places;
 pub mod probes;
@@ -391,6 +393,7 @@ pub async fn run(listener: TcpListener, state: AppState) -> std::io::Result<()> 
             }
         }
     });
+    memory::trim_after_ramps(state.budget.clone(), shutdown.clone());
     let rooms = state.clone();
     let retiring = shutdown.clone();
     tokio::spawn(async move {

@@ -173,6 +173,9 @@ pub fn parse_trusted_proxy(text: &str) -> Result<IpNet, String> {
 pub struct Budget {
     max: u64,
     open: AtomicU64,
+    /// Sessions opened and closed since the start, each counted once: what the memory trimmer
+    /// watches for the end of a ramp.
+    churn: AtomicU64,
 }
 
 impl Budget {
@@ -180,6 +183,7 @@ impl Budget {
         Arc::new(Self {
             max: max.max(1),
             open: AtomicU64::new(0),
+            churn: AtomicU64::new(0),
         })
     }
 
@@ -194,14 +198,21 @@ impl Budget {
         if !taken {
             metrics::counter!("floodgate_joins_refused_total", "reason" => "gateway_full")
                 .increment(1);
+            return None;
         }
-        taken.then(|| BudgetSlot {
+        self.churn.fetch_add(1, Ordering::Relaxed);
+        Some(BudgetSlot {
             budget: self.clone(),
         })
     }
 
     pub fn max(&self) -> u64 {
         self.max
+    }
+
+    /// Sessions opened plus sessions closed so far.
+    pub fn churn(&self) -> u64 {
+        self.churn.load(Ordering::Relaxed)
     }
 }
 
@@ -213,6 +224,7 @@ pub struct BudgetSlot {
 impl Drop for BudgetSlot {
     fn drop(&mut self) {
         self.budget.open.fetch_sub(1, Ordering::AcqRel);
+        self.budget.churn.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -89,8 +89,13 @@ struct Row(String, String, String, Option<bool>);
 /// The headline figures: the per-process CPU ratios, each beside its target.
 pub fn headline(results: &Path, cores: f64) -> String {
     let mut rows = fan_out_rows(results, cores);
-    for inflight in [50, 400] {
-        rows.extend(booking_rows(results, inflight));
+    for setup in [
+        Setup::single(50),
+        Setup::single(400),
+        Setup::cluster(0),
+        Setup::cluster(1),
+    ] {
+        rows.extend(booking_rows(results, &setup));
     }
     if let (Some(p), Some(alone)) = (
         Phase::read(results, "raw-producer-50"),
@@ -176,31 +181,92 @@ fn fan_out_rows(results: &Path, cores: f64) -> Vec<Row> {
     rows
 }
 
-/// The booking endpoint with `inflight` requests at once: each process's CPU per 201, the rate
-/// against the scripts' own, and the consumer's CPU per event.
-fn booking_rows(results: &Path, inflight: u32) -> Vec<Row> {
+/// Where a booking phase ran, which its every figure states: single Redis or the cluster, the
+/// replica wait, the requests in flight (the broker is Tansu on sqlite storage in every one).
+struct Setup {
+    /// The phase (`cpu-<phase>.json`) and the load generator's JSON (`<phase>.json`).
+    phase: String,
+    /// The consumer's phase over the same run, when the consumer read it.
+    consume: Option<String>,
+    /// `redis-benchmark` of the same scripts on the same Redis.
+    reference: &'static str,
+    /// "50 in flight, single Redis, no replica wait", ...
+    label: String,
+    /// Whose CPU "Redis" is here.
+    redis: &'static str,
+}
+
+impl Setup {
+    fn single(inflight: u32) -> Self {
+        Self {
+            phase: format!("raw-booking-{inflight}"),
+            consume: Some(format!("raw-consume-{inflight}")),
+            reference: "raw-redis.json",
+            label: format!("{inflight} in flight, single Redis, no replica wait"),
+            redis: "Redis",
+        }
+    }
+
+    fn cluster(min_replicas: u32) -> Self {
+        let wait = match min_replicas {
+            0 => "no replica wait".to_owned(),
+            n => format!("waiting for {n} replica"),
+        };
+        Self {
+            phase: format!("cluster-booking-{min_replicas}"),
+            consume: None,
+            reference: "cluster-redis.json",
+            label: format!("50 in flight, Redis Cluster of 3 primaries and 3 replicas, {wait}"),
+            redis: "the cluster's six nodes'",
+        }
+    }
+}
+
+/// The booking endpoint in one setup: each process's CPU per 201, the rate against the scripts'
+/// own, and the consumer's CPU per event.
+fn booking_rows(results: &Path, setup: &Setup) -> Vec<Row> {
     let mut rows = Vec::new();
-    let Some(b) = Phase::read(results, &format!("raw-booking-{inflight}")) else {
+    let Some(b) = Phase::read(results, &setup.phase) else {
         return rows;
     };
+    let label = &setup.label;
     let booking = b.per("booking", "reservations");
     let redis = b.per("redis", "reservations");
     let created = b.count("reservations");
     let scripts = (created > 0.0).then(|| b.count("evalsha_usec") / created);
     rows.push(Row(
-        format!("booking CPU per 201, {inflight} in flight"),
+        format!("booking CPU per 201, {label}"),
         us(booking),
-        "at most Redis' CPU per reservation".into(),
+        format!("at most {} CPU per reservation", setup.redis),
         booking.zip(redis).map(|(b, r)| b <= r),
     ));
     rows.push(Row(
-        format!("Redis CPU per reservation, {inflight} in flight (of it in scripts, by `INFO commandstats`)"),
-        format!("{} ({})", us(redis), scripts.map_or("?".into(), |v| format!("{v:.1} us"))),
+        format!(
+            "{} CPU per reservation, {label} (of it in scripts, by `INFO commandstats`)",
+            capitalised(setup.redis)
+        ),
+        format!(
+            "{} ({})",
+            us(redis),
+            scripts.map_or("?".into(), |v| format!("{v:.1} us"))
+        ),
         String::new(),
         None,
     ));
+    if b.count("min_replicas") > 0.0 && created > 0.0 {
+        rows.push(Row(
+            format!("`WAIT` commands per reservation, {label} (the nodes' time in them)"),
+            format!(
+                "**{:.2}** ({:.1} us)",
+                b.count("wait_calls") / created,
+                b.count("wait_usec") / created
+            ),
+            String::new(),
+            None,
+        ));
+    }
     rows.push(Row(
-        format!("the broker's CPU per 201, {inflight} in flight"),
+        format!("the broker's CPU per 201, {label}"),
         us(b.per("broker", "reservations")),
         String::new(),
         None,
@@ -208,29 +274,40 @@ fn booking_rows(results: &Path, inflight: u32) -> Vec<Row> {
     let rate =
         |file: &str| read(&results.join(file)).and_then(|r| r["reservations_per_second"].as_f64());
     if let (Some(raw), Some(ours)) = (
-        rate("raw-redis.json"),
-        rate(&format!("raw-booking-{inflight}.json")),
+        rate(setup.reference),
+        rate(&format!("{}.json", setup.phase)),
     ) {
         let share = ours / raw;
         rows.push(Row(
-            format!("end-to-end rate, {inflight} in flight, against `redis-benchmark` of the same scripts"),
+            format!("end-to-end rate, {label}, against `redis-benchmark` of the same scripts on the same Redis"),
             format!("**{:.0} %** ({ours:.0} against {raw:.0} a second)", 100.0 * share),
             "at least 50 %".into(),
             Some(share >= 0.5),
         ));
     }
-    if let Some(c) = Phase::read(results, &format!("raw-consume-{inflight}")) {
+    if let Some(c) = setup
+        .consume
+        .as_deref()
+        .and_then(|c| Phase::read(results, c))
+    {
         let postgres = c
             .per("postgres", "events")
             .map_or("?".into(), |v| format!("{v:.1} us"));
         rows.push(Row(
-            format!("consumer CPU per event, {inflight} in flight (PostgreSQL's beside it)"),
+            format!("consumer CPU per event, {label} (PostgreSQL's beside it)"),
             format!("{} ({postgres})", us(c.per("consumer", "events"))),
             String::new(),
             None,
         ));
     }
     rows
+}
+
+fn capitalised(s: &str) -> String {
+    let mut chars = s.chars();
+    chars.next().map_or(String::new(), |first| {
+        first.to_uppercase().chain(chars).collect()
+    })
 }
 
 /// The load generators' own CPU at `pointer` in every `<prefix>-N.json`, summed (seconds).

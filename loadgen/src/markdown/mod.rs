@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::report::Latencies;
 
+mod cluster;
 mod cpu;
 
 pub const BEGIN: &str =
@@ -123,7 +124,9 @@ pub fn render(results: &Path) -> anyhow::Result<String> {
             .filter_map(Value::as_str)
             .collect();
         // Only a partial run carries figures over.
-        let every = ["queue", "burst", "sale", "raw", "naive", "poll", "peer"];
+        let every = [
+            "queue", "burst", "sale", "raw", "cluster", "naive", "poll", "peer",
+        ];
         if !every.iter().all(|s| ran.contains(s)) {
             out += &format!(
                 "Scenarios run this time: {}; any other figures below are carried over from the run of {}.\n\n",
@@ -247,6 +250,8 @@ pub fn render(results: &Path) -> anyhow::Result<String> {
         }
         out += "\n";
     }
+
+    out += &cluster::section(results);
 
     let locked = read(&results.join("naive-for-update.json"));
     let race = read(&results.join("naive-race.json"));

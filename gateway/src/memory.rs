@@ -1,0 +1,118 @@
+//! Giving freed memory back to the system once a join ramp is over.
+//!
+//! Each join allocates and frees more than its session keeps (hyper's 8 KiB request buffer, the
+//! upgrade's response, the Redis round trip). glibc's allocator keeps the freed pages, which sit
+//! between the sessions' long-lived allocations, so after a ramp of thousands of joins the
+//! gateway's resident memory stays a few hundred bytes per session above what the sessions use
+//! (BENCHMARKS.md, "Gateway memory per idle WebSocket"). `malloc_trim(0)` hands every whole free
+//! page back. It walks the allocator's free lists holding their locks, so it runs only when a
+//! ramp has ended (many sessions opened or closed since the last trim, few in the last period),
+//! on a blocking thread, never during a rush, when the freed pages are reused anyway.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::limits::Budget;
+
+/// How often the trimmer looks at the churn.
+const PERIOD: Duration = Duration::from_secs(2);
+/// Sessions opened or closed since the last trim that make one worth it.
+const AFTER: u64 = 1_000;
+/// Fewer than this many in the last period: the ramp is over.
+const QUIET: u64 = 100;
+
+/// Whether to trim now: `since` sessions opened or closed since the last trim, `lately` of them
+/// in the last period.
+fn due(since: u64, lately: u64) -> bool {
+    since >= AFTER && lately < QUIET
+}
+
+/// Watches the gateway's session churn and trims after each ramp, until `shutdown`.
+pub fn trim_after_ramps(budget: Arc<Budget>, shutdown: CancellationToken) {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(PERIOD);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let (mut trimmed_at, mut last) = (budget.churn(), budget.churn());
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = every.tick() => {}
+            }
+            let churn = budget.churn();
+            if due(churn - trimmed_at, churn - last) {
+                trimmed_at = churn;
+                let _ = tokio::task::spawn_blocking(trim).await;
+            }
+            last = churn;
+        }
+    });
+}
+
+/// Gives every whole free page of the allocator's back to the system; logs what it took.
+fn trim() {
+    let before = floodgate_contract::telemetry::resident_memory_bytes();
+    let started = Instant::now();
+    release();
+    let after = floodgate_contract::telemetry::resident_memory_bytes();
+    metrics::counter!("floodgate_memory_trims_total").increment(1);
+    tracing::debug!(
+        took_ms = started.elapsed().as_secs_f64() * 1e3,
+        resident_before = before,
+        resident_after = after,
+        "freed memory given back"
+    );
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)] // the one exception to the workspace's rule (Cargo.toml says why)
+fn release() {
+    // SAFETY: malloc_trim takes no pointers; it only walks the allocator's own structures under
+    // their locks, and is safe to call from any thread at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Other allocators (musl's, the BSDs') give free pages back by themselves.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn release() {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trim_waits_for_a_ramp_to_end() {
+        assert!(!due(0, 0), "nothing happened");
+        assert!(!due(999, 0), "too few sessions to be worth a trim");
+        assert!(!due(20_000, 5_000), "the ramp is still going");
+        assert!(!due(20_000, QUIET), "still joining at the quiet threshold");
+        assert!(due(20_000, 99), "the ramp is over");
+        assert!(due(AFTER, 0));
+    }
+
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn a_trim_gives_freed_pages_back() {
+        // Many small blocks, every other one freed: the holes are whole pages glibc keeps
+        // (too small each to be mapped apart, too far from the heap's top to be trimmed there).
+        let mut blocks: Vec<Vec<u8>> = (0..40_000).map(|i| vec![i as u8; 2048]).collect();
+        let kept: Vec<Vec<u8>> = blocks
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| i % 8 == 0)
+            .map(|(_, b)| std::mem::take(b))
+            .collect();
+        drop(blocks);
+        let before = floodgate_contract::telemetry::resident_memory_bytes().unwrap();
+        release();
+        let after = floodgate_contract::telemetry::resident_memory_bytes().unwrap();
+        assert!(
+            after + 8 * 1024 * 1024 < before,
+            "about 70 MiB freed, under 8 MiB given back: {before} to {after} bytes"
+        );
+        assert_eq!(kept.len(), 5_000);
+    }
+}
