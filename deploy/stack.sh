@@ -89,6 +89,8 @@ unpack_deb() {
 # run `promtool check metrics`) and kubectl (`kubernetes-client`, whose `kubectl kustomize`
 # embeds the old kustomize the manifests are written for; deploy/check-deploy.sh uses it).
 ensure_tools() {
+  # ss (iproute2): the tests read a listener's accept queue with it.
+  command -v ss >/dev/null || apt_install iproute2
   [ -x "$FLOODGATE_HOME/tools/prometheus/usr/bin/promtool" ] || unpack_deb prometheus prometheus
   [ -x "$FLOODGATE_HOME/tools/kubernetes-client/usr/bin/kubectl" ] ||
     unpack_deb kubernetes-client kubernetes-client

@@ -2,7 +2,8 @@
 //! compose file against the Compose specification and validates every rendered Kubernetes
 //! overlay strictly. Here it is shown to pass on this tree and to fail on each kind of mistake it
 //! exists to catch, planted in a copy; and the compose stack's secret maker makes secrets the
-//! services accept.
+//! services accept. Beside them, what the binaries take from the host they run on: the
+//! open-files limit and the accept queue.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -237,5 +238,66 @@ async fn the_booking_service_and_the_consumer_raise_their_open_files_limit() {
         assert_ne!(soft, "256");
         let _ = child.kill();
         let _ = child.wait();
+    }
+}
+
+/// The accept queue the kernel gave the listener on `port` (the Send-Q `ss` shows for it).
+fn accept_queue(port: u16) -> u32 {
+    let out = Command::new("ss")
+        .args(["-Hltn", &format!("sport = :{port}")])
+        .output()
+        .expect("ss (iproute2; deploy/stack.sh tools installs it)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .next()
+        .unwrap_or_else(|| panic!("no listener on {port}: {text}"));
+    // State, Recv-Q (connections waiting now), Send-Q (the queue's size), local, peer.
+    line.split_whitespace().nth(2).unwrap().parse().unwrap()
+}
+
+/// A flash crowd's connections wait in the listener's accept queue; one that is full drops the
+/// next SYNs, and their clients' kernels resend them only seconds later. Every service asks for
+/// the most the kernel allows (`net.core.somaxconn`), not tokio's default of 1,024.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_listener_takes_the_accept_queue_the_kernel_allows() {
+    let somaxconn: u32 = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // What every listener asks for: the most the kernel may give.
+    let allowed = somaxconn.min(65_535);
+    let (url, db) = floodgate_tests::fresh_database().await;
+    let app = floodgate_tests::TestApp::spawn(db).await;
+    let gateway = floodgate_tests::gateways::GatewayProcess::spawn(
+        &app,
+        &unique("backlog-"),
+        &floodgate_tests::gateways::GatewayTimings::default(),
+    )
+    .await;
+    let env = [
+        ("FLOODGATE_OPS_TOKEN", floodgate_tests::secret("ops_")),
+        (
+            "FLOODGATE_WEBHOOK_SECRET",
+            floodgate_tests::secret("whsec_"),
+        ),
+    ];
+    let (mut booking, admin, api) = floodgate_tests::services::booking_serve(&app, &url, &env);
+    let _booking = floodgate_tests::services::Stopped(
+        floodgate_tests::services::start_service(&mut booking, &admin).await,
+    );
+    let port = |url: &str| -> u16 { url.rsplit(':').next().unwrap().parse().unwrap() };
+    for (listener, port) in [
+        ("the gateway's public listener", gateway.addr.port()),
+        ("the gateway's admin listener", gateway.admin.port()),
+        ("the booking API", port(&api)),
+        ("the booking admin listener", port(&admin)),
+    ] {
+        assert_eq!(
+            accept_queue(port),
+            allowed,
+            "{listener} (net.core.somaxconn is {somaxconn})"
+        );
     }
 }
