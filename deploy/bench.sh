@@ -577,7 +577,10 @@ poll() {
   "$BIN/floodgate-loadgen" poll --gateways "${GATEWAY_ADDRS[0]}" --sale "$sale" --clients "$n" \
     --from "$(sources 2)" --interval-secs 5 --secs 80 >"$LOGS/poll.log" 2>&1 &
   loader=$!
-  sleep 10 # every client has made its first request
+  # The load generator makes its clients first (about 2 ms of its CPU each), then each client
+  # polls first within one interval.
+  until grep -q '^made ' "$LOGS/poll.log" 2>/dev/null; do sleep 0.5; done
+  sleep 6
   measure_cpu poll-poll "$n" "poll"
   wait $loader || say "some polls failed (see $LOGS/poll.log)"
   stop_gateways

@@ -324,7 +324,7 @@ async fn sale(command: SaleCommand) -> anyhow::Result<()> {
 /// `sandbox-pay`: the payment provider's stand-in, for the demo and the tests.
 async fn sandbox_pay(config: floodgate_booking::sandbox::SandboxConfig) -> anyhow::Result<()> {
     config.validate().map_err(anyhow::Error::msg)?;
-    let listener = tokio::net::TcpListener::bind(&config.listen)
+    let listener = runtime::listen(&config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     tracing::info!(addr = %listener.local_addr()?, "sandbox payment provider listening");
@@ -437,12 +437,12 @@ async fn serve(config: Config, db: DatabaseArgs) -> anyhow::Result<()> {
     let db = connect_db(&db).await?;
     migrator().run(&db).await.context("applying migrations")?;
     let state = AppState::connect(&config, db).await?;
-    let listener = tokio::net::TcpListener::bind(&config.listen)
+    let listener = runtime::listen(&config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     tracing::info!(addr = %listener.local_addr()?, "booking API listening");
     let shutdown = runtime::shutdown_on_signal();
-    let admin = tokio::net::TcpListener::bind(&config.admin_listen)
+    let admin = runtime::listen(&config.admin_listen)
         .await
         .with_context(|| format!("binding {}", config.admin_listen))?;
     tracing::info!(addr = %admin.local_addr()?, "admin listener (ops API, console, metrics) listening");

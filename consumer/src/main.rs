@@ -36,7 +36,7 @@ async fn main() -> anyhow::Result<()> {
     tracing::debug!(open_files, "open-files limit");
     let db = cli.database.connect().await.map_err(anyhow::Error::msg)?;
     migrator().run(&db).await.context("applying migrations")?;
-    let metrics_listener = tokio::net::TcpListener::bind(&cli.metrics_listen)
+    let metrics_listener = runtime::listen(&cli.metrics_listen)
         .await
         .with_context(|| format!("binding {}", cli.metrics_listen))?;
     runtime::metrics();

@@ -27,6 +27,39 @@ pub fn raise_open_files_limit() -> u64 {
     }
 }
 
+/// The accept queue every listener asks for. A flash crowd opens tens of thousands of
+/// connections in a second; tokio's own `TcpListener::bind` asks for 1,024, and a full queue
+/// drops the next SYNs, which the client's kernel resends only after 1, 3, 7 s: a join that
+/// arrived on time waits seconds for nothing, and a poll times out. The kernel caps the queue at
+/// `net.core.somaxconn` (4,096 by default; docs/deploy.md says how to raise it), so asking for
+/// the most it can be lets the operator's setting decide.
+pub const LISTEN_BACKLOG: u32 = 65_535;
+
+/// Listens on `addr` (`host:port`; the first address it resolves to that can be bound) with an
+/// accept queue of [`LISTEN_BACKLOG`].
+pub async fn listen(addr: &str) -> std::io::Result<tokio::net::TcpListener> {
+    let mut last = None;
+    for resolved in tokio::net::lookup_host(addr).await? {
+        let socket = match resolved {
+            std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+            std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+        };
+        // As `TcpListener::bind` does: a restarted service binds while its old connections
+        // are still in TIME_WAIT.
+        socket.set_reuseaddr(true)?;
+        match socket.bind(resolved) {
+            Ok(()) => return socket.listen(LISTEN_BACKLOG),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{addr} names no address"),
+        )
+    }))
+}
+
 /// Starts `tracing`: logs with `RUST_LOG` (default `info`), as JSON lines when `json` is set,
 /// and the spans of `service` exported by OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set
 /// ([`crate::trace`]). Keep the guard until the service ends: dropping it flushes the spans.

@@ -54,10 +54,10 @@ async fn main() -> anyhow::Result<()> {
             let shutdown = tokio_util::sync::CancellationToken::new();
             let state = AppState::connect(*config, shutdown).await?;
             floodgate_gateway::probes::drain_on(runtime::shutdown_on_signal(), &state);
-            let listener = tokio::net::TcpListener::bind(&listen)
+            let listener = runtime::listen(&listen)
                 .await
                 .with_context(|| format!("binding {listen}"))?;
-            let admin = tokio::net::TcpListener::bind(&admin_listen)
+            let admin = runtime::listen(&admin_listen)
                 .await
                 .with_context(|| format!("binding {admin_listen}"))?;
             tracing::info!(addr = %listener.local_addr()?, "gateway listening");

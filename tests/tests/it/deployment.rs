@@ -266,8 +266,7 @@ async fn every_listener_takes_the_accept_queue_the_kernel_allows() {
         .trim()
         .parse()
         .unwrap();
-    // What every listener asks for: the most the kernel may give.
-    let allowed = somaxconn.min(65_535);
+    let allowed = somaxconn.min(floodgate_contract::runtime::LISTEN_BACKLOG);
     let (url, db) = floodgate_tests::fresh_database().await;
     let app = floodgate_tests::TestApp::spawn(db).await;
     let gateway = floodgate_tests::gateways::GatewayProcess::spawn(
