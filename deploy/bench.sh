@@ -149,7 +149,8 @@ cpu_end() {
           user_s: (.[1] | tonumber), system_s: (.[2] | tonumber) }) }' >"$RESULTS/cpu-$phase.json"
   rm -f "$RESULTS/.cpu-$phase".*
 }
-redis_pid() { redis-cli INFO server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}'; }
+# The pid of the Redis at port $1 (default the shared one, 6379).
+redis_pid() { redis-cli -p "${1:-6379}" INFO server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}'; }
 # Every service process running now, as name=pid (PostgreSQL's are each backend and helper).
 service_procs() {
   local procs=("redis=$(redis_pid)") pid i
@@ -170,8 +171,11 @@ metric_sum() { # <metric> <admin address>...
   echo "$total"
 }
 # Redis' own count of a command's calls and the microseconds it spent in them (a script's
-# commands are counted inside its EVALSHA too).
-redis_cmdstat() { redis-cli INFO commandstats | tr -d '\r' | awk -F'[:,=]' -v c="cmdstat_$1" '$1 == c { print $3, $5; f = 1 } END { if (!f) print 0, 0 }'; }
+# commands are counted inside its EVALSHA too); of the Redis at port $2 (default 6379).
+redis_cmdstat() {
+  redis-cli -p "${2:-6379}" INFO commandstats | tr -d '\r' |
+    awk -F'[:,=]' -v c="cmdstat_$1" '$1 == c { print $3, $5; f = 1 } END { if (!f) print 0, 0 }'
+}
 
 BACKEND_UP= BOOKING_PID= CONSUMER_PID= SANDBOX_PID=
 start_backend() {
@@ -422,8 +426,7 @@ cluster_ports() { seq "$CLUSTER_FIRST" $((CLUSTER_FIRST + 5)); }
 cluster_cmdstat() {
   local port calls=0 usec=0 c u
   for port in $(cluster_ports); do
-    read -r c u < <(redis-cli -p "$port" INFO commandstats | tr -d '\r' |
-      awk -F'[:,=]' -v c="cmdstat_$1" '$1 == c { print $3, $5; f = 1 } END { if (!f) print 0, 0 }')
+    read -r c u < <(redis_cmdstat "$1" "$port")
     calls=$((calls + c)) usec=$((usec + u))
   done
   echo "$calls $usec"
@@ -431,7 +434,7 @@ cluster_cmdstat() {
 cluster_procs() {
   local port
   for port in $(cluster_ports); do
-    echo "redis-$port=$(redis-cli -p "$port" INFO server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')"
+    echo "redis-$port=$(redis_pid "$port")"
   done
   echo "broker=$(cat "$FLOODGATE_HOME/tansu.pid")"
   for pid in $(pgrep -x postgres); do echo "postgres-$pid=$pid"; done
