@@ -100,6 +100,22 @@ impl PrivateBroker {
         broker
     }
 
+    /// A broker on sqlite storage (`sqlite://tansu.db`), the engine `deploy/stack.sh` runs: the one
+    /// whose storage [`PrivateBroker::kill_storage`] can kill.
+    pub async fn start_sqlite() -> Self {
+        let mut broker = Self::start().await;
+        broker.stop();
+        broker.storage = "sqlite://tansu.db";
+        broker.resume().await;
+        broker
+    }
+
+    /// Kills the broker's storage the way load killed it ([`kill_storage`]). `topic` must exist.
+    pub async fn kill_storage(&mut self, topic: &str) {
+        let pid = self.child.as_ref().expect("the broker runs").id();
+        kill_storage(&self.address(), pid, topic).await;
+    }
+
     /// Where clients connect (the advertised address).
     pub fn address(&self) -> String {
         self.advertised.clone()
@@ -161,4 +177,108 @@ impl Drop for PrivateBroker {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Kills the storage of the Tansu broker at `address` (process `pid`) the way load killed it
+/// (Tansu 0.6's sqlite engine; docs/runbook.md, "The broker's storage died"): an idempotent
+/// producer whose message timed out raises its own producer epoch (librdkafka does this to close
+/// the gap in its sequence), and the engine panics on the first batch of an epoch it never
+/// issued. The broker keeps its port open and fails every request from then on. `topic` must
+/// exist.
+pub async fn kill_storage(address: &str, pid: u32, topic: &str) {
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let producer: FutureProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", address)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "0")
+        .set("request.timeout.ms", "1000")
+        .set("message.timeout.ms", "1500")
+        .create()
+        .expect("a producer");
+    let send = |payload: &'static str| {
+        let producer = producer.clone();
+        let topic = topic.to_owned();
+        async move {
+            let record = FutureRecord::to(&topic)
+                .key("k")
+                .payload(payload)
+                .partition(0);
+            producer
+                .send(record, rdkafka::util::Timeout::Never)
+                .await
+                .map(drop)
+                .map_err(|(e, _)| e)
+        }
+    };
+    send("the producer's id and epoch 0")
+        .await
+        .expect("the broker takes a first message");
+    // The broker stops answering: the next message times out, and the producer raises its epoch
+    // on its own.
+    signal(pid, "STOP");
+    let timed_out = send("times out").await;
+    signal(pid, "CONT");
+    assert!(timed_out.is_err(), "the message timed out");
+    // The first batch of the new epoch.
+    let _ = tokio::time::timeout(Duration::from_secs(10), send("epoch 1")).await;
+    assert!(
+        !round_trip(address, topic).await,
+        "the broker's storage should be dead"
+    );
+}
+
+/// Whether the broker at `address` takes a message and gives it back: a plain producer's send to
+/// partition 0 of `topic` and a fetch of it, within a few seconds each.
+pub async fn round_trip(address: &str, topic: &str) -> bool {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Message;
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let marker = crate::unique("round-trip-");
+    let producer: FutureProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", address)
+        .set("message.timeout.ms", "5000")
+        .create()
+        .expect("a producer");
+    let record = FutureRecord::to(topic)
+        .key("k")
+        .payload(&marker)
+        .partition(0);
+    let Ok(delivered) = producer
+        .send(record, rdkafka::util::Timeout::Never)
+        .await
+        .map_err(|(e, _)| e)
+    else {
+        return false;
+    };
+    let offset = delivered.offset;
+    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", address)
+        .set("group.id", crate::unique("round-trip-"))
+        .create()
+        .expect("a consumer");
+    let mut list = rdkafka::TopicPartitionList::new();
+    list.add_partition_offset(topic, 0, rdkafka::Offset::Offset(offset))
+        .expect("a partition");
+    consumer.assign(&list).expect("assigned");
+    tokio::task::spawn_blocking(move || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            if let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) {
+                return message.payload() == Some(marker.as_bytes());
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false)
+}
+
+/// Sends `signal` (`STOP`, `CONT`, ...) to process `pid`.
+fn signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -{signal} {pid}");
 }

@@ -280,11 +280,25 @@ fn refusal(e: jsonwebtoken::errors::Error) -> IdentityError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
     use crate::identity::{IssuedIdentity, IssuerKey, DEFAULT_ALGORITHMS};
     use secrecy::SecretString;
 
     const ISS: &str = "https://signin.example";
     const AUD: &str = "floodgate-demo";
+
+    /// A token with `alg: none` and no signature, claiming the issuer's key id.
+    fn unsigned(key: &IssuerKey) -> String {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let header = serde_json::json!({ "alg": "none", "typ": "JWT", "kid": key.kid() });
+        let claims = IssuedIdentity::new(ISS, AUD, "a", Duration::from_secs(60));
+        format!(
+            "{}.{}.",
+            b64.encode(header.to_string()),
+            b64.encode(serde_json::to_string(&claims).unwrap())
+        )
+    }
 
     async fn verifier(keys: &[&IssuerKey], form: BuyerIdForm) -> (Arc<IdentityVerifier>, PathBuf) {
         let path = std::env::temp_dir().join(format!("jwks-{}.json", uuid::Uuid::new_v4()));
@@ -348,6 +362,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(v.verify(&hs).await, Err(IdentityError::Algorithm));
+        // An unsigned token (`alg: none`) names an algorithm too, one never accepted.
+        assert_eq!(
+            v.verify(&unsigned(&key)).await,
+            Err(IdentityError::Algorithm)
+        );
         assert_eq!(v.verify("not.a.jwt").await, Err(IdentityError::Malformed));
         assert_eq!(
             v.verify(&"a".repeat(9000)).await,

@@ -121,6 +121,18 @@ async fn every_bad_identity_is_refused_with_its_own_code(db: sqlx::PgPool) {
         &jsonwebtoken::EncodingKey::from_secret(b"anything"),
     )
     .unwrap();
+    // Unsigned (`alg: none`): an algorithm never accepted, not a malformed token.
+    let unsigned = {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let header = serde_json::json!({ "alg": "none", "typ": "JWT", "kid": "standin-1" });
+        let payload = serde_json::to_string(&claims).unwrap();
+        format!(
+            "{}.{}.",
+            b64.encode(header.to_string()),
+            b64.encode(payload)
+        )
+    };
     let expired = app
         .identity_with(&serde_json::json!({ "sub": "mallory", "expires_in_secs": -120 }))
         .await;
@@ -134,6 +146,7 @@ async fn every_bad_identity_is_refused_with_its_own_code(db: sqlx::PgPool) {
         (forged.as_str(), "identity_invalid"),
         (&unknown_kid, "identity_unknown_key"),
         (&hs256, "identity_algorithm"),
+        (&unsigned, "identity_algorithm"),
         (&expired, "identity_expired"),
         (&other_audience, "identity_wrong_audience"),
         (&other_issuer, "identity_wrong_issuer"),

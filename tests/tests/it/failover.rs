@@ -3,6 +3,9 @@
 //! lease). Writes are promised only once a replica has them (`WAIT`, contract/src/replicas.rs),
 //! so after the failover nothing answered 201 is missing, no paid seat is lost, no seat is sold
 //! twice, and reconciliation finds nothing to say. Each run has its own cluster, on free ports.
+//! [`passes`]: people retrying through the failover as the protocol says keep their pass.
+
+mod passes;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,6 +1,9 @@
 //! Dependencies failing under the booking service: the broker, Redis, the booking process itself,
 //! and lost Redis state. Each test breaks only a private broker, a fault-injecting proxy or its
-//! own process, never the shared services other tests use.
+//! own process, never the shared services other tests use. [`broker`]: the broker's storage
+//! dying under the service.
+
+mod broker;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
