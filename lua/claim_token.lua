@@ -5,10 +5,10 @@
 -- ARGV[1] Idempotency-Key   ARGV[2] request fingerprint (pool and seats)
 -- ARGV[3] when the record may go (Unix ms: the token's expiry plus the clock skew allowed)
 -- ARGV[4] the pool asked for   ARGV[5] the token's expiry (Unix ms; names its admission batch)
--- ARGV[6] this attempt's id (random, one per request)   ARGV[7] the attempt's lifetime (ms)
+-- ARGV[6] the attempt's lifetime (ms)
 --
--- Returns {outcome, attempt deadline (Unix ms), the sale's per-buyer seat limit (0: none)} with
--- outcome one of:
+-- Returns {outcome, attempt deadline (Unix ms), the sale's per-buyer seat limit (0: none),
+-- the attempt's stamp} with outcome one of:
 --   "claimed"        first use: the token is now bound to this Idempotency-Key and request
 --   "retry"          the same key and request again: go on to the pool step, which replays
 -- or {refusal}: "spent" (the token was used with another key), "mismatch" (the same key with a
@@ -21,6 +21,15 @@
 -- take seats. That is what lets a refused attempt give the claim back safely while another
 -- attempt with the same key may be under way (release_claim.lua).
 --
+-- An attempt is named by its stamp: Redis' time in ms when it claimed, and always above the
+-- record's previous stamp (`last`), so a retry's stamp is above every earlier attempt's of its
+-- key. A retry's refusal fences the earlier attempts off at the pool (reserve.lua), which is what
+-- lets it give the token back at once instead of waiting out their deadlines: after a 503 (a
+-- failover, a broker that did not acknowledge) the client's retry gets its definitive answer and
+-- its pass back in one request. Should this record be lost in a failover, stamps start again
+-- from the new primary's clock, still above the lost ones (the failover took longer than any
+-- clock step between the nodes).
+--
 -- The record lives as long as the token can be presented (ARGV[3]), however long that is, so a
 -- token can never claim twice because its first claim had lapsed.
 local pools = redis.call('HGET', KEYS[1], 'pools')
@@ -31,7 +40,7 @@ if not string.find(',' .. pools .. ',', ',' .. ARGV[4] .. ',', 1, true) then
   return {'unknown_pool'}
 end
 local now = now_ms()
-local current = redis.call('HMGET', KEYS[2], 'idem', 'fp')
+local current = redis.call('HMGET', KEYS[2], 'idem', 'fp', 'last')
 local outcome
 if not current[1] then
   if redis.call('HEXISTS', KEYS[1], 'ended_at_ms') == 1 then
@@ -51,9 +60,11 @@ elseif current[2] ~= ARGV[2] then
 else
   outcome = 'retry'
 end
-local deadline = now + tonumber(ARGV[7])
-redis.call('HSET', KEYS[2], 'a:' .. ARGV[6], deadline)
+local stamp = math.max(now, (tonumber(current[3]) or 0) + 1)
+local deadline = now + tonumber(ARGV[6])
+redis.call('HSET', KEYS[2], 'a:' .. stamp, deadline, 'last', stamp)
 -- Never sooner than a minute from now, whatever the clocks say: the record outlives its
 -- attempts.
 redis.call('PEXPIREAT', KEYS[2], math.max(tonumber(ARGV[3]), now + 60000))
-return {outcome, tostring(deadline), redis.call('HGET', KEYS[1], 'buyer_seats') or '0'}
+return {outcome, tostring(deadline), redis.call('HGET', KEYS[1], 'buyer_seats') or '0',
+  tostring(stamp)}

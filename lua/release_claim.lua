@@ -3,28 +3,54 @@
 -- KEYS[1] the token's use record (hash)   KEYS[2] sale meta hash
 -- KEYS[3] unspent tokens per admission batch
 -- ARGV[1] the Idempotency-Key that claimed it   ARGV[2] the token's expiry (Unix ms)
--- ARGV[3] the refused attempt's id   ARGV[4] when the pool refused it (Unix ms, Redis' clock),
---         or 0 when the refusal proves nothing about other attempts (the pool's state was lost)
+-- ARGV[3] the refused attempt's stamp (claim_token.lua)
+-- ARGV[4] when the pool refused it (Unix ms, Redis' clock), or 0 when the refusal proves
+--         nothing about other attempts (the pool's state was lost)
+-- ARGV[5] "1" if the pool fenced off the key's earlier attempts with this refusal (reserve.lua)
+--         and the fence is on the pool's replicas, else "0"
 --
--- Returns 1 if the claim was released, 0 if it stays (nothing else changed).
+-- Returns 1 if the claim was released; if it stays, 0 when only attempts stamped after this one
+-- may still take seats (they settle the claim themselves: their own refusal releases it), or the
+-- claim is another key's, and -1 when an attempt stamped before this one may (this refusal did
+-- not fence it off). The refused attempt is forgotten either way, and any attempt the fence
+-- stopped.
 --
 -- The claim is released only if no other attempt of the same key may hold seats. Every attempt
 -- of one key asks the same pool (the fingerprint binds it), and the pool answers a retry with
--- the hold if one exists, so a refusal at time T proves that no attempt had a hold then; an
--- attempt whose deadline was before T can no longer make one (reserve.lua refuses past it).
--- Any other attempt still within its deadline at T keeps the claim: it may yet take seats, and
--- its own refusal will release the claim if it does not. A late release from another key's
--- request never frees this key's claim.
+-- the hold if one exists, so a refusal at time T proves that no attempt had a hold then. An
+-- attempt that can no longer make one does not keep the claim: one stamped before a fenced
+-- refusal (the pool turns it away as superseded), or one whose deadline was before T (the pool
+-- refuses it as late). Any other attempt still within its deadline at T keeps the claim: it may
+-- yet take seats, and its own refusal will release the claim if it does not. A late release from
+-- another key's request never frees this key's claim.
 if redis.call('HGET', KEYS[1], 'idem') ~= ARGV[1] then
   return 0
 end
 redis.call('HDEL', KEYS[1], 'a:' .. ARGV[3])
 local refused_at = tonumber(ARGV[4])
+local fenced_below = -1
+if ARGV[5] == '1' then
+  fenced_below = tonumber(ARGV[3])
+end
+local mine = tonumber(ARGV[3])
 local fields = redis.call('HGETALL', KEYS[1])
+local kept = 1
 for i = 1, #fields, 2 do
-  if string.sub(fields[i], 1, 2) == 'a:' and tonumber(fields[i + 1]) >= refused_at then
-    return 0
+  if string.sub(fields[i], 1, 2) == 'a:' then
+    local stamp = tonumber(string.sub(fields[i], 3))
+    if stamp < fenced_below then
+      redis.call('HDEL', KEYS[1], fields[i])
+    elseif tonumber(fields[i + 1]) >= refused_at then
+      if stamp < mine then
+        kept = -1
+      elseif kept == 1 then
+        kept = 0
+      end
+    end
   end
+end
+if kept ~= 1 then
+  return kept
 end
 redis.call('DEL', KEYS[1])
 -- Unspent again, until its batch expires.

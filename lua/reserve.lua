@@ -7,6 +7,9 @@
 -- ARGV[7] the attempt's deadline (Unix ms, from claim_token.lua): no new hold after it
 -- ARGV[8] the buyer the admission token names ("" for none): kept on the record, carried by
 --         every event of the reservation
+-- ARGV[9] the attempt's stamp (claim_token.lua)
+-- ARGV[10] "1" if the attempt is a retry of its key (earlier attempts of the key exist), else "0"
+-- ARGV[11] when the token's claim may go (Unix ms): a pointer that holds only a fence goes then
 --
 -- Returns a flat array of strings, first the outcome:
 --   {"reserved", id, secret, seats, hold_expires_at_ms, reserved_at_ms, outbox entry, event}
@@ -14,10 +17,12 @@
 --   {"replay", id, secret, seats, hold_expires_at_ms, reserved_at_ms, outbox entry, event}
 --       this key's earlier answer; `event` is "" once the outbox entry is gone, which happens
 --       only after the broker acknowledged it
---   {"sold_out", available, now}   fewer seats left than asked (nothing changed); `now` is when,
---                             by Redis' clock, which release_claim.lua reasons from
---   {"late", now}             the attempt's deadline has passed: it may no longer take seats
---                             (nothing changed)
+--   {"sold_out", available, now, fenced}   fewer seats left than asked (no seat changed);
+--                             `now` is when, by Redis' clock, which release_claim.lua reasons
+--                             from; `fenced` is "1" when a retry fenced its key's earlier attempts
+--   {"late", now, fenced}     the attempt's deadline has passed: it may no longer take seats
+--   {"superseded", now}       there are seats, but a later attempt of the same key was refused here
+--                             first (its fence): this one may no longer take them (nothing changed)
 --   {"spent"}                 this token reserved here under another Idempotency-Key
 --   {"not_armed"}             the pool's config or a counter is missing: its state was lost or
 --                             it was never armed (nothing changed; never read as zero)
@@ -28,7 +33,16 @@
 -- The replay check comes first, so a retry gets its original answer even after a sell-out (or
 -- past its own deadline). An aborted reservation (abort.lua) removes the pointer, so a retry
 -- after a 503 reserves afresh.
-local prior = redis.call('HMGET', K.extra, 'id', 'idem', 'secret', 'seats', 'expires_ms', 'at_ms', 'entry')
+--
+-- The fence: when a retry is refused here, the pointer keeps its key and stamp (`fence_idem`,
+-- `fence`), and from then on no attempt of that key stamped earlier may take seats (one that
+-- arrives late is answered as every attempt is, but `superseded` where it would have taken
+-- seats). A retry's refusal thus proves that no earlier attempt of the key can take seats any
+-- more, however long it was delayed, and the token's claim is given back at once
+-- (release_claim.lua). No other key is affected by it, and a first attempt writes nothing when
+-- refused (the hot path of a sell-out).
+local prior = redis.call('HMGET', K.extra, 'id', 'idem', 'secret', 'seats', 'expires_ms', 'at_ms', 'entry',
+  'fence_idem', 'fence')
 if prior[1] then
   if prior[2] ~= ARGV[2] then
     return {'spent'}
@@ -55,11 +69,29 @@ end
 local available = tonumber(redis.call('GET', K.avail))
 local seats = tonumber(ARGV[3])
 local now = now_ms()
+-- A retry refused: its key's earlier attempts are fenced off (above).
+local function fence()
+  if ARGV[10] ~= '1' then
+    return '0'
+  end
+  if prior[8] == ARGV[2] and tonumber(prior[9]) > tonumber(ARGV[9]) then
+    -- A later attempt of the key fenced already; this one's refusal stops fewer.
+    return '0'
+  end
+  redis.call('HSET', K.extra, 'fence_idem', ARGV[2], 'fence', ARGV[9])
+  redis.call('PEXPIREAT', K.extra, ARGV[11])
+  return '1'
+end
 if now > tonumber(ARGV[7]) then
-  return {'late', tostring(now)}
+  return {'late', tostring(now), fence()}
 end
 if available < seats then
-  return {'sold_out', tostring(available), tostring(now)}
+  return {'sold_out', tostring(available), tostring(now), fence()}
+end
+-- Only now, where it would take seats, is an attempt behind its key's fence turned away: one
+-- that finds the pool sold out says so, as every other attempt of its key does.
+if prior[8] == ARGV[2] and tonumber(prior[9]) > tonumber(ARGV[9]) then
+  return {'superseded', tostring(now)}
 end
 
 local rec = {
@@ -83,4 +115,8 @@ end
 local entry, event = emit(cfg, 'SeatReserved', 'reserved', now, rec)
 redis.call('HSET', K.extra, 'id', rec.id, 'idem', rec.idem, 'secret', rec.secret,
   'seats', rec.seats, 'expires_ms', rec.expires_ms, 'at_ms', rec.at_ms, 'entry', entry)
+if prior[9] then
+  -- It held only a fence, which expires; the answer it now keeps is replayed for good.
+  redis.call('PERSIST', K.extra)
+end
 return {'reserved', rec.id, rec.secret, rec.seats, rec.expires_ms, rec.at_ms, entry, event}

@@ -125,6 +125,10 @@ impl From<ReserveError> for ApiError {
             ReserveError::SoldOut { .. } => ApiError::Conflict(code::SOLD_OUT, message),
             ReserveError::SaleEnded => ApiError::Conflict(code::SALE_ENDED, message),
             ReserveError::TokenSpent => ApiError::Conflict(code::TOKEN_SPENT, message),
+            ReserveError::Unsettled => ApiError::Unavailable(code::RESERVATION_UNSETTLED, message),
+            ReserveError::NotReplicated => {
+                ApiError::Unavailable(code::REPLICA_UNAVAILABLE, message)
+            }
             ReserveError::BuyerLimit { .. } => ApiError::Conflict(code::BUYER_LIMIT, message),
             ReserveError::KeyReused => {
                 ApiError::Unprocessable(code::IDEMPOTENCY_KEY_REUSED, message)

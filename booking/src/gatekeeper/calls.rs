@@ -65,39 +65,43 @@ pub(super) fn pool_keys<C: Call>(
         .key(extra);
 }
 
-/// `claim_token.lua`: binds the token to the request's key and fingerprint, and registers
-/// `attempt`.
-pub(super) fn claim<C: Call>(
-    call: &mut C,
-    sale: &SaleKeys,
-    req: &ReserveRequest<'_>,
-    attempt: &str,
-) {
-    // The claim is kept for as long as the token can be presented: its expiry plus the clock
-    // skew allowed between the booking service and Redis.
-    let claim_until = req
-        .claims
+/// Until when a token's claim is kept: for as long as the token can be presented, its expiry
+/// plus the clock skew allowed between the booking service and Redis.
+fn claim_until(req: &ReserveRequest<'_>) -> i64 {
+    req.claims
         .exp_ms
-        .saturating_add(floodgate_contract::settings::CLOCK_SKEW_MS);
+        .saturating_add(floodgate_contract::settings::CLOCK_SKEW_MS)
+}
+
+/// `claim_token.lua`: binds the token to the request's key and fingerprint, and registers the
+/// attempt (its stamp comes back in the reply).
+pub(super) fn claim<C: Call>(call: &mut C, sale: &SaleKeys, req: &ReserveRequest<'_>) {
     call.key(sale.meta())
         .key(sale.token(&req.claims.jti))
         .key(sale.tokens())
         .arg(req.idempotency_key)
         .arg(format!("{}|{}", req.pool, req.seats))
-        .arg(claim_until)
+        .arg(claim_until(req))
         .arg(req.pool)
         .arg(req.claims.exp_ms)
-        .arg(attempt)
         .arg(ATTEMPT_LIFETIME_MS);
 }
 
-/// `reserve.lua`: takes the seats and records the hold, before the claim's `deadline_ms`.
+/// One attempt of a reservation as the pool sees it: its deadline and stamp (from the claim),
+/// and whether it retries its key (then its refusal fences the key's earlier attempts off).
+pub(super) struct Attempt {
+    pub(super) deadline_ms: i64,
+    pub(super) stamp: i64,
+    pub(super) retry: bool,
+}
+
+/// `reserve.lua`: takes the seats and records the hold, before the attempt's deadline.
 pub(super) fn reserve<C: Call>(
     call: &mut C,
     pool: &PoolKeys,
     req: &ReserveRequest<'_>,
     (new_id, new_secret): (&str, &str),
-    deadline_ms: i64,
+    attempt: &Attempt,
 ) {
     pool_keys(call, pool, new_id, pool.token_reservation(&req.claims.jti));
     call.arg(&req.claims.jti)
@@ -106,8 +110,11 @@ pub(super) fn reserve<C: Call>(
         .arg(new_id)
         .arg(new_secret)
         .arg(req.claims.ticket)
-        .arg(deadline_ms)
-        .arg(req.claims.buyer.as_deref().unwrap_or_default());
+        .arg(attempt.deadline_ms)
+        .arg(req.claims.buyer.as_deref().unwrap_or_default())
+        .arg(attempt.stamp)
+        .arg(if attempt.retry { "1" } else { "0" })
+        .arg(claim_until(req));
 }
 
 /// `ack.lua`: the reservation's event was acknowledged; its outbox entry goes.
@@ -174,11 +181,16 @@ pub fn bench_calls(
     };
     vec![
         recorded(&scripts.claim_token, ("claim_token", "claimed"), &|c| {
-            claim(c, sale, &req, &format!("a{RANDOM}"));
+            claim(c, sale, &req);
         }),
         recorded(&scripts.reserve, ("reserve", "reserved"), &|c| {
-            let deadline = expires_at_ms;
-            reserve(c, pool, &req, (&reservation, "secret"), deadline);
+            // A first attempt, as a new token's: its stamp only has to be a number.
+            let attempt = Attempt {
+                deadline_ms: expires_at_ms,
+                stamp: 1,
+                retry: false,
+            };
+            reserve(c, pool, &req, (&reservation, "secret"), &attempt);
         }),
         // The reservation named here does not exist (redis-benchmark cannot carry reserve's id
         // over): ack's lighter path, reading the record and deleting the outbox entry.
@@ -226,11 +238,13 @@ mod tests {
         assert!(claim.keys[1].contains(RANDOM), "{claim:?}");
         assert_eq!(claim.args[1], "p1|1");
         assert_eq!(claim.args[4], "5000");
+        assert_eq!(claim.args.len(), 6);
         let reserve = &calls[1].call;
-        assert_eq!((reserve.keys.len(), reserve.args.len()), (9, 8));
+        assert_eq!((reserve.keys.len(), reserve.args.len()), (9, 11));
         assert_eq!(reserve.keys[0], pool.config());
         assert_eq!(reserve.args[2], "1", "one seat");
         assert_eq!(reserve.args[7], "", "no buyer");
+        assert_eq!(reserve.args[9], "0", "a first attempt fences nothing");
         assert_eq!(calls[2].call.args, ["0-1"]);
         assert_eq!(calls[1].sha, Scripts::default().reserve.get_hash());
     }

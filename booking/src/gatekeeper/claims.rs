@@ -16,8 +16,38 @@ pub(super) enum Claim {
 pub(super) struct Claimed {
     pub(super) claim: Claim,
     pub(super) deadline_ms: UnixMillis,
+    /// The attempt's stamp: it names the attempt, and orders it after every earlier attempt of
+    /// its key (`claim_token.lua`).
+    pub(super) attempt: i64,
     /// The sale's per-buyer seat limit, if it sets one.
     pub(super) buyer_limit: Option<u32>,
+}
+
+/// What `release_claim.lua` did with a refused attempt's claim.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Released {
+    /// Given back: the pass is not spent.
+    Yes,
+    /// Kept: only attempts stamped after the refused one may still take seats (they settle the
+    /// claim with their own answer), or the claim is another key's.
+    KeptForLater,
+    /// Kept: an attempt stamped before the refused one may still take seats.
+    KeptForEarlier,
+}
+
+impl Released {
+    pub(super) fn parse(reply: i64) -> redis::RedisResult<Self> {
+        match reply {
+            1 => Ok(Self::Yes),
+            0 => Ok(Self::KeptForLater),
+            -1 => Ok(Self::KeptForEarlier),
+            other => Err(redis::RedisError::from((
+                redis::ErrorKind::TypeError,
+                "unexpected release_claim reply",
+                other.to_string(),
+            ))),
+        }
+    }
 }
 
 impl Claim {
@@ -40,10 +70,15 @@ impl Claim {
             .get(2)
             .and_then(|l| l.parse::<u32>().ok())
             .filter(|l| *l > 0);
+        let attempt = reply
+            .get(3)
+            .and_then(|a| a.parse().ok())
+            .ok_or_else(|| ReserveError::Protocol(format!("claim_token: {reply:?}")))?;
         Ok(Claimed {
             claim,
             deadline_ms,
             buyer_limit,
+            attempt,
         })
     }
 }
@@ -54,23 +89,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn release_replies_parse() {
+        assert_eq!(Released::parse(1).unwrap(), Released::Yes);
+        assert_eq!(Released::parse(0).unwrap(), Released::KeptForLater);
+        assert_eq!(Released::parse(-1).unwrap(), Released::KeptForEarlier);
+        assert!(Released::parse(2).is_err());
+    }
+
+    #[test]
     fn claim_replies_parse() {
         assert_eq!(
-            Claim::parse(&strings(&["claimed", "123", "0"])).unwrap(),
+            Claim::parse(&strings(&["claimed", "123", "0", "120"])).unwrap(),
             Claimed {
                 claim: Claim::Claimed,
                 deadline_ms: 123,
                 buyer_limit: None,
+                attempt: 120,
             }
         );
         assert_eq!(
-            Claim::parse(&strings(&["retry", "9", "4"]))
+            Claim::parse(&strings(&["retry", "9", "4", "7"]))
                 .unwrap()
                 .buyer_limit,
             Some(4)
         );
         assert_eq!(
-            Claim::parse(&strings(&["retry", "9"])).unwrap().claim,
+            Claim::parse(&strings(&["retry", "9", "0", "8"]))
+                .unwrap()
+                .claim,
             Claim::Retry
         );
         assert!(matches!(
@@ -97,9 +143,18 @@ mod tests {
             Claim::parse(&strings(&["?"])),
             Err(ReserveError::Protocol(_))
         ));
-        assert!(matches!(
-            Claim::parse(&strings(&["claimed"])),
-            Err(ReserveError::Protocol(_))
-        ));
+        for junk in [
+            vec!["claimed"],
+            vec!["retry", "9", "0"],
+            vec!["claimed", "9", "0", "x"],
+        ] {
+            assert!(
+                matches!(
+                    Claim::parse(&strings(&junk)),
+                    Err(ReserveError::Protocol(_))
+                ),
+                "{junk:?}"
+            );
+        }
     }
 }

@@ -14,14 +14,21 @@
 //! Crash points: after 1, the claim stays and a retry with the same key goes on to 2 ("retry");
 //! after 2, the hold, its record and its event exist, a retry replays them and the relay
 //! publishes the event if no request did; between a refusal in 2 and 3, the token stays claimed by
-//! that key, and a retry with it gets the refusal again and releases the claim (the crashed
-//! attempt's deadline has passed by then, so it cannot hold seats). No crash can take a seat
-//! twice, lose a granted hold or lose an event; the worst a crash does is keep a token bound to
-//! its key until the key's next refused retry.
+//! that key, and a retry with it gets the refusal again and releases the claim. No crash can take
+//! a seat twice, lose a granted hold or lose an event; the worst a crash does is keep a token
+//! bound to its key until the key's next refused retry.
 //!
-//! The other pool scripts (`abort`, `confirm`, `release`, `expire`, `refund_result`) move a
-//! reservation through its lifecycle; each writes its event in the same step. Every reply is
-//! turned into a Rust type in exactly one function below.
+//! A retry does not wait out the attempts before it: each attempt has a stamp ordering it after
+//! every earlier one of its key, and a retry refused by the pool leaves a fence there that turns
+//! the earlier ones away (`reserve.lua`). Once the fence is on the pool's replicas, the retry's
+//! refusal gives the token back at once (`release_claim.lua`), so a client whose first try was
+//! lost to a failover or an unacknowledged event (a 503) gets its definitive answer, and its
+//! pass back, from the retry the protocol tells it to make.
+//!
+//! The steps and the answer to a refusal are in [`reserving`]. The other pool scripts (`abort`,
+//! `confirm`, `release`, `expire`, `refund_result`) move a reservation through its lifecycle;
+//! each writes its event in the same step. Every reply is turned into a Rust type in exactly one
+//! function (`replies`, `claims`).
 //!
 //! Besides the hot path: [`arming`] (loading a sale into Redis), [`repair`] (reconciliation and
 //! rebuilding a lost pool), [`ending`] (a sale's end and the purge of its state), and the relay's, reaper's and ops API's typed calls (`upkeep`,
@@ -36,6 +43,7 @@ mod ops;
 pub mod repair;
 mod replies;
 mod requests;
+mod reserving;
 mod scripts;
 mod upkeep;
 
@@ -48,11 +56,9 @@ use floodgate_contract::reservation::ReservationState;
 use floodgate_contract::runtime::RedisConn;
 use redis::Script;
 
-use claims::{Claim, Claimed};
 pub use ops::{SaleFigures, LATELY_MS};
 use replies::{
-    parse_abort, parse_ack, parse_confirm, parse_release, parse_reserve, parse_start_payment,
-    protocol_error,
+    parse_abort, parse_ack, parse_confirm, parse_release, parse_start_payment, protocol_error,
 };
 pub use replies::{
     Abort, Ack, Confirmation, Hold, PaymentStart, Release, ReserveError, StoredReservation,
@@ -141,89 +147,6 @@ impl Gatekeeper {
         let mut invocation = script.prepare_invoke();
         calls::pool_keys(&mut invocation, pool, reservation_id, extra.to_owned());
         invocation
-    }
-
-    /// Claims the token, counts the buyer's seats (when the sale limits them), then reserves in
-    /// the pool; gives back what it took on a refusal.
-    #[tracing::instrument(skip_all, fields(sale = %req.claims.sale, pool = %req.pool, ticket = req.claims.ticket))]
-    pub async fn reserve(
-        &self,
-        req: &ReserveRequest<'_>,
-        new_id: &str,
-        new_secret: &str,
-    ) -> Result<Hold, ReserveError> {
-        let attempt = uuid::Uuid::new_v4().simple().to_string();
-        let claimed = self.claim(req, &attempt).await?;
-        let counted = self.count_buyer_seats(req, claimed.buyer_limit).await;
-        if let Err(refused) = counted {
-            // Nothing of this attempt reached the pool; with 0 the claim is given back only if
-            // no other attempt of the key is registered (one may have counted and reserved).
-            self.release_claim(req, &attempt, 0).await;
-            return Err(refused);
-        }
-        let pool_keys = self.keys.pool(&req.claims.sale, req.pool);
-        let mut invocation = self.scripts.reserve.prepare_invoke();
-        let ids = (new_id, new_secret);
-        calls::reserve(&mut invocation, &pool_keys, req, ids, claimed.deadline_ms);
-        let reply: Vec<String> = invocation.invoke_async(&mut self.redis.clone()).await?;
-
-        match parse_reserve(&reply) {
-            Ok(hold) => Ok(hold),
-            Err(Err(e)) => Err(e),
-            Err(Ok(refusal)) => {
-                // No hold was made: the token is not spent, and its seats no longer count
-                // against the buyer. If this is lost (crash, Redis blip), the claim stays with
-                // this key and a retry releases it.
-                if self.release_claim(req, &attempt, refusal.at_ms).await {
-                    self.uncount_buyer_seats(req).await;
-                }
-                Err(refusal.error)
-            }
-        }
-    }
-
-    /// The sale-wide step (`claim_token.lua`): binds the token to this request's key and
-    /// fingerprint, and registers the attempt with its deadline.
-    async fn claim(
-        &self,
-        req: &ReserveRequest<'_>,
-        attempt: &str,
-    ) -> Result<Claimed, ReserveError> {
-        let sale_keys = self.keys.sale(&req.claims.sale);
-        let mut invocation = self.scripts.claim_token.prepare_invoke();
-        calls::claim(&mut invocation, &sale_keys, req, attempt);
-        let claim: Vec<String> = invocation.invoke_async(&mut self.redis.clone()).await?;
-        Claim::parse(&claim)
-    }
-
-    /// Gives the token back after `attempt` made no hold (`release_claim.lua`), unless another
-    /// attempt of the same key may still take seats. True if it was given back.
-    async fn release_claim(
-        &self,
-        req: &ReserveRequest<'_>,
-        attempt: &str,
-        refused_at: i64,
-    ) -> bool {
-        let sale_keys = self.keys.sale(&req.claims.sale);
-        let released: Result<i64, _> = self
-            .scripts
-            .release_claim
-            .key(sale_keys.token(&req.claims.jti))
-            .key(sale_keys.meta())
-            .key(sale_keys.tokens())
-            .arg(req.idempotency_key)
-            .arg(req.claims.exp_ms)
-            .arg(attempt)
-            .arg(refused_at)
-            .invoke_async(&mut self.redis.clone())
-            .await;
-        match released {
-            Ok(n) => n == 1,
-            Err(e) => {
-                tracing::warn!(error = %e, "token claim not released after refusal");
-                false
-            }
-        }
     }
 
     /// Records that a reservation's `SeatReserved` was acknowledged (`ack.lua`): it is durable,

@@ -36,6 +36,13 @@ pub enum ReserveError {
     SoldOut { available: u32 },
     #[error("this admission token has already been used for a reservation")]
     TokenSpent,
+    /// Refused, but another attempt of the same key may still take seats: the pass stays bound
+    /// to the key until a retry settles it.
+    #[error("another attempt with this Idempotency-Key may still be taking seats; retry with the same key")]
+    Unsettled,
+    /// The refusal's writes (the pass given back) could not be shown on a Redis replica in time.
+    #[error("the answer could not be copied to a Redis replica in time; retry with the same Idempotency-Key")]
+    NotReplicated,
     #[error("this Idempotency-Key was used with a different request")]
     KeyReused,
     /// The buyer's seats in this sale would pass the sale's per-buyer limit.
@@ -55,6 +62,9 @@ pub(super) struct Refusal {
     pub(super) error: ReserveError,
     /// When the pool refused, by Redis' clock, or 0 if the refusal proves nothing (lost pool).
     pub(super) at_ms: UnixMillis,
+    /// The pool fenced off the key's earlier attempts (a retry's refusal, `reserve.lua`): none
+    /// of them can take seats any more, once the fence is on the pool's replicas.
+    pub(super) fenced: bool,
 }
 
 /// Turns `reserve.lua`'s reply into a hold or a refusal: the one place that knows its shape.
@@ -62,6 +72,11 @@ pub(super) struct Refusal {
 pub(super) fn parse_reserve(reply: &[String]) -> Result<Hold, Result<Refusal, ReserveError>> {
     let bad = || Err(ReserveError::Protocol(format!("reserve: {reply:?}")));
     let int = |i: usize| -> Option<i64> { reply.get(i).and_then(|s| s.parse().ok()) };
+    let flag = |i: usize| match reply.get(i).map(String::as_str) {
+        Some("1") => Some(true),
+        Some("0") => Some(false),
+        _ => None,
+    };
     match reply.first().map(String::as_str) {
         Some(kind @ ("reserved" | "replay")) if reply.len() == 8 => {
             let (Some(seats), Some(expires), Some(at)) = (int(3), int(4), int(5)) else {
@@ -78,19 +93,31 @@ pub(super) fn parse_reserve(reply: &[String]) -> Result<Hold, Result<Refusal, Re
                 replayed: kind == "replay",
             })
         }
-        Some("sold_out") => match (int(1), int(2)) {
-            (Some(available), Some(at_ms)) => Err(Ok(Refusal {
+        Some("sold_out") => match (int(1), int(2), flag(3)) {
+            (Some(available), Some(at_ms), Some(fenced)) => Err(Ok(Refusal {
                 error: ReserveError::SoldOut {
                     available: u32::try_from(available.max(0)).unwrap_or(u32::MAX),
                 },
                 at_ms,
+                fenced,
             })),
             _ => Err(bad()),
         },
-        Some("late") => match int(1) {
+        Some("late") => match (int(1), flag(2)) {
+            (Some(at_ms), Some(fenced)) => Err(Ok(Refusal {
+                error: ReserveError::Late,
+                at_ms,
+                fenced,
+            })),
+            _ => Err(bad()),
+        },
+        // A later attempt of the same key was refused first: this one is as good as late, and
+        // proves nothing about the others (the later one may still be retried).
+        Some("superseded") => match int(1) {
             Some(at_ms) => Err(Ok(Refusal {
                 error: ReserveError::Late,
                 at_ms,
+                fenced: false,
             })),
             None => Err(bad()),
         },
@@ -100,10 +127,12 @@ pub(super) fn parse_reserve(reply: &[String]) -> Result<Hold, Result<Refusal, Re
         Some("not_armed" | "diverged") => Err(Ok(Refusal {
             error: ReserveError::PoolUnavailable,
             at_ms: 0,
+            fenced: false,
         })),
         Some("ended") => Err(Ok(Refusal {
             error: ReserveError::SaleEnded,
             at_ms: 0,
+            fenced: false,
         })),
         _ => Err(bad()),
     }
@@ -317,25 +346,43 @@ mod tests {
             (Some("{}"), None)
         );
         assert!(matches!(
-            refusal(&["sold_out", "1", "5000"]),
+            refusal(&["sold_out", "1", "5000", "0"]),
             Refusal {
                 error: ReserveError::SoldOut { available: 1 },
-                at_ms: 5000
+                at_ms: 5000,
+                fenced: false
             }
         ));
         assert!(matches!(
-            refusal(&["late", "7000"]),
+            refusal(&["sold_out", "0", "5000", "1"]),
+            Refusal { fenced: true, .. }
+        ));
+        assert!(matches!(
+            refusal(&["late", "7000", "1"]),
             Refusal {
                 error: ReserveError::Late,
-                at_ms: 7000
+                at_ms: 7000,
+                fenced: true
             }
         ));
+        assert!(
+            matches!(
+                refusal(&["superseded", "8000"]),
+                Refusal {
+                    error: ReserveError::Late,
+                    at_ms: 8000,
+                    fenced: false
+                }
+            ),
+            "a superseded attempt is late, and fences nothing"
+        );
         assert!(
             matches!(
                 refusal(&["not_armed"]),
                 Refusal {
                     error: ReserveError::PoolUnavailable,
-                    at_ms: 0
+                    at_ms: 0,
+                    fenced: false
                 }
             ),
             "a lost pool proves nothing about other attempts"
@@ -348,7 +395,10 @@ mod tests {
             vec!["reserved", "r1"],
             vec![],
             vec!["sold_out", "1"],
+            vec!["sold_out", "1", "5000", "yes"],
             vec!["late"],
+            vec!["late", "7000"],
+            vec!["superseded"],
         ] {
             assert!(
                 matches!(

@@ -103,6 +103,8 @@ pub mod code {
     pub const NOT_PAYABLE: &str = "not_payable";
     pub const RESERVATION_ENDED: &str = "reservation_ended";
     pub const RESERVATION_LATE: &str = "reservation_late";
+    /// Refused, but another attempt with the same key may still take seats: retry with it.
+    pub const RESERVATION_UNSETTLED: &str = "reservation_unsettled";
 
     // Limits and dependencies.
     pub const GATEWAY_DRAINING: &str = "gateway_draining";

@@ -180,7 +180,7 @@ impl IdentityVerifier {
         if token.is_empty() || token.len() > MAX_IDENTITY_TOKEN_LEN {
             return Err(IdentityError::Malformed);
         }
-        let header = jsonwebtoken::decode_header(token).map_err(|_| IdentityError::Malformed)?;
+        let header = jsonwebtoken::decode_header(token).map_err(|_| unreadable_header(token))?;
         if !self.policy.algorithms.contains(&header.alg) {
             return Err(IdentityError::Algorithm);
         }
@@ -274,6 +274,28 @@ fn refusal(e: jsonwebtoken::errors::Error) -> IdentityError {
             _ => IdentityError::Malformed,
         },
         _ => IdentityError::Malformed,
+    }
+}
+
+/// Why a token's header could not be read: one that is a JSON object naming an algorithm anyway
+/// (`none`, an unsigned token, or one the verifier does not know) is refused for its algorithm,
+/// as the protocol says (1.12); anything else is malformed.
+fn unreadable_header(token: &str) -> IdentityError {
+    use base64::Engine as _;
+    let mut parts = token.split('.');
+    let header = parts.next().filter(|_| token.split('.').count() == 3);
+    let names_one = header
+        .and_then(|h| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(h)
+                .ok()
+        })
+        .and_then(|json| serde_json::from_slice::<serde_json::Value>(&json).ok())
+        .is_some_and(|header| header.get("alg").is_some_and(serde_json::Value::is_string));
+    if names_one {
+        IdentityError::Algorithm
+    } else {
+        IdentityError::Malformed
     }
 }
 

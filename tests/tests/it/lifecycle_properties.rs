@@ -63,6 +63,9 @@ struct Token {
     key: String,
     pool: &'static str,
     seats: u32,
+    /// Its pass holds nothing and is bound to no key: its key's hold was taken back (an abort)
+    /// and the key's retry was refused, which gives the pass back at once (issue 28).
+    free: bool,
 }
 
 struct Reservation {
@@ -272,6 +275,7 @@ impl World {
             key,
             pool: POOLS[rng.gen_range(0..POOLS.len())].0,
             seats: rng.gen_range(1..=2),
+            free: false,
         });
         self.tokens.len() - 1
     }
@@ -461,6 +465,7 @@ impl World {
             }
             Err(NotReserved::Refused(ReserveError::SoldOut { .. })) => {
                 assert!(available < i64::from(seats));
+                self.tokens[t].free = true;
                 format!("retry {t}: sold out")
             }
             Err(e) => panic!("retry {t}: {e}"),
@@ -468,8 +473,11 @@ impl World {
     }
 
     /// Token `t`, claimed by its own key, tries another pool with a new key: refused, whatever
-    /// became of its reservation.
+    /// became of its reservation, unless its pass was given back (then the new key reserves).
     async fn other_pool(&mut self, t: usize) -> String {
+        if self.tokens[t].free {
+            return self.other_pool_with_a_free_pass(t).await;
+        }
         let token = &self.tokens[t];
         let pool = if token.pool == "p1" { "p2" } else { "p1" };
         let request = ReserveRequest {
@@ -482,6 +490,35 @@ impl World {
         match self.gatekeeper.reserve(&request, &id, "s").await {
             Err(ReserveError::TokenSpent) => format!("other pool {t}: spent"),
             other => panic!("token {t} made a second reservation or worse: {other:?}"),
+        }
+    }
+
+    /// Token `t`'s pass holds nothing (its key's retry was refused after an abort): another
+    /// class with a fresh key gets a 201 or its own refusal, never `token_spent`.
+    async fn other_pool_with_a_free_pass(&mut self, t: usize) -> String {
+        let key = self.fresh("key");
+        let token = &mut self.tokens[t];
+        token.pool = if token.pool == "p1" { "p2" } else { "p1" };
+        token.seats = 1;
+        token.key = key;
+        let pool = token.pool;
+        let available = self.available(pool).await;
+        match self
+            .attempt(&self.gatekeeper, t, &Log::immediate(false))
+            .await
+        {
+            Ok(hold) => {
+                assert!(available >= 1 && !hold.replayed);
+                self.tokens[t].free = false;
+                // Its aborted reservation is no longer the one a retry replays.
+                self.record_hold(t, hold, true);
+                format!("other pool {t}: 201 with its pass given back")
+            }
+            Err(NotReserved::Refused(ReserveError::SoldOut { .. })) => {
+                assert!(available < 1);
+                format!("other pool {t}: sold out, its pass still free")
+            }
+            Err(e) => panic!("token {t}'s free pass in {pool}: {e}"),
         }
     }
 

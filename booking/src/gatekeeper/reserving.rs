@@ -1,0 +1,156 @@
+//! A reservation's first two steps and the answer to a refusal: the token's claim in the sale's
+//! slot, the hold in the pool's, and the claim given back when the pool made none (see the
+//! module above for the steps and their crash points).
+
+use floodgate_contract::replicas::NotReplicated;
+
+use super::claims::{Claim, Claimed, Released};
+use super::replies::{parse_reserve, Refusal};
+use super::{calls, Gatekeeper, Hold, ReserveError, ReserveRequest};
+
+impl Gatekeeper {
+    /// Claims the token, counts the buyer's seats (when the sale limits them), then reserves in
+    /// the pool; gives back what it took on a refusal.
+    #[tracing::instrument(skip_all, fields(sale = %req.claims.sale, pool = %req.pool, ticket = req.claims.ticket))]
+    pub async fn reserve(
+        &self,
+        req: &ReserveRequest<'_>,
+        new_id: &str,
+        new_secret: &str,
+    ) -> Result<Hold, ReserveError> {
+        let claimed = self.claim(req).await?;
+        let counted = self.count_buyer_seats(req, claimed.buyer_limit).await;
+        if let Err(refused) = counted {
+            // Nothing of this attempt reached the pool: its refusal proves nothing about the
+            // key's other attempts (one may have counted and reserved).
+            let refusal = Refusal {
+                error: refused,
+                at_ms: 0,
+                fenced: false,
+            };
+            return Err(self.settle(req, &claimed, refusal).await);
+        }
+        let pool_keys = self.keys.pool(&req.claims.sale, req.pool);
+        let mut invocation = self.scripts.reserve.prepare_invoke();
+        let attempt = calls::Attempt {
+            deadline_ms: claimed.deadline_ms,
+            stamp: claimed.attempt,
+            retry: claimed.claim == Claim::Retry,
+        };
+        calls::reserve(
+            &mut invocation,
+            &pool_keys,
+            req,
+            (new_id, new_secret),
+            &attempt,
+        );
+        let reply: Vec<String> = invocation.invoke_async(&mut self.redis.clone()).await?;
+
+        match parse_reserve(&reply) {
+            Ok(hold) => Ok(hold),
+            Err(Err(e)) => Err(e),
+            Err(Ok(refusal)) => Err(self.settle(req, &claimed, refusal).await),
+        }
+    }
+
+    /// What a refused attempt answers. It gives the token's claim back (the pass is not spent),
+    /// and a definitive refusal (`sold_out`, `buyer_limit`) is answered only once the claim is
+    /// given back for good: the client may then try another class with a fresh key and must
+    /// not be told `token_spent`. Where that cannot be shown, because another attempt of the
+    /// key may still take seats or a failover could lose the release (or the fence that let it
+    /// happen), the answer is a 503 instead, and the client's retry with the same key settles
+    /// it.
+    async fn settle(
+        &self,
+        req: &ReserveRequest<'_>,
+        claimed: &Claimed,
+        refusal: Refusal,
+    ) -> ReserveError {
+        let sale = req.claims.sale.as_str();
+        // The fence stops the key's earlier attempts only if a failover cannot lose it: one of
+        // them delayed in the client's retries could otherwise still reach a new primary and
+        // take seats after the token was given back.
+        let fence_kept = refusal.fenced && self.pool_replicated(sale, req.pool).await.is_ok();
+        let definitive = matches!(
+            refusal.error,
+            ReserveError::SoldOut { .. } | ReserveError::BuyerLimit { .. }
+        );
+        match self
+            .release_claim(req, claimed.attempt, refusal.at_ms, fence_kept)
+            .await
+        {
+            Ok(Released::Yes) => {
+                // Its seats no longer count against the buyer either.
+                self.uncount_buyer_seats(req).await;
+                if definitive && self.claim_replicated(sale).await.is_err() {
+                    return ReserveError::NotReplicated;
+                }
+                refusal.error
+            }
+            // A later attempt of the key settles the claim with its own answer (a concurrent
+            // duplicate, say): this one is answered as it was decided.
+            Ok(Released::KeptForLater) => refusal.error,
+            Ok(Released::KeptForEarlier) if definitive => {
+                if refusal.fenced && !fence_kept {
+                    ReserveError::NotReplicated
+                } else {
+                    ReserveError::Unsettled
+                }
+            }
+            // The claim stays with this key; the key's next refused retry releases it.
+            Err(e) if definitive => ReserveError::Redis(e),
+            Ok(Released::KeptForEarlier) | Err(_) => refusal.error,
+        }
+    }
+
+    /// The sale-wide step (`claim_token.lua`): binds the token to this request's key and
+    /// fingerprint, and registers the attempt with its deadline and stamp.
+    async fn claim(&self, req: &ReserveRequest<'_>) -> Result<Claimed, ReserveError> {
+        let sale_keys = self.keys.sale(&req.claims.sale);
+        let mut invocation = self.scripts.claim_token.prepare_invoke();
+        calls::claim(&mut invocation, &sale_keys, req);
+        let claim: Vec<String> = invocation.invoke_async(&mut self.redis.clone()).await?;
+        Claim::parse(&claim)
+    }
+
+    /// Gives the token back after `attempt` made no hold (`release_claim.lua`), unless another
+    /// attempt of the same key may still take seats (`fenced`: the pool's refusal stopped every
+    /// earlier attempt of the key).
+    async fn release_claim(
+        &self,
+        req: &ReserveRequest<'_>,
+        attempt: i64,
+        refused_at: i64,
+        fenced: bool,
+    ) -> redis::RedisResult<Released> {
+        let sale_keys = self.keys.sale(&req.claims.sale);
+        let released: i64 = self
+            .scripts
+            .release_claim
+            .key(sale_keys.token(&req.claims.jti))
+            .key(sale_keys.meta())
+            .key(sale_keys.tokens())
+            .arg(req.idempotency_key)
+            .arg(req.claims.exp_ms)
+            .arg(attempt)
+            .arg(refused_at)
+            .arg(if fenced { "1" } else { "0" })
+            .invoke_async(&mut self.redis.clone())
+            .await
+            .inspect_err(
+                |e| tracing::warn!(error = %e, "token claim not released after refusal"),
+            )?;
+        Released::parse(released)
+    }
+
+    /// Every write this process made in the sale's slot (a token's claim given back) is on
+    /// enough replicas.
+    async fn claim_replicated(&self, sale: &str) -> Result<(), NotReplicated> {
+        if !self.replication.required() {
+            return Ok(());
+        }
+        self.replication
+            .replicated(&self.keys.sale(sale).meta())
+            .await
+    }
+}
