@@ -4,6 +4,8 @@
 # creates the database and the topics. Safe to run any number of times.
 #
 #   deploy/stack.sh up      ensure everything (the default)
+#   deploy/stack.sh kafka   ensure the broker alone: started if down, and a running one checked by
+#                           a produce and fetch round trip (restarted if its storage died)
 #   deploy/stack.sh down    stop the Tansu broker this script started (Redis and PostgreSQL are
 #                           the machine's services and are left running)
 #   deploy/stack.sh status  show what is up
@@ -27,9 +29,9 @@ TANSU_VERSION=0.6.0
 TANSU_ROOT="$FLOODGATE_HOME/tansu-$TANSU_VERSION"
 # The repository this script belongs to (for the browser tests' node modules).
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-TANSU="$TANSU_ROOT/bin/tansu"
+TANSU=${FLOODGATE_TANSU:-$TANSU_ROOT/bin/tansu}
 TANSU_DATA="$FLOODGATE_HOME/tansu-data"
-KAFKA_PORT=9092
+KAFKA_PORT=${FLOODGATE_KAFKA_PORT:-9092}
 DATABASE=${FLOODGATE_DATABASE:-floodgate}
 # The topics are not made here: `floodgate-booking topics ensure` makes and checks them (the
 # demo and the benches run it once their build is done; see docs/runbook.md, "Topics").
@@ -205,20 +207,61 @@ ensure_tansu_binary() {
   rm -rf "$FLOODGATE_HOME/tansu-build"
 }
 
+# Whether the broker on KAFKA_PORT takes a message and gives it back: a produce and a fetch of
+# a fresh marker on a topic of its own, each bounded. An open port is not enough: Tansu 0.6's
+# sqlite engine can die under load while its port stays open and every request fails
+# (docs/runbook.md, "The broker's storage died").
+STACK_PROBE_TOPIC=floodgate.stack-probe
+broker_round_trip() {
+  local url="tcp://127.0.0.1:$KAFKA_PORT" marker
+  marker="stack-probe-$(date +%s%N)-$RANDOM"
+  # Made once; after that, this fails because it exists, which is fine.
+  timeout 10 "$TANSU" topic create --broker "$url" --partitions 1 "$STACK_PROBE_TOPIC" \
+    >/dev/null 2>&1 || true
+  echo "{\"value\": \"$marker\"}" |
+    timeout 10 "$TANSU" cat produce --broker "$url" "$STACK_PROBE_TOPIC" >/dev/null 2>&1 ||
+    return 1
+  timeout 10 "$TANSU" cat consume --broker "$url" "$STACK_PROBE_TOPIC" --max-wait-time-ms 1000 \
+    --partition-max-bytes 52428800 2>/dev/null | grep -q "$marker"
+}
+
+start_tansu() {
+  mkdir -p "$TANSU_DATA"
+  # The log is kept across restarts (a dead storage's panic is in it), within 10 MB.
+  if [ "$(stat -c %s "$FLOODGATE_HOME/tansu.log" 2>/dev/null || echo 0)" -gt 10485760 ]; then
+    mv "$FLOODGATE_HOME/tansu.log" "$FLOODGATE_HOME/tansu.log.1"
+  fi
+  # Tansu resolves a sqlite:// path against its working directory.
+  (cd "$TANSU_DATA" || exit 1
+    nohup "$TANSU" broker \
+      --listener-url "tcp://127.0.0.1:$KAFKA_PORT" \
+      --advertised-listener-url "tcp://127.0.0.1:$KAFKA_PORT" \
+      --storage-engine sqlite://tansu.db >>"$FLOODGATE_HOME/tansu.log" 2>&1 &
+    echo $! >"$FLOODGATE_HOME/tansu.pid")
+  wait_port "$KAFKA_PORT" 30 || die "Tansu did not start (see $FLOODGATE_HOME/tansu.log)"
+}
+
 ensure_tansu() {
   ensure_tansu_binary
   if port_open "$KAFKA_PORT"; then
-    say "kafka: up on 127.0.0.1:$KAFKA_PORT"
+    if broker_round_trip; then
+      say "kafka: up on 127.0.0.1:$KAFKA_PORT (a message went in and came back)"
+      return
+    fi
+    # Its port answers but it takes no message: its storage died. Restart it, if it is ours.
+    local pid
+    pid=$(cat "$FLOODGATE_HOME/tansu.pid" 2>/dev/null || true)
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null ||
+      die "kafka: the broker on 127.0.0.1:$KAFKA_PORT takes no message, and this script did not start it: restart it"
+    say "kafka: the broker on 127.0.0.1:$KAFKA_PORT answers but takes no message (its storage died; see $FLOODGATE_HOME/tansu.log): restarting it"
+    stop_tansu
+    start_tansu
+    broker_round_trip ||
+      die "kafka: the restarted broker takes no message either (see $FLOODGATE_HOME/tansu.log)"
+    say "kafka: restarted Tansu on 127.0.0.1:$KAFKA_PORT; a message went in and came back"
   else
-    mkdir -p "$TANSU_DATA"
-    # Tansu resolves a sqlite:// path against its working directory.
-    (cd "$TANSU_DATA" || exit 1
-      nohup "$TANSU" broker \
-        --listener-url "tcp://127.0.0.1:$KAFKA_PORT" \
-        --advertised-listener-url "tcp://127.0.0.1:$KAFKA_PORT" \
-        --storage-engine sqlite://tansu.db >"$FLOODGATE_HOME/tansu.log" 2>&1 &
-      echo $! >"$FLOODGATE_HOME/tansu.pid")
-    wait_port "$KAFKA_PORT" 30 || die "Tansu did not start (see $FLOODGATE_HOME/tansu.log)"
+    start_tansu
+    broker_round_trip || die "kafka: Tansu started but takes no message (see $FLOODGATE_HOME/tansu.log)"
     say "kafka: started Tansu on 127.0.0.1:$KAFKA_PORT (sqlite data in $TANSU_DATA)"
   fi
 }
@@ -230,6 +273,11 @@ stop_tansu() {
     # Wait for it to go, so an `up` right after starts a fresh one instead of finding the port
     # of a dying broker.
     for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    # One that ignores the request (its storage dead, say) is killed.
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -9 "$pid" 2>/dev/null || true
+      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    fi
     say "kafka: stopped Tansu"
   else
     say "kafka: no Tansu started by this script is running"
@@ -326,6 +374,7 @@ case "${1:-up}" in
     ;;
   bench-tools) ensure_bench_tools ;;
   profile-tools) ensure_profile_tools ;;
+  kafka) ensure_tansu ;;
   down) stop_tansu ;;
   tools) ensure_tools ;;
   cluster-up) cluster_up "${2:-7001}" ;;
@@ -336,5 +385,5 @@ case "${1:-up}" in
       if port_open "$p"; then say "127.0.0.1:$p up"; else say "127.0.0.1:$p down"; fi
     done
     ;;
-  *) die "usage: deploy/stack.sh [up|down|status|bench-tools|profile-tools|cluster-up [port]|cluster-down [port]|cluster-node-up <first> <port>]" ;;
+  *) die "usage: deploy/stack.sh [up|kafka|down|status|bench-tools|profile-tools|cluster-up [port]|cluster-down [port]|cluster-node-up <first> <port>]" ;;
 esac

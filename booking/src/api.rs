@@ -94,6 +94,14 @@ pub async fn create_reservation(
         ));
     }
 
+    // A broker known to be down could not make a hold durable: say so at once, before the
+    // pass is claimed or a seat taken (crate::broker_health).
+    if state.publisher.health().is_down() {
+        return Err(ApiError::Unavailable(
+            code::BROKER_UNAVAILABLE,
+            "reservations cannot be made durable now (the event broker is down); nothing was changed, retry shortly with the same Idempotency-Key".into(),
+        ));
+    }
     let new_id = reservation_id(&request.pool, &uuid::Uuid::now_v7().simple().to_string());
     let reserved = reserve_durably(
         &state.gatekeeper,
@@ -299,10 +307,12 @@ pub async fn health() -> Json<Health> {
     Json(Health::ok())
 }
 
-/// `GET /readyz`: Redis, PostgreSQL and the broker answer (each within a second), else 503:
-/// a booking service that cannot reach one of them cannot give a 201.
+/// `GET /readyz`: Redis and PostgreSQL answer (each within a second), else 503. The broker is
+/// reported too, but a broker that is down keeps no instance out of the load balancer: every
+/// instance shares that fault, and each answers reservations a JSON 503 with `Retry-After` at
+/// once meanwhile (crate::broker_health).
 #[utoipa::path(get, path = "/readyz", tag = "probes", responses(
-    (status = 200, description = "Ready for traffic.", body = floodgate_contract::readiness::Readiness),
+    (status = 200, description = "Ready for traffic (a shared dependency, the broker, may be reported down).", body = floodgate_contract::readiness::Readiness),
     (status = 503, description = "A dependency did not answer in time.", body = floodgate_contract::readiness::Readiness),
 ))]
 pub async fn ready(
@@ -313,7 +323,7 @@ pub async fn ready(
     let readiness = readiness::check(vec![
         Check::redis(state.gatekeeper.redis()),
         Check::postgres(&state.db),
-        Check::new(
+        Check::shared(
             "kafka",
             async move { publisher.reachable(CHECK_TIMEOUT).await },
         ),

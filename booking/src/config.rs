@@ -23,6 +23,10 @@ pub struct Config {
     /// that still holds a valid token.
     #[arg(long, env = "FLOODGATE_DELIVERY_TIMEOUT_MS", default_value_t = 5_000)]
     pub delivery_timeout_ms: u64,
+    /// Where a broker known to be down is probed (`topics ensure` makes it; default: the
+    /// reservations topic's name with `.probe`).
+    #[arg(long, env = "FLOODGATE_PROBE_TOPIC")]
+    pub probe_topic: Option<String>,
     /// Public keys that admission tokens may be signed with: `kid=base64url,...`.
     #[arg(long, env = "FLOODGATE_TOKEN_PUBLIC_KEYS")]
     pub token_public_keys: String,

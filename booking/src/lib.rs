@@ -17,7 +17,9 @@
 //!   reservation's lifecycle, arming, repair and rebuild, and the relay's, reaper's and ops
 //!   API's calls. Nothing else here reads a pool's keys.
 //! - [`reservations`]: the durable-201 sequence (reserve, publish, then ack or abort).
-//! - [`publish`]: the idempotent Kafka producer that acknowledges events before a 2xx.
+//! - [`publish`]: the idempotent Kafka producer that acknowledges events before a 2xx;
+//!   [`broker_health`]: whether the broker is known to be down (reservations refused at once),
+//!   and its probe.
 //! - [`catalog`]: sale files, the PostgreSQL catalog and arming a sale into Redis.
 //! - [`publish_static`]: the static catalog JSON and the list of sales, for a CDN.
 //! - [`reconcile`], [`rebuild`]: the on-call commands (Redis against PostgreSQL; a lost pool).
@@ -30,6 +32,7 @@ pub mod admin;
 pub mod api;
 pub mod audit;
 pub mod auth;
+pub mod broker_health;
 pub mod catalog;
 pub mod config;
 pub mod ending;
@@ -121,6 +124,7 @@ impl AppState {
         let publisher = Publisher::new(
             &config.kafka,
             Duration::from_millis(config.delivery_timeout_ms),
+            &topics::probe_topic(&config.kafka, config.probe_topic.as_deref()),
         )
         .context("creating the Kafka producer")?;
         Ok(Self {
@@ -188,6 +192,7 @@ pub async fn run(
         db: state.db.clone(),
     };
     let worker = tokio::spawn(workers.run(shutdown.clone()));
+    tokio::spawn(state.publisher.clone().watch(shutdown.clone()));
     if state.config.reconcile_interval_ms > 0 {
         tokio::spawn(reconcile::watch(
             state.db.clone(),

@@ -77,6 +77,10 @@ enum TopicsCommand {
         /// The dead-letter topic (default: the reservations topic's name with `.dlq`).
         #[arg(long, env = "FLOODGATE_DLQ_TOPIC")]
         dlq_topic: Option<String>,
+        /// The booking service's probe topic (default: the reservations topic's name with
+        /// `.probe`).
+        #[arg(long, env = "FLOODGATE_PROBE_TOPIC")]
+        probe_topic: Option<String>,
         #[command(flatten)]
         settings: floodgate_booking::topics::TopicSettings,
     },
@@ -212,8 +216,9 @@ async fn main() -> anyhow::Result<()> {
         Command::Topics(TopicsCommand::Ensure {
             kafka,
             dlq_topic,
+            probe_topic,
             settings,
-        }) => ensure_topics(kafka, dlq_topic, settings).await,
+        }) => ensure_topics(kafka, (dlq_topic, probe_topic), settings).await,
         Command::Scripts(ScriptsCommand::Bench { redis, sale, pool }) => {
             floodgate_contract::ids::check_sale_id(&sale)?;
             floodgate_contract::ids::check_pool_id(&pool)?;
@@ -234,14 +239,15 @@ async fn main() -> anyhow::Result<()> {
 /// `topics ensure`: a line per topic; exits 2 if one differs from the settings.
 async fn ensure_topics(
     kafka: KafkaArgs,
-    dlq_topic: Option<String>,
+    (dlq_topic, probe_topic): (Option<String>, Option<String>),
     settings: floodgate_booking::topics::TopicSettings,
 ) -> anyhow::Result<()> {
     use floodgate_booking::topics::{ensure, TopicState};
     let topic = &kafka.reservations_topic;
     let dlq = dlq_topic.unwrap_or_else(|| format!("{topic}.dlq"));
+    let probe = floodgate_booking::topics::probe_topic(&kafka, probe_topic.as_deref());
     let mut differs = false;
-    for (name, state) in ensure(&kafka, &dlq, &settings).await? {
+    for (name, state) in ensure(&kafka, (&dlq, &probe), &settings).await? {
         match state {
             TopicState::Created => println!("topic {name}: created"),
             TopicState::AsSet => println!("topic {name}: as set"),

@@ -3,71 +3,74 @@
 //! The producer is idempotent with `acks=all`: a retried send inside librdkafka can neither
 //! duplicate nor reorder one pool's events, and an ack means every in-sync replica has the event.
 //!
-//! The producer is also disposable. After a failed send it is replaced by a fresh one (at most
-//! once per [`RENEW_AFTER`]): an idempotent producer can be left unable to send after its broker
-//! restarts and forgets its producer id (seen with Tansu: every send then fails at once with an
-//! unknown broker error). Nothing is lost by the swap: every event is in its pool's outbox until
-//! acknowledged, and a request whose send failed has already been answered 503.
+//! The producer is also disposable: after a failed send it is replaced by a fresh one
+//! ([`RenewableProducer`] says why). Nothing is lost by the swap: every event is in its pool's
+//! outbox until acknowledged, and a request whose send failed has already been answered 503.
+//!
+//! A send waits for its acknowledgement at most the delivery timeout; the message itself may
+//! stay in the producer's queue far longer (librdkafka's `message.timeout.ms`, five minutes in
+//! Floodgate's producer defaults) and reach the broker late, which is harmless (the outbox and
+//! the consumer's idempotence absorb a repeat). Why not drop it when its request gives up: a
+//! message timing out in the queue makes librdkafka raise the idempotent producer's epoch, which
+//! Tansu 0.6's sqlite engine cannot take (docs/runbook.md, "The broker's storage died"). Each
+//! send also tells [`BrokerHealth`] how it went, and [`Publisher::watch`] probes a broker known
+//! to be down.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use floodgate_contract::kafka::{KafkaArgs, Role};
+use floodgate_contract::kafka::{KafkaArgs, RenewableProducer, Role};
 use floodgate_contract::keys::pool_partition_key;
-use rdkafka::config::ClientConfig;
 use rdkafka::error::KafkaError;
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::{FutureRecord, Producer};
 use rdkafka::util::Timeout;
+use tokio_util::sync::CancellationToken;
 
-/// Least age of a producer before a failure replaces it: keeps an outage from churning clients.
-const RENEW_AFTER: Duration = Duration::from_secs(2);
+use crate::broker_health::{BrokerHealth, PROBE_EVERY};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
     #[error("the broker did not acknowledge the event: {0}")]
     NotAcked(#[from] KafkaError),
-}
-
-struct Current {
-    producer: FutureProducer,
-    created: Instant,
-    generation: u64,
+    #[error("the broker did not acknowledge the event within {0:?}")]
+    TimedOut(Duration),
 }
 
 /// A cheap-to-clone handle on one shared, replaceable producer.
 #[derive(Clone)]
 pub struct Publisher {
-    config: Arc<ClientConfig>,
-    current: Arc<RwLock<Current>>,
+    producer: RenewableProducer,
     topic: Arc<str>,
+    /// Where the probe of a broker known to be down writes (see [`crate::broker_health`]).
+    probe_topic: Arc<str>,
+    /// How long a send waits for its acknowledgement.
+    delivery_timeout: Duration,
+    health: BrokerHealth,
 }
 
 impl Publisher {
-    /// `delivery_timeout` bounds how long one event may wait for its ack, retries included.
-    /// The producer is configured by [`KafkaArgs::client`] (acks=all and idempotence among
-    /// Floodgate's fixed defaults).
-    pub fn new(kafka: &KafkaArgs, delivery_timeout: Duration) -> anyhow::Result<Self> {
-        let own = [(
-            "message.timeout.ms",
-            delivery_timeout.as_millis().to_string(),
-        )];
-        let config = kafka.client(Role::Producer, &own)?;
-        let producer: FutureProducer = config.create()?;
+    /// `delivery_timeout` bounds how long one send waits for its ack, retries included;
+    /// `probe_topic` takes the probes of a broker known to be down. The producer is configured
+    /// by [`KafkaArgs::client`] (acks=all and idempotence among Floodgate's fixed defaults).
+    pub fn new(
+        kafka: &KafkaArgs,
+        delivery_timeout: Duration,
+        probe_topic: &str,
+    ) -> anyhow::Result<Self> {
+        let producer = RenewableProducer::new(kafka.client(Role::Producer, &[])?)?;
         let topic = kafka.reservations_topic.as_str();
         Ok(Self {
-            config: Arc::new(config),
-            current: Arc::new(RwLock::new(Current {
-                producer,
-                created: Instant::now(),
-                generation: 0,
-            })),
+            producer,
             topic: Arc::from(topic),
+            probe_topic: Arc::from(probe_topic),
+            delivery_timeout,
+            health: BrokerHealth::default(),
         })
     }
 
-    fn producer(&self) -> (FutureProducer, u64) {
-        let current = self.current.read().unwrap_or_else(|e| e.into_inner());
-        (current.producer.clone(), current.generation)
+    /// What this instance knows of the broker's health.
+    pub fn health(&self) -> &BrokerHealth {
+        &self.health
     }
 
     /// Sends one event (an envelope's JSON, as the pool script wrote it to the outbox) keyed by
@@ -75,62 +78,84 @@ impl Publisher {
     #[tracing::instrument(skip_all, fields(%sale, %pool))]
     pub async fn publish(&self, sale: &str, pool: &str, event: &str) -> Result<(), PublishError> {
         let key = pool_partition_key(sale, pool);
-        let (producer, generation) = self.producer();
         let mut record = FutureRecord::to(&self.topic).key(&key).payload(event);
         // The request's trace goes on with the event, to the consumer's write (contract::trace).
         if let Some(headers) = floodgate_contract::trace::kafka_headers() {
             record = record.headers(headers);
         }
         let started = Instant::now();
-        let sent = producer.send(record, Timeout::Never).await;
+        let sent = self.send(record).await;
         // From the send to the broker's acknowledgement (or the give-up), per outcome.
         let outcome = if sent.is_ok() { "acked" } else { "failed" };
         metrics::histogram!("floodgate_kafka_produce_duration_seconds", "outcome" => outcome)
             .record(started.elapsed().as_secs_f64());
-        match sent {
-            Ok(_) => Ok(()),
-            Err((e, _)) => {
-                self.renew(generation);
+        sent
+    }
+
+    /// Sends `record` and waits at most the delivery timeout for its acknowledgement, telling the
+    /// broker's health how it went.
+    async fn send<K, P>(&self, record: FutureRecord<'_, K, P>) -> Result<(), PublishError>
+    where
+        K: rdkafka::message::ToBytes + ?Sized,
+        P: rdkafka::message::ToBytes + ?Sized,
+    {
+        let (producer, generation) = self.producer.get();
+        let started = self.health.started();
+        let delivery = producer.send(record, Timeout::Never);
+        match tokio::time::timeout(self.delivery_timeout, delivery).await {
+            Ok(Ok(_)) => {
+                self.health.acked(started);
+                Ok(())
+            }
+            Ok(Err((e, _))) => {
+                self.health.failed(started, &e.to_string());
+                self.producer.renew(generation);
                 Err(PublishError::NotAcked(e))
+            }
+            Err(_) => {
+                let e = PublishError::TimedOut(self.delivery_timeout);
+                self.health.failed(started, &e.to_string());
+                Err(e)
             }
         }
     }
 
-    /// Replaces the producer of `generation` with a fresh one, unless it is young or already
-    /// replaced.
-    fn renew(&self, generation: u64) {
-        let old = {
-            let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
-            if current.generation != generation || current.created.elapsed() < RENEW_AFTER {
-                return;
+    /// While the broker is known to be down, a small record to the probe topic every
+    /// [`PROBE_EVERY`]: its acknowledgement brings the broker back (runs until `shutdown`).
+    pub async fn watch(self, shutdown: CancellationToken) {
+        let mut every = tokio::time::interval(PROBE_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = every.tick() => {}
             }
-            let producer: FutureProducer = match self.config.create() {
-                Ok(p) => p,
+            if !self.health.is_down() {
+                continue;
+            }
+            let payload = format!(r#"{{"probe_at_ms":{}}}"#, floodgate_contract::now_millis());
+            let record = FutureRecord::to(&self.probe_topic)
+                .key("probe")
+                .payload(payload.as_str());
+            match self.send(record).await {
+                Ok(()) => metrics::counter!("floodgate_kafka_probes_total", "outcome" => "acked")
+                    .increment(1),
                 Err(e) => {
-                    tracing::warn!(error = %e, "could not create a fresh producer");
-                    return;
+                    metrics::counter!("floodgate_kafka_probes_total", "outcome" => "failed")
+                        .increment(1);
+                    tracing::debug!(error = %e, "broker probe failed");
                 }
-            };
-            tracing::info!(
-                generation = generation + 1,
-                "replacing the Kafka producer after a failed send"
-            );
-            std::mem::replace(
-                &mut *current,
-                Current {
-                    producer,
-                    created: Instant::now(),
-                    generation: generation + 1,
-                },
-            )
-        };
-        // Dropping a producer waits for its queue to drain: never on an async worker thread.
-        tokio::task::spawn_blocking(move || drop(old));
+            }
+        }
     }
 
-    /// Whether the broker answers with the topic's metadata within `timeout` (readiness).
+    /// Whether the broker takes events (readiness): known down, or its metadata not answered
+    /// within `timeout`, is an `Err` saying why.
     pub async fn reachable(&self, timeout: Duration) -> Result<(), String> {
-        let (producer, _) = self.producer();
+        if let Some(cause) = self.health.down_because() {
+            return Err(format!("the broker does not acknowledge events: {cause}"));
+        }
+        let (producer, _) = self.producer.get();
         let topic = self.topic.clone();
         tokio::task::spawn_blocking(move || {
             producer
@@ -145,7 +170,7 @@ impl Publisher {
 
     /// Waits up to `timeout` for every queued event to be acknowledged (graceful shutdown).
     pub fn flush(&self, timeout: Duration) {
-        let (producer, _) = self.producer();
+        let (producer, _) = self.producer.get();
         if let Err(e) = producer.flush(Timeout::After(timeout)) {
             tracing::warn!(error = %e, "producer flush incomplete at shutdown");
         }

@@ -1,6 +1,7 @@
-//! `floodgate-booking topics ensure`: the reservations topic and its dead-letter topic, made by
-//! Floodgate itself through Kafka's admin API (any broker: Kafka, Redpanda, Tansu), with the
-//! partitions and replication the settings ask for. A topic that exists is checked, never
+//! `floodgate-booking topics ensure`: the reservations topic, its dead-letter topic and the
+//! booking service's probe topic (a broker known to be down is probed there,
+//! `crate::broker_health`), made by Floodgate itself through Kafka's admin API (any broker:
+//! Kafka, Redpanda, Tansu), with the partitions and replication the settings ask for. A topic that exists is checked, never
 //! changed: a difference is reported and the command fails, because a partition count cannot
 //! be lowered and raising it moves every pool's events to another partition (their order per
 //! pool is what the consumer relies on).
@@ -48,11 +49,19 @@ struct Wanted<'a> {
     partitions: i32,
 }
 
-/// Creates the reservations topic and its dead-letter topic where missing, and checks those
-/// that exist. Returns each topic's state, in that order.
+/// The probe topic's name: `given`, else the reservations topic's with `.probe`.
+pub fn probe_topic(kafka: &KafkaArgs, given: Option<&str>) -> String {
+    given.map_or_else(
+        || format!("{}.probe", kafka.reservations_topic),
+        str::to_owned,
+    )
+}
+
+/// Creates the reservations topic, its dead-letter topic and the probe topic where missing, and
+/// checks those that exist. Returns each topic's state, in that order.
 pub async fn ensure(
     kafka: &KafkaArgs,
-    dlq_topic: &str,
+    (dlq_topic, probe_topic): (&str, &str),
     settings: &TopicSettings,
 ) -> anyhow::Result<Vec<(String, TopicState)>> {
     anyhow::ensure!(
@@ -73,6 +82,11 @@ pub async fn ensure(
         Wanted {
             name: dlq_topic,
             partitions: settings.dlq_partitions,
+        },
+        // A few small records a second at most, and only while the broker is down.
+        Wanted {
+            name: probe_topic,
+            partitions: 1,
         },
     ] {
         let state = match existing(&admin, wanted.name).await? {

@@ -92,6 +92,11 @@ impl Workers {
     /// `with_ended`, of those that have); the last failure, if any (one pool's trouble does not
     /// stop the others').
     async fn pass(&self, relaying: bool, with_ended: bool) -> Result<(), WorkerError> {
+        if relaying && self.publisher.health().is_down() {
+            // Every send would wait out its timeout and stay queued in the producer: the
+            // broker's probe says when it is back (crate::broker_health).
+            return Ok(());
+        }
         let mut pools = self.gatekeeper.armed_pools().await?;
         let mut result = Ok(());
         if !relaying {

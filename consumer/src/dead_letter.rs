@@ -4,21 +4,21 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use floodgate_contract::kafka::{KafkaArgs, Role};
+use floodgate_contract::kafka::{KafkaArgs, RenewableProducer, Role};
 use rdkafka::message::{Header, Message, OwnedHeaders, OwnedMessage};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::FutureRecord;
 
-/// A producer for the dead-letter topic that waits for every copy to be acknowledged.
+/// A producer for the dead-letter topic that waits for every copy to be acknowledged, replaced
+/// after a failed send (see [`RenewableProducer`]: one that failed may carry a raised epoch to a
+/// broker restarted meanwhile).
 pub struct DeadLetters {
-    producer: FutureProducer,
+    producer: RenewableProducer,
     topic: String,
 }
 
 impl DeadLetters {
     pub fn new(kafka: &KafkaArgs, topic: String) -> anyhow::Result<Self> {
-        let producer = kafka
-            .client(Role::Producer, &[])?
-            .create()
+        let producer = RenewableProducer::new(kafka.client(Role::Producer, &[])?)
             .context("creating the dead-letter producer")?;
         Ok(Self { producer, topic })
     }
@@ -59,10 +59,15 @@ impl DeadLetters {
         if let Some(key) = message.key() {
             record = record.key(key);
         }
-        self.producer
+        let (producer, generation) = self.producer.get();
+        let sent = producer
             .send(record, Duration::from_secs(10))
             .await
             .map(|_| ())
-            .map_err(|(e, _)| e)
+            .map_err(|(e, _)| e);
+        if sent.is_err() {
+            self.producer.renew(generation);
+        }
+        sent
     }
 }

@@ -3,6 +3,11 @@
 //! gateway turns unready as soon as it is told to stop, before it closes a socket, so a load
 //! balancer stops sending it joins first). `/healthz` stays what it was: the process is alive,
 //! whatever its dependencies say (restarting it would not bring them back).
+//!
+//! A **shared** check ([`Check::shared`]) is reported but never makes the process unready: its
+//! dependency's fault is one that every instance shares (the booking service's broker), so
+//! taking instances out of the load balancer would only leave the edge with bare 502s to give,
+//! where each instance answers its clients a JSON 503 with `Retry-After` at once.
 
 use std::time::Duration;
 
@@ -30,6 +35,10 @@ pub struct CheckResult {
     /// `draining`, `redis`, `postgres`, `kafka`.
     pub name: String,
     pub ok: bool,
+    /// A dependency every instance shares: its failure is reported, and the process stays
+    /// ready (it answers its clients a 503 of its own meanwhile).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
     /// Why not, when not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -54,6 +63,7 @@ impl Readiness {
 pub struct Check {
     name: &'static str,
     probe: BoxFuture<'static, Result<(), String>>,
+    shared: bool,
 }
 
 impl Check {
@@ -64,6 +74,18 @@ impl Check {
         Self {
             name,
             probe: probe.boxed(),
+            shared: false,
+        }
+    }
+
+    /// A check of a dependency every instance shares: reported, never gating (see above).
+    pub fn shared(
+        name: &'static str,
+        probe: impl std::future::Future<Output = Result<(), String>> + Send + 'static,
+    ) -> Self {
+        Self {
+            shared: true,
+            ..Self::new(name, probe)
         }
     }
 
@@ -104,7 +126,8 @@ impl Check {
     }
 }
 
-/// Runs every check at once, each for at most [`CHECK_TIMEOUT`]: ready when all pass.
+/// Runs every check at once, each for at most [`CHECK_TIMEOUT`]: ready when all pass (shared
+/// ones aside).
 pub async fn check(checks: Vec<Check>) -> Readiness {
     let results = futures::future::join_all(checks.into_iter().map(|check| async move {
         let outcome = match tokio::time::timeout(CHECK_TIMEOUT, check.probe).await {
@@ -114,11 +137,12 @@ pub async fn check(checks: Vec<Check>) -> Readiness {
         CheckResult {
             name: check.name.to_owned(),
             ok: outcome.is_ok(),
+            shared: check.shared,
             error: outcome.err(),
         }
     }))
     .await;
-    let ready = results.iter().all(|r| r.ok);
+    let ready = results.iter().all(|r| r.ok || r.shared);
     Readiness {
         status: if ready { "ready" } else { "unready" }.into(),
         checks: results,
@@ -157,5 +181,11 @@ mod tests {
             .as_deref()
             .unwrap()
             .contains("no answer"));
+
+        // A shared dependency's failure is reported, and the process stays ready.
+        let shared = Check::shared("kafka", async { Err("down".to_owned()) });
+        let degraded = check(vec![ok(), shared]).await;
+        assert_eq!(degraded.http_status(), 200);
+        assert!(degraded.checks[1].shared && !degraded.checks[1].ok);
     }
 }

@@ -83,6 +83,22 @@ const METRICS: &[(&str, &str)] = &[
         "From sending an event to the broker's acknowledgement, by outcome",
     ),
     (
+        "floodgate_kafka_available",
+        "1 while the broker acknowledges events, 0 while it is known to be down (reservations are refused at once)",
+    ),
+    (
+        "floodgate_kafka_down_total",
+        "Times the broker became known to be down",
+    ),
+    (
+        "floodgate_kafka_probes_total",
+        "Probes of a broker known to be down, by outcome",
+    ),
+    (
+        "floodgate_kafka_producers_renewed_total",
+        "Kafka producers replaced by a fresh one after a failed send",
+    ),
+    (
         "floodgate_ws_sessions",
         "WebSocket sessions open on this gateway",
     ),

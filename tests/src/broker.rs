@@ -219,7 +219,10 @@ pub async fn kill_storage(address: &str, pid: u32, topic: &str) {
     signal(pid, "STOP");
     let timed_out = send("times out").await;
     signal(pid, "CONT");
-    assert!(timed_out.is_err(), "the message timed out");
+    assert!(
+        timed_out.is_err(),
+        "a stopped broker acknowledged a message: {timed_out:?}"
+    );
     // The first batch of the new epoch.
     let _ = tokio::time::timeout(Duration::from_secs(10), send("epoch 1")).await;
     assert!(

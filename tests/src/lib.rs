@@ -167,7 +167,8 @@ pub async fn ensure_topics(brokers: &str, topic: &str, partitions: i32) {
         min_insync_replicas: None,
     };
     let kafka = floodgate_contract::kafka::KafkaArgs::plaintext(brokers, topic);
-    let states = ensure(&kafka, &format!("{topic}.dlq"), &settings)
+    let (dlq, probe) = (format!("{topic}.dlq"), format!("{topic}.probe"));
+    let states = ensure(&kafka, (&dlq, &probe), &settings)
         .await
         .expect("topics ensure");
     assert!(
@@ -519,6 +520,7 @@ impl TestApp {
             kafka: KafkaArgs::plaintext(&brokers, &topic),
             identity: identity.clone(),
             delivery_timeout_ms: options.delivery_timeout_ms,
+            probe_topic: None,
             token_public_keys: format!("{}={}", signer.kid(), signer.public_base64()),
             payment_provider_url: Some(format!("http://{sandbox}")),
             payment_ca_file: None,
@@ -614,6 +616,7 @@ impl TestApp {
             kafka: KafkaArgs::plaintext(kafka_brokers, &self.topic),
             identity: identity_args(&self.sandbox, None),
             delivery_timeout_ms,
+            probe_topic: None,
             token_public_keys: format!("{}={}", self.signer.kid(), self.signer.public_base64()),
             payment_provider_url: Some(format!("http://{}", self.sandbox)),
             payment_ca_file: None,

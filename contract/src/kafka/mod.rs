@@ -15,6 +15,7 @@
 //! start-up, naming the property.
 
 mod properties;
+mod renewable;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -25,6 +26,7 @@ use secrecy::{ExposeSecret, SecretString};
 
 use properties::from_env;
 pub use properties::{parse_properties, property_name};
+pub use renewable::{RenewableProducer, RENEW_AFTER};
 
 /// What a client does, which decides its defaults and which of the role-prefixed variables it
 /// reads.
@@ -50,6 +52,13 @@ pub const PRODUCER_DEFAULTS: &[(&str, &str)] = &[
     // Events are small JSON documents: lz4 costs least CPU on the hot path and still shrinks a
     // batch of them several times over on the wire and on the brokers' disks.
     ("compression.type", "lz4"),
+    // Five minutes, librdkafka's own default, named so that nobody lowers it to a request's
+    // wait: a message timing out in the queue makes librdkafka raise the idempotent producer's
+    // epoch, which Tansu 0.6's sqlite engine cannot take (it panics and its storage dies; see
+    // docs/runbook.md, "The broker's storage died"). A request waits for its acknowledgement by
+    // its own timeout instead, and a message that reaches the broker after its request gave up
+    // is harmless (the consumer absorbs a repeat).
+    ("message.timeout.ms", "300000"),
 ];
 
 /// Floodgate's consumer defaults. The two offset settings cannot be changed.

@@ -1,5 +1,5 @@
 //! `floodgate-booking topics ensure` (issue 16) against the real broker: it makes the
-//! reservations and dead-letter topics as the settings say, leaves them be when they are, and
+//! reservations, dead-letter and probe topics as the settings say, leaves them be when they are, and
 //! reports (without touching) a topic that exists with other settings.
 
 use std::process::Command;
@@ -39,16 +39,19 @@ fn partitions(topic: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn topics_are_made_as_set_left_as_they_are_and_a_difference_is_reported() {
     let topic = unique("floodgate.topics-test.");
-    let dlq = format!("{topic}.dlq");
+    let (dlq, probe) = (format!("{topic}.dlq"), format!("{topic}.probe"));
     let (code, said) = ensure(&topic, 4);
     assert_eq!(code, 0, "{said}");
-    assert_eq!(said.matches(": created").count(), 2, "{said}");
-    assert_eq!((partitions(&topic), partitions(&dlq)), (4, 1));
+    assert_eq!(said.matches(": created").count(), 3, "{said}");
+    assert_eq!(
+        (partitions(&topic), partitions(&dlq), partitions(&probe)),
+        (4, 1, 1)
+    );
 
     // Again: nothing to do.
     let (code, said) = ensure(&topic, 4);
     assert_eq!(code, 0, "{said}");
-    assert_eq!(said.matches(": as set").count(), 2, "{said}");
+    assert_eq!(said.matches(": as set").count(), 3, "{said}");
 
     // A topic someone made by hand with fewer partitions is reported, and left alone.
     let other = unique("floodgate.topics-test.");
