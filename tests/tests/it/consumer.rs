@@ -1,5 +1,8 @@
 //! The consumer against the real broker and PostgreSQL: batches, the audit trail, poison to the
 //! dead-letter topic, a `kill -9` in the middle of a batch, and PostgreSQL going away.
+//! [`churn`]: the Kafka client's crash while other topics come and go on the broker.
+
+mod churn;
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -175,15 +178,31 @@ async fn poison_goes_to_the_dead_letter_topic_and_the_events_behind_it_still_app
     consumer.await.unwrap().unwrap();
 }
 
-/// The consumer binary, writing to `database_url`.
+/// The consumer binary, reading `topic` on the shared broker and writing to `database_url`.
 fn consumer_process(topic: &str, group: &str, database_url: &str) -> Child {
+    consumer_process_on(
+        (&kafka_brokers(), "127.0.0.1:0"),
+        topic,
+        group,
+        database_url,
+    )
+}
+
+/// The consumer binary, reading `topic` on the broker at `brokers`, its admin listener (metrics,
+/// probes) on `admin`.
+fn consumer_process_on(
+    (brokers, admin): (&str, &str),
+    topic: &str,
+    group: &str,
+    database_url: &str,
+) -> Child {
     Command::new(binary("floodgate-consumer"))
         .env("FLOODGATE_DATABASE_URL", database_url)
-        .env("FLOODGATE_KAFKA_BROKERS", kafka_brokers())
+        .env("FLOODGATE_KAFKA_BROKERS", brokers)
         .env("FLOODGATE_RESERVATIONS_TOPIC", topic)
         .env("FLOODGATE_CONSUMER_GROUP", group)
         .env("FLOODGATE_CONSUMER_INSTANCE_ID", "killed-consumer")
-        .env("FLOODGATE_CONSUMER_METRICS_LISTEN", "127.0.0.1:0")
+        .env("FLOODGATE_CONSUMER_METRICS_LISTEN", admin)
         .env("FLOODGATE_CONSUMER_BATCH", "50")
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
