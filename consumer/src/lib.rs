@@ -10,6 +10,8 @@
 //! - `dead_letter`: the topic where events that can never be applied are set aside.
 //! - `lag`: the group's lag, published as metrics.
 //! - [`probes`]: the admin listener (`/metrics`, `/healthz`, `/readyz`).
+//! - [`supervise`]: the binary's process runs the consumer as a worker of its own and starts it
+//!   again when a crash kills it (the Kafka client's, see there).
 //!
 //! Order of effects, which is what makes each event applied once: a batch's undecodable messages
 //! go to the dead-letter topic first; then its rows and its partitions' offsets are committed in
@@ -26,6 +28,7 @@ mod lag;
 pub mod membership;
 pub mod probes;
 pub mod store;
+pub mod supervise;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! `floodgate-consumer`: persist reservation events to PostgreSQL.
 
 use anyhow::Context as _;
-use floodgate_consumer::Config;
+use floodgate_consumer::{supervise, Config};
 use floodgate_contract::runtime::{self, migrator, DatabaseArgs};
 
 #[derive(clap::Parser)]
@@ -32,14 +32,23 @@ async fn main() -> anyhow::Result<()> {
     // Kept until main returns: its drop exports the last spans.
     let _exporting =
         runtime::init_tracing(cli.log_json, "floodgate-consumer").map_err(anyhow::Error::msg)?;
+    // Raised in the supervisor too: the worker inherits it.
     let open_files = runtime::raise_open_files_limit();
     tracing::debug!(open_files, "open-files limit");
+    // This process supervises the worker, which does the work (floodgate_consumer::supervise
+    // says why).
+    if !supervise::is_worker() {
+        let code = supervise::supervise(runtime::shutdown_on_signal()).await?;
+        std::process::exit(code);
+    }
+    let restarts = supervise::become_worker()?;
     let db = cli.database.connect().await.map_err(anyhow::Error::msg)?;
     migrator().run(&db).await.context("applying migrations")?;
     let metrics_listener = runtime::listen(&cli.metrics_listen)
         .await
         .with_context(|| format!("binding {}", cli.metrics_listen))?;
     runtime::metrics();
+    metrics::gauge!("floodgate_consumer_worker_restarts").set(restarts as f64);
     let admin = floodgate_consumer::probes::admin_router(&cli.config, db.clone())?;
     tokio::spawn(async move { axum::serve(metrics_listener, admin).await });
     floodgate_consumer::run(&cli.config, db, runtime::shutdown_on_signal()).await

@@ -83,6 +83,10 @@ const METRICS: &[(&str, &str)] = &[
         "From sending an event to the broker's acknowledgement, by outcome",
     ),
     (
+        "floodgate_consumer_worker_restarts",
+        "Times the consumer's supervisor started its worker again after a crash",
+    ),
+    (
         "floodgate_kafka_available",
         "1 while the broker acknowledges events, 0 while it is known to be down (reservations are refused at once)",
     ),
