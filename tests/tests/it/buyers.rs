@@ -2,6 +2,10 @@
 //! buyer, the pass bound to its buyer, the per-buyer seat limit, the buyer on the booking row and
 //! on every event, and the bot check, against a real gateway, booking service, Redis, broker and
 //! PostgreSQL, with identity tokens from the sandbox's sign-in stand-in (keys fetched over HTTP).
+//! [`sessions`]: what docs/protocol.md 1.12 says of a buyer's several sessions and spent pass,
+//! and of the stand-in's own API.
+
+mod sessions;
 
 use std::time::Duration;
 
