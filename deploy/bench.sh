@@ -677,7 +677,12 @@ metric_where() {
     awk -v n="$1" -v l="$2" 'index($1, n "{") == 1 && index($1, l) { s += $2 } END { printf "%.0f", s }'
 }
 postmaster_pid() { psql -tAq "$PG/postgres" -c 'select pg_postmaster_start_time()' 2>/dev/null; }
-panics() { grep -c 'panicked at' "$FLOODGATE_HOME/tansu.log" 2>/dev/null || true; }
+# Panics in the broker's log (and in the one it rotated to, deploy/stack.sh), so far.
+panics() {
+  cat "$FLOODGATE_HOME/tansu.log.1" "$FLOODGATE_HOME/tansu.log" 2>/dev/null | grep -c 'panicked at' || true
+}
+# A JSON file's content, or null when a run left none.
+json_or_null() { if [ -s "$1" ]; then cat "$1"; else echo null; fi; }
 soak_round() { # <round> <first ticket>: the round's three scenarios; their results in $RESULTS
   local round=$1 first=$2 sale raw burst pool=12627-20261201-SL-TQ l
   sale=$(new_sale soak-rush 10)
@@ -705,19 +710,23 @@ soak_round() { # <round> <first ticket>: the round's three scenarios; their resu
     --json "$RESULTS/soak-reserve-$round.json" >"$LOGS/soak-reserve-$round.log" 2>&1 || true
   burst=$(new_sale soak-burst 600)
   start_gateways 2
+  local loaders=()
   for l in 1 2; do
     "$BIN/floodgate-loadgen" burst --gateways "$(joined "${GATEWAY_ADDRS[@]}")" --sale "$burst" \
       --clients $((BURST / 4)) --from "$(sources "$l")" --within-ms 1000 \
       --json "$RESULTS/soak-burst-$round-$l.json" >"$LOGS/soak-burst-$round-$l.log" 2>&1 &
+    loaders+=($!)
   done
-  wait
+  # Only the loaders: a bare `wait` would wait for the services too.
+  wait "${loaders[@]}" || true
   stop_gateways
 }
 soak() {
   local minutes=${BENCH_SOAK_MINUTES:-20} round=0 first=3000000000 end started
   start_backend
   local broker0 redis0 postgres0 panics0 procs=(booking consumer sandbox)
-  broker0=$(cat "$FLOODGATE_HOME/tansu.pid") redis0=$(redis_pid) postgres0=$(postmaster_pid)
+  broker0=$(cat "$FLOODGATE_HOME/tansu.pid" 2>/dev/null || echo none)
+  redis0=$(redis_pid) postgres0=$(postmaster_pid)
   panics0=$(panics)
   declare -A pid=([booking]=$BOOKING_PID [consumer]=$CONSUMER_PID [sandbox]=$SANDBOX_PID)
   started=$(date +%s) end=$(( $(date +%s) + minutes * 60 ))
@@ -734,7 +743,7 @@ soak() {
     for name in "${procs[@]}"; do kill -0 "${pid[$name]}" 2>/dev/null || died+=("$name"); done
     [ "$(redis_pid)" = "$redis0" ] || died+=(redis)
     [ "$(postmaster_pid)" = "$postgres0" ] || died+=(postgres)
-    now=$(cat "$FLOODGATE_HOME/tansu.pid" 2>/dev/null || true)
+    now=$(cat "$FLOODGATE_HOME/tansu.pid" 2>/dev/null || echo none)
     [ "$now" = "$broker0" ] || died+=(broker)
     jq -n --argjson round "$round" --argjson seconds "$(( $(date +%s) - t0 ))" \
       --argjson died "$(printf '%s\n' "${died[@]}" | jq -R 'select(length > 0)' | jq -s .)" \
@@ -742,17 +751,17 @@ soak() {
       --argjson producers_renewed "$(metric_sum floodgate_kafka_producers_renewed_total 127.0.0.1:19081)" \
       --argjson produce_errors "$(metric_where floodgate_kafka_produce_duration_seconds_count 'outcome="failed"' 127.0.0.1:19081)" \
       --argjson broker_down "$(metric_sum floodgate_kafka_down_total 127.0.0.1:19081)" \
-      --argjson broker_panics "$(( $(panics) - panics0 ))" \
+      --argjson broker_panics "$(( $(panics) > panics0 ? $(panics) - panics0 : 0 ))" \
       --argjson http_503 "$(metric_where floodgate_http_requests_total 'status="503"' 127.0.0.1:19081)" \
       --argjson reconciled "$(cat "$RESULTS/.soak-reconciled")" \
-      --slurpfile sale "$RESULTS/soak-sale-$round.json" \
-      --slurpfile reserve "$RESULTS/soak-reserve-$round.json" \
+      --argjson sale "$(json_or_null "$RESULTS/soak-sale-$round.json")" \
+      --argjson reserve "$(json_or_null "$RESULTS/soak-reserve-$round.json")" \
       '{round: $round, seconds: $seconds, died: $died, consumer_worker_restarts: $worker_restarts,
         producers_renewed: $producers_renewed, produce_errors: $produce_errors,
         broker_down: $broker_down, broker_storage_failures: $broker_panics, http_503: $http_503,
-        invariants: (($sale[0].checks // []) | map({name, ok})), reconciled: $reconciled,
-        rush_failed: ($sale[0].outcomes.failed // null),
-        reserve_statuses: ($reserve[0].statuses // {})}' >>"$SOAK_ROUNDS"
+        invariants: ($sale.checks // null | if . == null then null else map({name, ok}) end),
+        reconciled: $reconciled, rush_failed: ($sale.outcomes.failed // null),
+        reserve_statuses: ($reserve.statuses // null)}' >>"$SOAK_ROUNDS"
     [ ${#died[@]} -eq 0 ] || { say "soak: ${died[*]} died or was restarted; stopping"; break; }
   done
   jq -s --argjson minutes "$(( ($(date +%s) - started) / 60 ))" '
@@ -762,7 +771,9 @@ soak() {
      produce_errors: last.produce_errors, producers_renewed: last.producers_renewed,
      broker_down: last.broker_down, broker_storage_failures: last.broker_storage_failures,
      http_503: last.http_503,
-     invariants_held_every_round: (map((.invariants | all(.ok)) and .reconciled) | all),
+     invariants_held_every_round:
+       (map(.invariants != null and (.invariants | length > 0) and (.invariants | all(.ok))
+            and .reconciled) | all),
      rounds_detail: .}' "$SOAK_ROUNDS" >"$RESULTS/soak.json"
   say "soak: $(jq -c '{rounds, processes_died_or_restarted, produce_errors, broker_storage_failures, http_503, invariants_held_every_round}' "$RESULTS/soak.json")"
 }

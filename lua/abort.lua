@@ -1,8 +1,8 @@
 -- abort: take a hold back because its SeatReserved could not be made durable in time.
 --
--- KEYS: see lib.lua; KEYS[9] is the token's pointer in this pool (removed when the hold is
--- aborted, so a retry with the same Idempotency-Key reserves afresh instead of replaying an
--- answer that was never given).
+-- KEYS: see lib.lua; KEYS[9] is the token's pointer in this pool (its answer is removed when the
+-- hold is aborted, so a retry with the same Idempotency-Key reserves afresh instead of replaying
+-- an answer that was never given; the keys' fences, `f:<key>`, stay: reserve.lua).
 --
 -- Returns {"aborted"} when the hold was live and not yet durable: its seats are back in the pool
 -- (with a ReservationAborted event in the outbox). Otherwise nothing changes at all, the pointer
@@ -23,5 +23,5 @@ if rec.state ~= 'held' then
 end
 release_hold(rec, 'aborted')
 emit(cfg, 'ReservationAborted', 'aborted', now_ms(), rec)
-redis.call('DEL', K.extra)
+redis.call('HDEL', K.extra, 'id', 'idem', 'secret', 'seats', 'expires_ms', 'at_ms', 'entry')
 return {'aborted'}

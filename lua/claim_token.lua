@@ -26,9 +26,10 @@
 -- key. A retry's refusal fences the earlier attempts off at the pool (reserve.lua), which is what
 -- lets it give the token back at once instead of waiting out their deadlines: after a 503 (a
 -- failover, a broker that did not acknowledge) the client's retry gets its definitive answer and
--- its pass back in one request. Should this record be lost in a failover, stamps start again
--- from the new primary's clock, still above the lost ones (the failover took longer than any
--- clock step between the nodes).
+-- its pass back in one request. Should this record be lost in a failover (a claim is promised on
+-- a replica only with a 201), the next request claims afresh as a first attempt: its stamp, from
+-- the new primary's clock, is still above the lost ones, but a first attempt fences nothing, so an
+-- earlier attempt lost with the record and still in flight is not stopped by its refusal.
 --
 -- The record lives as long as the token can be presented (ARGV[3]), however long that is, so a
 -- token can never claim twice because its first claim had lapsed.

@@ -4,8 +4,10 @@
 -- KEYS[3] unspent tokens per admission batch
 -- ARGV[1] the Idempotency-Key that claimed it   ARGV[2] the token's expiry (Unix ms)
 -- ARGV[3] the refused attempt's stamp (claim_token.lua)
--- ARGV[4] when the pool refused it (Unix ms, Redis' clock), or 0 when the refusal proves
---         nothing about other attempts (the pool's state was lost)
+-- ARGV[4] when the pool refused it (Unix ms, the pool's Redis clock), or "now" when the refusal
+--         proves nothing about other attempts (the pool's state was lost, or the attempt never
+--         reached the pool: the buyer's limit): then only the attempts whose deadline has passed
+--         by this slot's clock, less a second for the clocks' skew, can no longer take seats
 -- ARGV[5] "1" if the pool fenced off the key's earlier attempts with this refusal (reserve.lua)
 --         and the fence is on the pool's replicas, else "0"
 --
@@ -27,7 +29,12 @@ if redis.call('HGET', KEYS[1], 'idem') ~= ARGV[1] then
   return 0
 end
 redis.call('HDEL', KEYS[1], 'a:' .. ARGV[3])
-local refused_at = tonumber(ARGV[4])
+local refused_at
+if ARGV[4] == 'now' then
+  refused_at = now_ms() - 1000
+else
+  refused_at = tonumber(ARGV[4])
+end
 local fenced_below = -1
 if ARGV[5] == '1' then
   fenced_below = tonumber(ARGV[3])

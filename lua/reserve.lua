@@ -34,15 +34,17 @@
 -- past its own deadline). An aborted reservation (abort.lua) removes the pointer, so a retry
 -- after a 503 reserves afresh.
 --
--- The fence: when a retry is refused here, the pointer keeps its key and stamp (`fence_idem`,
--- `fence`), and from then on no attempt of that key stamped earlier may take seats (one that
+-- The fence: when a retry is refused here, the pointer keeps the retry's stamp under its key
+-- (`f:<Idempotency-Key>`), and from then on no attempt of that key stamped earlier may take seats (one that
 -- arrives late is answered as every attempt is, but `superseded` where it would have taken
 -- seats). A retry's refusal thus proves that no earlier attempt of the key can take seats any
 -- more, however long it was delayed, and the token's claim is given back at once
--- (release_claim.lua). No other key is affected by it, and a first attempt writes nothing when
--- refused (the hot path of a sell-out).
+-- (release_claim.lua). No other key is affected by it; a hold taken back (abort.lua) leaves every
+-- key's fence in place; and a first attempt writes nothing when refused (the hot path of a
+-- sell-out).
 local prior = redis.call('HMGET', K.extra, 'id', 'idem', 'secret', 'seats', 'expires_ms', 'at_ms', 'entry',
-  'fence_idem', 'fence')
+  'f:' .. ARGV[2])
+local fenced_at = tonumber(prior[8])
 if prior[1] then
   if prior[2] ~= ARGV[2] then
     return {'spent'}
@@ -74,11 +76,12 @@ local function fence()
   if ARGV[10] ~= '1' then
     return '0'
   end
-  if prior[8] == ARGV[2] and tonumber(prior[9]) > tonumber(ARGV[9]) then
+  if fenced_at and fenced_at > tonumber(ARGV[9]) then
     -- A later attempt of the key fenced already; this one's refusal stops fewer.
     return '0'
   end
-  redis.call('HSET', K.extra, 'fence_idem', ARGV[2], 'fence', ARGV[9])
+  redis.call('HSET', K.extra, 'f:' .. ARGV[2], ARGV[9])
+  -- It holds no answer (that was replayed above): fences only, which go with the claim.
   redis.call('PEXPIREAT', K.extra, ARGV[11])
   return '1'
 end
@@ -90,7 +93,7 @@ if available < seats then
 end
 -- Only now, where it would take seats, is an attempt behind its key's fence turned away: one
 -- that finds the pool sold out says so, as every other attempt of its key does.
-if prior[8] == ARGV[2] and tonumber(prior[9]) > tonumber(ARGV[9]) then
+if fenced_at and fenced_at > tonumber(ARGV[9]) then
   return {'superseded', tostring(now)}
 end
 
@@ -115,8 +118,6 @@ end
 local entry, event = emit(cfg, 'SeatReserved', 'reserved', now, rec)
 redis.call('HSET', K.extra, 'id', rec.id, 'idem', rec.idem, 'secret', rec.secret,
   'seats', rec.seats, 'expires_ms', rec.expires_ms, 'at_ms', rec.at_ms, 'entry', entry)
-if prior[9] then
-  -- It held only a fence, which expires; the answer it now keeps is replayed for good.
-  redis.call('PERSIST', K.extra)
-end
+-- It may have held only fences, which expire; the answer it now keeps is replayed for good.
+redis.call('PERSIST', K.extra)
 return {'reserved', rec.id, rec.secret, rec.seats, rec.expires_ms, rec.at_ms, entry, event}

@@ -96,7 +96,7 @@ pub async fn create_reservation(
 
     // A broker known to be down could not make a hold durable: say so at once, before the
     // pass is claimed or a seat taken (crate::broker_health).
-    if state.publisher.health().is_down() {
+    if !state.publisher.health().admit() {
         return Err(ApiError::Unavailable(
             code::BROKER_UNAVAILABLE,
             "reservations cannot be made durable now (the event broker is down); nothing was changed, retry shortly with the same Idempotency-Key".into(),

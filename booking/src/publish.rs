@@ -26,7 +26,11 @@ use rdkafka::producer::{FutureRecord, Producer};
 use rdkafka::util::Timeout;
 use tokio_util::sync::CancellationToken;
 
-use crate::broker_health::{BrokerHealth, PROBE_EVERY};
+use crate::broker_health::{BrokerHealth, SendStarted, PROBE_EVERY};
+
+/// How often a broker known to be down gets a fresh producer: well within librdkafka's five
+/// minutes of `message.timeout.ms`, after which a queued message would raise the epoch.
+const RENEW_WHILE_DOWN: Duration = Duration::from_secs(60);
 
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
@@ -93,7 +97,8 @@ impl Publisher {
     }
 
     /// Sends `record` and waits at most the delivery timeout for its acknowledgement, telling the
-    /// broker's health how it went.
+    /// broker's health how it went. An acknowledgement that comes after the timeout still tells
+    /// it (the broker is slow, not down).
     async fn send<K, P>(&self, record: FutureRecord<'_, K, P>) -> Result<(), PublishError>
     where
         K: rdkafka::message::ToBytes + ?Sized,
@@ -101,37 +106,76 @@ impl Publisher {
     {
         let (producer, generation) = self.producer.get();
         let started = self.health.started();
-        let delivery = producer.send(record, Timeout::Never);
-        match tokio::time::timeout(self.delivery_timeout, delivery).await {
-            Ok(Ok(_)) => {
+        let mut delivery = match producer.send_result(record) {
+            Ok(delivery) => delivery,
+            Err((e, _)) => return Err(self.failed(started, generation, e)),
+        };
+        match tokio::time::timeout(self.delivery_timeout, &mut delivery).await {
+            Ok(Ok(Ok(_))) => {
                 self.health.acked(started);
                 Ok(())
             }
-            Ok(Err((e, _))) => {
-                self.health.failed(started, &e.to_string());
-                self.producer.renew(generation);
-                Err(PublishError::NotAcked(e))
-            }
+            Ok(Ok(Err((e, _)))) => Err(self.failed(started, generation, e)),
+            Ok(Err(_canceled)) => Err(self.failed(started, generation, KafkaError::Canceled)),
             Err(_) => {
                 let e = PublishError::TimedOut(self.delivery_timeout);
-                self.health.failed(started, &e.to_string());
+                if self.health.failed(started, &e.to_string()) {
+                    // Found down: a fresh producer, so nothing of this one ages in its queue
+                    // to the epoch-raising timeout (RenewableProducer says why).
+                    self.producer.renew(generation);
+                }
+                let health = self.health.clone();
+                tokio::spawn(async move {
+                    if let Ok(Ok(_)) = delivery.await {
+                        health.acked(started);
+                    }
+                });
                 Err(e)
             }
         }
     }
 
+    /// A send that failed with `e`: the broker's health is told (unless the broker itself
+    /// refused it, which shows it answers: a topic it does not have, a write not allowed), and
+    /// the producer is replaced.
+    fn failed(&self, started: SendStarted, generation: u64, e: KafkaError) -> PublishError {
+        use rdkafka::types::RDKafkaErrorCode as Code;
+        let answered = matches!(
+            e.rdkafka_error_code(),
+            Some(Code::UnknownTopicOrPartition | Code::TopicAuthorizationFailed)
+        );
+        if answered {
+            tracing::warn!(error = %e, "the broker refused a send (a topic missing or not allowed)");
+            self.health.acked(started);
+        } else {
+            self.health.failed(started, &e.to_string());
+            self.producer.renew(generation);
+        }
+        PublishError::NotAcked(e)
+    }
+
     /// While the broker is known to be down, a small record to the probe topic every
-    /// [`PROBE_EVERY`]: its acknowledgement brings the broker back (runs until `shutdown`).
+    /// [`PROBE_EVERY`]: its acknowledgement brings the broker back (runs until `shutdown`). The
+    /// producer is replaced every [`RENEW_WHILE_DOWN`] meanwhile, so no message waits in its
+    /// queue long enough to time out there.
     pub async fn watch(self, shutdown: CancellationToken) {
+        self.check_probe_topic().await;
         let mut every = tokio::time::interval(PROBE_EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut renewed = Instant::now();
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = every.tick() => {}
             }
             if !self.health.is_down() {
+                renewed = Instant::now();
                 continue;
+            }
+            if renewed.elapsed() >= RENEW_WHILE_DOWN {
+                let (_, generation) = self.producer.get();
+                self.producer.renew(generation);
+                renewed = Instant::now();
             }
             let payload = format!(r#"{{"probe_at_ms":{}}}"#, floodgate_contract::now_millis());
             let record = FutureRecord::to(&self.probe_topic)
@@ -146,6 +190,35 @@ impl Publisher {
                     tracing::debug!(error = %e, "broker probe failed");
                 }
             }
+        }
+    }
+
+    /// Says loudly at start if the probe topic is missing: a broker found down could then only
+    /// be found back by requests let through again (`crate::broker_health::HALF_OPEN_AFTER`).
+    async fn check_probe_topic(&self) {
+        let (producer, _) = self.producer.get();
+        let topic = self.probe_topic.clone();
+        let found = tokio::task::spawn_blocking(move || {
+            producer
+                .client()
+                .fetch_metadata(Some(&topic), Duration::from_secs(10))
+                .map(|m| {
+                    m.topics()
+                        .iter()
+                        .any(|t| t.name() == &*topic && t.error().is_none())
+                })
+        })
+        .await;
+        let missing = matches!(found, Ok(Ok(false)));
+        metrics::gauge!("floodgate_kafka_probe_topic_missing").set(if missing { 1.0 } else { 0.0 });
+        match found {
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) => tracing::error!(
+                topic = %self.probe_topic,
+                "the probe topic does not exist: run `floodgate-booking topics ensure` (a broker found down is then noticed back only by a trial request every 30 s)"
+            ),
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not check the probe topic"),
+            Err(e) => tracing::warn!(error = %e, "could not check the probe topic"),
         }
     }
 

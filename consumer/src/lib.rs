@@ -104,6 +104,8 @@ pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> an
     floodgate_contract::runtime::metrics();
     // Served from the start, at zero, so the alert over it has a series before the first one.
     metrics::counter!("floodgate_consumer_poison_total").increment(0);
+    // The same for the worker's restarts (the binary sets the count, supervise.rs).
+    metrics::gauge!("floodgate_consumer_worker_restarts").increment(0.0);
     let topic = config.kafka.reservations_topic.clone();
     let consumer = std::sync::Arc::new(intake::connect(config)?);
     let dead_letters = DeadLetters::new(&config.kafka, config.dlq_topic())?;

@@ -99,6 +99,10 @@ const METRICS: &[(&str, &str)] = &[
         "Probes of a broker known to be down, by outcome",
     ),
     (
+        "floodgate_kafka_probe_topic_missing",
+        "1 when the booking service found no probe topic at start (run topics ensure)",
+    ),
+    (
         "floodgate_kafka_producers_renewed_total",
         "Kafka producers replaced by a fresh one after a failed send",
     ),

@@ -60,8 +60,9 @@ pub enum ReserveError {
 #[derive(Debug)]
 pub(super) struct Refusal {
     pub(super) error: ReserveError,
-    /// When the pool refused, by Redis' clock, or 0 if the refusal proves nothing (lost pool).
-    pub(super) at_ms: UnixMillis,
+    /// When the pool refused, by its Redis' clock, or `None` if the refusal proves nothing
+    /// about the key's other attempts (a lost pool, a sale that ended, the buyer's limit).
+    pub(super) at_ms: Option<UnixMillis>,
     /// The pool fenced off the key's earlier attempts (a retry's refusal, `reserve.lua`): none
     /// of them can take seats any more, once the fence is on the pool's replicas.
     pub(super) fenced: bool,
@@ -98,7 +99,7 @@ pub(super) fn parse_reserve(reply: &[String]) -> Result<Hold, Result<Refusal, Re
                 error: ReserveError::SoldOut {
                     available: u32::try_from(available.max(0)).unwrap_or(u32::MAX),
                 },
-                at_ms,
+                at_ms: Some(at_ms),
                 fenced,
             })),
             _ => Err(bad()),
@@ -106,7 +107,7 @@ pub(super) fn parse_reserve(reply: &[String]) -> Result<Hold, Result<Refusal, Re
         Some("late") => match (int(1), flag(2)) {
             (Some(at_ms), Some(fenced)) => Err(Ok(Refusal {
                 error: ReserveError::Late,
-                at_ms,
+                at_ms: Some(at_ms),
                 fenced,
             })),
             _ => Err(bad()),
@@ -116,7 +117,7 @@ pub(super) fn parse_reserve(reply: &[String]) -> Result<Hold, Result<Refusal, Re
         Some("superseded") => match int(1) {
             Some(at_ms) => Err(Ok(Refusal {
                 error: ReserveError::Late,
-                at_ms,
+                at_ms: Some(at_ms),
                 fenced: false,
             })),
             None => Err(bad()),
@@ -126,12 +127,12 @@ pub(super) fn parse_reserve(reply: &[String]) -> Result<Hold, Result<Refusal, Re
         // lost writes (diverged): the refusal proves nothing about other attempts.
         Some("not_armed" | "diverged") => Err(Ok(Refusal {
             error: ReserveError::PoolUnavailable,
-            at_ms: 0,
+            at_ms: None,
             fenced: false,
         })),
         Some("ended") => Err(Ok(Refusal {
             error: ReserveError::SaleEnded,
-            at_ms: 0,
+            at_ms: None,
             fenced: false,
         })),
         _ => Err(bad()),
@@ -349,7 +350,7 @@ mod tests {
             refusal(&["sold_out", "1", "5000", "0"]),
             Refusal {
                 error: ReserveError::SoldOut { available: 1 },
-                at_ms: 5000,
+                at_ms: Some(5000),
                 fenced: false
             }
         ));
@@ -361,7 +362,7 @@ mod tests {
             refusal(&["late", "7000", "1"]),
             Refusal {
                 error: ReserveError::Late,
-                at_ms: 7000,
+                at_ms: Some(7000),
                 fenced: true
             }
         ));
@@ -370,7 +371,7 @@ mod tests {
                 refusal(&["superseded", "8000"]),
                 Refusal {
                     error: ReserveError::Late,
-                    at_ms: 8000,
+                    at_ms: Some(8000),
                     fenced: false
                 }
             ),
@@ -381,7 +382,7 @@ mod tests {
                 refusal(&["not_armed"]),
                 Refusal {
                     error: ReserveError::PoolUnavailable,
-                    at_ms: 0,
+                    at_ms: None,
                     fenced: false
                 }
             ),

@@ -25,7 +25,7 @@ impl Gatekeeper {
             // key's other attempts (one may have counted and reserved).
             let refusal = Refusal {
                 error: refused,
-                at_ms: 0,
+                at_ms: None,
                 fenced: false,
             };
             return Err(self.settle(req, &claimed, refusal).await);
@@ -120,9 +120,11 @@ impl Gatekeeper {
         &self,
         req: &ReserveRequest<'_>,
         attempt: i64,
-        refused_at: i64,
+        refused_at: Option<i64>,
         fenced: bool,
     ) -> redis::RedisResult<Released> {
+        // Without the pool's word, the script reasons from its own clock ("now").
+        let refused_at = refused_at.map_or_else(|| "now".to_owned(), |at| at.to_string());
         let sale_keys = self.keys.sale(&req.claims.sale);
         let released: i64 = self
             .scripts

@@ -37,7 +37,7 @@ impl Default for Scripts {
     fn default() -> Self {
         Self {
             claim_token: sale_script(include_str!("../../../lua/claim_token.lua")),
-            release_claim: floodgate_contract::lua::script(include_str!(
+            release_claim: floodgate_contract::lua::clocked_script(include_str!(
                 "../../../lua/release_claim.lua"
             )),
             reserve: pool_script(include_str!("../../../lua/reserve.lua")),

@@ -94,7 +94,9 @@ fn round_row(round: &Value) -> String {
         round["produce_errors"],
         round["http_503"],
         round["rush_failed"],
-        if failed.is_empty() {
+        if round["invariants"].as_array().is_none_or(Vec::is_empty) {
+            "**none checked** (the rush did not finish)".to_owned()
+        } else if failed.is_empty() {
             format!(
                 "all {} held",
                 round["invariants"].as_array().map_or(0, Vec::len)
@@ -154,6 +156,8 @@ mod tests {
             md.contains("| 2 | 90 | consumer | 0 | 3 | 0 | **durable** | **no** |"),
             "{md}"
         );
+        let unchecked = round_row(&serde_json::json!({"round": 3, "invariants": null}));
+        assert!(unchecked.contains("**none checked**"), "{unchecked}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -175,7 +175,7 @@ async fn the_dashboard_and_the_alert_rules_use_only_series_the_services_serve() 
     let rules = observability("alerts.yaml");
     let (ok, said) = promtool_rules(&rules);
     assert!(ok, "promtool check rules: {said}");
-    assert!(said.contains("8 rules found"), "{said}");
+    assert!(said.contains("10 rules found"), "{said}");
 
     // The dashboard has the rush's panels, and every query parses (each checked as a
     // recording rule by promtool, with the sale variable filled in).

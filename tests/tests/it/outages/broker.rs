@@ -132,7 +132,20 @@ async fn the_stack_script_restarts_a_broker_whose_storage_died() {
             .parse()
             .expect("a pid")
     };
+    /// Stops the stack's broker and removes its home however the test ends.
+    struct Down<F: Fn(&str) -> String>(F, std::path::PathBuf);
+    impl<F: Fn(&str) -> String> Drop for Down<F> {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.0)("down")));
+            } else {
+                (self.0)("down");
+            }
+            let _ = std::fs::remove_dir_all(&self.1);
+        }
+    }
     stack("kafka");
+    let _down = Down(&stack, home.clone());
     let topic = floodgate_tests::unique("stack-");
     floodgate_tests::create_topic(&address, &topic, 1).await;
     assert!(floodgate_tests::broker::round_trip(&address, &topic).await);
@@ -146,6 +159,4 @@ async fn the_stack_script_restarts_a_broker_whose_storage_died() {
         floodgate_tests::broker::round_trip(&address, &topic).await,
         "the restarted broker takes and gives back a message: {said}"
     );
-    stack("down");
-    let _ = std::fs::remove_dir_all(&home);
 }
