@@ -12,6 +12,7 @@
 //! - [`sandbox`]: a sandbox payment provider (`floodgate-booking sandbox-pay`).
 //! - [`signin`]: the sandbox's stand-in for the operator's sign-in (identity tokens, JWKS).
 //! - [`auth`]: reading bearer credentials and the buyer's identity token.
+//! - [`probes`]: `/healthz` and `/readyz` (the broker reported, never gating).
 //! - [`error`]: [`error::ApiError`], the one mapping from failures to statuses and JSON bodies.
 //! - [`gatekeeper`]: every Lua script of this service and its reply as a Rust type: the
 //!   reservation's lifecycle, arming, repair and rebuild, and the relay's, reaper's and ops
@@ -41,6 +42,7 @@ pub mod gatekeeper;
 pub mod listing;
 pub mod openapi;
 pub mod payments;
+pub mod probes;
 pub mod publish;
 pub mod publish_static;
 pub mod rebuild;

@@ -3,12 +3,11 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
 use floodgate_booking::catalog::{self, SaleFile};
 use floodgate_booking::{ending, rebuild, reconcile};
 use floodgate_booking::{AppState, Config};
 use floodgate_contract::keys::Keys;
-use floodgate_contract::runtime::{self, migrator, DatabaseArgs, KafkaArgs, RedisArgs};
+use floodgate_contract::runtime::{self, migrator, DatabaseArgs, KafkaArgs};
 
 /// mimalloc, not glibc's malloc: a reservation makes a few hundred short-lived allocations
 /// across the runtime's threads, and glibc's arenas (their locks, frees and consolidation) were
@@ -16,182 +15,9 @@ use floodgate_contract::runtime::{self, migrator, DatabaseArgs, KafkaArgs, Redis
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[derive(Parser)]
-#[command(name = "floodgate-booking", version, about)]
-struct Cli {
-    /// Log as JSON lines (for log shippers) instead of human-readable text.
-    #[arg(long, env = "FLOODGATE_LOG_JSON", global = true)]
-    log_json: bool,
-    #[command(subcommand)]
-    command: Command,
-}
+mod cli;
 
-#[derive(Subcommand)]
-enum Command {
-    /// Serve the booking API (and run the outbox relay and the hold reaper).
-    Serve {
-        // Boxed: the service's settings are many times the size of any other command's.
-        #[command(flatten)]
-        config: Box<Config>,
-        #[command(flatten)]
-        db: DatabaseArgs,
-    },
-    /// Run the sandbox payment provider (for demos and tests).
-    SandboxPay(floodgate_booking::sandbox::SandboxConfig),
-    /// Apply the database migrations in `migrations/` (idempotent).
-    Migrate(DatabaseArgs),
-    /// Create and arm sales in the catalog.
-    #[command(subcommand)]
-    Sale(SaleCommand),
-    /// The Kafka topics: `topics ensure` creates the reservations topic and its dead-letter
-    /// topic where missing, and checks those that exist (exits 2 on a difference).
-    #[command(subcommand)]
-    Topics(TopicsCommand),
-    /// The Lua scripts, for benchmarks.
-    #[command(subcommand)]
-    Scripts(ScriptsCommand),
-}
-
-#[derive(Subcommand)]
-enum ScriptsCommand {
-    /// Loads the scripts into Redis and prints, as JSON, each script a reservation of one seat
-    /// in `pool` runs (claim_token, reserve, ack) with its SHA-1, KEYS and ARGV, as the booking
-    /// service sends them; ids that must be fresh per reservation hold redis-benchmark's
-    /// `__rand_int__` (deploy/bench.sh times them).
-    Bench {
-        #[command(flatten)]
-        redis: RedisArgs,
-        #[arg(long)]
-        sale: String,
-        #[arg(long)]
-        pool: String,
-    },
-}
-
-#[derive(Subcommand)]
-enum TopicsCommand {
-    /// Create the reservations and dead-letter topics as the settings say, or check them.
-    Ensure {
-        #[command(flatten)]
-        kafka: KafkaArgs,
-        /// The dead-letter topic (default: the reservations topic's name with `.dlq`).
-        #[arg(long, env = "FLOODGATE_DLQ_TOPIC")]
-        dlq_topic: Option<String>,
-        /// The booking service's probe topic (default: the reservations topic's name with
-        /// `.probe`).
-        #[arg(long, env = "FLOODGATE_PROBE_TOPIC")]
-        probe_topic: Option<String>,
-        #[command(flatten)]
-        settings: floodgate_booking::topics::TopicSettings,
-    },
-}
-
-#[derive(Subcommand)]
-enum SaleCommand {
-    /// Write a sale file (TOML) to the catalog; with --arm, arm it too.
-    Create {
-        file: PathBuf,
-        /// Override the file's sale id (rehearse the same file as many sales).
-        #[arg(long)]
-        id: Option<String>,
-        /// Override the file's opens_at: open this many seconds from now (demos, rehearsals).
-        #[arg(long)]
-        opens_in_secs: Option<u64>,
-        /// Arm the sale right after creating it.
-        #[arg(long)]
-        arm: bool,
-        #[command(flatten)]
-        stores: StoreArgs,
-    },
-    /// Pre-load a catalog sale's counters and settings into Redis (refused once it has opened).
-    Arm {
-        sale: String,
-        #[command(flatten)]
-        stores: StoreArgs,
-    },
-    /// Write the sale's static catalog JSON (trains, classes, pools, fares) with gzip and brotli
-    /// siblings under <out>/data/sales/, for the gateways' static folder or a CDN origin.
-    Publish {
-        sale: String,
-        #[arg(long, env = "FLOODGATE_STATIC_DIR", default_value = "static")]
-        out: PathBuf,
-        #[command(flatten)]
-        db: DatabaseArgs,
-    },
-    /// Rebuild a pool whose Redis state was lost, from PostgreSQL once the consumer has applied
-    /// the Kafka tail; refused for a pool that has its state.
-    Rebuild {
-        sale: String,
-        pool: String,
-        #[command(flatten)]
-        stores: StoreArgs,
-        #[command(flatten)]
-        tail: TailArgs,
-    },
-    /// End a sale: nothing more is sold. New claims stop at once; each pool ends once nothing is
-    /// in flight there (exits 2 saying what it waits for; run it again). The sale then leaves the
-    /// relay's and reaper's walk.
-    End {
-        sale: String,
-        #[command(flatten)]
-        stores: StoreArgs,
-    },
-    /// Delete an ended sale's Redis state once PostgreSQL has everything (reconciled, nothing
-    /// held or awaiting payment, every event applied); exits 2 saying why not, deleting nothing.
-    Purge {
-        sale: String,
-        #[command(flatten)]
-        stores: StoreArgs,
-    },
-    /// Compare each pool's Redis counters with PostgreSQL and print the drifts; exits with 2 if
-    /// any remain. With --repair, fix those that are safe to fix (it only ever makes fewer seats
-    /// sellable), rebuild from PostgreSQL every pool refused for lost writes (after the Kafka
-    /// tail), and say what was done.
-    Reconcile {
-        sale: String,
-        #[arg(long)]
-        repair: bool,
-        #[command(flatten)]
-        stores: StoreArgs,
-        #[command(flatten)]
-        tail: TailArgs,
-    },
-}
-
-/// Where the Kafka tail is, for the commands that wait until PostgreSQL has it.
-#[derive(clap::Args)]
-struct TailArgs {
-    #[command(flatten)]
-    kafka: KafkaArgs,
-    /// The consumer group that writes the bookings (its progress is the Kafka tail).
-    #[arg(
-        long,
-        env = "FLOODGATE_CONSUMER_GROUP",
-        default_value = "floodgate-consumer"
-    )]
-    group: String,
-    /// How long to wait for the consumer to catch up.
-    #[arg(long, default_value_t = 60)]
-    wait_secs: u64,
-}
-
-impl TailArgs {
-    fn tail(self) -> rebuild::KafkaTail {
-        rebuild::KafkaTail {
-            kafka: self.kafka,
-            group: self.group,
-            timeout: std::time::Duration::from_secs(self.wait_secs),
-        }
-    }
-}
-
-#[derive(clap::Args)]
-struct StoreArgs {
-    #[command(flatten)]
-    db: DatabaseArgs,
-    #[command(flatten)]
-    redis: RedisArgs,
-}
+use cli::{Cli, Command, SaleCommand, ScriptsCommand, StoreArgs, TopicsCommand};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -242,23 +68,10 @@ async fn ensure_topics(
     (dlq_topic, probe_topic): (Option<String>, Option<String>),
     settings: floodgate_booking::topics::TopicSettings,
 ) -> anyhow::Result<()> {
-    use floodgate_booking::topics::{ensure, TopicState};
-    let topic = &kafka.reservations_topic;
-    let dlq = dlq_topic.unwrap_or_else(|| format!("{topic}.dlq"));
-    let probe = floodgate_booking::topics::probe_topic(&kafka, probe_topic.as_deref());
-    let mut differs = false;
-    for (name, state) in ensure(&kafka, (&dlq, &probe), &settings).await? {
-        match state {
-            TopicState::Created => println!("topic {name}: created"),
-            TopicState::AsSet => println!("topic {name}: as set"),
-            TopicState::Differs(differences) => {
-                differs = true;
-                println!("topic {name}: differs from the settings (left as it is):");
-                differences.iter().for_each(|d| println!("  {d}"));
-            }
-        }
-    }
-    if differs {
+    use floodgate_booking::topics::{ensure_and_report, probe_topic as probe};
+    let dlq = dlq_topic.unwrap_or_else(|| format!("{}.dlq", kafka.reservations_topic));
+    let probe = probe(&kafka, probe_topic.as_deref());
+    if !ensure_and_report(&kafka, (&dlq, &probe), &settings).await? {
         std::process::exit(2);
     }
     Ok(())

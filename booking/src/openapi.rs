@@ -85,8 +85,8 @@ pub fn public_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(crate::api::get_reservation))
         .routes(routes!(crate::api::start_payment))
         .routes(routes!(crate::webhook::receive_webhook))
-        .routes(routes!(crate::api::health))
-        .routes(routes!(crate::api::ready))
+        .routes(routes!(crate::probes::health))
+        .routes(routes!(crate::probes::ready))
 }
 
 /// The ops API's documented routes; every one behind the ops token (the caller adds the layer).
@@ -139,8 +139,8 @@ pub use floodgate_contract::openapi::{serve_document, SalePath};
 /// Adds the probes to a listener's documented routes.
 pub fn with_probes(routes: OpenApiRouter<AppState>) -> OpenApiRouter<AppState> {
     routes
-        .routes(routes!(crate::api::health))
-        .routes(routes!(crate::api::ready))
+        .routes(routes!(crate::probes::health))
+        .routes(routes!(crate::probes::ready))
 }
 
 /// How callers prove who they are. Every scheme but the webhook's is a bearer token in

@@ -98,6 +98,28 @@ pub async fn ensure(
     Ok(states)
 }
 
+/// [`ensure`], with a line per topic on standard output (and each difference under it). False
+/// if a topic differs from the settings.
+pub async fn ensure_and_report(
+    kafka: &KafkaArgs,
+    others: (&str, &str),
+    settings: &TopicSettings,
+) -> anyhow::Result<bool> {
+    let mut as_set = true;
+    for (name, state) in ensure(kafka, others, settings).await? {
+        match state {
+            TopicState::Created => println!("topic {name}: created"),
+            TopicState::AsSet => println!("topic {name}: as set"),
+            TopicState::Differs(differences) => {
+                as_set = false;
+                println!("topic {name}: differs from the settings (left as it is):");
+                differences.iter().for_each(|d| println!("  {d}"));
+            }
+        }
+    }
+    Ok(as_set)
+}
+
 /// A topic as the broker describes it: its partitions and each one's number of replicas.
 struct Found {
     partitions: i32,

@@ -28,7 +28,7 @@
 //! The steps and the answer to a refusal are in [`reserving`]. The other pool scripts (`abort`,
 //! `confirm`, `release`, `expire`, `refund_result`) move a reservation through its lifecycle;
 //! each writes its event in the same step. Every reply is turned into a Rust type in exactly one
-//! function (`replies`, `claims`).
+//! function (`holds`, `replies`, `claims`).
 //!
 //! Besides the hot path: [`arming`] (loading a sale into Redis), [`repair`] (reconciliation and
 //! rebuilding a lost pool), [`ending`] (a sale's end and the purge of its state), and the relay's, reaper's and ops API's typed calls (`upkeep`,
@@ -39,6 +39,7 @@ mod buyers;
 pub mod calls;
 mod claims;
 pub mod ending;
+mod holds;
 mod ops;
 pub mod repair;
 mod replies;
@@ -56,13 +57,12 @@ use floodgate_contract::reservation::ReservationState;
 use floodgate_contract::runtime::RedisConn;
 use redis::Script;
 
+pub use holds::{Hold, ReserveError};
 pub use ops::{SaleFigures, LATELY_MS};
 use replies::{
     parse_abort, parse_ack, parse_confirm, parse_release, parse_start_payment, protocol_error,
 };
-pub use replies::{
-    Abort, Ack, Confirmation, Hold, PaymentStart, Release, ReserveError, StoredReservation,
-};
+pub use replies::{Abort, Ack, Confirmation, PaymentStart, Release, StoredReservation};
 pub use requests::{Paid, ReserveRequest, WebhookTarget};
 pub use scripts::{Scripts, ATTEMPT_LIFETIME_MS};
 

@@ -5,7 +5,7 @@
 use floodgate_contract::replicas::NotReplicated;
 
 use super::claims::{Claim, Claimed, Released};
-use super::replies::{parse_reserve, Refusal};
+use super::holds::{parse_reserve, Refusal};
 use super::{calls, Gatekeeper, Hold, ReserveError, ReserveRequest};
 
 impl Gatekeeper {
