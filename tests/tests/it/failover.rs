@@ -118,25 +118,49 @@ async fn statuses(db: &sqlx::PgPool, sale: &str) -> BTreeMap<String, (String, St
     .collect()
 }
 
-async fn a_sale_survives_the_loss_of(victim: Victim) {
-    let cluster = PrivateCluster::start();
-    let (url, db) = fresh_database().await;
+/// The app on `cluster` with a sale of `pools` (id and seats) open: the app and the sale.
+async fn open_on(
+    cluster: &PrivateCluster,
+    db: sqlx::PgPool,
+    prefix: &str,
+    pools: &[(&str, u32)],
+) -> (Arc<TestApp>, String) {
     let options = TestOptions {
         redis_cluster: Some(cluster.seeds.clone()),
         ..TestOptions::default()
     };
-    let app = Arc::new(TestApp::spawn_with(db.clone(), options).await);
-    let sale = unique("failover-");
+    let app = Arc::new(TestApp::spawn_with(db, options).await);
+    let sale = unique(prefix);
     let spec = SaleSpec {
-        pools: POOLS
-            .iter()
-            .map(|p| (p.to_string(), CAPACITY as u32))
-            .collect(),
+        pools: pools.iter().map(|(p, c)| (p.to_string(), *c)).collect(),
         opens_in: Duration::from_millis(500),
         ..SaleSpec::default()
     };
     app.create_sale(&sale, &spec).await;
     app.until_open(&sale).await;
+    (app, sale)
+}
+
+/// `kill -9` of the primary serving `victim`'s slot (pool p1's, or the sale's), once another
+/// node has taken its place; the dead node then comes back as the replica of its successor, so
+/// writes can be replicated again.
+async fn lose_the_primary_of(cluster: &PrivateCluster, app: &TestApp, sale: &str, victim: Victim) {
+    let key = match victim {
+        Victim::Pool => app.keys.pool(sale, "p1").config(),
+        Victim::Sale => app.keys.sale(sale).meta(),
+    };
+    let dead = cluster.primary(&key).await;
+    cluster.kill(dead);
+    let promoted = cluster.failed_over(&key, dead).await;
+    assert_ne!(promoted, dead);
+    cluster.restart(dead);
+}
+
+async fn a_sale_survives_the_loss_of(victim: Victim) {
+    let cluster = PrivateCluster::start();
+    let (url, db) = fresh_database().await;
+    let pools: Vec<_> = POOLS.iter().map(|p| (*p, CAPACITY as u32)).collect();
+    let (app, sale) = open_on(&cluster, db.clone(), "failover-", &pools).await;
 
     let told = Arc::new(Mutex::new(Told::default()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -152,16 +176,7 @@ async fn a_sale_survives_the_loss_of(victim: Victim) {
         told.lock().unwrap().reserved.len() >= 10
     })
     .await;
-    let key = match victim {
-        Victim::Pool => app.keys.pool(&sale, "p1").config(),
-        Victim::Sale => app.keys.sale(&sale).meta(),
-    };
-    let dead = cluster.primary(&key).await;
-    cluster.kill(dead);
-    let promoted = cluster.failed_over(&key, dead).await;
-    assert_ne!(promoted, dead);
-    // The dead node comes back as the replica of its successor: writes can be replicated again.
-    cluster.restart(dead);
+    lose_the_primary_of(&cluster, &app, &sale, victim).await;
 
     let finished = tokio::time::timeout(Duration::from_secs(120), load).await;
     stop.store(true, Ordering::SeqCst);

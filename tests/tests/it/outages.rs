@@ -58,10 +58,9 @@ async fn once_served(app: &TestApp, sale: &str, token: &str, key: &str) -> Reser
     .expect("201")
 }
 
-#[sqlx::test(migrations = "../migrations")]
-async fn with_the_broker_down_a_reserve_gets_503_and_leaves_no_hold(db: sqlx::PgPool) {
-    let mut broker = PrivateBroker::start().await;
-    let app = TestApp::spawn_with(
+/// The app on a private `broker`, a reservation waiting 1.5 s for its acknowledgement.
+async fn app_on(db: sqlx::PgPool, broker: &PrivateBroker) -> TestApp {
+    TestApp::spawn_with(
         db,
         TestOptions {
             kafka_brokers: Some(broker.address()),
@@ -69,7 +68,13 @@ async fn with_the_broker_down_a_reserve_gets_503_and_leaves_no_hold(db: sqlx::Pg
             ..TestOptions::default()
         },
     )
-    .await;
+    .await
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn with_the_broker_down_a_reserve_gets_503_and_leaves_no_hold(db: sqlx::PgPool) {
+    let mut broker = PrivateBroker::start().await;
+    let app = app_on(db, &broker).await;
     let sale = open_sale(&app, 5).await;
 
     broker.stop();

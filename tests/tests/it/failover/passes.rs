@@ -12,9 +12,9 @@ use std::time::Duration;
 use floodgate_client::booking::Failure;
 use floodgate_contract::api::code;
 use floodgate_tests::redis_cluster::PrivateCluster;
-use floodgate_tests::{eventually, fresh_database, unique, SaleSpec, TestApp, TestOptions};
+use floodgate_tests::{eventually, fresh_database, TestApp};
 
-use super::Victim;
+use super::{lose_the_primary_of, open_on, Victim};
 
 /// The class everyone tries first: small, so that it sells out while people are still retrying
 /// the 503s of the failover.
@@ -73,22 +73,7 @@ const WAIT_503: Duration = Duration::from_secs(1);
 async fn no_pass_is_spent_by_losing(victim: Victim) {
     let cluster = PrivateCluster::start();
     let (_url, db) = fresh_database().await;
-    let options = TestOptions {
-        redis_cluster: Some(cluster.seeds.clone()),
-        ..TestOptions::default()
-    };
-    let app = Arc::new(TestApp::spawn_with(db, options).await);
-    let sale = unique("passes-");
-    let spec = SaleSpec {
-        pools: [FIRST, SECOND]
-            .iter()
-            .map(|(p, c)| (p.to_string(), *c))
-            .collect(),
-        opens_in: Duration::from_millis(500),
-        ..SaleSpec::default()
-    };
-    app.create_sale(&sale, &spec).await;
-    app.until_open(&sale).await;
+    let (app, sale) = open_on(&cluster, db, "passes-", &[FIRST, SECOND]).await;
 
     let endings = Arc::new(Mutex::new(BTreeMap::new()));
     // Each pass's token id, by ticket: where its use is recorded.
@@ -125,15 +110,7 @@ async fn no_pass_is_spent_by_losing(victim: Victim) {
         app.redis_int(&first.available()).await <= i64::from(FIRST.1) / 2
     })
     .await;
-    let key = match victim {
-        Victim::Pool => first.config(),
-        Victim::Sale => app.keys.sale(&sale).meta(),
-    };
-    let dead = cluster.primary(&key).await;
-    cluster.kill(dead);
-    let promoted = cluster.failed_over(&key, dead).await;
-    assert_ne!(promoted, dead);
-    cluster.restart(dead);
+    lose_the_primary_of(&cluster, &app, &sale, victim).await;
     for person in people {
         tokio::time::timeout(Duration::from_secs(180), person)
             .await

@@ -7,22 +7,14 @@ use std::time::Duration;
 
 use floodgate_contract::readiness::Readiness;
 use floodgate_tests::broker::PrivateBroker;
-use floodgate_tests::{eventually, TestApp, TestOptions};
+use floodgate_tests::{eventually, TestApp};
 
-use super::{counters, key, open_sale};
+use super::{app_on, counters, key, open_sale};
 
 #[sqlx::test(migrations = "../migrations")]
 async fn a_dead_broker_is_answered_at_once_and_its_return_noticed(db: sqlx::PgPool) {
     let mut broker = PrivateBroker::start_sqlite().await;
-    let app = TestApp::spawn_with(
-        db,
-        TestOptions {
-            kafka_brokers: Some(broker.address()),
-            delivery_timeout_ms: 1_500,
-            ..TestOptions::default()
-        },
-    )
-    .await;
+    let app = app_on(db, &broker).await;
     let sale = open_sale(&app, 5).await;
     let first = app.token(&sale, 1, 1, 120_000);
     app.reserve(&sale, &first, &key(), "p1", 1)
