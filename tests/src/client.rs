@@ -31,9 +31,19 @@ pub struct Refused {
 }
 
 impl RoomClient {
-    /// Joins `url` (`ws://.../ws?sale=..[&resume=..]`) and reads the ticket message.
+    /// Joins `url` (`ws://.../ws?sale=..`) and reads the ticket message.
     pub async fn join(url: &str) -> Result<Self, Refused> {
         Self::join_with(url, &[]).await
+    }
+
+    /// Takes the ticket of resume token `token` back at `url` (`ws://.../ws?sale=..`), with extra
+    /// request `headers`: the token rides as the `floodgate-resume.<token>` subprotocol, as a
+    /// browser sends it (docs/protocol.md 1.5), never in the URL.
+    pub async fn resume(url: &str, token: &str, headers: &[(&str, &str)]) -> Result<Self, Refused> {
+        let protocols = format!("floodgate, floodgate-resume.{token}");
+        let mut headers = headers.to_vec();
+        headers.push(("sec-websocket-protocol", &protocols));
+        Self::join_with(url, &headers).await
     }
 
     /// Joins with extra request headers (an `X-Forwarded-For`, say).

@@ -5,6 +5,7 @@
 //! [`sessions`]: what docs/protocol.md 1.12 says of a buyer's several sessions and spent pass,
 //! and of the stand-in's own API.
 
+mod resume;
 mod sessions;
 
 use std::time::Duration;
