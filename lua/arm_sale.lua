@@ -6,7 +6,8 @@
 -- ARGV[7] paused (0/1)   ARGV[8] stock factor   ARGV[9] a fresh lottery secret seed (hex)
 -- ARGV[10] its commitment (SHA-256 hex)   ARGV[11] identity (optional/required)
 -- ARGV[12] challenge (none/pow)   ARGV[13] proof-of-work difficulty (bits)
--- ARGV[14] most seats per buyer (0: no limit)
+-- ARGV[14] most seats per buyer (0: no limit)   ARGV[15] the sale's grace in seconds (0: the
+-- gateways' own)
 --
 -- Returns {"armed"} or {"opened", at_ms} exactly as arm_pool does, by the same clock and rule.
 -- Arming before the opening resets the frontier but never the ticket sequence nor the lottery
@@ -21,6 +22,11 @@ redis.call('HSET', KEYS[1], 'opens_at_ms', ARGV[1], 'rate', ARGV[2], 'token_ttl_
   'max_seats', ARGV[4], 'active_cap', ARGV[5], 'pools', ARGV[6], 'paused', ARGV[7],
   'stock_factor', ARGV[8], 'identity', ARGV[11], 'challenge', ARGV[12],
   'pow_difficulty', ARGV[13], 'buyer_seats', ARGV[14])
+if ARGV[15] ~= '0' then
+  redis.call('HSET', KEYS[1], 'grace_secs', ARGV[15])
+else
+  redis.call('HDEL', KEYS[1], 'grace_secs')
+end
 if redis.call('HSETNX', KEYS[1], 'lottery_secret', ARGV[9]) == 1 then
   redis.call('HSET', KEYS[1], 'lottery_commitment', ARGV[10])
 end

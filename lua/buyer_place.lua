@@ -4,19 +4,27 @@
 --
 -- KEYS[1] the buyer's record (hash: `ticket`, `joining`, `joining_until`, and the seats of each
 --         reservation, `r:<token id>`, which buyer_seats.lua keeps)
--- ARGV[1] "find" or "bind"   ARGV[2] the joining session's id (`<gateway>/<n>`)
+-- ARGV[1] "find", "bind" or "release"   ARGV[2] the joining session's id (`<gateway>/<n>`)
 -- ARGV[3] find: a ticket the caller found dead ("" if none), to forget; bind: the new ticket
 -- ARGV[4] the record's lifetime (ms)   ARGV[5] how long a join may hold the record (ms)
 --
 -- find returns {"ticket", n} (the buyer's ticket: take it back), {"take"} (none: this session
 -- takes a new ticket, then binds it) or {"wait"} (another session of this buyer is taking one
 -- right now: ask again shortly). bind returns {"bound"}, or {"ticket", n} when another session
--- bound first (its ticket wins; the caller gives its own back).
+-- bound first (its ticket wins; the caller gives its own back). release returns {"released"}: a
+-- join that found it may take no new place (it skipped the door) lets the buyer's next join in
+-- at once rather than after the mark lapses.
 --
 -- Between find and bind the record is marked as joining, so a buyer's three tabs opening at once
 -- take one ticket between them, not three; the mark lapses if its gateway dies half-way.
 local now = now_ms()
 local rec = redis.call('HMGET', KEYS[1], 'ticket', 'joining', 'joining_until')
+if ARGV[1] == 'release' then
+  if rec[2] == ARGV[2] then
+    redis.call('HDEL', KEYS[1], 'joining', 'joining_until')
+  end
+  return {'released'}
+end
 if ARGV[1] == 'bind' then
   if rec[1] then
     return {'ticket', rec[1]}

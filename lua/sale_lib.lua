@@ -1,5 +1,6 @@
 -- sale_lib: helpers shared by the waiting-room scripts of a sale's slot. The gateway prepends
--- clock.lua and this file to join, resume, leave, sweep, advance and bury (contract/src/lua.rs),
+-- clock.lua and this file to join, resume, standing, leave, sweep, advance and bury
+-- (contract/src/lua.rs),
 -- as the booking service does to its claim of a token, so there is one definition of "now" and
 -- of closing the pre-queue.
 
@@ -28,4 +29,29 @@ local function register_sessions(sessions, alive, registry, tickets, gateway, le
   redis.call('SADD', sessions, unpack(tickets))
   redis.call('SET', alive, 1, 'PX', lease_ms)
   redis.call('SADD', registry, gateway)
+end
+
+-- Whether `ticket` still stands for whoever presents its resume token, the buyer marked `mark`
+-- ("" for someone not signed in), by one rule for resume.lua and standing.lua: "unknown" (the
+-- sale is not armed, or never handed the ticket out), "expired" (the sale has ended, or the
+-- ticket's grace ran out), "foreign" (another buyer made it theirs) or "alive". Also returns the
+-- sale's opening, the ticket's owner (false if none) and its grace deadline (false while a
+-- session holds it).
+local function ticket_standing(meta, seq, gone, owners, ticket, mark)
+  local opens = redis.call('HGET', meta, 'opens_at_ms')
+  if not opens or tonumber(ticket) > tonumber(redis.call('GET', seq) or '0') then
+    return 'unknown', '0', false, false
+  end
+  if redis.call('HEXISTS', meta, 'ended_at_ms') == 1 then
+    return 'expired', opens, false, false
+  end
+  local owner = redis.call('HGET', owners, ticket)
+  if owner and owner ~= mark then
+    return 'foreign', opens, owner, false
+  end
+  local deadline = redis.call('ZSCORE', gone, ticket)
+  if deadline and tonumber(deadline) <= now_ms() then
+    return 'expired', opens, owner, deadline
+  end
+  return 'alive', opens, owner, deadline
 end

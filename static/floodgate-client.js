@@ -114,9 +114,9 @@ export class WaitingRoom {
   async url() {
     const { url, sale } = this.options;
     let query = `sale=${encodeURIComponent(sale)}`;
-    if (this.resume) {
-      query += `&resume=${encodeURIComponent(this.resume)}`;
-    } else {
+    // The resume token is never put in the URL (proxies and CDNs log URLs): it rides as a
+    // subprotocol (`protocols()`).
+    if (!this.resume) {
       query += `&nonce=${this.nonce}`;
       // A new place costs the sale's bot check; a place taken back does not.
       const answer = await this.options.challenge?.();
@@ -127,15 +127,22 @@ export class WaitingRoom {
 
   async connect() {
     if (this.stopped) return;
-    const identity = this.options.identity?.();
-    // A browser cannot set headers on a WebSocket: the identity rides as a subprotocol.
-    const protocols = identity ? ["floodgate", `floodgate-identity.${identity}`] : [];
-    const socket = new this.WebSocket(await this.url(), protocols);
+    const socket = new this.WebSocket(await this.url(), this.protocols());
     this.socket = socket;
     let opened = false;
     socket.onopen = () => { opened = true; };
     socket.onmessage = (event) => this.receive(JSON.parse(event.data));
     socket.onclose = (event) => this.closed(event.code, event.reason, opened);
+  }
+
+  /** The subprotocols offered: a browser cannot set headers on a WebSocket, so the identity
+   *  and resume tokens ride as subprotocols beside `floodgate` (the one the gateway answers). */
+  protocols() {
+    const identity = this.options.identity?.();
+    const carried = [];
+    if (identity) carried.push(`floodgate-identity.${identity}`);
+    if (this.resume) carried.push(`floodgate-resume.${this.resume}`);
+    return carried.length ? ["floodgate", ...carried] : [];
   }
 
   receive(message) {

@@ -48,4 +48,17 @@ mod tests {
         assert_eq!((claims.ticket, claims.max_seats, claims.exp_ms), (7, 2, 9));
         assert!(super::claims("not a token").is_none());
     }
+
+    #[test]
+    fn the_resume_token_never_goes_in_the_url() {
+        let dial = room::Dial {
+            gateway: "127.0.0.1:8080".parse().unwrap(),
+            sale: "s1",
+            resume: Some("r2.7..mac.s1"),
+            from: None,
+            headers: &[],
+            challenge: None,
+        };
+        assert_eq!(dial.url(), "ws://127.0.0.1:8080/ws?sale=s1");
+    }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use floodgate_contract::api::ErrorBody;
 use floodgate_contract::identity::IDENTITY_HEADER;
+use floodgate_contract::resume::RESUME_HEADER;
 use floodgate_contract::ws::ServerMessage;
 use futures::StreamExt;
 use tokio::net::TcpSocket;
@@ -27,7 +28,8 @@ pub struct Dial<'a> {
     /// The gateway, `host:port`.
     pub gateway: SocketAddr,
     pub sale: &'a str,
-    /// A resume token from an earlier connection: take that ticket back.
+    /// A resume token from an earlier connection: take that ticket back. It is sent in the
+    /// `Floodgate-Resume` header, never in the URL (where proxies and CDNs log it).
     pub resume: Option<&'a str>,
     /// The local address to connect from (a load test spreads its sockets over several).
     pub from: Option<IpAddr>,
@@ -39,13 +41,9 @@ pub struct Dial<'a> {
 }
 
 impl Dial<'_> {
-    /// `ws://<gateway>/ws?sale=<sale>[&resume=<token>]`.
+    /// `ws://<gateway>/ws?sale=<sale>[&challenge=<answer>]`: the resume token is not in it.
     pub fn url(&self) -> String {
         let mut url = format!("ws://{}/ws?sale={}", self.gateway, self.sale);
-        if let Some(token) = self.resume {
-            url.push_str("&resume=");
-            url.push_str(token);
-        }
         if let Some(answer) = self.challenge {
             url.push_str("&challenge=");
             url.push_str(answer);
@@ -105,7 +103,11 @@ pub async fn join(dial: &Dial<'_>) -> Result<(Socket, Ticket), JoinError> {
 
 /// Connects and upgrades as `dial` says, without reading anything.
 pub async fn connect(dial: &Dial<'_>) -> Result<Socket, JoinError> {
-    connect_url(&dial.url(), dial.from, dial.headers).await
+    let mut headers = dial.headers.to_vec();
+    if let Some(token) = dial.resume {
+        headers.push((RESUME_HEADER, token));
+    }
+    connect_url(&dial.url(), dial.from, &headers).await
 }
 
 /// Connects to a room URL as given (`ws://host:port/ws?sale=...`, with whatever query a test
@@ -385,9 +387,10 @@ pub async fn wait_in_line_with(line: &mut Line<'_>, mut on_event: impl FnMut(Roo
                     }
                 }
             }
-            // A ticket whose grace ran out (410) or that the sale never had (404) is over.
+            // A ticket whose grace ran out (410), that the sale never had (404) or that is
+            // another buyer's (403) is over.
             Err(JoinError::Refused {
-                status: status @ (404 | 410),
+                status: status @ (403 | 404 | 410),
                 ..
             }) if resume.is_some() => {
                 return Waited::Failed(format!("resume refused: {status}"));

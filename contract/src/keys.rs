@@ -6,7 +6,7 @@
 //!
 //! | slot | hash tag | keys |
 //! |---|---|---|
-//! | sale-wide | `{s:<sale>}` | `meta`, `seq`, `frontier`, `leader`, `epoch`, `tok:<jti>`, the waiting room's `prequeue`, `gone`, `holders`, `dead`, `deaths`, `admits`, `batches`, `tokens`, `gateways`, `gw:<id>`, `gw:<id>:sessions` |
+//! | sale-wide | `{s:<sale>}` | `meta`, `seq`, `frontier`, `leader`, `epoch`, `tok:<jti>`, the waiting room's `prequeue`, `gone`, `holders`, `owners`, `dead`, `deaths`, `admits`, `batches`, `tokens`, `gateways`, `gw:<id>`, `gw:<id>:sessions` |
 //! | per pool | `{p:<sale>/<pool>}` | `cfg`, `avail`, `held`, `sold`, `holds`, `expiries`, `outbox`, `relay`, `relay_epoch`, `rsv:<id>`, `tok:<jti>`, `whk:<event>` |
 //! | per buyer | `{b:<sale>/<buyer tag>}` | `rec` (the buyer's place in line and seats) |
 //! | per puzzle | `{c:<puzzle id>}` | `spent` (a solved proof of work, until it expires) |
@@ -140,6 +140,13 @@ impl SaleKeys {
     pub fn holders(&self) -> String {
         format!("{}:holders", self.base)
     }
+    /// Hash: ticket -> buyer mark (`contract::resume`), for tickets taken before their buyer
+    /// signed in and made theirs by a resume: the buyerless token they were taken with is then
+    /// refused to anyone else. Tickets taken by a signed-in buyer need no entry (their tokens
+    /// carry the mark).
+    pub fn owners(&self) -> String {
+        format!("{}:owners", self.base)
+    }
     /// Sorted set: places in line, beyond the frontier, whose tickets are dead (the controller
     /// skips them).
     pub fn dead(&self) -> String {
@@ -269,6 +276,7 @@ mod tests {
             sale.prequeue_batches(),
             sale.gone(),
             sale.holders(),
+            sale.owners(),
             sale.dead(),
             sale.deaths(),
             sale.admits(),

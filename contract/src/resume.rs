@@ -1,13 +1,22 @@
 //! Resume tokens: a client's signed claim to its ticket, so it keeps its place when it reconnects
 //! (to any gateway) within the grace period after a disconnect.
 //!
+//! A token is no skeleton key. It names its sale and its ticket, and the ticket's buyer once it
+//! has one (a short keyed mark of the buyer id, so the token names nobody): only that buyer may
+//! present it. It takes back a live ticket and nothing else: Redis decides whether the ticket is
+//! alive (`lua/resume.lua`), and a dead one is never traded for a new place by a join that
+//! skipped the door. A ticket taken before signing in carries no mark; the first buyer to present
+//! its live token makes it theirs, and the sale's `owners` hash then refuses everyone else.
+//!
 //! Only gateways make and check resume tokens, so they are MACs (HMAC-SHA256, truncated to 128
 //! bits) rather than signatures: short enough to travel in a WebSocket close reason (at most 123
 //! bytes), which is how a draining gateway hands them back. The key is derived from the
 //! admission signing key every gateway already holds, so there is no second secret to deploy.
 //!
-//! Format: `r1:<sale>:<ticket>:<mac>` with the MAC in unpadded base64url. A token says nothing
-//! about whether the ticket is still alive: Redis decides that (see `lua/resume.lua`).
+//! Format: `r2.<ticket>.<buyer mark or nothing>.<mac>.<sale>`, mark and MAC in unpadded
+//! base64url. Every character is allowed in a WebSocket subprotocol (an RFC 6455 token has no
+//! `:`), which is how a browser sends it: never in a URL, where it would land in every proxy's and
+//! CDN's log. The sale comes last because a sale id may itself contain dots.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -16,9 +25,20 @@ use sha2::{Digest, Sha256};
 
 use crate::ids::check_sale_id;
 
-const VERSION: &str = "r1";
+/// The header a non-browser client sends its resume token in (`Floodgate-Resume: <token>`).
+pub const RESUME_HEADER: &str = "floodgate-resume";
+/// Browsers cannot set headers on a WebSocket: the page offers the resume token as a
+/// subprotocol, `floodgate-resume.<token>`, beside [`crate::ws::SUBPROTOCOL`].
+pub const RESUME_SUBPROTOCOL_PREFIX: &str = "floodgate-resume.";
+/// The longest token accepted, checked before any work (the longest genuine one is 123 bytes).
+const MAX_TOKEN_LEN: usize = 123;
+
+const VERSION: &str = "r2";
 /// Bytes of the MAC kept: 128 bits resist forgery as well as the ticket space needs.
 const MAC_BYTES: usize = 16;
+/// Bytes of a buyer's mark: 64 bits, so that finding another identity with the same mark is out
+/// of anyone's reach, and a token still fits in a close reason.
+const MARK_BYTES: usize = 8;
 
 /// Why a resume token was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -27,6 +47,36 @@ pub enum ResumeError {
     Invalid,
     #[error("the resume token belongs to sale {0}")]
     OtherSale(String),
+}
+
+/// A buyer's mark in tokens and in the sale's `owners` hash: a keyed digest of the buyer id, so
+/// neither names anyone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BuyerMark(String);
+
+impl BuyerMark {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// What a genuine token for the sale claims: its ticket, and the buyer it is bound to, if any.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    pub ticket: u64,
+    pub buyer: Option<BuyerMark>,
+}
+
+impl Claim {
+    /// Whether `presenter` (the mark of the buyer who presents the token, if signed in) may take
+    /// the ticket: a bound token only by its own buyer. A buyerless token passes here; Redis
+    /// decides whether another buyer made the ticket theirs since.
+    pub fn may_be_taken_by(&self, presenter: Option<&BuyerMark>) -> bool {
+        match &self.buyer {
+            None => true,
+            Some(owner) => presenter == Some(owner),
+        }
+    }
 }
 
 /// Makes and checks resume tokens.
@@ -47,15 +97,29 @@ impl ResumeKey {
         }
     }
 
-    pub fn issue(&self, sale: &str, ticket: u64) -> String {
-        let mac = URL_SAFE_NO_PAD.encode(self.mac(sale, ticket));
-        format!("{VERSION}:{sale}:{ticket}:{mac}")
+    /// The mark of buyer `buyer_id`.
+    pub fn buyer_mark(&self, buyer_id: &str) -> BuyerMark {
+        let mut mac = self.keyed();
+        mac.update(b"buyer\0");
+        mac.update(buyer_id.as_bytes());
+        let full = mac.finalize().into_bytes();
+        BuyerMark(URL_SAFE_NO_PAD.encode(&full[..MARK_BYTES]))
     }
 
-    /// The ticket `token` stands for, if it is genuine and for `sale`.
-    pub fn verify(&self, token: &str, sale: &str) -> Result<u64, ResumeError> {
-        let mut parts = token.split(':');
-        let (Some(VERSION), Some(token_sale), Some(ticket), Some(mac), None) = (
+    /// The token of `ticket` of `sale`, bound to `buyer` (its mark) if the ticket has one.
+    pub fn issue(&self, sale: &str, ticket: u64, buyer: Option<&BuyerMark>) -> String {
+        let mark = buyer.map_or("", BuyerMark::as_str);
+        let mac = URL_SAFE_NO_PAD.encode(self.mac(sale, ticket, mark));
+        format!("{VERSION}.{ticket}.{mark}.{mac}.{sale}")
+    }
+
+    /// What `token` claims, if it is genuine and for `sale`.
+    pub fn verify(&self, token: &str, sale: &str) -> Result<Claim, ResumeError> {
+        if token.len() > MAX_TOKEN_LEN {
+            return Err(ResumeError::Invalid);
+        }
+        let mut parts = token.splitn(5, '.');
+        let (Some(VERSION), Some(ticket), Some(mark), Some(mac), Some(token_sale)) = (
             parts.next(),
             parts.next(),
             parts.next(),
@@ -66,13 +130,18 @@ impl ResumeKey {
         };
         let ticket: u64 = ticket.parse().map_err(|_| ResumeError::Invalid)?;
         check_sale_id(token_sale).map_err(|_| ResumeError::Invalid)?;
+        let mark_ok = mark.is_empty()
+            || URL_SAFE_NO_PAD
+                .decode(mark)
+                .is_ok_and(|m| m.len() == MARK_BYTES);
         let mac = URL_SAFE_NO_PAD
             .decode(mac)
             .map_err(|_| ResumeError::Invalid)?;
         // Verify before comparing sales: only a genuine token may learn which sale it is for.
-        if mac.len() != MAC_BYTES
+        if !mark_ok
+            || mac.len() != MAC_BYTES
             || self
-                .hmac(token_sale, ticket)
+                .hmac(token_sale, ticket, mark)
                 .verify_truncated_left(&mac)
                 .is_err()
         {
@@ -81,19 +150,28 @@ impl ResumeKey {
         if token_sale != sale {
             return Err(ResumeError::OtherSale(token_sale.to_owned()));
         }
-        Ok(ticket)
+        Ok(Claim {
+            ticket,
+            buyer: (!mark.is_empty()).then(|| BuyerMark(mark.to_owned())),
+        })
     }
 
-    fn hmac(&self, sale: &str, ticket: u64) -> Hmac<Sha256> {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("any key length works");
+    fn keyed(&self) -> Hmac<Sha256> {
+        Hmac::<Sha256>::new_from_slice(&self.key).expect("any key length works")
+    }
+
+    fn hmac(&self, sale: &str, ticket: u64, mark: &str) -> Hmac<Sha256> {
+        let mut mac = self.keyed();
+        mac.update(b"r2\0");
         mac.update(sale.as_bytes());
         mac.update(b"\0");
         mac.update(&ticket.to_be_bytes());
+        mac.update(mark.as_bytes());
         mac
     }
 
-    fn mac(&self, sale: &str, ticket: u64) -> [u8; MAC_BYTES] {
-        let full = self.hmac(sale, ticket).finalize().into_bytes();
+    fn mac(&self, sale: &str, ticket: u64, mark: &str) -> [u8; MAC_BYTES] {
+        let full = self.hmac(sale, ticket, mark).finalize().into_bytes();
         full[..MAC_BYTES].try_into().expect("16 bytes")
     }
 }
@@ -102,38 +180,82 @@ impl ResumeKey {
 mod tests {
     use super::*;
 
+    fn is_rfc6455_token(s: &str) -> bool {
+        s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    }
+
     #[test]
-    fn a_token_round_trips_and_fits_in_a_close_reason() {
+    fn the_longest_token_fits_in_a_close_reason_and_a_subprotocol() {
         let key = ResumeKey::derive(&[7; 32]);
-        let sale = "a".repeat(64);
-        let token = key.issue(&sale, u64::MAX);
+        let sale = "a.b".repeat(21) + "c";
+        let mark = key.buyer_mark("someone");
+        let token = key.issue(&sale, u64::MAX, Some(&mark));
         assert!(token.len() <= 123, "{} bytes", token.len());
-        assert_eq!(key.verify(&token, &sale), Ok(u64::MAX));
+        assert!(is_rfc6455_token(&token), "{token}");
+        assert_eq!(
+            key.verify(&token, &sale),
+            Ok(Claim {
+                ticket: u64::MAX,
+                buyer: Some(mark)
+            })
+        );
+        let buyerless = key.issue("s1", 3, None);
+        assert_eq!(
+            key.verify(&buyerless, "s1"),
+            Ok(Claim {
+                ticket: 3,
+                buyer: None
+            })
+        );
+    }
+
+    #[test]
+    fn a_bound_token_is_for_its_buyer_only() {
+        let key = ResumeKey::derive(&[7; 32]);
+        let (ada, bob) = (key.buyer_mark("ada"), key.buyer_mark("bob"));
+        assert_ne!(ada, bob);
+        assert_eq!(ada, key.buyer_mark("ada"), "a mark is stable");
+        let claim = key.verify(&key.issue("s1", 1, Some(&ada)), "s1").unwrap();
+        assert!(claim.may_be_taken_by(Some(&ada)));
+        assert!(!claim.may_be_taken_by(Some(&bob)));
+        assert!(!claim.may_be_taken_by(None));
+        let buyerless = key.verify(&key.issue("s1", 1, None), "s1").unwrap();
+        assert!(buyerless.may_be_taken_by(None) && buyerless.may_be_taken_by(Some(&bob)));
+        // Another key marks buyers differently: a mark tells nothing across deployments.
+        assert_ne!(ResumeKey::derive(&[8; 32]).buyer_mark("ada"), ada);
     }
 
     #[test]
     fn forged_altered_and_foreign_tokens_are_refused() {
         let key = ResumeKey::derive(&[7; 32]);
-        let token = key.issue("s1", 42);
+        let ada = key.buyer_mark("ada");
+        let token = key.issue("s1", 42, Some(&ada));
         let other_key = ResumeKey::derive(&[8; 32]);
         assert_eq!(
             other_key.verify(&token, "s1"),
             Err(ResumeError::Invalid),
             "made with another key"
         );
-        let altered = token.replace(":42:", ":41:");
+        let altered = token.replace("r2.42.", "r2.41.");
         assert_eq!(key.verify(&altered, "s1"), Err(ResumeError::Invalid));
+        // Dropping the buyer's mark does not make a bound token buyerless.
+        let unbound = token.replace(&format!(".{}.", ada.as_str()), "..");
+        assert_eq!(key.verify(&unbound, "s1"), Err(ResumeError::Invalid));
         assert_eq!(
             key.verify(&token, "s2"),
             Err(ResumeError::OtherSale("s1".into()))
         );
+        let long = format!("r2.1..{}.{}", "A".repeat(22), "s".repeat(200));
         for junk in [
             "",
-            "r1",
-            "r1:s1:42",
-            "r1:s1:x:abc",
-            "r2:s1:42:abc",
-            "r1:s1:42:!!",
+            "r2",
+            "r2.42..s1",
+            "r2.x..abc.s1",
+            "r1:s1:42:abc",
+            "r2.42..!!.s1",
+            "r2.42.short.AAAAAAAAAAAAAAAAAAAAAA.s1",
+            long.as_str(),
         ] {
             assert_eq!(key.verify(junk, "s1"), Err(ResumeError::Invalid), "{junk}");
         }

@@ -31,6 +31,11 @@ pub const ACTIVE_CAP: RangeInclusive<u64> = 1..=10_000_000;
 /// Most seats one buyer may hold or have bought in one sale, when the sale sets a limit.
 pub const SEATS_PER_BUYER: RangeInclusive<u32> = 1..=1_000;
 
+/// Seconds a sale may keep a departed client's place (its grace) when it sets its own: at least
+/// a few reconnect attempts' back-off, at most an hour (a mobile app suspended in the
+/// background, whose place counts as live in everyone's position meanwhile).
+pub const GRACE_SECS: RangeInclusive<u32> = 5..=3_600;
+
 /// Who may come into a sale's waiting room, and what they must show: set per sale in its file,
 /// armed into the sale's meta, read by every gateway each tick (the challenge can be changed live
 /// through the ops API, during an attack).
@@ -45,6 +50,18 @@ pub struct Door {
     /// Most seats one buyer may hold or have bought in the sale (`None`: no limit beyond one
     /// reservation per place in line).
     pub max_seats_per_buyer: Option<u32>,
+    /// How long a departed client keeps its place, in seconds (`None`: the gateways'
+    /// `FLOODGATE_GRACE_MS`). A sale whose buyers wait on phones sets it longer.
+    #[serde(default)]
+    pub grace_secs: Option<u32>,
+}
+
+impl Door {
+    /// The grace of this sale's departed clients: its own, else the gateway's `default`.
+    pub fn grace(&self, default: std::time::Duration) -> std::time::Duration {
+        self.grace_secs
+            .map_or(default, |s| std::time::Duration::from_secs(u64::from(s)))
+    }
 }
 
 impl Default for Door {
@@ -54,6 +71,7 @@ impl Default for Door {
             challenge: ChallengeRule::None,
             pow_difficulty: crate::challenge::DEFAULT_DIFFICULTY,
             max_seats_per_buyer: None,
+            grace_secs: None,
         }
     }
 }
@@ -123,6 +141,20 @@ pub fn check_seats_per_buyer(seats: i64) -> Result<u32, String> {
                 "max_seats_per_buyer must be a whole number from {} to {}",
                 SEATS_PER_BUYER.start(),
                 SEATS_PER_BUYER.end()
+            )
+        })
+}
+
+/// Whether `secs` is a grace a sale may set.
+pub fn check_grace_secs(secs: i64) -> Result<u32, String> {
+    u32::try_from(secs)
+        .ok()
+        .filter(|s| GRACE_SECS.contains(s))
+        .ok_or_else(|| {
+            format!(
+                "grace_secs must be a whole number of seconds from {} to {}",
+                GRACE_SECS.start(),
+                GRACE_SECS.end()
             )
         })
 }

@@ -34,8 +34,9 @@ pub enum ServerMessage {
         ticket: u64,
         /// When the sale opens (admission starts), Unix ms.
         opens_at_ms: UnixMillis,
-        /// Present this (`/ws?sale=..&resume=..`) to keep the ticket after a disconnect, on any
-        /// gateway, within the grace period.
+        /// Present this (the `Floodgate-Resume` header or the `floodgate-resume.<token>`
+        /// subprotocol, never the URL) to keep the ticket after a disconnect, on any gateway,
+        /// within the grace period.
         resume_token: String,
         /// Whether the ticket was resumed rather than newly issued.
         resumed: bool,
@@ -79,7 +80,7 @@ impl ServerMessage {
                 sale: "s".into(),
                 ticket: 1,
                 opens_at_ms: 0,
-                resume_token: "r1:s:1:mac".into(),
+                resume_token: "r2.1..mac.s".into(),
                 resumed: false,
                 draw_nonce: None,
                 commitment: "0".repeat(64),

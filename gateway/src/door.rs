@@ -23,7 +23,13 @@ use crate::AppState;
 /// The identity token a join presents: the `Floodgate-Identity` header (apps, scripts), or the
 /// subprotocol `floodgate-identity.<token>` a browser offers beside `floodgate`.
 pub fn identity_token(headers: &HeaderMap) -> Option<&str> {
-    if let Some(value) = headers.get(IDENTITY_HEADER) {
+    carried(headers, IDENTITY_HEADER, IDENTITY_SUBPROTOCOL_PREFIX)
+}
+
+/// A credential a join carries in header `name` (apps, scripts), or else as the subprotocol
+/// `<prefix><value>` (a browser cannot set headers on a WebSocket).
+pub fn carried<'h>(headers: &'h HeaderMap, name: &str, prefix: &str) -> Option<&'h str> {
+    if let Some(value) = headers.get(name) {
         return value.to_str().ok().map(str::trim);
     }
     headers
@@ -31,7 +37,7 @@ pub fn identity_token(headers: &HeaderMap) -> Option<&str> {
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .find_map(|p| p.trim().strip_prefix(IDENTITY_SUBPROTOCOL_PREFIX))
+        .find_map(|p| p.trim().strip_prefix(prefix))
 }
 
 /// The buyer a join's identity token names (`None`: no token, on a sale that does not require

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use floodgate_contract::api::code;
 use floodgate_contract::identity::BuyerId;
 use floodgate_contract::ids::check_sale_id;
-use floodgate_contract::resume::ResumeError;
+use floodgate_contract::resume::{self, ResumeError};
 use floodgate_contract::ws::{MAX_CLIENT_MESSAGE, SUBPROTOCOL};
 use serde::Deserialize;
 use tracing::Instrument as _;
@@ -27,7 +27,8 @@ use crate::{limits, AppState};
 #[derive(Deserialize)]
 pub struct JoinParams {
     sale: String,
-    /// A resume token from an earlier session: take that ticket back instead of a new one.
+    /// Named only to refuse it: a resume token in a URL lands in every proxy's and CDN's log, so
+    /// it travels in a header or a subprotocol ([`resume_token`]).
     resume: Option<String>,
     /// The client's own draw nonce for the pre-queue lottery (16 to 64 lowercase hex
     /// characters); the gateway picks one for a client that sends none.
@@ -37,9 +38,10 @@ pub struct JoinParams {
     challenge: Option<String>,
 }
 
-/// `GET /ws?sale=<id>[&resume=<token>][&nonce=<hex>][&challenge=<answer>]`, with a buyer's
-/// identity token in `Floodgate-Identity` or the `floodgate-identity.<token>` subprotocol: join
-/// a sale's waiting room, or come back to it.
+/// `GET /ws?sale=<id>[&nonce=<hex>][&challenge=<answer>]`, with a buyer's identity token in
+/// `Floodgate-Identity` or the `floodgate-identity.<token>` subprotocol, and a resume token in
+/// `Floodgate-Resume` or the `floodgate-resume.<token>` subprotocol: join a sale's waiting room,
+/// or come back to it.
 ///
 /// The ticket is taken (or taken back) before the upgrade so that an unknown sale, a bad resume
 /// token or an unreachable Redis is a plain JSON HTTP error the client can read, not a socket
@@ -54,10 +56,11 @@ pub struct JoinParams {
         plain JSON answer.",
     params(
         ("sale" = String, Query, min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9._-]{1,64}$", description = "The sale to join."),
-        ("resume" = Option<String>, Query, description = "A resume token from an earlier session: take that place back."),
+        ("resume" = Option<String>, Query, description = "Refused (400 `resume_in_url`): a resume token never travels in a URL. Send it in `Floodgate-Resume`, or as the `floodgate-resume.<token>` subprotocol."),
         ("nonce" = Option<String>, Query, pattern = r"^[0-9a-f]{16,64}$", description = "The client's own draw nonce for the pre-queue lottery."),
         ("challenge" = Option<String>, Query, description = "The bot check's answer, `<puzzle>~<nonce>`, when the sale asks for one."),
         ("Floodgate-Identity" = Option<String>, Header, description = "A signed-in buyer's identity token (or the `floodgate-identity.<token>` subprotocol)."),
+        ("Floodgate-Resume" = Option<String>, Header, description = "A resume token from an earlier session: take that place back (or the `floodgate-resume.<token>` subprotocol)."),
     ),
     responses(
         (status = 101, description = "Switching Protocols: the session (docs/asyncapi.yaml)."),
@@ -72,7 +75,7 @@ pub async fn join_queue(
     params: Result<Query<JoinParams>, QueryRejection>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    let request = JoinRequest::read(&state, params)?;
+    let request = JoinRequest::read(&state, params, &headers)?;
     let upgrade = upgrade.map_err(|e| {
         ApiError::UpgradeRequired(
             code::WEBSOCKET_REQUIRED,
@@ -83,7 +86,14 @@ pub async fn join_queue(
     let ctx = state.room(&request.sale).await?;
     let door = door::door_of(&ctx).await?;
     let buyer = door::identify(&state, &door, door::identity_token(&headers)).await?;
-    // Coming back with a resume token takes back a place already won at the door.
+    let mark = buyer.as_ref().map(|b| state.resume.buyer_mark(b.as_str()));
+    if let Some(claim) = &request.resumed {
+        if !claim.may_be_taken_by(mark.as_ref()) {
+            return Err(tickets::other_buyers());
+        }
+    }
+    // Coming back with a resume token takes back a place already won at the door, and nothing
+    // else (a dead ticket is refused, not replaced).
     if request.resumed.is_none() {
         door::pass_challenge(&state, &ctx, &door, request.challenge.as_deref()).await?;
     }
@@ -94,10 +104,10 @@ pub async fn join_queue(
     // it.
     let taking = take_session(
         ctx,
-        Claim {
-            resumed: request.resumed,
+        Wants {
+            resumed: request.resumed.map(|c| c.ticket),
             nonce: request.nonce,
-            buyer,
+            buyer: buyer.zip(mark),
         },
         number,
         slot,
@@ -138,8 +148,8 @@ pub async fn join_queue(
 /// A join's query, checked.
 struct JoinRequest {
     sale: String,
-    /// The ticket a genuine resume token for this sale names.
-    resumed: Option<u64>,
+    /// What a genuine resume token for this sale claims.
+    resumed: Option<resume::Claim>,
     nonce: String,
     challenge: Option<String>,
 }
@@ -150,6 +160,7 @@ impl JoinRequest {
     fn read(
         state: &AppState,
         params: Result<Query<JoinParams>, QueryRejection>,
+        headers: &HeaderMap,
     ) -> Result<Self, ApiError> {
         let Query(JoinParams {
             sale,
@@ -168,19 +179,18 @@ impl JoinRequest {
                 .map_err(|m| ApiError::BadRequest(code::BAD_NONCE, m))?;
         }
         let nonce = nonce.unwrap_or_else(floodgate_contract::lottery::random_nonce);
-        let resumed = resume
-            .map(|token| state.resume.verify(&token, &sale))
+        if resume.is_some() {
+            return Err(ApiError::BadRequest(
+                code::RESUME_IN_URL,
+                "a resume token never goes in a URL (it would land in proxy and CDN logs): send \
+                 it in the Floodgate-Resume header or as the floodgate-resume.<token> subprotocol"
+                    .into(),
+            ));
+        }
+        let resumed = resume_token(headers)
+            .map(|token| state.resume.verify(token, &sale))
             .transpose()
-            .map_err(|e| match e {
-                ResumeError::Invalid => ApiError::Unauthorized(
-                    code::RESUME_INVALID,
-                    "the resume token is not genuine; join without it for a new ticket".into(),
-                ),
-                ResumeError::OtherSale(other) => ApiError::BadRequest(
-                    code::RESUME_OTHER_SALE,
-                    format!("the resume token is for sale {other}, not {sale}"),
-                ),
-            })?;
+            .map_err(|e| resume_refusal(e, &sale))?;
         Ok(Self {
             sale,
             resumed,
@@ -228,12 +238,36 @@ fn admit(
     Ok((slot, budget))
 }
 
-/// What a join lays claim to: a ticket named by a resume token, a signed-in buyer's place, or a
-/// new ticket with the client's draw nonce.
-struct Claim {
+/// The answer to a resume token that is not genuine, or not for `sale`.
+pub(crate) fn resume_refusal(e: ResumeError, sale: &str) -> ApiError {
+    match e {
+        ResumeError::Invalid => ApiError::Unauthorized(
+            code::RESUME_INVALID,
+            "the resume token is not genuine; join without it for a new ticket".into(),
+        ),
+        ResumeError::OtherSale(other) => ApiError::BadRequest(
+            code::RESUME_OTHER_SALE,
+            format!("the resume token is for sale {other}, not {sale}"),
+        ),
+    }
+}
+
+/// The resume token a request presents: the `Floodgate-Resume` header (apps, scripts), or the
+/// subprotocol `floodgate-resume.<token>` a browser offers beside `floodgate`.
+pub(crate) fn resume_token(headers: &HeaderMap) -> Option<&str> {
+    door::carried(
+        headers,
+        resume::RESUME_HEADER,
+        resume::RESUME_SUBPROTOCOL_PREFIX,
+    )
+}
+
+/// What a join lays claim to: a ticket named by a resume token, a signed-in buyer's place (with
+/// their mark), or a new ticket with the client's draw nonce.
+struct Wants {
     resumed: Option<u64>,
     nonce: String,
-    buyer: Option<BuyerId>,
+    buyer: Option<(BuyerId, resume::BuyerMark)>,
 }
 
 /// Takes a ticket (or takes one back) for session `number` and wraps it in its session. A
@@ -241,17 +275,18 @@ struct Claim {
 /// the resume token's ticket (if it is still in line) or a new one becomes theirs.
 async fn take_session(
     ctx: Arc<session::Context>,
-    claim: Claim,
+    claim: Wants,
     number: u64,
     connection: limits::ConnectionSlot,
     budget: limits::BudgetSlot,
 ) -> Result<Box<Session>, ApiError> {
     let session_id = ctx.session_id(number);
     let (taken, resumed) = match (&claim.buyer, claim.resumed) {
-        (Some(buyer), resumed) => {
+        (Some((buyer, mark)), resumed) => {
             let joining = buyers::Joining {
                 ctx: &ctx,
                 buyer,
+                mark,
                 nonce: &claim.nonce,
                 session_id: &session_id,
                 resumed,
@@ -259,14 +294,23 @@ async fn take_session(
             buyers::take(&joining).await?
         }
         (None, None) => (tickets::join(&ctx, &claim.nonce).await?, false),
-        (None, Some(ticket)) => (tickets::resume(&ctx, ticket, &session_id).await?, true),
+        (None, Some(ticket)) => {
+            let anyone = tickets::Taker {
+                buyer: None,
+                adopt: false,
+            };
+            (
+                tickets::resume(&ctx, ticket, &session_id, anyone).await?,
+                true,
+            )
+        }
     };
     Ok(Box::new(Session {
         ctx,
         ticket: taken.ticket,
         opens_at_ms: taken.opens_at_ms,
         resumed,
-        buyer: claim.buyer.map(|b| b.as_str().into()),
+        buyer: claim.buyer.map(|(b, _)| b.as_str().into()),
         frontier_floor: taken.frontier_floor,
         number,
         hello: Some(Box::new(Hello {

@@ -5,6 +5,8 @@
 //! # Layout
 //! - [`config`]: process settings (flags and environment).
 //! - `join`: `GET /ws`, from the request's checks and limits to the ticket and the upgrade.
+//! - `standing`: `GET /v1/sales/{sale}/place`, where a place stands, by its resume token (for
+//!   an app in the background).
 //! - [`session`]: one client's WebSocket session.
 //! - [`room`]: a sale's shared view on this gateway, its refresh task and the admission
 //!   controller (`room::view`, `room::driver`, `room::controller`).
@@ -40,6 +42,7 @@ pub mod room;
 pub mod scripts;
 pub mod seats;
 pub mod session;
+mod standing;
 pub mod summary;
 
 use std::collections::HashMap;

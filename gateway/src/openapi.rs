@@ -41,6 +41,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(crate::seats::seats))
         .routes(routes!(crate::seats::seats_file))
         .routes(routes!(crate::door::challenge))
+        .routes(routes!(crate::standing::place))
         .routes(routes!(crate::draw::draw))
         .routes(routes!(crate::draw::nonces))
         .routes(routes!(crate::draw::batches))
@@ -65,13 +66,26 @@ pub fn document() -> utoipa::openapi::OpenApi {
 refusals!(
     /// What `GET /ws` refuses with, before any upgrade (a plain HTTP answer a client can read).
     JoinRefusals {
-        400 => "No sale named, a bad draw nonce, or a resume token for another sale.",
+        400 => "No sale named, a bad draw nonce, a resume token in the URL, or a resume token for another sale.",
         401 => "The resume token or the identity token is not genuine, or expired.",
-        403 => "The bot check failed, expired or was reused, or the sale needs a signed-in buyer.",
-        404 => "No such sale is armed.",
+        403 => "The bot check failed, expired or was reused, or the resume token's place is another buyer's.",
+        404 => "No such sale is armed, or the resume token's ticket was never handed out.",
+        410 => "The resume token's ticket is dead (its grace ran out, or the sale ended): join without it.",
         426 => "Not a WebSocket upgrade.",
         429 => "Too many connections, or joins too fast, from this address.",
         503 => "The gateway is full or draining (Retry-After spreads the retries), or Redis is unavailable.",
+    }
+);
+
+refusals!(
+    /// What a place's standing refuses with.
+    PlaceRefusals {
+        400 => "The resume token is for another sale.",
+        401 => "No resume token, or it (or the identity token) is not genuine.",
+        403 => "The place is another buyer's.",
+        404 => "No such sale is armed, or no such ticket.",
+        410 => "The ticket is dead (its grace ran out, or the sale ended): join again.",
+        503 => "Redis is unavailable; retry.",
     }
 );
 

@@ -78,7 +78,7 @@ function room(options = {}) {
   return { waiting, sockets, events, timers, runTimers };
 }
 
-const ticket = { type: 'ticket', protocol: 1, sale: 's1', ticket: 7, opens_at_ms: 0, resume_token: 'r1:s1:7:mac', resumed: false, commitment: '0'.repeat(64) };
+const ticket = { type: 'ticket', protocol: 1, sale: 's1', ticket: 7, opens_at_ms: 0, resume_token: 'r2.7..mac.s1', resumed: false, commitment: '0'.repeat(64) };
 
 test('a drained gateway hands over the resume token; the room comes back with it within 2 s', async () => {
   const { waiting, sockets, events, timers, runTimers } = room();
@@ -86,16 +86,18 @@ test('a drained gateway hands over the resume token; the room comes back with it
   assert.equal(sockets[0].url, `ws://gateway/ws?sale=s1&nonce=${'ab'.repeat(8)}`);
   sockets[0].open();
   sockets[0].message(ticket);
-  assert.deepEqual(events.slice(0, 2), [{ kind: 'resume', token: 'r1:s1:7:mac' }, { kind: 'message', message: ticket }]);
-  sockets[0].closeWith(Close.SERVICE_RESTART, 'r1:s1:7:newmac');
+  assert.deepEqual(events.slice(0, 2), [{ kind: 'resume', token: 'r2.7..mac.s1' }, { kind: 'message', message: ticket }]);
+  sockets[0].closeWith(Close.SERVICE_RESTART, 'r2.7..newmac.s1');
   assert.equal(timers.length, 1);
   assert.ok(timers[0].ms < 2000);
   await runTimers();
-  assert.equal(sockets[1].url, 'ws://gateway/ws?sale=s1&resume=r1%3As1%3A7%3Anewmac');
+  // The token rides as a subprotocol, never in the URL (which proxies and CDNs log).
+  assert.equal(sockets[1].url, 'ws://gateway/ws?sale=s1');
+  assert.deepEqual(sockets[1].protocols, ['floodgate', 'floodgate-resume.r2.7..newmac.s1']);
 });
 
 test('a lost connection backs off with jitter, and a message resets the back-off', async () => {
-  const { waiting, sockets, timers, runTimers } = room({ resume: 'r1:s1:7:mac' });
+  const { waiting, sockets, timers, runTimers } = room({ resume: 'r2.7..mac.s1' });
   await waiting.start();
   sockets[0].open();
   sockets[0].closeWith(1006);
@@ -111,7 +113,7 @@ test('a lost connection backs off with jitter, and a message resets the back-off
 });
 
 test('after repeated refusals with a resume token the room joins afresh without it', async () => {
-  const { waiting, sockets, events, runTimers } = room({ resume: 'r1:s1:7:dead' });
+  const { waiting, sockets, events, runTimers } = room({ resume: 'r2.7..dead.s1' });
   await waiting.start();
   for (let i = 0; i < 6; i++) {
     sockets.at(-1).closeWith(1006);
@@ -119,7 +121,7 @@ test('after repeated refusals with a resume token the room joins afresh without 
   }
   assert.ok(events.some((e) => e.kind === 'resume' && e.token === null));
   assert.match(sockets.at(-1).url, /nonce=/);
-  assert.doesNotMatch(sockets.at(-1).url, /resume=/);
+  assert.deepEqual(sockets.at(-1).protocols, []);
 });
 
 test('sold out and an expired admission end the session; admission completes it', async () => {
@@ -142,6 +144,11 @@ test('a signed-in buyer joins with the identity as a subprotocol, and may ping',
   const { waiting, sockets } = room({ identity: () => 'id-token' });
   await waiting.start();
   assert.deepEqual(sockets[0].protocols, ['floodgate', 'floodgate-identity.id-token']);
+  const back = room({ identity: () => 'id-token', resume: 'r2.7.mark.mac.s1' });
+  await back.waiting.start();
+  assert.deepEqual(back.sockets[0].protocols,
+    ['floodgate', 'floodgate-identity.id-token', 'floodgate-resume.r2.7.mark.mac.s1']);
+  assert.equal(back.sockets[0].url, 'ws://gateway/ws?sale=s1');
   waiting.ping();
   assert.deepEqual(sockets[0].sent, [{ type: 'ping' }]);
 });
@@ -152,7 +159,7 @@ test('a new place answers the bot check; a place taken back does not', async () 
   const fresh = room({ challenge });
   await fresh.waiting.start();
   assert.match(fresh.sockets[0].url, /&challenge=p~1f$/);
-  const back = room({ challenge, resume: 'r1:s1:7:mac' });
+  const back = room({ challenge, resume: 'r2.7..mac.s1' });
   await back.waiting.start();
   assert.equal(asked, 1);
   assert.doesNotMatch(back.sockets[0].url, /challenge=/);

@@ -11,6 +11,7 @@ booking binary with a sale open and hands these hooks, through the environment:
   FLOODGATE_FUZZ_OPS_TOKEN       an ops token
   FLOODGATE_FUZZ_WEBHOOK_SECRET  the webhook secret, to sign the provider's deliveries
   FLOODGATE_FUZZ_TICKET          a ticket the sale's draw placed (for its proof)
+  FLOODGATE_FUZZ_RESUME          that ticket's resume token (for where its place stands)
   FLOODGATE_FUZZ_LOG             where to append one JSON line per call (method, path, status)
 
 Most cases get the real thing (the live sale, a fresh token, a reservation's own secret, a
@@ -37,6 +38,7 @@ POOL = ENV["FLOODGATE_FUZZ_POOL"]
 BOOKING = ENV["FLOODGATE_FUZZ_BOOKING"]
 IDENTITY = ENV["FLOODGATE_FUZZ_IDENTITY"]
 OPS_TOKEN = ENV["FLOODGATE_FUZZ_OPS_TOKEN"]
+RESUME = ENV["FLOODGATE_FUZZ_RESUME"]
 WEBHOOK_SECRET = ENV["FLOODGATE_FUZZ_WEBHOOK_SECRET"].encode()
 with open(ENV["FLOODGATE_FUZZ_TOKENS"]) as tokens_file:
     TOKENS = tokens_file.read().split()
@@ -51,6 +53,17 @@ KNOWN = []
 def chance(p):
     with LOCK:
         return RNG.random() < p
+
+
+CASES = {}
+
+
+def nth_case(method, path):
+    """How many cases of this operation came before this one."""
+    with LOCK:
+        n = CASES.get((method, path), 0)
+        CASES[(method, path)] = n + 1
+        return n
 
 
 def next_token():
@@ -135,10 +148,13 @@ def bearer(case, token):
 def before_call(context, case, kwargs):
     path, method = case.operation.path, case.operation.method.upper()
     params = case.path_parameters
-    if params is not None and "sale" in params and chance(0.85):
+    # Most cases name the live sale; every sixth of each operation keeps the generated one, so
+    # each operation meets its unknown-sale refusal however the run's other choices fall.
+    live_sale = nth_case(method, path) % 6 != 5
+    if params is not None and "sale" in params and live_sale:
         params["sale"] = SALE
     # The gateway's join names its sale in the query.
-    if isinstance(case.query, dict) and "sale" in case.query and chance(0.85):
+    if isinstance(case.query, dict) and "sale" in case.query and live_sale:
         case.query["sale"] = SALE
     if path.endswith("/draw/proof") and isinstance(case.query, dict) and chance(0.5):
         case.query["ticket"] = int(ENV["FLOODGATE_FUZZ_TICKET"])
@@ -161,6 +177,9 @@ def before_call(context, case, kwargs):
             params["id"] = made[0]
             if chance(0.9):
                 bearer(case, made[1])
+    elif path == "/v1/sales/{sale}/place":
+        if chance(0.85):
+            set_header(case, "Floodgate-Resume", RESUME)
     elif path == "/v1/payments/webhook":
         if chance(0.85) and not withheld(case, "Floodgate-Signature"):
             kwargs["auth"] = SignWebhook()

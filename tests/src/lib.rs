@@ -246,6 +246,7 @@ impl SaleSpec {
             max_seats_per_buyer: self.door.max_seats_per_buyer,
             challenge: self.door.challenge.as_str().into(),
             pow_difficulty: self.door.pow_difficulty,
+            grace_secs: self.door.grace_secs,
             classes: vec![ClassDef {
                 code: "3A".into(),
                 name: "AC 3 Tier".into(),

@@ -39,6 +39,11 @@ pub struct SaleFile {
     /// Leading zero bits of the proof of work (default 16: a tenth of a second in a browser).
     #[serde(default = "default_difficulty")]
     pub pow_difficulty: u8,
+    /// How long a departed client keeps its place, 5 to 3600 seconds (default: the gateways'
+    /// `FLOODGATE_GRACE_MS`, 30 s). Longer for buyers on phones, whose app is suspended in the
+    /// background.
+    #[serde(default)]
+    pub grace_secs: Option<u32>,
     #[serde(default)]
     pub classes: Vec<ClassDef>,
     #[serde(default)]
@@ -158,6 +163,7 @@ impl SaleFile {
             &self.challenge,
             i64::from(self.pow_difficulty),
             self.max_seats_per_buyer.map(i64::from),
+            self.grace_secs.map(i64::from),
         )
     }
 }
@@ -168,6 +174,7 @@ pub(super) fn door_from(
     challenge: &str,
     pow_difficulty: i64,
     max_seats_per_buyer: Option<i64>,
+    grace_secs: Option<i64>,
 ) -> Result<Door, CatalogError> {
     Ok(Door {
         identity: IdentityRule::parse(identity).map_err(CatalogError::Invalid)?,
@@ -176,6 +183,10 @@ pub(super) fn door_from(
             .map_err(CatalogError::Invalid)?,
         max_seats_per_buyer: max_seats_per_buyer
             .map(settings::check_seats_per_buyer)
+            .transpose()
+            .map_err(CatalogError::Invalid)?,
+        grace_secs: grace_secs
+            .map(settings::check_grace_secs)
             .transpose()
             .map_err(CatalogError::Invalid)?,
     })

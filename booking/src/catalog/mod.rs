@@ -99,15 +99,16 @@ async fn upsert_sale(tx: &mut sqlx::PgConnection, sale: &SaleFile) -> Result<(),
     sqlx::query(
         "insert into sales (id, name, opens_at, hold_ttl_secs, token_ttl_secs,
            max_seats_per_booking, admission_rate, active_cap, stock_factor, identity,
-           max_seats_per_buyer, challenge, pow_difficulty)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+           max_seats_per_buyer, challenge, pow_difficulty, grace_secs)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
          on conflict (id) do update set name = excluded.name, opens_at = excluded.opens_at,
            hold_ttl_secs = excluded.hold_ttl_secs, token_ttl_secs = excluded.token_ttl_secs,
            max_seats_per_booking = excluded.max_seats_per_booking,
            admission_rate = excluded.admission_rate, active_cap = excluded.active_cap,
            stock_factor = excluded.stock_factor, identity = excluded.identity,
            max_seats_per_buyer = excluded.max_seats_per_buyer, challenge = excluded.challenge,
-           pow_difficulty = excluded.pow_difficulty, updated_at = now()",
+           pow_difficulty = excluded.pow_difficulty, grace_secs = excluded.grace_secs,
+           updated_at = now()",
     )
     .bind(&sale.id)
     .bind(&sale.name)
@@ -122,6 +123,7 @@ async fn upsert_sale(tx: &mut sqlx::PgConnection, sale: &SaleFile) -> Result<(),
     .bind(sale.max_seats_per_buyer.map(|s| s as i32))
     .bind(&sale.challenge)
     .bind(i32::from(sale.pow_difficulty))
+    .bind(sale.grace_secs.map(|s| s as i32))
     .execute(&mut *tx)
     .await?;
     Ok(())
@@ -176,6 +178,7 @@ struct SaleRow {
     challenge: String,
     pow_difficulty: i32,
     max_seats_per_buyer: Option<i32>,
+    grace_secs: Option<i32>,
 }
 
 impl SaleRow {
@@ -183,7 +186,7 @@ impl SaleRow {
         sqlx::query_as(
             "select opens_at, hold_ttl_secs, token_ttl_secs, max_seats_per_booking,
                admission_rate, active_cap, paused, stock_factor, identity, challenge,
-               pow_difficulty, max_seats_per_buyer from sales where id = $1",
+               pow_difficulty, max_seats_per_buyer, grace_secs from sales where id = $1",
         )
         .bind(sale)
         .fetch_optional(db)
@@ -222,6 +225,7 @@ pub async fn arm_sale(
         &row.challenge,
         i64::from(row.pow_difficulty),
         row.max_seats_per_buyer.map(i64::from),
+        row.grace_secs.map(i64::from),
     )?;
     let pools: Vec<(String, i32, i64, String)> = sqlx::query_as(
         "select id, capacity, fare_minor, currency from pools where sale_id = $1 order by id",

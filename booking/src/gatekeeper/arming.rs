@@ -118,6 +118,7 @@ pub async fn arm_sale(
         .arg(sale.door.challenge.as_str())
         .arg(sale.door.pow_difficulty)
         .arg(sale.door.max_seats_per_buyer.unwrap_or(0))
+        .arg(sale.door.grace_secs.unwrap_or(0))
         .invoke_async(conn)
         .await?;
     let armed = parse_armed("arm_sale", &reply)?;

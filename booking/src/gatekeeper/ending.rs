@@ -143,6 +143,7 @@ pub async fn purge(
         sale_keys.prequeue_batches(),
         sale_keys.gone(),
         sale_keys.holders(),
+        sale_keys.owners(),
         sale_keys.dead(),
         sale_keys.deaths(),
         sale_keys.admits(),

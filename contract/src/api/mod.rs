@@ -62,6 +62,9 @@ pub mod code {
     pub const TOKEN_SPENT: &str = "token_spent";
     pub const RESUME_INVALID: &str = "resume_invalid";
     pub const RESUME_OTHER_SALE: &str = "resume_other_sale";
+    pub const RESUME_OTHER_BUYER: &str = "resume_other_buyer";
+    pub const RESUME_IN_URL: &str = "resume_in_url";
+    pub const RESUME_REQUIRED: &str = "resume_required";
     pub const OPS_TOKEN_MISSING: &str = "ops_token_missing";
     pub const OPS_TOKEN_INVALID: &str = "ops_token_invalid";
     pub const SIGNATURE_MISSING: &str = "signature_missing";

@@ -26,6 +26,47 @@ pub struct SaleSummary {
     pub door: crate::settings::Door,
 }
 
+/// `GET /v1/sales/{sale}/place`, with the place's resume token in `Floodgate-Resume`: where a
+/// place stands, for an app that cannot hold a socket while it is in the background. Never
+/// cached; reading it keeps no place alive (only a session, or the grace after one, does).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
+pub struct PlaceStanding {
+    pub ticket: u64,
+    pub state: PlaceState,
+    /// `waiting`: 1 + the live tickets ahead (as a session would be told).
+    pub position: Option<u64>,
+    /// `waiting`: the estimated seconds until the turn comes; null while admission is paused.
+    pub eta_secs: Option<u64>,
+    /// `pre_queue`: how many tickets are in the pre-queue so far.
+    pub pre_queue_size: Option<u64>,
+    #[schema(value_type = i64)] // Unix milliseconds
+    pub opens_at_ms: UnixMillis,
+    /// The turn has come and the pass waits: connect with the resume token (within the grace,
+    /// before `pass_expires_at_ms`) to receive it.
+    pub pass_ready: bool,
+    /// `your_turn`: when the pass stops being good, if this gateway knows (Unix ms).
+    #[schema(value_type = Option<i64>)]
+    pub pass_expires_at_ms: Option<UnixMillis>,
+    /// When the place is given up unless a session takes it back (the grace's end, Unix ms);
+    /// null while a session holds it.
+    #[schema(value_type = Option<i64>)]
+    pub kept_until_ms: Option<UnixMillis>,
+}
+
+/// Where a place stands.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PlaceState {
+    /// Before the draw: in the pre-queue.
+    PreQueue,
+    /// In line.
+    Waiting,
+    /// Admitted: the pass waits to be collected.
+    YourTurn,
+    /// Nothing is left to sell.
+    SoldOut,
+}
+
 /// `GET /v1/sales/{sale}/seats.json`: rough live seat counts, for display only.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 pub struct SeatCounts {

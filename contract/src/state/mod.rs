@@ -62,7 +62,7 @@ pub struct SaleMeta {
 
 impl SaleMeta {
     /// The hash's fields, in the order [`SaleMeta::from_fields`] reads them.
-    pub const FIELDS: [&'static str; 23] = [
+    pub const FIELDS: [&'static str; 24] = [
         "opens_at_ms",
         "rate",
         "token_ttl_ms",
@@ -86,6 +86,7 @@ impl SaleMeta {
         "pow_difficulty",
         "buyer_seats",
         "ended_at_ms",
+        "grace_secs",
     ];
 
     /// Adds the read of `keys`' meta to `pipe` (one reply, for [`SaleMeta::from_fields`]).
@@ -162,6 +163,9 @@ fn door_from<'a>(
             .filter(|d| crate::challenge::DIFFICULTY.contains(d))
             .unwrap_or(default.pow_difficulty),
         max_seats_per_buyer: u32::try_from(buyer_seats).ok().filter(|s| *s > 0),
+        grace_secs: get("grace_secs")
+            .and_then(|v| v.parse().ok())
+            .filter(|s| crate::settings::GRACE_SECS.contains(s)),
     }
 }
 

@@ -72,7 +72,8 @@ impl Controller {
             view.sold_out = true;
         }
         bury(driver, conn, keys, shared, &read.due).await?;
-        sweep(driver, conn, keys, &read.gateways).await?;
+        let grace = view.door.grace(driver.grace);
+        sweep(driver, conn, keys, &read.gateways, grace).await?;
         let permits = if opened && !view.paused && !view.sold_out {
             self.permits(driver.tick, shared, view, &stock)
         } else {
@@ -167,6 +168,7 @@ async fn sweep(
     conn: &mut RedisConn,
     keys: &SaleKeys,
     gateways: &[String],
+    grace: Duration,
 ) -> redis::RedisResult<()> {
     let others: Vec<&str> = gateways
         .iter()
@@ -181,7 +183,7 @@ async fn sweep(
         if alive {
             continue;
         }
-        let swept = driver.scripts.sweep(conn, keys, gateway, driver.grace);
+        let swept = driver.scripts.sweep(conn, keys, gateway, grace);
         if let Swept::Handed(swept @ 1..) = swept.await? {
             tracing::info!(%gateway, swept, "a gateway died: its clients' grace has started");
         }

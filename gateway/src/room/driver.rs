@@ -26,7 +26,8 @@ pub struct RoomDriver {
     pub instance_id: Arc<str>,
     pub tick: Duration,
     pub lease: Duration,
-    /// How long a departed client keeps its place (the sweep of dead gateways uses it too).
+    /// How long a departed client keeps its place in a sale that sets no grace of its own (the
+    /// sweep of dead gateways uses it too).
     pub grace: Duration,
     /// How often sessions ping their clients.
     pub heartbeat: Duration,

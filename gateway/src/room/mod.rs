@@ -57,6 +57,12 @@ impl Room {
         door
     }
 
+    /// How long a departed client of this sale keeps its place: the sale's own grace, else the
+    /// gateway's `default`.
+    pub fn grace(&self, default: std::time::Duration) -> std::time::Duration {
+        self.view.borrow().door.grace(default)
+    }
+
     /// Whether `ticket`'s turn has come and gone: admitted, and its admission expired (or too
     /// long ago for this gateway to know when). Such a ticket can no longer book.
     pub fn turn_over(&self, ticket: u64, now_ms: i64) -> bool {

@@ -1,15 +1,17 @@
 //! One place in line per buyer per sale (`lua/buyer_place.lua`): a buyer who joins again (another
 //! tab, device or address) takes their ticket back instead of a new one, for as long as it can
 //! still be admitted; once its turn has come and gone, or it was given up, the buyer's next join
-//! takes a new place at the back.
+//! takes a new place at the back. A join that came back with a resume token skipped the door's
+//! bot check, so it only ever takes a live ticket back, never a new one.
 
 use std::time::Duration;
 
 use floodgate_contract::api::code;
 use floodgate_contract::identity::BuyerId;
 use floodgate_contract::keys::Keys;
+use floodgate_contract::resume::BuyerMark;
 
-use super::tickets::{self, Taken};
+use super::tickets::{self, Taken, Taker};
 use crate::error::ApiError;
 use crate::session::Context;
 
@@ -34,18 +36,33 @@ enum Place {
     Wait,
     /// This join's ticket is the buyer's now.
     Bound,
+    /// The join's mark on the record is gone.
+    Released,
 }
 
 /// A signed-in buyer's join.
 pub struct Joining<'a> {
     pub ctx: &'a Context,
     pub buyer: &'a BuyerId,
+    /// The buyer's mark (`contract::resume`), which their tickets are bound to.
+    pub mark: &'a BuyerMark,
     /// The draw nonce for a new ticket.
     pub nonce: &'a str,
     pub session_id: &'a str,
-    /// The ticket a genuine resume token came with: a buyer who has no place yet makes it
-    /// theirs (someone who joined, then signed in, keeps the place they had).
+    /// The ticket a genuine resume token came with (already checked to be this buyer's, or
+    /// buyerless): a buyer who has no place yet makes it theirs (someone who joined, then signed
+    /// in, keeps the place they had). A join with a token skipped the bot check: it takes no new
+    /// place.
     pub resumed: Option<u64>,
+}
+
+impl Joining<'_> {
+    fn taker(&self, adopt: bool) -> Taker<'_> {
+        Taker {
+            buyer: Some(self.mark),
+            adopt,
+        }
+    }
 }
 
 /// The buyer's ticket, taken back (`resumed` is true), or one made theirs.
@@ -62,23 +79,25 @@ pub async fn take(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
     // a few rounds always suffice.
     for _ in 0..MAX_ROUNDS {
         match place(ctx, buyer, "find", session_id, dead.unwrap_or(0)).await? {
-            Place::Ticket(ticket) => match tickets::resume(ctx, ticket, session_id).await {
-                // Their turn came and went (admitted, and the admission expired): a buyer who
-                // comes back after that joins at the back, as anyone does.
-                Ok(_) if ctx.room.turn_over(ticket, floodgate_contract::now_millis()) => {
-                    tickets::leave(ctx, ticket, session_id, -1).await;
-                    dead = Some(ticket);
+            Place::Ticket(ticket) => {
+                match tickets::resume(ctx, ticket, session_id, join.taker(false)).await {
+                    // Their turn came and went (admitted, and the admission expired): a buyer who
+                    // comes back after that joins at the back, as anyone does.
+                    Ok(_) if ctx.room.turn_over(ticket, floodgate_contract::now_millis()) => {
+                        tickets::leave(ctx, ticket, session_id, -1).await;
+                        dead = Some(ticket);
+                    }
+                    Ok(taken) => return Ok((taken, true)),
+                    // Given up after its grace, or lost with the sale's state: the buyer gets a new
+                    // place at the back, as anyone coming back late does.
+                    Err(ApiError::Gone(..) | ApiError::NotFound(code::UNKNOWN_TICKET, _)) => {
+                        dead = Some(ticket);
+                    }
+                    Err(e) => return Err(e),
                 }
-                Ok(taken) => return Ok((taken, true)),
-                // Given up after its grace, or lost with the sale's state: the buyer gets a new
-                // place at the back, as anyone coming back late does.
-                Err(ApiError::Gone(..) | ApiError::NotFound(code::UNKNOWN_TICKET, _)) => {
-                    dead = Some(ticket);
-                }
-                Err(e) => return Err(e),
-            },
+            }
             Place::Take => return take_new(join).await,
-            Place::Wait | Place::Bound => {
+            Place::Wait | Place::Bound | Place::Released => {
                 if started.elapsed() > WAIT_FOR_OTHER {
                     return Err(ApiError::Unavailable(
                         code::REDIS_UNAVAILABLE,
@@ -94,8 +113,8 @@ pub async fn take(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
 }
 
 /// Makes a ticket the buyer's: the one their resume token names if it is still in line, else a
-/// new one. If another join of theirs bound one first (it held the record past
-/// [`JOIN_HOLD`]), this one is given back and theirs taken instead.
+/// new one, for a join that passed the door. If another join of theirs bound one first (it held
+/// the record past [`JOIN_HOLD`]), this one is given back and theirs taken instead.
 async fn take_new(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
     let Joining {
         ctx,
@@ -103,15 +122,30 @@ async fn take_new(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
         session_id,
         ..
     } = *join;
-    let (taken, resumed) = match adoptable(join).await {
+    let adopted = match adoptable(join).await {
+        Ok(adopted) => adopted,
+        Err(e) => {
+            let _ = place(ctx, buyer, "release", session_id, 0).await;
+            return Err(e);
+        }
+    };
+    let (taken, resumed) = match adopted {
         Some(taken) => (taken, true),
+        None if join.resumed.is_some() => {
+            // A dead ticket is no way past the door: the client joins again without its token.
+            let _ = place(ctx, buyer, "release", session_id, 0).await;
+            return Err(tickets::expired());
+        }
         None => (tickets::join(ctx, join.nonce).await?, false),
     };
     match place(ctx, buyer, "bind", session_id, taken.ticket).await {
         Ok(Place::Bound) => Ok((taken, resumed)),
         Ok(Place::Ticket(theirs)) => {
             tickets::leave(ctx, taken.ticket, session_id, 0).await;
-            Ok((tickets::resume(ctx, theirs, session_id).await?, true))
+            Ok((
+                tickets::resume(ctx, theirs, session_id, join.taker(false)).await?,
+                true,
+            ))
         }
         other => {
             // Not bound: the new ticket must not stay live with nobody's name on it.
@@ -121,21 +155,26 @@ async fn take_new(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
     }
 }
 
-/// The ticket of the join's resume token, taken back, if it can still be admitted.
-async fn adoptable(join: &Joining<'_>) -> Option<Taken> {
-    let ticket = join.resumed?;
-    let taken = tickets::resume(join.ctx, ticket, join.session_id)
-        .await
-        .ok()?;
+/// The ticket of the join's resume token, taken back and made the buyer's, if it can still be
+/// admitted; refused if another buyer made it theirs first.
+async fn adoptable(join: &Joining<'_>) -> Result<Option<Taken>, ApiError> {
+    let Some(ticket) = join.resumed else {
+        return Ok(None);
+    };
+    let taken = match tickets::resume(join.ctx, ticket, join.session_id, join.taker(true)).await {
+        Ok(taken) => taken,
+        Err(ApiError::Gone(..) | ApiError::NotFound(..)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
     if join
         .ctx
         .room
         .turn_over(ticket, floodgate_contract::now_millis())
     {
         tickets::leave(join.ctx, ticket, join.session_id, -1).await;
-        return None;
+        return Ok(None);
     }
-    Some(taken)
+    Ok(Some(taken))
 }
 
 async fn place(
@@ -172,6 +211,7 @@ fn parse_place(reply: &[String]) -> Result<Place, ApiError> {
         [take] if take == "take" => Ok(Place::Take),
         [wait] if wait == "wait" => Ok(Place::Wait),
         [bound] if bound == "bound" => Ok(Place::Bound),
+        [released] if released == "released" => Ok(Place::Released),
         _ => Err(odd(&reply.join(" "))),
     }
 }
@@ -194,6 +234,10 @@ mod tests {
         assert_eq!(parse_place(&strings(&["take"])).unwrap(), Place::Take);
         assert_eq!(parse_place(&strings(&["wait"])).unwrap(), Place::Wait);
         assert_eq!(parse_place(&strings(&["bound"])).unwrap(), Place::Bound);
+        assert_eq!(
+            parse_place(&strings(&["released"])).unwrap(),
+            Place::Released
+        );
         assert!(parse_place(&strings(&["ticket", "x"])).is_err());
         assert!(parse_place(&[]).is_err());
     }

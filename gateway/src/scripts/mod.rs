@@ -2,7 +2,7 @@
 //! one way and its reply read into a type in one function, and the room's pipelined reads. Every
 //! key list, argument order and reply shape of the gateway is here or in `contract::state`.
 //!
-//! - [`tickets`]: a place in line (join, resume, leave).
+//! - [`tickets`]: a place in line (join, resume, leave, and whether it still stands).
 //! - [`buyers`]: one place in line per buyer (the buyer's record).
 //! - [`draw`]: the pre-queue's record (nonces and batches of joins) for the draw endpoints.
 //! - [`room`]: the room's tick (its read, the lease, bury, sweep, advance, retire).
@@ -20,6 +20,7 @@ use redis::Script;
 pub struct Scripts {
     join: Script,
     resume: Script,
+    standing: Script,
     leave: Script,
     lease: Script,
     advance: Script,
@@ -36,6 +37,7 @@ impl Default for Scripts {
         Self {
             join: with_lib(include_str!("../../../lua/join.lua")),
             resume: with_lib(include_str!("../../../lua/resume.lua")),
+            standing: with_lib(include_str!("../../../lua/standing.lua")),
             leave: with_lib(include_str!("../../../lua/leave.lua")),
             lease: floodgate_contract::lua::script(include_str!("../../../lua/lease.lua")),
             advance: with_lib(include_str!("../../../lua/advance.lua")),

@@ -100,7 +100,7 @@ impl Drop for Session {
         // A client that got its ticket (or already had it, to resume) may come back within the
         // grace; a new ticket nobody ever saw is skipped at once.
         let grace = if self.started || self.resumed {
-            self.ctx.grace.as_millis() as i64
+            self.ctx.room.grace(self.ctx.grace).as_millis() as i64
         } else {
             0
         };
@@ -171,7 +171,7 @@ impl Session {
 
     async fn leave(&self, end: &End) {
         let grace = if end.keeps_place() {
-            self.ctx.grace.as_millis() as i64
+            self.ctx.room.grace(self.ctx.grace).as_millis() as i64
         } else {
             -1
         };
@@ -179,9 +179,13 @@ impl Session {
         crate::scripts::tickets::leave(&self.ctx, self.ticket, &session_id, grace).await;
     }
 
-    /// The client's resume token (derived again when needed rather than kept per session).
+    /// The client's resume token, bound to the buyer whose place this is (derived again when
+    /// needed rather than kept per session: every idle session would pay for it).
     fn resume_token(&self) -> String {
-        self.ctx.resume.issue(&self.ctx.sale, self.ticket)
+        let mark = self.buyer.as_deref().map(|b| self.ctx.resume.buyer_mark(b));
+        self.ctx
+            .resume
+            .issue(&self.ctx.sale, self.ticket, mark.as_ref())
     }
 
     async fn send_hello(

@@ -504,6 +504,7 @@ async fn a_signed_in_buyer_joins_past_the_bot_check_holds_one_place_in_two_tabs_
             challenge: ChallengeRule::Pow,
             pow_difficulty: 10,
             max_seats_per_buyer: Some(4),
+            ..Door::default()
         },
         ..SaleSpec::default()
     };

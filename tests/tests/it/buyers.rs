@@ -3,8 +3,10 @@
 //! on every event, and the bot check, against a real gateway, booking service, Redis, broker and
 //! PostgreSQL, with identity tokens from the sandbox's sign-in stand-in (keys fetched over HTTP).
 //! [`sessions`]: what docs/protocol.md 1.12 says of a buyer's several sessions and spent pass,
-//! and of the stand-in's own API.
+//! and of the stand-in's own API. [`resume`]: resume tokens bound to their ticket and buyer.
+//! [`background`]: the sale's grace and the place answer, for apps in the background.
 
+mod background;
 mod resume;
 mod sessions;
 
@@ -546,26 +548,6 @@ async fn nothing_personal_reaches_the_gateways_log_or_its_metrics(db: sqlx::PgPo
             "the metrics hold {private}"
         );
     }
-}
-
-#[sqlx::test(migrations = "../migrations")]
-async fn someone_who_signs_in_after_joining_keeps_their_place(db: sqlx::PgPool) {
-    let app = TestApp::spawn(db).await;
-    let sale = pending_sale(&app, door(IdentityRule::Optional)).await;
-    let _ahead = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
-    let anonymous = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
-    // Back from the sign-in page: the same place, now the buyer's.
-    let identity = app.identity("dev").await;
-    let url = format!("{}&resume={}", app.ws_url(&sale), anonymous.resume_token);
-    let signed_in = RoomClient::join_with(&url, &[("floodgate-identity", &identity)])
-        .await
-        .unwrap();
-    assert_eq!(signed_in.ticket, anonymous.ticket);
-    assert!(signed_in.resumed);
-    // And it is theirs: a join from elsewhere, with the identity alone, takes it back.
-    let elsewhere = join_as(&app, &sale, &identity).await;
-    assert_eq!(elsewhere.ticket, anonymous.ticket);
-    assert_eq!(app.redis_int(&app.keys.sale(&sale).seq()).await, 2);
 }
 
 #[sqlx::test(migrations = "../migrations")]

@@ -422,8 +422,9 @@ async fn leavers_are_skipped_after_the_grace_and_a_returner_keeps_its_place(db: 
     let returner = clients.remove(1);
     let (ticket, token) = (returner.ticket, returner.resume_token.clone());
     returner.leave().await;
-    let resume_url = format!("{}&resume={token}", app.ws_url(&sale));
-    let mut back = RoomClient::join(&resume_url).await.expect("resumed");
+    let mut back = RoomClient::resume(&app.ws_url(&sale), &token, &[])
+        .await
+        .expect("resumed");
     assert!(back.resumed);
     assert_eq!(back.ticket, ticket);
     assert_eq!(back.position(WAIT).await, 2, "it kept its place");
@@ -447,7 +448,7 @@ async fn leavers_are_skipped_after_the_grace_and_a_returner_keeps_its_place(db: 
 
     // A departed ticket cannot be resumed after its grace: it is dead for good.
     let (_, dead_token) = &leavers[0];
-    let refused = RoomClient::join(&format!("{}&resume={dead_token}", app.ws_url(&sale)))
+    let refused = RoomClient::resume(&app.ws_url(&sale), dead_token, &[])
         .await
         .err()
         .expect("refused");
@@ -487,11 +488,16 @@ async fn bad_resume_tokens_get_their_documented_errors(db: sqlx::PgPool) {
     let mine = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
 
     let attempt = |token: String| {
-        let url = format!("{}&resume={token}", app.ws_url(&sale));
-        async move { RoomClient::join(&url).await.err().expect("refused") }
+        let url = app.ws_url(&sale);
+        async move {
+            RoomClient::resume(&url, &token, &[])
+                .await
+                .err()
+                .expect("refused")
+        }
     };
     // Forged: the right shape, a made-up signature.
-    let forged = attempt(format!("r1:{sale}:{}:AAAAAAAAAAAAAAAAAAAAAA", mine.ticket)).await;
+    let forged = attempt(format!("r2.{}..AAAAAAAAAAAAAAAAAAAAAA.{sale}", mine.ticket)).await;
     assert_eq!(
         (forged.status, forged.body["error"].as_str()),
         (401, Some("resume_invalid"))
@@ -499,7 +505,7 @@ async fn bad_resume_tokens_get_their_documented_errors(db: sqlx::PgPool) {
     // Tampered: a genuine token with another ticket number.
     let tampered = mine
         .resume_token
-        .replace(&format!(":{}:", mine.ticket), ":999:");
+        .replace(&format!("r2.{}.", mine.ticket), "r2.999.");
     let tampered = attempt(tampered).await;
     assert_eq!(tampered.status, 401);
     // Garbage.

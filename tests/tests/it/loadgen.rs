@@ -181,6 +181,7 @@ async fn the_sale_scenario_signs_its_people_in_and_passes_the_bot_check() {
             challenge: ChallengeRule::Pow,
             pow_difficulty: 6,
             max_seats_per_buyer: Some(2),
+            ..Door::default()
         },
         ..SaleSpec::default()
     };

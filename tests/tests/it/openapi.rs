@@ -156,7 +156,7 @@ async fn schemathesis_finds_nothing_in_the_live_apis() {
     };
     app.create_sale(&sale, &spec).await;
     // One buyer joins before the opening, so the lottery has a draw with a ticket to prove.
-    let _early = RoomClient::join(&app.ws_url(&sale))
+    let early = RoomClient::join(&app.ws_url(&sale))
         .await
         .expect("a pre-queue ticket");
     let draw = format!("http://{}/v1/sales/{sale}/draw", app.gateway);
@@ -226,6 +226,7 @@ async fn schemathesis_finds_nothing_in_the_live_apis() {
         ("FLOODGATE_FUZZ_LOG", log.display().to_string()),
         // The buyer's pre-queue ticket, which the draw placed.
         ("FLOODGATE_FUZZ_TICKET", "1".to_owned()),
+        ("FLOODGATE_FUZZ_RESUME", early.resume_token.clone()),
     ];
     // Blocking: schemathesis is a child process; the services run in their own processes.
     let runs = tokio::task::spawn_blocking({

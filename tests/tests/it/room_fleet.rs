@@ -171,8 +171,9 @@ async fn killing_the_leader_hands_over_admission_and_its_clients_keep_their_plac
             Heard::Message(floodgate_contract::ws::ServerMessage::Admitted { token, .. }) => token,
             Heard::Dropped | Heard::Closed(..) if g == dead => {
                 let before = c.positions.last().copied();
-                let url = format!("{survivor_url}&resume={}", c.resume_token);
-                let mut back = RoomClient::join(&url).await.expect("resumes elsewhere");
+                let mut back = RoomClient::resume(survivor_url, &c.resume_token, &[])
+                    .await
+                    .expect("resumes elsewhere");
                 assert!(back.resumed);
                 assert_eq!(back.ticket, c.ticket, "the same ticket");
                 let token = back.admitted(WAIT).await;
@@ -234,7 +235,7 @@ async fn a_draining_gateway_hands_each_client_its_resume_token() {
             reason, c.resume_token,
             "the close reason is the resume token"
         );
-        let mut back = RoomClient::join(&format!("{}&resume={reason}", other.ws_url(&sale)))
+        let mut back = RoomClient::resume(&other.ws_url(&sale), &reason, &[])
             .await
             .expect("resumes on another gateway");
         assert_eq!(back.ticket, c.ticket);

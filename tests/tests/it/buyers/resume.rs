@@ -71,8 +71,14 @@ async fn a_place_taken_before_signing_in_becomes_the_buyers_once(db: sqlx::PgPoo
     let signed_in = RoomClient::resume(&app.ws_url(&sale), &token, &as_ada)
         .await
         .unwrap();
-    assert_eq!((signed_in.ticket, signed_in.resumed), (anonymous.ticket, true));
-    assert_ne!(signed_in.resume_token, token, "the new token names its buyer");
+    assert_eq!(
+        (signed_in.ticket, signed_in.resumed),
+        (anonymous.ticket, true)
+    );
+    assert_ne!(
+        signed_in.resume_token, token,
+        "the new token names its buyer"
+    );
     // It is hers: a join from elsewhere with her identity alone takes it back.
     let elsewhere = join_as(&app, &sale, &ada).await;
     assert_eq!(elsewhere.ticket, anonymous.ticket);
@@ -108,7 +114,11 @@ async fn a_dead_ticket_is_never_traded_for_a_place_without_the_door(db: sqlx::Pg
     let solved = || async {
         let url = format!("http://{}/v1/sales/{sale}/challenge", app.gateway);
         let puzzle: Puzzle = serde_json::from_value(app.get_json(&url).await).unwrap();
-        format!("{}&challenge={}", app.ws_url(&sale), ProofOfWork::solve(&puzzle))
+        format!(
+            "{}&challenge={}",
+            app.ws_url(&sale),
+            ProofOfWork::solve(&puzzle)
+        )
     };
     let ada = app.identity("ada").await;
     let anonymous = RoomClient::join(&solved().await).await.unwrap();
@@ -124,18 +134,22 @@ async fn a_dead_ticket_is_never_traded_for_a_place_without_the_door(db: sqlx::Pg
     // Both graces run out (Redis' clock decides, as resume.lua does).
     let gone = app.keys.sale(&sale).gone();
     for (ticket, _) in &tokens {
-        eventually("the ticket's grace runs out", Duration::from_secs(10), || {
-            let (app, gone) = (&app, &gone);
-            async move {
-                let deadline: Option<f64> = redis::cmd("ZSCORE")
-                    .arg(gone)
-                    .arg(ticket)
-                    .query_async(&mut app.redis.clone())
-                    .await
-                    .unwrap();
-                deadline.is_some_and(|d| (d as i64) < floodgate_contract::now_millis())
-            }
-        })
+        eventually(
+            "the ticket's grace runs out",
+            Duration::from_secs(10),
+            || {
+                let (app, gone) = (&app, &gone);
+                async move {
+                    let deadline: Option<f64> = redis::cmd("ZSCORE")
+                        .arg(gone)
+                        .arg(ticket)
+                        .query_async(&mut app.redis.clone())
+                        .await
+                        .unwrap();
+                    deadline.is_some_and(|d| (d as i64) < floodgate_contract::now_millis())
+                }
+            },
+        )
         .await;
     }
 
@@ -178,10 +192,12 @@ async fn the_resume_token_travels_outside_the_url(db: sqlx::PgPool) {
         .await
         .unwrap();
     assert_eq!((back.ticket, back.resumed), (mine.ticket, true));
-    let by_header =
-        RoomClient::join_with(&app.ws_url(&sale), &[("floodgate-resume", &mine.resume_token)])
-            .await
-            .unwrap();
+    let by_header = RoomClient::join_with(
+        &app.ws_url(&sale),
+        &[("floodgate-resume", &mine.resume_token)],
+    )
+    .await
+    .unwrap();
     assert_eq!((by_header.ticket, by_header.resumed), (mine.ticket, true));
     assert_eq!(tickets_issued(&app, &sale).await, 1);
 }

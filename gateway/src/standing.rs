@@ -1,0 +1,133 @@
+//! `GET /v1/sales/{sale}/place`: where a place in line stands, keyed by its resume token, for
+//! an app that cannot hold a socket while the phone has it in the background. The app polls this
+//! now and then, tells its person when their turn is near or has come, and connects again (with
+//! the token, within the sale's grace) to receive the pass.
+//!
+//! The token is checked before anything else (a forged one costs a MAC), then the buyer it is
+//! bound to, then one read-only script in the sale's slot; the position is the room's own view
+//! on this gateway. Nothing is written: a poll keeps no place alive.
+
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use floodgate_contract::api::code;
+use floodgate_contract::api::room::{PlaceStanding, PlaceState};
+use floodgate_contract::ids::check_sale_id;
+use floodgate_contract::now_millis;
+
+use crate::error::ApiError;
+use crate::join::{resume_refusal, resume_token};
+use crate::room::{Room, RoomView};
+use crate::scripts::tickets::{self, Taker};
+use crate::{door, AppState};
+
+/// `GET /v1/sales/{sale}/place`, with `Floodgate-Resume: <resume token>` (and the buyer's
+/// `Floodgate-Identity` when the token is bound to one).
+#[utoipa::path(
+    get,
+    path = "/v1/sales/{sale}/place",
+    tag = "waiting room",
+    summary = "Where a place in line stands, by its resume token (never cached)",
+    description = "For an app that cannot hold a socket while in the background: the place, \
+        its ETA, and whether the pass is ready to be collected by connecting again with the \
+        resume token. Reading it keeps no place alive: only a session, or the grace after one, \
+        does.",
+    params(
+        floodgate_contract::openapi::SalePath,
+        ("Floodgate-Resume" = String, Header, description = "The place's resume token (never in the URL)."),
+        ("Floodgate-Identity" = Option<String>, Header, description = "The buyer's identity token, when the place is a signed-in buyer's."),
+    ),
+    responses(
+        (status = 200, description = "Where the place stands; `Cache-Control: no-store`.", body = PlaceStanding),
+        crate::openapi::PlaceRefusals,
+    ),
+)]
+pub async fn place(
+    State(state): State<AppState>,
+    Path(sale): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
+    let token = resume_token(&headers).ok_or_else(|| {
+        ApiError::Unauthorized(
+            code::RESUME_REQUIRED,
+            "send the place's resume token in the Floodgate-Resume header".into(),
+        )
+    })?;
+    let claim = state
+        .resume
+        .verify(token, &sale)
+        .map_err(|e| resume_refusal(e, &sale))?;
+    let ctx = state.room(&sale).await?;
+    let door = door::door_of(&ctx).await?;
+    let buyer = door::identify(&state, &door, door::identity_token(&headers)).await?;
+    let mark = buyer.map(|b| state.resume.buyer_mark(b.as_str()));
+    if !claim.may_be_taken_by(mark.as_ref()) {
+        return Err(tickets::other_buyers());
+    }
+    let taker = Taker {
+        buyer: mark.as_ref(),
+        adopt: false,
+    };
+    let kept = tickets::standing(&ctx, claim.ticket, taker).await?;
+    let view = ctx.room.subscribe().borrow().clone();
+    let standing = place_of(&ctx.room, &view, claim.ticket, now_millis())?;
+    let body = PlaceStanding {
+        kept_until_ms: kept.kept_until_ms,
+        ..standing
+    };
+    let mut response = Json(body).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
+}
+
+/// Where `ticket` stands in `room` as of `view`, at `now_ms`, as its session would be told.
+fn place_of(
+    room: &Room,
+    view: &RoomView,
+    ticket: u64,
+    now_ms: i64,
+) -> Result<PlaceStanding, ApiError> {
+    if !view.loaded {
+        return Err(ApiError::Unavailable(
+            code::REDIS_UNAVAILABLE,
+            "the waiting room is briefly unavailable; retry in a second".into(),
+        ));
+    }
+    let mut standing = PlaceStanding {
+        ticket,
+        state: PlaceState::PreQueue,
+        position: None,
+        eta_secs: None,
+        pre_queue_size: None,
+        opens_at_ms: view.opens_at_ms,
+        pass_ready: false,
+        pass_expires_at_ms: None,
+        kept_until_ms: None,
+    };
+    if view.sold_out {
+        standing.state = PlaceState::SoldOut;
+        return Ok(standing);
+    }
+    match room.place(ticket) {
+        None => standing.pre_queue_size = Some(view.issued),
+        Some(place) if place <= view.frontier => {
+            if room.turn_over(ticket, now_ms) {
+                return Err(tickets::expired());
+            }
+            standing.state = PlaceState::YourTurn;
+            standing.pass_ready = true;
+            standing.pass_expires_at_ms = room.token_expiry(place);
+        }
+        Some(place) => {
+            let position = room.position(place, view.frontier);
+            standing.state = PlaceState::Waiting;
+            standing.position = Some(position);
+            standing.eta_secs = view.eta_secs(position, now_ms);
+        }
+    }
+    Ok(standing)
+}
