@@ -370,6 +370,15 @@ pub struct TestOptions {
     pub redis_cluster: Option<Vec<String>>,
     /// The CA file every `rediss://` connection of the app verifies its servers against.
     pub redis_tls_ca_file: Option<std::path::PathBuf>,
+    /// The public listeners' header and body timeouts and connection cap (gateway and booking
+    /// service; `FLOODGATE_HEADER_TIMEOUT_MS`, `_BODY_TIMEOUT_MS`, `FLOODGATE_MAX_CONNECTIONS`).
+    pub header_timeout_ms: u64,
+    pub body_timeout_ms: u64,
+    pub max_connections: Option<usize>,
+    /// The gateway's budget of reads of the draw's record, and each address's rate of asking
+    /// (`FLOODGATE_DRAW_READS_PER_SEC`, `FLOODGATE_DRAW_REQUESTS_PER_SEC_PER_IP`).
+    pub draw_reads_per_sec: u32,
+    pub draw_requests_per_sec_per_ip: u32,
 }
 
 impl Default for TestOptions {
@@ -397,6 +406,12 @@ impl Default for TestOptions {
             buyer_id_key: None,
             redis_cluster: None,
             redis_tls_ca_file: None,
+            header_timeout_ms: 10_000,
+            body_timeout_ms: 10_000,
+            max_connections: None,
+            // Tests read the draw's record from 127.0.0.1 as often as they like.
+            draw_reads_per_sec: 100_000,
+            draw_requests_per_sec_per_ip: 100_000,
         }
     }
 }

@@ -97,3 +97,28 @@ async fn connect() -> floodgate_contract::runtime::RedisConn {
         .await
         .unwrap()
 }
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_per_buyer_limit_on_a_sale_anyone_may_join_is_refused(db: sqlx::PgPool) {
+    // Anonymous passes name no buyer, so the limit could not be counted for them: a sale that
+    // sets one must require signed-in buyers.
+    let spec = SaleSpec {
+        door: floodgate_contract::settings::Door {
+            max_seats_per_buyer: Some(2),
+            ..floodgate_contract::settings::Door::default()
+        },
+        ..SaleSpec::default()
+    };
+    let file = spec.to_file(&unique("limit-"));
+    let err = catalog::create_sale(&db, &file).await.unwrap_err();
+    assert!(
+        err.to_string().contains("identity = \"required\""),
+        "{err}"
+    );
+    let written: i64 = sqlx::query_scalar("select count(*) from sales where id = $1")
+        .bind(&file.id)
+        .fetch_one(&db)
+        .await
+        .unwrap();
+    assert_eq!(written, 0, "nothing of the sale was written");
+}

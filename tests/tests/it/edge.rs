@@ -293,3 +293,46 @@ async fn behind_the_cdn_per_address_limits_count_the_forwarded_client(db: sqlx::
         (429, Some("too_many_connections"))
     );
 }
+
+#[sqlx::test(migrations = "../migrations")]
+async fn the_page_forbids_framing_foreign_scripts_and_referrers(db: sqlx::PgPool) {
+    // The page keeps identity and resume tokens in its storage: it may run only its own
+    // scripts, may not be framed (clickjacking), and sends no Referer to the places it links to.
+    let site = std::env::temp_dir().join(unique("floodgate-page-"));
+    std::fs::create_dir_all(&site).unwrap();
+    let client = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../static");
+    for name in ["index.html", "app.js", "floodgate-client.js", "style.css"] {
+        std::fs::copy(client.join(name), site.join(name)).unwrap();
+    }
+    let options = TestOptions {
+        static_dir: Some(site.clone()),
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    for path in ["/", "/index.html"] {
+        let page = app
+            .http
+            .get(format!("http://{}{path}", app.gateway))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(page.status(), 200);
+        let headers = page.headers();
+        let csp = headers["content-security-policy"].to_str().unwrap();
+        for directive in [
+            "default-src 'none'",
+            "script-src 'self'",
+            "connect-src 'self'",
+            "frame-ancestors 'none'",
+            "base-uri 'none'",
+            "object-src 'none'",
+        ] {
+            assert!(csp.contains(directive), "{path}: {csp} lacks {directive}");
+        }
+        assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"), "{csp}");
+        assert_eq!(headers["referrer-policy"], "no-referrer");
+        assert_eq!(headers["x-content-type-options"], "nosniff");
+        assert_eq!(headers["x-frame-options"], "DENY");
+    }
+    std::fs::remove_dir_all(&site).unwrap();
+}

@@ -18,6 +18,8 @@
 //!   secrets from files and their rotation, TLS to every dependency, any librdkafka setting, the
 //!   probes, the topics.
 //! - [`sale_end`]: the end of a sale and the purge of its Redis state.
+//! - [`slow_clients`]: what a stranger's silent or trickling connection costs every listener;
+//!   [`draw_costs`]: what asking for the draw's public record costs the sale's Redis.
 //! - [`cluster`]: a sale on a real Redis Cluster (the named scenarios also run on one, in
 //!   `deploy/test.sh`'s cluster pass).
 //! - [`catalog`], [`edge`], [`browser`]: sale files, the CDN configuration, the page in Chromium.
@@ -45,6 +47,7 @@ mod cluster;
 mod consumer;
 mod consumer_group;
 mod deployment;
+mod draw_costs;
 mod edge;
 mod failover;
 mod fairness;
@@ -65,6 +68,7 @@ mod reconcile;
 mod reservations;
 mod room_fleet;
 mod sale_end;
+mod slow_clients;
 mod secrets;
 mod tls;
 mod topics;

@@ -148,3 +148,61 @@ async fn keys_and_the_ops_token_rotate_with_the_old_and_the_new_both_good_during
     let _ = service.kill();
     let _ = service.wait();
 }
+
+/// Runs `command` and expects it to refuse to start: its exit status and what it said. A
+/// process still running after the guard is killed and the test fails.
+async fn refused_to_start(command: &mut std::process::Command) -> (Option<i32>, String) {
+    let log = std::env::temp_dir().join(unique("floodgate-refusal-"));
+    let out = std::fs::File::create(&log).unwrap();
+    // Killed when the test ends, whatever happens.
+    let mut child = floodgate_tests::services::Stopped(
+        command
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap(),
+    );
+    let status = floodgate_tests::eventually(
+        "the process refuses to start",
+        std::time::Duration::from_secs(30),
+        async || child.0.try_wait().unwrap(),
+    )
+    .await;
+    let said = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    (status.code(), said)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sandbox_provider_never_stands_beside_a_real_one() {
+    let (url, db) = fresh_database().await;
+    let app = TestApp::spawn(db).await;
+    // The booking service told to use the sandbox, with a real provider's https URL beside it:
+    // one of the two is a mistake, and money must not go to the wrong one.
+    let (mut command, ..) = booking(
+        &app,
+        &url,
+        &[
+            ("FLOODGATE_PAYMENT_PROVIDER_URL", "https://api.payments.example".into()),
+            ("FLOODGATE_OPS_TOKEN", secret("ops_")),
+            ("FLOODGATE_WEBHOOK_SECRET", secret("whsec_")),
+        ],
+    );
+    let (code, said) = refused_to_start(&mut command).await;
+    assert_ne!(code, Some(0), "{said}");
+    assert!(said.contains("FLOODGATE_PAYMENT_SANDBOX"), "{said}");
+
+    // The sandbox itself reads secrets of its own names only: a host that holds the production
+    // provider's key and webhook secret does not hand them to the stand-in by accident.
+    let mut sandbox = std::process::Command::new(floodgate_tests::binary("floodgate-booking"));
+    sandbox
+        .arg("sandbox-pay")
+        .env("FLOODGATE_SANDBOX_LISTEN", "127.0.0.1:0")
+        .env("FLOODGATE_WEBHOOK_SECRET", secret("whsec_"))
+        .env("FLOODGATE_PAYMENT_API_KEY", secret("pk_"))
+        .env_remove("FLOODGATE_SANDBOX_WEBHOOK_SECRET")
+        .env_remove("FLOODGATE_SANDBOX_API_KEY");
+    let (code, said) = refused_to_start(&mut sandbox).await;
+    assert_ne!(code, Some(0), "{said}");
+    assert!(said.contains("FLOODGATE_SANDBOX_WEBHOOK_SECRET"), "{said}");
+}

@@ -1,0 +1,88 @@
+//! What the draw's public record costs a stranger's requests (protocol 1.6): a page of nonces
+//! reads thousands of them from the sale's slot, so each gateway keeps a closed draw's answers
+//! in memory, reads the record from Redis within a budget of its own, and limits each address.
+
+use std::time::Duration;
+
+use floodgate_tests::client::RoomClient;
+use floodgate_tests::{eventually, unique, SaleSpec, TestApp, TestOptions};
+
+/// `GET path` on the gateway as the client at `address` behind the trusted proxy: the status,
+/// and the error code of a refusal.
+async fn ask(app: &TestApp, path: &str, address: &str) -> (u16, Option<String>) {
+    let response = app
+        .http
+        .get(format!("http://{}{path}", app.gateway))
+        .header("x-forwarded-for", address)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let retry_after = response.headers().contains_key("retry-after");
+    let body: serde_json::Value = response.json().await.unwrap_or_default();
+    if status >= 400 {
+        assert!(retry_after, "{status} {body}: a refusal says when to retry");
+    }
+    (status, body["error"].as_str().map(str::to_owned))
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn the_draws_record_costs_bounded_redis_work_however_it_is_asked_for(db: sqlx::PgPool) {
+    let options = TestOptions {
+        // The test itself is the only proxy in front: it names each request's client.
+        trusted_proxies: vec!["127.0.0.1".parse().unwrap()],
+        draw_reads_per_sec: 2,
+        draw_requests_per_sec_per_ip: 3,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = unique("draw-");
+    let spec = SaleSpec {
+        opens_in: Duration::from_millis(800),
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    let _early: Vec<RoomClient> = futures::future::join_all(
+        (0..3).map(|_| async { RoomClient::join(&app.ws_url(&sale)).await.unwrap() }),
+    )
+    .await;
+    let draw = format!("http://{}/v1/sales/{sale}/draw", app.gateway);
+    eventually("the draw", Duration::from_secs(20), || async {
+        app.get_json(&draw).await["status"] == "drawn"
+    })
+    .await;
+
+    // A crowd from many addresses asks for the same final page: it is read once, then answered
+    // from memory, far past the read budget.
+    let page = format!("/v1/sales/{sale}/draw/nonces?from=1&count=10000");
+    for n in 0..100 {
+        let address = format!("10.0.{}.{}", n / 200, n % 200 + 1);
+        assert_eq!(ask(&app, &page, &address).await, (200, None), "request {n}");
+    }
+
+    // Pages that are each new (a varied `from`) each cost a read: past the gateway's budget of
+    // 2 a second (bursts of 4) they are refused, whoever asks.
+    let started = tokio::time::Instant::now();
+    let mut read = 0;
+    let mut busy = 0;
+    for from in 2..=40 {
+        let path = format!("/v1/sales/{sale}/draw/nonces?from={from}&count=2");
+        match ask(&app, &path, &format!("10.1.0.{from}")).await {
+            (200, None) => read += 1,
+            (503, Some(code)) if code == "draw_busy" => busy += 1,
+            other => panic!("from={from}: {other:?}"),
+        }
+    }
+    let allowed = 4 + 2 * started.elapsed().as_secs() + 2;
+    assert!(busy > 0, "{read} reads, none refused");
+    assert!(read <= allowed, "{read} reads from Redis, more than the budget's {allowed}");
+
+    // One address asking fast is slowed down before it reaches the budget at all.
+    let mut limited = 0;
+    for _ in 0..12 {
+        if ask(&app, &page, "10.2.0.1").await == (429, Some("draw_rate_limited".into())) {
+            limited += 1;
+        }
+    }
+    assert!(limited > 0, "one address asked 12 times at once unrefused");
+}
