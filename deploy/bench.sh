@@ -189,6 +189,8 @@ start_backend() {
   BOOKING_PID=$! PIDS+=($!)
   FLOODGATE_SANDBOX_LISTEN=127.0.0.1:18082 FLOODGATE_SANDBOX_PUBLIC_URL=http://127.0.0.1:18082 \
     FLOODGATE_SANDBOX_WEBHOOK_URL=http://127.0.0.1:18081/v1/payments/webhook \
+    FLOODGATE_SANDBOX_WEBHOOK_SECRET=$FLOODGATE_WEBHOOK_SECRET \
+    FLOODGATE_SANDBOX_API_KEY=$FLOODGATE_PAYMENT_API_KEY \
     "$BIN/floodgate-booking" sandbox-pay >"$LOGS/sandbox.log" 2>&1 &
   SANDBOX_PID=$! PIDS+=($!)
   # Not 1910x: the gateways' admin listeners are 19101 and up.

@@ -90,8 +90,10 @@ cleanup() {
 }
 trap cleanup INT TERM EXIT
 
-# The sandbox first: the other services fetch its sign-in's keys when they start.
-"$BIN/floodgate-booking" sandbox-pay >"$LOGS/sandbox-pay.log" 2>&1 & PIDS+=($!)
+# The sandbox first: the other services fetch its sign-in's keys when they start. It reads its
+# secrets under names of its own, given here the values the booking service uses.
+FLOODGATE_SANDBOX_WEBHOOK_SECRET=$FLOODGATE_WEBHOOK_SECRET FLOODGATE_SANDBOX_API_KEY=$FLOODGATE_PAYMENT_API_KEY \
+  "$BIN/floodgate-booking" sandbox-pay >"$LOGS/sandbox-pay.log" 2>&1 & PIDS+=($!)
 for _ in $(seq 1 100); do
   curl -fsS "$FLOODGATE_IDENTITY_JWKS_URL" >/dev/null 2>&1 && break
   sleep 0.1

@@ -18,6 +18,9 @@ pub struct Config {
     pub kafka: KafkaArgs,
     #[command(flatten)]
     pub identity: floodgate_contract::identity::IdentityArgs,
+    /// The public listener's timeouts and connection cap (contract::listener).
+    #[command(flatten)]
+    pub listener: floodgate_contract::listener::ListenerArgs,
     /// How long a reservation may wait for the broker's ack before its hold is taken back and
     /// the client gets 503. Five seconds covers a broker leader change; a client retrying after
     /// that still holds a valid token.
@@ -128,6 +131,14 @@ impl Config {
             }
             (None, false) => {
                 return Err("FLOODGATE_PAYMENT_PROVIDER_URL is required (a real provider's https:// API); for the sandbox provider set FLOODGATE_PAYMENT_SANDBOX=true".into())
+            }
+            // The sandbox speaks plain http; an https URL beside the switch is a real provider,
+            // and one of the two settings is a mistake that would send money to the wrong one.
+            (Some(url), true) if url.starts_with("https://") => {
+                return Err(format!(
+                    "FLOODGATE_PAYMENT_SANDBOX=true beside a real provider's URL ({}): the sandbox is only for test mode; unset FLOODGATE_PAYMENT_SANDBOX to use the provider, or point FLOODGATE_PAYMENT_PROVIDER_URL at the sandbox (http://)",
+                    floodgate_contract::secrets::redact_url(url)
+                ))
             }
             (url, true) => url.clone().unwrap_or_else(|| "http://127.0.0.1:8082".into()),
         };

@@ -203,11 +203,16 @@ pub async fn run(
             shutdown.clone(),
         ));
     }
+    let limits = state.config.listener.limits(API_CONNECTIONS);
     let app = router(state);
     let stop = shutdown.clone();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { stop.cancelled().await })
-        .await?;
+    floodgate_contract::listener::serve(
+        listener,
+        app,
+        limits,
+        async move { stop.cancelled().await },
+    )
+    .await?;
     let _ = worker.await;
     publisher.flush(Duration::from_secs(5));
     Ok(())
@@ -227,7 +232,16 @@ pub async fn run_admin(
     )
     .unwrap_or_default();
     let app = admin::router(state, Arc::new(ops_tokens)).layer(TraceLayer::new_for_http());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
+    floodgate_contract::listener::serve(
+        listener,
+        app,
+        floodgate_contract::listener::Limits::internal(),
+        async move { shutdown.cancelled().await },
+    )
+    .await
 }
+
+/// The booking API's default connection cap: requests are short (a reservation waits at most
+/// its delivery timeout), so a few thousand connections carry tens of thousands of requests a
+/// second; each connection costs a descriptor and a few KB.
+const API_CONNECTIONS: usize = 8_192;

@@ -148,11 +148,12 @@ async fn sandbox_pay(config: floodgate_booking::sandbox::SandboxConfig) -> anyho
         .with_context(|| format!("binding {}", config.listen))?;
     tracing::info!(addr = %listener.local_addr()?, "sandbox payment provider listening");
     let shutdown = runtime::shutdown_on_signal();
-    axum::serve(
+    floodgate_contract::listener::serve(
         listener,
         floodgate_booking::sandbox::Sandbox::new(config).router(),
+        floodgate_contract::listener::Limits::internal(),
+        async move { shutdown.cancelled().await },
     )
-    .with_graceful_shutdown(async move { shutdown.cancelled().await })
     .await?;
     Ok(())
 }

@@ -53,12 +53,27 @@ pub struct SandboxConfig {
         default_value = "http://127.0.0.1:8081/v1/payments/webhook"
     )]
     pub webhook_url: String,
-    /// The secret webhooks are signed with (the booking service's FLOODGATE_WEBHOOK_SECRET).
-    #[arg(long, env = "FLOODGATE_WEBHOOK_SECRET", hide_env_values = true)]
+    /// The secret webhooks are signed with (the same value as the booking service's
+    /// FLOODGATE_WEBHOOK_SECRET). A name of its own: a host that holds the production
+    /// provider's secrets never hands them to the stand-in by accident.
+    // Empty when unset, so the refusal names the variable (validate), not a flag.
+    #[arg(
+        long,
+        env = "FLOODGATE_SANDBOX_WEBHOOK_SECRET",
+        hide_env_values = true,
+        default_value = "",
+        hide_default_value = true
+    )]
     pub webhook_secret: SecretString,
-    /// The key callers of its API must present (the booking service's
+    /// The key callers of its API must present (the same value as the booking service's
     /// FLOODGATE_PAYMENT_API_KEY), as a real provider's API wants one.
-    #[arg(long, env = "FLOODGATE_PAYMENT_API_KEY", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "FLOODGATE_SANDBOX_API_KEY",
+        hide_env_values = true,
+        default_value = "",
+        hide_default_value = true
+    )]
     pub api_key: SecretString,
     #[command(flatten)]
     pub signin: crate::signin::SignInConfig,
@@ -68,8 +83,8 @@ impl SandboxConfig {
     /// Refuses empty or short secrets, as the booking service does.
     pub fn validate(&self) -> Result<(), String> {
         use floodgate_contract::secrets::check_secret;
-        check_secret("FLOODGATE_WEBHOOK_SECRET", &self.webhook_secret)?;
-        check_secret("FLOODGATE_PAYMENT_API_KEY", &self.api_key)
+        check_secret("FLOODGATE_SANDBOX_WEBHOOK_SECRET", &self.webhook_secret)?;
+        check_secret("FLOODGATE_SANDBOX_API_KEY", &self.api_key)
     }
 }
 

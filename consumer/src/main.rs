@@ -50,6 +50,11 @@ async fn main() -> anyhow::Result<()> {
     runtime::metrics();
     metrics::gauge!("floodgate_consumer_worker_restarts").set(restarts as f64);
     let admin = floodgate_consumer::probes::admin_router(&cli.config, db.clone())?;
-    tokio::spawn(async move { axum::serve(metrics_listener, admin).await });
+    tokio::spawn(floodgate_contract::listener::serve(
+        metrics_listener,
+        admin,
+        floodgate_contract::listener::Limits::internal(),
+        std::future::pending(),
+    ));
     floodgate_consumer::run(&cli.config, db, runtime::shutdown_on_signal()).await
 }

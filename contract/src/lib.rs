@@ -37,6 +37,7 @@ pub mod identity;
 pub mod ids;
 pub mod kafka;
 pub mod keys;
+pub mod listener;
 pub mod lottery;
 pub mod lua;
 pub mod openapi;

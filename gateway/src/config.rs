@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use floodgate_contract::identity::IdentityArgs;
+use floodgate_contract::listener::ListenerArgs;
 use floodgate_contract::runtime::RedisArgs;
 use secrecy::SecretString;
 
@@ -27,6 +28,9 @@ pub struct Config {
     pub redis: RedisArgs,
     #[command(flatten)]
     pub identity: IdentityArgs,
+    /// The public listener's timeouts and connection cap (contract::listener).
+    #[command(flatten)]
+    pub listener: ListenerArgs,
     /// Key id of the signing key, written into every admission token's header.
     #[arg(long, env = "FLOODGATE_TOKEN_KEY_ID")]
     pub token_key_id: String,
@@ -71,6 +75,20 @@ pub struct Config {
     /// one host is routinely given a whole /64 and can pick a fresh address from it per join.
     #[arg(long, env = "FLOODGATE_IPV6_PREFIX", default_value_t = crate::limits::DEFAULT_IPV6_PREFIX)]
     pub ipv6_prefix: u8,
+    /// Reads of the draw's public record (nonce and batch pages, proofs) this gateway makes
+    /// from Redis per second, with bursts of twice that; past it, 503 `draw_busy`. A closed
+    /// draw's answers are kept in memory after their first read, so this bounds the record's
+    /// work on the sale's primary whoever asks.
+    #[arg(long, env = "FLOODGATE_DRAW_READS_PER_SEC", default_value_t = 100)]
+    pub draw_reads_per_sec: u32,
+    /// Requests for the draw's record allowed per second from one address (bursts of twice
+    /// that); past it, 429 `draw_rate_limited`.
+    #[arg(
+        long,
+        env = "FLOODGATE_DRAW_REQUESTS_PER_SEC_PER_IP",
+        default_value_t = 5
+    )]
+    pub draw_requests_per_sec_per_ip: u32,
     /// How often the gateway pings each client (protocol-level ping; browsers answer by themselves).
     #[arg(long, env = "FLOODGATE_HEARTBEAT_MS", default_value_t = 15_000)]
     pub heartbeat_ms: u64,

@@ -2,9 +2,13 @@
 //! and one ticket's proof. Everything a verifier needs to recompute every pre-queue place
 //! (docs/protocol.md, "Checking the draw"); the bodies are `floodgate_contract::api::room`'s.
 
+use std::future::Future;
+use std::net::SocketAddr;
+
+use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderValue};
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use floodgate_contract::api::code;
@@ -33,13 +37,62 @@ const MAX_BATCHES: u64 = 1_000;
 const MAX_TICKET: u64 = i64::MAX as u64;
 
 fn cached(body: impl Serialize, closed: bool) -> Response {
-    let mut response = Json(body).into_response();
+    with_cache_control(Json(body).into_response(), closed)
+}
+
+fn with_cache_control(mut response: Response, closed: bool) -> Response {
     let cache_control = if closed { FINAL_CACHE } else { OPEN_CACHE };
     response.headers_mut().insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static(cache_control),
     );
     response
+}
+
+/// A part of the record as its JSON body, and whether it is final (the pre-queue has closed).
+type Part = (Bytes, bool);
+
+fn part(body: &impl Serialize, closed: bool) -> Result<Part, ApiError> {
+    let json = serde_json::to_vec(body).map_err(|_| damaged())?;
+    Ok((Bytes::from(json), closed))
+}
+
+/// A request for a page or a proof: who asks (their address, for the per-address rate) and
+/// which answer (`key`, under which a final one is kept).
+struct Asked<'a> {
+    state: &'a AppState,
+    peer: SocketAddr,
+    headers: &'a HeaderMap,
+    key: String,
+}
+
+impl Asked<'_> {
+    /// Answers through the gateway's guard (crate::draw_guard): the address's rate, then a
+    /// final answer kept in memory, else one token of the read budget and `read`.
+    async fn answer<F: Future<Output = Result<Part, ApiError>>>(
+        self,
+        read: impl FnOnce() -> F,
+    ) -> Result<Response, ApiError> {
+        let guard = &self.state.draw;
+        let trusted = &self.state.config.trusted_proxies;
+        guard.admit(&self.state.limits, self.peer, self.headers, trusted)?;
+        let (body, closed) = match guard.kept(&self.key) {
+            Some(body) => (body, true),
+            None => {
+                guard.read()?;
+                let (body, closed) = read().await?;
+                if closed {
+                    guard.keep(self.key, body.clone());
+                }
+                (body, closed)
+            }
+        };
+        let json = [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )];
+        Ok(with_cache_control((json, body).into_response(), closed))
+    }
 }
 
 fn damaged() -> ApiError {
@@ -127,6 +180,8 @@ impl Page {
     responses((status = 200, description = "The draw nonces of consecutive tickets.", body = NoncePage), crate::openapi::PageRefusals))]
 pub async fn nonces(
     State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
     Path(sale): Path<String>,
     page: Result<Query<Page>, QueryRejection>,
 ) -> Result<Response, ApiError> {
@@ -137,19 +192,29 @@ pub async fn nonces(
             format!("from is a ticket number from 1 to {MAX_TICKET}; count is 1 to {MAX_NONCES}"),
         )
     })?;
-    let keys = state.keys.sale(&sale);
-    let last = from + count - 1;
-    let read = record::nonces(&mut state.redis.clone(), &keys, from, last).await?;
-    if !read.status.armed {
-        return Err(ApiError::unknown_sale());
-    }
-    // Once the pre-queue has closed no nonce is ever added or changed: any page is final.
-    let page = NoncePage {
-        sale,
-        from,
-        nonces: read.found,
+    let asked = Asked {
+        state: &state,
+        peer,
+        headers: &headers,
+        key: format!("nonces {sale} {from} {count}"),
     };
-    Ok(cached(page, read.status.closed))
+    asked
+        .answer(|| async {
+            let keys = state.keys.sale(&sale);
+            let last = from + count - 1;
+            let read = record::nonces(&mut state.redis.clone(), &keys, from, last).await?;
+            if !read.status.armed {
+                return Err(ApiError::unknown_sale());
+            }
+            // Once the pre-queue has closed no nonce is ever added or changed: any page is final.
+            let page = NoncePage {
+                sale: sale.clone(),
+                from,
+                nonces: read.found,
+            };
+            part(&page, read.status.closed)
+        })
+        .await
 }
 
 /// `GET /v1/sales/{sale}/draw/batches?from=1&count=1000`: the pre-queue's batches of joins in
@@ -164,6 +229,8 @@ pub async fn nonces(
     responses((status = 200, description = "The pre-queue's batches of joins, in ticket order.", body = BatchPage), crate::openapi::PageRefusals))]
 pub async fn batches(
     State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
     Path(sale): Path<String>,
     page: Result<Query<Page>, QueryRejection>,
 ) -> Result<Response, ApiError> {
@@ -174,7 +241,25 @@ pub async fn batches(
             format!("from is a batch number from 1; count is 1 to {MAX_BATCHES}"),
         )
     })?;
-    let keys = state.keys.sale(&sale);
+    let asked = Asked {
+        state: &state,
+        peer,
+        headers: &headers,
+        key: format!("batches {sale} {from} {count}"),
+    };
+    asked
+        .answer(|| read_batches(&state, &sale, from, count))
+        .await
+}
+
+/// A page of the pre-queue's batches, each with its nonces, read from Redis.
+async fn read_batches(
+    state: &AppState,
+    sale: &str,
+    from: u64,
+    count: u64,
+) -> Result<Part, ApiError> {
+    let keys = state.keys.sale(sale);
     let mut conn = state.redis.clone();
     let read = record::batches(&mut conn, &keys, from, count).await?;
     if !read.status.armed {
@@ -213,11 +298,11 @@ pub async fn batches(
         })
         .collect();
     let page = BatchPage {
-        sale,
+        sale: sale.to_owned(),
         from,
         batches: listed,
     };
-    Ok(cached(page, read.status.closed))
+    part(&page, read.status.closed)
 }
 
 #[derive(Deserialize)]
@@ -233,6 +318,8 @@ pub struct ProofQuery {
     responses((status = 200, description = "What the ticket needs to check, on its own, that the draw counted its nonce.", body = DrawProof), crate::openapi::ProofRefusals))]
 pub async fn proof(
     State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
     Path(sale): Path<String>,
     query: Result<Query<ProofQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
@@ -243,7 +330,18 @@ pub async fn proof(
         .ok_or_else(|| {
             ApiError::BadRequest(code::BAD_TICKET, "ticket is a ticket number from 1".into())
         })?;
-    let keys = state.keys.sale(&sale);
+    let asked = Asked {
+        state: &state,
+        peer,
+        headers: &headers,
+        key: format!("proof {sale} {ticket}"),
+    };
+    asked.answer(|| read_proof(&state, &sale, ticket)).await
+}
+
+/// Ticket `ticket`'s proof, read from Redis.
+async fn read_proof(state: &AppState, sale: &str, ticket: u64) -> Result<Part, ApiError> {
+    let keys = state.keys.sale(sale);
     let mut conn = state.redis.clone();
     let read = record::batch_of(&mut conn, &keys, ticket).await?;
     if !read.status.armed {
@@ -275,7 +373,7 @@ pub async fn proof(
         .map(hex::encode)
         .collect();
     let proof = DrawProof {
-        sale,
+        sale: sale.to_owned(),
         ticket,
         nonce: nonces[index].clone(),
         index,
@@ -288,5 +386,5 @@ pub async fn proof(
         chain_before,
         chain_after: batch.chain,
     };
-    Ok(cached(proof, read.status.closed))
+    part(&proof, read.status.closed)
 }

@@ -16,7 +16,7 @@
 //! - [`limits`]: the connection budget and per-IP connection and join-rate limits.
 //! - `memory`: freed memory given back to the system after a join ramp.
 //! - [`summary`], [`seats`], `draw`: a sale's public figures, live seat counts and the
-//!   pre-queue draw's public record.
+//!   pre-queue draw's public record; `draw_guard`: what that record may cost a stranger.
 //! - [`assets`] and `cache`: the browser client's page and hashed assets, and the HTTP caching
 //!   (encodings, ETags) they share with the seat counts.
 //! - [`bookings`]: the booking paths on the page's own origin, passed to the booking service.
@@ -75,6 +75,7 @@ use room::RoomDriver;
 use scripts::Scripts;
 
 mod draw;
+mod draw_guard;
 
 /// Shared state of a gateway; every field is a cheap handle.
 #[derive(Clone)]
@@ -120,6 +121,8 @@ pub struct AppState {
     pub identity: Option<Arc<IdentityVerifier>>,
     /// Hands out and checks the proof-of-work puzzles.
     pub pow: Arc<ProofOfWork>,
+    /// What the draw's public record may cost (crate::draw_guard).
+    pub draw: Arc<draw_guard::DrawGuard>,
 }
 
 impl AppState {
@@ -179,6 +182,10 @@ impl AppState {
             .as_deref()
             .map(bookings::BookingRoute::new)
             .transpose()?;
+        let draw = Arc::new(draw_guard::DrawGuard::new(
+            config.draw_reads_per_sec,
+            config.draw_requests_per_sec_per_ip,
+        ));
         Ok(Self {
             redis,
             keys,
@@ -199,6 +206,7 @@ impl AppState {
             booking,
             identity,
             pow: Arc::new(pow),
+            draw,
         })
     }
 
@@ -344,7 +352,28 @@ pub fn router(state: AppState) -> Router {
         })
         .layer(TraceLayer::new_for_http())
         .with_state(state);
-    floodgate_contract::telemetry::instrument(router, "gateway")
+    floodgate_contract::telemetry::instrument(with_page_headers(router), "gateway")
+}
+
+/// The page keeps a buyer's identity and resume tokens in its storage, so every answer of the
+/// public listener says: run only this origin's scripts and styles, talk only to this origin
+/// (its WebSocket included), never be framed, and send no Referer to the places it links to (a
+/// checkout or sign-in page would otherwise learn the page's URL). The page has no inline script
+/// or style to allow.
+const PAGE_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+    img-src 'self' data:; font-src 'self'; connect-src 'self'; manifest-src 'self'; \
+    base-uri 'none'; form-action 'self'; frame-ancestors 'none'; object-src 'none'";
+
+fn with_page_headers(router: Router) -> Router {
+    use axum::http::{header, HeaderValue};
+    use tower_http::set_header::SetResponseHeaderLayer;
+    let set =
+        |name, value| SetResponseHeaderLayer::if_not_present(name, HeaderValue::from_static(value));
+    router
+        .layer(set(header::CONTENT_SECURITY_POLICY, PAGE_POLICY))
+        .layer(set(header::REFERRER_POLICY, "no-referrer"))
+        .layer(set(header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .layer(set(header::X_FRAME_OPTIONS, "DENY"))
 }
 
 /// The admin listener's routes: what operators and Prometheus read, never the public.
@@ -364,9 +393,13 @@ pub fn admin_router(state: AppState) -> Router {
 /// Serves the admin listener until `shutdown`.
 pub async fn run_admin(listener: TcpListener, state: AppState) -> std::io::Result<()> {
     let shutdown = state.shutdown.clone();
-    axum::serve(listener, admin_router(state))
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
+    floodgate_contract::listener::serve(
+        listener,
+        admin_router(state),
+        floodgate_contract::listener::Limits::internal(),
+        async move { shutdown.cancelled().await },
+    )
+    .await
 }
 
 pub use floodgate_contract::runtime::raise_open_files_limit;
@@ -375,6 +408,12 @@ pub use floodgate_contract::runtime::raise_open_files_limit;
 /// listener, logs and the HTTP requests that are not sessions.
 fn session_budget(open_files: u64) -> u64 {
     open_files.saturating_sub(256).max(1)
+}
+
+/// The public listener's default connection cap for a budget of `sessions`: room for the HTTP
+/// requests and the refusals beside them, within the descriptors the session budget leaves.
+fn connection_cap(sessions: u64) -> usize {
+    usize::try_from(sessions.saturating_add(128)).unwrap_or(usize::MAX)
 }
 
 /// How long shutdown waits for sessions to say goodbye before the process exits anyway.
@@ -412,10 +451,16 @@ pub async fn run(listener: TcpListener, state: AppState) -> std::io::Result<()> 
             }
         }
     });
-    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await?;
+    // Every session is a connection: the cap sits above the session budget, so a full gateway
+    // still answers joins with 503 `gateway_full` rather than leaving them in the backlog.
+    let limits = state
+        .config
+        .listener
+        .limits(connection_cap(state.budget.max()));
+    floodgate_contract::listener::serve(listener, router(state), limits, async move {
+        shutdown.cancelled().await
+    })
+    .await?;
     tasks.close();
     if tokio::time::timeout(DRAIN_TIMEOUT, tasks.wait())
         .await

@@ -102,7 +102,8 @@ refusals!(
     PageRefusals {
         400 => "from or count is out of range.",
         404 => "No such sale is armed.",
-        503 => "Redis is unavailable, or the record is damaged; retry.",
+        429 => "This address asks for the record too fast (`draw_rate_limited`); retry after Retry-After.",
+        503 => "This gateway's budget of reads of the record is spent for now (`draw_busy`), Redis is unavailable, or the record is damaged; retry after Retry-After.",
     }
 );
 
@@ -111,6 +112,7 @@ refusals!(
     ProofRefusals {
         400 => "ticket is not a ticket number from 1.",
         404 => "No such sale is armed, or the ticket did not join the pre-queue.",
-        503 => "Redis is unavailable, or the record is damaged; retry.",
+        429 => "This address asks for the record too fast (`draw_rate_limited`); retry after Retry-After.",
+        503 => "This gateway's budget of reads of the record is spent for now (`draw_busy`), Redis is unavailable, or the record is damaged; retry after Retry-After.",
     }
 );

@@ -416,6 +416,16 @@ impl Default for TestOptions {
     }
 }
 
+impl TestOptions {
+    fn listener(&self) -> floodgate_contract::listener::ListenerArgs {
+        floodgate_contract::listener::ListenerArgs {
+            header_timeout_ms: self.header_timeout_ms,
+            body_timeout_ms: self.body_timeout_ms,
+            max_connections: self.max_connections,
+        }
+    }
+}
+
 impl TestApp {
     /// Starts gateway, booking, consumer and the sandbox payment provider on port 0 with a
     /// fresh prefix, topic and group.
@@ -461,11 +471,12 @@ impl TestApp {
                 },
             });
         let sandbox_stop = shutdown.child_token();
-        tokio::spawn(async move {
-            axum::serve(sandbox_listener, sandbox_app.router())
-                .with_graceful_shutdown(async move { sandbox_stop.cancelled().await })
-                .await
-        });
+        tokio::spawn(floodgate_contract::listener::serve(
+            sandbox_listener,
+            sandbox_app.router(),
+            floodgate_contract::listener::Limits::internal(),
+            async move { sandbox_stop.cancelled().await },
+        ));
 
         let identity = identity_args(&sandbox, options.buyer_id_key.as_deref());
         // The app's Redis: `url` (a proxy, a private server), else the cluster or the shared one,
@@ -512,6 +523,9 @@ impl TestApp {
                 .clone()
                 .unwrap_or_else(|| vec![format!("http://{sandbox}")]),
             instance_id: Some("gw-test".into()),
+            draw_reads_per_sec: options.draw_reads_per_sec,
+            draw_requests_per_sec_per_ip: options.draw_requests_per_sec_per_ip,
+            listener: options.listener(),
         };
         let gateway_state =
             floodgate_gateway::AppState::connect(gateway_config, shutdown.child_token())
@@ -535,6 +549,7 @@ impl TestApp {
             ),
             kafka: KafkaArgs::plaintext(&brokers, &topic),
             identity: identity.clone(),
+            listener: options.listener(),
             delivery_timeout_ms: options.delivery_timeout_ms,
             probe_topic: None,
             token_public_keys: format!("{}={}", signer.kid(), signer.public_base64()),
@@ -631,6 +646,7 @@ impl TestApp {
             redis: redis_args(self.keys.prefix(), None),
             kafka: KafkaArgs::plaintext(kafka_brokers, &self.topic),
             identity: identity_args(&self.sandbox, None),
+            listener: Default::default(),
             delivery_timeout_ms,
             probe_topic: None,
             token_public_keys: format!("{}={}", self.signer.kid(), self.signer.public_base64()),

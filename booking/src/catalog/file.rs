@@ -118,7 +118,7 @@ impl SaleFile {
     }
 
     /// Everything the database constraints would refuse, said in the file's own terms.
-    fn validate(&self) -> Result<(), CatalogError> {
+    pub(super) fn validate(&self) -> Result<(), CatalogError> {
         let invalid = |m: String| Err(CatalogError::Invalid(m));
         check_sale_id(&self.id).map_err(|e| CatalogError::Invalid(e.to_string()))?;
         if self.hold_ttl_secs == 0 {
@@ -176,8 +176,17 @@ pub(super) fn door_from(
     max_seats_per_buyer: Option<i64>,
     grace_secs: Option<i64>,
 ) -> Result<Door, CatalogError> {
+    let identity = IdentityRule::parse(identity).map_err(CatalogError::Invalid)?;
+    if max_seats_per_buyer.is_some() && identity != IdentityRule::Required {
+        // An anonymous pass names no buyer, so its seats could not be counted.
+        return Err(CatalogError::Invalid(
+            "max_seats_per_buyer needs identity = \"required\": seats can be counted per buyer \
+             only when every pass names one"
+                .into(),
+        ));
+    }
     Ok(Door {
-        identity: IdentityRule::parse(identity).map_err(CatalogError::Invalid)?,
+        identity,
         challenge: ChallengeRule::parse(challenge).map_err(CatalogError::Invalid)?,
         pow_difficulty: floodgate_contract::challenge::check_difficulty(pow_difficulty)
             .map_err(CatalogError::Invalid)?,

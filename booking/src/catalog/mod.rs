@@ -40,6 +40,9 @@ pub enum CatalogError {
 /// Writes a sale file to the catalog in one transaction: trains and classes are upserted, the
 /// sale and its pools replaced. Refused once the sale has opened (by the database's clock).
 pub async fn create_sale(db: &PgPool, sale: &SaleFile) -> Result<(), CatalogError> {
+    // A file is checked as it is read; a sale built in code is checked here, before anything
+    // is written.
+    sale.validate()?;
     let mut tx = db.begin().await?;
     let opened: Option<(OffsetDateTime, bool)> =
         sqlx::query_as("select opens_at, opens_at <= now() from sales where id = $1 for update")

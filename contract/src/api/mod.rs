@@ -65,6 +65,8 @@ pub mod code {
     pub const RESUME_OTHER_BUYER: &str = "resume_other_buyer";
     pub const RESUME_IN_URL: &str = "resume_in_url";
     pub const RESUME_REQUIRED: &str = "resume_required";
+    pub const DRAW_RATE_LIMITED: &str = "draw_rate_limited";
+    pub const DRAW_BUSY: &str = "draw_busy";
     pub const OPS_TOKEN_MISSING: &str = "ops_token_missing";
     pub const OPS_TOKEN_INVALID: &str = "ops_token_invalid";
     pub const SIGNATURE_MISSING: &str = "signature_missing";

@@ -53,7 +53,7 @@ impl IdentityArgs {
             "FLOODGATE_IDENTITY_AUDIENCE is required with FLOODGATE_IDENTITY_ISSUER".to_owned(),
         )?;
         let keys = match (&self.identity_jwks_url, &self.identity_jwks_file) {
-            (Some(url), None) => KeySource::Url(url.clone()),
+            (Some(url), None) => KeySource::Url(check_key_set_url(url)?),
             (None, Some(path)) => KeySource::File(path.clone()),
             _ => {
                 return Err("set one of FLOODGATE_IDENTITY_JWKS_URL and \
@@ -91,6 +91,59 @@ impl IdentityArgs {
         match self.policy()? {
             Some(policy) => IdentityVerifier::new(policy).await.map(Some),
             None => Ok(None),
+        }
+    }
+}
+
+/// The key set's URL, if it is https, or plain http to a loopback issuer (one on this host,
+/// which nobody on a network path can answer for). The refusal names the setting, not the URL,
+/// which may carry credentials.
+fn check_key_set_url(url: &str) -> Result<String, String> {
+    let parsed = reqwest::Url::parse(url)
+        .map_err(|_| "FLOODGATE_IDENTITY_JWKS_URL is not a URL".to_owned())?;
+    let host = parsed.host_str().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    match parsed.scheme() {
+        "https" => Ok(url.to_owned()),
+        "http" if loopback => Ok(url.to_owned()),
+        _ => Err(
+            "FLOODGATE_IDENTITY_JWKS_URL must be an https:// URL (plain http only to an issuer \
+             on this host's loopback): the keys decide who every buyer is"
+                .to_owned(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_key_set_url;
+
+    #[test]
+    fn the_key_set_is_fetched_over_https_or_from_loopback_only() {
+        for good in [
+            "https://login.example/.well-known/jwks.json",
+            "http://127.0.0.1:8082/.well-known/jwks.json",
+            "http://localhost:8082/jwks",
+            "http://[::1]:8082/jwks",
+        ] {
+            assert!(check_key_set_url(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "http://login.example/jwks",
+            "http://10.0.0.1/jwks",
+            "ftp://login.example/jwks",
+            "not a url",
+        ] {
+            let refused = check_key_set_url(bad).unwrap_err();
+            assert!(refused.contains("FLOODGATE_IDENTITY_JWKS_URL"), "{refused}");
+            assert!(
+                !refused.contains("login.example"),
+                "the URL stays out: {refused}"
+            );
         }
     }
 }

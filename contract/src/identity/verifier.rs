@@ -118,6 +118,12 @@ const REFETCH_INTERVAL: Duration = Duration::from_secs(2);
 const KEYS_MAX_AGE: Duration = Duration::from_secs(600);
 /// How long one fetch of the keys may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// The most of a key set read: real ones are a few KB; anything far past it is not a key set,
+/// and reading it whole would let whoever answers for the issuer fill the memory.
+const MAX_KEY_SET_BYTES: usize = 256 * 1024;
+/// Redirects followed (each to https only: the keys decide who is who, and a plain-http hop
+/// would let anyone on the path replace them).
+const MAX_REDIRECTS: usize = 3;
 
 impl IdentityVerifier {
     /// A verifier for `policy`, with its keys loaded. An unreachable issuer is not fatal (it is
@@ -130,6 +136,15 @@ impl IdentityVerifier {
             fetched: tokio::sync::Mutex::new(None),
             http: reqwest::Client::builder()
                 .timeout(FETCH_TIMEOUT)
+                .redirect(reqwest::redirect::Policy::custom(|attempt| {
+                    if attempt.url().scheme() != "https" {
+                        attempt.error("the issuer's keys redirect to a plain-http URL")
+                    } else if attempt.previous().len() > MAX_REDIRECTS {
+                        attempt.error("the issuer's keys redirect too many times")
+                    } else {
+                        attempt.follow()
+                    }
+                }))
                 .build()
                 .map_err(|e| e.to_string())?,
         });
@@ -138,8 +153,10 @@ impl IdentityVerifier {
             (KeySource::File(path), Err(e)) => {
                 return Err(format!("identity keys from {}: {e}", path.display()))
             }
-            (KeySource::Url(url), Err(e)) => {
-                tracing::error!(%url, error = %e, "the identity issuer's keys could not be fetched; identities are refused until they can");
+            // The URL is not logged: it may carry credentials (FLOODGATE_IDENTITY_JWKS_URL
+            // names it for whoever runs the service).
+            (KeySource::Url(_), Err(e)) => {
+                tracing::error!(error = %e, "the identity issuer's keys (FLOODGATE_IDENTITY_JWKS_URL) could not be fetched; identities are refused until they can");
             }
         }
         Ok(verifier)
@@ -157,22 +174,39 @@ impl IdentityVerifier {
     async fn load(&self) -> Result<(), String> {
         let doc = match &self.policy.keys {
             KeySource::File(path) => tokio::fs::read(path).await.map_err(|e| e.to_string())?,
-            KeySource::Url(url) => {
-                let response = self
-                    .http
-                    .get(url)
-                    .send()
-                    .await
-                    .and_then(reqwest::Response::error_for_status)
-                    .map_err(|e| e.to_string())?;
-                let body = response.bytes().await.map_err(|e| e.to_string())?;
-                body.to_vec()
-            }
+            KeySource::Url(url) => self.fetch(url).await?,
         };
         let ring = KeyRing::from_jwks(&doc, &self.policy.algorithms)?;
         tracing::info!(keys = ring.keys.len(), "identity keys loaded");
         *self.ring.write().expect("key ring lock") = Arc::new(ring);
         Ok(())
+    }
+
+    /// The key set at `url`, read up to [`MAX_KEY_SET_BYTES`]. Errors never carry the URL.
+    async fn fetch(&self, url: &str) -> Result<Vec<u8>, String> {
+        let quiet = |e: reqwest::Error| e.without_url().to_string();
+        let mut response = self
+            .http
+            .get(url)
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(quiet)?;
+        let too_big = || format!("the issuer's key set is larger than {MAX_KEY_SET_BYTES} bytes");
+        if response
+            .content_length()
+            .is_some_and(|n| n > MAX_KEY_SET_BYTES as u64)
+        {
+            return Err(too_big());
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(quiet)? {
+            if body.len() + chunk.len() > MAX_KEY_SET_BYTES {
+                return Err(too_big());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
     }
 
     /// The buyer an identity token names, if it is genuine, current and for this service.

@@ -89,6 +89,10 @@ pub(super) const METRICS: &[(&str, &str)] = &[
         "Joins refused before the upgrade, by reason",
     ),
     (
+        "floodgate_draw_reads_refused_total",
+        "Requests for the draw's record refused because the gateway's read budget was spent",
+    ),
+    (
         "floodgate_join_batches_total",
         "Batches of joins sent to the sale's Redis slot",
     ),

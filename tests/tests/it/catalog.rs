@@ -111,10 +111,7 @@ async fn a_per_buyer_limit_on_a_sale_anyone_may_join_is_refused(db: sqlx::PgPool
     };
     let file = spec.to_file(&unique("limit-"));
     let err = catalog::create_sale(&db, &file).await.unwrap_err();
-    assert!(
-        err.to_string().contains("identity = \"required\""),
-        "{err}"
-    );
+    assert!(err.to_string().contains("identity = \"required\""), "{err}");
     let written: i64 = sqlx::query_scalar("select count(*) from sales where id = $1")
         .bind(&file.id)
         .fetch_one(&db)

@@ -75,7 +75,10 @@ async fn the_draws_record_costs_bounded_redis_work_however_it_is_asked_for(db: s
     }
     let allowed = 4 + 2 * started.elapsed().as_secs() + 2;
     assert!(busy > 0, "{read} reads, none refused");
-    assert!(read <= allowed, "{read} reads from Redis, more than the budget's {allowed}");
+    assert!(
+        read <= allowed,
+        "{read} reads from Redis, more than the budget's {allowed}"
+    );
 
     // One address asking fast is slowed down before it reaches the budget at all.
     let mut limited = 0;

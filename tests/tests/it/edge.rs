@@ -329,7 +329,10 @@ async fn the_page_forbids_framing_foreign_scripts_and_referrers(db: sqlx::PgPool
         ] {
             assert!(csp.contains(directive), "{path}: {csp} lacks {directive}");
         }
-        assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"), "{csp}");
+        assert!(
+            !csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"),
+            "{csp}"
+        );
         assert_eq!(headers["referrer-policy"], "no-referrer");
         assert_eq!(headers["x-content-type-options"], "nosniff");
         assert_eq!(headers["x-frame-options"], "DENY");

@@ -170,6 +170,7 @@ async fn a_rebuilt_hold_gives_its_buyers_seats_back_when_it_expires() {
         opens_in: Duration::from_millis(500),
         hold_ttl_secs: 3,
         door: Door {
+            identity: floodgate_contract::settings::IdentityRule::Required,
             max_seats_per_buyer: Some(1),
             ..Door::default()
         },

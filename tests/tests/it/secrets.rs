@@ -183,7 +183,10 @@ async fn the_sandbox_provider_never_stands_beside_a_real_one() {
         &app,
         &url,
         &[
-            ("FLOODGATE_PAYMENT_PROVIDER_URL", "https://api.payments.example".into()),
+            (
+                "FLOODGATE_PAYMENT_PROVIDER_URL",
+                "https://api.payments.example".into(),
+            ),
             ("FLOODGATE_OPS_TOKEN", secret("ops_")),
             ("FLOODGATE_WEBHOOK_SECRET", secret("whsec_")),
         ],

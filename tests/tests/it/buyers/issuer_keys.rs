@@ -57,7 +57,10 @@ async fn a_redirect_to_plain_http_or_an_oversized_key_set_is_refused() {
     let claims = IssuedIdentity::new(&base, AUDIENCE, "ada", Duration::from_secs(300));
     let token = key.sign(&claims);
     // The issuer's own key set, fetched directly: Ada is who she says.
-    let direct = args(&base, &format!("{base}/jwks")).verifier().await.unwrap();
+    let direct = args(&base, &format!("{base}/jwks"))
+        .verifier()
+        .await
+        .unwrap();
     let buyer = direct.unwrap().verify(&token).await.expect("the keys load");
     assert_eq!(buyer.as_str(), "ada");
     // The same keys behind a redirect to plain http, or padded to 2 MiB: not loaded, so no
@@ -96,7 +99,8 @@ async fn the_key_sets_url_is_https_and_never_logged() {
     let signer = floodgate_contract::token::TokenSigner::generate("k");
     let child = std::process::Command::new(binary("floodgate-gateway"))
         .arg("serve")
-        .env("RUST_LOG", "debug")
+        // The level a deployment runs at.
+        .env("RUST_LOG", "info")
         .env("FLOODGATE_GATEWAY_LISTEN", "127.0.0.1:0")
         .env("FLOODGATE_GATEWAY_ADMIN_LISTEN", "127.0.0.1:0")
         .envs(floodgate_tests::redis_env())
@@ -111,13 +115,17 @@ async fn the_key_sets_url_is_https_and_never_logged() {
         .spawn()
         .unwrap();
     let mut child = floodgate_tests::services::Stopped(child);
-    let said = eventually("the fetch fails and is logged", Duration::from_secs(20), || {
-        let log = &log;
-        async move {
-            let said = std::fs::read_to_string(log).unwrap_or_default();
-            said.contains("could not be fetched").then_some(said)
-        }
-    })
+    let said = eventually(
+        "the fetch fails and is logged",
+        Duration::from_secs(20),
+        || {
+            let log = &log;
+            async move {
+                let said = std::fs::read_to_string(log).unwrap_or_default();
+                said.contains("could not be fetched").then_some(said)
+            }
+        },
+    )
     .await;
     let _ = child.0.kill();
     let _ = std::fs::remove_file(&log);
