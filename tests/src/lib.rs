@@ -379,6 +379,10 @@ pub struct TestOptions {
     /// (`FLOODGATE_DRAW_READS_PER_SEC`, `FLOODGATE_DRAW_REQUESTS_PER_SEC_PER_IP`).
     pub draw_reads_per_sec: u32,
     pub draw_requests_per_sec_per_ip: u32,
+    /// How the proof of work rises under a join flood (`FLOODGATE_POW_RISE_ABOVE`,
+    /// `FLOODGATE_POW_CEILING`).
+    pub pow_rise_above: f64,
+    pub pow_ceiling: u8,
 }
 
 impl Default for TestOptions {
@@ -412,6 +416,9 @@ impl Default for TestOptions {
             // Tests read the draw's record from 127.0.0.1 as often as they like.
             draw_reads_per_sec: 100_000,
             draw_requests_per_sec_per_ip: 100_000,
+            // Tests join in bursts far past any real sale's per-second rate: no rise unless asked.
+            pow_rise_above: 0.0,
+            pow_ceiling: 18,
         }
     }
 }

@@ -5,9 +5,11 @@
 //! [`sessions`]: what docs/protocol.md 1.12 says of a buyer's several sessions and spent pass,
 //! and of the stand-in's own API. [`resume`]: resume tokens bound to their ticket and buyer.
 //! [`background`]: the sale's grace and the place answer, for apps in the background.
-//! [`issuer_keys`]: how the issuer's key set is fetched.
+//! [`issuer_keys`]: how the issuer's key set is fetched. [`flood`]: the proof of work under a
+//! join flood.
 
 mod background;
+mod flood;
 mod issuer_keys;
 mod resume;
 mod sessions;
