@@ -48,13 +48,84 @@ export function zeroBits(hash) {
   return bits;
 }
 
-/** Solves a proof-of-work puzzle (`GET /v1/sales/{sale}/challenge`): the answer to join with. */
-export async function solvePuzzle(puzzle, cryptoImpl = globalThis.crypto) {
-  const text = new TextEncoder();
+// SHA-256 (FIPS 180-4) in plain JavaScript, for the proof of work: WebCrypto's digest costs an
+// await per hash, which on a slow phone is most of the work (BENCHMARKS.md, "The proof of work on
+// a phone"). Every puzzle answer shares its prefix, so its full blocks are hashed once.
+const K = Uint32Array.from([
+  0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+  0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+  0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+  0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+  0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+  0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+  0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+  0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+]);
+const H0 = [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19];
+
+/** Folds the 64-byte block at `bytes[at..]` into state `h` (eight 32-bit words), using `w`. */
+function compress(h, bytes, at, w) {
+  for (let i = 0; i < 16; i++) {
+    const o = at + 4 * i;
+    w[i] = (bytes[o] << 24) | (bytes[o + 1] << 16) | (bytes[o + 2] << 8) | bytes[o + 3];
+  }
+  for (let i = 16; i < 64; i++) {
+    const x = w[i - 15], y = w[i - 2];
+    const s0 = ((x >>> 7) | (x << 25)) ^ ((x >>> 18) | (x << 14)) ^ (x >>> 3);
+    const s1 = ((y >>> 17) | (y << 15)) ^ ((y >>> 19) | (y << 13)) ^ (y >>> 10);
+    w[i] = (w[i - 16] + s0 + w[i - 7] + s1) | 0;
+  }
+  let [a, b, c, d, e, f, g, k] = h;
+  for (let i = 0; i < 64; i++) {
+    const s1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7));
+    const t1 = (k + s1 + ((e & f) ^ (~e & g)) + K[i] + w[i]) | 0;
+    const s0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10));
+    const t2 = (s0 + ((a & b) ^ (a & c) ^ (b & c))) | 0;
+    k = g; g = f; f = e; e = (d + t1) | 0; d = c; c = b; b = a; a = (t1 + t2) | 0;
+  }
+  h[0] = (h[0] + a) | 0; h[1] = (h[1] + b) | 0; h[2] = (h[2] + c) | 0; h[3] = (h[3] + d) | 0;
+  h[4] = (h[4] + e) | 0; h[5] = (h[5] + f) | 0; h[6] = (h[6] + g) | 0; h[7] = (h[7] + k) | 0;
+}
+
+/** SHA-256 of `prefix` (UTF-8 bytes) followed by the ASCII `tail`s, one after another: what
+ *  `hasher(prefix)(tail)` answers, as 32 bytes. The prefix's whole blocks are hashed once. */
+export function sha256Prefixed(prefix) {
+  const whole = prefix.length - (prefix.length % 64);
+  const mid = Int32Array.from(H0);
+  const w = new Int32Array(64);
+  for (let at = 0; at < whole; at += 64) compress(mid, prefix, at, w);
+  const rest = prefix.subarray(whole);
+  const block = new Uint8Array(128);
+  const h = new Int32Array(8);
+  return (tail) => {
+    const length = rest.length + tail.length;
+    const blocks = length + 9 > 64 ? 2 : 1;
+    block.fill(0, 0, blocks * 64);
+    block.set(rest);
+    for (let i = 0; i < tail.length; i++) block[rest.length + i] = tail.charCodeAt(i);
+    block[length] = 0x80;
+    const bits = (prefix.length + tail.length) * 8;
+    const end = blocks * 64;
+    block[end - 4] = bits >>> 24; block[end - 3] = bits >>> 16; block[end - 2] = bits >>> 8; block[end - 1] = bits;
+    block[end - 5] = Math.floor(bits / 2 ** 32);
+    h.set(mid);
+    for (let at = 0; at < end; at += 64) compress(h, block, at, w);
+    const out = new Uint8Array(32);
+    for (let i = 0; i < 8; i++) {
+      out[4 * i] = h[i] >>> 24; out[4 * i + 1] = h[i] >>> 16; out[4 * i + 2] = h[i] >>> 8; out[4 * i + 3] = h[i];
+    }
+    return out;
+  };
+}
+
+/** Solves a proof-of-work puzzle (`GET /v1/sales/{sale}/challenge`): the answer to join with.
+ *  The page stays responsive: the search yields to the event loop every few thousand hashes. */
+export async function solvePuzzle(puzzle) {
+  const hash = sha256Prefixed(new TextEncoder().encode(`${puzzle.puzzle}~`));
   for (let n = 0; ; n++) {
-    const answer = `${puzzle.puzzle}~${n.toString(16)}`;
-    const hash = new Uint8Array(await cryptoImpl.subtle.digest("SHA-256", text.encode(answer)));
-    if (zeroBits(hash) >= puzzle.difficulty) return answer;
+    const nonce = n.toString(16);
+    if (zeroBits(hash(nonce)) >= puzzle.difficulty) return `${puzzle.puzzle}~${nonce}`;
+    if (n % 4096 === 4095) await new Promise((resolve) => setTimeout(resolve, 0));
   }
 }
 

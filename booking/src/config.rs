@@ -134,7 +134,7 @@ impl Config {
             }
             // The sandbox speaks plain http; an https URL beside the switch is a real provider,
             // and one of the two settings is a mistake that would send money to the wrong one.
-            (Some(url), true) if url.starts_with("https://") => {
+            (Some(url), true) if url.trim().to_ascii_lowercase().starts_with("https://") => {
                 return Err(format!(
                     "FLOODGATE_PAYMENT_SANDBOX=true beside a real provider's URL ({}): the sandbox is only for test mode; unset FLOODGATE_PAYMENT_SANDBOX to use the provider, or point FLOODGATE_PAYMENT_PROVIDER_URL at the sandbox (http://)",
                     floodgate_contract::secrets::redact_url(url)

@@ -10,8 +10,13 @@
 //!   one on a kept-alive connection too (hyper's timer runs from the moment it waits for a
 //!   request), or it is closed: a silent socket, a slow upgrade or an idle keep-alive alike;
 //! - must send a request's body at a pace ([`Limits::body_timeout`] between chunks), or the
-//!   request fails with 408 and the connection closes;
-//! - is told to finish when the service stops (the shutdown future), as `axum::serve` does.
+//!   request fails (400) and the connection closes;
+//! - gets a whole request answered within [`Limits::request_timeout`] (a body trickled just
+//!   under the pace, a handler that waits), else 408;
+//! - must read what it is sent: a write that cannot go out for [`Limits::write_timeout`] ends
+//!   the connection, so a client that never reads its answer holds no slot;
+//! - is told to finish when the service stops (the shutdown future), as `axum::serve` does, and
+//!   is given [`DRAIN_TIMEOUT`] to do so.
 //!
 //! The peer's address is given to handlers as `ConnectInfo<SocketAddr>`, as before.
 
@@ -42,7 +47,15 @@ pub struct Limits {
     pub header_read_timeout: Duration,
     /// How long a request's body may pause between chunks.
     pub body_timeout: Duration,
+    /// How long a request may take from its header to its answer (a WebSocket's upgrade
+    /// included, not the session after it).
+    pub request_timeout: Duration,
+    /// How long a write to the connection may wait for the client to read.
+    pub write_timeout: Duration,
 }
+
+/// How long a stopping listener waits for its connections to finish their requests.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A service's listener settings, from flags or `FLOODGATE_*` environment variables (the same
 /// names for every service).
@@ -55,6 +68,13 @@ pub struct ListenerArgs {
     /// How long a request's body may pause between chunks before the request fails with 408.
     #[arg(long, env = "FLOODGATE_BODY_TIMEOUT_MS", default_value_t = 10_000)]
     pub body_timeout_ms: u64,
+    /// How long a request may take, its body included, before it is answered 408: above the
+    /// booking service's slowest answer (a reservation waits up to its delivery timeout).
+    #[arg(long, env = "FLOODGATE_REQUEST_TIMEOUT_MS", default_value_t = 30_000)]
+    pub request_timeout_ms: u64,
+    /// How long a write may wait for the client to read before the connection is closed.
+    #[arg(long, env = "FLOODGATE_WRITE_TIMEOUT_MS", default_value_t = 30_000)]
+    pub write_timeout_ms: u64,
     /// Most connections the public listener holds at once (a gateway's WebSocket sessions
     /// count); past it, new connections wait in the kernel's backlog. Default: the open-files
     /// limit less a reserve.
@@ -67,6 +87,8 @@ impl Default for ListenerArgs {
         Self {
             header_timeout_ms: 10_000,
             body_timeout_ms: 10_000,
+            request_timeout_ms: 30_000,
+            write_timeout_ms: 30_000,
             max_connections: None,
         }
     }
@@ -79,6 +101,8 @@ impl ListenerArgs {
             max_connections: self.max_connections.unwrap_or(default_max).max(1),
             header_read_timeout: Duration::from_millis(self.header_timeout_ms.max(1)),
             body_timeout: Duration::from_millis(self.body_timeout_ms.max(1)),
+            request_timeout: Duration::from_millis(self.request_timeout_ms.max(1)),
+            write_timeout: Duration::from_millis(self.write_timeout_ms.max(1)),
         }
     }
 }
@@ -87,9 +111,7 @@ impl Limits {
     /// The limits of an internal listener (admin, metrics): the defaults, with a small cap.
     pub fn internal() -> Self {
         Self {
-            max_connections: 256,
-            header_read_timeout: Duration::from_secs(10),
-            body_timeout: Duration::from_secs(10),
+            ..ListenerArgs::default().limits(256)
         }
     }
 }
@@ -102,9 +124,14 @@ pub async fn serve(
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let router = router.layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
-        limits.body_timeout,
-    ));
+    let router = router
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            limits.body_timeout,
+        ))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            limits.request_timeout,
+        ));
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     // Dropped at shutdown: every connection task sees it and finishes gracefully; each holds a
     // receiver of `done`, so the server knows when the last one is gone.
@@ -131,10 +158,7 @@ pub async fn serve(
             }
         };
         let _ = stream.set_nodelay(true);
-        let io = Counted {
-            stream,
-            _permit: permit,
-        };
+        let io = Counted::new(stream, permit, limits.write_timeout);
         tokio::spawn(connection(
             io,
             peer,
@@ -146,7 +170,12 @@ pub async fn serve(
     }
     drop(stop);
     drop(finished);
-    done.closed().await;
+    if tokio::time::timeout(DRAIN_TIMEOUT, done.closed())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some connections did not finish in time; the listener stops anyway");
+    }
     Ok(())
 }
 
@@ -188,13 +217,57 @@ async fn connection(
 }
 
 /// A connection's socket with its place under the cap, given back when the connection (or the
-/// WebSocket it was upgraded to) is dropped.
-struct Counted {
-    stream: TcpStream,
+/// WebSocket it was upgraded to) is dropped, and a deadline on writes the client does not read.
+struct Counted<S = TcpStream> {
+    stream: S,
     _permit: OwnedSemaphorePermit,
+    write_timeout: Duration,
+    /// Set while a write waits for the client to read; fires after `write_timeout`.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
-impl AsyncRead for Counted {
+impl<S> Counted<S> {
+    fn new(stream: S, permit: OwnedSemaphorePermit, write_timeout: Duration) -> Self {
+        Self {
+            stream,
+            _permit: permit,
+            write_timeout,
+            stalled: None,
+        }
+    }
+
+    /// What a write that made no progress answers: wait, unless the client has not read for
+    /// the write timeout.
+    fn stall<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        let limit = self.write_timeout;
+        let timer = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client stopped reading",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn progressed<T>(
+        &mut self,
+        done: Poll<io::Result<T>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<T>> {
+        match done {
+            Poll::Pending => self.stall(cx),
+            ready => {
+                self.stalled = None;
+                ready
+            }
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -204,17 +277,19 @@ impl AsyncRead for Counted {
     }
 }
 
-impl AsyncWrite for Counted {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+        let done = Pin::new(&mut self.stream).poll_write(cx, buf);
+        self.progressed(done, cx)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
+        let done = Pin::new(&mut self.stream).poll_flush(cx);
+        self.progressed(done, cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -226,10 +301,56 @@ impl AsyncWrite for Counted {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+        let done = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+        self.progressed(done, cx)
     }
 
     fn is_write_vectored(&self) -> bool {
         self.stream.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncWriteExt as _;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_stops_reading_is_cut_off_after_the_write_timeout() {
+        let permits = Arc::new(Semaphore::new(1));
+        let permit = permits.clone().acquire_owned().await.unwrap();
+        // The client's end reads nothing; the pipe holds 64 bytes.
+        let (server, _client) = tokio::io::duplex(64);
+        let mut counted = Counted::new(server, permit, Duration::from_secs(30));
+        let started = tokio::time::Instant::now();
+        let written = counted.write_all(&[0; 4096]).await;
+        assert_eq!(written.unwrap_err().kind(), io::ErrorKind::TimedOut);
+        assert!(started.elapsed() >= Duration::from_secs(30));
+        drop(counted);
+        assert_eq!(permits.available_permits(), 1, "its slot came back");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_reads_slowly_but_steadily_is_not() {
+        let permits = Arc::new(Semaphore::new(1));
+        let permit = permits.clone().acquire_owned().await.unwrap();
+        let (server, mut client) = tokio::io::duplex(64);
+        let mut counted = Counted::new(server, permit, Duration::from_secs(30));
+        let reader = tokio::spawn(async move {
+            let mut buf = [0; 64];
+            let mut read = 0;
+            while read < 4096 {
+                tokio::time::sleep(Duration::from_secs(20)).await;
+                read += tokio::io::AsyncReadExt::read(&mut client, &mut buf)
+                    .await
+                    .unwrap();
+            }
+        });
+        counted
+            .write_all(&[0; 4096])
+            .await
+            .expect("never stalled 30 s");
+        reader.await.unwrap();
     }
 }

@@ -89,6 +89,15 @@ pub struct Config {
         default_value_t = 5
     )]
     pub draw_requests_per_sec_per_ip: u32,
+    /// The proof of work rises by itself while a sale's joins (over every gateway) come faster
+    /// than this many a second: one bit past it, one more per doubling (0: never).
+    #[arg(long, env = "FLOODGATE_POW_RISE_ABOVE", default_value_t = 2_000.0)]
+    pub pow_rise_above: f64,
+    /// The most bits the proof of work rises to by itself: the most an honest buyer's phone
+    /// solves within about two seconds (BENCHMARKS.md, "The proof of work on a phone"). A sale
+    /// whose own difficulty is higher keeps its own.
+    #[arg(long, env = "FLOODGATE_POW_CEILING", default_value_t = 17)]
+    pub pow_ceiling: u8,
     /// How often the gateway pings each client (protocol-level ping; browsers answer by themselves).
     #[arg(long, env = "FLOODGATE_HEARTBEAT_MS", default_value_t = 15_000)]
     pub heartbeat_ms: u64,
@@ -142,4 +151,27 @@ pub struct Config {
     /// Name of this instance in the controller lease (default: random). Must differ per instance.
     #[arg(long, env = "FLOODGATE_INSTANCE_ID")]
     pub instance_id: Option<String>,
+}
+
+impl Config {
+    /// Refuses settings the gateway cannot run with, naming the one to fix.
+    pub fn check(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.tick_ms > 0 && self.lease_ms >= 5 * self.tick_ms,
+            "the lease must be at least five ticks long"
+        );
+        anyhow::ensure!(
+            (32..=128).contains(&self.ipv6_prefix),
+            "FLOODGATE_IPV6_PREFIX must be from 32 to 128"
+        );
+        anyhow::ensure!(
+            floodgate_contract::challenge::DIFFICULTY.contains(&self.pow_ceiling),
+            "FLOODGATE_POW_CEILING must be from 1 to 32 bits"
+        );
+        anyhow::ensure!(
+            self.pow_rise_above.is_finite() && self.pow_rise_above >= 0.0,
+            "FLOODGATE_POW_RISE_ABOVE must be a number of joins a second, 0 or more"
+        );
+        Ok(())
+    }
 }

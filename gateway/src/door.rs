@@ -8,7 +8,9 @@ use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use floodgate_contract::api::code;
-use floodgate_contract::challenge::{ChallengeError, ChallengeOffer, ChallengeVerifier};
+use floodgate_contract::challenge::{
+    AutoDifficulty, ChallengeError, ChallengeOffer, ChallengeVerifier,
+};
 use floodgate_contract::identity::{
     BuyerId, IdentityError, IDENTITY_HEADER, IDENTITY_SUBPROTOCOL_PREFIX,
 };
@@ -99,8 +101,12 @@ pub async fn pass_challenge(
         _ => ApiError::Forbidden(e.code(), e.to_string()),
     };
     let answer = answer.ok_or_else(|| refused(ChallengeError::Required))?;
+    // Checked against the easiest the puzzles were in the last few seconds: a puzzle handed
+    // out just before a rise is not thrown away, one hoarded before a flood is.
+    let (_, lately) = ctx.room.join_rates();
+    let least = auto_difficulty(state).at(door.pow_difficulty, lately);
     let passed = verifier
-        .verify(&ctx.sale, answer, door.pow_difficulty, now_millis())
+        .verify(&ctx.sale, answer, least, now_millis())
         .await
         .map_err(refused)?;
     if let Some((id, until_ms)) = passed.single_use {
@@ -144,16 +150,25 @@ pub async fn challenge(
     let door = door_of(&ctx).await?;
     let body = match door.challenge {
         ChallengeRule::None => ChallengeOffer::None,
-        ChallengeRule::Pow => state
-            .pow
-            .issue(&sale, door.pow_difficulty, now_millis())
-            .into(),
+        ChallengeRule::Pow => {
+            let (now, _) = ctx.room.join_rates();
+            let difficulty = auto_difficulty(&state).at(door.pow_difficulty, now);
+            state.pow.issue(&sale, difficulty, now_millis()).into()
+        }
     };
     let mut response = Json(body).into_response();
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(response)
+}
+
+/// How this gateway raises the proof of work under a flood of joins (its settings).
+fn auto_difficulty(state: &AppState) -> AutoDifficulty {
+    AutoDifficulty {
+        rise_above: state.config.pow_rise_above,
+        ceiling: state.config.pow_ceiling,
+    }
 }
 
 /// The door of `ctx`'s sale, from its room's view.

@@ -81,6 +81,13 @@ impl DrawGuard {
         })
     }
 
+    /// Forgets the addresses that have not asked lately (called every minute), so the per-address
+    /// limiter does not grow with every address that ever asked.
+    pub fn prune(&self) {
+        self.per_client.retain_recent();
+        self.per_client.shrink_to_fit();
+    }
+
     /// The final answer to `key`, if one was kept.
     pub fn kept(&self, key: &str) -> Option<Bytes> {
         self.finals.lock().expect("lock").by_key.get(key).cloned()

@@ -130,10 +130,7 @@ impl AppState {
     pub async fn connect(config: Config, shutdown: CancellationToken) -> anyhow::Result<Self> {
         floodgate_contract::runtime::metrics();
         let keys = config.redis.keys().map_err(anyhow::Error::msg)?;
-        anyhow::ensure!(
-            config.tick_ms > 0 && config.lease_ms >= 5 * config.tick_ms,
-            "the lease must be at least five ticks long"
-        );
+        config.check()?;
         let signer = TokenSigner::from_base64(
             &config.token_key_id,
             config.token_signing_key.expose_secret(),
@@ -149,10 +146,6 @@ impl AppState {
             Some(name) => format!("{name}.{run}"),
             None => format!("gw-{run}"),
         };
-        anyhow::ensure!(
-            (32..=128).contains(&config.ipv6_prefix),
-            "FLOODGATE_IPV6_PREFIX must be from 32 to 128"
-        );
         let limits = limits::IpLimits::with_ipv6_prefix(
             config.max_connections_per_ip,
             config.joins_per_sec_per_ip,
@@ -425,13 +418,17 @@ pub async fn run(listener: TcpListener, state: AppState) -> std::io::Result<()> 
     let shutdown = state.shutdown.clone();
     let tasks = state.tasks.clone();
     let limits = state.limits.clone();
+    let draw = state.draw.clone();
     let pruning = shutdown.clone();
     tokio::spawn(async move {
         let mut every = tokio::time::interval(Duration::from_secs(60));
         loop {
             tokio::select! {
                 _ = pruning.cancelled() => break,
-                _ = every.tick() => limits.prune(),
+                _ = every.tick() => {
+                    limits.prune();
+                    draw.prune();
+                }
             }
         }
     });

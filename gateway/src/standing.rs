@@ -113,6 +113,14 @@ fn place_of(
         return Ok(standing);
     }
     match room.place(ticket) {
+        // Opened, but this gateway's room has not learnt the draw yet (it started just now):
+        // saying "pre-queue" would be wrong.
+        None if now_ms >= view.opens_at_ms => {
+            return Err(ApiError::Unavailable(
+                code::REDIS_UNAVAILABLE,
+                "the waiting room is catching up; retry in a second".into(),
+            ))
+        }
         None => standing.pre_queue_size = Some(view.issued),
         Some(place) if place <= view.frontier => {
             if room.turn_over(ticket, now_ms) {

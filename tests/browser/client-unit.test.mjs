@@ -7,7 +7,7 @@ import { webcrypto } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 
 import {
-  Close, WaitingRoom, backoffDelay, drainDelay, newDrawNonce, solvePuzzle, zeroBits,
+  Close, WaitingRoom, backoffDelay, drainDelay, newDrawNonce, sha256Prefixed, solvePuzzle, zeroBits,
 } from '../../static/floodgate-client.js';
 import { closeCodes, load } from './asyncapi.mjs';
 
@@ -31,6 +31,18 @@ test('a draw nonce is 32 lowercase hex characters, fresh each time', () => {
   const a = newDrawNonce(webcrypto);
   assert.match(a, /^[0-9a-f]{32}$/);
   assert.notEqual(a, newDrawNonce(webcrypto));
+});
+
+test("the solver's SHA-256 is WebCrypto's, at every length around the block edges", async () => {
+  const text = new TextEncoder();
+  for (let length = 0; length < 140; length++) {
+    const prefix = 'p'.repeat(length);
+    const hash = sha256Prefixed(text.encode(prefix));
+    for (const tail of ['', '0', 'ff3a', '123456789abcdef']) {
+      const expected = new Uint8Array(await webcrypto.subtle.digest('SHA-256', text.encode(prefix + tail)));
+      assert.deepEqual(hash(tail), expected, `${length} + ${tail}`);
+    }
+  }
 });
 
 test('a puzzle is solved to its difficulty', async () => {

@@ -288,6 +288,7 @@ fn identity_args(sandbox: &SocketAddr, buyer_id_key: Option<&str>) -> IdentityAr
         identity_audience: Some(IDENTITY_AUDIENCE.into()),
         identity_jwks_url: Some(format!("http://{sandbox}/.well-known/jwks.json")),
         identity_jwks_file: None,
+        identity_jwks_allow_http: false,
         identity_algorithms: floodgate_contract::identity::DEFAULT_ALGORITHMS.into(),
         identity_leeway_secs: 0,
         buyer_id: if buyer_id_key.is_some() {
@@ -375,6 +376,8 @@ pub struct TestOptions {
     pub header_timeout_ms: u64,
     pub body_timeout_ms: u64,
     pub max_connections: Option<usize>,
+    /// A whole request's deadline (`FLOODGATE_REQUEST_TIMEOUT_MS`).
+    pub request_timeout_ms: u64,
     /// The gateway's budget of reads of the draw's record, and each address's rate of asking
     /// (`FLOODGATE_DRAW_READS_PER_SEC`, `FLOODGATE_DRAW_REQUESTS_PER_SEC_PER_IP`).
     pub draw_reads_per_sec: u32,
@@ -413,12 +416,13 @@ impl Default for TestOptions {
             header_timeout_ms: 10_000,
             body_timeout_ms: 10_000,
             max_connections: None,
+            request_timeout_ms: 30_000,
             // Tests read the draw's record from 127.0.0.1 as often as they like.
             draw_reads_per_sec: 100_000,
             draw_requests_per_sec_per_ip: 100_000,
             // Tests join in bursts far past any real sale's per-second rate: no rise unless asked.
             pow_rise_above: 0.0,
-            pow_ceiling: 18,
+            pow_ceiling: 17,
         }
     }
 }
@@ -429,6 +433,8 @@ impl TestOptions {
             header_timeout_ms: self.header_timeout_ms,
             body_timeout_ms: self.body_timeout_ms,
             max_connections: self.max_connections,
+            request_timeout_ms: self.request_timeout_ms,
+            ..Default::default()
         }
     }
 }
@@ -532,6 +538,8 @@ impl TestApp {
             instance_id: Some("gw-test".into()),
             draw_reads_per_sec: options.draw_reads_per_sec,
             draw_requests_per_sec_per_ip: options.draw_requests_per_sec_per_ip,
+            pow_rise_above: options.pow_rise_above,
+            pow_ceiling: options.pow_ceiling,
             listener: options.listener(),
         };
         let gateway_state =
@@ -611,7 +619,11 @@ impl TestApp {
             gateway_admin,
             booking,
             sandbox,
-            http: reqwest::Client::new(),
+            // Idle connections dropped under the services' 10 s idle cut (contract::listener).
+            http: reqwest::Client::builder()
+                .pool_idle_timeout(Duration::from_secs(5))
+                .build()
+                .unwrap(),
             kafka_brokers: brokers,
             redis_cluster: options.redis_cluster.clone(),
             shutdown,

@@ -25,6 +25,15 @@ pub struct IdentityArgs {
     /// Where the issuer publishes its keys (its JWKS `jwks_uri`).
     #[arg(long, env = "FLOODGATE_IDENTITY_JWKS_URL")]
     pub identity_jwks_url: Option<String>,
+    /// Test mode only: fetch the key set over plain http from a host that is not this one's
+    /// loopback (the sandbox's sign-in in the compose file or a local cluster). Never for a real
+    /// issuer: whoever sits on the path could replace the keys that decide who every buyer is.
+    #[arg(
+        long,
+        env = "FLOODGATE_IDENTITY_JWKS_ALLOW_HTTP",
+        default_value_t = false
+    )]
+    pub identity_jwks_allow_http: bool,
     /// A JWKS file instead of a URL (re-read when a token names a key it does not hold).
     #[arg(long, env = "FLOODGATE_IDENTITY_JWKS_FILE")]
     pub identity_jwks_file: Option<PathBuf>,
@@ -53,7 +62,9 @@ impl IdentityArgs {
             "FLOODGATE_IDENTITY_AUDIENCE is required with FLOODGATE_IDENTITY_ISSUER".to_owned(),
         )?;
         let keys = match (&self.identity_jwks_url, &self.identity_jwks_file) {
-            (Some(url), None) => KeySource::Url(check_key_set_url(url)?),
+            (Some(url), None) => {
+                KeySource::Url(check_key_set_url(url, self.identity_jwks_allow_http)?)
+            }
             (None, Some(path)) => KeySource::File(path.clone()),
             _ => {
                 return Err("set one of FLOODGATE_IDENTITY_JWKS_URL and \
@@ -96,9 +107,9 @@ impl IdentityArgs {
 }
 
 /// The key set's URL, if it is https, or plain http to a loopback issuer (one on this host,
-/// which nobody on a network path can answer for). The refusal names the setting, not the URL,
-/// which may carry credentials.
-fn check_key_set_url(url: &str) -> Result<String, String> {
+/// which nobody on a network path can answer for) or, in test mode (`allow_http`), to any. The
+/// refusal names the setting, not the URL, which may carry credentials.
+fn check_key_set_url(url: &str, allow_http: bool) -> Result<String, String> {
     let parsed = reqwest::Url::parse(url)
         .map_err(|_| "FLOODGATE_IDENTITY_JWKS_URL is not a URL".to_owned())?;
     let host = parsed.host_str().unwrap_or_default();
@@ -109,10 +120,11 @@ fn check_key_set_url(url: &str) -> Result<String, String> {
             .is_ok_and(|ip| ip.is_loopback());
     match parsed.scheme() {
         "https" => Ok(url.to_owned()),
-        "http" if loopback => Ok(url.to_owned()),
+        "http" if loopback || allow_http => Ok(url.to_owned()),
         _ => Err(
             "FLOODGATE_IDENTITY_JWKS_URL must be an https:// URL (plain http only to an issuer \
-             on this host's loopback): the keys decide who every buyer is"
+             on this host's loopback, or with FLOODGATE_IDENTITY_JWKS_ALLOW_HTTP=true in test \
+             mode): the keys decide who every buyer is"
                 .to_owned(),
         ),
     }
@@ -130,7 +142,7 @@ mod tests {
             "http://localhost:8082/jwks",
             "http://[::1]:8082/jwks",
         ] {
-            assert!(check_key_set_url(good).is_ok(), "{good}");
+            assert!(check_key_set_url(good, false).is_ok(), "{good}");
         }
         for bad in [
             "http://login.example/jwks",
@@ -138,12 +150,15 @@ mod tests {
             "ftp://login.example/jwks",
             "not a url",
         ] {
-            let refused = check_key_set_url(bad).unwrap_err();
+            let refused = check_key_set_url(bad, false).unwrap_err();
             assert!(refused.contains("FLOODGATE_IDENTITY_JWKS_URL"), "{refused}");
             assert!(
                 !refused.contains("login.example"),
                 "the URL stays out: {refused}"
             );
         }
+        // A sandbox on the compose network, asked for by name.
+        assert!(check_key_set_url("http://sandbox:8082/jwks", true).is_ok());
+        assert!(check_key_set_url("ftp://sandbox/jwks", true).is_err());
     }
 }

@@ -63,6 +63,13 @@ impl Room {
         self.view.borrow().door.grace(default)
     }
 
+    /// Tickets handed out per second, sale-wide, lately; and the lowest such rate of the last
+    /// few seconds.
+    pub fn join_rates(&self) -> (f64, f64) {
+        let view = self.view.borrow();
+        (view.join_rate, view.join_rate_low)
+    }
+
     /// Whether `ticket`'s turn has come and gone: admitted, and its admission expired (or too
     /// long ago for this gateway to know when). Such a ticket can no longer book.
     pub fn turn_over(&self, ticket: u64, now_ms: i64) -> bool {

@@ -44,6 +44,11 @@ pub struct RoomView {
     pub pools: Vec<String>,
     /// Who may come in and what they must show (joins read it from here, not from Redis).
     pub door: Door,
+    /// Tickets handed out per second, sale-wide, over the last few seconds: what the proof of
+    /// work rises with (`contract::challenge::AutoDifficulty`).
+    pub join_rate: f64,
+    /// The lowest such rate over the last few seconds: what answers are checked against.
+    pub join_rate_low: f64,
 }
 
 /// How far the measured admission rate may move before sessions are told: it moves a little on
@@ -126,6 +131,9 @@ pub(crate) fn view_from(meta: Option<&SaleMeta>, frontier: u64, issued: u64) -> 
         unspent: meta.unspent,
         pools: meta.pools.clone(),
         door: meta.door,
+        // The driver measures them across ticks.
+        join_rate: 0.0,
+        join_rate_low: 0.0,
     }
 }
 

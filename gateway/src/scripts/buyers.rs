@@ -89,8 +89,15 @@ pub async fn take(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
                     }
                     Ok(taken) => return Ok((taken, true)),
                     // Given up after its grace, or lost with the sale's state: the buyer gets a new
-                    // place at the back, as anyone coming back late does.
-                    Err(ApiError::Gone(..) | ApiError::NotFound(code::UNKNOWN_TICKET, _)) => {
+                    // place at the back, as anyone coming back late does. A ticket another buyer
+                    // made theirs (its owner's mark was lost in a failover and someone adopted it
+                    // with its old buyerless token) is not this buyer's any more either: it is
+                    // forgotten, so it never locks them out.
+                    Err(
+                        ApiError::Gone(..)
+                        | ApiError::NotFound(code::UNKNOWN_TICKET, _)
+                        | ApiError::Forbidden(code::RESUME_OTHER_BUYER, _),
+                    ) => {
                         dead = Some(ticket);
                     }
                     Err(e) => return Err(e),

@@ -107,6 +107,8 @@ pub async fn run(args: SaleArgs) -> anyhow::Result<bool> {
         bail!("the catalog has no sale {} (or it has no pools)", args.sale);
     }
     let http = reqwest::Client::builder()
+        // Under the services' 10 s idle cut (contract::listener): no request races a close.
+        .pool_idle_timeout(Duration::from_secs(5))
         .pool_max_idle_per_host(1024)
         .timeout(Duration::from_secs(30))
         .build()?;

@@ -17,6 +17,7 @@ fn short_timeouts(max_connections: Option<usize>) -> TestOptions {
     TestOptions {
         header_timeout_ms: 1_000,
         body_timeout_ms: 1_000,
+        request_timeout_ms: 3_000,
         max_connections,
         ..TestOptions::default()
     }
@@ -92,6 +93,13 @@ async fn a_trickled_body_and_a_slow_upgrade_are_cut_off(db: sqlx::PgPool) {
         said.is_empty() || said.starts_with("HTTP/1.1 4"),
         "a refusal, not an answer: {said}"
     );
+    // Trickled just under the body's pace (a byte every 0.7 s), it still meets the whole
+    // request's deadline.
+    let mut stream = TcpStream::connect(app.booking).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let (cut, said) = trickle(stream, body.as_bytes(), Duration::from_millis(700)).await;
+    assert!(cut, "the whole body was accepted at a byte per 0.7 s");
+    assert!(said.starts_with("HTTP/1.1 408"), "{said}");
 
     // A WebSocket upgrade whose header comes a byte every half second never completes.
     let upgrade = "GET /ws?sale=s1 HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\

@@ -34,7 +34,7 @@ async fn the_proof_of_work_rises_under_a_join_flood_and_falls_after_it(db: sqlx:
     // A flood: every join answers the puzzle it was just given, at whatever it has risen to.
     let mut seen = Vec::new();
     let mut joined = Vec::new();
-    for _ in 0..80 {
+    for _ in 0..1_000 {
         let given = puzzle().await;
         seen.push(given.difficulty);
         let url = format!(

@@ -43,6 +43,7 @@ fn args(issuer: &str, jwks_url: &str) -> IdentityArgs {
         identity_audience: Some(AUDIENCE.into()),
         identity_jwks_url: Some(jwks_url.into()),
         identity_jwks_file: None,
+        identity_jwks_allow_http: false,
         identity_algorithms: "EdDSA".into(),
         identity_leeway_secs: 30,
         buyer_id: "subject".into(),
