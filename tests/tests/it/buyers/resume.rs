@@ -201,3 +201,38 @@ async fn the_resume_token_travels_outside_the_url(db: sqlx::PgPool) {
     assert_eq!((by_header.ticket, by_header.resumed), (mine.ticket, true));
     assert_eq!(tickets_issued(&app, &sale).await, 1);
 }
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_place_taken_by_its_buyer_gives_the_session_it_left_no_pass(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = floodgate_tests::unique("buyers-");
+    let spec = floodgate_tests::SaleSpec {
+        opens_in: Duration::from_millis(500),
+        pools: vec![("p1".into(), 10)],
+        ..floodgate_tests::SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    app.admission(&sale, "pause").await;
+    // Someone joins before signing in, then signs in on another device with the same place's
+    // token: the place is Ada's now, and the first session is left behind, still connected.
+    let mut left_behind = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    let ada = app.identity("ada").await;
+    let as_ada = [("floodgate-identity", ada.as_str())];
+    let mut hers = RoomClient::resume(&app.ws_url(&sale), &left_behind.resume_token, &as_ada)
+        .await
+        .unwrap();
+    assert_eq!(hers.ticket, left_behind.ticket);
+    app.until_open(&sale).await;
+    app.admission(&sale, "resume").await;
+    // Ada is admitted with a pass naming her; the session she left gets no pass of its own
+    // (an anonymous one would book her place without her identity).
+    let pass = hers.admitted(Duration::from_secs(15)).await;
+    let claims = app.signer.verifier().verify(&pass, 0).unwrap();
+    assert_eq!(claims.buyer.as_deref(), Some("ada"));
+    match left_behind.outcome(Duration::from_secs(15)).await {
+        floodgate_tests::client::Heard::Closed(4410, reason) => {
+            assert!(reason.contains("buyer"), "{reason}");
+        }
+        other => panic!("the session left behind heard {other:?}"),
+    }
+}
