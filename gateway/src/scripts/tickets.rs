@@ -334,6 +334,17 @@ fn odd_standing(reply: &[String]) -> ApiError {
     super::odd_reply("standing.lua", &reply.join(" "))
 }
 
+/// Whether a buyer made `ticket` theirs by taking it with its buyerless token (the sale's
+/// `owners` hash): a session without that buyer's identity then gets no pass for it.
+pub async fn owned(ctx: &Context, ticket: u64) -> Result<bool, ApiError> {
+    let owned: bool = redis::cmd("HEXISTS")
+        .arg(ctx.keys.owners())
+        .arg(ticket)
+        .query_async(&mut ctx.redis.clone())
+        .await?;
+    Ok(owned)
+}
+
 /// The refusal of a resume token whose ticket is another buyer's.
 pub fn other_buyers() -> ApiError {
     ApiError::Forbidden(

@@ -307,6 +307,22 @@ impl Session {
     }
 
     async fn admit(&self, socket: &mut WebSocket, place: u64, max_seats: u32) -> End {
+        // A session without an identity whose place a buyer has since made theirs (they signed
+        // in elsewhere with its token) was left behind: its pass would book the buyer's place
+        // without the buyer. If Redis cannot say, the session closes as after any error, keeps
+        // its grace, and asks again when it comes back.
+        if self.buyer.is_none() {
+            match crate::scripts::tickets::owned(&self.ctx, self.ticket).await {
+                Ok(false) => {}
+                Ok(true) => return End::Over("place taken by its signed-in buyer"),
+                Err(_) => {
+                    return End::Closed(
+                        close::INTERNAL_ERROR,
+                        Cow::Borrowed("briefly unavailable; reconnect with the resume token"),
+                    )
+                }
+            }
+        }
         let now = now_millis();
         // Every token of a batch expires together, when the controller stops counting it as
         // active; a client that comes back after that has lost its turn.
