@@ -2,7 +2,8 @@
 //! one way and its reply read into a type in one function, and the room's pipelined reads. Every
 //! key list, argument order and reply shape of the gateway is here or in `contract::state`.
 //!
-//! - [`tickets`]: a place in line (join, resume, leave, and whether it still stands).
+//! - [`tickets`]: a place in line (join, leave); [`takeback`]: taking it back with its resume
+//!   token, and whether it still stands.
 //! - [`buyers`]: one place in line per buyer (the buyer's record).
 //! - [`draw`]: the pre-queue's record (nonces and batches of joins) for the draw endpoints.
 //! - [`room`]: the room's tick (its read, the lease, bury, sweep, advance, retire).
@@ -10,6 +11,7 @@
 pub mod buyers;
 pub mod draw;
 pub mod room;
+pub mod takeback;
 pub mod tickets;
 
 use floodgate_contract::lua::{clocked_script, sale_script};

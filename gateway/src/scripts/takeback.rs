@@ -1,0 +1,203 @@
+//! Taking a ticket back with its resume token (`lua/resume.lua`), whether a ticket still stands
+//! for the holder of its token (`lua/standing.lua`, the place answer), and whether a buyer made
+//! a buyerless ticket theirs (the sale's `owners` hash), with the refusals each can end in.
+
+use floodgate_contract::api::code;
+use floodgate_contract::resume::BuyerMark;
+use floodgate_contract::UnixMillis;
+
+use super::tickets::{number, Taken};
+use crate::error::ApiError;
+use crate::session::Context;
+
+/// Who takes a ticket back.
+#[derive(Clone, Copy)]
+pub struct Taker<'a> {
+    /// The mark of the buyer taking it (`None`: someone not signed in).
+    pub buyer: Option<&'a BuyerMark>,
+    /// The ticket was taken before its buyer signed in and becomes theirs now, unless another
+    /// buyer made it theirs first.
+    pub adopt: bool,
+}
+
+/// Takes `ticket` back on session `session_id` of this gateway, for `taker`.
+pub async fn resume(
+    ctx: &Context,
+    ticket: u64,
+    session_id: &str,
+    taker: Taker<'_>,
+) -> Result<Taken, ApiError> {
+    let keys = &ctx.keys;
+    let reply: Vec<String> = ctx
+        .scripts
+        .resume
+        .key(keys.meta())
+        .key(keys.seq())
+        .key(keys.gone())
+        .key(keys.holders())
+        .key(keys.gateway_sessions(&ctx.instance_id))
+        .key(keys.frontier())
+        .key(keys.gateway_alive(&ctx.instance_id))
+        .key(keys.gateways())
+        .key(keys.owners())
+        .arg(ticket)
+        .arg(session_id)
+        .arg(&*ctx.instance_id)
+        .arg(ctx.lease.as_millis() as u64)
+        .arg(taker.buyer.map_or("", BuyerMark::as_str))
+        .arg(if taker.adopt { "adopt" } else { "" })
+        .invoke_async(&mut ctx.redis.clone())
+        .await?;
+    let taken = parse_resume(ticket, &reply)?;
+    metrics::counter!("floodgate_tickets_resumed_total").increment(1);
+    Ok(taken)
+}
+
+/// `resume.lua`'s reply: `{"resumed", opens_at_ms, sold_out, commitment, frontier}`, or
+/// `{"expired", ...}` / `{"foreign", ...}` / `{"unknown", ...}`.
+fn parse_resume(ticket: u64, reply: &[String]) -> Result<Taken, ApiError> {
+    match reply {
+        [status, opens, _sold_out, commitment, frontier] if status == "resumed" => Ok(Taken {
+            ticket,
+            opens_at_ms: number(opens)?,
+            draw_nonce: None,
+            commitment: commitment.clone(),
+            frontier_floor: number(frontier)?,
+        }),
+        [status, ..] if status == "expired" => Err(expired()),
+        [status, ..] if status == "foreign" => Err(other_buyers()),
+        _ => Err(unknown_ticket()),
+    }
+}
+
+/// Whether a ticket still stands, as `standing.lua` reads it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Standing {
+    /// When a departed holder's grace runs out (Unix ms); `None` while a session holds it.
+    pub kept_until_ms: Option<UnixMillis>,
+}
+
+/// Whether `ticket` is alive for `taker` (read only: a poll keeps no place alive).
+pub async fn standing(ctx: &Context, ticket: u64, taker: Taker<'_>) -> Result<Standing, ApiError> {
+    let keys = &ctx.keys;
+    let reply: Vec<String> = ctx
+        .scripts
+        .standing
+        .key(keys.meta())
+        .key(keys.seq())
+        .key(keys.gone())
+        .key(keys.owners())
+        .arg(ticket)
+        .arg(taker.buyer.map_or("", BuyerMark::as_str))
+        .invoke_async(&mut ctx.redis.clone())
+        .await?;
+    parse_standing(&reply)
+}
+
+fn parse_standing(reply: &[String]) -> Result<Standing, ApiError> {
+    match reply {
+        [status, until] if status == "alive" => Ok(Standing {
+            kept_until_ms: if until.is_empty() {
+                None
+            } else {
+                // A sorted set's score comes back as a float's text.
+                Some(until.parse::<f64>().map_err(|_| odd_standing(reply))? as UnixMillis)
+            },
+        }),
+        [status] if status == "expired" => Err(expired()),
+        [status] if status == "foreign" => Err(other_buyers()),
+        [status] if status == "unknown" => Err(unknown_ticket()),
+        _ => Err(odd_standing(reply)),
+    }
+}
+
+fn odd_standing(reply: &[String]) -> ApiError {
+    super::odd_reply("standing.lua", &reply.join(" "))
+}
+
+/// Whether a buyer made `ticket` theirs by taking it with its buyerless token (the sale's
+/// `owners` hash): a session without that buyer's identity then gets no pass for it.
+pub async fn owned(ctx: &Context, ticket: u64) -> Result<bool, ApiError> {
+    let owned: bool = redis::cmd("HEXISTS")
+        .arg(ctx.keys.owners())
+        .arg(ticket)
+        .query_async(&mut ctx.redis.clone())
+        .await?;
+    Ok(owned)
+}
+
+/// The refusal of a resume token whose ticket is another buyer's.
+pub fn other_buyers() -> ApiError {
+    ApiError::Forbidden(
+        code::RESUME_OTHER_BUYER,
+        "this place is another buyer's; join without the resume token for a place of your own"
+            .into(),
+    )
+}
+
+/// The refusal of a join that came back for a ticket that is dead, with no door passed for a
+/// new place.
+pub fn expired() -> ApiError {
+    ApiError::Gone(
+        code::TICKET_EXPIRED,
+        "this ticket was given up after its grace period; join again for a new one".into(),
+    )
+}
+
+/// The refusal of a resume token whose ticket this sale never handed out (or whose state was
+/// lost).
+fn unknown_ticket() -> ApiError {
+    ApiError::NotFound(
+        code::UNKNOWN_TICKET,
+        "this sale has no such ticket; join again for a new one".into(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::strings;
+    use super::*;
+
+    #[test]
+    fn standing_replies_parse_into_a_grace_or_refusals() {
+        assert_eq!(
+            parse_standing(&strings(&["alive", ""])).unwrap(),
+            Standing {
+                kept_until_ms: None
+            }
+        );
+        assert_eq!(
+            parse_standing(&strings(&["alive", "1700000000123"]))
+                .unwrap()
+                .kept_until_ms,
+            Some(1_700_000_000_123)
+        );
+        for (reply, status) in [("expired", 410), ("foreign", 403), ("unknown", 404)] {
+            let refused = parse_standing(&strings(&[reply])).unwrap_err();
+            let answered = axum::response::IntoResponse::into_response(refused);
+            assert_eq!(answered.status().as_u16(), status, "{reply}");
+        }
+        assert!(matches!(
+            parse_standing(&strings(&["alive", "soon"])),
+            Err(ApiError::Unavailable(..))
+        ));
+    }
+
+    #[test]
+    fn resume_replies_parse_into_tickets_or_refusals() {
+        let taken = parse_resume(3, &strings(&["resumed", "1000", "0", "c0", "2"])).unwrap();
+        assert_eq!((taken.ticket, taken.frontier_floor), (3, 2));
+        assert!(matches!(
+            parse_resume(3, &strings(&["expired", "1000", "0", ""])),
+            Err(ApiError::Gone(code::TICKET_EXPIRED, _))
+        ));
+        assert!(matches!(
+            parse_resume(3, &strings(&["foreign", "1000", "0", ""])),
+            Err(ApiError::Forbidden(code::RESUME_OTHER_BUYER, _))
+        ));
+        assert!(matches!(
+            parse_resume(3, &strings(&["unknown", "0", "0", ""])),
+            Err(ApiError::NotFound(code::UNKNOWN_TICKET, _))
+        ));
+    }
+}
