@@ -7,6 +7,7 @@
 //! # Layout
 //! - [`room`]: one connection to the waiting room ([`room::join`], [`room::Heard`]) and a whole
 //!   wait in line across reconnections ([`room::wait_in_line`]).
+//! - [`dial`]: reaching a gateway (the resume token in a header, never the URL), the upgrade.
 //! - [`booking`]: reservations and payments ([`BookingClient`]).
 //! - [`door`]: what a sale asks of a joining client (sign-in, the bot check) and the answers.
 //! - [`backoff`]: how long to wait before reconnecting or retrying.
@@ -16,6 +17,7 @@
 pub mod backoff;
 pub mod booking;
 pub mod close;
+pub mod dial;
 pub mod door;
 pub mod room;
 

@@ -186,3 +186,24 @@ pub async fn index(
         .ok_or_else(|| ApiError::NotFound(code::NOT_FOUND, "no page is served here".into()))?;
     Ok(respond(page, &headers, "no-cache"))
 }
+
+/// The page keeps a buyer's identity and resume tokens in its storage, so every answer of the
+/// public listener says: run only this origin's scripts and styles, talk only to this origin
+/// (its WebSocket included), never be framed, and send no Referer to the places it links to (a
+/// checkout or sign-in page would otherwise learn the page's URL). The page has no inline script
+/// or style to allow.
+const PAGE_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+    img-src 'self' data:; font-src 'self'; connect-src 'self'; manifest-src 'self'; \
+    base-uri 'none'; form-action 'self'; frame-ancestors 'none'; object-src 'none'";
+
+pub fn with_page_headers(router: axum::Router) -> axum::Router {
+    use axum::http::{header, HeaderValue};
+    use tower_http::set_header::SetResponseHeaderLayer;
+    let set =
+        |name, value| SetResponseHeaderLayer::if_not_present(name, HeaderValue::from_static(value));
+    router
+        .layer(set(header::CONTENT_SECURITY_POLICY, PAGE_POLICY))
+        .layer(set(header::REFERRER_POLICY, "no-referrer"))
+        .layer(set(header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .layer(set(header::X_FRAME_OPTIONS, "DENY"))
+}

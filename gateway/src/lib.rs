@@ -17,8 +17,9 @@
 //! - `memory`: freed memory given back to the system after a join ramp.
 //! - [`summary`], [`seats`], `draw`: a sale's public figures, live seat counts and the
 //!   pre-queue draw's public record; `draw_guard`: what that record may cost a stranger.
-//! - [`assets`] and `cache`: the browser client's page and hashed assets, and the HTTP caching
-//!   (encodings, ETags) they share with the seat counts.
+//! - [`assets`] and `cache`: the browser client's page and hashed assets, the headers that keep
+//!   it to its own origin, and the HTTP caching (encodings, ETags) they share with the seat
+//!   counts.
 //! - [`bookings`]: the booking paths on the page's own origin, passed to the booking service.
 //! - [`door`]: who is joining (the buyer's identity) and the bot check at the door.
 //! - [`error`]: JSON errors answered before an upgrade.
@@ -345,28 +346,7 @@ pub fn router(state: AppState) -> Router {
         })
         .layer(TraceLayer::new_for_http())
         .with_state(state);
-    floodgate_contract::telemetry::instrument(with_page_headers(router), "gateway")
-}
-
-/// The page keeps a buyer's identity and resume tokens in its storage, so every answer of the
-/// public listener says: run only this origin's scripts and styles, talk only to this origin
-/// (its WebSocket included), never be framed, and send no Referer to the places it links to (a
-/// checkout or sign-in page would otherwise learn the page's URL). The page has no inline script
-/// or style to allow.
-const PAGE_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
-    img-src 'self' data:; font-src 'self'; connect-src 'self'; manifest-src 'self'; \
-    base-uri 'none'; form-action 'self'; frame-ancestors 'none'; object-src 'none'";
-
-fn with_page_headers(router: Router) -> Router {
-    use axum::http::{header, HeaderValue};
-    use tower_http::set_header::SetResponseHeaderLayer;
-    let set =
-        |name, value| SetResponseHeaderLayer::if_not_present(name, HeaderValue::from_static(value));
-    router
-        .layer(set(header::CONTENT_SECURITY_POLICY, PAGE_POLICY))
-        .layer(set(header::REFERRER_POLICY, "no-referrer"))
-        .layer(set(header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
-        .layer(set(header::X_FRAME_OPTIONS, "DENY"))
+    floodgate_contract::telemetry::instrument(assets::with_page_headers(router), "gateway")
 }
 
 /// The admin listener's routes: what operators and Prometheus read, never the public.

@@ -20,11 +20,13 @@
 
 mod args;
 mod issuer;
+mod key_set;
 mod verifier;
 
 pub use args::IdentityArgs;
 pub use issuer::{IssuedIdentity, IssuerKey};
-pub use verifier::{parse_algorithms, IdentityPolicy, IdentityVerifier, KeySource};
+pub use key_set::KeySource;
+pub use verifier::{parse_algorithms, IdentityPolicy, IdentityVerifier};
 
 use hmac::{Hmac, Mac};
 use secrecy::{ExposeSecret, SecretString};

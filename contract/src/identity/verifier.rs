@@ -1,26 +1,15 @@
 //! Checking identity tokens against the issuer's published keys.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use jsonwebtoken::errors::ErrorKind;
-use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use tokio::time::Instant;
 
+use super::key_set::{self, KeyRing, KeySource};
 use super::{BuyerId, BuyerIdForm, IdentityError, MAX_IDENTITY_TOKEN_LEN, MAX_SUBJECT_LEN};
-
-/// Where the issuer's public keys come from.
-#[derive(Clone, Debug)]
-pub enum KeySource {
-    /// A JWKS document at this URL (the issuer's `jwks_uri`).
-    Url(String),
-    /// A JWKS document in this file (re-read when a token names a key it does not hold).
-    File(PathBuf),
-}
 
 /// What a valid identity token must say, and how it becomes a buyer.
 #[derive(Clone)]
@@ -54,41 +43,6 @@ pub fn parse_algorithms(list: &str) -> Result<Vec<Algorithm>, String> {
     Ok(out)
 }
 
-/// The keys an issuer publishes, by key id.
-#[derive(Default)]
-struct KeyRing {
-    keys: HashMap<String, (DecodingKey, Option<Algorithm>)>,
-}
-
-impl KeyRing {
-    /// The usable keys of a JWKS document: each with a key id, asymmetric, and (when it says
-    /// which algorithm it is for) for one of `accepted`.
-    fn from_jwks(doc: &[u8], accepted: &[Algorithm]) -> Result<Self, String> {
-        let set: JwkSet =
-            serde_json::from_slice(doc).map_err(|e| format!("not a JWKS document: {e}"))?;
-        let mut keys = HashMap::new();
-        for jwk in &set.keys {
-            let Some(kid) = jwk.common.key_id.clone() else {
-                continue;
-            };
-            if matches!(jwk.algorithm, AlgorithmParameters::OctetKey(_)) {
-                continue;
-            }
-            let alg = jwk
-                .common
-                .key_algorithm
-                .and_then(|a| a.to_string().parse::<Algorithm>().ok());
-            if alg.is_some_and(|a| !accepted.contains(&a)) {
-                continue;
-            }
-            if let Ok(key) = DecodingKey::from_jwk(jwk) {
-                keys.insert(kid, (key, alg));
-            }
-        }
-        Ok(Self { keys })
-    }
-}
-
 /// The registered claims every identity token must carry.
 const REQUIRED_CLAIMS: &[&str] = &[
     // expiry, issuer, audience, subject
@@ -116,15 +70,6 @@ pub struct IdentityVerifier {
 const REFETCH_INTERVAL: Duration = Duration::from_secs(2);
 /// Keys older than this are fetched again (in the background; the old ones serve meanwhile).
 const KEYS_MAX_AGE: Duration = Duration::from_secs(600);
-/// How long one fetch of the keys may take.
-const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
-/// The most of a key set read: real ones are a few KB; anything far past it is not a key set,
-/// and reading it whole would let whoever answers for the issuer fill the memory.
-const MAX_KEY_SET_BYTES: usize = 256 * 1024;
-/// Redirects followed (each to https only: the keys decide who is who, and a plain-http hop
-/// would let anyone on the path replace them).
-const MAX_REDIRECTS: usize = 3;
-
 impl IdentityVerifier {
     /// A verifier for `policy`, with its keys loaded. An unreachable issuer is not fatal (it is
     /// logged, and tokens are refused as [`IdentityError::Unavailable`] until a fetch succeeds);
@@ -134,19 +79,7 @@ impl IdentityVerifier {
             policy,
             ring: RwLock::new(Arc::new(KeyRing::default())),
             fetched: tokio::sync::Mutex::new(None),
-            http: reqwest::Client::builder()
-                .timeout(FETCH_TIMEOUT)
-                .redirect(reqwest::redirect::Policy::custom(|attempt| {
-                    if attempt.url().scheme() != "https" {
-                        attempt.error("the issuer's keys redirect to a plain-http URL")
-                    } else if attempt.previous().len() > MAX_REDIRECTS {
-                        attempt.error("the issuer's keys redirect too many times")
-                    } else {
-                        attempt.follow()
-                    }
-                }))
-                .build()
-                .map_err(|e| e.to_string())?,
+            http: key_set::client()?,
         });
         match (&verifier.policy.keys, verifier.refresh().await) {
             (_, Ok(())) => {}
@@ -174,39 +107,12 @@ impl IdentityVerifier {
     async fn load(&self) -> Result<(), String> {
         let doc = match &self.policy.keys {
             KeySource::File(path) => tokio::fs::read(path).await.map_err(|e| e.to_string())?,
-            KeySource::Url(url) => self.fetch(url).await?,
+            KeySource::Url(url) => key_set::fetch(&self.http, url).await?,
         };
         let ring = KeyRing::from_jwks(&doc, &self.policy.algorithms)?;
         tracing::info!(keys = ring.keys.len(), "identity keys loaded");
         *self.ring.write().expect("key ring lock") = Arc::new(ring);
         Ok(())
-    }
-
-    /// The key set at `url`, read up to [`MAX_KEY_SET_BYTES`]. Errors never carry the URL.
-    async fn fetch(&self, url: &str) -> Result<Vec<u8>, String> {
-        let quiet = |e: reqwest::Error| e.without_url().to_string();
-        let mut response = self
-            .http
-            .get(url)
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(quiet)?;
-        let too_big = || format!("the issuer's key set is larger than {MAX_KEY_SET_BYTES} bytes");
-        if response
-            .content_length()
-            .is_some_and(|n| n > MAX_KEY_SET_BYTES as u64)
-        {
-            return Err(too_big());
-        }
-        let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(quiet)? {
-            if body.len() + chunk.len() > MAX_KEY_SET_BYTES {
-                return Err(too_big());
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(body)
     }
 
     /// The buyer an identity token names, if it is genuine, current and for this service.
@@ -335,6 +241,8 @@ fn unreadable_header(token: &str) -> IdentityError {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     use crate::identity::{IssuedIdentity, IssuerKey, DEFAULT_ALGORITHMS};

@@ -1,0 +1,73 @@
+//! How a session ends: why ([`End`], and whether the ticket keeps its place for the grace), the
+//! close frame it calls for (counted by code), and the wait for the client's half of the
+//! closing handshake.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use floodgate_contract::ws::close;
+
+/// Why a session ended.
+#[derive(Debug)]
+pub(super) enum End {
+    /// Admitted (token sent): the ticket has done its job.
+    Admitted,
+    /// The client went away (closed, network gone, stopped reading).
+    ClientLeft,
+    /// We close with this code and reason.
+    Closed(u16, Cow<'static, str>),
+    /// The sale is over for this ticket (sold out, admission lapsed): closed, no grace.
+    Over(&'static str),
+}
+
+impl End {
+    /// Whether the ticket keeps its place for the grace period: yes unless its business is done.
+    pub(super) fn keeps_place(&self) -> bool {
+        matches!(self, End::ClientLeft | End::Closed(..))
+    }
+}
+
+/// Counts a close frame the gateway sends, by its code (`floodgate_ws_closes_total{code}`): a
+/// few documented codes (docs/protocol.md), so a few series.
+pub(super) fn count_close(code: u16) {
+    metrics::counter!("floodgate_ws_closes_total", "code" => code.to_string()).increment(1);
+}
+
+/// Sends the close frame `end` calls for, and waits for the client's.
+pub(super) async fn say_goodbye(socket: &mut WebSocket, end: &End) {
+    let frame = match end {
+        End::Closed(code, reason) => Some((*code, reason.clone())),
+        End::Over(reason) => Some((close::SALE_OVER, Cow::Borrowed(*reason))),
+        End::Admitted | End::ClientLeft => None,
+    };
+    if let Some((code, reason)) = frame {
+        count_close(code);
+        let _ = socket
+            .send(Message::Close(Some(CloseFrame {
+                code,
+                reason: Utf8Bytes::from(reason.into_owned()),
+            })))
+            .await;
+    }
+    if !matches!(end, End::ClientLeft) {
+        finish_closing(socket).await;
+    }
+}
+
+/// How long the gateway waits for the client's half of the closing handshake.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
+
+/// Waits (briefly) for the client to answer our Close frame before the TCP connection goes, as
+/// RFC 6455 asks: dropping it at once can make the client lose the close code it was sent (its
+/// last writes hit a closed socket before it reads the frame).
+async fn finish_closing(socket: &mut WebSocket) {
+    let _ = tokio::time::timeout(CLOSE_WAIT, async {
+        while let Some(Ok(message)) = socket.recv().await {
+            if matches!(message, Message::Close(_)) {
+                break;
+            }
+        }
+    })
+    .await;
+}
