@@ -3,17 +3,19 @@
 // and back, solves the bot check and joins. A second tab of the same browser (the same buyer)
 // joins too and shows the same ticket and place. The script prints {"first", "second"} as a line
 // and waits for a line on stdin (the test lets admission go on), then books and pays in the first
-// tab and prints {"result", "details", "signedIn"}. Saves signin-*.png.
+// tab and prints {"result", "details", "signedIn"}. Saves <name>-*.png (name: signin unless given).
+// The same journey runs against the sandbox's stand-in and against a certified OpenID provider
+// (oidc-provider.mjs): both sign-in pages ask for a name (#name) and have one submit button.
 //
-//   node signin.mjs <sale page url> <artifacts folder>
+//   node signin.mjs <sale page url> <artifacts folder> [screenshot name]
 import { createInterface } from "node:readline";
 import { launch, PHONE, placed } from "./chromium.mjs";
 
-const [url, artifacts] = process.argv.slice(2);
+const [url, artifacts, name = "signin"] = process.argv.slice(2);
 const input = createInterface({ input: process.stdin });
 const lines = input[Symbol.asyncIterator]();
 const browser = await launch();
-const shot = (p, name) => p.screenshot({ path: `${artifacts}/signin-${name}.png`, fullPage: true });
+const shot = (p, step) => p.screenshot({ path: `${artifacts}/${name}-${step}.png`, fullPage: true });
 try {
   const context = await browser.newContext(PHONE);
   const page = await context.newPage();
@@ -23,7 +25,7 @@ try {
   await shot(page, "0-asked");
   await join.click();
 
-  // The operator's sign-in page (the stand-in), then back with the identity token.
+  // The operator's sign-in page, then back to the page, which redeems the code for the token.
   await page.waitForSelector("#name");
   await shot(page, "1-signin");
   await page.fill("#name", "asha");

@@ -14,6 +14,7 @@ pub mod chaos;
 pub mod client;
 pub mod edge;
 pub mod gateways;
+pub mod oidc;
 pub mod redis_cluster;
 pub mod services;
 pub mod tls;
@@ -386,6 +387,9 @@ pub struct TestOptions {
     /// `FLOODGATE_POW_CEILING`).
     pub pow_rise_above: f64,
     pub pow_ceiling: u8,
+    /// The identity issuer the services trust and the page signs in with (default: the
+    /// sandbox's sign-in stand-in).
+    pub identity_issuer: Option<oidc::IssuerSettings>,
 }
 
 impl Default for TestOptions {
@@ -423,6 +427,7 @@ impl Default for TestOptions {
             // Tests join in bursts far past any real sale's per-second rate: no rise unless asked.
             pow_rise_above: 0.0,
             pow_ceiling: 17,
+            identity_issuer: None,
         }
     }
 }
@@ -491,7 +496,12 @@ impl TestApp {
             async move { sandbox_stop.cancelled().await },
         ));
 
-        let identity = identity_args(&sandbox, options.buyer_id_key.as_deref());
+        let mut identity = identity_args(&sandbox, options.buyer_id_key.as_deref());
+        if let Some(issuer) = &options.identity_issuer {
+            identity.identity_issuer = Some(issuer.issuer.clone());
+            identity.identity_audience = Some(issuer.audience.clone());
+            identity.identity_jwks_url = Some(issuer.jwks_url.clone());
+        }
         // The app's Redis: `url` (a proxy, a private server), else the cluster or the shared one,
         // with the CA its `rediss://` connections verify against.
         let redis_for = |url: Option<String>| RedisArgs {
@@ -1156,6 +1166,21 @@ pub fn floodgate_home() -> std::path::PathBuf {
 /// A tool `deploy/stack.sh tools` installs, by its path under `$FLOODGATE_HOME/tools`.
 pub fn tool(path: &str) -> std::path::PathBuf {
     floodgate_home().join("tools").join(path)
+}
+
+/// Copies the browser client (the page, its styles and every module it imports, the one from
+/// npm included, which deploy/stack.sh installs beside the page's own) into `dir`.
+pub fn copy_page(dir: &std::path::Path) {
+    let client = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../static");
+    for entry in std::fs::read_dir(&client).unwrap() {
+        let path = entry.unwrap().path();
+        let page_file = path
+            .extension()
+            .is_some_and(|e| e == "js" || e == "css" || e == "html");
+        if page_file {
+            std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+        }
+    }
 }
 
 pub fn binary(name: &str) -> std::path::PathBuf {

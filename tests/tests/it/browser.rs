@@ -13,6 +13,8 @@ use floodgate_tests::gateways::{GatewayProcess, GatewayTimings};
 use floodgate_tests::{unique, SaleSpec, TestApp, TestOptions};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
+mod openid;
+
 fn browser_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("browser")
 }
@@ -63,13 +65,19 @@ struct Dialogue {
 impl Dialogue {
     /// Starts `script` on the page at `url`; its screenshots go to the artifacts folder.
     fn start(script: &str, url: &str) -> Self {
+        Self::start_with(script, &[url])
+    }
+
+    /// Starts `script` with the page's URL and then the artifacts folder, then `more`.
+    fn start_with(script: &str, args: &[&str]) -> Self {
         let dir = browser_dir();
         let artifacts = dir.join("artifacts");
         std::fs::create_dir_all(&artifacts).unwrap();
         let mut node = tokio::process::Command::new("node")
             .arg(script)
-            .arg(url)
+            .arg(args[0])
             .arg(&artifacts)
+            .args(&args[1..])
             .current_dir(&dir)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -111,10 +119,7 @@ impl Site {
     fn new() -> Self {
         let dir = std::env::temp_dir().join(unique("floodgate-site-"));
         std::fs::create_dir_all(&dir).unwrap();
-        let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("../static");
-        for name in ["index.html", "app.js", "floodgate-client.js", "style.css"] {
-            std::fs::copy(client.join(name), dir.join(name)).unwrap();
-        }
+        floodgate_tests::copy_page(&dir);
         Self(dir)
     }
 

@@ -6,9 +6,10 @@
 //! and of the stand-in's own API. [`resume`]: resume tokens bound to their ticket and buyer.
 //! [`background`]: the sale's grace and the place answer, for apps in the background.
 //! [`issuer_keys`]: how the issuer's key set is fetched. [`flood`]: the proof of work under a
-//! join flood.
+//! join flood. [`code_flow`]: the stand-in's sign-in by the authorization code flow with PKCE.
 
 mod background;
+mod code_flow;
 mod flood;
 mod issuer_keys;
 mod resume;

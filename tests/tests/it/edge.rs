@@ -225,13 +225,34 @@ async fn scripts_and_styles_have_content_hashed_immutable_names(db: sqlx::PgPool
         .find(|part| part.starts_with("/assets/floodgate-client.") && part.ends_with(".js"))
         .unwrap_or_else(|| panic!("app.js imports the hashed client module"))
         .to_owned();
+    let signin = served
+        .split('"')
+        .find(|part| part.starts_with("/assets/signin.") && part.ends_with(".js"))
+        .unwrap_or_else(|| panic!("app.js imports the hashed sign-in module"))
+        .to_owned();
     let on_disk = std::fs::read_to_string(static_dir.join("app.js")).unwrap();
     assert_eq!(
         served,
-        on_disk.replace(
-            "from \"./floodgate-client.js\"",
-            &format!("from \"{module}\"")
-        )
+        on_disk
+            .replace(
+                "from \"./floodgate-client.js\"",
+                &format!("from \"{module}\"")
+            )
+            .replace("from \"./signin.js\"", &format!("from \"{signin}\""))
+    );
+    // The sign-in module imports the library from npm by its hashed name in turn.
+    let signin_served = app
+        .http
+        .get(format!("http://{}{signin}", app.gateway))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        signin_served.contains("from \"/assets/oauth4webapi."),
+        "{signin_served}"
     );
     let module = app
         .http
@@ -300,10 +321,7 @@ async fn the_page_forbids_framing_foreign_scripts_and_referrers(db: sqlx::PgPool
     // scripts, may not be framed (clickjacking), and sends no Referer to the places it links to.
     let site = std::env::temp_dir().join(unique("floodgate-page-"));
     std::fs::create_dir_all(&site).unwrap();
-    let client = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../static");
-    for name in ["index.html", "app.js", "floodgate-client.js", "style.css"] {
-        std::fs::copy(client.join(name), site.join(name)).unwrap();
-    }
+    floodgate_tests::copy_page(&site);
     let options = TestOptions {
         static_dir: Some(site.clone()),
         ..TestOptions::default()
@@ -320,14 +338,18 @@ async fn the_page_forbids_framing_foreign_scripts_and_referrers(db: sqlx::PgPool
         let headers = page.headers();
         let csp = headers["content-security-policy"].to_str().unwrap();
         for directive in [
-            "default-src 'none'",
-            "script-src 'self'",
-            "connect-src 'self'",
-            "frame-ancestors 'none'",
-            "base-uri 'none'",
-            "object-src 'none'",
+            "default-src 'none'".to_owned(),
+            "script-src 'self'".to_owned(),
+            // The page's own origin, and the sign-in's (its discovery and token endpoint).
+            format!("connect-src 'self' http://{};", app.sandbox),
+            "frame-ancestors 'none'".to_owned(),
+            "base-uri 'none'".to_owned(),
+            "object-src 'none'".to_owned(),
         ] {
-            assert!(csp.contains(directive), "{path}: {csp} lacks {directive}");
+            assert!(
+                csp.contains(directive.as_str()),
+                "{path}: {csp} lacks {directive}"
+            );
         }
         assert!(
             !csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"),
