@@ -23,6 +23,12 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     && cp target/release/floodgate-gateway target/release/floodgate-booking \
         target/release/floodgate-consumer target/release/floodgate-loadgen /out/
 
+# The page's one module from npm (oauth4webapi, for signing in), pinned by its lock file.
+FROM node:20-bookworm-slim AS page
+WORKDIR /page
+COPY static/package.json static/package-lock.json ./
+RUN npm ci --no-audit --no-fund
+
 # Runtime stage: Debian slim with the shared libraries the binaries link (OpenSSL, zlib) and the
 # CA certificates TLS verifies against, run as an unprivileged user.
 FROM debian:bookworm-slim
@@ -34,6 +40,7 @@ RUN apt-get update \
 COPY --from=build /out/ /usr/local/bin/
 # The browser client the gateways serve.
 COPY static /usr/share/floodgate/static
+COPY --from=page /page/node_modules/oauth4webapi/build/index.js /usr/share/floodgate/static/oauth4webapi.js
 ENV FLOODGATE_STATIC_DIR=/usr/share/floodgate/static \
     FLOODGATE_LOG_JSON=true
 USER 10001:10001

@@ -139,6 +139,23 @@ ensure_browser() {
   say "browser: chromium and playwright-core ready"
 }
 
+# The page's one module from npm (oauth4webapi, for signing in: static/signin.js), pinned by
+# static/package-lock.json and put beside the page as static/oauth4webapi.js, which the gateway
+# serves like the page's own modules. Again whenever the lock file changes.
+ensure_page_modules() {
+  local static="$ROOT/static" lock
+  lock=$(sha256sum "$static/package-lock.json" | cut -d' ' -f1)
+  if [ -f "$static/oauth4webapi.js" ] && [ "$(cat "$static/node_modules/.floodgate-lock" 2>/dev/null)" = "$lock" ]; then
+    say "page: oauth4webapi ready"; return
+  fi
+  command -v npm >/dev/null || apt_install nodejs npm
+  say "installing the page's module from npm (oauth4webapi)"
+  (cd "$static" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  cp "$static/node_modules/oauth4webapi/build/index.js" "$static/oauth4webapi.js"
+  echo "$lock" >"$static/node_modules/.floodgate-lock"
+  say "page: oauth4webapi ready"
+}
+
 # What deploy/bench.sh needs beyond the stack: jq (its JSON), redis-benchmark (the raw
 # limit), Node.js and the ws-peer's lockfile (the memory comparison).
 ensure_bench_tools() {
@@ -389,6 +406,7 @@ case "${1:-up}" in
     ensure_postgres
     ensure_nginx
     ensure_browser
+    ensure_page_modules
     ensure_tansu
     ;;
   bench-tools) ensure_bench_tools ;;

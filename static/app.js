@@ -10,25 +10,30 @@
 // The protocol itself (joining, resuming, back-off, the booking calls) is floodgate-client.js;
 // this file is the page: what it shows and says.
 import { Booking, WaitingRoom, newDrawNonce, solvePuzzle } from "./floodgate-client.js";
+import { SignIn } from "./signin.js";
 
 const params = new URLSearchParams(location.search);
 const sale = params.get("sale");
 const api = "";
 const checkoutOrigins = (document.querySelector('meta[name="floodgate-checkout-origins"]')?.content ?? "")
   .split(/\s+/).filter(Boolean);
-const signinUrl = document.querySelector('meta[name="floodgate-signin"]')?.content ?? "";
+const meta = (name) => document.querySelector(`meta[name="${name}"]`)?.content ?? "";
+// The operator's OpenID provider and this page's client id there (none: no sign-in offered).
+const signin = new SignIn({ issuer: meta("floodgate-signin-issuer"), clientId: meta("floodgate-signin-client") });
 const $ = (id) => document.getElementById(id);
 const enc = encodeURIComponent;
 
-// The signed-in buyer's identity token, from the operator's sign-in. Kept in localStorage, so
-// every tab of this browser is the same buyer, and sent only to this origin: as a WebSocket
-// subprotocol when joining (a browser cannot set headers there) and as Floodgate-Identity on
-// booking requests.
+// The signed-in buyer's identity token: the ID token of the operator's OpenID provider, got by the
+// code flow (signin.js), never from a link. Kept in localStorage, so every tab of this browser
+// is the same buyer, and sent only to this origin: as a WebSocket subprotocol when joining (a
+// browser cannot set headers there) and as Floodgate-Identity on booking requests.
 const identityKey = "floodgate:identity";
 
 // Survive a reload: the resume token keeps the place in line, the hold keeps the reservation.
 const resumeKey = `floodgate:resume:${sale}`;
 const holdKey = `floodgate:hold:${sale}`;
+// The pass while the buyer chooses, so a trip to the sign-in (a token renewed) keeps it.
+const passKey = `floodgate:pass:${sale}`;
 
 const TURN_PASSED = "Your turn passed without a booking. You can join the queue again.";
 
@@ -289,8 +294,9 @@ function join() {
 }
 
 async function connect() {
-  // A signed-in buyer's token ran out while waiting: sign in again (the resume token brings the
-  // same place back afterwards).
+  // A signed-in buyer's token runs out soon, or ran out while waiting: sign in again (the resume
+  // token brings the same place back afterwards).
+  if (renewIdentity(60)) return;
   if (state.door?.identity === "required" && identityLeft() === 0) {
     localStorage.removeItem(identityKey);
     signIn();
@@ -341,20 +347,44 @@ function identityLeft() {
   } catch { return 0; }
 }
 
+// Off to the provider's sign-in, back to this sale afterwards. A buyer already signed in there
+// comes straight back: this is also how a token about to expire is renewed.
 function signIn() {
-  if (!signinUrl) { setStatus("Signing in is not available here.", "warn"); return; }
-  location.href = `${signinUrl}?return_to=${enc(location.href.split("#")[0])}`;
+  if (!signin.available) { setStatus("Signing in is not available here.", "warn"); return; }
+  signin.start(location.pathname + location.search).catch(() => {
+    setStatus("The sign-in cannot be reached just now. Try again in a moment.", "warn");
+  });
 }
 
-// Back from the sign-in page with `#id_token=...`: keep the token, drop it from the address bar.
-function takeIdentity() {
-  const hash = new URLSearchParams(location.hash.slice(1));
-  const token = hash.get("id_token");
-  if (token) {
-    localStorage.setItem(identityKey, token);
-    history.replaceState(null, "", location.pathname + location.search);
-  }
+// Back from the provider (`/?code=...&state=...`): redeem the code for the ID token if this tab
+// started that sign-in, then go back to the sale. True when the page is going elsewhere.
+async function finishSignIn() {
+  // The page reads nothing from its fragment; one that carries parameters (a link with a token
+  // in it, say) is dropped so it stays in no history or bookmark.
+  if (location.hash.includes("=")) history.replaceState(null, "", location.pathname + location.search);
+  const result = await signin.finish();
   if (identity() && identityLeft() === 0) localStorage.removeItem(identityKey);
+  if (!result) return false;
+  if (result.error) {
+    setStatus(`${result.error} You can sign in again.`, "warn");
+    return false;
+  }
+  localStorage.setItem(identityKey, result.token);
+  location.replace(result.returnTo);
+  return true;
+}
+
+// A signed-in buyer's token must outlast what comes next (a reconnect, a booking call): when it
+// has less than `secs` left, sign in again now. A pass or a place is kept across the trip (the
+// pass in this tab's storage, the place by its resume token). True when the page is leaving.
+function renewIdentity(secs) {
+  if (!identity() || identityLeft() >= secs || !signin.available) return false;
+  // Once a minute at most: a provider whose tokens live shorter than a pass gets no loop.
+  const renewedKey = "floodgate:identity-renewed-at";
+  if (Date.now() - Number(sessionStorage.getItem(renewedKey) ?? 0) < 60_000) return false;
+  sessionStorage.setItem(renewedKey, String(Date.now()));
+  signIn();
+  return true;
 }
 
 function showWho() {
@@ -363,7 +393,7 @@ function showWho() {
   try { name = JSON.parse(atob(token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"))).sub; } catch { name = ""; }
   $("signed-in").textContent = token ? `Signed in as ${name}` : "";
   show("signed-in", Boolean(token));
-  show("signin", !token && Boolean(signinUrl));
+  show("signin", !token && signin.available);
   show("signout", Boolean(token));
   show("signin-needed", state.door?.identity === "required" && !token);
   $("join").textContent = state.door?.identity === "required" && !token ? "Sign in to join" : "Join the queue";
@@ -414,6 +444,8 @@ function onPreQueue(msg) {
 }
 
 function onPosition(msg) {
+  // Renewed while the place is safe, rather than found expired at the next reconnect or booking.
+  if (renewIdentity(120)) return;
   const position = msg.position;
   if (state.firstPosition === null || position > state.firstPosition) state.firstPosition = position;
   $("position").textContent = position.toLocaleString();
@@ -446,6 +478,9 @@ function onAdmitted(msg) {
   state.token = msg.token;
   state.tokenExpires = msg.expires_at_ms;
   state.maxSeats = msg.max_seats;
+  sessionStorage.setItem(passKey, JSON.stringify(msg));
+  // Booking needs the buyer's token beside the pass: if it would run out first, renew it now.
+  if (renewIdentity(Math.ceil((msg.expires_at_ms - Date.now()) / 1000) + 30)) return;
   // Admission means the sale is open, whatever this device's clock says.
   state.opensAt = Math.min(state.opensAt, Date.now());
   show("join-box", false);
@@ -498,6 +533,7 @@ function over(text, canRejoin) {
   state.mode = "over";
   state.room?.stop();
   sessionStorage.removeItem(resumeKey);
+  sessionStorage.removeItem(passKey);
   state.resume = null;
   for (const id of ["queue", "choose", "hold"]) show(id, false);
   setStatus(text, "warn");
@@ -516,6 +552,7 @@ function over(text, canRejoin) {
 const booking = new Booking({ origin: api, identity });
 
 async function reserve(pool, button, key = crypto.randomUUID()) {
+  if (renewIdentity(30)) return;
   for (const b of document.querySelectorAll("button.book")) b.disabled = true;
   button.textContent = "Holding…";
   const retry = (ms) => setTimeout(() => reserve(pool, button, key), ms);
@@ -531,6 +568,7 @@ async function reserve(pool, button, key = crypto.randomUUID()) {
   }
   if (status === 201) {
     sessionStorage.setItem(holdKey, JSON.stringify(body));
+    sessionStorage.removeItem(passKey);
     return showHold(body);
   }
   if (status === 503) {
@@ -547,6 +585,8 @@ async function reserve(pool, button, key = crypto.randomUUID()) {
     return;
   }
   if (body.error === "token_expired") return over(TURN_PASSED, true);
+  // The buyer's token ran out (a clock ahead of this device's): renew it, the pass is kept.
+  if (body.error === "identity_expired" && signin.available) return signIn();
   setStatus(body.message || "The reservation failed.", "warn");
 }
 
@@ -668,7 +708,7 @@ function settle(view) {
 // ---- start -----------------------------------------------------------------------------------
 
 async function start() {
-  takeIdentity();
+  if (await finishSignIn()) return;
   $("signin").onclick = signIn;
   $("signout").onclick = () => { localStorage.removeItem(identityKey); showWho(); };
   showWho();
@@ -685,8 +725,12 @@ async function start() {
   renderTrains();
   refreshCounts();
   const held = sessionStorage.getItem(holdKey);
+  const pass = JSON.parse(sessionStorage.getItem(passKey) ?? "null");
   if (held) {
     showHold(JSON.parse(held));
+  } else if (pass && pass.expires_at_ms > Date.now()) {
+    // Back from renewing the sign-in with a pass in hand.
+    onAdmitted(pass);
   } else if (state.resume) {
     // Back after a reload: take the place in line up again.
     show("join-box", false);

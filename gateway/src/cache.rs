@@ -27,6 +27,12 @@ impl Asset {
     pub(crate) fn digest(&self) -> &str {
         &self.digest
     }
+
+    /// The content, uncompressed.
+    #[cfg(test)]
+    pub(crate) fn body(&self) -> &[u8] {
+        &self.identity
+    }
 }
 
 impl Asset {

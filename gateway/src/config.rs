@@ -140,11 +140,12 @@ pub struct Config {
     /// comma-separated (`https://pay.example.com`). A checkout URL elsewhere is not followed.
     #[arg(long, env = "FLOODGATE_CHECKOUT_ORIGINS", value_delimiter = ',')]
     pub checkout_origins: Vec<String>,
-    /// The operator's sign-in page (`https://login.example.com/signin`): the page sends a buyer
-    /// there with `?return_to=<the page>` and expects `#id_token=<token>` back. Unset: the page
-    /// offers no sign-in.
-    #[arg(long, env = "FLOODGATE_SIGNIN_URL")]
-    pub signin_url: Option<String>,
+    /// Origins the page calls for the sign-in beyond the issuer's own, comma-separated: a
+    /// provider whose token endpoint is on another origin than its issuer. The page signs in
+    /// with FLOODGATE_IDENTITY_ISSUER as client FLOODGATE_IDENTITY_AUDIENCE (OpenID Connect's
+    /// code flow with PKCE); these are added to its Content-Security-Policy's `connect-src`.
+    #[arg(long, env = "FLOODGATE_SIGNIN_ORIGINS", value_delimiter = ',')]
+    pub signin_origins: Vec<String>,
     /// Folder of the browser client, served at `/` (none: no static files).
     #[arg(long, env = "FLOODGATE_STATIC_DIR")]
     pub static_dir: Option<PathBuf>,
@@ -156,6 +157,15 @@ pub struct Config {
 impl Config {
     /// Refuses settings the gateway cannot run with, naming the one to fix.
     pub fn check(&self) -> anyhow::Result<()> {
+        // The page's old sign-in took an ID token from its URL (login CSRF); a deployment that
+        // still sets it is told what replaced it, rather than running without a sign-in.
+        anyhow::ensure!(
+            std::env::var_os("FLOODGATE_SIGNIN_URL").is_none(),
+            "FLOODGATE_SIGNIN_URL is no longer read: the page signs in by OpenID Connect's code \
+             flow at FLOODGATE_IDENTITY_ISSUER as client FLOODGATE_IDENTITY_AUDIENCE (register \
+             the page's root, https://<site>/, as a redirect URI there); unset it \
+             (docs/runbook.md, \"Signing in\")"
+        );
         anyhow::ensure!(
             self.tick_ms > 0 && self.lease_ms >= 5 * self.tick_ms,
             "the lease must be at least five ticks long"

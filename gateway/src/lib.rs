@@ -164,13 +164,7 @@ impl AppState {
             .verifier()
             .await
             .map_err(anyhow::Error::msg)?;
-        let assets = match &config.static_dir {
-            Some(dir) => {
-                assets::Assets::load(dir, &config.checkout_origins, config.signin_url.as_deref())
-                    .with_context(|| format!("reading the static folder {}", dir.display()))?
-            }
-            None => assets::Assets::default(),
-        };
+        let assets = page_assets(&config)?;
         let booking = config
             .booking_url
             .as_deref()
@@ -302,7 +296,29 @@ impl AppState {
 }
 
 /// The gateway's routes.
+/// The browser client from the static folder, if one is configured, told of the site: the
+/// checkout origins, and the issuer the services trust and the page's client id there (the
+/// audience its tokens are issued for), with which the page signs buyers in.
+fn page_assets(config: &Config) -> anyhow::Result<assets::Assets> {
+    let Some(dir) = &config.static_dir else {
+        return Ok(assets::Assets::default());
+    };
+    let signin = config
+        .identity
+        .identity_issuer
+        .as_deref()
+        .zip(config.identity.identity_audience.as_deref());
+    let settings = assets::PageSettings {
+        checkout_origins: &config.checkout_origins,
+        signin,
+        signin_origins: &config.signin_origins,
+    };
+    assets::Assets::load(dir, &settings)
+        .with_context(|| format!("reading the static folder {}", dir.display()))
+}
+
 pub fn router(state: AppState) -> Router {
+    let policy = state.assets.policy.clone();
     // Every route of the gateway's own is registered with its OpenAPI description
     // (docs/openapi/gateway.json); the booking paths it forwards are the booking service's.
     let (documented, document) = openapi::documented();
@@ -346,7 +362,7 @@ pub fn router(state: AppState) -> Router {
         })
         .layer(TraceLayer::new_for_http())
         .with_state(state);
-    floodgate_contract::telemetry::instrument(assets::with_page_headers(router), "gateway")
+    floodgate_contract::telemetry::instrument(assets::with_page_headers(router, policy), "gateway")
 }
 
 /// The admin listener's routes: what operators and Prometheus read, never the public.

@@ -539,7 +539,7 @@ impl TestApp {
             room_idle_ms: options.room_idle_ms,
             drain_delay_ms: 0,
             static_dir: options.static_dir.clone(),
-            signin_url: Some(format!("http://{sandbox}/signin")),
+            signin_origins: Vec::new(),
             booking_url: Some(format!("http://{booking}")),
             checkout_origins: options
                 .checkout_origins

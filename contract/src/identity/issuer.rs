@@ -74,6 +74,10 @@ pub struct IssuedIdentity {
     /// Issued at and expiry, Unix seconds.
     pub iat: u64,
     pub exp: u64,
+    /// The sign-in request's nonce, echoed (OpenID Connect): the page checks it is the one it
+    /// sent, so a token from another sign-in is not taken for this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
 }
 
 impl IssuedIdentity {
@@ -86,6 +90,7 @@ impl IssuedIdentity {
             sub: sub.to_owned(),
             iat: now,
             exp: now + lifetime.as_secs(),
+            nonce: None,
         }
     }
 }

@@ -1,26 +1,28 @@
 //! The sign-in stand-in: a mode of the sandbox (`floodgate-booking sandbox-pay --signin`) that
 //! plays the operator's own sign-in for the demo and the tests, so both exercise the real
 //! verification path (a JWKS fetched over HTTP, EdDSA signatures with key ids, `iss`, `aud`,
-//! `exp`). It checks no password: anyone may sign in as anyone. Never run a real sale with it.
+//! `exp`) and the page's real sign-in (OpenID Connect's authorization code flow with PKCE). It
+//! checks no password: anyone may sign in as anyone. Never run a real sale with it.
 //!
+//! - `GET /.well-known/openid-configuration`, `GET|POST /authorize`, `POST /token`: the code flow
+//!   ([`flow`]), for the page registered at each of the configured origins' `/`.
 //! - `GET /.well-known/jwks.json`: the published keys (every key ever used by this run).
-//! - `GET /signin?return_to=<page URL>`: a small page that asks for a name and sends the browser
-//!   back to `return_to` (one of the configured origins only) with `#id_token=<token>`, as an
-//!   OpenID Connect implicit flow would.
 //! - `POST /v1/identity/tokens` `{"sub": "alice"}`: a token as JSON (scripts, the load generator).
 //!   Like a provider's test cards, `aud`, `iss` and `expires_in_secs` (negative: already expired)
 //!   may be set, so the tests can present tokens that are genuine yet wrong.
 //! - `POST /v1/identity/rotate` (with the sandbox's API key): a new signing key, published beside
 //!   the old ones, signs every token from now on.
 
+mod flow;
+
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Form, Json, Router};
+use axum::{Json, Router};
 use floodgate_contract::identity::{IssuedIdentity, IssuerKey};
 use serde::Deserialize;
 use serde_json::json;
@@ -43,7 +45,9 @@ pub struct SignInConfig {
         default_value = "floodgate-demo"
     )]
     pub audience: String,
-    /// The origins the sign-in page may send a browser back to, comma-separated.
+    /// The origins of the page registered with the stand-in, comma-separated: each one's `/` is
+    /// a redirect URI the sign-in may send a browser back to, and its token endpoint answers
+    /// that origin's requests (CORS).
     #[arg(
         long = "signin-return-origins",
         env = "FLOODGATE_SANDBOX_SIGNIN_RETURN_ORIGINS",
@@ -59,6 +63,8 @@ pub struct SignIn {
     issuer: Arc<str>,
     audience: Arc<str>,
     return_origins: Arc<[String]>,
+    /// The codes given out and not yet redeemed.
+    codes: Arc<std::sync::Mutex<flow::Codes>>,
     /// Every key of this run, the newest (the one that signs) last.
     keys: Arc<RwLock<Vec<Arc<IssuerKey>>>>,
     api_key: Arc<secrecy::SecretString>,
@@ -70,7 +76,12 @@ impl SignIn {
         Self {
             issuer: Arc::from(issuer.trim_end_matches('/')),
             audience: Arc::from(config.audience.as_str()),
-            return_origins: config.return_origins.clone().into(),
+            return_origins: config
+                .return_origins
+                .iter()
+                .map(|o| o.trim_end_matches('/').to_owned())
+                .collect(),
+            codes: Arc::default(),
             keys: Arc::new(RwLock::new(vec![Arc::new(IssuerKey::generate(key_id(1)))])),
             api_key: Arc::new(api_key),
         }
@@ -79,19 +90,10 @@ impl SignIn {
     pub fn router(self) -> Router {
         Router::new()
             .route("/.well-known/jwks.json", get(jwks))
-            .route("/signin", get(signin_page).post(signin))
+            .merge(flow::routes())
             .route("/v1/identity/tokens", post(issue))
             .route("/v1/identity/rotate", post(rotate))
             .with_state(self)
-    }
-
-    fn sign(&self, sub: &str) -> String {
-        self.sign_claims(&IssuedIdentity::new(
-            &self.issuer,
-            &self.audience,
-            sub,
-            TOKEN_LIFETIME,
-        ))
     }
 
     fn sign_claims(&self, claims: &IssuedIdentity) -> String {
@@ -188,118 +190,15 @@ async fn rotate(State(signin): State<SignIn>, headers: HeaderMap) -> Response {
     Json(json!({ "kid": kid })).into_response()
 }
 
-#[derive(Deserialize)]
-struct SignInQuery {
-    return_to: String,
-}
-
-/// Whether `url` is on one of the origins the stand-in may send a browser back to.
-fn allowed_return(signin: &SignIn, url: &str) -> bool {
-    signin.return_origins.iter().any(|origin| {
-        url.strip_prefix(origin.as_str())
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-    })
-}
-
-async fn signin_page(
-    State(signin): State<SignIn>,
-    query: Result<Query<SignInQuery>, axum::extract::rejection::QueryRejection>,
-) -> Response {
-    let Ok(Query(SignInQuery { return_to })) = query else {
-        return refusal(
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            "name the page to return to: /signin?return_to=<URL>",
-        );
-    };
-    if !allowed_return(&signin, &return_to) {
-        return refusal(
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            "return_to is not on an origin this sign-in serves",
-        );
-    }
-    let return_to = crate::sandbox::html_escape(&return_to);
-    Html(format!(
-        r#"<!doctype html><html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Sign in (test mode)</title>
-<style>body{{font-family:system-ui,sans-serif;max-width:24rem;margin:3rem auto;padding:0 1rem}}
-.test{{background:#fde68a;padding:.5rem;border-radius:.25rem}}input,button{{font-size:1rem;padding:.5rem;width:100%;margin:.25rem 0}}</style>
-</head><body><p class="test">Sandbox sign-in: test mode, no password is checked.</p>
-<h1>Sign in</h1>
-<form method="post" action="/signin">
-<label for="name">Your name</label>
-<input id="name" name="name" required maxlength="{MAX_NAME}" autocomplete="username">
-<input type="hidden" name="return_to" value="{return_to}">
-<button type="submit">Sign in</button>
-</form></body></html>"#
-    ))
-    .into_response()
-}
-
-#[derive(Deserialize)]
-struct SignInForm {
-    name: String,
-    return_to: String,
-}
-
-async fn signin(
-    State(signin): State<SignIn>,
-    form: Result<Form<SignInForm>, axum::extract::rejection::FormRejection>,
-) -> Response {
-    let Ok(Form(form)) = form else {
-        return refusal(
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            "send name and return_to",
-        );
-    };
-    if !allowed_return(&signin, &form.return_to) {
-        return refusal(
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            "return_to is not on an origin this sign-in serves",
-        );
-    }
-    let Some(sub) = subject(&form.name) else {
-        return refusal(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_request",
-            "a name is 1 to 64 characters",
-        );
-    };
-    // The token travels in the fragment, which the browser never sends to any server.
-    let base = form.return_to.split('#').next().unwrap_or_default();
-    let location = format!("{base}#id_token={}", signin.sign(sub));
-    (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn names_and_return_addresses_are_checked() {
+    fn names_are_checked() {
         assert_eq!(subject("  alice "), Some("alice"));
         assert_eq!(subject(""), None);
         assert_eq!(subject(&"a".repeat(65)), None);
         assert_eq!(subject("a\nb"), None);
-        let signin = SignIn::new(
-            "http://127.0.0.1:8082",
-            &SignInConfig {
-                enabled: true,
-                audience: "a".into(),
-                return_origins: vec!["http://127.0.0.1:8080".into()],
-            },
-            secrecy::SecretString::from("k".repeat(32)),
-        );
-        assert!(allowed_return(&signin, "http://127.0.0.1:8080/?sale=x"));
-        assert!(allowed_return(&signin, "http://127.0.0.1:8080"));
-        assert!(!allowed_return(
-            &signin,
-            "http://127.0.0.1:8080.evil.example/"
-        ));
-        assert!(!allowed_return(&signin, "https://evil.example/"));
     }
 }
