@@ -319,6 +319,9 @@ pub struct TestApp {
     payment_api_key: String,
     /// The ops API's bearer token, and where it listens.
     pub ops_token: String,
+    /// The key the audit trail's rows are chained with (`FLOODGATE_AUDIT_KEY`), kept out of
+    /// PostgreSQL.
+    pub audit_key: String,
     pub admin: SocketAddr,
     pub gateway: SocketAddr,
     /// The gateway's admin listener (its metrics).
@@ -464,6 +467,7 @@ impl TestApp {
         let webhook_secret = secret("whsec_");
         let payment_api_key = secret("pk_test_");
         let ops_token = secret("ops_");
+        let audit_key = secret("audit_");
         let shutdown = CancellationToken::new();
 
         // The gateway, booking and the sandbox provider name each other: bind all three listeners
@@ -624,6 +628,7 @@ impl TestApp {
             webhook_secret,
             payment_api_key,
             ops_token,
+            audit_key,
             admin,
             gateway,
             gateway_admin,
@@ -949,6 +954,16 @@ impl TestApp {
     /// app's Redis, broker and consumer group, with the PostgreSQL at `database_url`: its exit
     /// code and everything it printed (standard output, then standard error).
     pub fn booking_command(&self, database_url: &str, args: &[&str]) -> (i32, String) {
+        self.booking_command_with(database_url, args, &[])
+    }
+
+    /// [`Self::booking_command`] with `extra` environment, which wins.
+    pub fn booking_command_with(
+        &self,
+        database_url: &str,
+        args: &[&str],
+        extra: &[(&str, &str)],
+    ) -> (i32, String) {
         let mut command = std::process::Command::new(binary("floodgate-booking"));
         command
             .args(args)
@@ -957,10 +972,13 @@ impl TestApp {
             .env("FLOODGATE_REDIS_PREFIX", self.keys.prefix())
             .env("FLOODGATE_KAFKA_BROKERS", kafka_brokers())
             .env("FLOODGATE_RESERVATIONS_TOPIC", &self.topic)
-            .env("FLOODGATE_CONSUMER_GROUP", &self.consumer_group);
+            .env("FLOODGATE_CONSUMER_GROUP", &self.consumer_group)
+            .env("FLOODGATE_AUDIT_KEY", &self.audit_key)
+            .env("FLOODGATE_OPERATOR", "test-operator");
         if let Some(seeds) = &self.redis_cluster {
             command.env("FLOODGATE_REDIS_CLUSTER_NODES", seeds.join(","));
         }
+        command.envs(extra.iter().copied());
         run_to_end(&mut command)
     }
 

@@ -32,6 +32,7 @@ pub fn booking_serve(
         )
         .env("FLOODGATE_PAYMENT_SANDBOX", "true")
         .env("FLOODGATE_PAYMENT_API_KEY", secret("pk_"))
+        .env("FLOODGATE_AUDIT_KEY", &app.audit_key)
         .env("RUST_LOG", "error")
         .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
         .stdin(Stdio::null());

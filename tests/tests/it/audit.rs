@@ -97,3 +97,149 @@ async fn every_ops_change_is_recorded_with_who_when_and_the_values_before_and_af
     let (status, _) = app.answer(app.http.get(format!("{base}/audit"))).await;
     assert_eq!(status, 401);
 }
+
+/// The sale's audit rows in order: action, phase, and (for an outcome) its intent's id.
+async fn trail(app: &TestApp, sale: &str) -> Vec<(i64, String, String, Option<i64>)> {
+    sqlx::query_as("select id, action, phase, intent from ops_audit where sale = $1 order by id")
+        .bind(sale)
+        .fetch_all(&app.db)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_whose_intent_cannot_be_recorded_is_not_made() {
+    let (url, db) = fresh_database().await;
+    let app = TestApp::spawn(db).await;
+    let sale = floodgate_tests::unique("audit-");
+    let spec = SaleSpec {
+        opens_in: std::time::Duration::from_secs(3600),
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    let ops = secret("ops_");
+    let env = [
+        ("FLOODGATE_OPS_TOKEN", ops.clone()),
+        ("FLOODGATE_WEBHOOK_SECRET", secret("whsec_")),
+    ];
+    let (mut command, admin, _) = booking_serve(&app, &url, &env);
+    let _booking = Stopped(start_service(&mut command, &admin).await);
+    let base = format!("{admin}/admin/v1/sales/{sale}");
+
+    // The trail cannot be written: the change is refused before it is made.
+    sqlx::query("alter table ops_audit rename to ops_audit_away")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let (status, body) = app
+        .answer(
+            app.http
+                .patch(&base)
+                .bearer_auth(&ops)
+                .json(&serde_json::json!({ "admission_rate": 7.5 })),
+        )
+        .await;
+    assert_eq!(status, 503, "{body}");
+    let (status, body) = app
+        .answer(app.http.post(format!("{base}/pause")).bearer_auth(&ops))
+        .await;
+    assert_eq!(status, 503, "{body}");
+    let (_, figures) = app.answer(app.http.get(&base).bearer_auth(&ops)).await;
+    assert_eq!(figures["admission_rate"], 50.0, "{figures}");
+    assert_eq!(figures["paused"], false, "{figures}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_admin_command_is_audited_and_verify_catches_an_edited_or_deleted_row() {
+    let (url, db) = fresh_database().await;
+    let app = TestApp::spawn(db).await;
+    let sale = floodgate_tests::unique("audit-");
+    let spec = SaleSpec {
+        opens_in: std::time::Duration::from_secs(3600),
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    // The admin commands, each as an operator would run it (whatever each answers).
+    for args in [
+        vec!["sale", "arm", &sale],
+        vec!["sale", "reconcile", "--repair", &sale],
+        vec!["sale", "end", &sale],
+        vec!["sale", "purge", &sale],
+    ] {
+        let (code, said) = app.booking_command(&url, &args);
+        assert!(code == 0 || code == 2, "{args:?}: {said}");
+    }
+    // A change through the ops API, too.
+    app.admission(&sale, "pause").await;
+
+    let rows = trail(&app, &sale).await;
+    let mut actions = Vec::new();
+    for pair in rows.chunks(2) {
+        let [(intent, action, phase, none), (_, same, outcome, of)] = pair else {
+            panic!("an intent without its outcome: {rows:?}");
+        };
+        assert_eq!(
+            (phase.as_str(), *none, same, *of),
+            ("intent", None, action, Some(*intent)),
+            "{rows:?}"
+        );
+        assert!(
+            ["done", "refused", "failed"].contains(&outcome.as_str()),
+            "{rows:?}"
+        );
+        actions.push(action.as_str());
+    }
+    assert_eq!(
+        actions,
+        ["arm", "repair", "end", "purge", "pause"],
+        "{rows:?}"
+    );
+    let actor: String = sqlx::query_scalar(
+        "select actor from ops_audit where sale = $1 and action = 'end' limit 1",
+    )
+    .bind(&sale)
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(actor, "test-operator");
+
+    let (code, said) = app.booking_command(&url, &["audit", "verify"]);
+    assert_eq!(code, 0, "{said}");
+    assert!(said.contains("intact"), "{said}");
+    // The key is kept outside PostgreSQL: another key does not vouch for the rows.
+    let other = secret("audit_");
+    let (code, said) = app.booking_command_with(
+        &url,
+        &["audit", "verify"],
+        &[("FLOODGATE_AUDIT_KEY", &other)],
+    );
+    assert_eq!(code, 2, "{said}");
+
+    // An edited row is caught, and named.
+    let end_intent = rows[4].0;
+    sqlx::query("update ops_audit set actor = 'someone-else' where id = $1")
+        .bind(end_intent)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let (code, said) = app.booking_command(&url, &["audit", "verify"]);
+    assert_eq!(code, 2, "{said}");
+    assert!(said.contains(&format!("row {end_intent}")), "{said}");
+    sqlx::query("update ops_audit set actor = 'test-operator' where id = $1")
+        .bind(end_intent)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let (code, said) = app.booking_command(&url, &["audit", "verify"]);
+    assert_eq!(code, 0, "put back as it was, the row checks again: {said}");
+
+    // So is a deleted one: the next row no longer follows the one before it.
+    sqlx::query("delete from ops_audit where id = $1")
+        .bind(end_intent)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let (code, said) = app.booking_command(&url, &["audit", "verify"]);
+    assert_eq!(code, 2, "{said}");
+    assert!(said.contains(&format!("row {}", rows[5].0)), "{said}");
+}
