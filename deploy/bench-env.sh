@@ -19,3 +19,6 @@ set -a
 # shellcheck disable=SC1090
 source <("$BIN/floodgate-gateway" keygen --kid bench | grep -v '^#')
 set +a
+# The audit trail's chain key: the admin commands (sale create --arm) record themselves.
+FLOODGATE_AUDIT_KEY="audit_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+export FLOODGATE_AUDIT_KEY

@@ -24,6 +24,9 @@ set -a
 # shellcheck disable=SC1090
 source <("$BIN/floodgate-gateway" keygen --kid bench | grep -v '^#')
 set +a
+# The audit trail's chain key: sale create --arm records itself.
+FLOODGATE_AUDIT_KEY="audit_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+export FLOODGATE_AUDIT_KEY
 "$BIN/floodgate-booking" migrate >/dev/null
 SALE="bench-idle-$RANDOM"
 "$BIN/floodgate-booking" sale create deploy/sales/bench.toml --id "$SALE" --opens-in-secs 3600 --arm >/dev/null

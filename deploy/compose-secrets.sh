@@ -30,6 +30,7 @@ if [ ! -s "$SECRETS_DIR/token_signing_key" ] || [ ! -s "$SECRETS_DIR/token.env" 
   grep -E '^FLOODGATE_TOKEN_(KEY_ID|PUBLIC_KEYS)=' <<<"$pair" >"$SECRETS_DIR/token.env"
 fi
 keep_or_write ops_token "ops_$(random)"
+keep_or_write audit_key "audit_$(random)"
 keep_or_write webhook_secret "whsec_$(random)"
 keep_or_write payment_api_key "pk_sandbox_$(random)"
 keep_or_write postgres_password "$(random)"

@@ -62,6 +62,10 @@ if ! grep -q '^FLOODGATE_OPS_TOKEN=' "$KEYS"; then
   # The ops API's bearer token.
   echo "FLOODGATE_OPS_TOKEN=ops_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$KEYS"
 fi
+if ! grep -q '^FLOODGATE_AUDIT_KEY=' "$KEYS"; then
+  # The key the audit trail's rows are chained with (kept outside PostgreSQL).
+  echo "FLOODGATE_AUDIT_KEY=audit_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$KEYS"
+fi
 if ! grep -q '^FLOODGATE_WEBHOOK_SECRET=' "$KEYS"; then
   # The secret the (sandbox) payment provider signs its webhooks with.
   echo "FLOODGATE_WEBHOOK_SECRET=whsec_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$KEYS"

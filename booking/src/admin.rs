@@ -14,12 +14,12 @@ use axum::{Extension, Json, Router};
 use floodgate_contract::api::code;
 use floodgate_contract::ids::check_sale_id;
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::audit::Operator;
 use crate::auth::{bearer, BearerError};
 use crate::error::ApiError;
 use crate::gatekeeper::LATELY_MS;
+pub use crate::sale_update::SaleUpdate;
 use crate::AppState;
 use floodgate_contract::secrets::{which_secret, NamedSecret};
 use floodgate_contract::settings::ChallengeRule;
@@ -182,7 +182,7 @@ pub struct OpsPool {
     pub holds: u64,
 }
 
-async fn figures(state: &AppState, sale: &str) -> Result<OpsFigures, ApiError> {
+pub(crate) async fn figures(state: &AppState, sale: &str) -> Result<OpsFigures, ApiError> {
     let f = state
         .gatekeeper
         .sale_figures(sale)
@@ -228,103 +228,6 @@ async fn figures(state: &AppState, sale: &str) -> Result<OpsFigures, ApiError> {
     })
 }
 
-/// Body of `PATCH /admin/v1/sales/{sale}`: the settings to change (at least one).
-#[derive(Debug, Default, PartialEq, serde::Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-// documented as additionalProperties: false, as parse is
-// minProperties: 1 is set on the document (`crate::openapi`): utoipa 5.5 writes
-// `min_properties` as maxProperties.
-#[schema(
-    example = json!({"admission_rate": 20.0, "active_cap": 500})
-)]
-pub struct SaleUpdate {
-    /// Admissions per second (pause the sale to stop admission).
-    #[schema(nullable = false, minimum = 0.001, maximum = 1_000_000.0)]
-    pub admission_rate: Option<f64>,
-    /// The most unspent tokens plus live holds at once.
-    #[schema(nullable = false, minimum = 1, maximum = 10_000_000)]
-    pub active_cap: Option<u32>,
-    /// The bot check a join must pass.
-    #[schema(nullable = false)]
-    pub challenge: Option<ChallengeRule>,
-    /// Leading zero bits of the proof of work.
-    #[schema(nullable = false, minimum = 1, maximum = 32)]
-    pub pow_difficulty: Option<u8>,
-}
-
-impl SaleUpdate {
-    /// Reads the body field by field, so each mistake gets its field's code (`invalid_rate`,
-    /// `invalid_cap`) and a sentence for people rather than the JSON parser's wording. Every value
-    /// is checked against the bounds the controller relies on ([`floodgate_contract::settings`]).
-    pub fn parse(body: &[u8]) -> Result<Self, ApiError> {
-        let value: Value = serde_json::from_slice(body).map_err(|_| {
-            ApiError::BadRequest(
-                code::BAD_JSON,
-                "the body is not valid JSON; send {\"admission_rate\": 20.0, \"active_cap\": 500} (either)"
-                    .into(),
-            )
-        })?;
-        let Value::Object(fields) = value else {
-            return Err(ApiError::Unprocessable(
-                code::INVALID_REQUEST,
-                "the body must be a JSON object with admission_rate and/or active_cap".into(),
-            ));
-        };
-        let mut update = SaleUpdate::default();
-        for (name, value) in &fields {
-            match name.as_str() {
-                "admission_rate" => {
-                    let rate = value
-                        .as_f64()
-                        .ok_or_else(|| String::from("admission_rate must be a number"))
-                        .and_then(floodgate_contract::settings::check_admission_rate)
-                        .map_err(|m| ApiError::Unprocessable(code::INVALID_RATE, m))?;
-                    update.admission_rate = Some(rate);
-                }
-                "active_cap" => {
-                    let cap = value
-                        .as_u64()
-                        .ok_or_else(|| String::from("active_cap must be a whole number"))
-                        .and_then(floodgate_contract::settings::check_active_cap)
-                        .map_err(|m| ApiError::Unprocessable(code::INVALID_CAP, m))?;
-                    update.active_cap = Some(u32::try_from(cap).map_err(|_| {
-                        ApiError::Unprocessable(code::INVALID_CAP, "active_cap is too large".into())
-                    })?);
-                }
-                "challenge" => {
-                    let rule = value
-                        .as_str()
-                        .ok_or_else(|| String::from("challenge must be \"none\" or \"pow\""))
-                        .and_then(ChallengeRule::parse)
-                        .map_err(|m| ApiError::Unprocessable(code::INVALID_REQUEST, m))?;
-                    update.challenge = Some(rule);
-                }
-                "pow_difficulty" => {
-                    let bits = value
-                        .as_i64()
-                        .ok_or_else(|| String::from("pow_difficulty must be a whole number of bits"))
-                        .and_then(floodgate_contract::challenge::check_difficulty)
-                        .map_err(|m| ApiError::Unprocessable(code::INVALID_DIFFICULTY, m))?;
-                    update.pow_difficulty = Some(bits);
-                }
-                other => {
-                    return Err(ApiError::Unprocessable(
-                        code::INVALID_REQUEST,
-                        format!("unknown field {other:?}: the sale's admission_rate, active_cap, challenge and pow_difficulty can be changed"),
-                    ))
-                }
-            }
-        }
-        if update == SaleUpdate::default() {
-            return Err(ApiError::Unprocessable(
-                code::INVALID_REQUEST,
-                "name admission_rate, active_cap, challenge or pow_difficulty to change".into(),
-            ));
-        }
-        Ok(update)
-    }
-}
-
 /// `PATCH /admin/v1/sales/{sale}`: change the admission rate, the active cap, the bot check or
 /// its difficulty, live.
 #[utoipa::path(
@@ -350,8 +253,8 @@ pub async fn update_sale(
         ApiError::PayloadTooLarge(code::BODY_TOO_LARGE, "the request body is too large".into())
     })?;
     let update = SaleUpdate::parse(&body)?;
-    let before = figures(&state, &sale).await?;
-    {
+    let asked = serde_json::from_slice(&body).unwrap_or_default();
+    let change = async {
         state
             .gatekeeper
             .set_rate_and_cap(&sale, update.admission_rate, update.active_cap)
@@ -375,9 +278,10 @@ pub async fn update_sale(
         .map_err(db_error)?;
         tracing::info!(%sale, rate = ?update.admission_rate, cap = ?update.active_cap,
             challenge = ?update.challenge, difficulty = ?update.pow_difficulty, "sale settings changed");
-    }
-    let after = figures(&state, &sale).await?;
-    crate::audit::record(&state, &operator, &sale, "update", &before, &after).await?;
+        Ok(())
+    };
+    let after =
+        crate::audit::audited_change(&state, &operator, (&sale, "update"), asked, change).await?;
     Ok(Json(after))
 }
 
@@ -388,18 +292,26 @@ async fn set_paused(
     paused: bool,
 ) -> Result<Json<OpsFigures>, ApiError> {
     check_sale_id(sale).map_err(|_| ApiError::unknown_sale())?;
-    let before = figures(state, sale).await?;
-    state.gatekeeper.set_paused(sale, paused).await?;
-    sqlx::query("update sales set paused = $2, updated_at = now() where id = $1")
-        .bind(sale)
-        .bind(paused)
-        .execute(&state.db)
-        .await
-        .map_err(db_error)?;
-    tracing::info!(%sale, paused, "admission paused or resumed");
-    let after = figures(state, sale).await?;
+    let change = async {
+        state.gatekeeper.set_paused(sale, paused).await?;
+        sqlx::query("update sales set paused = $2, updated_at = now() where id = $1")
+            .bind(sale)
+            .bind(paused)
+            .execute(&state.db)
+            .await
+            .map_err(db_error)?;
+        tracing::info!(%sale, paused, "admission paused or resumed");
+        Ok(())
+    };
     let action = if paused { "pause" } else { "resume" };
-    crate::audit::record(state, operator, sale, action, &before, &after).await?;
+    let after = crate::audit::audited_change(
+        state,
+        operator,
+        (sale, action),
+        serde_json::json!({}),
+        change,
+    )
+    .await?;
     Ok(Json(after))
 }
 
@@ -469,17 +381,27 @@ pub async fn open_now(
         return Ok(Json(current));
     }
     let pools: Vec<String> = current.pools.iter().map(|p| p.pool.clone()).collect();
-    let now_ms = state.gatekeeper.open_now(&sale, &pools).await?;
-    let opens_at = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(now_ms) * 1_000_000)
-        .map_err(|_| ApiError::Internal("clock out of range".into()))?;
-    sqlx::query("update sales set opens_at = $2, updated_at = now() where id = $1")
-        .bind(&sale)
-        .bind(opens_at)
-        .execute(&state.db)
-        .await
-        .map_err(db_error)?;
-    tracing::info!(%sale, "sale opened now by an operator");
-    let after = figures(&state, &sale).await?;
-    crate::audit::record(&state, &operator, &sale, "open_now", &current, &after).await?;
+    let change = async {
+        let now_ms = state.gatekeeper.open_now(&sale, &pools).await?;
+        let opens_at =
+            time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(now_ms) * 1_000_000)
+                .map_err(|_| ApiError::Internal("clock out of range".into()))?;
+        sqlx::query("update sales set opens_at = $2, updated_at = now() where id = $1")
+            .bind(&sale)
+            .bind(opens_at)
+            .execute(&state.db)
+            .await
+            .map_err(db_error)?;
+        tracing::info!(%sale, "sale opened now by an operator");
+        Ok(())
+    };
+    let after = crate::audit::audited_change(
+        &state,
+        &operator,
+        (&sale, "open_now"),
+        serde_json::json!({}),
+        change,
+    )
+    .await?;
     Ok(Json(after))
 }

@@ -32,8 +32,9 @@ pub(crate) enum Command {
     /// Apply the database migrations in `migrations/` (idempotent).
     Migrate(DatabaseArgs),
     /// Create and arm sales in the catalog.
+    // Boxed: its commands' settings are many times the size of the small commands'.
     #[command(subcommand)]
-    Sale(SaleCommand),
+    Sale(Box<SaleCommand>),
     /// The Kafka topics: `topics ensure` creates the reservations topic and its dead-letter
     /// topic where missing, and checks those that exist (exits 2 on a difference).
     #[command(subcommand)]
@@ -41,6 +42,34 @@ pub(crate) enum Command {
     /// The Lua scripts, for benchmarks.
     #[command(subcommand)]
     Scripts(ScriptsCommand),
+    /// The audit trail of operator actions.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+}
+
+#[derive(Subcommand)]
+pub(crate) enum AuditCommand {
+    /// Check every row of the audit trail against its chain (FLOODGATE_AUDIT_KEY): exits 2 naming
+    /// each row that was edited, inserted by hand, or follows a deleted one; prints the newest
+    /// row's id and MAC, to compare with the last one the services logged.
+    Verify {
+        #[command(flatten)]
+        db: DatabaseArgs,
+        #[command(flatten)]
+        audit: AuditArgs,
+    },
+}
+
+/// Who runs an admin command, and the key its audit rows are chained with.
+#[derive(clap::Args)]
+pub(crate) struct AuditArgs {
+    /// The audit trail's chain key, the booking services' own (required by every command that
+    /// changes something: each is recorded).
+    #[arg(long, env = "FLOODGATE_AUDIT_KEY", hide_env_values = true)]
+    pub(crate) audit_key: Option<secrecy::SecretString>,
+    /// Who is running the command, as the audit trail records it (default: cli:<login name>).
+    #[arg(long, env = "FLOODGATE_OPERATOR")]
+    pub(crate) operator: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -182,4 +211,6 @@ pub(crate) struct StoreArgs {
     pub(crate) db: DatabaseArgs,
     #[command(flatten)]
     pub(crate) redis: RedisArgs,
+    #[command(flatten)]
+    pub(crate) audit: AuditArgs,
 }

@@ -80,6 +80,12 @@ pub struct Config {
     /// one, moving every operator and script to it, then removing the old one.
     #[arg(long, env = "FLOODGATE_OPS_TOKEN", hide_env_values = true)]
     pub ops_token: SecretString,
+    /// The key the audit trail's rows are chained with (HMAC-SHA256; at least 32 characters).
+    /// Kept outside PostgreSQL, the same on every booking service and admin command: whoever
+    /// can write to the database without it cannot edit or delete a row unseen
+    /// (`floodgate-booking audit verify`).
+    #[arg(long, env = "FLOODGATE_AUDIT_KEY", hide_env_values = true)]
+    pub audit_key: SecretString,
     /// How many Redis replicas must have a reservation's and a payment's writes before anything
     /// is promised on them (the 201, a webhook's 2xx, a relayed event). Default: 0 on a single
     /// Redis, 1 on a Redis Cluster. 0 trades that guarantee away: a primary lost in a failover
@@ -115,6 +121,7 @@ impl Config {
     pub fn validate(&self) -> Result<PaymentProvider, String> {
         use floodgate_contract::secrets::check_secret;
         floodgate_contract::secrets::named_secret_list("FLOODGATE_OPS_TOKEN", &self.ops_token)?;
+        crate::audit::AuditKey::new(&self.audit_key)?;
         check_secret("FLOODGATE_WEBHOOK_SECRET", &self.webhook_secret)?;
         let api_key = self.payment_api_key.clone().ok_or_else(|| {
             "FLOODGATE_PAYMENT_API_KEY is required: the key of the payment provider's API"

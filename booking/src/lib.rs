@@ -7,7 +7,8 @@
 //!   `buyer_reservations`).
 //! - [`webhook`]: `receive_webhook`, the payment provider's signed outcomes.
 //! - [`payments`]: the provider's API, webhook signatures and their wire types.
-//! - [`admin`]: the ops API (live figures, rate, cap, pause, resume, open now) on its own listener.
+//! - [`admin`]: the ops API (live figures, rate, cap, pause, resume, open now) on its own listener;
+//!   [`sale_update`]: the body of its change; [`audit`]: the trail of every operator action.
 //! - [`worker`]: the outbox relay and the hold reaper, run by every instance.
 //! - [`sandbox`]: a sandbox payment provider (`floodgate-booking sandbox-pay`).
 //! - [`signin`]: the sandbox's stand-in for the operator's sign-in (identity tokens, JWKS).
@@ -48,6 +49,7 @@ pub mod publish_static;
 pub mod rebuild;
 pub mod reconcile;
 pub mod reservations;
+pub mod sale_update;
 pub mod sandbox;
 pub mod signin;
 pub mod topics;
@@ -98,6 +100,8 @@ pub struct AppState {
     pub instance_id: Arc<str>,
     /// Checks buyers' identity tokens (`None`: no issuer configured).
     pub identity: Option<Arc<floodgate_contract::identity::IdentityVerifier>>,
+    /// The audit trail's chain key.
+    pub audit_key: audit::AuditKey,
 }
 
 impl AppState {
@@ -151,6 +155,7 @@ impl AppState {
                     .clone()
                     .unwrap_or_else(|| format!("booking-{}", uuid::Uuid::new_v4().simple())),
             ),
+            audit_key: audit::AuditKey::new(&config.audit_key).map_err(anyhow::Error::msg)?,
             config: Arc::new(config.clone()),
             identity: config
                 .identity

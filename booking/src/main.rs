@@ -8,6 +8,7 @@ use floodgate_booking::{ending, rebuild, reconcile};
 use floodgate_booking::{AppState, Config};
 use floodgate_contract::keys::Keys;
 use floodgate_contract::runtime::{self, migrator, DatabaseArgs, KafkaArgs};
+use serde_json::json;
 
 /// mimalloc, not glibc's malloc: a reservation makes a few hundred short-lived allocations
 /// across the runtime's threads, and glibc's arenas (their locks, frees and consolidation) were
@@ -15,9 +16,11 @@ use floodgate_contract::runtime::{self, migrator, DatabaseArgs, KafkaArgs};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod audited;
 mod cli;
 
-use cli::{Cli, Command, SaleCommand, ScriptsCommand, StoreArgs, TopicsCommand};
+use audited::Ended;
+use cli::{AuditCommand, Cli, Command, SaleCommand, ScriptsCommand, StoreArgs, TopicsCommand};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -38,7 +41,10 @@ async fn main() -> anyhow::Result<()> {
             println!("migrations applied");
             Ok(())
         }
-        Command::Sale(command) => sale(command).await,
+        Command::Sale(command) => sale(*command).await,
+        Command::Audit(AuditCommand::Verify { db, audit }) => {
+            audited::verify(&connect_db(&db).await?, &audit).await
+        }
         Command::Topics(TopicsCommand::Ensure {
             kafka,
             dlq_topic,
@@ -88,7 +94,9 @@ async fn sale(command: SaleCommand) -> anyhow::Result<()> {
         } => create_sale(file, id, opens_in_secs, arm, stores).await,
         SaleCommand::Arm { sale, stores } => {
             let (db, keys, redis) = connect_stores(&stores).await?;
-            arm_sale(&db, &redis, &keys, &sale).await
+            let work = arm_sale(&db, &redis, &keys, &sale);
+            audited::run(&db, &stores.audit, (&sale, "arm"), json!({}), work).await?;
+            Ok(())
         }
         SaleCommand::Publish { sale, out, db } => {
             let db = connect_db(&db).await?;
@@ -108,36 +116,53 @@ async fn sale(command: SaleCommand) -> anyhow::Result<()> {
             stores,
             tail,
         } => reconcile_sale(sale, repair, stores, tail.tail()).await,
-        SaleCommand::End { sale, stores } => {
-            let (db, keys, redis) = connect_stores(&stores).await?;
-            match ending::end(&db, &redis, &keys, &sale).await? {
-                ending::Ending::Ended => println!("sale {sale} ended: nothing more is sold"),
-                ending::Ending::Waiting(waiting) => {
-                    println!("sale {sale} is ending: new reservations are refused; waiting for");
-                    waiting.iter().for_each(|line| println!("  {line}"));
-                    println!("run `sale end {sale}` again once they are done");
-                    std::process::exit(2);
-                }
-            }
-            Ok(())
-        }
-        SaleCommand::Purge { sale, stores } => {
-            let (db, keys, redis) = connect_stores(&stores).await?;
-            match ending::purge(&db, &redis, &keys, &sale).await? {
-                ending::Purge::Purged { keys } => {
-                    println!(
-                        "sale {sale} purged from Redis ({keys} keys); PostgreSQL keeps everything"
-                    )
-                }
-                ending::Purge::Refused(problems) => {
-                    println!("sale {sale} not purged; nothing was deleted:");
-                    problems.iter().for_each(|line| println!("  {line}"));
-                    std::process::exit(2);
-                }
-            }
-            Ok(())
-        }
+        SaleCommand::End { sale, stores } => end_sale(sale, stores).await,
+        SaleCommand::Purge { sale, stores } => purge_sale(sale, stores).await,
     }
+}
+
+/// `sale end`: new claims stop at once; exits 2 while a pool still has something in flight.
+async fn end_sale(sale: String, stores: StoreArgs) -> anyhow::Result<()> {
+    let (db, keys, redis) = connect_stores(&stores).await?;
+    let work = async {
+        Ok(match ending::end(&db, &redis, &keys, &sale).await? {
+            ending::Ending::Ended => Ended::done(vec!["ended".into()]),
+            // New claims are refused from now on: a change, still waiting to finish.
+            ending::Ending::Waiting(waiting) => Ended {
+                phase: floodgate_booking::audit::Phase::Done,
+                said: waiting,
+            },
+        })
+    };
+    let ended = audited::run(&db, &stores.audit, (&sale, "end"), json!({}), work).await?;
+    if ended.said == ["ended"] {
+        println!("sale {sale} ended: nothing more is sold");
+        return Ok(());
+    }
+    println!("sale {sale} is ending: new reservations are refused; waiting for");
+    ended.said.iter().for_each(|line| println!("  {line}"));
+    println!("run `sale end {sale}` again once they are done");
+    std::process::exit(2);
+}
+
+/// `sale purge`: an ended sale's Redis state deleted; exits 2 saying why not.
+async fn purge_sale(sale: String, stores: StoreArgs) -> anyhow::Result<()> {
+    let (db, keys, redis) = connect_stores(&stores).await?;
+    let work = async {
+        Ok(match ending::purge(&db, &redis, &keys, &sale).await? {
+            ending::Purge::Purged { keys } => Ended::done(vec![format!("{keys} keys deleted")]),
+            ending::Purge::Refused(problems) => Ended::refused(problems),
+        })
+    };
+    let ended = audited::run(&db, &stores.audit, (&sale, "purge"), json!({}), work).await?;
+    if ended.phase == floodgate_booking::audit::Phase::Done {
+        let deleted = ended.said.join("");
+        println!("sale {sale} purged from Redis ({deleted}); PostgreSQL keeps everything");
+        return Ok(());
+    }
+    println!("sale {sale} not purged; nothing was deleted:");
+    ended.said.iter().for_each(|line| println!("  {line}"));
+    std::process::exit(2);
 }
 
 /// `sandbox-pay`: the payment provider's stand-in, for the demo and the tests.
@@ -177,16 +202,22 @@ async fn create_sale(
         sale.opens_at = time::OffsetDateTime::now_utc() + time::Duration::seconds(secs as i64);
     }
     let db = connect_db(&stores.db).await?;
-    catalog::create_sale(&db, &sale).await?;
-    println!(
-        "sale {} written to the catalog ({} pools, opens at {})",
-        sale.id,
-        sale.pools.len(),
-        sale.opens_at
-    );
+    let asked = json!({ "file": file.display().to_string(), "pools": sale.pools.len() });
+    let work = async {
+        catalog::create_sale(&db, &sale).await?;
+        Ok(Ended::done(vec![format!(
+            "sale {} written to the catalog ({} pools, opens at {})",
+            sale.id,
+            sale.pools.len(),
+            sale.opens_at
+        )]))
+    };
+    let ended = audited::run(&db, &stores.audit, (&sale.id, "create"), asked, work).await?;
+    ended.said.iter().for_each(|line| println!("{line}"));
     if arm {
         let (db, keys, redis) = connect_stores(&stores).await?;
-        arm_sale(&db, &redis, &keys, &sale.id).await?;
+        let work = arm_sale(&db, &redis, &keys, &sale.id);
+        audited::run(&db, &stores.audit, (&sale.id, "arm"), json!({}), work).await?;
     }
     Ok(())
 }
@@ -204,11 +235,16 @@ async fn rebuild_pool(
         "waiting for the consumer group {} to apply the Kafka tail",
         tail.group
     );
-    let done = rebuild::rebuild(&db, &redis, &keys, &tail, &sale, &pool).await?;
-    println!(
-        "pool {pool} rebuilt: available {}, held {}, sold {} ({} reservation records restored)",
-        done.available, done.held, done.sold, done.records
-    );
+    let work = async {
+        let done = rebuild::rebuild(&db, &redis, &keys, &tail, &sale, &pool).await?;
+        Ok(Ended::done(vec![format!(
+            "pool {pool} rebuilt: available {}, held {}, sold {} ({} reservation records restored)",
+            done.available, done.held, done.sold, done.records
+        )]))
+    };
+    let asked = json!({ "pool": pool });
+    let ended = audited::run(&db, &stores.audit, (&sale, "rebuild"), asked, work).await?;
+    ended.said.iter().for_each(|line| println!("{line}"));
     Ok(())
 }
 
@@ -224,16 +260,23 @@ async fn reconcile_sale(
     let mut reports = reconcile::report(&db, &redis, &keys, &sale).await?;
     print!("{}", reconcile::render(&sale, &reports));
     if repair {
-        let mut done = reconcile::repair(&redis, &keys, &sale, &reports).await?;
-        for report in reports.iter().filter(|r| r.lost_writes()) {
-            let pool = &report.pool;
-            println!("pool {pool} lost writes: waiting for the Kafka tail, then rebuilding it from PostgreSQL");
-            let rebuilt = rebuild::rebuild(&db, &redis, &keys, &tail, &sale, pool).await?;
-            done.push(format!(
-                "{pool}: rebuilt from PostgreSQL: available {}, held {}, sold {}",
-                rebuilt.available, rebuilt.held, rebuilt.sold
-            ));
-        }
+        let work = async {
+            let mut done = reconcile::repair(&redis, &keys, &sale, &reports).await?;
+            for report in reports.iter().filter(|r| r.lost_writes()) {
+                let pool = &report.pool;
+                println!("pool {pool} lost writes: waiting for the Kafka tail, then rebuilding it from PostgreSQL");
+                let rebuilt = rebuild::rebuild(&db, &redis, &keys, &tail, &sale, pool).await?;
+                done.push(format!(
+                    "{pool}: rebuilt from PostgreSQL: available {}, held {}, sold {}",
+                    rebuilt.available, rebuilt.held, rebuilt.sold
+                ));
+            }
+            Ok(Ended::done(done))
+        };
+        let asked = json!({ "drifts": reports.iter().map(|r| r.drifts.len()).sum::<usize>() });
+        let done = audited::run(&db, &stores.audit, (&sale, "repair"), asked, work)
+            .await?
+            .said;
         println!();
         if done.is_empty() {
             println!("nothing safe to repair");
@@ -296,11 +339,17 @@ async fn arm_sale(
     redis: &floodgate_contract::runtime::RedisConn,
     keys: &Keys,
     sale: &str,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Ended> {
     let report = catalog::arm_sale(db, redis, keys, sale).await?;
-    for (pool, capacity) in &report.pools {
-        println!("armed pool {pool}: {capacity} seats");
-    }
-    println!("sale {} armed; opens at {}", report.sale, report.opens_at);
-    Ok(())
+    let mut said: Vec<String> = report
+        .pools
+        .iter()
+        .map(|(pool, capacity)| format!("armed pool {pool}: {capacity} seats"))
+        .collect();
+    said.push(format!(
+        "sale {} armed; opens at {}",
+        report.sale, report.opens_at
+    ));
+    said.iter().for_each(|line| println!("{line}"));
+    Ok(Ended::done(said))
 }

@@ -214,6 +214,7 @@ async fn a_booking_process_killed_before_its_publish_loses_nothing(db: sqlx::PgP
             floodgate_tests::secret("whsec_"),
         )
         .env("FLOODGATE_OPS_TOKEN", floodgate_tests::secret("ops_"))
+        .env("FLOODGATE_AUDIT_KEY", floodgate_tests::secret("audit_"))
         .env("FLOODGATE_ADMIN_LISTEN", "127.0.0.1:0")
         .env("FLOODGATE_PAYMENT_SANDBOX", "true")
         .env("FLOODGATE_PAYMENT_API_KEY", floodgate_tests::secret("pk_"))

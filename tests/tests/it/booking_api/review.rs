@@ -767,6 +767,10 @@ fn serve_env(db_url: &str, public_keys: &str) -> Vec<(&'static str, String)> {
             "ops_0123456789abcdef0123456789abcdef".into(),
         ),
         (
+            "FLOODGATE_AUDIT_KEY",
+            "audit_0123456789abcdef0123456789abcdef".into(),
+        ),
+        (
             "FLOODGATE_PAYMENT_PROVIDER_URL",
             "https://payments.example.invalid".into(),
         ),
