@@ -99,7 +99,6 @@ async fn discovery(State(signin): State<SignIn>) -> Response {
         "subject_types_supported": ["public"],
         "id_token_signing_alg_values_supported": ["EdDSA"],
         "scopes_supported": ["openid"],
-        "claims_supported": ["iss", "aud", "sub", "iat", "exp", "nonce"],
         "token_endpoint_auth_methods_supported": ["none"],
         "code_challenge_methods_supported": ["S256"],
         "authorization_response_iss_parameter_supported": true,
