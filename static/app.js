@@ -375,8 +375,10 @@ async function finishSignIn() {
 }
 
 // A signed-in buyer's token must outlast what comes next (a reconnect, a booking call): when it
-// has less than `secs` left, sign in again now. A pass or a place is kept across the trip (the
-// pass in this tab's storage, the place by its resume token). True when the page is leaving.
+// has less than `secs` left, sign in again now. Never while waiting on an open connection (the
+// door does not check it again; a trip away would risk the place once past its grace); at a
+// reconnect, on admission (the pass is kept in this tab's storage) and before booking. True when
+// the page is leaving.
 function renewIdentity(secs) {
   if (!identity() || identityLeft() >= secs || !signin.available) return false;
   // Once a minute at most: a provider whose tokens live shorter than a pass gets no loop.
@@ -444,8 +446,6 @@ function onPreQueue(msg) {
 }
 
 function onPosition(msg) {
-  // Renewed while the place is safe, rather than found expired at the next reconnect or booking.
-  if (renewIdentity(120)) return;
   const position = msg.position;
   if (state.firstPosition === null || position > state.firstPosition) state.firstPosition = position;
   $("position").textContent = position.toLocaleString();

@@ -95,8 +95,20 @@ where
 
 /// `audit verify`: every row against the chain; exits 2 naming each that does not follow.
 pub(crate) async fn verify(db: &sqlx::PgPool, args: &AuditArgs) -> anyhow::Result<()> {
-    let key = args.key()?;
-    let verdict = chain::verify(db, &key)
+    use secrecy::ExposeSecret as _;
+    let mut keys = vec![args.key()?];
+    if let Some(previous) = &args.previous_keys {
+        for key in previous
+            .expose_secret()
+            .split(',')
+            .filter(|k| !k.trim().is_empty())
+        {
+            let key = AuditKey::new(&secrecy::SecretString::from(key.trim().to_owned()))
+                .map_err(|e| anyhow::anyhow!("FLOODGATE_AUDIT_PREVIOUS_KEYS: {e}"))?;
+            keys.push(key);
+        }
+    }
+    let verdict = chain::verify(db, &keys)
         .await
         .context("reading the audit trail")?;
     let last = verdict.last.as_ref().map_or_else(

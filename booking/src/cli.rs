@@ -67,6 +67,10 @@ pub(crate) struct AuditArgs {
     /// changes something: each is recorded).
     #[arg(long, env = "FLOODGATE_AUDIT_KEY", hide_env_values = true)]
     pub(crate) audit_key: Option<secrecy::SecretString>,
+    /// The keys the trail was chained with before the current one, comma-separated (`audit
+    /// verify` only): rows made before a key rotation still check.
+    #[arg(long, env = "FLOODGATE_AUDIT_PREVIOUS_KEYS", hide_env_values = true)]
+    pub(crate) previous_keys: Option<secrecy::SecretString>,
     /// Who is running the command, as the audit trail records it (default: cli:<login name>).
     #[arg(long, env = "FLOODGATE_OPERATOR")]
     pub(crate) operator: Option<String>,

@@ -60,7 +60,7 @@ impl Assets {
         let origins = settings
             .checkout_origins
             .iter()
-            .map(|o| check_origin(o))
+            .map(|o| check_origin("FLOODGATE_CHECKOUT_ORIGINS", o))
             .collect::<Result<Vec<_>, _>>()?
             .join(" ");
         let (issuer, client) = match settings.signin {
@@ -70,10 +70,13 @@ impl Assets {
         let mut connect = settings
             .signin_origins
             .iter()
-            .map(|o| check_origin(o))
+            .map(|o| check_origin("FLOODGATE_SIGNIN_ORIGINS", o))
             .collect::<Result<Vec<_>, _>>()?;
         if !issuer.is_empty() {
-            connect.push(check_origin(origin_of(&issuer))?);
+            connect.push(check_origin(
+                "FLOODGATE_IDENTITY_ISSUER",
+                origin_of(&issuer),
+            )?);
         }
         let mut assets = Assets {
             policy: page_policy(&connect),
@@ -195,7 +198,7 @@ fn rewrite_import(body: Vec<u8>, plain: &str, hashed: &str) -> Vec<u8> {
 
 /// An origin as the page compares them (`scheme://host[:port]`, lowercase, no path): only
 /// characters an origin can have, so it is safe inside the page's markup.
-fn check_origin(origin: &str) -> std::io::Result<String> {
+fn check_origin(setting: &str, origin: &str) -> std::io::Result<String> {
     let origin = origin.trim().trim_end_matches('/').to_ascii_lowercase();
     let (scheme, host) = origin.split_once("://").unwrap_or(("", ""));
     let valid = matches!(scheme, "http" | "https")
@@ -208,16 +211,23 @@ fn check_origin(origin: &str) -> std::io::Result<String> {
     } else {
         Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
-            format!("FLOODGATE_CHECKOUT_ORIGINS: {origin:?} is not an origin like https://pay.example.com"),
+            format!("{setting}: {origin:?} is not an origin like https://pay.example.com"),
         ))
     }
 }
 
-/// The sign-in's issuer as the page is given it: an http(s) URL of characters that need no
-/// escaping inside the page's markup.
+/// The sign-in's issuer as the page is given it, exactly as configured (the page checks the
+/// provider's discovery document names this very issuer): an https URL, or plain http to this
+/// machine's loopback (a local provider), of characters that need no escaping inside the markup.
 fn check_issuer(url: &str) -> std::io::Result<String> {
-    let url = url.trim().trim_end_matches('/');
-    let valid = (url.starts_with("https://") || url.starts_with("http://"))
+    let url = url.trim();
+    let loopback = ["http://localhost", "http://127.0.0.1", "http://[::1]"]
+        .iter()
+        .any(|l| {
+            url.strip_prefix(l)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with([':', '/']))
+        });
+    let valid = (url.starts_with("https://") || loopback)
         && url.bytes().all(|b| {
             b.is_ascii_alphanumeric()
                 || matches!(b, b'.' | b'-' | b':' | b'/' | b'_' | b'~' | b'[' | b']')
@@ -228,7 +238,8 @@ fn check_issuer(url: &str) -> std::io::Result<String> {
         Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             format!(
-                "FLOODGATE_IDENTITY_ISSUER: {url:?} is not an issuer URL like https://login.example.com"
+                "FLOODGATE_IDENTITY_ISSUER: {url:?} is not an issuer URL the page can sign in at, \
+                 like https://login.example.com (plain http only on this machine's loopback)"
             ),
         ))
     }
@@ -393,7 +404,12 @@ mod tests {
             .to_str()
             .unwrap()
             .contains("connect-src 'self';"));
-        for bad in [("javascript:alert(1)", "c"), ("https://a.example", "a\"b")] {
+        for bad in [
+            ("javascript:alert(1)", "c"),
+            ("https://a.example", "a\"b"),
+            ("http://login.example.com", "c"),
+            ("http://localhost.evil.example", "c"),
+        ] {
             let settings = PageSettings {
                 signin: Some(bad),
                 ..PageSettings::default()

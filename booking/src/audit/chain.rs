@@ -5,6 +5,11 @@
 //! follows. Rows are appended one at a time under a transaction-scoped advisory lock, so the
 //! chain has one order across every booking service and admin command.
 //!
+//! The chain starts from a digest of the rows written before it existed (marked `before-chain`
+//! by the migration), so those rows cannot be edited, nor chained rows re-marked as theirs,
+//! without the first chained row failing. A row with no MAC (written by an older release during
+//! an upgrade, or by hand) is reported and skipped: the chain runs from MAC to MAC.
+//!
 //! Deleting the newest rows leaves a shorter chain that still verifies: each append logs its
 //! row id and MAC (`audit row appended`), so the logs, kept elsewhere, say where the chain ended.
 
@@ -16,7 +21,7 @@ use sqlx::PgPool;
 
 /// The advisory lock the appenders take turns under (any constant of this application's own).
 const CHAIN_LOCK: i64 = 0x466c_6f6f_6441_7564; // "FloodAud"
-/// The MAC a row's predecessor has when it is the first row of the chain.
+/// What the first chained row follows: this, and the digest of the rows before the chain.
 const GENESIS: &str = "genesis";
 /// What rows written before the chain existed carry instead of a MAC (the migration marks them).
 pub const BEFORE_CHAIN: &str = "before-chain";
@@ -138,13 +143,15 @@ pub async fn append(db: &PgPool, key: &AuditKey, entry: Entry<'_>) -> Result<i64
         .bind(CHAIN_LOCK)
         .execute(&mut *tx)
         .await?;
-    let previous: Option<Option<String>> =
-        sqlx::query_scalar("select mac from ops_audit order by id desc limit 1")
-            .fetch_optional(&mut *tx)
-            .await?;
-    let previous = match previous.flatten() {
-        Some(mac) if mac != BEFORE_CHAIN => mac,
-        _ => GENESIS.to_owned(),
+    let previous: Option<String> = sqlx::query_scalar(
+        "select mac from ops_audit where mac is not null and mac <> $1 order by id desc limit 1",
+    )
+    .bind(BEFORE_CHAIN)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let previous = match previous {
+        Some(mac) => mac,
+        None => genesis(&mut tx).await?,
     };
     // Taken under the lock, so ids rise in the chain's order.
     let id: i64 = sqlx::query_scalar("select nextval(pg_get_serial_sequence('ops_audit', 'id'))")
@@ -190,6 +197,48 @@ pub async fn append(db: &PgPool, key: &AuditKey, entry: Entry<'_>) -> Result<i64
     Ok(id)
 }
 
+/// The first chained row's predecessor: [`GENESIS`] and a digest of every row written before the
+/// chain, in order.
+async fn genesis(tx: &mut sqlx::PgConnection) -> Result<String, sqlx::Error> {
+    use futures::TryStreamExt as _;
+    let mut legacy = Legacy::default();
+    let mut rows = sqlx::query_as::<_, Row>(
+        "select id, at, sale, action, actor, phase, intent, before, after, detail
+         from ops_audit where mac = $1 order by id",
+    )
+    .bind(BEFORE_CHAIN)
+    .fetch(tx);
+    while let Some(row) = rows.try_next().await? {
+        legacy.add(&row);
+    }
+    Ok(legacy.genesis())
+}
+
+/// A running digest of the rows written before the chain.
+#[derive(Default)]
+struct Legacy {
+    digest: sha2::Sha256,
+    rows: u64,
+}
+
+impl Legacy {
+    fn add(&mut self, row: &Row) {
+        use sha2::Digest as _;
+        self.digest.update(row.canonical().as_bytes());
+        self.digest.update(b"\n");
+        self.rows += 1;
+    }
+
+    fn genesis(self) -> String {
+        use sha2::Digest as _;
+        format!(
+            "{GENESIS}:{}:{}",
+            self.rows,
+            hex::encode(self.digest.finalize())
+        )
+    }
+}
+
 /// What [`verify`] found.
 #[derive(Debug, Default)]
 pub struct Verdict {
@@ -203,11 +252,13 @@ pub struct Verdict {
     pub last: Option<(i64, String)>,
 }
 
-/// Checks every row of the trail against the chain, oldest first.
-pub async fn verify(db: &PgPool, key: &AuditKey) -> Result<Verdict, sqlx::Error> {
+/// Checks every row of the trail against the chain, oldest first. A row may have been made with
+/// any of `keys` (the current one and those it replaced).
+pub async fn verify(db: &PgPool, keys: &[AuditKey]) -> Result<Verdict, sqlx::Error> {
     use futures::TryStreamExt as _;
     let mut verdict = Verdict::default();
-    let mut previous = GENESIS.to_owned();
+    let mut legacy = Some(Legacy::default());
+    let mut previous = String::new();
     // Rows are read as they come, so a long trail is checked in bounded memory.
     let mut stream = sqlx::query(
         "select id, at, sale, action, actor, phase, intent, before, after, detail, mac
@@ -218,16 +269,25 @@ pub async fn verify(db: &PgPool, key: &AuditKey) -> Result<Verdict, sqlx::Error>
         use sqlx::{FromRow as _, Row as _};
         let row = Row::from_row(&record)?;
         let mac: Option<String> = record.try_get("mac")?;
-        match mac.as_deref() {
-            Some(BEFORE_CHAIN) if verdict.chained == 0 => verdict.before_chain += 1,
-            Some(BEFORE_CHAIN) | None => {
-                verdict
-                    .broken
-                    .push((row.id, "carries no MAC, inside the chain: inserted by hand"));
+        match (mac.as_deref(), legacy.as_mut()) {
+            (Some(BEFORE_CHAIN), Some(legacy)) => {
+                legacy.add(&row);
+                verdict.before_chain += 1;
             }
-            Some(stored) => {
+            (Some(BEFORE_CHAIN), None) => verdict.broken.push((
+                row.id,
+                "is marked as written before the chain, inside it: re-marked by hand",
+            )),
+            (None, _) => verdict.broken.push((
+                row.id,
+                "carries no MAC: written by an older release during an upgrade, or by hand",
+            )),
+            (Some(stored), _) => {
+                if let Some(legacy) = legacy.take() {
+                    previous = legacy.genesis();
+                }
                 verdict.chained += 1;
-                if key.mac(&previous, &row) != stored {
+                if !keys.iter().any(|key| key.mac(&previous, &row) == stored) {
                     verdict.broken.push((
                         row.id,
                         "does not match its MAC: it was edited, a row before it was deleted or \

@@ -238,6 +238,51 @@ async fn every_admin_command_is_audited_and_verify_catches_an_edited_or_deleted_
     let (code, said) = app.booking_command(&url, &["audit", "verify"]);
     assert_eq!(code, 0, "put back as it was, the row checks again: {said}");
 
+    // After a key rotation, rows made with the old key still check, named as a previous key.
+    let (code, said) = app.booking_command_with(
+        &url,
+        &["audit", "verify"],
+        &[
+            ("FLOODGATE_AUDIT_KEY", &other),
+            ("FLOODGATE_AUDIT_PREVIOUS_KEYS", &app.audit_key),
+        ],
+    );
+    assert_eq!(code, 0, "{said}");
+
+    // A chained row re-marked as older than the chain breaks the chain's start.
+    let (first, mac): (i64, String) =
+        sqlx::query_as("select id, mac from ops_audit order by id limit 1")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    let mark = |mac: String| {
+        sqlx::query("update ops_audit set mac = $2 where id = $1")
+            .bind(first)
+            .bind(mac)
+            .execute(&app.db)
+    };
+    mark("before-chain".into()).await.unwrap();
+    let (code, said) = app.booking_command(&url, &["audit", "verify"]);
+    assert_eq!(code, 2, "{said}");
+    mark(mac).await.unwrap();
+    // A row inserted by hand, with no MAC, is named.
+    let forged: i64 = sqlx::query_scalar(
+        "insert into ops_audit (sale, action, actor, before, after)
+         values ($1, 'resume', 'nobody', '{}', '{}') returning id",
+    )
+    .bind(&sale)
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    let (code, said) = app.booking_command(&url, &["audit", "verify"]);
+    assert_eq!(code, 2, "{said}");
+    assert!(said.contains(&format!("row {forged}")), "{said}");
+    sqlx::query("delete from ops_audit where id = $1")
+        .bind(forged)
+        .execute(&app.db)
+        .await
+        .unwrap();
+
     // So is a deleted one: the next row no longer follows the one before it.
     sqlx::query("delete from ops_audit where id = $1")
         .bind(end_intent)
