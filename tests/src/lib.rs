@@ -678,7 +678,8 @@ impl TestApp {
         let addr = listener.local_addr().unwrap();
         let config = floodgate_booking::Config {
             listen: addr.to_string(),
-            redis: redis_args(self.keys.prefix(), None),
+            // The app's own Redis: its private cluster, if it runs on one.
+            redis: redis_args_on(self.keys.prefix(), None, self.redis_cluster.as_deref()),
             kafka: KafkaArgs::plaintext(kafka_brokers, &self.topic),
             identity: identity_args(&self.sandbox, None),
             listener: Default::default(),

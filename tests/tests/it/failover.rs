@@ -4,8 +4,10 @@
 //! so after the failover nothing answered 201 is missing, no paid seat is lost, no seat is sold
 //! twice, and reconciliation finds nothing to say. Each run has its own cluster, on free ports.
 //! [`passes`]: people retrying through the failover as the protocol says keep their pass.
+//! [`replays`]: every 201, a replay's and a buyer's included, waits for its replica.
 
 mod passes;
+mod replays;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
