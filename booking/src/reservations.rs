@@ -84,7 +84,7 @@ pub async fn reserve_durably(
 ) -> Result<Hold, NotReserved> {
     let hold = gatekeeper.reserve(request, new_id, new_secret).await?;
     let (sale, pool) = (request.claims.sale.as_str(), request.pool);
-    if let Err(e) = gatekeeper.hold_replicated(sale, pool).await {
+    if let Err(e) = gatekeeper.hold_replicated(sale, pool, &hold).await {
         return abort(
             gatekeeper,
             request,
@@ -162,8 +162,15 @@ async fn abort(
         }
         // A retry of the same request got its ack meanwhile: the reservation is durable, and
         // that request may have answered 201; this one gives the same answer (as a replay
-        // does, whatever became of the hold since).
-        Ok(Abort::Durable { .. }) => Ok(hold),
+        // does, whatever became of the hold since), once the durable mark it stands on is on
+        // the replicas (this process's own mark write makes the wait count, whoever wrote it).
+        Ok(Abort::Durable { .. }) => {
+            gatekeeper
+                .pool_replicated(&claims.sale, request.pool)
+                .await
+                .map_err(|e| NotReserved::NotReplicated(e.to_string()))?;
+            Ok(hold)
+        }
         Ok(Abort::NotHeld {
             state: None | Some(ReservationState::Aborted),
         }) => Err(why),

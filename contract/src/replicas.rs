@@ -10,6 +10,11 @@
 //!   write: the process's one multiplexed connection to that node, routed explicitly to the
 //!   primary of the write's slot. (A plain `WAIT` through the cluster client would go to every
 //!   primary and return the lowest answer.)
+//! - A connection that made no write of its own has nothing for `WAIT` to count, and it returns
+//!   at once: a replay answered from what another process wrote, or a retry on a connection made
+//!   again after a reconnect. So each `WAIT` follows a write of its own on the same connection
+//!   (an `INCR` of a mark key in the slot): replication is ordered, so a replica that has the
+//!   mark has every write the primary made before it, whoever made them.
 //! - One `WAIT` covers every write sent before it on that connection. So waits are grouped per
 //!   slot: a caller whose write is done joins the next `WAIT` not yet sent, and at most one is in
 //!   flight per slot while the next gathers callers. A busy node pays one replication round trip
@@ -83,29 +88,67 @@ impl<S: SendWait> Batcher<S> {
     }
 }
 
-/// The real sender: `WAIT min timeout` on the process's connection to the slot's primary.
+/// The real sender: a mark written, then `WAIT min timeout`, on the process's connection to
+/// the slot's primary.
 pub struct RedisWait {
     conn: RedisConn,
     min_replicas: u32,
     timeout: Duration,
+    /// The mark keys' prefix (the deployment's key prefix, so ACLs on it cover them).
+    prefix: String,
+}
+
+/// A short hash tag for each of the 16,384 slots (`tags()[slot]` hashes to `slot`), found once.
+fn tags() -> &'static [String] {
+    static TAGS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    TAGS.get_or_init(|| {
+        let mut tags = vec![String::new(); 16_384];
+        let mut missing = tags.len();
+        let mut n: u64 = 0;
+        while missing > 0 {
+            let tag = n.to_string();
+            let slot = usize::from(crc16(tag.as_bytes()) % 16_384);
+            if tags[slot].is_empty() {
+                tags[slot] = tag;
+                missing -= 1;
+            }
+            n += 1;
+        }
+        tags
+    })
+}
+
+/// The key of `slot`'s mark: the write each `WAIT` follows.
+fn mark_key(prefix: &str, slot: u16) -> String {
+    format!("{prefix}{{{}}}:replicated", tags()[usize::from(slot)])
 }
 
 impl SendWait for RedisWait {
     fn send_wait(&self, slot: u16) -> BoxFuture<'static, Outcome> {
         let mut conn = self.conn.clone();
         let (min, timeout) = (self.min_replicas, self.timeout);
+        let mut mark = redis::cmd("INCR");
+        mark.arg(mark_key(&self.prefix, slot));
         async move {
-            let mut cmd = redis::cmd("WAIT");
-            cmd.arg(min).arg(timeout.as_millis() as u64);
+            let mut wait = redis::cmd("WAIT");
+            wait.arg(min).arg(timeout.as_millis() as u64);
+            // The mark, then the wait, in order on the one connection to the slot's primary.
             let acked: redis::RedisResult<i64> = match &mut conn {
-                RedisConn::Single(c) => cmd.query_async(c).await,
+                RedisConn::Single(c) => match mark.query_async::<i64>(c).await {
+                    Ok(_) => wait.query_async(c).await,
+                    Err(e) => Err(e),
+                },
                 RedisConn::Cluster(c) => {
                     let route = Route::new(slot, SlotAddr::Master);
                     let routing =
                         RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
-                    c.route_command(&cmd, routing)
-                        .await
-                        .and_then(|v| redis::from_redis_value(&v))
+                    match c.route_command(&mark, routing.clone()).await {
+                        Ok(_) => c
+                            .route_command(&wait, routing)
+                            .await
+                            .and_then(|v| redis::from_redis_value(&v)),
+                        Err(e) => Err(e),
+                    }
                 }
             };
             match acked {
@@ -133,13 +176,14 @@ impl Replication {
     pub const MAX_TIMEOUT: Duration = Duration::from_millis(1_500);
 
     /// Waits for `min_replicas` (none at all when 0) for at most `timeout` (capped at
-    /// [`Self::MAX_TIMEOUT`]).
-    pub fn new(conn: RedisConn, min_replicas: u32, timeout: Duration) -> Self {
+    /// [`Self::MAX_TIMEOUT`]); each wait's mark key starts with `prefix`.
+    pub fn new(conn: RedisConn, min_replicas: u32, timeout: Duration, prefix: &str) -> Self {
         let batcher = (min_replicas > 0).then(|| {
             Batcher::new(RedisWait {
                 conn,
                 min_replicas,
                 timeout: timeout.min(Self::MAX_TIMEOUT),
+                prefix: prefix.to_owned(),
             })
         });
         Self { batcher }
@@ -163,6 +207,12 @@ impl Replication {
     pub async fn both_replicated(&self, a: &str, b: &str) -> Outcome {
         let (a, b) = tokio::join!(self.replicated(a), self.replicated(b));
         a.and(b)
+    }
+
+    /// Every key's writes replicated (their waits run at once).
+    pub async fn all_replicated(&self, keys: &[&str]) -> Outcome {
+        let waits = keys.iter().map(|key| self.replicated(key));
+        futures::future::join_all(waits).await.into_iter().collect()
     }
 }
 
@@ -212,6 +262,16 @@ mod tests {
         assert_eq!(key_slot(b"{foo}.anything"), key_slot(b"foo"));
         assert_eq!(key_slot(b"fg:{foo}:bar"), 12182);
         assert_ne!(key_slot(b"{}foo"), key_slot(b"foo"));
+    }
+
+    #[test]
+    fn every_slot_has_a_mark_key_in_it() {
+        for slot in [0u16, 1, 866, 12182, 16_383] {
+            let key = mark_key("fg:", slot);
+            assert_eq!(key_slot(key.as_bytes()), slot, "{key}");
+            assert!(key.starts_with("fg:{"), "{key}");
+        }
+        assert!(tags().iter().all(|t| !t.is_empty() && t.len() <= 6));
     }
 
     /// A scripted `WAIT`: counts sends, stamps each with the "write clock" at the moment it was

@@ -17,6 +17,9 @@ pub struct Hold {
     pub pending_event: Option<String>,
     /// True when this is an earlier request's result, returned for a retry.
     pub replayed: bool,
+    /// The buyer's record, when the request counted its seats there (its slot's writes are
+    /// waited for with the hold's).
+    pub buyer_record: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +95,7 @@ pub(super) fn parse_reserve(reply: &[String]) -> Result<Hold, Result<Refusal, Re
                 outbox_entry: reply[6].clone(),
                 pending_event: Some(reply[7].clone()).filter(|e| !e.is_empty()),
                 replayed: kind == "replay",
+                buyer_record: None,
             })
         }
         Some("sold_out") => match (int(1), int(2), flag(3)) {

@@ -99,7 +99,7 @@ impl Gatekeeper {
         let scripts = Scripts::default();
         scripts.preload(&mut redis.clone()).await?;
         Ok(Self {
-            replication: Replication::new(redis.clone(), 0, Duration::ZERO),
+            replication: Replication::new(redis.clone(), 0, Duration::ZERO, keys.prefix()),
             redis,
             keys,
             scripts: Arc::new(scripts),
@@ -109,7 +109,12 @@ impl Gatekeeper {
     /// Waits for `min_replicas` replicas (at most `timeout`) before promising anything on a write
     /// (see [`floodgate_contract::replicas`]); 0, the default, waits for none.
     pub fn with_replicas(mut self, min_replicas: u32, timeout: Duration) -> Self {
-        self.replication = Replication::new(self.redis.clone(), min_replicas, timeout);
+        self.replication = Replication::new(
+            self.redis.clone(),
+            min_replicas,
+            timeout,
+            self.keys.prefix(),
+        );
         self
     }
 
@@ -123,18 +128,30 @@ impl Gatekeeper {
         self.replication.replicated(&keys.config()).await
     }
 
-    /// A reservation's writes are on enough replicas: its token's claim (the sale's slot) and
-    /// its hold (the pool's).
-    pub async fn hold_replicated(&self, sale: &str, pool: &str) -> Result<(), NotReplicated> {
+    /// A reservation's writes are on enough replicas: its token's claim (the sale's slot), its
+    /// hold (the pool's) and, when it counted seats against its buyer, the buyer's record (a
+    /// slot of its own).
+    pub async fn hold_replicated(
+        &self,
+        sale: &str,
+        pool: &str,
+        hold: &Hold,
+    ) -> Result<(), NotReplicated> {
         // Every reservation comes through here: on a Redis without replicas, not even the keys
         // are built.
         if !self.replication.required() {
             return Ok(());
         }
-        let pool_keys = self.keys.pool(sale, pool);
-        self.replication
-            .both_replicated(&self.keys.sale(sale).meta(), &pool_keys.config())
-            .await
+        let meta = self.keys.sale(sale).meta();
+        let pool = self.keys.pool(sale, pool).config();
+        match &hold.buyer_record {
+            Some(record) => {
+                self.replication
+                    .all_replicated(&[&meta, &pool, record])
+                    .await
+            }
+            None => self.replication.both_replicated(&meta, &pool).await,
+        }
     }
 
     /// Invokes a pool script with the common KEYS layout (see `lua/lib.lua`).

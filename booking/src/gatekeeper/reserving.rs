@@ -47,7 +47,13 @@ impl Gatekeeper {
         let reply: Vec<String> = invocation.invoke_async(&mut self.redis.clone()).await?;
 
         match parse_reserve(&reply) {
-            Ok(hold) => Ok(hold),
+            Ok(mut hold) => {
+                if let (Some(buyer), Some(_)) = (&req.claims.buyer, claimed.buyer_limit) {
+                    let buyer = floodgate_contract::identity::BuyerId::new(buyer.clone());
+                    hold.buyer_record = Some(self.keys.buyer(&req.claims.sale, &buyer));
+                }
+                Ok(hold)
+            }
             Err(Err(e)) => Err(e),
             Err(Ok(refusal)) => Err(self.settle(req, &claimed, refusal).await),
         }

@@ -421,6 +421,7 @@ impl World {
             outbox_entry: String::new(),
             pending_event: None,
             replayed: false,
+            buyer_record: None,
         }
     }
 
