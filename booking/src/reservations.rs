@@ -162,11 +162,12 @@ async fn abort(
         }
         // A retry of the same request got its ack meanwhile: the reservation is durable, and
         // that request may have answered 201; this one gives the same answer (as a replay
-        // does, whatever became of the hold since), once the durable mark it stands on is on
-        // the replicas (this process's own mark write makes the wait count, whoever wrote it).
+        // does, whatever became of the hold since), once everything it stands on is on the
+        // replicas: the claim, the hold and its durable mark, the buyer's count (this process's
+        // own mark write makes each wait count, whoever wrote them).
         Ok(Abort::Durable { .. }) => {
             gatekeeper
-                .pool_replicated(&claims.sale, request.pool)
+                .hold_replicated(&claims.sale, request.pool, &hold)
                 .await
                 .map_err(|e| NotReserved::NotReplicated(e.to_string()))?;
             Ok(hold)

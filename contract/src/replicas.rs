@@ -27,7 +27,7 @@
 use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
 
 use crate::batch::{self, Flush};
 use crate::redis_conn::RedisConn;
@@ -126,31 +126,34 @@ fn mark_key(prefix: &str, slot: u16) -> String {
 impl SendWait for RedisWait {
     fn send_wait(&self, slot: u16) -> BoxFuture<'static, Outcome> {
         let mut conn = self.conn.clone();
-        let (min, timeout) = (self.min_replicas, self.timeout);
-        let mut mark = redis::cmd("INCR");
-        mark.arg(mark_key(&self.prefix, slot));
+        let min = self.min_replicas;
+        // The mark and the wait as one pipeline: sent together, in order, on one connection,
+        // and sent again together if the client retries, so the wait never goes alone (a wait on
+        // a connection without a write of its own would count nothing and return at once).
+        let mut both = redis::pipe();
+        both.cmd("INCR").arg(mark_key(&self.prefix, slot));
+        both.cmd("WAIT")
+            .arg(min)
+            .arg(self.timeout.as_millis() as u64);
         async move {
-            let mut wait = redis::cmd("WAIT");
-            wait.arg(min).arg(timeout.as_millis() as u64);
-            // The mark, then the wait, in order on the one connection to the slot's primary.
-            let acked: redis::RedisResult<i64> = match &mut conn {
-                RedisConn::Single(c) => match mark.query_async::<i64>(c).await {
-                    Ok(_) => wait.query_async(c).await,
-                    Err(e) => Err(e),
-                },
+            let answers: redis::RedisResult<Vec<redis::Value>> = match &mut conn {
+                RedisConn::Single(c) => both.query_async(c).await,
                 RedisConn::Cluster(c) => {
                     let route = Route::new(slot, SlotAddr::Master);
-                    let routing =
-                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
-                    match c.route_command(&mark, routing.clone()).await {
-                        Ok(_) => c
-                            .route_command(&wait, routing)
-                            .await
-                            .and_then(|v| redis::from_redis_value(&v)),
-                        Err(e) => Err(e),
-                    }
+                    c.route_pipeline(&both, 0, 2, SingleNodeRoutingInfo::SpecificNode(route))
+                        .await
                 }
             };
+            // The mark must be an increment on the slot's primary (an error or a redirect is
+            // no mark), and the wait's answer a count.
+            let acked = answers.and_then(|answers| match answers.as_slice() {
+                [redis::Value::Int(_), acked] => redis::from_redis_value::<i64>(acked),
+                other => Err(redis::RedisError::from((
+                    redis::ErrorKind::TypeError,
+                    "the replica mark was not written",
+                    format!("{other:?}"),
+                ))),
+            });
             match acked {
                 Ok(n) if n >= i64::from(min) => Ok(()),
                 Ok(n) => Err(NotReplicated::TooFew {
