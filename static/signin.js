@@ -14,10 +14,12 @@ const FLOW_KEY = "floodgate:signin-flow";
 // A sign-in not back within this long is abandoned.
 const FLOW_LIFETIME_MS = 15 * 60 * 1000;
 
-// Plain http only to a provider on this machine's loopback (a local test provider); anything
-// else is https, as the library insists.
+// Plain http only to a provider on this machine's loopback (a local test provider), as the
+// gateway allows it; anything else is https, as the library insists.
 function loopbackHttp(url) {
-  return url.protocol === "http:" && ["localhost", "127.0.0.1", "[::1]"].includes(url.hostname);
+  const host = url.hostname;
+  return url.protocol === "http:"
+    && (host === "localhost" || host === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host));
 }
 
 export class SignIn {

@@ -4,6 +4,8 @@
 //! every load. Everything is read, hashed and compressed once, at start.
 
 use std::collections::HashMap;
+
+use anyhow::Context as _;
 use std::path::Path;
 
 use axum::extract::{Path as UrlPath, State};
@@ -127,6 +129,27 @@ impl Assets {
         Ok(assets)
     }
 
+    /// The browser client from the static folder, if one is configured, told of the site: the
+    /// checkout origins, and the issuer the services trust and the page's client id there (the
+    /// audience its tokens are issued for), with which the page signs buyers in.
+    pub fn for_config(config: &crate::Config) -> anyhow::Result<Self> {
+        let Some(dir) = &config.static_dir else {
+            return Ok(Assets::default());
+        };
+        let signin = config
+            .identity
+            .identity_issuer
+            .as_deref()
+            .zip(config.identity.identity_audience.as_deref());
+        let settings = PageSettings {
+            checkout_origins: &config.checkout_origins,
+            signin,
+            signin_origins: &config.signin_origins,
+        };
+        Self::load(dir, &settings)
+            .with_context(|| format!("reading the static folder {}", dir.display()))
+    }
+
     /// Names `files` by their content's hash; the renames, plain name to hashed. A module is
     /// named once every module it imports (`from "./x.js"`) is, and its imports are pointed at
     /// their hashed names first, so its own hash changes with what it imports (the page imports
@@ -221,13 +244,9 @@ fn check_origin(setting: &str, origin: &str) -> std::io::Result<String> {
 /// machine's loopback (a local provider), of characters that need no escaping inside the markup.
 fn check_issuer(url: &str) -> std::io::Result<String> {
     let url = url.trim();
-    let loopback = ["http://localhost", "http://127.0.0.1", "http://[::1]"]
-        .iter()
-        .any(|l| {
-            url.strip_prefix(l)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with([':', '/']))
-        });
-    let valid = (url.starts_with("https://") || loopback)
+    let loopback_http = url.starts_with("http://")
+        && reqwest::Url::parse(url).is_ok_and(|u| floodgate_contract::identity::on_loopback(&u));
+    let valid = (url.starts_with("https://") || loopback_http)
         && url.bytes().all(|b| {
             b.is_ascii_alphanumeric()
                 || matches!(b, b'.' | b'-' | b':' | b'/' | b'_' | b'~' | b'[' | b']')

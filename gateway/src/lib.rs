@@ -164,7 +164,7 @@ impl AppState {
             .verifier()
             .await
             .map_err(anyhow::Error::msg)?;
-        let assets = page_assets(&config)?;
+        let assets = assets::Assets::for_config(&config)?;
         let booking = config
             .booking_url
             .as_deref()
@@ -296,27 +296,6 @@ impl AppState {
 }
 
 /// The gateway's routes.
-/// The browser client from the static folder, if one is configured, told of the site: the
-/// checkout origins, and the issuer the services trust and the page's client id there (the
-/// audience its tokens are issued for), with which the page signs buyers in.
-fn page_assets(config: &Config) -> anyhow::Result<assets::Assets> {
-    let Some(dir) = &config.static_dir else {
-        return Ok(assets::Assets::default());
-    };
-    let signin = config
-        .identity
-        .identity_issuer
-        .as_deref()
-        .zip(config.identity.identity_audience.as_deref());
-    let settings = assets::PageSettings {
-        checkout_origins: &config.checkout_origins,
-        signin,
-        signin_origins: &config.signin_origins,
-    };
-    assets::Assets::load(dir, &settings)
-        .with_context(|| format!("reading the static folder {}", dir.display()))
-}
-
 pub fn router(state: AppState) -> Router {
     let policy = state.assets.policy.clone();
     // Every route of the gateway's own is registered with its OpenAPI description

@@ -107,7 +107,8 @@ impl Row {
     }
 }
 
-/// `value` with every object's keys in order, whatever order they came in.
+/// `value` with every object's keys in order, whatever order they came in (serde_json keeps
+/// insertion order in this build, utoipa turns on `preserve_order`; jsonb keeps its own).
 fn sorted(value: &Value) -> Value {
     match value {
         Value::Object(map) => {

@@ -5,7 +5,7 @@
 //! checks no password: anyone may sign in as anyone. Never run a real sale with it.
 //!
 //! - `GET /.well-known/openid-configuration`, `GET|POST /authorize`, `POST /token`: the code flow
-//!   ([`flow`]), for the page registered at each of the configured origins' `/`.
+//!   ([`flow`], [`token`]), for the page registered at each of the configured origins' `/`.
 //! - `GET /.well-known/jwks.json`: the published keys (every key ever used by this run).
 //! - `POST /v1/identity/tokens` `{"sub": "alice"}`: a token as JSON (scripts, the load generator).
 //!   Like a provider's test cards, `aud`, `iss` and `expires_in_secs` (negative: already expired)
@@ -14,6 +14,7 @@
 //!   the old ones, signs every token from now on.
 
 mod flow;
+mod token;
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -91,6 +92,7 @@ impl SignIn {
         Router::new()
             .route("/.well-known/jwks.json", get(jwks))
             .merge(flow::routes())
+            .merge(token::routes())
             .route("/v1/identity/tokens", post(issue))
             .route("/v1/identity/rotate", post(rotate))
             .with_state(self)

@@ -109,15 +109,21 @@ impl IdentityArgs {
 /// The key set's URL, if it is https, or plain http to a loopback issuer (one on this host,
 /// which nobody on a network path can answer for) or, in test mode (`allow_http`), to any. The
 /// refusal names the setting, not the URL, which may carry credentials.
+/// Whether `url`'s host is this machine's loopback (`localhost`, 127.0.0.0/8, `::1`): nobody on
+/// a network path can answer for it, so plain http there is as good as https.
+pub fn on_loopback(url: &reqwest::Url) -> bool {
+    let host = url.host_str().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 fn check_key_set_url(url: &str, allow_http: bool) -> Result<String, String> {
     let parsed = reqwest::Url::parse(url)
         .map_err(|_| "FLOODGATE_IDENTITY_JWKS_URL is not a URL".to_owned())?;
-    let host = parsed.host_str().unwrap_or_default();
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let loopback = host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
+    let loopback = on_loopback(&parsed);
     match parsed.scheme() {
         "https" => Ok(url.to_owned()),
         "http" if loopback || allow_http => Ok(url.to_owned()),

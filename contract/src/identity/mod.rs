@@ -23,7 +23,7 @@ mod issuer;
 mod key_set;
 mod verifier;
 
-pub use args::IdentityArgs;
+pub use args::{on_loopback, IdentityArgs};
 pub use issuer::{IssuedIdentity, IssuerKey};
 pub use key_set::KeySource;
 pub use verifier::{parse_algorithms, IdentityPolicy, IdentityVerifier};

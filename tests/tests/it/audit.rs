@@ -1,6 +1,8 @@
 //! The audit of operator actions (issue 17): every change through the ops API is recorded in
 //! PostgreSQL with the token's name (never the token), the time, and the settings before and
-//! after; the ops API lists them, newest first.
+//! after; the ops API lists them, newest first. Each change is an intent before and an outcome
+//! after, the admin commands too, and the rows are chained with a key PostgreSQL never holds
+//! (`floodgate-booking audit verify`).
 
 use floodgate_tests::services::{booking_serve, start_service, Stopped};
 use floodgate_tests::{fresh_database, secret, SaleSpec, TestApp};
@@ -98,6 +100,20 @@ async fn every_ops_change_is_recorded_with_who_when_and_the_values_before_and_af
     assert_eq!(status, 401);
 }
 
+/// An app on a database of its own (its URL, for the commands), with a sale that opens in an
+/// hour.
+async fn app_with_a_pending_sale() -> (String, TestApp, String) {
+    let (url, db) = fresh_database().await;
+    let app = TestApp::spawn(db).await;
+    let sale = floodgate_tests::unique("audit-");
+    let spec = SaleSpec {
+        opens_in: std::time::Duration::from_secs(3600),
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    (url, app, sale)
+}
+
 /// The sale's audit rows in order: action, phase, and (for an outcome) its intent's id.
 async fn trail(app: &TestApp, sale: &str) -> Vec<(i64, String, String, Option<i64>)> {
     sqlx::query_as("select id, action, phase, intent from ops_audit where sale = $1 order by id")
@@ -109,56 +125,31 @@ async fn trail(app: &TestApp, sale: &str) -> Vec<(i64, String, String, Option<i6
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_whose_intent_cannot_be_recorded_is_not_made() {
-    let (url, db) = fresh_database().await;
-    let app = TestApp::spawn(db).await;
-    let sale = floodgate_tests::unique("audit-");
-    let spec = SaleSpec {
-        opens_in: std::time::Duration::from_secs(3600),
-        ..SaleSpec::default()
-    };
-    app.create_sale(&sale, &spec).await;
-    let ops = secret("ops_");
-    let env = [
-        ("FLOODGATE_OPS_TOKEN", ops.clone()),
-        ("FLOODGATE_WEBHOOK_SECRET", secret("whsec_")),
-    ];
-    let (mut command, admin, _) = booking_serve(&app, &url, &env);
-    let _booking = Stopped(start_service(&mut command, &admin).await);
-    let base = format!("{admin}/admin/v1/sales/{sale}");
+    let (_, app, sale) = app_with_a_pending_sale().await;
+    let base = format!("/admin/v1/sales/{sale}");
 
     // The trail cannot be written: the change is refused before it is made.
     sqlx::query("alter table ops_audit rename to ops_audit_away")
         .execute(&app.db)
         .await
         .unwrap();
+    let rate = serde_json::json!({ "admission_rate": 7.5 });
+    let token = &app.ops_token;
     let (status, body) = app
-        .answer(
-            app.http
-                .patch(&base)
-                .bearer_auth(&ops)
-                .json(&serde_json::json!({ "admission_rate": 7.5 })),
-        )
+        .ops(reqwest::Method::PATCH, &base, token, Some(rate))
         .await;
     assert_eq!(status, 503, "{body}");
-    let (status, body) = app
-        .answer(app.http.post(format!("{base}/pause")).bearer_auth(&ops))
-        .await;
+    let pause = format!("{base}/pause");
+    let (status, body) = app.ops(reqwest::Method::POST, &pause, token, None).await;
     assert_eq!(status, 503, "{body}");
-    let (_, figures) = app.answer(app.http.get(&base).bearer_auth(&ops)).await;
+    let (_, figures) = app.ops(reqwest::Method::GET, &base, token, None).await;
     assert_eq!(figures["admission_rate"], 50.0, "{figures}");
     assert_eq!(figures["paused"], false, "{figures}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_admin_command_is_audited_and_verify_catches_an_edited_or_deleted_row() {
-    let (url, db) = fresh_database().await;
-    let app = TestApp::spawn(db).await;
-    let sale = floodgate_tests::unique("audit-");
-    let spec = SaleSpec {
-        opens_in: std::time::Duration::from_secs(3600),
-        ..SaleSpec::default()
-    };
-    app.create_sale(&sale, &spec).await;
+    let (url, app, sale) = app_with_a_pending_sale().await;
     // The admin commands, each as an operator would run it (whatever each answers), and a
     // change through the ops API between them.
     let (code, said) = app.booking_command(&url, &["sale", "arm", &sale]);

@@ -497,6 +497,41 @@ async fn when_its_gateway_goes_away_the_page_reconnects_and_keeps_its_place(db: 
     assert!(browser_dir().join("artifacts/reconnect-after.png").exists());
 }
 
+/// Lets a `signin.mjs` journey, waiting in a paused queue, go on: admission resumes, asha books
+/// and pays in the page, which ends signed in as her with the booking confirmed, and PostgreSQL
+/// has the booking under her name (the buyer the booking service took from her identity token).
+async fn asha_books_and_pays(app: &TestApp, sale: &str, mut node: Dialogue) {
+    app.admission(sale, "resume").await;
+    node.go().await;
+    let done = node
+        .report(Duration::from_secs(90), "the booking completes in time")
+        .await;
+    node.finished().await;
+    assert!(
+        done["signedIn"].as_str().unwrap().contains("asha"),
+        "{done}"
+    );
+    assert!(
+        done["result"].as_str().unwrap().contains("confirmed"),
+        "{done}"
+    );
+    eventually(
+        "asha's booking is confirmed",
+        Duration::from_secs(30),
+        || async {
+            let buyer: Option<Option<String>> = sqlx::query_scalar(
+                "select buyer from bookings where sale_id = $1 and status = 'CONFIRMED'",
+            )
+            .bind(sale)
+            .fetch_optional(&app.db)
+            .await
+            .unwrap();
+            buyer.flatten().as_deref() == Some("asha")
+        },
+    )
+    .await;
+}
+
 #[sqlx::test(migrations = "../migrations")]
 async fn a_signed_in_buyer_joins_past_the_bot_check_holds_one_place_in_two_tabs_and_books(
     db: sqlx::PgPool,
@@ -551,35 +586,7 @@ async fn a_signed_in_buyer_joins_past_the_bot_check_holds_one_place_in_two_tabs_
     // Three tickets in all: the second tab took asha's back.
     assert_eq!(app.redis_int(&app.keys.sale(&sale).seq()).await, 3);
 
-    app.admission(&sale, "resume").await;
-    node.go().await;
-    let done = node
-        .report(Duration::from_secs(90), "the booking completes in time")
-        .await;
-    node.finished().await;
-    assert!(
-        done["signedIn"].as_str().unwrap().contains("asha"),
-        "{done}"
-    );
-    assert!(
-        done["result"].as_str().unwrap().contains("confirmed"),
-        "{done}"
-    );
-    eventually(
-        "asha's booking is confirmed",
-        Duration::from_secs(30),
-        || async {
-            let buyer: Option<Option<String>> = sqlx::query_scalar(
-                "select buyer from bookings where sale_id = $1 and status = 'CONFIRMED'",
-            )
-            .bind(&sale)
-            .fetch_optional(&app.db)
-            .await
-            .unwrap();
-            buyer.flatten().as_deref() == Some("asha")
-        },
-    )
-    .await;
+    asha_books_and_pays(&app, &sale, node).await;
     assert!(browser_dir()
         .join("artifacts/signin-3-second-tab.png")
         .exists());

@@ -55,37 +55,8 @@ async fn a_buyer_signs_in_at_a_certified_openid_provider_by_the_code_flow_and_bo
         "one place per buyer: {placed}"
     );
 
-    app.admission(&sale, "resume").await;
-    node.go().await;
-    let done = node
-        .report(Duration::from_secs(90), "the booking completes in time")
-        .await;
-    node.finished().await;
-    assert!(
-        done["signedIn"].as_str().unwrap().contains("asha"),
-        "{done}"
-    );
-    assert!(
-        done["result"].as_str().unwrap().contains("confirmed"),
-        "{done}"
-    );
-    // The booking service took the provider's ID token beside the pass: the buyer is the
-    // provider's subject.
-    eventually(
-        "asha's booking is confirmed",
-        Duration::from_secs(30),
-        || async {
-            let buyer: Option<Option<String>> = sqlx::query_scalar(
-                "select buyer from bookings where sale_id = $1 and status = 'CONFIRMED'",
-            )
-            .bind(&sale)
-            .fetch_optional(&app.db)
-            .await
-            .unwrap();
-            buyer.flatten().as_deref() == Some("asha")
-        },
-    )
-    .await;
+    // The booking service took the provider's ID token beside the pass.
+    asha_books_and_pays(&app, &sale, node).await;
     drop(site);
 }
 

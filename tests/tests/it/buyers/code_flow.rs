@@ -85,14 +85,9 @@ async fn the_stand_in_signs_in_by_the_code_flow_with_pkce_and_no_other_way(db: s
         .build()
         .unwrap();
 
-    let discovery: serde_json::Value = http
-        .get(format!("{issuer}/.well-known/openid-configuration"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let discovery = app
+        .get_json(&format!("{issuer}/.well-known/openid-configuration"))
+        .await;
     assert_eq!(discovery["issuer"], issuer.as_str());
     assert_eq!(
         discovery["authorization_endpoint"],

@@ -1,0 +1,112 @@
+//! What a test may change about the services a [`crate::TestApp`] starts.
+
+use crate::oidc;
+
+/// What a test may change about the services it starts.
+#[derive(Clone, Debug)]
+pub struct TestOptions {
+    /// One Redis for everything the app starts and reads (a private server, say); the shared
+    /// one by default. The two below, when set, still win for their service.
+    pub redis_url: Option<String>,
+    /// The booking service's Redis (a fault-injecting proxy, say); the shared one by default.
+    pub booking_redis_url: Option<String>,
+    /// The gateway's Redis (a fault-injecting proxy, say); the shared one by default.
+    pub gateway_redis_url: Option<String>,
+    /// The broker for booking and consumer (a private instance, say); the shared one by default.
+    pub kafka_brokers: Option<String>,
+    pub delivery_timeout_ms: u64,
+    pub relay_interval_ms: u64,
+    pub reaper_interval_ms: u64,
+    pub max_connections_per_ip: u32,
+    pub joins_per_sec_per_ip: u32,
+    pub heartbeat_ms: u64,
+    pub idle_timeout_ms: u64,
+    pub grace_ms: u64,
+    pub max_sessions: Option<u64>,
+    /// How long a gateway's room outlives its last session.
+    pub room_idle_ms: u64,
+    /// The gateway's static folder (none: no static files).
+    pub static_dir: Option<std::path::PathBuf>,
+    /// The payment provider origins the page may send a payer to (default: the sandbox's).
+    pub checkout_origins: Option<Vec<String>>,
+    /// Whether the consumer starts with the app (else [`TestApp::start_consumer`] starts it).
+    pub consumer: bool,
+    /// Proxies whose `X-Forwarded-For` the gateway believes.
+    pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// Store buyers as a keyed hash of their subject, with this key (default: the subject).
+    pub buyer_id_key: Option<String>,
+    /// Run on this Redis Cluster (its seed nodes) whatever the pass.
+    pub redis_cluster: Option<Vec<String>>,
+    /// The CA file every `rediss://` connection of the app verifies its servers against.
+    pub redis_tls_ca_file: Option<std::path::PathBuf>,
+    /// The public listeners' header and body timeouts and connection cap (gateway and booking
+    /// service; `FLOODGATE_HEADER_TIMEOUT_MS`, `_BODY_TIMEOUT_MS`, `FLOODGATE_MAX_CONNECTIONS`).
+    pub header_timeout_ms: u64,
+    pub body_timeout_ms: u64,
+    pub max_connections: Option<usize>,
+    /// A whole request's deadline (`FLOODGATE_REQUEST_TIMEOUT_MS`).
+    pub request_timeout_ms: u64,
+    /// The gateway's budget of reads of the draw's record, and each address's rate of asking
+    /// (`FLOODGATE_DRAW_READS_PER_SEC`, `FLOODGATE_DRAW_REQUESTS_PER_SEC_PER_IP`).
+    pub draw_reads_per_sec: u32,
+    pub draw_requests_per_sec_per_ip: u32,
+    /// How the proof of work rises under a join flood (`FLOODGATE_POW_RISE_ABOVE`,
+    /// `FLOODGATE_POW_CEILING`).
+    pub pow_rise_above: f64,
+    pub pow_ceiling: u8,
+    /// The identity issuer the services trust and the page signs in with (default: the
+    /// sandbox's sign-in stand-in).
+    pub identity_issuer: Option<oidc::IssuerSettings>,
+}
+
+impl Default for TestOptions {
+    fn default() -> Self {
+        Self {
+            redis_url: None,
+            booking_redis_url: None,
+            gateway_redis_url: None,
+            kafka_brokers: None,
+            delivery_timeout_ms: 10_000,
+            relay_interval_ms: 100,
+            reaper_interval_ms: 100,
+            // Tests open many sockets from 127.0.0.1 at once.
+            max_connections_per_ip: 10_000,
+            joins_per_sec_per_ip: 100_000,
+            heartbeat_ms: 15_000,
+            idle_timeout_ms: 45_000,
+            grace_ms: 30_000,
+            max_sessions: None,
+            room_idle_ms: 60_000,
+            static_dir: None,
+            checkout_origins: None,
+            consumer: true,
+            trusted_proxies: Vec::new(),
+            buyer_id_key: None,
+            redis_cluster: None,
+            redis_tls_ca_file: None,
+            header_timeout_ms: 10_000,
+            body_timeout_ms: 10_000,
+            max_connections: None,
+            request_timeout_ms: 30_000,
+            // Tests read the draw's record from 127.0.0.1 as often as they like.
+            draw_reads_per_sec: 100_000,
+            draw_requests_per_sec_per_ip: 100_000,
+            // Tests join in bursts far past any real sale's per-second rate: no rise unless asked.
+            pow_rise_above: 0.0,
+            pow_ceiling: 17,
+            identity_issuer: None,
+        }
+    }
+}
+
+impl TestOptions {
+    pub(crate) fn listener(&self) -> floodgate_contract::listener::ListenerArgs {
+        floodgate_contract::listener::ListenerArgs {
+            header_timeout_ms: self.header_timeout_ms,
+            body_timeout_ms: self.body_timeout_ms,
+            max_connections: self.max_connections,
+            request_timeout_ms: self.request_timeout_ms,
+            ..Default::default()
+        }
+    }
+}
