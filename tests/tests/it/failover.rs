@@ -5,8 +5,10 @@
 //! twice, and reconciliation finds nothing to say. Each run has its own cluster, on free ports.
 //! [`passes`]: people retrying through the failover as the protocol says keep their pass.
 //! [`replays`]: every 201, a replay's and a buyer's included, waits for its replica.
+//! [`places`]: a buyer's place in line whose record a failover lost is written again.
 
 mod passes;
+mod places;
 mod replays;
 
 use std::collections::BTreeMap;
