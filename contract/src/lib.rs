@@ -41,6 +41,7 @@ pub mod listener;
 pub mod lottery;
 pub mod lua;
 pub mod openapi;
+pub mod primaries;
 pub mod progress;
 pub mod readiness;
 pub mod redis_conn;

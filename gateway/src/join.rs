@@ -305,12 +305,16 @@ async fn take_session(
             )
         }
     };
+    let buyer: Option<Arc<str>> = claim.buyer.map(|(b, _)| b.as_str().into());
+    if let Some(buyer) = &buyer {
+        ctx.waiting.add(number, taken.ticket, buyer.clone());
+    }
     Ok(Box::new(Session {
         ctx,
         ticket: taken.ticket,
         opens_at_ms: taken.opens_at_ms,
         resumed,
-        buyer: claim.buyer.map(|(b, _)| b.as_str().into()),
+        buyer,
         frontier_floor: taken.frontier_floor,
         number,
         hello: Some(Box::new(Hello {

@@ -39,6 +39,7 @@ mod memory;
 pub mod openapi;
 pub mod places;
 pub mod probes;
+mod records;
 pub mod room;
 pub mod scripts;
 pub mod seats;
@@ -261,6 +262,7 @@ impl AppState {
             position_interval: Duration::from_millis(config.position_interval_ms),
             idle_timeout: Duration::from_millis(config.idle_timeout_ms),
             send_timeout: Duration::from_millis(config.send_timeout_ms),
+            waiting: records::Waiting::default(),
         })
     }
 
@@ -408,6 +410,7 @@ pub async fn run(listener: TcpListener, state: AppState) -> std::io::Result<()> 
         }
     });
     memory::trim_after_ramps(state.budget.clone(), shutdown.clone());
+    records::keep_across_failovers(&state);
     let rooms = state.clone();
     let retiring = shutdown.clone();
     tokio::spawn(async move {

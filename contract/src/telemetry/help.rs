@@ -53,6 +53,10 @@ pub(super) const METRICS: &[(&str, &str)] = &[
         "WebSocket sessions open on this gateway",
     ),
     (
+        "floodgate_buyer_records_restored_total",
+        "Buyers' records written again from their sessions after a change of primary, by outcome",
+    ),
+    (
         "floodgate_ws_messages_sent_total",
         "Messages sent to waiting clients, by type",
     ),

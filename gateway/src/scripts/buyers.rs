@@ -38,6 +38,30 @@ enum Place {
     Bound,
     /// The join's mark on the record is gone.
     Released,
+    /// The record names the session's ticket again.
+    Restored,
+    /// The record already named that ticket or a later one.
+    Kept,
+}
+
+/// What writing a buyer's record again after a failover did (`crate::records`).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Restored {
+    /// The record named no ticket, or an earlier one: it names the session's now.
+    Written,
+    /// It named that ticket already, or a later one (the buyer joined again since).
+    Kept,
+}
+
+/// Writes `ticket`, which a session of `buyer` still waits on, into the buyer's record again,
+/// unless the record names it or a later ticket: after a failover that may have lost the
+/// record's last write.
+pub async fn restore(ctx: &Context, buyer: &BuyerId, ticket: u64) -> Result<Restored, ApiError> {
+    match place(ctx, buyer, "restore", "", ticket).await? {
+        Place::Restored => Ok(Restored::Written),
+        Place::Kept => Ok(Restored::Kept),
+        other => Err(odd(&format!("{other:?}"))),
+    }
 }
 
 /// A signed-in buyer's join.
@@ -104,7 +128,7 @@ pub async fn take(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
                 }
             }
             Place::Take => return take_new(join).await,
-            Place::Wait | Place::Bound | Place::Released => {
+            Place::Wait | Place::Bound | Place::Released | Place::Restored | Place::Kept => {
                 if started.elapsed() > WAIT_FOR_OTHER {
                     return Err(ApiError::Unavailable(
                         code::REDIS_UNAVAILABLE,
@@ -219,6 +243,8 @@ fn parse_place(reply: &[String]) -> Result<Place, ApiError> {
         [wait] if wait == "wait" => Ok(Place::Wait),
         [bound] if bound == "bound" => Ok(Place::Bound),
         [released] if released == "released" => Ok(Place::Released),
+        [restored] if restored == "restored" => Ok(Place::Restored),
+        [kept, n] if kept == "kept" && n.parse::<u64>().is_ok() => Ok(Place::Kept),
         _ => Err(odd(&reply.join(" "))),
     }
 }
@@ -245,7 +271,13 @@ mod tests {
             parse_place(&strings(&["released"])).unwrap(),
             Place::Released
         );
+        assert_eq!(
+            parse_place(&strings(&["restored"])).unwrap(),
+            Place::Restored
+        );
+        assert_eq!(parse_place(&strings(&["kept", "7"])).unwrap(), Place::Kept);
         assert!(parse_place(&strings(&["ticket", "x"])).is_err());
+        assert!(parse_place(&strings(&["kept"])).is_err());
         assert!(parse_place(&[]).is_err());
     }
 }

@@ -53,6 +53,8 @@ pub struct Context {
     /// send may take.
     pub idle_timeout: Duration,
     pub send_timeout: Duration,
+    /// The signed-in sessions, whose buyers' records are written again after a failover.
+    pub waiting: crate::records::Waiting,
 }
 
 impl Context {
@@ -79,7 +81,7 @@ pub struct Session {
     /// What only the first message needs; dropped once it is sent.
     pub hello: Option<Box<Hello>>,
     /// The signed-in buyer whose place this is, bound into the admission token.
-    pub buyer: Option<Box<str>>,
+    pub buyer: Option<Arc<str>>,
     /// Holds this session's place in its IP address's connection count until the session ends.
     pub _connection: crate::limits::ConnectionSlot,
     /// Holds its place in the gateway's connection budget.
@@ -96,6 +98,9 @@ pub struct Session {
 /// admitted, and hold a place under the active cap and the stock until its token expired.
 impl Drop for Session {
     fn drop(&mut self) {
+        if self.buyer.is_some() {
+            self.ctx.waiting.remove(self.number);
+        }
         if self.departed {
             return;
         }
