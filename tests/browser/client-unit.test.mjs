@@ -140,6 +140,7 @@ test('sold out and an expired admission end the session; admission completes it'
   for (const [code, reason, expected] of [
     [Close.SALE_OVER, 'sold out', { kind: 'over', reason: 'sold_out' }],
     [Close.SALE_OVER, 'admission expired unused', { kind: 'over', reason: 'expired' }],
+    [Close.SALE_OVER, 'place taken by its signed-in buyer', { kind: 'over', reason: 'taken' }],
     [Close.UNKNOWN_SALE, '', { kind: 'over', reason: 'unknown_sale' }],
     [Close.NORMAL, '', { kind: 'done' }],
   ]) {
