@@ -329,6 +329,7 @@ function onRoomEvent(event) {
   } else if (event.kind === "over" && state.mode === "queued") {
     if (event.reason === "sold_out") soldOut();
     else if (event.reason === "unknown_sale") over("This sale does not exist or is not open for queueing.", false);
+    else if (event.reason === "taken") over("You signed in in another tab or app: your place is waiting there.", false);
     else over(TURN_PASSED, true);
   } else if (event.kind === "reconnecting" && state.mode === "queued" && event.code !== 1012) {
     setStatus("Connection lost. Reconnecting; you keep your place…", "warn");

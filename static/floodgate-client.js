@@ -17,9 +17,13 @@ export const Close = Object.freeze({
   BAD_MESSAGE: 4400, // not JSON, binary, an unknown type: a client bug
   UNKNOWN_SALE: 4404, // stop
   IDLE_TIMEOUT: 4408, // reconnect with the resume token
-  SALE_OVER: 4410, // sold out, or this ticket's admission expired unused: stop
+  SALE_OVER: 4410, // sold out, this ticket's admission expired unused, or its place taken by a signed-in buyer: stop
   UNAVAILABLE: 4503, // reconnect with back-off
 });
+
+/** The 4410 reason when a buyer signed in elsewhere made this session's buyerless place theirs
+ *  (protocol.md 1.5): the place lives on in their signed-in session, not here. */
+const PLACE_TAKEN = "place taken by its signed-in buyer";
 
 /** The wait before reconnect attempt `attempt` (0, 1, ...): exponential, capped at 30 s, with
  *  jitter so a gateway's restart does not bring its crowd back in one instant (protocol.md 1.5). */
@@ -146,7 +150,8 @@ export async function solvePuzzle(puzzle) {
  * - `resume`: a new resume token to store (`token`), or null once the ticket is over;
  * - `reconnecting`: the socket closed (`code`) and the client comes back in `delayMs`;
  * - `done`: admitted, the session is complete;
- * - `over`: the session ended for good (`reason`: `sold_out`, `expired` or `unknown_sale`).
+ * - `over`: the session ended for good (`reason`: `sold_out`, `expired`, `taken` (the place is
+ *   a signed-in session's now) or `unknown_sale`).
  */
 export class WaitingRoom {
   constructor(options) {
@@ -236,7 +241,10 @@ export class WaitingRoom {
     if (code === Close.SALE_OVER || code === Close.UNKNOWN_SALE) {
       this.stopped = true;
       this.forget();
-      const why = code === Close.UNKNOWN_SALE ? "unknown_sale" : reason === "sold out" ? "sold_out" : "expired";
+      const why = code === Close.UNKNOWN_SALE ? "unknown_sale"
+        : reason === "sold out" ? "sold_out"
+        : reason === PLACE_TAKEN ? "taken"
+        : "expired";
       this.emit({ kind: "over", reason: why });
       return;
     }

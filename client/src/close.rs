@@ -24,7 +24,8 @@ pub enum CloseCode {
     UnknownSale,
     /// 4408: nothing arrived from the client for the idle timeout.
     IdleTimeout,
-    /// 4410: sold out, or this ticket's admission expired unused.
+    /// 4410: sold out, this ticket's admission expired unused, or (reason `place taken by its
+    /// signed-in buyer`) a buyer signed in elsewhere made this buyerless place theirs.
     SaleOver,
     /// 4503: a dependency is down.
     Unavailable,

@@ -14,6 +14,7 @@
 //! ([`Layout::moved`]). A question that fails (a node down, mid-failover) publishes nothing and
 //! is asked again: the change shows once the cluster has settled.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,47 +29,74 @@ use crate::redis_conn::RedisConn;
 /// write waits to be noticed once the cluster has settled.
 pub const WATCH_INTERVAL: Duration = Duration::from_secs(1);
 
-/// The slots' primaries at one moment: ranges of slots, each with its primary's identity.
+/// Who serves a range of slots: the node (a promotion changes it) and, when it could be asked,
+/// its process (a restart changes it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Primary {
+    node: Arc<str>,
+    run: Option<Arc<str>>,
+}
+
+impl Primary {
+    /// Whether `newer` is another process than `self`: another node, or the same node with
+    /// another run (a run not known on either side is not counted as a change: the node was
+    /// asked about before, or is asked again next time).
+    fn replaced_by(&self, newer: &Primary) -> bool {
+        self.node != newer.node || matches!((&self.run, &newer.run), (Some(a), Some(b)) if a != b)
+    }
+}
+
+/// The slots' primaries at one moment: ranges of slots, each with its primary.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Layout {
-    /// `(first slot, last slot, identity)`, sorted by first slot, not overlapping.
-    ranges: Vec<(u16, u16, Arc<str>)>,
+    /// `(first slot, last slot, primary)`, sorted by first slot, not overlapping.
+    ranges: Vec<(u16, u16, Primary)>,
 }
 
 impl Layout {
-    /// The identity of `slot`'s primary (`None`: the slot is served by nobody known).
-    pub fn primary(&self, slot: u16) -> Option<&str> {
+    /// The primary of `slot` (`None`: the slot is served by nobody known).
+    pub fn primary(&self, slot: u16) -> Option<&Primary> {
         let at = self.ranges.partition_point(|(_, last, _)| *last < slot);
         self.ranges
             .get(at)
             .filter(|(first, _, _)| *first <= slot)
-            .map(|(_, _, who)| &**who)
+            .map(|(_, _, who)| who)
     }
 
     /// Whether `slot` is served by another process in `newer` than in `self` (a slot nobody
     /// was known to serve before counts as moved: what it held then is not known either).
     pub fn moved(&self, newer: &Layout, slot: u16) -> bool {
-        self.primary(slot)
-            .is_none_or(|before| Some(before) != newer.primary(slot))
+        match (self.primary(slot), newer.primary(slot)) {
+            (Some(before), Some(after)) => before.replaced_by(after),
+            (Some(_), None) => false,
+            (None, _) => true,
+        }
     }
 
-    fn from_ranges(mut ranges: Vec<(u16, u16, Arc<str>)>) -> Self {
+    fn from_ranges(mut ranges: Vec<(u16, u16, Primary)>) -> Self {
         ranges.sort_by_key(|(first, _, _)| *first);
         Self { ranges }
     }
 }
 
-/// Asks Redis for the current layout: for a cluster `CLUSTER SLOTS` (the ranges and their
-/// primaries' node ids) and `INFO server` from each primary (its `run_id`); for a single Redis
-/// its `run_id`, for every slot.
-pub async fn fetch(conn: &RedisConn) -> redis::RedisResult<Layout> {
+/// Asks Redis for the current layout. For a cluster: `CLUSTER SLOTS` (the ranges and their
+/// primaries' node ids), then each primary once for `CLUSTER MYID` and `INFO server` (its
+/// `run_id`), on the connection the client sends that node's writes to. A primary that does not
+/// answer, or whose answer comes from another node (the client's map of the cluster is behind),
+/// keeps the run it had in `previous` (if still the same node), or an unknown one. For a single
+/// Redis: its `run_id`, for every slot.
+pub async fn fetch(conn: &RedisConn, previous: Option<&Layout>) -> redis::RedisResult<Layout> {
     let mut info = redis::cmd("INFO");
     info.arg("server");
     match conn {
         RedisConn::Single(c) => {
             let text: String = info.query_async(&mut c.clone()).await?;
-            let run = run_id(&text)?;
-            Ok(Layout::from_ranges(vec![(0, 16_383, Arc::from(run))]))
+            let run = Some(Arc::from(run_id(&text)?));
+            let primary = Primary {
+                node: Arc::from("single"),
+                run,
+            };
+            Ok(Layout::from_ranges(vec![(0, 16_383, primary)]))
         }
         RedisConn::Cluster(c) => {
             let mut c = c.clone();
@@ -76,25 +104,53 @@ pub async fn fetch(conn: &RedisConn) -> redis::RedisResult<Layout> {
             let slots = c
                 .route_command(redis::cmd("CLUSTER").arg("SLOTS"), random)
                 .await?;
-            let mut ranges = Vec::new();
-            for (first, last, node) in slot_ranges(&slots)? {
-                // Asked of the slot's primary as the client routes it: the process the writes
-                // go to.
-                let route = Route::new(first, SlotAddr::Master);
-                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
-                let text: String =
-                    redis::from_redis_value(&c.route_command(&info, routing).await?)?;
-                let who = format!("{node}/{}", run_id(&text)?);
-                ranges.push((first, last, Arc::from(who)));
+            let ranges = slot_ranges(&slots)?;
+            let mut runs: HashMap<&str, Option<Arc<str>>> = HashMap::new();
+            for (first, _, node) in &ranges {
+                if !runs.contains_key(node.as_str()) {
+                    let run = ask_run(&mut c, *first, node).await;
+                    runs.insert(node, run);
+                }
             }
-            Ok(Layout::from_ranges(ranges))
+            let layout = ranges.iter().map(|(first, last, node)| {
+                let node: Arc<str> = Arc::from(node.as_str());
+                let run = runs[&*node].clone().or_else(|| {
+                    previous
+                        .and_then(|p| p.primary(*first))
+                        .filter(|p| p.node == node)
+                        .and_then(|p| p.run.clone())
+                });
+                (*first, *last, Primary { node, run })
+            });
+            Ok(Layout::from_ranges(layout.collect()))
         }
     }
 }
 
+/// The `run_id` of `node`, asked on the connection the client routes `slot`'s writes to, if that
+/// is `node` and it answers.
+async fn ask_run(
+    c: &mut redis::cluster_async::ClusterConnection,
+    slot: u16,
+    node: &str,
+) -> Option<Arc<str>> {
+    let mut both = redis::pipe();
+    both.cmd("CLUSTER").arg("MYID");
+    both.cmd("INFO").arg("server");
+    let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
+    let answers: (String, String) = match c.route_pipeline(&both, 0, 2, route).await {
+        Ok(values) => redis::from_redis_value(&Value::Array(values)).ok()?,
+        Err(_) => return None,
+    };
+    (answers.0 == node)
+        .then(|| run_id(&answers.1).ok().map(Arc::from))
+        .flatten()
+}
+
 /// Publishes the layout every [`WATCH_INTERVAL`] until `stop`, each time it differs from the
 /// last one published. The receiver starts with the first layout that could be read (`None`
-/// until then).
+/// until then). `floodgate_redis_primaries_known` is 1 while the layout can be read, 0 while it
+/// cannot (no change of primary is noticed then), and a warning is logged when it stops.
 pub fn watch(
     conn: RedisConn,
     stop: CancellationToken,
@@ -102,17 +158,24 @@ pub fn watch(
     watch::Receiver<Option<Arc<Layout>>>,
     impl std::future::Future<Output = ()> + Send + 'static,
 ) {
-    let (tx, rx) = watch::channel(None);
+    let (tx, rx) = watch::channel(None::<Arc<Layout>>);
     let task = async move {
         let mut every = tokio::time::interval(WATCH_INTERVAL);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let known = metrics::gauge!("floodgate_redis_primaries_known");
+        let mut failing = false;
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = every.tick() => {}
             }
-            match fetch(&conn).await {
+            let previous = tx.borrow().clone();
+            match fetch(&conn, previous.as_deref()).await {
                 Ok(layout) => {
+                    if std::mem::take(&mut failing) {
+                        tracing::info!("the Redis slots' primaries can be read again");
+                    }
+                    known.set(1.0);
                     tx.send_if_modified(|last| {
                         let changed = last.as_deref() != Some(&layout);
                         if changed {
@@ -121,8 +184,12 @@ pub fn watch(
                         changed
                     });
                 }
-                // Mid-failover some node does not answer: asked again next time.
-                Err(e) => tracing::debug!(error = %e, "reading the slots' primaries"),
+                Err(e) => {
+                    known.set(0.0);
+                    if !std::mem::replace(&mut failing, true) {
+                        tracing::warn!(error = %e, "cannot read the Redis slots' primaries: a failover would go unnoticed until they can be read");
+                    }
+                }
             }
         }
     };
@@ -170,37 +237,54 @@ fn odd(what: &'static str) -> redis::RedisError {
 mod tests {
     use super::*;
 
-    fn layout(ranges: &[(u16, u16, &str)]) -> Layout {
+    fn who(node: &str, run: Option<&str>) -> Primary {
+        Primary {
+            node: Arc::from(node),
+            run: run.map(Arc::from),
+        }
+    }
+
+    fn layout(ranges: &[(u16, u16, &str, Option<&str>)]) -> Layout {
         Layout::from_ranges(
             ranges
                 .iter()
-                .map(|(a, b, who)| (*a, *b, Arc::from(*who)))
+                .map(|(a, b, node, run)| (*a, *b, who(node, *run)))
                 .collect(),
         )
     }
 
     #[test]
     fn a_slot_is_served_by_its_ranges_primary() {
-        let now = layout(&[(5461, 10922, "b"), (0, 5460, "a"), (10923, 16383, "c")]);
-        assert_eq!(now.primary(0), Some("a"));
-        assert_eq!(now.primary(5460), Some("a"));
-        assert_eq!(now.primary(5461), Some("b"));
-        assert_eq!(now.primary(16383), Some("c"));
-        let gap = layout(&[(0, 10, "a"), (20, 30, "b")]);
+        let now = layout(&[
+            (5461, 10922, "b", None),
+            (0, 5460, "a", None),
+            (10923, 16383, "c", None),
+        ]);
+        assert_eq!(now.primary(0), Some(&who("a", None)));
+        assert_eq!(now.primary(5460), Some(&who("a", None)));
+        assert_eq!(now.primary(5461), Some(&who("b", None)));
+        assert_eq!(now.primary(16383), Some(&who("c", None)));
+        let gap = layout(&[(0, 10, "a", None), (20, 30, "b", None)]);
         assert_eq!(gap.primary(15), None);
         assert_eq!(gap.primary(31), None);
     }
 
     #[test]
     fn only_the_slots_of_a_new_primary_moved() {
-        let before = layout(&[(0, 5460, "a/1"), (5461, 16383, "b/1")]);
-        // b's replica took over (another node), a restarted (another run).
-        let after = layout(&[(0, 5460, "a/2"), (5461, 16383, "b/1")]);
-        assert!(before.moved(&after, 0));
-        assert!(!before.moved(&after, 9000));
-        let failover = layout(&[(0, 5460, "a/1"), (5461, 16383, "d/7")]);
-        assert!(!before.moved(&failover, 100));
-        assert!(before.moved(&failover, 9000));
+        let before = layout(&[(0, 5460, "a", Some("1")), (5461, 16383, "b", Some("1"))]);
+        // a restarted (another run of the same node).
+        let restarted = layout(&[(0, 5460, "a", Some("2")), (5461, 16383, "b", Some("1"))]);
+        assert!(before.moved(&restarted, 0));
+        assert!(!before.moved(&restarted, 9000));
+        // b's replica d took over; it has not answered yet (its run unknown).
+        let promoted = layout(&[(0, 5460, "a", Some("1")), (5461, 16383, "d", None)]);
+        assert!(!before.moved(&promoted, 100));
+        assert!(before.moved(&promoted, 9000));
+        // Once d answers, that is no second change; nor is a run not known for a while.
+        let answered = layout(&[(0, 5460, "a", Some("1")), (5461, 16383, "d", Some("7"))]);
+        assert!(!promoted.moved(&answered, 9000));
+        let silent = layout(&[(0, 5460, "a", None), (5461, 16383, "d", Some("7"))]);
+        assert!(!before.moved(&silent, 100));
         // Nothing known before: whatever the slot held then is not known either.
         assert!(Layout::default().moved(&before, 100));
     }

@@ -53,6 +53,10 @@ pub(super) const METRICS: &[(&str, &str)] = &[
         "WebSocket sessions open on this gateway",
     ),
     (
+        "floodgate_redis_primaries_known",
+        "1 while this process can read which Redis process serves each slot, 0 while it cannot",
+    ),
+    (
         "floodgate_buyer_records_restored_total",
         "Buyers' records written again from their sessions after a change of primary, by outcome",
     ),
