@@ -284,3 +284,50 @@ async fn every_admin_command_is_audited_and_verify_catches_an_edited_or_deleted_
     assert_eq!(code, 2, "{said}");
     assert!(said.contains(&format!("row {}", rows[at + 1].0)), "{said}");
 }
+
+/// `sale create` (with `--arm`) and `sale rebuild` leave their intent and outcome rows too, as
+/// an operator runs them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creating_arming_and_rebuilding_by_command_are_audited() {
+    let (url, db) = fresh_database().await;
+    let app = TestApp::spawn(db).await;
+    let sale = floodgate_tests::unique("audit-cli-");
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/sales/demo.toml");
+    let file = file.to_str().unwrap();
+    let create = [
+        "sale",
+        "create",
+        file,
+        "--id",
+        &sale,
+        "--opens-in-secs",
+        "3600",
+        "--arm",
+    ];
+    let (code, said) = app.booking_command(&url, &create);
+    assert_eq!(code, 0, "{said}");
+    // A pool that has its state is not rebuilt: the command fails, and its outcome says so.
+    let pool = "12951-20261201-2A-TQ";
+    let (code, said) = app.booking_command(&url, &["sale", "rebuild", &sale, pool]);
+    assert_ne!(code, 0, "{said}");
+
+    let rows: Vec<(String, String)> = trail(&app, &sale)
+        .await
+        .into_iter()
+        .map(|(_, action, phase, _)| (action, phase))
+        .collect();
+    let rows: Vec<(&str, &str)> = rows.iter().map(|(a, p)| (a.as_str(), p.as_str())).collect();
+    assert_eq!(
+        rows,
+        [
+            ("create", "intent"),
+            ("create", "done"),
+            ("arm", "intent"),
+            ("arm", "done"),
+            ("rebuild", "intent"),
+            ("rebuild", "failed"),
+        ]
+    );
+    let (code, said) = app.booking_command(&url, &["audit", "verify"]);
+    assert_eq!(code, 0, "{said}");
+}
