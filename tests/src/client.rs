@@ -48,7 +48,17 @@ impl RoomClient {
 
     /// Joins with extra request headers (an `X-Forwarded-For`, say).
     pub async fn join_with(url: &str, headers: &[(&str, &str)]) -> Result<Self, Refused> {
-        let joined = match room::connect_url(url, None, headers).await {
+        Self::join_from(url, None, headers).await
+    }
+
+    /// Joins from the local address `from` (another 127.0.0.x: another client, to whoever
+    /// counts addresses), with extra request headers.
+    pub async fn join_from(
+        url: &str,
+        from: Option<std::net::IpAddr>,
+        headers: &[(&str, &str)],
+    ) -> Result<Self, Refused> {
+        let joined = match room::connect_url(url, from, headers).await {
             Ok(mut ws) => room::read_ticket(&mut ws).await.map(|ticket| (ws, ticket)),
             Err(e) => Err(e),
         };

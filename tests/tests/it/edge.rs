@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use floodgate_tests::client::RoomClient;
+use floodgate_tests::client::{Refused, RoomClient};
 use floodgate_tests::edge::Edge;
 use floodgate_tests::{unique, SaleSpec, TestApp, TestOptions};
 
@@ -283,8 +283,11 @@ async fn scripts_and_styles_have_content_hashed_immutable_names(db: sqlx::PgPool
     assert_eq!(stale.status(), 404);
 }
 
+/// Through the edge, each client is counted as the address the edge saw it come from, whatever
+/// `X-Forwarded-For` it sends itself: clients on 127.0.0.2 and 127.0.0.3 reach the gateway
+/// through nginx on 127.0.0.1, the one trusted hop.
 #[sqlx::test(migrations = "../migrations")]
-async fn behind_the_cdn_per_address_limits_count_the_forwarded_client(db: sqlx::PgPool) {
+async fn behind_the_edge_each_client_is_its_own_address_whatever_it_claims(db: sqlx::PgPool) {
     let options = TestOptions {
         max_connections_per_ip: 2,
         trusted_proxies: vec!["127.0.0.1".parse().unwrap()],
@@ -294,24 +297,61 @@ async fn behind_the_cdn_per_address_limits_count_the_forwarded_client(db: sqlx::
     let sale = sale(&app).await;
     let edge = Edge::start(&[app.gateway], app.booking).await;
     let ws = format!("ws://{}/ws?sale={sale}", edge.addr);
-    // Every connection reaches the gateway from the edge's address; each client is counted as
-    // the address the edge saw (here the loopback edge appends 127.0.0.1, a trusted hop, so the
-    // address the client's own proxy reported is the one that counts).
-    let mut held = Vec::new();
-    for client in ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.9", "10.0.0.9"] {
-        held.push(
-            RoomClient::join_with(&ws, &[("x-forwarded-for", client)])
-                .await
-                .unwrap_or_else(|r| panic!("{client} refused: {r:?}")),
+    let join = |from: &'static str, forged: Option<&'static str>| {
+        let ws = ws.clone();
+        async move {
+            let headers: Vec<(&str, &str)> =
+                forged.map(|f| ("x-forwarded-for", f)).into_iter().collect();
+            RoomClient::join_from(&ws, Some(from.parse().unwrap()), &headers).await
+        }
+    };
+    let too_many = |refused: Refused| {
+        assert_eq!(
+            (refused.status, refused.body["error"].as_str()),
+            (429, Some("too_many_connections"))
         );
+    };
+
+    // One client, its two sessions, then refused; another client beside it is not.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(join("127.0.0.2", None).await.expect("127.0.0.2 joins"));
     }
-    let refused = RoomClient::join_with(&ws, &[("x-forwarded-for", "10.0.0.9")])
-        .await
-        .err()
-        .expect("a third session from one client address is refused");
+    too_many(
+        join("127.0.0.2", None)
+            .await
+            .err()
+            .expect("a third from 127.0.0.2"),
+    );
+    // A client claiming to be someone else each time is still itself.
+    for forged in ["10.0.0.1", "10.0.0.2"] {
+        let client = join("127.0.0.3", Some(forged)).await;
+        held.push(client.unwrap_or_else(|r| panic!("127.0.0.3 ({forged}) refused: {r:?}")));
+    }
+    too_many(
+        join("127.0.0.3", Some("10.0.0.3, 127.0.0.1"))
+            .await
+            .err()
+            .expect("a third from 127.0.0.3, whatever it claims"),
+    );
+}
+
+/// The payment provider's webhooks reach the booking service through the edge (an unsigned one
+/// is the booking service's 400 `signature_missing`, not the gateway's 404).
+#[sqlx::test(migrations = "../migrations")]
+async fn the_edge_routes_the_payment_webhook_to_the_booking_service(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let edge = Edge::start(&[app.gateway], app.booking).await;
+    let request = app
+        .http
+        .post(edge.url("/v1/payments/webhook"))
+        .header("content-type", "application/json")
+        .body("{}");
+    let (status, body) = app.answer(request).await;
     assert_eq!(
-        (refused.status, refused.body["error"].as_str()),
-        (429, Some("too_many_connections"))
+        (status, body["error"].as_str()),
+        (400, Some("signature_missing")),
+        "{body}"
     );
 }
 
