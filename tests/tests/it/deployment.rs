@@ -300,3 +300,50 @@ async fn every_listener_takes_the_accept_queue_the_kernel_allows() {
         );
     }
 }
+
+/// The value of `name` in a rendered overlay's `floodgate-config` ConfigMap or in the compose
+/// file's settings (`NAME: value` or `- NAME=value`), if set.
+fn setting(text: &str, name: &str) -> Option<String> {
+    text.lines().find_map(|line| {
+        let line = line.trim().trim_start_matches("- ");
+        let rest = line.strip_prefix(name)?;
+        let value = rest.strip_prefix(": ").or_else(|| rest.strip_prefix('='))?;
+        Some(value.trim().trim_matches('"').to_owned())
+    })
+}
+
+/// Behind the shipped edge every connection comes from an edge: a deployment that does not
+/// trust it counts every client as the edge's address, and the per-address limits refuse
+/// everyone at once. Compose and every overlay name the edges' network, and the settings table
+/// of docs/deploy.md says to set it.
+#[test]
+fn every_deployment_trusts_its_edge_for_client_addresses() {
+    let compose = std::fs::read_to_string(repo().join("deploy/compose.yaml")).unwrap();
+    let mut rendered = vec![("compose".to_owned(), compose)];
+    for overlay in ["local", "production"] {
+        let output = Command::new(floodgate_tests::tool("kubernetes-client/usr/bin/kubectl"))
+            .arg("kustomize")
+            .arg(repo().join("deploy/k8s/overlays").join(overlay))
+            .output()
+            .expect("kubectl (deploy/stack.sh tools installs it)");
+        assert!(output.status.success(), "{overlay} renders");
+        rendered.push((overlay.into(), String::from_utf8(output.stdout).unwrap()));
+    }
+    for (name, text) in &rendered {
+        let trusted = setting(text, "FLOODGATE_TRUSTED_PROXIES")
+            .unwrap_or_else(|| panic!("{name} sets no FLOODGATE_TRUSTED_PROXIES"));
+        for range in trusted.split(',') {
+            assert!(
+                range.trim().parse::<ipnet::IpNet>().is_ok(),
+                "{name}: {range:?} is not a CIDR range"
+            );
+        }
+    }
+    let deploy = std::fs::read_to_string(repo().join("docs/deploy.md")).unwrap();
+    assert!(
+        deploy
+            .lines()
+            .any(|l| l.starts_with("| `FLOODGATE_TRUSTED_PROXIES`")),
+        "docs/deploy.md's settings table names FLOODGATE_TRUSTED_PROXIES"
+    );
+}
