@@ -301,6 +301,22 @@ async fn every_listener_takes_the_accept_queue_the_kernel_allows() {
     }
 }
 
+/// The compose file and every Kubernetes overlay as rendered: `(name, text)` of each.
+fn deployments() -> Vec<(String, String)> {
+    let compose = std::fs::read_to_string(repo().join("deploy/compose.yaml")).unwrap();
+    let mut rendered = vec![("compose".to_owned(), compose)];
+    for overlay in ["local", "production"] {
+        let output = Command::new(floodgate_tests::tool("kubernetes-client/usr/bin/kubectl"))
+            .arg("kustomize")
+            .arg(repo().join("deploy/k8s/overlays").join(overlay))
+            .output()
+            .expect("kubectl (deploy/stack.sh tools installs it)");
+        assert!(output.status.success(), "{overlay} renders");
+        rendered.push((overlay.into(), String::from_utf8(output.stdout).unwrap()));
+    }
+    rendered
+}
+
 /// The value of `name` in a rendered overlay's `floodgate-config` ConfigMap or in the compose
 /// file's settings (`NAME: value` or `- NAME=value`), if set.
 fn setting(text: &str, name: &str) -> Option<String> {
@@ -318,17 +334,7 @@ fn setting(text: &str, name: &str) -> Option<String> {
 /// of docs/deploy.md says to set it.
 #[test]
 fn every_deployment_trusts_its_edge_for_client_addresses() {
-    let compose = std::fs::read_to_string(repo().join("deploy/compose.yaml")).unwrap();
-    let mut rendered = vec![("compose".to_owned(), compose)];
-    for overlay in ["local", "production"] {
-        let output = Command::new(floodgate_tests::tool("kubernetes-client/usr/bin/kubectl"))
-            .arg("kustomize")
-            .arg(repo().join("deploy/k8s/overlays").join(overlay))
-            .output()
-            .expect("kubectl (deploy/stack.sh tools installs it)");
-        assert!(output.status.success(), "{overlay} renders");
-        rendered.push((overlay.into(), String::from_utf8(output.stdout).unwrap()));
-    }
+    let rendered = deployments();
     for (name, text) in &rendered {
         let trusted = setting(text, "FLOODGATE_TRUSTED_PROXIES")
             .unwrap_or_else(|| panic!("{name} sets no FLOODGATE_TRUSTED_PROXIES"));
@@ -346,4 +352,22 @@ fn every_deployment_trusts_its_edge_for_client_addresses() {
             .any(|l| l.starts_with("| `FLOODGATE_TRUSTED_PROXIES`")),
         "docs/deploy.md's settings table names FLOODGATE_TRUSTED_PROXIES"
     );
+}
+
+/// The page sends a payer only to a checkout origin the gateway names: a deployment that names
+/// none leaves every buyer unable to pay. Compose and every overlay name theirs.
+#[test]
+fn every_deployment_names_its_checkout_origins() {
+    for (name, text) in deployments() {
+        let origins = setting(&text, "FLOODGATE_CHECKOUT_ORIGINS")
+            .unwrap_or_else(|| panic!("{name} sets no FLOODGATE_CHECKOUT_ORIGINS"));
+        for origin in origins.split(',') {
+            let url = reqwest::Url::parse(origin.trim())
+                .unwrap_or_else(|e| panic!("{name}: {origin:?}: {e}"));
+            assert!(
+                url.path() == "/" && url.host().is_some(),
+                "{name}: {origin:?}"
+            );
+        }
+    }
 }
