@@ -124,7 +124,7 @@ fn the_dockerfile_and_the_compose_file_are_checked_too() {
 }
 
 #[test]
-fn the_compose_secrets_are_made_once_and_the_key_pair_matches() {
+fn the_compose_secrets_are_made_once_readable_by_the_containers_and_the_key_pair_matches() {
     let dir = std::env::temp_dir().join(unique("compose-secrets-"));
     let run = || {
         let mut command = Command::new(repo().join("deploy/compose-secrets.sh"));
@@ -159,12 +159,24 @@ fn the_compose_secrets_are_made_once_and_the_key_pair_matches() {
     }
     let password = read("postgres_password");
     assert!(read("database_url").contains(&format!(":{password}@postgres:5432/")));
+    // The containers run as uid 10001, nobody on the host, and see each file bind-mounted
+    // alone: the files must be readable by anyone, and the folder they sit in is what keeps the
+    // host's other users out.
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(dir.join("ops_token"))
-        .unwrap()
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o077, 0, "readable by their owner only");
+    let mode = |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode();
+    assert_eq!(mode(&dir) & 0o077, 0, "the folder is its owner's only");
+    for secret in [
+        "token_signing_key",
+        "ops_token",
+        "audit_key",
+        "database_url",
+    ] {
+        assert_eq!(
+            mode(&dir.join(secret)) & 0o004,
+            0o004,
+            "{secret} readable by the containers' user"
+        );
+    }
     // Run again: nothing changes.
     let (code, said) = run();
     assert_eq!(code, 0, "{said}");
