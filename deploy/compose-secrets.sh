@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Makes the secrets deploy/compose.yaml mounts, as files in deploy/secrets/ (not in git, readable
-# by their owner only): a new admission-token key pair, the ops token, the webhook secret, the
+# Makes the secrets deploy/compose.yaml mounts, as files in deploy/secrets/ (not in git; the folder
+# is its owner's only, and the files in it readable by anyone: each is bind-mounted alone into
+# containers that run as uid 10001, nobody on the host, so the folder is what keeps the host's
+# other users out): a new admission-token key pair, the ops token, the webhook secret, the
 # payment API key and PostgreSQL's password with the database URL that carries it. A file that
 # exists is kept, so running it again changes nothing.
 #
@@ -15,6 +17,7 @@ SECRETS_DIR=${SECRETS_DIR:-secrets}
 KEYGEN=${FLOODGATE_KEYGEN:-docker run --rm floodgate:local floodgate-gateway keygen}
 umask 077
 mkdir -p "$SECRETS_DIR"
+chmod 700 "$SECRETS_DIR"
 
 random() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 # Writes $2 to $SECRETS_DIR/$1 unless that file exists.
@@ -36,4 +39,5 @@ keep_or_write payment_api_key "pk_sandbox_$(random)"
 keep_or_write postgres_password "$(random)"
 keep_or_write database_url \
   "postgres://postgres:$(cat "$SECRETS_DIR/postgres_password")@postgres:5432/floodgate"
+chmod 644 "$SECRETS_DIR"/*
 echo "secrets in $(cd "$SECRETS_DIR" && pwd)"
