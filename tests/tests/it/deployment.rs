@@ -383,3 +383,38 @@ fn every_deployment_names_its_checkout_origins() {
         }
     }
 }
+
+/// Whether `.dockerignore` keeps `path` out of the image's build context: a line naming it or a
+/// folder above it (the only form the file uses besides `**/name`).
+fn kept_out_of_the_image(path: &str) -> bool {
+    let ignore = std::fs::read_to_string(repo().join(".dockerignore")).unwrap();
+    ignore
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .any(|pattern| {
+            let pattern = pattern.trim_end_matches('/');
+            match pattern.strip_prefix("**/") {
+                Some(name) => path.split('/').any(|part| part == name),
+                None => path == pattern || path.starts_with(&format!("{pattern}/")),
+            }
+        })
+}
+
+/// The build context carries no secret and no sale's published data: the compose secrets
+/// (deploy/secrets/) and the files `sale publish` writes (static/data/) would otherwise be
+/// copied into every image built from a working checkout.
+#[test]
+fn the_images_build_context_leaves_secrets_and_published_data_out() {
+    for path in [
+        "deploy/secrets/token_signing_key",
+        "deploy/secrets/database_url",
+        "static/data/sales/demo.json",
+        "target/release/floodgate-gateway",
+    ] {
+        assert!(kept_out_of_the_image(path), "{path} goes into the image");
+    }
+    for path in ["Cargo.toml", "static/app.js", "deploy/nginx/cdn.conf"] {
+        assert!(!kept_out_of_the_image(path), "{path} is needed");
+    }
+}
