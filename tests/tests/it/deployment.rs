@@ -418,3 +418,24 @@ fn the_images_build_context_leaves_secrets_and_published_data_out() {
         assert!(!kept_out_of_the_image(path), "{path} is needed");
     }
 }
+
+/// Every container of every overlay names a tagged image (`name:tag`, never `latest` or no tag,
+/// which Kubernetes pulls `Always` and which a locally loaded image cannot satisfy).
+#[test]
+fn every_overlays_images_are_tagged() {
+    for (name, text) in deployments().into_iter().filter(|(n, _)| n != "compose") {
+        let images: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.trim().trim_start_matches("- ").strip_prefix("image: "))
+            .collect();
+        assert!(!images.is_empty(), "{name} runs no image");
+        for image in images {
+            let tag = image.rsplit_once('/').map_or(image, |(_, last)| last);
+            let tag = tag.split_once(':').map(|(_, tag)| tag);
+            assert!(
+                tag.is_some_and(|t| !t.is_empty() && t != "latest"),
+                "{name}: image {image} has no tag of its own"
+            );
+        }
+    }
+}
