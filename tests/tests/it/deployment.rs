@@ -439,3 +439,47 @@ fn every_overlays_images_are_tagged() {
         }
     }
 }
+
+/// The Services of a rendered overlay: `(name, port names)` of each.
+fn services(text: &str) -> Vec<(String, Vec<String>)> {
+    text.split("\n---")
+        .filter(|doc| doc.lines().any(|l| l == "kind: Service"))
+        .map(|doc| {
+            let name = doc
+                .lines()
+                .skip_while(|l| *l != "metadata:")
+                .find_map(|l| l.trim().strip_prefix("name: "))
+                .unwrap_or_default()
+                .to_owned();
+            let ports = doc
+                .lines()
+                .skip_while(|l| l.trim() != "ports:")
+                .filter_map(|l| l.trim().strip_prefix("- name: "))
+                .map(str::to_owned)
+                .collect();
+            (name, ports)
+        })
+        .collect()
+}
+
+/// Metrics and the ops API are for operators: no Service that carries public traffic also
+/// carries an admin port (whatever routes the public Service could reach them).
+#[test]
+fn no_public_service_carries_an_admin_port() {
+    for (overlay, text) in deployments().into_iter().filter(|(n, _)| n != "compose") {
+        let services = services(&text);
+        assert!(
+            services
+                .iter()
+                .any(|(_, ports)| ports.iter().any(|p| p == "admin")),
+            "{overlay}: admin ports have Services of their own"
+        );
+        for (service, ports) in services {
+            let admin = ports.iter().any(|p| p == "admin");
+            assert!(
+                !admin || ports.len() == 1,
+                "{overlay}: {service} carries {ports:?}"
+            );
+        }
+    }
+}
