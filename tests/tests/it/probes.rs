@@ -107,6 +107,16 @@ async fn readiness_follows_each_services_dependencies_and_liveness_does_not() {
             .await;
             let alive = reqwest::get(format!("{base}/healthz")).await.unwrap();
             assert_eq!(alive.status().as_u16(), 200, "{base} is still alive");
+            // Why is for operators (the admin port); the public port says which check
+            // failed and nothing of the dependency's own words (addresses, versions).
+            let (_, body) = probe(&format!("{base}/readyz")).await.expect("an answer");
+            let public = *base == &gateway || *base == &booking;
+            let reasons = body.checks.iter().filter(|c| c.error.is_some()).count();
+            if public {
+                assert_eq!(reasons, 0, "{base} tells the public why: {body:?}");
+            } else {
+                assert!(reasons > 0, "{base} tells the operator why: {body:?}");
+            }
         }
         proxy.restore();
         for base in bases {
