@@ -86,7 +86,7 @@ pub fn public_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(crate::api::start_payment))
         .routes(routes!(crate::webhook::receive_webhook))
         .routes(routes!(crate::probes::health))
-        .routes(routes!(crate::probes::ready))
+        .routes(routes!(crate::probes::ready_public))
 }
 
 /// The ops API's documented routes; every one behind the ops token (the caller adds the layer).

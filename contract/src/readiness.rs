@@ -49,6 +49,16 @@ impl Readiness {
         self.status == "ready"
     }
 
+    /// The same answer without each failed check's reason: what a public listener says (which
+    /// check failed is enough for a load balancer; a dependency's own words, its address or
+    /// version, are for operators, on the admin port).
+    pub fn without_reasons(mut self) -> Self {
+        for check in &mut self.checks {
+            check.error = None;
+        }
+        self
+    }
+
     /// The HTTP status a probe answers with.
     pub fn http_status(&self) -> u16 {
         if self.ready() {

@@ -47,7 +47,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(crate::draw::batches))
         .routes(routes!(crate::draw::proof))
         .routes(routes!(crate::probes::health))
-        .routes(routes!(crate::probes::ready))
+        .routes(routes!(crate::probes::ready_public))
 }
 
 /// The documented routes and their document, as served and committed; a query parameter an

@@ -23,14 +23,26 @@ pub async fn health() -> Json<Health> {
 
 #[utoipa::path(get, path = "/readyz", tag = "probes", responses(
     (status = 200, description = "Ready for joins.", body = Readiness),
-    (status = 503, description = "Redis did not answer in time, or the gateway is draining.", body = Readiness),
+    (status = 503, description = "Redis did not answer in time, or the gateway is draining: which check failed (the reason is on the admin port's `/readyz`).", body = Readiness),
 ))]
+pub async fn ready_public(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
+    answer(readiness(&state).await.without_reasons())
+}
+
+/// The admin port's `/readyz`: [`ready_public`]'s answer with each failed check's reason.
 pub async fn ready(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
-    let readiness = readiness::check(vec![
+    answer(readiness(&state).await)
+}
+
+async fn readiness(state: &AppState) -> Readiness {
+    readiness::check(vec![
         Check::draining(&state.draining),
         Check::redis(&state.redis),
     ])
-    .await;
+    .await
+}
+
+fn answer(readiness: Readiness) -> (StatusCode, Json<Readiness>) {
     let status =
         StatusCode::from_u16(readiness.http_status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
     (status, Json(readiness))
