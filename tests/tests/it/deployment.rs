@@ -483,3 +483,46 @@ fn no_public_service_carries_an_admin_port() {
         }
     }
 }
+
+/// The number after `directive` in the edge's configuration (its first use).
+fn nginx_number(conf: &str, directive: &str) -> Option<u64> {
+    conf.lines()
+        .map(str::trim)
+        .find_map(|l| l.strip_prefix(directive)?.strip_prefix(' '))
+        .and_then(|v| v.trim_end_matches(';').trim().parse().ok())
+}
+
+/// The shipped edge is sized for the crowd `docs/capacity.md` plans for: a worker per core, each
+/// with room for hundreds of thousands of sockets (a proxied WebSocket holds two), and a cap
+/// per client address on connections and on request rate, so one stranger cannot take the
+/// edge's sockets from everyone else.
+#[test]
+fn the_edge_is_sized_for_the_rush_and_limits_each_client() {
+    let conf = std::fs::read_to_string(repo().join("deploy/nginx/cdn.conf")).unwrap();
+    assert!(
+        conf.lines().any(|l| l.trim() == "worker_processes auto;"),
+        "a worker per core"
+    );
+    let connections = nginx_number(&conf, "worker_connections").expect("worker_connections");
+    let files = nginx_number(&conf, "worker_rlimit_nofile").expect("worker_rlimit_nofile");
+    assert!(connections >= 100_000, "{connections} connections a worker");
+    assert!(
+        files >= 2 * connections,
+        "{files} files for {connections} connections"
+    );
+    for zone in [
+        "limit_conn_zone $binary_remote_addr",
+        "limit_req_zone $binary_remote_addr",
+    ] {
+        assert!(conf.contains(zone), "{zone}");
+    }
+    let ws = conf
+        .split("location = /ws {")
+        .nth(1)
+        .and_then(|rest| rest.split('}').next())
+        .expect("the /ws location");
+    assert!(
+        ws.contains("limit_conn ") && ws.contains("limit_req "),
+        "{ws}"
+    );
+}
