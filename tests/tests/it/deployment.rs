@@ -526,3 +526,31 @@ fn the_edge_is_sized_for_the_rush_and_limits_each_client() {
         "{ws}"
     );
 }
+
+/// The rendered resources of `kind` in `text` that name `target` (in a selector or a scale
+/// target).
+fn resources_naming<'a>(text: &'a str, kind: &str, target: &str) -> Vec<&'a str> {
+    let kind = format!("kind: {kind}");
+    text.split("\n---")
+        .filter(|doc| doc.lines().any(|l| l == kind))
+        .filter(|doc| doc.contains(target))
+        .collect()
+}
+
+/// The edge holds every client's socket: a node drain or an upgrade may take only one edge Pod
+/// at a time, and the edge grows with the crowd as the gateways do.
+#[test]
+fn the_edge_has_a_disruption_budget_and_an_autoscaler() {
+    for (overlay, text) in deployments().into_iter().filter(|(n, _)| n != "compose") {
+        let budgets = resources_naming(&text, "PodDisruptionBudget", "floodgate-cdn");
+        assert!(
+            budgets.iter().any(|b| b.contains("maxUnavailable: 1")),
+            "{overlay}: the edge's PodDisruptionBudget"
+        );
+        let scalers = resources_naming(&text, "HorizontalPodAutoscaler", "floodgate-cdn");
+        assert!(
+            scalers.iter().any(|s| s.contains("minReplicas: 2")),
+            "{overlay}: the edge's autoscaler keeps two at least"
+        );
+    }
+}
