@@ -538,7 +538,7 @@ fn resources_naming<'a>(text: &'a str, kind: &str, target: &str) -> Vec<&'a str>
 }
 
 /// The edge holds every client's socket: a node drain or an upgrade may take only one edge Pod
-/// at a time, and the edge grows with the crowd as the gateways do.
+/// at a time, and the edge grows with the crowd as the gateways do (from two in production).
 #[test]
 fn the_edge_has_a_disruption_budget_and_an_autoscaler() {
     for (overlay, text) in deployments().into_iter().filter(|(n, _)| n != "compose") {
@@ -548,9 +548,15 @@ fn the_edge_has_a_disruption_budget_and_an_autoscaler() {
             "{overlay}: the edge's PodDisruptionBudget"
         );
         let scalers = resources_naming(&text, "HorizontalPodAutoscaler", "floodgate-cdn");
+        // A laptop's cluster runs one of each; production keeps two edges at least.
+        let least = if overlay == "local" {
+            "minReplicas: 1"
+        } else {
+            "minReplicas: 2"
+        };
         assert!(
-            scalers.iter().any(|s| s.contains("minReplicas: 2")),
-            "{overlay}: the edge's autoscaler keeps two at least"
+            scalers.iter().any(|s| s.contains(least)),
+            "{overlay}: the edge's autoscaler ({least})"
         );
     }
 }
