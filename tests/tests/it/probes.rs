@@ -182,3 +182,45 @@ async fn a_stopping_gateway_turns_unready_and_refuses_joins_before_it_closes_a_s
     let status = gateway.wait(Duration::from_secs(10)).await;
     assert!(status.is_some_and(|s| s.success()), "{status:?}");
 }
+
+/// A reservation's 201 needs Redis and the broker, never PostgreSQL (the consumer writes it
+/// later): a booking instance whose PostgreSQL goes away (a failover, say) stays in the load
+/// balancer, reporting the check as shared, and goes on taking reservations; out of it, the edge
+/// would have only bare 502s to give.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_booking_instance_without_postgresql_stays_ready_and_says_so() {
+    let (url, db) = fresh_database().await;
+    let app = TestApp::spawn(db).await;
+    let pg = ChaosProxy::start("127.0.0.1:5432".parse().unwrap()).await;
+    let through_proxy = url.replace("127.0.0.1:5432", &pg.addr.to_string());
+    let env = [
+        ("FLOODGATE_OPS_TOKEN", floodgate_tests::secret("ops_")),
+        (
+            "FLOODGATE_WEBHOOK_SECRET",
+            floodgate_tests::secret("whsec_"),
+        ),
+    ];
+    let (mut command, admin, api) =
+        floodgate_tests::services::booking_serve(&app, &through_proxy, &env);
+    let _booking = floodgate_tests::services::Stopped(
+        floodgate_tests::services::start_service(&mut command, &admin).await,
+    );
+    for base in [&api, &admin] {
+        eventually(&format!("{base} ready"), WAIT, async || {
+            answers(&format!("{base}/readyz"), 200, None).await
+        })
+        .await;
+    }
+
+    pg.cut();
+    for base in [&api, &admin] {
+        eventually(&format!("{base} reports postgres"), WAIT, async || {
+            answers(&format!("{base}/readyz"), 200, Some("postgres")).await
+        })
+        .await;
+        let (_, body) = probe(&format!("{base}/readyz")).await.expect("an answer");
+        let check = body.checks.iter().find(|c| c.name == "postgres").unwrap();
+        assert!(check.shared, "{body:?}");
+    }
+    pg.restore();
+}
