@@ -99,6 +99,14 @@ impl Check {
         }
     }
 
+    /// This check, reported but never making the process unready (see [`Check::shared`]).
+    pub fn as_shared(self) -> Self {
+        Self {
+            shared: true,
+            ..self
+        }
+    }
+
     /// Fails once `draining` is cancelled (the process is stopping).
     pub fn draining(draining: &CancellationToken) -> Self {
         let stopping = draining.is_cancelled();
