@@ -558,5 +558,12 @@ fn the_edge_has_a_disruption_budget_and_an_autoscaler() {
             scalers.iter().any(|s| s.contains(least)),
             "{overlay}: the edge's autoscaler ({least})"
         );
+        // The autoscaler owns the count: a Deployment naming one would set it back at every
+        // apply, closing the sockets of every edge it removed.
+        let edges = resources_naming(&text, "Deployment", "app.kubernetes.io/name: floodgate-cdn");
+        assert!(
+            !edges.is_empty() && edges.iter().all(|d| !d.contains("\n  replicas:")),
+            "{overlay}: the edge's Deployment names no replicas"
+        );
     }
 }
