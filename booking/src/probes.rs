@@ -25,7 +25,7 @@ pub async fn health() -> Json<Health> {
     (status = 503, description = "A dependency did not answer in time: which one (the reason is on the admin port's `/readyz`).", body = Readiness),
 ))]
 pub async fn ready_public(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
-    answer(readiness(&state).await.without_reasons())
+    readiness(&state).await.without_reasons().answer()
 }
 
 /// The admin port's `GET /readyz`: [`ready_public`]'s answer with each failed check's reason.
@@ -34,7 +34,7 @@ pub async fn ready_public(State(state): State<AppState>) -> (StatusCode, Json<Re
     (status = 503, description = "A dependency did not answer in time, and why.", body = Readiness),
 ))]
 pub async fn ready(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
-    answer(readiness(&state).await)
+    readiness(&state).await.answer()
 }
 
 async fn readiness(state: &AppState) -> Readiness {
@@ -51,10 +51,4 @@ async fn readiness(state: &AppState) -> Readiness {
         ),
     ])
     .await
-}
-
-fn answer(readiness: Readiness) -> (StatusCode, Json<Readiness>) {
-    let status =
-        StatusCode::from_u16(readiness.http_status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-    (status, Json(readiness))
 }

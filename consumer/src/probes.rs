@@ -63,7 +63,5 @@ async fn ready(State(probes): State<Probes>) -> (StatusCode, Json<Readiness>) {
         Check::new("kafka", broker),
     ])
     .await;
-    let status =
-        StatusCode::from_u16(readiness.http_status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-    (status, Json(readiness))
+    readiness.answer()
 }

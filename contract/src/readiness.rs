@@ -59,6 +59,13 @@ impl Readiness {
         self
     }
 
+    /// The probe's HTTP answer: 200 or 503, and this body.
+    pub fn answer(self) -> (axum::http::StatusCode, axum::Json<Self>) {
+        let status = axum::http::StatusCode::from_u16(self.http_status())
+            .unwrap_or(axum::http::StatusCode::SERVICE_UNAVAILABLE);
+        (status, axum::Json(self))
+    }
+
     /// The HTTP status a probe answers with.
     pub fn http_status(&self) -> u16 {
         if self.ready() {

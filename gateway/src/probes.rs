@@ -26,12 +26,12 @@ pub async fn health() -> Json<Health> {
     (status = 503, description = "Redis did not answer in time, or the gateway is draining: which check failed (the reason is on the admin port's `/readyz`).", body = Readiness),
 ))]
 pub async fn ready_public(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
-    answer(readiness(&state).await.without_reasons())
+    readiness(&state).await.without_reasons().answer()
 }
 
 /// The admin port's `/readyz`: [`ready_public`]'s answer with each failed check's reason.
 pub async fn ready(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
-    answer(readiness(&state).await)
+    readiness(&state).await.answer()
 }
 
 async fn readiness(state: &AppState) -> Readiness {
@@ -40,12 +40,6 @@ async fn readiness(state: &AppState) -> Readiness {
         Check::redis(&state.redis),
     ])
     .await
-}
-
-fn answer(readiness: Readiness) -> (StatusCode, Json<Readiness>) {
-    let status =
-        StatusCode::from_u16(readiness.http_status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-    (status, Json(readiness))
 }
 
 /// Once `signal` is cancelled (SIGTERM, say): the gateway turns unready and refuses joins at
