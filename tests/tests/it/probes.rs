@@ -55,22 +55,25 @@ async fn readiness_follows_each_services_dependencies_and_liveness_does_not() {
     // The consumer binary, its PostgreSQL behind a proxy of its own.
     let pg = ChaosProxy::start("127.0.0.1:5432".parse().unwrap()).await;
     let consumer_admin = free_port();
-    let mut consumer = Command::new(binary("floodgate-consumer"))
-        .env(
-            "FLOODGATE_DATABASE_URL",
-            url.replace("127.0.0.1:5432", &pg.addr.to_string()),
-        )
-        .env("FLOODGATE_KAFKA_BROKERS", kafka_brokers())
-        .env("FLOODGATE_RESERVATIONS_TOPIC", &app.topic)
-        .env("FLOODGATE_CONSUMER_GROUP", unique("probes-"))
-        .env(
-            "FLOODGATE_CONSUMER_METRICS_LISTEN",
-            consumer_admin.to_string(),
-        )
-        .env("RUST_LOG", "error")
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("the consumer binary starts");
+    // Stopped however the test ends, a failed assertion included.
+    let _consumer = floodgate_tests::services::Stopped(
+        Command::new(binary("floodgate-consumer"))
+            .env(
+                "FLOODGATE_DATABASE_URL",
+                url.replace("127.0.0.1:5432", &pg.addr.to_string()),
+            )
+            .env("FLOODGATE_KAFKA_BROKERS", kafka_brokers())
+            .env("FLOODGATE_RESERVATIONS_TOPIC", &app.topic)
+            .env("FLOODGATE_CONSUMER_GROUP", unique("probes-"))
+            .env(
+                "FLOODGATE_CONSUMER_METRICS_LISTEN",
+                consumer_admin.to_string(),
+            )
+            .env("RUST_LOG", "error")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("the consumer binary starts"),
+    );
 
     let gateway = format!("http://{}", app.gateway);
     let gateway_admin = format!("http://{}", app.gateway_admin);
@@ -126,8 +129,6 @@ async fn readiness_follows_each_services_dependencies_and_liveness_does_not() {
             .await;
         }
     }
-    let _ = consumer.kill();
-    let _ = consumer.wait();
 }
 
 #[sqlx::test(migrations = "../migrations")]
