@@ -99,6 +99,15 @@ impl RoomClient {
         heard
     }
 
+    /// The next thing heard within `timeout`, or `None` if nothing was (a session that is only
+    /// waiting may hear nothing for a while).
+    pub async fn try_next(&mut self, timeout: Duration) -> Option<Heard> {
+        match room::next(&mut self.ws, timeout).await {
+            Some(Heard::Garbled(text)) => panic!("not a protocol message: {text}"),
+            heard => heard,
+        }
+    }
+
     /// Reads until admitted; the admission token. Panics on anything that ends the wait.
     pub async fn admitted(&mut self, timeout: Duration) -> String {
         let deadline = tokio::time::Instant::now() + timeout;

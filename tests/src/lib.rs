@@ -12,8 +12,10 @@
 pub mod broker;
 pub mod chaos;
 pub mod client;
+pub mod containers;
 pub mod edge;
 pub mod gateways;
+pub mod manifests;
 pub mod oidc;
 mod options;
 pub mod redis_cluster;

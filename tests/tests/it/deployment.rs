@@ -115,10 +115,17 @@ fn a_resource_without_a_schema_fails_unless_it_is_a_listed_operator_resource() {
 fn the_dockerfile_and_the_compose_file_are_checked_too() {
     let said = refused(
         "Dockerfile",
-        "FROM debian:bookworm-slim",
-        "FROM debian:latest",
+        "FROM node:20-bookworm-slim AS page",
+        "FROM node:latest AS page",
     );
     assert!(said.contains("DL3007"), "hadolint names its rule: {said}");
+    // The edge's image too.
+    let said = refused(
+        "deploy/nginx/Dockerfile",
+        "apt-get install -y --no-install-recommends nginx-light",
+        "apt-get install -y nginx-light",
+    );
+    assert!(said.contains("DL3015"), "hadolint names its rule: {said}");
     let said = refused("deploy/compose.yaml", "    ulimits:\n", "    ulimit:\n");
     assert!(said.contains("ulimit"), "{said}");
 }

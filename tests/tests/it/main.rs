@@ -35,6 +35,7 @@
 // Scenarios read top to bottom as one story; the 80-line limit is for service code.
 #![allow(clippy::too_many_lines)]
 
+mod agreement;
 mod asyncapi;
 mod audit;
 mod benchmarks;
@@ -46,6 +47,7 @@ mod clients;
 mod cluster;
 mod consumer;
 mod consumer_group;
+mod containers;
 mod deployment;
 mod draw_costs;
 mod edge;
@@ -57,6 +59,7 @@ mod layout;
 mod lifecycle_properties;
 mod loadgen;
 mod lost_writes;
+mod manifests;
 mod metrics;
 mod openapi;
 mod ops;

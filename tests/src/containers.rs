@@ -1,0 +1,680 @@
+//! The shipped deployment, run: the Floodgate services of `deploy/compose.yaml`, each a container
+//! of the image `deploy/image.sh` built, started from what the compose file says (command,
+//! settings, secrets, replicas, read-only root) with the few changes that running them on the
+//! host's network takes. Those changes are all here, in [`Stack::settings`], and each is named.
+//!
+//! Why not `docker compose up`: the machines this runs on reach no container registry and allow
+//! no bridge network, so every container shares the host's loopback. Service names do not
+//! resolve there and each instance needs ports of its own, which is what this module gives them;
+//! the compose file itself stays the one a Compose v2 user runs (docs/deploy.md).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use crate::{eventually, kafka_brokers, redis_url, unique};
+
+/// The repository's root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The Docker engine `deploy/image.sh` started, and the images it built.
+#[derive(Clone)]
+pub struct Docker {
+    client: PathBuf,
+    host: String,
+    /// Floodgate's image (`floodgate:ci`).
+    pub image: String,
+    /// The edge's image (`floodgate-edge:ci`).
+    pub edge_image: String,
+}
+
+impl Docker {
+    /// The engine and images `deploy/test.sh` made ready (`deploy/image.sh build`).
+    pub fn from_env() -> Docker {
+        let var = |name: &str| {
+            std::env::var(name).unwrap_or_else(|_| {
+                panic!(
+                    "{name} is not set: the container tests need the engine and images of \
+                     `deploy/image.sh build` (deploy/test.sh runs it and sets {name})"
+                )
+            })
+        };
+        Docker {
+            client: var("FLOODGATE_DOCKER").into(),
+            host: var("DOCKER_HOST"),
+            image: var("FLOODGATE_TEST_IMAGE"),
+            edge_image: var("FLOODGATE_TEST_EDGE_IMAGE"),
+        }
+    }
+
+    /// `docker <args>`, waited for.
+    pub fn run(&self, args: &[&str]) -> Output {
+        Command::new(&self.client)
+            .env("DOCKER_HOST", &self.host)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("the docker client runs")
+    }
+
+    /// `docker <args>`, which must succeed: its standard output.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "docker {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// A container's last log lines (both streams).
+    pub fn logs(&self, name: &str, lines: u32) -> String {
+        let out = self.run(&["logs", "--tail", &lines.to_string(), name]);
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    }
+}
+
+/// One service of `deploy/compose.yaml`, with its anchors and merge keys resolved.
+#[derive(Clone, Debug, Default)]
+pub struct Service {
+    pub image: String,
+    pub command: Vec<String>,
+    pub environment: BTreeMap<String, String>,
+    pub secrets: Vec<String>,
+    pub env_file: Option<String>,
+    pub replicas: u32,
+    pub read_only: bool,
+    pub tmpfs: Vec<String>,
+    pub ulimit_nofile: Option<u64>,
+}
+
+/// `deploy/compose.yaml`, read.
+pub struct Compose {
+    services: serde_yaml::Mapping,
+}
+
+impl Compose {
+    pub fn load() -> Compose {
+        Self::parse(&std::fs::read_to_string(repo().join("deploy/compose.yaml")).unwrap())
+    }
+
+    pub fn parse(text: &str) -> Compose {
+        let mut doc: serde_yaml::Value = serde_yaml::from_str(text).expect("compose.yaml parses");
+        doc.apply_merge()
+            .expect("compose.yaml's merge keys resolve");
+        // `<<:` inside a nested mapping (environment) is resolved by a second pass.
+        doc.apply_merge().unwrap();
+        let services = doc["services"]
+            .as_mapping()
+            .expect("compose.yaml has services")
+            .clone();
+        Compose { services }
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.services
+            .keys()
+            .filter_map(|k| k.as_str().map(str::to_owned))
+            .collect()
+    }
+
+    pub fn service(&self, name: &str) -> Service {
+        let s = self
+            .services
+            .get(name)
+            .unwrap_or_else(|| panic!("compose.yaml has no service {name}"));
+        let text = |v: &serde_yaml::Value| match v {
+            serde_yaml::Value::String(s) => s.clone(),
+            serde_yaml::Value::Number(n) => n.to_string(),
+            serde_yaml::Value::Bool(b) => b.to_string(),
+            other => panic!("{name}: unexpected value {other:?}"),
+        };
+        let list = |v: &serde_yaml::Value| -> Vec<String> {
+            v.as_sequence()
+                .map(|items| items.iter().map(text).collect())
+                .unwrap_or_default()
+        };
+        let environment = s["environment"]
+            .as_mapping()
+            .map(|env| {
+                env.iter()
+                    .filter(|(k, _)| k.as_str() != Some("<<"))
+                    .map(|(k, v)| (text(k), text(v)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Service {
+            image: s["image"].as_str().unwrap_or_default().to_owned(),
+            command: list(&s["command"]),
+            environment,
+            secrets: list(&s["secrets"]),
+            env_file: s["env_file"].as_str().map(str::to_owned),
+            replicas: s["deploy"]["replicas"].as_u64().unwrap_or(1) as u32,
+            read_only: s["read_only"].as_bool().unwrap_or(false),
+            tmpfs: list(&s["tmpfs"]),
+            ulimit_nofile: s["ulimits"]["nofile"]["hard"].as_u64(),
+        }
+    }
+}
+
+/// A free port on 127.0.0.1 (free when asked: nothing holds it for the container).
+fn free_addr() -> SocketAddr {
+    crate::gateways::free_port()
+}
+
+/// One running container of the stack.
+#[derive(Clone, Debug)]
+pub struct Container {
+    pub name: String,
+    /// Its listeners by setting (`FLOODGATE_GATEWAY_LISTEN` and so on).
+    pub listens: BTreeMap<String, SocketAddr>,
+}
+
+impl Container {
+    pub fn listen(&self, setting: &str) -> SocketAddr {
+        self.listens[setting]
+    }
+}
+
+/// What the test changes on top of compose.yaml for one run.
+pub struct StackOptions {
+    /// The addresses the gateways trust to name the client (the edge connects from 127.0.0.1
+    /// on the host's network; compose trusts its bridge network's ranges).
+    pub trusted_proxies: String,
+}
+
+impl Default for StackOptions {
+    fn default() -> Self {
+        StackOptions {
+            trusted_proxies: "127.0.0.1/32".into(),
+        }
+    }
+}
+
+/// The stack of `deploy/compose.yaml` running in containers on the host's network, against the
+/// machine's Redis, PostgreSQL (a fresh database) and broker, with a Redis prefix, topic and
+/// consumer group of its own. Every container is removed when it drops.
+pub struct Stack {
+    pub docker: Docker,
+    pub compose: Compose,
+    /// Names every container of this run (`docker ps --filter label=floodgate-test=<run>`).
+    pub run: String,
+    pub edge: SocketAddr,
+    pub gateways: Vec<Container>,
+    pub bookings: Vec<Container>,
+    pub consumer: Container,
+    pub sandbox: Container,
+    pub secrets: PathBuf,
+    pub prefix: String,
+    pub topic: String,
+    pub database_url: String,
+    /// Host names of compose.yaml and what each stands for here.
+    hosts: Vec<(String, String)>,
+    pub options: StackOptions,
+}
+
+/// The listeners each service opens, by the setting that places it (the edge's by its own).
+/// The Kubernetes manifests' container ports are these, and nothing else.
+pub const LISTENERS: [(&str, &[&str]); 5] = [
+    (
+        "gateway",
+        &["FLOODGATE_GATEWAY_LISTEN", "FLOODGATE_GATEWAY_ADMIN_LISTEN"],
+    ),
+    (
+        "booking",
+        &["FLOODGATE_BOOKING_LISTEN", "FLOODGATE_ADMIN_LISTEN"],
+    ),
+    ("consumer", &["FLOODGATE_CONSUMER_METRICS_LISTEN"]),
+    ("sandbox", &["FLOODGATE_SANDBOX_LISTEN"]),
+    ("cdn", &["FLOODGATE_EDGE_LISTEN"]),
+];
+
+/// How each long-running service shows it is ready: on which listener, and at which path (none:
+/// its port open). The test run waits for these, and the manifests' readiness probes are these.
+pub const READINESS: [(&str, &str, Option<&str>); 5] = [
+    ("gateway", "FLOODGATE_GATEWAY_LISTEN", Some("/readyz")),
+    ("booking", "FLOODGATE_BOOKING_LISTEN", Some("/readyz")),
+    (
+        "consumer",
+        "FLOODGATE_CONSUMER_METRICS_LISTEN",
+        Some("/readyz"),
+    ),
+    ("sandbox", "FLOODGATE_SANDBOX_LISTEN", None),
+    ("cdn", "FLOODGATE_EDGE_LISTEN", None),
+];
+
+/// The listeners of compose service `service`.
+fn listeners(service: &str) -> &'static [&'static str] {
+    LISTENERS
+        .iter()
+        .find(|(s, _)| *s == service)
+        .map_or(&[], |(_, l)| l)
+}
+
+impl Stack {
+    /// Makes the secrets with `deploy/compose-secrets.sh`, runs the migrations and the topic
+    /// command to completion, then starts every other Floodgate service as many times as
+    /// compose.yaml's replicas say, and the edge in front; returns once every one is ready.
+    pub async fn up(database_url: &str, options: StackOptions) -> Stack {
+        let docker = Docker::from_env();
+        let compose = Compose::load();
+        let run = unique("fgc");
+        let secrets = std::env::temp_dir().join(format!("{run}-secrets"));
+        let script = repo().join("deploy/compose-secrets.sh");
+        let keygen = format!(
+            "{} run --rm --network host {} floodgate-gateway keygen",
+            docker.client.display(),
+            docker.image
+        );
+        let made = Command::new(&script)
+            .env("SECRETS_DIR", &secrets)
+            .env("FLOODGATE_KEYGEN", keygen)
+            .env("DOCKER_HOST", &docker.host)
+            .output()
+            .expect("compose-secrets.sh runs");
+        assert!(
+            made.status.success(),
+            "compose-secrets.sh: {}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+        // The machine's PostgreSQL instead of compose's own (the URL keeps the file's mode).
+        std::fs::write(secrets.join("database_url"), database_url).unwrap();
+
+        let edge = free_addr();
+        let mut stack = Stack {
+            docker,
+            compose,
+            prefix: format!("{run}:"),
+            topic: format!("floodgate.{run}"),
+            run,
+            edge,
+            gateways: Vec::new(),
+            bookings: Vec::new(),
+            consumer: Container {
+                name: String::new(),
+                listens: BTreeMap::new(),
+            },
+            sandbox: Container {
+                name: String::new(),
+                listens: BTreeMap::new(),
+            },
+            secrets,
+            database_url: database_url.to_owned(),
+            hosts: Vec::new(),
+            options,
+        };
+        // Every instance's ports are chosen before any starts: they name each other.
+        let bookings = stack.plan("booking");
+        let gateways = stack.plan("gateway");
+        let consumer = stack.plan("consumer").remove(0);
+        let sandbox = stack.plan("sandbox").remove(0);
+        let redis = redis_url();
+        let redis_host = redis.trim_start_matches("redis://").trim_end_matches('/');
+        stack.hosts = vec![
+            ("redis:6379".into(), redis_host.to_owned()),
+            ("kafka:9092".into(), kafka_brokers()),
+            (
+                "booking:8081".into(),
+                bookings[0].listen("FLOODGATE_BOOKING_LISTEN").to_string(),
+            ),
+            (
+                "sandbox:8082".into(),
+                sandbox.listen("FLOODGATE_SANDBOX_LISTEN").to_string(),
+            ),
+            ("cdn:8000".into(), edge.to_string()),
+            // What a browser on the host types: the sandbox's and the edge's public URLs.
+            (
+                "localhost:8082".into(),
+                format!(
+                    "localhost:{}",
+                    sandbox.listen("FLOODGATE_SANDBOX_LISTEN").port()
+                ),
+            ),
+            (
+                "localhost:8000".into(),
+                format!("localhost:{}", edge.port()),
+            ),
+        ];
+
+        for job in ["migrate", "topics"] {
+            stack.once(job);
+        }
+        for c in &bookings {
+            stack.start("booking", c);
+        }
+        stack.start("consumer", &consumer);
+        stack.start("sandbox", &sandbox);
+        for c in &gateways {
+            stack.start("gateway", c);
+        }
+        stack.bookings = bookings;
+        stack.gateways = gateways;
+        stack.consumer = consumer;
+        stack.sandbox = sandbox;
+        stack.start_edge();
+        stack.ready().await;
+        stack
+    }
+
+    /// The containers of compose service `service`, one per replica, each with ports of its own.
+    fn plan(&self, service: &str) -> Vec<Container> {
+        let s = self.compose.service(service);
+        (0..s.replicas)
+            .map(|i| Container {
+                name: format!("{}-{service}-{}", self.run, i + 1),
+                listens: listeners(service)
+                    .iter()
+                    .map(|k| ((*k).to_owned(), free_addr()))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// Compose service `service`'s settings for container `c`: compose.yaml's, with
+    /// - each listener on 127.0.0.1 and the container's own port (not every address, port as
+    ///   compose gives it: every container shares the host's network);
+    /// - each compose host name replaced by what stands for it here ([`Stack::up`]);
+    /// - the admission key's id and public keys from compose-secrets.sh's `token.env`, as
+    ///   compose's `env_file` reads them;
+    /// - this run's Redis prefix, topic and consumer group (the machine's services are shared
+    ///   with other tests), and the trusted proxies of [`StackOptions`].
+    ///
+    /// A compose host name left in a setting fails the test: a new dependency in compose.yaml
+    /// must be given its stand-in here.
+    pub fn settings(&self, service: &str, c: &Container) -> BTreeMap<String, String> {
+        let s = self.compose.service(service);
+        let mut env = s.environment.clone();
+        for (key, addr) in &c.listens {
+            env.insert(key.clone(), addr.to_string());
+        }
+        for value in env.values_mut() {
+            for (host, here) in &self.hosts {
+                *value = value.replace(host, here);
+            }
+        }
+        if let Some(file) = &s.env_file {
+            assert_eq!(file, "./secrets/token.env", "{service}'s env_file");
+            let text = std::fs::read_to_string(self.secrets.join("token.env")).unwrap();
+            for line in text.lines().filter(|l| l.contains('=')) {
+                let (k, v) = line.split_once('=').unwrap();
+                env.insert(k.to_owned(), v.to_owned());
+            }
+        }
+        env.insert("FLOODGATE_REDIS_PREFIX".into(), self.prefix.clone());
+        env.insert("FLOODGATE_RESERVATIONS_TOPIC".into(), self.topic.clone());
+        env.insert(
+            "FLOODGATE_CONSUMER_GROUP".into(),
+            format!("{}-consumer", self.run),
+        );
+        env.insert(
+            "FLOODGATE_TRUSTED_PROXIES".into(),
+            self.options.trusted_proxies.clone(),
+        );
+        for (key, value) in &env {
+            for name in self.compose.names() {
+                assert!(
+                    !value.contains(&format!("//{name}:"))
+                        && !value.starts_with(&format!("{name}:")),
+                    "{service}: {key}={value} names compose's {name}, which has no stand-in here"
+                );
+            }
+        }
+        env
+    }
+
+    /// `docker run` arguments for service `service`'s container `c`, detached or not.
+    fn run_args(&self, service: &str, c: &Container, detach: bool) -> Vec<String> {
+        let s = self.compose.service(service);
+        let mut args: Vec<String> = vec!["run".into()];
+        if detach {
+            args.push("--detach".into());
+        } else {
+            args.push("--rm".into());
+        }
+        args.extend([
+            "--name".into(),
+            c.name.clone(),
+            "--label".into(),
+            format!("floodgate-test={}", self.run),
+            "--network".into(),
+            "host".into(),
+        ]);
+        if s.read_only {
+            args.push("--read-only".into());
+        }
+        for path in &s.tmpfs {
+            args.extend(["--tmpfs".into(), path.clone()]);
+        }
+        if let Some(n) = s.ulimit_nofile {
+            args.extend(["--ulimit".into(), format!("nofile={n}:{n}")]);
+        }
+        for secret in &s.secrets {
+            args.extend([
+                "--volume".into(),
+                format!(
+                    "{}:/run/secrets/{secret}:ro",
+                    self.secrets.join(secret).display()
+                ),
+            ]);
+        }
+        for (k, v) in self.settings(service, c) {
+            args.extend(["--env".into(), format!("{k}={v}")]);
+        }
+        args.push(self.docker.image.clone());
+        args.extend(s.command.iter().cloned());
+        args
+    }
+
+    /// Runs a one-off service (the migrations, the topics) to completion; it must succeed.
+    fn once(&self, service: &str) {
+        let c = Container {
+            name: format!("{}-{service}", self.run),
+            listens: BTreeMap::new(),
+        };
+        let args = self.run_args(service, &c, false);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = self.docker.run(&args);
+        assert!(
+            out.status.success(),
+            "{service}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Starts service `service`'s container `c`.
+    pub fn start(&self, service: &str, c: &Container) {
+        let args = self.run_args(service, c, true);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.docker.ok(&args);
+    }
+
+    /// The edge: compose's `cdn` service (its settings, read-only root and tmpfs) on the edge's
+    /// image, in front of this run's gateways and booking instances.
+    fn start_edge(&self) {
+        let s = self.compose.service("cdn");
+        let mut env = s.environment.clone();
+        let list = |cs: &[Container], key: &str| {
+            cs.iter()
+                .map(|c| c.listen(key).to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        env.insert("FLOODGATE_EDGE_LISTEN".into(), self.edge.to_string());
+        env.insert(
+            "FLOODGATE_EDGE_GATEWAYS".into(),
+            list(&self.gateways, "FLOODGATE_GATEWAY_LISTEN"),
+        );
+        env.insert(
+            "FLOODGATE_EDGE_BOOKING".into(),
+            list(&self.bookings, "FLOODGATE_BOOKING_LISTEN"),
+        );
+        let mut args: Vec<String> = [
+            "run",
+            "--detach",
+            "--name",
+            &format!("{}-cdn", self.run),
+            "--label",
+            &format!("floodgate-test={}", self.run),
+            "--network",
+            "host",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        if s.read_only {
+            args.push("--read-only".into());
+        }
+        for path in &s.tmpfs {
+            args.extend(["--tmpfs".into(), path.clone()]);
+        }
+        if let Some(n) = s.ulimit_nofile {
+            args.extend(["--ulimit".into(), format!("nofile={n}:{n}")]);
+        }
+        for (k, v) in env {
+            args.extend(["--env".into(), format!("{k}={v}")]);
+        }
+        args.push(self.docker.edge_image.clone());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.docker.ok(&args);
+    }
+
+    /// Every container ready as [`READINESS`] says: its `/readyz` answering 200, or its port
+    /// open.
+    async fn ready(&self) {
+        let http = reqwest::Client::new();
+        let edge = Container {
+            name: format!("{}-cdn", self.run),
+            listens: [("FLOODGATE_EDGE_LISTEN".to_owned(), self.edge)].into(),
+        };
+        for (service, listener, path) in READINESS {
+            let containers: Vec<&Container> = match service {
+                "gateway" => self.gateways.iter().collect(),
+                "booking" => self.bookings.iter().collect(),
+                "consumer" => vec![&self.consumer],
+                "sandbox" => vec![&self.sandbox],
+                _ => vec![&edge],
+            };
+            for c in containers {
+                let addr = c.listen(listener);
+                let ready = tokio::time::timeout(Duration::from_secs(60), async {
+                    while self.running(&c.name) {
+                        let answered = match path {
+                            Some(path) => http
+                                .get(format!("http://{addr}{path}"))
+                                .send()
+                                .await
+                                .is_ok_and(|r| r.status() == 200),
+                            None => tokio::net::TcpStream::connect(addr).await.is_ok(),
+                        };
+                        if answered {
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                })
+                .await;
+                assert!(
+                    ready.is_ok() && self.running(&c.name),
+                    "{} did not become ready:\n{}",
+                    c.name,
+                    self.docker.logs(&c.name, 40)
+                );
+            }
+        }
+    }
+
+    /// Whether container `name` is running.
+    pub fn running(&self, name: &str) -> bool {
+        self.docker
+            .run(&["inspect", "--format", "{{.State.Running}}", name])
+            .stdout
+            .starts_with(b"true")
+    }
+
+    /// The edge's URL for `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.edge)
+    }
+
+    /// Waits until container `name` has exited, and returns its exit code.
+    pub async fn exited(&self, name: &str, timeout: Duration) -> i64 {
+        eventually(&format!("{name} exits"), timeout, async || {
+            let out = self.docker.run(&[
+                "inspect",
+                "--format",
+                "{{.State.Running}} {{.State.ExitCode}}",
+                name,
+            ]);
+            let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            text.strip_prefix("false ")
+                .and_then(|code| code.parse::<i64>().ok())
+        })
+        .await
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        let names = self.docker.run(&[
+            "ps",
+            "--all",
+            "--quiet",
+            "--filter",
+            &format!("label=floodgate-test={}", self.run),
+        ]);
+        let ids: Vec<String> = String::from_utf8_lossy(&names.stdout)
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        if std::thread::panicking() {
+            for id in &ids {
+                eprintln!("--- {id}:\n{}", self.docker.logs(id, 30));
+            }
+        }
+        if !ids.is_empty() {
+            let mut args = vec!["rm", "--force"];
+            args.extend(ids.iter().map(String::as_str));
+            let _ = self.docker.run(&args);
+        }
+        let _ = std::fs::remove_dir_all(&self.secrets);
+    }
+}
+
+impl Stack {
+    /// Writes `spec` to the catalog as sale `id` and arms it, as `floodgate-booking sale create
+    /// --arm` does, in this run's database and Redis prefix.
+    pub async fn create_sale(&self, db: &sqlx::PgPool, id: &str, spec: &crate::SaleSpec) {
+        let redis =
+            floodgate_contract::runtime::connect_redis(&crate::redis_args(&self.prefix, None))
+                .await
+                .expect("redis");
+        let keys = floodgate_contract::keys::Keys::new(self.prefix.clone());
+        floodgate_booking::catalog::create_sale(db, &spec.to_file(id))
+            .await
+            .expect("create sale");
+        floodgate_booking::catalog::arm_sale(db, &redis, &keys, id)
+            .await
+            .expect("arm sale");
+    }
+
+    /// The edge's waiting-room URL for `sale`.
+    pub fn ws_url(&self, sale: &str) -> String {
+        format!("ws://{}/ws?sale={sale}", self.edge)
+    }
+
+    /// The ops token compose-secrets.sh made.
+    pub fn ops_token(&self) -> String {
+        std::fs::read_to_string(self.secrets.join("ops_token")).unwrap()
+    }
+}

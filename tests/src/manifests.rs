@@ -1,0 +1,38 @@
+//! The Kubernetes manifests as a cluster would receive them: an overlay rendered by the
+//! `kubectl kustomize` this project installs (deploy/stack.sh tools), parsed.
+
+use std::process::Command;
+
+use crate::containers::repo;
+
+/// Every resource of overlay `overlay` (`local`, `production`), rendered.
+pub fn rendered(overlay: &str) -> Vec<serde_yaml::Value> {
+    let output = Command::new(crate::tool("kubernetes-client/usr/bin/kubectl"))
+        .arg("kustomize")
+        .arg(repo().join("deploy/k8s/overlays").join(overlay))
+        .output()
+        .expect("kubectl (deploy/stack.sh tools installs it)");
+    assert!(
+        output.status.success(),
+        "{overlay} renders: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).unwrap();
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| serde::Deserialize::deserialize(doc).expect("a rendered resource parses"))
+        .filter(|doc: &serde_yaml::Value| !doc.is_null())
+        .collect()
+}
+
+/// The overlays the repository ships.
+pub const OVERLAYS: [&str; 2] = ["local", "production"];
+
+/// The resources of `kind` among `docs`.
+pub fn of_kind<'a>(docs: &'a [serde_yaml::Value], kind: &str) -> Vec<&'a serde_yaml::Value> {
+    docs.iter().filter(|d| d["kind"] == kind).collect()
+}
+
+/// A resource's name.
+pub fn name(doc: &serde_yaml::Value) -> &str {
+    doc["metadata"]["name"].as_str().unwrap_or_default()
+}

@@ -1,0 +1,366 @@
+//! The shipped deployment run for real: the image `deploy/image.sh` built, the services of
+//! `deploy/compose.yaml` in containers behind the edge's image, and a sale driven through the
+//! edge only (`floodgate_tests::containers` says how compose's services become containers on
+//! the host's network). `deploy/test.sh` builds the images and starts the engine first.
+
+use std::net::IpAddr;
+use std::process::Command;
+use std::time::Duration;
+
+use floodgate_tests::client::{Heard, Refused, RoomClient};
+use floodgate_tests::containers::{Container, Docker, Stack, StackOptions};
+use floodgate_tests::{binary, eventually, fresh_database, redis_url, unique, SaleSpec};
+
+/// Addresses `127.0.<third>.1` to `127.0.<third>.<count>`: clients of their own, each counted
+/// apart by the gateways' per-address limits behind the edge.
+fn addresses(third: u8, count: u8) -> Vec<String> {
+    (1..=count).map(|n| format!("127.0.{third}.{n}")).collect()
+}
+
+/// Joins through the edge from `from`, with `headers`; a join refused only for arriving too
+/// fast from one address (5 a second, a burst of 10) is tried again a moment later, as a client
+/// honouring `Retry-After` would.
+async fn join(
+    stack: &Stack,
+    sale: &str,
+    from: &str,
+    headers: &[(&str, &str)],
+) -> Result<RoomClient, Refused> {
+    let from: IpAddr = from.parse().unwrap();
+    loop {
+        match RoomClient::join_from(&stack.ws_url(sale), Some(from), headers).await {
+            Err(r) if r.status == 429 && r.body["error"] == "join_rate_limited" => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn too_many(refused: Refused) {
+    assert_eq!(
+        (refused.status, refused.body["error"].as_str()),
+        (429, Some("too_many_connections")),
+        "{refused:?}"
+    );
+}
+
+/// Each service container runs as the image's unprivileged user on a read-only root.
+fn runs_unprivileged_and_read_only(stack: &Stack, containers: &[&Container]) {
+    for c in containers {
+        let seen = stack.docker.ok(&[
+            "inspect",
+            "--format",
+            "{{.Config.User}} {{.HostConfig.ReadonlyRootfs}}",
+            &c.name,
+        ]);
+        assert_eq!(seen, "10001:10001 true", "{}", c.name);
+    }
+}
+
+/// Where the load generator sends its people, and where it checks the outcome.
+#[derive(Clone)]
+struct Rush {
+    edge: String,
+    sandbox: String,
+    database_url: String,
+    prefix: String,
+}
+
+impl Rush {
+    fn of(stack: &Stack) -> Rush {
+        Rush {
+            edge: stack.edge.to_string(),
+            sandbox: stack.sandbox.listen("FLOODGATE_SANDBOX_LISTEN").to_string(),
+            database_url: stack.database_url.clone(),
+            prefix: stack.prefix.clone(),
+        }
+    }
+
+    /// The load generator's sale scenario with every request through the edge (the waiting
+    /// room, the booking API, and so the payment provider's webhook), `clients` people from
+    /// the addresses `from`: its exit status, what it printed and its report.
+    fn run(&self, sale: &str, clients: u32, from: &[String]) -> (i32, String, serde_json::Value) {
+        let json = std::env::temp_dir().join(format!("{}.json", unique("compose-rush-")));
+        let output = Command::new(binary("floodgate-loadgen"))
+            .args(["sale", "--sale", sale, "--clients", &clients.to_string()])
+            .args(["--gateways", &self.edge, "--booking", &self.edge])
+            .args(["--sandbox", &self.sandbox, "--from", &from.join(",")])
+            .args([
+                "--pay-ratio",
+                "0.6",
+                "--seats",
+                "2",
+                "--timeout-secs",
+                "240",
+            ])
+            .args(["--database-url", &self.database_url])
+            .args(["--redis-url", &redis_url(), "--redis-prefix", &self.prefix])
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .expect("the loadgen binary runs");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let report = std::fs::read(&json)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_else(|| {
+                panic!(
+                    "no JSON report:\n{stdout}\n{}",
+                    String::from_utf8_lossy(&output.stderr)
+                )
+            });
+        let _ = std::fs::remove_file(&json);
+        (output.status.code().unwrap_or(-1), stdout, report)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sale_runs_through_the_shipped_edge_into_the_compose_stack() {
+    let (url, db) = fresh_database().await;
+    let stack = Stack::up(&url, StackOptions::default()).await;
+    assert_eq!(stack.gateways.len(), 2, "compose runs two gateways");
+    assert_eq!(
+        stack.bookings.len(),
+        2,
+        "compose runs two booking instances"
+    );
+    let services: Vec<&Container> = stack
+        .gateways
+        .iter()
+        .chain(&stack.bookings)
+        .chain([&stack.consumer, &stack.sandbox])
+        .collect();
+    runs_unprivileged_and_read_only(&stack, &services);
+
+    // A waiting room nobody is admitted from yet: who is who at the edge.
+    let waiting = unique("compose-wait-");
+    let spec = SaleSpec {
+        opens_in: Duration::from_secs(3_600),
+        ..SaleSpec::default()
+    };
+    stack.create_sale(&db, &waiting, &spec).await;
+    // One client's 32 sessions (compose's default per address), then refused; a client beside
+    // it is not, and one who claims to be another address in X-Forwarded-For is still itself.
+    let mut held = Vec::new();
+    for _ in 0..32 {
+        let client = join(&stack, &waiting, "127.0.9.1", &[]).await;
+        held.push((client.expect("127.0.9.1 joins"), "127.0.9.1"));
+    }
+    too_many(
+        join(&stack, &waiting, "127.0.9.1", &[])
+            .await
+            .err()
+            .expect("a 33rd"),
+    );
+    let forged = join(
+        &stack,
+        &waiting,
+        "127.0.9.2",
+        &[("x-forwarded-for", "127.0.9.1")],
+    )
+    .await;
+    held.push((
+        forged.expect("127.0.9.2 is not 127.0.9.1, whatever it says"),
+        "127.0.9.2",
+    ));
+
+    // A path nothing serves: the gateways' JSON 404 through the edge, nothing cached.
+    let http = reqwest::Client::new();
+    let unrouted = http.get(stack.url("/v1/nowhere")).send().await.unwrap();
+    assert_eq!(unrouted.status(), 404);
+    let body: serde_json::Value = unrouted.json().await.unwrap();
+    assert!(
+        body["error"].is_string() && body["message"].is_string(),
+        "{body}"
+    );
+
+    // The rush: 2,000 people from 400 addresses, every request through the edge, and halfway
+    // through, a gateway stopped as a release or a crash stops it.
+    let sale = unique("compose-rush-");
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 40), ("p2".into(), 40)],
+        opens_in: Duration::from_secs(3),
+        admission_rate: 200.0,
+        max_seats: 2,
+        hold_ttl_secs: 3,
+        token_ttl_secs: 20,
+        ..SaleSpec::default()
+    };
+    stack.create_sale(&db, &sale, &spec).await;
+    let from: Vec<String> = (1..=4).flat_map(|third| addresses(third, 100)).collect();
+    let rushing = {
+        let (rush, sale) = (Rush::of(&stack), sale.clone());
+        tokio::task::spawn_blocking(move || rush.run(&sale, 2_000, &from))
+    };
+    let stopped = stack.gateways[0].clone();
+    let admin = stopped.listen("FLOODGATE_GATEWAY_ADMIN_LISTEN");
+    eventually(
+        "the rush is on the gateway to be stopped",
+        Duration::from_secs(60),
+        async || sessions(&http, admin).await > 100.0,
+    )
+    .await;
+    let docker = stack.docker.clone();
+    let name = stopped.name.clone();
+    let stopping = tokio::task::spawn_blocking(move || docker.ok(&["stop", "--time", "30", &name]));
+
+    // The waiting clients the stopped gateway held are told to come back (1012, the resume
+    // token as the reason), come back through the edge, and find the other gateway holding
+    // their places; the others were never disturbed.
+    let (mut moved, mut stayed) = (0, 0);
+    for (client, from) in &mut held {
+        let ticket = client.ticket;
+        let from: IpAddr = from.parse().unwrap();
+        match client.try_next(Duration::from_secs(10)).await {
+            Some(Heard::Closed(1012, token)) => {
+                let protocols = format!("floodgate, floodgate-resume.{token}");
+                let back = RoomClient::join_from(
+                    &stack.ws_url(&waiting),
+                    Some(from),
+                    &[("sec-websocket-protocol", &protocols)],
+                )
+                .await
+                .unwrap_or_else(|r| panic!("ticket {ticket} could not come back: {r:?}"));
+                assert!(back.resumed, "ticket {ticket} came back as someone new");
+                assert_eq!(back.ticket, ticket, "ticket {ticket} lost its place");
+                *client = back;
+                moved += 1;
+            }
+            None => stayed += 1,
+            Some(other) => panic!("ticket {ticket} heard {other:?}"),
+        }
+    }
+    stopping.await.unwrap();
+    assert_eq!(
+        stack.exited(&stopped.name, Duration::from_secs(5)).await,
+        0,
+        "the stopped gateway drained and exited cleanly"
+    );
+    assert!(
+        moved > 0 && stayed > 0,
+        "moved {moved}, stayed {stayed}: the edge balances both"
+    );
+
+    let (status, stdout, report) = rushing.await.unwrap();
+    assert_eq!(status, 0, "{stdout}");
+    let checks = report["checks"].as_array().unwrap();
+    assert!(checks.iter().all(|c| c["ok"] == true), "{stdout}");
+    let outcomes = &report["outcomes"];
+    assert_eq!(outcomes["failed"], 0, "{report}");
+    let paid = outcomes["paid"].as_u64().unwrap();
+    assert!(paid > 0, "{report}");
+    // Every payment was confirmed by the provider's webhook, which reached the booking service
+    // through the edge: as many confirmed bookings as people who paid, and never more seats
+    // than the sale has.
+    let (confirmed, seats): (i64, i64) = sqlx::query_as(
+        "select count(*), coalesce(sum(seats), 0)::bigint from bookings \
+         where sale_id = $1 and status = 'confirmed'",
+    )
+    .bind(&sale)
+    .fetch_one(&db)
+    .await
+    .unwrap();
+    assert_eq!(confirmed as u64, paid, "{report}");
+    assert!(seats <= 80, "{seats} seats confirmed of 80");
+}
+
+/// The gateway's open sessions, from its admin listener's metrics.
+async fn sessions(http: &reqwest::Client, admin: std::net::SocketAddr) -> f64 {
+    let Ok(r) = http.get(format!("http://{admin}/metrics")).send().await else {
+        return 0.0;
+    };
+    let text = r.text().await.unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix("floodgate_ws_sessions "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// `docker run --rm --network host <image> <args>` with `settings` and `volumes`: its exit
+/// status and everything it printed.
+fn run_once(
+    docker: &Docker,
+    image: &str,
+    settings: &[(&str, &str)],
+    volumes: &[String],
+    args: &[&str],
+) -> (i32, String) {
+    let mut all: Vec<String> = ["run", "--rm", "--network", "host", "--read-only"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    for (k, v) in settings {
+        all.extend(["--env".into(), format!("{k}={v}")]);
+    }
+    for v in volumes {
+        all.extend(["--volume".into(), v.clone()]);
+    }
+    all.push(image.to_owned());
+    all.extend(args.iter().map(|a| (*a).to_owned()));
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let out = docker.run(&all);
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// Started wrongly, each image stops at once and says what to fix: a required setting missing,
+/// a secret file missing, a secret file it may not read, the edge with no gateways named.
+#[test]
+fn an_image_started_without_what_it_needs_stops_and_names_it() {
+    let docker = Docker::from_env();
+    let image = docker.image.clone();
+
+    let (status, said) = run_once(&docker, &image, &[], &[], &["floodgate-gateway", "serve"]);
+    assert_ne!(status, 0, "{said}");
+    assert!(said.contains("FLOODGATE_TOKEN_SIGNING_KEY"), "{said}");
+
+    let dir = std::env::temp_dir().join(unique("fgc-secret-"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let unreadable = dir.join("ops_token");
+    std::fs::write(&unreadable, "ops_0123456789abcdef0123456789").unwrap();
+    // The owner's only: the container's user (10001) may not read it.
+    std::fs::set_permissions(
+        &unreadable,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let mount = format!("{}:/run/secrets/ops_token:ro", unreadable.display());
+    for (file, volumes) in [
+        ("/run/secrets/missing", Vec::new()),
+        ("/run/secrets/ops_token", vec![mount.clone()]),
+    ] {
+        let (status, said) = run_once(
+            &docker,
+            &image,
+            &[("FLOODGATE_OPS_TOKEN_FILE", file)],
+            &volumes,
+            &["floodgate-booking", "serve"],
+        );
+        assert_ne!(status, 0, "{said}");
+        assert!(
+            said.contains("FLOODGATE_OPS_TOKEN_FILE") && said.contains(file),
+            "{file}: {said}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let (status, said) = run_once(
+        &docker,
+        &docker.edge_image,
+        &[("FLOODGATE_EDGE_BOOKING", "127.0.0.1:1")],
+        &[],
+        &[],
+    );
+    assert_ne!(status, 0, "{said}");
+    assert!(
+        said.contains("FLOODGATE_EDGE_GATEWAYS is not set"),
+        "{said}"
+    );
+}

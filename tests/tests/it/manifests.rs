@@ -1,0 +1,396 @@
+//! What only a Kubernetes cluster could run, checked on the rendered manifests: the network
+//! policy (every flow Floodgate needs allowed, everything else denied), the spread across zones,
+//! migrations that need no hand deletion, the CA files of private certificate authorities, the
+//! Prometheus Operator's resources (labels, and the alert rules generated from
+//! deploy/observability).
+
+use std::collections::BTreeMap;
+
+use floodgate_tests::containers::repo;
+use floodgate_tests::manifests::{name, of_kind, rendered, OVERLAYS};
+use serde_yaml::Value;
+
+/// The pod labels of each workload in `docs`, by workload name.
+fn pod_labels(docs: &[Value]) -> BTreeMap<String, BTreeMap<String, String>> {
+    docs.iter()
+        .filter(|d| d["kind"] == "Deployment")
+        .map(|d| {
+            let labels = d["spec"]["template"]["metadata"]["labels"]
+                .as_mapping()
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| {
+                            (
+                                k.as_str().unwrap().to_owned(),
+                                v.as_str().unwrap().to_owned(),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            (name(d).to_owned(), labels)
+        })
+        .collect()
+}
+
+/// Whether a label selector (`matchLabels`, `matchExpressions` with In) selects `labels`.
+fn selects(selector: &Value, labels: &BTreeMap<String, String>) -> bool {
+    let by_labels = selector["matchLabels"].as_mapping().is_none_or(|m| {
+        m.iter()
+            .all(|(k, v)| labels.get(k.as_str().unwrap()).map(String::as_str) == v.as_str())
+    });
+    let by_expressions = selector["matchExpressions"]
+        .as_sequence()
+        .is_none_or(|exprs| {
+            exprs.iter().all(|e| {
+                assert_eq!(e["operator"], "In", "only In is used");
+                let key = e["key"].as_str().unwrap();
+                e["values"]
+                    .as_sequence()
+                    .unwrap()
+                    .iter()
+                    .any(|v| labels.get(key).map(String::as_str) == v.as_str())
+            })
+        });
+    by_labels && by_expressions
+}
+
+/// Who is at one end of a flow.
+#[derive(Clone, Copy, Debug)]
+enum Peer<'a> {
+    /// A workload of the manifests, by name.
+    Pod(&'a str),
+    /// Prometheus, in the namespace named `monitoring`.
+    Monitoring,
+    /// Anything outside the cluster (a browser, a managed Redis, Kafka or PostgreSQL, the
+    /// payment provider).
+    Outside,
+}
+
+/// Whether one `from`/`to` entry of a policy rule admits `peer`.
+fn admits(entry: &Value, peer: Peer, labels: &BTreeMap<String, BTreeMap<String, String>>) -> bool {
+    match peer {
+        Peer::Pod(workload) => {
+            entry["namespaceSelector"].is_null()
+                && entry["ipBlock"].is_null()
+                && selects(&entry["podSelector"], &labels[workload])
+        }
+        Peer::Monitoring => {
+            let ns: BTreeMap<String, String> = [(
+                "kubernetes.io/metadata.name".to_owned(),
+                "monitoring".to_owned(),
+            )]
+            .into();
+            !entry["namespaceSelector"].is_null() && selects(&entry["namespaceSelector"], &ns)
+        }
+        Peer::Outside => entry["ipBlock"]["cidr"] == "0.0.0.0/0",
+    }
+}
+
+/// Whether a rule's `ports` admit `port` over TCP (none listed: every port).
+fn admits_port(rule: &Value, port: u16, protocol: &str) -> bool {
+    rule["ports"].as_sequence().is_none_or(|ports| {
+        ports.iter().any(|p| {
+            p["port"].as_u64() == Some(u64::from(port))
+                && p["protocol"].as_str().unwrap_or("TCP") == protocol
+        })
+    })
+}
+
+/// Whether the policies of `docs` let `from` reach `to` on `port`: the sender's egress and the
+/// receiver's ingress must both allow it (a side no policy selects allows all, as in Kubernetes).
+fn allowed(docs: &[Value], from: Peer, to: Peer, port: u16, protocol: &str) -> bool {
+    let labels = pod_labels(docs);
+    let policies = of_kind(docs, "NetworkPolicy");
+    let side = |me: Peer, other: Peer, direction: &str, peers: &str| -> bool {
+        let Peer::Pod(workload) = me else {
+            return true;
+        };
+        let governing: Vec<&&Value> = policies
+            .iter()
+            .filter(|p| selects(&p["spec"]["podSelector"], &labels[workload]))
+            .filter(|p| {
+                p["spec"]["policyTypes"]
+                    .as_sequence()
+                    .is_some_and(|t| t.iter().any(|t| t == direction))
+            })
+            .collect();
+        if governing.is_empty() {
+            return true;
+        }
+        let key = direction.to_lowercase();
+        governing.iter().any(|p| {
+            p["spec"][key.as_str()]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+                .any(|rule| {
+                    let peers_ok = rule[peers]
+                        .as_sequence()
+                        .is_none_or(|entries| entries.iter().any(|e| admits(e, other, &labels)));
+                    peers_ok && admits_port(rule, port, protocol)
+                })
+        })
+    };
+    side(from, to, "Egress", "to") && side(to, from, "Ingress", "from")
+}
+
+/// Every flow Floodgate needs, in every overlay; nothing else between its parts.
+#[test]
+fn a_default_deny_network_policy_lets_through_only_what_floodgate_needs() {
+    use Peer::{Monitoring, Outside, Pod};
+    let (gateway, booking, consumer, cdn) = (
+        Pod("floodgate-gateway"),
+        Pod("floodgate-booking"),
+        Pod("floodgate-consumer"),
+        Pod("floodgate-cdn"),
+    );
+    for overlay in OVERLAYS {
+        let docs = rendered(overlay);
+        let deny_all = of_kind(&docs, "NetworkPolicy").into_iter().any(|p| {
+            p["spec"]["podSelector"]
+                .as_mapping()
+                .is_some_and(|m| m.is_empty())
+                && p["spec"]["ingress"].is_null()
+                && p["spec"]["egress"].is_null()
+                && p["spec"]["policyTypes"]
+                    .as_sequence()
+                    .is_some_and(|t| t.len() == 2)
+        });
+        assert!(deny_all, "{overlay}: a default-deny NetworkPolicy");
+        let mut needed = vec![
+            (Outside, cdn, 8000, "the public to the edge"),
+            (cdn, gateway, 8080, "the edge to the gateways"),
+            (cdn, booking, 8081, "the edge to the booking API"),
+            (gateway, booking, 8081, "the gateways' booking route"),
+            (Monitoring, gateway, 9080, "Prometheus"),
+            (Monitoring, booking, 9081, "Prometheus"),
+            (Monitoring, consumer, 9102, "Prometheus"),
+        ];
+        for pod in [gateway, booking, consumer, cdn] {
+            needed.push((pod, Outside, 53, "DNS"));
+        }
+        for (pod, port) in [
+            (gateway, 6379),
+            (booking, 6379),
+            (booking, 9093),
+            (booking, 5432),
+            (consumer, 9093),
+            (consumer, 5432),
+            (booking, 443),
+            (gateway, 443),
+        ] {
+            needed.push((pod, Outside, port, "a dependency"));
+        }
+        if overlay == "local" {
+            let sandbox = Pod("floodgate-sandbox");
+            needed.extend([
+                (booking, sandbox, 8082, "the payment provider's API"),
+                (gateway, sandbox, 8082, "the sign-in's keys"),
+                (
+                    sandbox,
+                    cdn,
+                    8000,
+                    "the provider's webhook through the edge",
+                ),
+                (booking, Outside, 9092, "the local broker"),
+                (consumer, Outside, 9092, "the local broker"),
+            ]);
+        }
+        for (from, to, port, why) in needed {
+            let protocol_ok = allowed(&docs, from, to, port, "TCP")
+                && (port != 53 || allowed(&docs, from, to, port, "UDP"));
+            assert!(
+                protocol_ok,
+                "{overlay}: {from:?} -> {to:?}:{port} ({why}) is denied"
+            );
+        }
+        for (from, to, port, why) in [
+            (Outside, gateway, 9080, "the gateways' metrics from outside"),
+            (Outside, booking, 9081, "the ops API from outside"),
+            (cdn, booking, 9081, "the ops API from the edge"),
+            (Outside, gateway, 8080, "the gateways around the edge"),
+            (gateway, Outside, 5432, "PostgreSQL from the gateways"),
+            (cdn, Outside, 6379, "Redis from the edge"),
+        ] {
+            assert!(
+                !allowed(&docs, from, to, port, "TCP"),
+                "{overlay}: {from:?} -> {to:?}:{port} ({why}) is allowed"
+            );
+        }
+    }
+}
+
+/// A zone lost takes at most its share of each kind of Pod: every Deployment spreads its Pods
+/// across zones as well as nodes.
+#[test]
+fn every_workload_spreads_across_zones() {
+    for overlay in OVERLAYS {
+        let docs = rendered(overlay);
+        for d in of_kind(&docs, "Deployment") {
+            let spread = d["spec"]["template"]["spec"]["topologySpreadConstraints"]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+                .any(|c| c["topologyKey"] == "topology.kubernetes.io/zone");
+            assert!(spread, "{overlay}: {} is not spread across zones", name(d));
+        }
+    }
+}
+
+/// A release is `kubectl apply` and nothing else: no Job that must be deleted by hand before
+/// the next one (a Job's template cannot change), and the schema and the topics made before any
+/// service that needs them starts, by init containers of the services themselves.
+#[test]
+fn migrations_need_no_hand_deletion() {
+    for overlay in OVERLAYS {
+        let docs = rendered(overlay);
+        assert!(
+            of_kind(&docs, "Job").is_empty(),
+            "{overlay}: a Job, which the next release must delete first"
+        );
+        for workload in ["floodgate-booking", "floodgate-consumer"] {
+            let d = docs
+                .iter()
+                .find(|d| d["kind"] == "Deployment" && name(d) == workload)
+                .unwrap();
+            let commands: Vec<String> = d["spec"]["template"]["spec"]["initContainers"]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    c["command"]
+                        .as_sequence()
+                        .unwrap()
+                        .iter()
+                        .map(|a| a.as_str().unwrap())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect();
+            assert_eq!(
+                commands,
+                [
+                    "floodgate-booking migrate",
+                    "floodgate-booking topics ensure"
+                ],
+                "{overlay}: {workload}'s init containers"
+            );
+        }
+    }
+}
+
+/// A Prometheus installed by kube-prometheus-stack selects ServiceMonitors and PrometheusRules
+/// by its release's label: production's carry it, and docs/deploy.md's table of what to change
+/// says to set it to the operator's own release.
+#[test]
+fn the_prometheus_operators_resources_carry_the_label_it_selects_by() {
+    let docs = rendered("production");
+    for kind in ["ServiceMonitor", "PrometheusRule"] {
+        let found = of_kind(&docs, kind);
+        assert!(!found.is_empty(), "production has a {kind}");
+        for d in found {
+            assert!(
+                d["metadata"]["labels"]["release"].is_string(),
+                "{kind} {} has no release label",
+                name(d)
+            );
+        }
+    }
+    let deploy = std::fs::read_to_string(repo().join("docs/deploy.md")).unwrap();
+    assert!(
+        deploy.lines().any(|l| l.starts_with("| `release` label")),
+        "docs/deploy.md's table names the release label"
+    );
+}
+
+/// The PrometheusRule is deploy/observability/alerts.yaml, wrapped: the same groups, rule for
+/// rule, so the alerts Prometheus runs in Kubernetes are the ones `promtool` tests.
+#[test]
+fn the_prometheus_rule_is_the_shipped_alert_rules() {
+    let alerts: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(repo().join("deploy/observability/alerts.yaml")).unwrap(),
+    )
+    .unwrap();
+    let docs = rendered("production");
+    let rules = of_kind(&docs, "PrometheusRule");
+    assert_eq!(rules.len(), 1, "one PrometheusRule");
+    assert_eq!(
+        rules[0]["spec"]["groups"], alerts["groups"],
+        "the PrometheusRule drifted from deploy/observability/alerts.yaml: regenerate it \
+         (deploy/observability/prometheus-rule.sh)"
+    );
+}
+
+/// A container's settings: the ConfigMaps it takes whole (`envFrom`), then its own `env`.
+fn settings(docs: &[Value], c: &Value) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    for from in c["envFrom"].as_sequence().into_iter().flatten() {
+        let map = from["configMapRef"]["name"].as_str().unwrap();
+        let config = of_kind(docs, "ConfigMap")
+            .into_iter()
+            .find(|d| name(d) == map)
+            .unwrap_or_else(|| panic!("no ConfigMap {map}"));
+        for (k, v) in config["data"].as_mapping().into_iter().flatten() {
+            env.insert(
+                k.as_str().unwrap().to_owned(),
+                v.as_str().unwrap().to_owned(),
+            );
+        }
+    }
+    for e in c["env"].as_sequence().into_iter().flatten() {
+        let value = e["value"].as_str().unwrap_or("(from the cluster)");
+        env.insert(e["name"].as_str().unwrap().to_owned(), value.to_owned());
+    }
+    env
+}
+
+/// With a private certificate authority (CloudNativePG's, RDS's, Cloud SQL's, a Redis
+/// operator's), production verifies each dependency against that CA's file, mounted from the
+/// `floodgate-ca` Secret; its database URL verifies the server's name too (docs/deploy.md).
+#[test]
+fn production_verifies_its_dependencies_against_their_ca_files() {
+    let docs = rendered("production");
+    for d in of_kind(&docs, "Deployment") {
+        let pod = &d["spec"]["template"]["spec"];
+        let mounts_ca = |c: &Value| {
+            c["volumeMounts"]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+                .any(|m| m["mountPath"] == "/run/secrets/floodgate-ca")
+        };
+        for c in ["containers", "initContainers"]
+            .iter()
+            .filter_map(|k| pod[*k].as_sequence())
+            .flatten()
+        {
+            let env = settings(&docs, c);
+            let redis = env.contains_key("FLOODGATE_REDIS_CLUSTER_NODES_FILE");
+            let postgres = env.contains_key("FLOODGATE_DATABASE_URL_FILE");
+            if redis {
+                assert_eq!(
+                    env.get("FLOODGATE_REDIS_TLS_CA_FILE").map(String::as_str),
+                    Some("/run/secrets/floodgate-ca/redis-ca.crt"),
+                    "{}/{}",
+                    name(d),
+                    c["name"].as_str().unwrap()
+                );
+            }
+            if redis || postgres {
+                assert!(
+                    mounts_ca(c),
+                    "{}/{} mounts no CA",
+                    name(d),
+                    c["name"].as_str().unwrap()
+                );
+            }
+        }
+    }
+    let deploy = std::fs::read_to_string(repo().join("docs/deploy.md")).unwrap();
+    assert!(
+        deploy
+            .contains("sslmode=verify-full&sslrootcert=/run/secrets/floodgate-ca/postgres-ca.crt"),
+        "docs/deploy.md's database URL verifies against the mounted CA"
+    );
+}
