@@ -1,12 +1,22 @@
-# syntax=docker/dockerfile:1
 # One image for every Floodgate binary: floodgate-gateway, floodgate-booking (also the migration,
 # topic and sale commands) and floodgate-consumer, plus floodgate-loadgen for rehearsals. A
 # Deployment picks its binary with `command`. docs/deploy.md says how it is built and run.
 #
 #   docker build -t floodgate:0.1.0 .
 #
-# Build stage: a release build against Debian's OpenSSL (librdkafka's TLS and SASL SCRAM).
+# No `# syntax=` line: the Dockerfile frontend built into the engine reads this file, so a build
+# pulls nothing but the base images below (and a machine with no registry at all builds from its
+# own base: deploy/image.sh).
+#
+# BASE is the runtime's base image. PAYLOAD picks where the binaries and the page come from:
+# `built` (the default) compiles them in the stages below; `prebuilt` takes them ready-made
+# from the build context (bin/ and static/, with static/oauth4webapi.js), as deploy/image.sh
+# lays them out from a build on the host. BuildKit builds only the stages the target needs.
+ARG BASE=debian:bookworm-slim
+ARG PAYLOAD=built
 ARG RUST_VERSION=1.95
+
+# Build stage: a release build against Debian's OpenSSL (librdkafka's TLS and SASL SCRAM).
 FROM rust:${RUST_VERSION}-slim-bookworm AS build
 RUN apt-get update \
     && apt-get install -y --no-install-recommends libssl-dev pkg-config make g++ \
@@ -29,21 +39,34 @@ WORKDIR /page
 COPY static/package.json static/package-lock.json ./
 RUN npm ci --no-audit --no-fund
 
-# Runtime stage: Debian slim with the shared libraries the binaries link (OpenSSL, zlib) and the
-# CA certificates TLS verifies against, run as an unprivileged user.
-FROM debian:bookworm-slim
+# What goes into the image, compiled here ...
+FROM scratch AS built
+COPY --from=build /out/ /bin/
+COPY static /static
+COPY --from=page /page/node_modules/oauth4webapi/build/index.js /static/oauth4webapi.js
+
+# ... or laid out ready in the build context.
+FROM scratch AS prebuilt
+COPY bin /bin/
+COPY static /static
+
+FROM ${PAYLOAD} AS payload
+
+# Runtime stage: Debian with the shared libraries the binaries link (OpenSSL, zlib) and the CA
+# certificates TLS verifies against, run as an unprivileged user. Nothing is written inside the
+# image at run time, so it runs with a read-only root filesystem.
+FROM ${BASE}
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates libssl3 zlib1g \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 floodgate \
     && useradd --system --uid 10001 --gid floodgate --no-create-home --shell /usr/sbin/nologin floodgate
-COPY --from=build /out/ /usr/local/bin/
+COPY --from=payload /bin/ /usr/local/bin/
 # The browser client the gateways serve.
-COPY static /usr/share/floodgate/static
-COPY --from=page /page/node_modules/oauth4webapi/build/index.js /usr/share/floodgate/static/oauth4webapi.js
+COPY --from=payload /static /usr/share/floodgate/static
 ENV FLOODGATE_STATIC_DIR=/usr/share/floodgate/static \
     FLOODGATE_LOG_JSON=true
 USER 10001:10001
-# Gateway (waiting room, admin), booking (API, ops API), consumer (admin).
-EXPOSE 8080 9080 8081 9081 9102
+# Gateway (waiting room, admin), booking (API, ops API), consumer (admin), sandbox provider.
+EXPOSE 8080 9080 8081 9081 9102 8082
 CMD ["floodgate-gateway", "serve"]

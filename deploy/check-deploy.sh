@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Checks what deploys Floodgate, short of building the image (this machine cannot run a
-# container build; docs/deploy.md says how to build it):
-#   - the Dockerfile, linted by hadolint (settings in .hadolint.yaml);
+# Checks what deploys Floodgate without running it (deploy/image.sh builds the images and the
+# container tests run them):
+#   - both Dockerfiles (./Dockerfile, deploy/nginx/Dockerfile), linted by hadolint (settings in
+#     .hadolint.yaml);
 #   - deploy/compose.yaml, against the Compose specification's schema;
 #   - every Kubernetes overlay under deploy/k8s/overlays, rendered by `kubectl kustomize` and
 #     validated strictly (no field the API does not know) against the Kubernetes API's schemas
@@ -24,7 +25,8 @@ KUBECTL="$TOOLS/kubernetes-client/usr/bin/kubectl"
 KUBERNETES_VERSION=1.30.0
 # Resources of operators the manifests rely on, which Kubernetes' own schemas do not describe:
 # apiVersion and kind, one per line.
-OPERATOR_RESOURCES='monitoring.coreos.com/v1 ServiceMonitor'
+OPERATOR_RESOURCES='monitoring.coreos.com/v1 ServiceMonitor
+monitoring.coreos.com/v1 PrometheusRule'
 
 say() { printf '\033[1m[deploy-check]\033[0m %s\n' "$*"; }
 fail() { printf '\033[31m[deploy-check] %s\033[0m\n' "$*" >&2; exit 1; }
@@ -35,8 +37,8 @@ cd "$root"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-say "hadolint Dockerfile"
-"$VENV/bin/hadolint" --config .hadolint.yaml Dockerfile
+say "hadolint Dockerfile deploy/nginx/Dockerfile"
+"$VENV/bin/hadolint" --config .hadolint.yaml Dockerfile deploy/nginx/Dockerfile
 
 say "compose: deploy/compose.yaml against the Compose specification"
 "$VENV/bin/check-jsonschema" --builtin-schema vendor.compose-spec deploy/compose.yaml

@@ -27,6 +27,10 @@ fi
 if ! (exec 3<>/dev/tcp/127.0.0.1/7001) 2>/dev/null; then
   CLEANUP+=("deploy/stack.sh cluster-down >/dev/null")
 fi
+# The Docker engine of the container tests, likewise.
+if ! DOCKER_HOST="unix://$FLOODGATE_HOME/docker/docker.sock" /usr/bin/docker version >/dev/null 2>&1; then
+  CLEANUP+=("deploy/image.sh down")
+fi
 cleanup() { for step in "${CLEANUP[@]}"; do eval "$step"; done; }
 trap cleanup EXIT
 deploy/stack.sh up
@@ -58,6 +62,11 @@ fi
 # The outage tests start the real service binaries as separate processes.
 echo "[test] cargo build --bins"
 cargo build --workspace --bins --locked
+# The images the container tests run (tests/tests/it/containers.rs): made from Debian's
+# packages and these binaries, on the project's own Docker engine (host networking only).
+echo "[test] the images"
+eval "$(deploy/image.sh build | sed 's/^/export /')"
+export FLOODGATE_TEST_IMAGE=floodgate:ci FLOODGATE_TEST_EDGE_IMAGE=floodgate-edge:ci
 echo "[test] cargo nextest run"
 if [ "${1:-}" = "--" ]; then shift; fi
 cargo nextest run --workspace --locked --no-fail-fast "$@"

@@ -23,8 +23,61 @@ pub fn parse_from_with_secret_files<T: clap::Parser>(
     let command = with_kafka_help(T::command());
     let command = with_secret_files(command, &env)
         .map_err(|e| clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e}\n")))?;
-    let matches = command.try_get_matches_from(args)?;
+    let matches = command
+        .clone()
+        .try_get_matches_from(args)
+        .map_err(|e| naming_settings(&command, e))?;
     T::from_arg_matches(&matches)
+}
+
+/// A missing required argument, named also as the setting a deployment sets: in a container
+/// `--token-key-id` is `FLOODGATE_TOKEN_KEY_ID` (or, for a secret, its `_FILE`).
+fn naming_settings(command: &clap::Command, error: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if error.kind() != ErrorKind::MissingRequiredArgument {
+        return error;
+    }
+    let Some(ContextValue::Strings(missing)) = error.get(ContextKind::InvalidArg) else {
+        return error;
+    };
+    let mut settings = std::collections::BTreeMap::new();
+    collect_settings(command, &mut settings);
+    let names: Vec<String> = missing
+        .iter()
+        .filter_map(|m| settings.get(m.split_whitespace().next()?.trim_start_matches("--")))
+        .cloned()
+        .collect();
+    if names.is_empty() {
+        return error;
+    }
+    let said = error.render().to_string();
+    let said = said.trim_start_matches("error: ").trim_end();
+    clap::Error::raw(
+        ErrorKind::MissingRequiredArgument,
+        format!("{said}\n\nIn the environment: {}\n", names.join(", ")),
+    )
+}
+
+/// Each argument's long name and the setting that gives it, over the whole command tree.
+fn collect_settings(
+    command: &clap::Command,
+    settings: &mut std::collections::BTreeMap<String, String>,
+) {
+    for arg in command.get_arguments() {
+        let (Some(long), Some(env)) = (arg.get_long(), arg.get_env().and_then(|e| e.to_str()))
+        else {
+            continue;
+        };
+        let setting = if arg.is_hide_env_values_set() {
+            format!("{env} (or {env}_FILE)")
+        } else {
+            env.to_owned()
+        };
+        settings.insert(long.to_owned(), setting);
+    }
+    for sub in command.get_subcommands() {
+        collect_settings(sub, settings);
+    }
 }
 
 /// A binary that talks to Kafka ends its `--help` with how any librdkafka property passes
@@ -168,8 +221,12 @@ mod tests {
         assert_eq!((plain.as_str(), secret.as_str()), ("p", "flag"));
         let cli = parse_args(&["--secret", "flag"], &[("T_SECRET_FILE", path)]).unwrap();
         assert_eq!(self::secret(&cli), "flag");
-        // Without either, the setting is still required.
-        assert!(parse(&[]).is_err());
+        // Without either, the setting is still required, and named as a deployment sets it.
+        let missing = parse(&[]).unwrap_err();
+        assert!(
+            missing.contains("--secret") && missing.contains("T_SECRET (or T_SECRET_FILE)"),
+            "{missing}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -253,6 +253,30 @@ pub const READINESS: [(&str, &str, Option<&str>); 5] = [
     ("cdn", "FLOODGATE_EDGE_LISTEN", None),
 ];
 
+/// This host's hard limit of open files: no container may be given more (compose asks for
+/// 1,048,576; some hosts, this project's test machines among them, allow 20,000).
+fn host_open_files() -> u64 {
+    std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|limits| {
+            let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+            line.split_whitespace().nth(4)?.parse().ok()
+        })
+        .unwrap_or(u64::MAX)
+}
+
+/// Whether setting value `value` names host `host` (`host:port`, or a URL's `//host`), alone or
+/// in a comma-separated list.
+fn names_host(value: &str, host: &str) -> bool {
+    value.split(',').any(|item| {
+        let item = item.trim();
+        let authority = item.split_once("//").map_or(item, |(_, rest)| rest);
+        authority
+            .strip_prefix(host)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with([':', '/']))
+    })
+}
+
 /// The listeners of compose service `service`.
 fn listeners(service: &str) -> &'static [&'static str] {
     LISTENERS
@@ -349,11 +373,12 @@ impl Stack {
         for job in ["migrate", "topics"] {
             stack.once(job);
         }
+        // The sandbox first: the services fetch the sign-in's keys from it as they start.
+        stack.start("sandbox", &sandbox);
         for c in &bookings {
             stack.start("booking", c);
         }
         stack.start("consumer", &consumer);
-        stack.start("sandbox", &sandbox);
         for c in &gateways {
             stack.start("gateway", c);
         }
@@ -423,8 +448,7 @@ impl Stack {
         for (key, value) in &env {
             for name in self.compose.names() {
                 assert!(
-                    !value.contains(&format!("//{name}:"))
-                        && !value.starts_with(&format!("{name}:")),
+                    !names_host(value, &name),
                     "{service}: {key}={value} names compose's {name}, which has no stand-in here"
                 );
             }
@@ -456,6 +480,7 @@ impl Stack {
             args.extend(["--tmpfs".into(), path.clone()]);
         }
         if let Some(n) = s.ulimit_nofile {
+            let n = n.min(host_open_files());
             args.extend(["--ulimit".into(), format!("nofile={n}:{n}")]);
         }
         for secret in &s.secrets {
@@ -539,6 +564,7 @@ impl Stack {
             args.extend(["--tmpfs".into(), path.clone()]);
         }
         if let Some(n) = s.ulimit_nofile {
+            let n = n.min(host_open_files());
             args.extend(["--ulimit".into(), format!("nofile={n}:{n}")]);
         }
         for (k, v) in env {

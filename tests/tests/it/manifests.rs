@@ -147,10 +147,18 @@ fn a_default_deny_network_policy_lets_through_only_what_floodgate_needs() {
     );
     for overlay in OVERLAYS {
         let docs = rendered(overlay);
+        // Every Floodgate Pod (the operator's own in the same namespace are not Floodgate's to
+        // shut).
+        let labels = pod_labels(&docs);
         let deny_all = of_kind(&docs, "NetworkPolicy").into_iter().any(|p| {
-            p["spec"]["podSelector"]
-                .as_mapping()
-                .is_some_and(|m| m.is_empty())
+            [
+                "floodgate-gateway",
+                "floodgate-booking",
+                "floodgate-consumer",
+                "floodgate-cdn",
+            ]
+            .iter()
+            .all(|w| selects(&p["spec"]["podSelector"], &labels[*w]))
                 && p["spec"]["ingress"].is_null()
                 && p["spec"]["egress"].is_null()
                 && p["spec"]["policyTypes"]
