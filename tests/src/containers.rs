@@ -191,12 +191,16 @@ pub struct StackOptions {
     /// The addresses the gateways trust to name the client (the edge connects from 127.0.0.1
     /// on the host's network; compose trusts its bridge network's ranges).
     pub trusted_proxies: String,
+    /// The broker in compose's `kafka` place (default: the machine's): a test that cuts the
+    /// broker puts a private one behind a fault-injecting proxy here.
+    pub kafka_brokers: Option<String>,
 }
 
 impl Default for StackOptions {
     fn default() -> Self {
         StackOptions {
             trusted_proxies: "127.0.0.1/32".into(),
+            kafka_brokers: None,
         }
     }
 }
@@ -346,7 +350,14 @@ impl Stack {
         let redis_host = redis.trim_start_matches("redis://").trim_end_matches('/');
         stack.hosts = vec![
             ("redis:6379".into(), redis_host.to_owned()),
-            ("kafka:9092".into(), kafka_brokers()),
+            (
+                "kafka:9092".into(),
+                stack
+                    .options
+                    .kafka_brokers
+                    .clone()
+                    .unwrap_or_else(kafka_brokers),
+            ),
             (
                 "booking:8081".into(),
                 bookings[0].listen("FLOODGATE_BOOKING_LISTEN").to_string(),
@@ -692,6 +703,23 @@ impl Stack {
         floodgate_booking::catalog::arm_sale(db, &redis, &keys, id)
             .await
             .expect("arm sale");
+    }
+
+    /// Every service's metrics listener: the gateways', the booking instances' and the
+    /// consumer's.
+    pub fn metrics_targets(&self) -> Vec<SocketAddr> {
+        let gateways = self
+            .gateways
+            .iter()
+            .map(|c| c.listen("FLOODGATE_GATEWAY_ADMIN_LISTEN"));
+        let bookings = self
+            .bookings
+            .iter()
+            .map(|c| c.listen("FLOODGATE_ADMIN_LISTEN"));
+        gateways
+            .chain(bookings)
+            .chain([self.consumer.listen("FLOODGATE_CONSUMER_METRICS_LISTEN")])
+            .collect()
     }
 
     /// The edge's waiting-room URL for `sale`.

@@ -18,6 +18,7 @@ pub mod gateways;
 pub mod manifests;
 pub mod oidc;
 mod options;
+pub mod prometheus;
 pub mod redis_cluster;
 pub mod services;
 pub mod tls;

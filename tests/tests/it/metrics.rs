@@ -252,3 +252,45 @@ async fn the_dashboard_and_the_alert_rules_use_only_series_the_services_serve() 
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// The alert rules' unit tests (deploy/observability/alerts.test.yaml) pass in `promtool test
+/// rules`, and every alert has one in which it fires: a rule changed without its test, or added
+/// without one, fails here.
+#[test]
+fn every_alert_rule_has_a_unit_test_that_passes() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/observability");
+    let out = Command::new(promtool())
+        .args(["test", "rules", "alerts.test.yaml"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "promtool test rules: {said}");
+
+    let rules: serde_yaml::Value = serde_yaml::from_str(&observability("alerts.yaml")).unwrap();
+    let tests: serde_yaml::Value =
+        serde_yaml::from_str(&observability("alerts.test.yaml")).unwrap();
+    let fired: Vec<&str> = tests["tests"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .flat_map(|t| t["alert_rule_test"].as_sequence().into_iter().flatten())
+        .filter(|t| t["exp_alerts"].as_sequence().is_some_and(|a| !a.is_empty()))
+        .filter_map(|t| t["alertname"].as_str())
+        .collect();
+    let alerts: Vec<&str> = rules["groups"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_sequence().into_iter().flatten())
+        .filter_map(|r| r["alert"].as_str())
+        .collect();
+    assert_eq!(alerts.len(), 10, "{alerts:?}");
+    for alert in alerts {
+        assert!(
+            fired.contains(&alert),
+            "{alert} has no unit test in which it fires"
+        );
+    }
+}
