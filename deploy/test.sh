@@ -65,7 +65,9 @@ cargo build --workspace --bins --locked
 # The images the container tests run (tests/tests/it/containers.rs): made from Debian's
 # packages and these binaries, on the project's own Docker engine (host networking only).
 echo "[test] the images"
-eval "$(deploy/image.sh build | sed 's/^/export /')"
+# (An assignment, so that a failed build stops the run here.)
+image_env=$(deploy/image.sh build)
+eval "$(sed 's/^/export /' <<<"$image_env")"
 export FLOODGATE_TEST_IMAGE=floodgate:ci FLOODGATE_TEST_EDGE_IMAGE=floodgate-edge:ci
 echo "[test] cargo nextest run"
 if [ "${1:-}" = "--" ]; then shift; fi

@@ -127,8 +127,9 @@ pub struct Config {
     #[arg(long, env = "FLOODGATE_DRAIN_DELAY_MS", default_value_t = 5_000)]
     pub drain_delay_ms: u64,
     /// Most WebSocket sessions this gateway holds; past it, joins are shed with 503 and
-    /// `Retry-After`. Default: the open-files limit (raised to its hard limit at start) less a
-    /// reserve for Redis connections, logs and the listener.
+    /// `Retry-After`. Default: what both limits allow, the open-files limit (raised to its hard
+    /// limit at start) less a reserve for Redis connections, logs and the listener, and the
+    /// container's memory limit (its cgroup's) at 16 KiB a session beyond 256 MiB.
     #[arg(long, env = "FLOODGATE_MAX_SESSIONS")]
     pub max_sessions: Option<u64>,
     /// The booking service, for the page's booking requests where no CDN routes them to it (the

@@ -29,6 +29,7 @@
 
 pub mod assets;
 pub mod bookings;
+mod budget;
 mod cache;
 pub mod config;
 pub mod door;
@@ -155,7 +156,7 @@ impl AppState {
         );
         let sessions = config
             .max_sessions
-            .unwrap_or_else(|| session_budget(raise_open_files_limit()));
+            .unwrap_or_else(|| budget::sessions(raise_open_files_limit(), budget::memory_limit()));
         metrics::gauge!("floodgate_ws_session_budget").set(sessions as f64);
         let budget = limits::Budget::new(sessions);
         let resume = signer.resume_key();
@@ -374,12 +375,6 @@ pub async fn run_admin(listener: TcpListener, state: AppState) -> std::io::Resul
 
 pub use floodgate_contract::runtime::raise_open_files_limit;
 
-/// Sessions a gateway may hold with `open_files` descriptors: all but a reserve for Redis, the
-/// listener, logs and the HTTP requests that are not sessions.
-fn session_budget(open_files: u64) -> u64 {
-    open_files.saturating_sub(256).max(1)
-}
-
 /// The public listener's default connection cap for a budget of `sessions`: room for the HTTP
 /// requests and the refusals beside them, within the descriptors the session budget leaves.
 fn connection_cap(sessions: u64) -> usize {
@@ -451,12 +446,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_open_files_limit_is_raised_to_the_hard_limit_and_the_budget_keeps_a_reserve() {
+    fn the_open_files_limit_is_raised_to_the_hard_limit() {
         let limit = raise_open_files_limit();
         let (soft, hard) = rlimit::getrlimit(rlimit::Resource::NOFILE).unwrap();
         assert_eq!(soft, limit);
         assert!(soft == hard || hard == rlimit::INFINITY, "{soft} of {hard}");
-        assert_eq!(session_budget(20_000), 19_744);
-        assert_eq!(session_budget(100), 1, "never zero");
     }
 }

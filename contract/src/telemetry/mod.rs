@@ -13,6 +13,7 @@ use axum::response::Response;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 mod help;
+mod process;
 
 /// Buckets of every `*_seconds` histogram: from half a millisecond (a Redis script) to ten
 /// seconds (a broker that stalls), about two and a half per decade.
@@ -44,13 +45,18 @@ pub fn metrics() -> &'static PrometheusHandle {
     })
 }
 
-/// The metrics as Prometheus text, with this process' resident memory read just now (what
-/// every service's `GET /metrics` answers).
+/// The metrics as Prometheus text, with this process' resident memory read just now, then
+/// the standard `process_*` metrics and `floodgate_build_info` (what every service's
+/// `GET /metrics` answers).
 pub fn render() -> String {
     if let Some(bytes) = resident_memory_bytes() {
         metrics::gauge!("floodgate_process_resident_memory_bytes").set(bytes as f64);
     }
-    metrics().render()
+    let mut text = metrics().render();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text + &process::render()
 }
 
 /// This process' resident set, from `/proc/self/statm` (pages; Linux's page is 4 KiB on every
