@@ -25,8 +25,9 @@ FLOODGATE_HOME=${FLOODGATE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/floodgate}
 CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$FLOODGATE_HOME/target}
 PROFILE=${FLOODGATE_IMAGE_PROFILE:-debug}
 ENGINE="$FLOODGATE_HOME/docker"
-# Short: unix socket paths have a length limit, and containerd's live under the exec root.
-EXEC_ROOT=/run/floodgate-docker
+# Short: unix socket paths have a length limit, and containerd's live under the exec root. One
+# per engine folder, so that two homes (a cold CI run beside a session's) never share one.
+EXEC_ROOT=/run/floodgate-docker-$(printf '%s' "$ENGINE" | cksum | cut -d' ' -f1)
 SOCKET="$ENGINE/docker.sock"
 # Debian's client, whose BuildKit is built in (a newer client elsewhere on PATH may want the
 # buildx plugin, which nothing here can fetch).
