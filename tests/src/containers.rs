@@ -96,6 +96,10 @@ pub struct Service {
     pub read_only: bool,
     pub tmpfs: Vec<String>,
     pub ulimit_nofile: Option<u64>,
+    pub cap_drop: Vec<String>,
+    pub security_opt: Vec<String>,
+    /// Its fixed address on compose's network, if it has one.
+    pub ipv4_address: Option<String>,
 }
 
 /// `deploy/compose.yaml`, read.
@@ -163,6 +167,11 @@ impl Compose {
             read_only: s["read_only"].as_bool().unwrap_or(false),
             tmpfs: list(&s["tmpfs"]),
             ulimit_nofile: s["ulimits"]["nofile"]["hard"].as_u64(),
+            cap_drop: list(&s["cap_drop"]),
+            security_opt: list(&s["security_opt"]),
+            ipv4_address: s["networks"]["default"]["ipv4_address"]
+                .as_str()
+                .map(str::to_owned),
         }
     }
 }
@@ -256,6 +265,26 @@ pub const READINESS: [(&str, &str, Option<&str>); 5] = [
     ("sandbox", "FLOODGATE_SANDBOX_LISTEN", None),
     ("cdn", "FLOODGATE_EDGE_LISTEN", None),
 ];
+
+/// `docker run` arguments for what compose says of a service's confinement: its tmpfs mounts,
+/// open-files limit, dropped capabilities and security options.
+fn confinement(s: &Service) -> Vec<String> {
+    let mut args = Vec::new();
+    for path in &s.tmpfs {
+        args.extend(["--tmpfs".into(), path.clone()]);
+    }
+    if let Some(n) = s.ulimit_nofile {
+        let n = n.min(host_open_files());
+        args.extend(["--ulimit".into(), format!("nofile={n}:{n}")]);
+    }
+    for cap in &s.cap_drop {
+        args.extend(["--cap-drop".into(), cap.clone()]);
+    }
+    for opt in &s.security_opt {
+        args.extend(["--security-opt".into(), opt.clone()]);
+    }
+    args
+}
 
 /// This host's hard limit of open files: no container may be given more (compose asks for
 /// 1,048,576; some hosts, this project's test machines among them, allow 20,000).
@@ -487,13 +516,7 @@ impl Stack {
         if s.read_only {
             args.push("--read-only".into());
         }
-        for path in &s.tmpfs {
-            args.extend(["--tmpfs".into(), path.clone()]);
-        }
-        if let Some(n) = s.ulimit_nofile {
-            let n = n.min(host_open_files());
-            args.extend(["--ulimit".into(), format!("nofile={n}:{n}")]);
-        }
+        args.extend(confinement(&s));
         for secret in &s.secrets {
             args.extend([
                 "--volume".into(),
@@ -559,7 +582,7 @@ impl Stack {
             "run",
             "--detach",
             "--name",
-            &format!("{}-cdn", self.run),
+            &self.edge_name(),
             "--label",
             &format!("floodgate-test={}", self.run),
             "--network",
@@ -571,13 +594,7 @@ impl Stack {
         if s.read_only {
             args.push("--read-only".into());
         }
-        for path in &s.tmpfs {
-            args.extend(["--tmpfs".into(), path.clone()]);
-        }
-        if let Some(n) = s.ulimit_nofile {
-            let n = n.min(host_open_files());
-            args.extend(["--ulimit".into(), format!("nofile={n}:{n}")]);
-        }
+        args.extend(confinement(&s));
         for (k, v) in env {
             args.extend(["--env".into(), format!("{k}={v}")]);
         }
@@ -591,7 +608,7 @@ impl Stack {
     async fn ready(&self) {
         let http = reqwest::Client::new();
         let edge = Container {
-            name: format!("{}-cdn", self.run),
+            name: self.edge_name(),
             listens: [("FLOODGATE_EDGE_LISTEN".to_owned(), self.edge)].into(),
         };
         for (service, listener, path) in READINESS {
@@ -720,6 +737,11 @@ impl Stack {
             .chain(bookings)
             .chain([self.consumer.listen("FLOODGATE_CONSUMER_METRICS_LISTEN")])
             .collect()
+    }
+
+    /// The edge's container.
+    pub fn edge_name(&self) -> String {
+        format!("{}-cdn", self.run)
     }
 
     /// The edge's waiting-room URL for `sale`.

@@ -166,11 +166,28 @@ fn from_kubernetes(docs: &[serde_yaml::Value], workload: &str, container: &str) 
         };
         settings.insert(text(&env["name"]), value);
     }
-    // The secrets it reads: the files its settings name.
-    let secrets = settings
+    // The secrets it reads: the files its settings name, each of which it must mount.
+    let files: Vec<&String> = settings
         .iter()
         .filter(|(k, _)| k.ends_with("_FILE") || k.ends_with("_LOCATION"))
-        .filter_map(|(_, v)| v.rsplit('/').next())
+        .map(|(_, v)| v)
+        .collect();
+    // (A `_FILE` is read by the binary itself, which stops without it; the shared Kafka CA
+    // setting reaches containers that never talk to Kafka.)
+    let own: Vec<&String> = settings
+        .iter()
+        .filter(|(k, _)| k.ends_with("_FILE"))
+        .map(|(_, v)| v)
+        .collect();
+    for file in &own {
+        assert!(
+            mounted(pod, c, file),
+            "{workload}/{container} names {file}, which it does not mount"
+        );
+    }
+    let secrets = files
+        .iter()
+        .filter_map(|v| v.rsplit('/').next())
         .map(secret_name)
         .collect();
     let named_ports: BTreeMap<String, u16> = c["ports"]
@@ -220,6 +237,29 @@ fn from_kubernetes(docs: &[serde_yaml::Value], workload: &str, container: &str) 
         user,
         read_only: c["securityContext"]["readOnlyRootFilesystem"] == true,
     }
+}
+
+/// Whether container `c` of `pod` mounts file `path`: a volume mounted at its folder holding
+/// it (a Secret's listed items, or the whole Secret).
+fn mounted(pod: &serde_yaml::Value, c: &serde_yaml::Value, path: &str) -> bool {
+    let Some((folder, file)) = path.rsplit_once('/') else {
+        return false;
+    };
+    c["volumeMounts"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["mountPath"] == folder)
+        .filter_map(|m| {
+            pod["volumes"]
+                .as_sequence()?
+                .iter()
+                .find(|v| v["name"] == m["name"])
+        })
+        .any(|v| match v["secret"]["items"].as_sequence() {
+            Some(items) => items.iter().any(|i| i["path"] == file),
+            None => !v["secret"].is_null(),
+        })
 }
 
 /// Compose service `name`.
@@ -305,5 +345,23 @@ fn compose_and_the_kubernetes_manifests_agree() {
         );
         c.settings.clear();
         k.settings.clear();
+    }
+}
+
+/// Production runs the same containers as the tested deployment: the same commands,
+/// listeners, readiness probes, user and read-only root (its settings are its own: TLS, the
+/// operator's services).
+#[test]
+fn production_runs_the_same_containers_as_the_tested_deployment() {
+    let compose = Compose::load();
+    let docs = rendered("production");
+    for (service, workload, container) in PAIRS.iter().filter(|(s, _, _)| *s != "sandbox") {
+        let c = from_compose(&compose, service);
+        let k = from_kubernetes(&docs, workload, container);
+        assert_eq!(c.command, k.command, "{service}: the command");
+        assert_eq!(c.ports, k.ports, "{service}: the listeners");
+        assert_eq!(c.readiness, k.readiness, "{service}: the readiness probe");
+        assert_eq!(c.user, k.user, "{service}: the user");
+        assert!(k.read_only, "{service}: a read-only root");
     }
 }

@@ -402,7 +402,10 @@ fn kept_out_of_the_image(path: &str) -> bool {
         .any(|pattern| {
             let pattern = pattern.trim_end_matches('/');
             match pattern.strip_prefix("**/") {
-                Some(name) => path.split('/').any(|part| part == name),
+                Some(name) => path.split('/').any(|part| match name.strip_prefix('*') {
+                    Some(suffix) => part.ends_with(suffix),
+                    None => part == name,
+                }),
                 None => path == pattern || path.starts_with(&format!("{pattern}/")),
             }
         })
@@ -418,6 +421,10 @@ fn the_images_build_context_leaves_secrets_and_published_data_out() {
         "deploy/secrets/database_url",
         "static/data/sales/demo.json",
         "target/release/floodgate-gateway",
+        // What docs/deploy.md's steps leave in a checkout: the admission key pair, CA files.
+        "token.env",
+        "postgres-ca.crt",
+        "deploy/tls/server.key",
     ] {
         assert!(kept_out_of_the_image(path), "{path} goes into the image");
     }
@@ -571,6 +578,25 @@ fn the_edge_has_a_disruption_budget_and_an_autoscaler() {
         assert!(
             !edges.is_empty() && edges.iter().all(|d| !d.contains("\n  replicas:")),
             "{overlay}: the edge's Deployment names no replicas"
+        );
+    }
+}
+
+/// Compose's gateways trust the edge's own fixed address and nothing else: a browser's
+/// connection to a published port arrives from the compose network's gateway address, and a
+/// trusted range holding it would let any client name itself in X-Forwarded-For.
+#[test]
+fn compose_trusts_its_edge_and_nothing_else() {
+    let compose = floodgate_tests::containers::Compose::load();
+    let edge = compose
+        .service("cdn")
+        .ipv4_address
+        .expect("the edge has a fixed address on compose's network");
+    for service in ["gateway", "booking"] {
+        assert_eq!(
+            compose.service(service).environment["FLOODGATE_TRUSTED_PROXIES"],
+            format!("{edge}/32"),
+            "{service}"
         );
     }
 }

@@ -402,3 +402,28 @@ fn production_verifies_its_dependencies_against_their_ca_files() {
         "docs/deploy.md's database URL verifies against the mounted CA"
     );
 }
+
+/// The edge reaches the gateways through their Service: one address. Listed once, nginx has no
+/// other upstream to try when a gateway answers 503 (draining, full); listed several times,
+/// each try is a new connection through the Service, which kube-proxy sends to a Pod of its
+/// choosing.
+#[test]
+fn the_edge_can_try_another_gateway() {
+    for overlay in OVERLAYS {
+        let docs = rendered(overlay);
+        let edge = docs
+            .iter()
+            .find(|d| d["kind"] == "Deployment" && name(d) == "floodgate-cdn")
+            .unwrap();
+        let c = &edge["spec"]["template"]["spec"]["containers"][0];
+        let gateways = settings(&docs, c)["FLOODGATE_EDGE_GATEWAYS"].clone();
+        let tries = gateways
+            .split(',')
+            .filter(|g| g.trim() == "floodgate-gateway:8080")
+            .count();
+        assert!(
+            tries >= 3,
+            "{overlay}: the edge has {tries} ways to a gateway: {gateways}"
+        );
+    }
+}
