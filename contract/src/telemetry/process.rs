@@ -4,67 +4,67 @@
 
 use std::fmt::Write;
 
-/// The process metrics and the build's, as Prometheus text; the `process_*` lines are left out
-/// where there is no `/proc` to read them from.
+/// The process metrics and the build's, as Prometheus text; a `process_*` line is left out
+/// where there is no `/proc` to read it from.
 pub fn render() -> String {
-    let mut text = String::new();
-    if let Some(stat) = Stat::read() {
-        let tick = clock_ticks_per_second();
-        family(
-            &mut text,
+    let stat = Stat::read();
+    let tick = clock_ticks_per_second();
+    let start = stat
+        .as_ref()
+        .zip(boot_time())
+        .map(|(s, boot)| boot as f64 + s.start_ticks as f64 / tick);
+    let families: [(&str, &str, &str, Option<f64>); 7] = [
+        (
             "process_cpu_seconds_total",
             "counter",
             "Total user and system CPU time spent in seconds.",
-            (stat.utime + stat.stime) as f64 / tick,
-        );
-        family(
-            &mut text,
+            stat.as_ref().map(|s| (s.utime + s.stime) as f64 / tick),
+        ),
+        (
             "process_resident_memory_bytes",
             "gauge",
             "Resident memory size in bytes.",
-            (stat.rss_pages * 4096) as f64,
-        );
-        family(
-            &mut text,
+            resident_bytes().map(|b| b as f64),
+        ),
+        (
             "process_virtual_memory_bytes",
             "gauge",
             "Virtual memory size in bytes.",
-            stat.vsize as f64,
-        );
-        family(
-            &mut text,
+            stat.as_ref().map(|s| s.vsize as f64),
+        ),
+        (
             "process_threads",
             "gauge",
             "Number of OS threads in the process.",
-            stat.threads as f64,
-        );
-        if let Some(boot) = boot_time() {
-            family(
-                &mut text,
-                "process_start_time_seconds",
-                "gauge",
-                "Start time of the process since unix epoch in seconds.",
-                boot as f64 + stat.start_ticks as f64 / tick,
-            );
-        }
-    }
-    if let Some(open) = open_fds() {
-        family(
-            &mut text,
+            stat.as_ref().map(|s| s.threads as f64),
+        ),
+        (
+            "process_start_time_seconds",
+            "gauge",
+            "Start time of the process since unix epoch in seconds.",
+            start,
+        ),
+        (
             "process_open_fds",
             "gauge",
             "Number of open file descriptors.",
-            open as f64,
-        );
-    }
-    if let Some(max) = max_fds() {
-        family(
-            &mut text,
+            open_fds().map(|n| n as f64),
+        ),
+        (
             "process_max_fds",
             "gauge",
             "Maximum number of open file descriptors.",
-            max as f64,
-        );
+            max_fds().map(|n| n as f64),
+        ),
+    ];
+    let mut text = String::new();
+    for (name, kind, help, value) in families {
+        if let Some(value) = value {
+            let _ = writeln!(
+                text,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
+        }
     }
     let _ = writeln!(
         text,
@@ -76,13 +76,6 @@ pub fn render() -> String {
     text
 }
 
-fn family(text: &mut String, name: &str, kind: &str, help: &str, value: f64) {
-    let _ = writeln!(
-        text,
-        "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
-    );
-}
-
 /// What `/proc/self/stat` says of this process.
 struct Stat {
     utime: u64,
@@ -90,7 +83,6 @@ struct Stat {
     threads: u64,
     start_ticks: u64,
     vsize: u64,
-    rss_pages: u64,
 }
 
 impl Stat {
@@ -112,7 +104,6 @@ impl Stat {
             threads: field(20)?,
             start_ticks: field(22)?,
             vsize: field(23)?,
-            rss_pages: field(24)?,
         })
     }
 }
@@ -121,6 +112,20 @@ impl Stat {
 /// 100 whatever the kernel's own tick (what `sysconf(_SC_CLK_TCK)` answers).
 fn clock_ticks_per_second() -> f64 {
     100.0
+}
+
+/// The resident set, from `/proc/self/status` (in kB there, whatever the page size).
+fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
 }
 
 /// When the machine booted (`btime` of `/proc/stat`), in seconds since the epoch.
@@ -156,16 +161,27 @@ mod tests {
         assert_eq!(stat.threads, 17);
         assert_eq!(stat.start_ticks, 123456);
         assert_eq!(stat.vsize, 987654321);
-        assert_eq!(stat.rss_pages, 2048);
         assert!(Stat::parse("garbage").is_none());
     }
 
     #[test]
     fn this_process_is_measured() {
-        // Some CPU time, once there is a tick of it to count.
+        let value = |text: &str, name: &str| -> f64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .unwrap_or_else(|| panic!("no {name} in {text}"))
+                .parse()
+                .unwrap()
+        };
+        // Some CPU time: spin until a tick of it is counted (on a busy machine this thread may
+        // wait a while for one).
         let spin = std::time::Instant::now();
-        while spin.elapsed() < std::time::Duration::from_millis(30) {
-            std::hint::black_box(spin.elapsed());
+        while value(&render(), "process_cpu_seconds_total") == 0.0 {
+            assert!(
+                spin.elapsed() < std::time::Duration::from_secs(30),
+                "no CPU time counted"
+            );
+            std::hint::black_box((0..100_000u64).sum::<u64>());
         }
         let text = render();
         for name in [
@@ -176,12 +192,7 @@ mod tests {
             "process_start_time_seconds",
             "process_threads",
         ] {
-            let value: f64 = text
-                .lines()
-                .find_map(|l| l.strip_prefix(&format!("{name} ")))
-                .unwrap_or_else(|| panic!("no {name} in {text}"))
-                .parse()
-                .unwrap();
+            let value = value(&text, name);
             assert!(value > 0.0, "{name} is {value}");
         }
         assert!(text.contains("floodgate_build_info{version=\""), "{text}");
