@@ -11,7 +11,7 @@ use floodgate_client::BookingClient;
 use floodgate_tests::broker::PrivateBroker;
 use floodgate_tests::chaos::ChaosProxy;
 use floodgate_tests::client::{Heard, Refused, RoomClient};
-use floodgate_tests::containers::{Container, Docker, Stack, StackOptions};
+use floodgate_tests::containers::{Docker, Stack, StackOptions};
 use floodgate_tests::prometheus::Prometheus;
 use floodgate_tests::{binary, eventually, fresh_database, redis_url, scrape, unique, SaleSpec};
 
