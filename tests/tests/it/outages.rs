@@ -109,7 +109,11 @@ async fn with_the_broker_down_a_reserve_gets_503_and_leaves_no_hold(db: sqlx::Pg
     // restart on the same data; an empty broker is the harder case anyway: everything must come
     // from Floodgate's own outbox).
     broker.resume_fresh().await;
-    floodgate_tests::create_topic(&broker.address(), &app.topic, 3).await;
+    // As an operator would after a broker lost everything: `topics ensure` (the topic, its
+    // dead letters and the probe topic by which the booking service notices the broker back;
+    // without it only a trial request every 30 s does, and one may fail on a broker still
+    // settling, past this test's minute).
+    floodgate_tests::ensure_topics(&broker.address(), &app.topic, 3).await;
     app.start_consumer();
     let created = once_served(&app, &sale, &token, &retry_key).await;
     assert_eq!(counters(&app, &sale).await, (4, 1));
