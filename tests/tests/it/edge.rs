@@ -401,3 +401,44 @@ async fn the_page_forbids_framing_foreign_scripts_and_referrers(db: sqlx::PgPool
     }
     std::fs::remove_dir_all(&site).unwrap();
 }
+
+/// What the edge answers by itself is JSON like every other refusal, never nginx's HTML: with
+/// no origin answering, a 503 `unavailable` with `Retry-After`; past its per-address request
+/// rate, a 429 `too_many_requests` with `Retry-After`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edges_own_answers_are_json() {
+    // Origins that do not exist: nothing listens on these ports.
+    let nowhere = floodgate_tests::gateways::free_port();
+    let edge = Edge::start(&[nowhere], nowhere).await;
+    let http = reqwest::Client::new();
+    let check = |status: u16, code: &'static str| {
+        move |r: reqwest::Response| async move {
+            assert_eq!(r.status(), status);
+            assert!(r.headers().contains_key("retry-after"), "{:?}", r.headers());
+            assert_eq!(r.headers()["content-type"], "application/json");
+            let body: serde_json::Value = r.json().await.expect("a JSON body");
+            assert_eq!(body["error"], code, "{body}");
+            assert!(body["message"].is_string(), "{body}");
+        }
+    };
+    for path in ["/", "/v1/sales/s/reservations", "/v1/payments/webhook"] {
+        let r = http.get(edge.url(path)).send().await.unwrap();
+        check(503, "unavailable")(r).await;
+    }
+    // The waiting room's door takes 50 requests a second an address (a burst of 100): a
+    // stranger's flood is refused by the edge itself.
+    let flood =
+        futures::future::join_all((0..300).map(|_| http.get(edge.url("/ws?sale=s")).send())).await;
+    let mut refused = 0;
+    for r in flood {
+        let r = r.unwrap();
+        if r.status() == 429 {
+            refused += 1;
+            check(429, "too_many_requests")(r).await;
+        }
+    }
+    assert!(
+        refused > 0,
+        "300 requests at once from one address, none refused"
+    );
+}
