@@ -104,7 +104,7 @@ fn a_manifest_with_an_unknown_field_fails_the_check() {
 #[test]
 fn a_resource_without_a_schema_fails_unless_it_is_a_listed_operator_resource() {
     let said = refused(
-        "deploy/k8s/overlays/production/monitoring.yaml",
+        "deploy/k8s/overlays/production/monitoring/service-monitor.yaml",
         "kind: ServiceMonitor",
         "kind: ServiceMonitr",
     );

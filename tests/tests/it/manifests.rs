@@ -294,17 +294,27 @@ fn migrations_need_no_hand_deletion() {
 #[test]
 fn the_prometheus_operators_resources_carry_the_label_it_selects_by() {
     let docs = rendered("production");
+    let mut releases = Vec::new();
     for kind in ["ServiceMonitor", "PrometheusRule"] {
         let found = of_kind(&docs, kind);
         assert!(!found.is_empty(), "production has a {kind}");
         for d in found {
-            assert!(
-                d["metadata"]["labels"]["release"].is_string(),
-                "{kind} {} has no release label",
-                name(d)
-            );
+            let release = d["metadata"]["labels"]["release"].as_str();
+            assert!(release.is_some(), "{kind} {} has no release label", name(d));
+            releases.push(release.unwrap().to_owned());
         }
     }
+    releases.dedup();
+    assert_eq!(releases.len(), 1, "one release label: {releases:?}");
+    // Set in one place, which docs/deploy.md names.
+    let setting = std::fs::read_to_string(
+        repo().join("deploy/k8s/overlays/production/monitoring/kustomization.yaml"),
+    )
+    .unwrap();
+    assert!(
+        setting.contains(&format!("release: {}", releases[0])),
+        "{setting}"
+    );
     let deploy = std::fs::read_to_string(repo().join("docs/deploy.md")).unwrap();
     assert!(
         deploy.lines().any(|l| l.starts_with("| `release` label")),
