@@ -100,6 +100,8 @@ pub struct Service {
     pub security_opt: Vec<String>,
     /// Its fixed address on compose's network, if it has one.
     pub ipv4_address: Option<String>,
+    /// Its memory limit (`mem_limit`), in bytes.
+    pub mem_limit: Option<u64>,
 }
 
 /// `deploy/compose.yaml`, read.
@@ -172,6 +174,9 @@ impl Compose {
             ipv4_address: s["networks"]["default"]["ipv4_address"]
                 .as_str()
                 .map(str::to_owned),
+            mem_limit: s["mem_limit"].as_str().map(|m| {
+                bytes(m).unwrap_or_else(|| panic!("{name}: mem_limit {m:?} is not a size"))
+            }),
         }
     }
 }
@@ -283,7 +288,27 @@ fn confinement(s: &Service) -> Vec<String> {
     for opt in &s.security_opt {
         args.extend(["--security-opt".into(), opt.clone()]);
     }
+    if let Some(limit) = s.mem_limit {
+        args.extend(["--memory".into(), limit.to_string()]);
+    }
     args
+}
+
+/// A size as compose (`4g`, `512m`) or Kubernetes (`4Gi`, `512Mi`) writes it, in bytes.
+pub fn bytes(size: &str) -> Option<u64> {
+    let size = size.trim();
+    let digits = size
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(size.len());
+    let number: u64 = size[..digits].parse().ok()?;
+    let unit = match size[digits..].trim_end_matches(['i', 'b', 'B']) {
+        "" => 1,
+        "k" | "K" => 1 << 10,
+        "m" | "M" => 1 << 20,
+        "g" | "G" => 1 << 30,
+        _ => return None,
+    };
+    Some(number * unit)
 }
 
 /// This host's hard limit of open files: no container may be given more (compose asks for

@@ -94,6 +94,8 @@ struct Described {
     readiness: Option<(u16, Option<String>)>,
     user: String,
     read_only: bool,
+    /// Its memory limit, in bytes (what a gateway's session budget follows).
+    memory: Option<u64>,
 }
 
 /// A secret's name as both spell it: `database-url` and `database_url` alike.
@@ -236,6 +238,9 @@ fn from_kubernetes(docs: &[serde_yaml::Value], workload: &str, container: &str) 
         readiness,
         user,
         read_only: c["securityContext"]["readOnlyRootFilesystem"] == true,
+        memory: c["resources"]["limits"]["memory"]
+            .as_str()
+            .and_then(floodgate_tests::containers::bytes),
     }
 }
 
@@ -291,6 +296,7 @@ fn from_compose(compose: &Compose, name: &str) -> Described {
         // Every Floodgate image and the edge's run as this user (their Dockerfiles).
         user: "10001:10001".into(),
         read_only: s.read_only,
+        memory: s.mem_limit,
     }
 }
 
@@ -343,6 +349,11 @@ fn compose_and_the_kubernetes_manifests_agree() {
             c.read_only && k.read_only,
             "{service}: a read-only root in both"
         );
+        // Compose runs its one-off jobs before the services, unlimited; the manifests run them
+        // as init containers with a small limit of their own.
+        if !matches!(service, "migrate" | "topics") {
+            assert_eq!(c.memory, k.memory, "{service}: the memory limit");
+        }
         c.settings.clear();
         k.settings.clear();
     }
