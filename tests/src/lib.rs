@@ -1116,6 +1116,30 @@ pub fn binary(name: &str) -> std::path::PathBuf {
     binary
 }
 
+/// Runs `floodgate-loadgen <args>` with a JSON report: its exit status, what it printed, and
+/// the report.
+pub fn loadgen(args: &[&str]) -> (i32, String, serde_json::Value) {
+    let json = std::env::temp_dir().join(format!("{}.json", unique("loadgen-")));
+    let output = std::process::Command::new(binary("floodgate-loadgen"))
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("the loadgen binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let report = std::fs::read(&json)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "no JSON report:\n{stdout}\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
+    let _ = std::fs::remove_file(&json);
+    (output.status.code().unwrap_or(-1), stdout, report)
+}
+
 /// A fresh, migrated database on the `DATABASE_URL` server, for tests that need a multi-threaded
 /// runtime (`#[sqlx::test]` runs on a single thread). Named `floodgate_test_*`; `deploy/test.sh`
 /// drops leftovers of earlier runs.

@@ -4,7 +4,6 @@
 //! the host's network). `deploy/test.sh` builds the images and starts the engine first.
 
 use std::net::IpAddr;
-use std::process::Command;
 use std::time::Duration;
 
 use floodgate_client::BookingClient;
@@ -13,7 +12,7 @@ use floodgate_tests::chaos::ChaosProxy;
 use floodgate_tests::client::{Heard, Refused, RoomClient};
 use floodgate_tests::containers::{Docker, Stack, StackOptions};
 use floodgate_tests::prometheus::Prometheus;
-use floodgate_tests::{binary, eventually, fresh_database, redis_url, scrape, unique, SaleSpec};
+use floodgate_tests::{eventually, fresh_database, redis_url, scrape, unique, SaleSpec};
 
 /// Addresses `127.0.<third>.1` to `127.0.<third>.<count>`: clients of their own, each counted
 /// apart by the gateways' per-address limits behind the edge.
@@ -92,37 +91,34 @@ impl Rush {
     /// room, the booking API, and so the payment provider's webhook), `clients` people from
     /// the addresses `from`: its exit status, what it printed and its report.
     fn run(&self, sale: &str, clients: u32, from: &[String]) -> (i32, String, serde_json::Value) {
-        let json = std::env::temp_dir().join(format!("{}.json", unique("compose-rush-")));
-        let output = Command::new(binary("floodgate-loadgen"))
-            .args(["sale", "--sale", sale, "--clients", &clients.to_string()])
-            .args(["--gateways", &self.edge, "--booking", &self.edge])
-            .args(["--sandbox", &self.sandbox, "--from", &from.join(",")])
-            .args([
-                "--pay-ratio",
-                "0.6",
-                "--seats",
-                "2",
-                "--timeout-secs",
-                "240",
-            ])
-            .args(["--database-url", &self.database_url])
-            .args(["--redis-url", &redis_url(), "--redis-prefix", &self.prefix])
-            .arg("--json")
-            .arg(&json)
-            .output()
-            .expect("the loadgen binary runs");
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        let report = std::fs::read(&json)
-            .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or_else(|| {
-                panic!(
-                    "no JSON report:\n{stdout}\n{}",
-                    String::from_utf8_lossy(&output.stderr)
-                )
-            });
-        let _ = std::fs::remove_file(&json);
-        (output.status.code().unwrap_or(-1), stdout, report)
+        let (clients, from, redis) = (clients.to_string(), from.join(","), redis_url());
+        floodgate_tests::loadgen(&[
+            "sale",
+            "--sale",
+            sale,
+            "--clients",
+            &clients,
+            "--gateways",
+            &self.edge,
+            "--booking",
+            &self.edge,
+            "--sandbox",
+            &self.sandbox,
+            "--from",
+            &from,
+            "--pay-ratio",
+            "0.6",
+            "--seats",
+            "2",
+            "--timeout-secs",
+            "240",
+            "--database-url",
+            &self.database_url,
+            "--redis-url",
+            &redis,
+            "--redis-prefix",
+            &self.prefix,
+        ])
     }
 }
 

@@ -2,11 +2,10 @@
 //! whole rush, whose invariant checks must pass, and fail with exit status 2 once the seat
 //! counters are corrupted), `queue` (the fan-out of one frontier change), `burst` and `idle`.
 
-use std::process::Command;
 use std::time::Duration;
 
 use floodgate_tests::eventually;
-use floodgate_tests::{binary, fresh_database, redis_url, unique, SaleSpec, TestApp};
+use floodgate_tests::{fresh_database, loadgen as scenario, redis_url, unique, SaleSpec, TestApp};
 
 /// The `sale` scenario against `app` with `clients` people.
 fn sale_scenario(
@@ -79,30 +78,6 @@ async fn run(args: &[&str]) -> (i32, String, serde_json::Value) {
     })
     .await
     .unwrap()
-}
-
-/// Runs `floodgate-loadgen <args>` with a JSON report: its exit status, what it printed, and
-/// the report.
-fn scenario(args: &[&str]) -> (i32, String, serde_json::Value) {
-    let json = std::env::temp_dir().join(format!("{}.json", unique("loadgen-")));
-    let output = Command::new(binary("floodgate-loadgen"))
-        .args(args)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .expect("the loadgen binary runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let report = std::fs::read(&json)
-        .ok()
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-        .unwrap_or_else(|| {
-            panic!(
-                "no JSON report:\n{stdout}\n{}",
-                String::from_utf8_lossy(&output.stderr)
-            )
-        });
-    let _ = std::fs::remove_file(&json);
-    (output.status.code().unwrap_or(-1), stdout, report)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

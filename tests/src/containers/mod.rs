@@ -7,178 +7,26 @@
 //! no bridge network, so every container shares the host's loopback. Service names do not
 //! resolve there and each instance needs ports of its own, which is what this module gives them;
 //! the compose file itself stays the one a Compose v2 user runs (docs/deploy.md).
+//!
+//! - [`compose`]: compose.yaml, read; [`docker`]: the engine; here, the stack itself.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use crate::{eventually, kafka_brokers, redis_url, unique};
 
+mod compose;
+mod docker;
+
+pub use compose::{bytes, Compose, Service};
+pub use docker::Docker;
+
 /// The repository's root.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The Docker engine `deploy/image.sh` started, and the images it built.
-#[derive(Clone)]
-pub struct Docker {
-    client: PathBuf,
-    host: String,
-    /// Floodgate's image (`floodgate:ci`).
-    pub image: String,
-    /// The edge's image (`floodgate-edge:ci`).
-    pub edge_image: String,
-}
-
-impl Docker {
-    /// The engine and images `deploy/test.sh` made ready (`deploy/image.sh build`).
-    pub fn from_env() -> Docker {
-        let var = |name: &str| {
-            std::env::var(name).unwrap_or_else(|_| {
-                panic!(
-                    "{name} is not set: the container tests need the engine and images of \
-                     `deploy/image.sh build` (deploy/test.sh runs it and sets {name})"
-                )
-            })
-        };
-        Docker {
-            client: var("FLOODGATE_DOCKER").into(),
-            host: var("DOCKER_HOST"),
-            image: var("FLOODGATE_TEST_IMAGE"),
-            edge_image: var("FLOODGATE_TEST_EDGE_IMAGE"),
-        }
-    }
-
-    /// `docker <args>`, waited for.
-    pub fn run(&self, args: &[&str]) -> Output {
-        Command::new(&self.client)
-            .env("DOCKER_HOST", &self.host)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("the docker client runs")
-    }
-
-    /// `docker <args>`, which must succeed: its standard output.
-    pub fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "docker {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
-
-    /// A container's last log lines (both streams).
-    pub fn logs(&self, name: &str, lines: u32) -> String {
-        let out = self.run(&["logs", "--tail", &lines.to_string(), name]);
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    }
-}
-
-/// One service of `deploy/compose.yaml`, with its anchors and merge keys resolved.
-#[derive(Clone, Debug, Default)]
-pub struct Service {
-    pub image: String,
-    pub command: Vec<String>,
-    pub environment: BTreeMap<String, String>,
-    pub secrets: Vec<String>,
-    pub env_file: Option<String>,
-    pub replicas: u32,
-    pub read_only: bool,
-    pub tmpfs: Vec<String>,
-    pub ulimit_nofile: Option<u64>,
-    pub cap_drop: Vec<String>,
-    pub security_opt: Vec<String>,
-    /// Its fixed address on compose's network, if it has one.
-    pub ipv4_address: Option<String>,
-    /// Its memory limit (`mem_limit`), in bytes.
-    pub mem_limit: Option<u64>,
-}
-
-/// `deploy/compose.yaml`, read.
-pub struct Compose {
-    services: serde_yaml::Mapping,
-}
-
-impl Compose {
-    pub fn load() -> Compose {
-        Self::parse(&std::fs::read_to_string(repo().join("deploy/compose.yaml")).unwrap())
-    }
-
-    pub fn parse(text: &str) -> Compose {
-        let mut doc: serde_yaml::Value = serde_yaml::from_str(text).expect("compose.yaml parses");
-        doc.apply_merge()
-            .expect("compose.yaml's merge keys resolve");
-        // `<<:` inside a nested mapping (environment) is resolved by a second pass.
-        doc.apply_merge().unwrap();
-        let services = doc["services"]
-            .as_mapping()
-            .expect("compose.yaml has services")
-            .clone();
-        Compose { services }
-    }
-
-    pub fn names(&self) -> Vec<String> {
-        self.services
-            .keys()
-            .filter_map(|k| k.as_str().map(str::to_owned))
-            .collect()
-    }
-
-    pub fn service(&self, name: &str) -> Service {
-        let s = self
-            .services
-            .get(name)
-            .unwrap_or_else(|| panic!("compose.yaml has no service {name}"));
-        let text = |v: &serde_yaml::Value| match v {
-            serde_yaml::Value::String(s) => s.clone(),
-            serde_yaml::Value::Number(n) => n.to_string(),
-            serde_yaml::Value::Bool(b) => b.to_string(),
-            other => panic!("{name}: unexpected value {other:?}"),
-        };
-        let list = |v: &serde_yaml::Value| -> Vec<String> {
-            v.as_sequence()
-                .map(|items| items.iter().map(text).collect())
-                .unwrap_or_default()
-        };
-        let environment = s["environment"]
-            .as_mapping()
-            .map(|env| {
-                env.iter()
-                    .filter(|(k, _)| k.as_str() != Some("<<"))
-                    .map(|(k, v)| (text(k), text(v)))
-                    .collect()
-            })
-            .unwrap_or_default();
-        Service {
-            image: s["image"].as_str().unwrap_or_default().to_owned(),
-            command: list(&s["command"]),
-            environment,
-            secrets: list(&s["secrets"]),
-            env_file: s["env_file"].as_str().map(str::to_owned),
-            replicas: s["deploy"]["replicas"].as_u64().unwrap_or(1) as u32,
-            read_only: s["read_only"].as_bool().unwrap_or(false),
-            tmpfs: list(&s["tmpfs"]),
-            ulimit_nofile: s["ulimits"]["nofile"]["hard"].as_u64(),
-            cap_drop: list(&s["cap_drop"]),
-            security_opt: list(&s["security_opt"]),
-            ipv4_address: s["networks"]["default"]["ipv4_address"]
-                .as_str()
-                .map(str::to_owned),
-            mem_limit: s["mem_limit"].as_str().map(|m| {
-                bytes(m).unwrap_or_else(|| panic!("{name}: mem_limit {m:?} is not a size"))
-            }),
-        }
-    }
 }
 
 /// A free port on 127.0.0.1 (free when asked: nothing holds it for the container).
@@ -292,23 +140,6 @@ fn confinement(s: &Service) -> Vec<String> {
         args.extend(["--memory".into(), limit.to_string()]);
     }
     args
-}
-
-/// A size as compose (`4g`, `512m`) or Kubernetes (`4Gi`, `512Mi`) writes it, in bytes.
-pub fn bytes(size: &str) -> Option<u64> {
-    let size = size.trim();
-    let digits = size
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(size.len());
-    let number: u64 = size[..digits].parse().ok()?;
-    let unit = match size[digits..].trim_end_matches(['i', 'b', 'B']) {
-        "" => 1,
-        "k" | "K" => 1 << 10,
-        "m" | "M" => 1 << 20,
-        "g" | "G" => 1 << 30,
-        _ => return None,
-    };
-    Some(number * unit)
 }
 
 /// This host's hard limit of open files: no container may be given more (compose asks for
