@@ -23,6 +23,8 @@ pub struct Service {
     pub ipv4_address: Option<String>,
     /// Its memory limit (`mem_limit`), in bytes.
     pub mem_limit: Option<u64>,
+    /// Its mounts of compose's named volumes: (volume, path in the container, read-only).
+    pub volumes: Vec<(String, String, bool)>,
 }
 
 /// `deploy/compose.yaml`, read.
@@ -98,6 +100,17 @@ impl Compose {
             mem_limit: s["mem_limit"].as_str().map(|m| {
                 bytes(m).unwrap_or_else(|| panic!("{name}: mem_limit {m:?} is not a size"))
             }),
+            volumes: list(&s["volumes"])
+                .iter()
+                .map(|mount| {
+                    let parts: Vec<&str> = mount.split(':').collect();
+                    match parts[..] {
+                        [volume, path] => (volume.to_owned(), path.to_owned(), false),
+                        [volume, path, "ro"] => (volume.to_owned(), path.to_owned(), true),
+                        _ => panic!("{name}: volume {mount:?} is not <volume>:<path>[:ro]"),
+                    }
+                })
+                .collect(),
         }
     }
 }

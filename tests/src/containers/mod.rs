@@ -56,6 +56,10 @@ pub struct StackOptions {
     /// The broker in compose's `kafka` place (default: the machine's): a test that cuts the
     /// broker puts a private one behind a fault-injecting proxy here.
     pub kafka_brokers: Option<String>,
+    /// The seed nodes of a Redis Cluster the services use instead of compose's one Redis
+    /// (`FLOODGATE_REDIS_CLUSTER_NODES`, as the production overlay sets it); empty: the
+    /// machine's Redis in compose's `redis` place.
+    pub redis_cluster: Vec<String>,
 }
 
 impl Default for StackOptions {
@@ -63,6 +67,7 @@ impl Default for StackOptions {
         StackOptions {
             trusted_proxies: "127.0.0.1/32".into(),
             kafka_brokers: None,
+            redis_cluster: Vec::new(),
         }
     }
 }
@@ -341,6 +346,12 @@ impl Stack {
             "FLOODGATE_TRUSTED_PROXIES".into(),
             self.options.trusted_proxies.clone(),
         );
+        if !self.options.redis_cluster.is_empty() && env.contains_key("FLOODGATE_REDIS_URL") {
+            env.insert(
+                "FLOODGATE_REDIS_CLUSTER_NODES".into(),
+                self.options.redis_cluster.join(","),
+            );
+        }
         for (key, value) in &env {
             for name in self.compose.names() {
                 assert!(
@@ -382,12 +393,72 @@ impl Stack {
                 ),
             ]);
         }
+        // Compose's named volumes, as volumes of this run (removed with it).
+        for (volume, path, read_only) in &s.volumes {
+            let mode = if *read_only { ":ro" } else { "" };
+            args.extend([
+                "--volume".into(),
+                format!("{}{mode}", self.volume(volume, path)),
+            ]);
+        }
         for (k, v) in self.settings(service, c) {
             args.extend(["--env".into(), format!("{k}={v}")]);
         }
         args.push(self.docker.image.clone());
         args.extend(s.command.iter().cloned());
         args
+    }
+
+    /// The `--volume` argument mounting compose's named volume `volume` at `path`: a volume of
+    /// this run's own, made (labelled, for [`Drop`]) the first time it is asked for.
+    fn volume(&self, volume: &str, path: &str) -> String {
+        let name = format!("{}-{volume}", self.run);
+        let exists = self
+            .docker
+            .run(&["volume", "inspect", &name])
+            .status
+            .success();
+        if !exists {
+            self.docker.ok(&[
+                "volume",
+                "create",
+                "--label",
+                &format!("floodgate-test={}", self.run),
+                &name,
+            ]);
+        }
+        format!("{name}:{path}")
+    }
+
+    /// `floodgate-booking <args>` in the first booking container, as an operator runs it with
+    /// `docker compose exec` (its settings and secrets are the container's), with `input` on its
+    /// standard input; its exit code and what it printed.
+    pub fn booking_command(&self, args: &[&str], input: &[u8]) -> (i32, String) {
+        use std::io::Write;
+        let mut child = std::process::Command::new(&self.docker.client)
+            .env("DOCKER_HOST", &self.docker.host)
+            .args([
+                "exec",
+                "--interactive",
+                &self.bookings[0].name,
+                "floodgate-booking",
+            ])
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("docker exec runs");
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
     }
 
     /// Runs a one-off service (the migrations, the topics) to completion; it must succeed.
@@ -556,6 +627,16 @@ impl Drop for Stack {
             let mut args = vec!["rm", "--force"];
             args.extend(ids.iter().map(String::as_str));
             let _ = self.docker.run(&args);
+        }
+        let volumes = self.docker.run(&[
+            "volume",
+            "ls",
+            "--quiet",
+            "--filter",
+            &format!("label=floodgate-test={}", self.run),
+        ]);
+        for volume in String::from_utf8_lossy(&volumes.stdout).split_whitespace() {
+            let _ = self.docker.run(&["volume", "rm", "--force", volume]);
         }
         let _ = std::fs::remove_dir_all(&self.secrets);
     }

@@ -57,19 +57,19 @@ async fn script(name: &'static str, args: Vec<String>) -> serde_json::Value {
 /// A script of tests/browser/ in conversation with its test: it prints a JSON line when it has
 /// got somewhere, waits for a line on its stdin before going on (the test changes something
 /// meanwhile), and prints its last JSON line before it exits.
-struct Dialogue {
+pub(crate) struct Dialogue {
     node: tokio::process::Child,
     out: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
 }
 
 impl Dialogue {
     /// Starts `script` on the page at `url`; its screenshots go to the artifacts folder.
-    fn start(script: &str, url: &str) -> Self {
+    pub(crate) fn start(script: &str, url: &str) -> Self {
         Self::start_with(script, &[url])
     }
 
     /// Starts `script` with the page's URL and then the artifacts folder, then `more`.
-    fn start_with(script: &str, args: &[&str]) -> Self {
+    pub(crate) fn start_with(script: &str, args: &[&str]) -> Self {
         let dir = browser_dir();
         let artifacts = dir.join("artifacts");
         std::fs::create_dir_all(&artifacts).unwrap();
@@ -89,7 +89,7 @@ impl Dialogue {
     }
 
     /// The next JSON line it prints, within `timeout` (`what` says what was awaited).
-    async fn report(&mut self, timeout: Duration, what: &str) -> serde_json::Value {
+    pub(crate) async fn report(&mut self, timeout: Duration, what: &str) -> serde_json::Value {
         let line = tokio::time::timeout(timeout, self.out.next_line())
             .await
             .unwrap_or_else(|_| panic!("timed out waiting for: {what}"))
@@ -99,14 +99,14 @@ impl Dialogue {
     }
 
     /// Lets it go on.
-    async fn go(&mut self) {
+    pub(crate) async fn go(&mut self) {
         let mut stdin = self.node.stdin.take().unwrap();
         stdin.write_all(b"go\n").await.unwrap();
         stdin.flush().await.unwrap();
     }
 
     /// Waits for it to exit, successfully.
-    async fn finished(mut self) {
+    pub(crate) async fn finished(mut self) {
         assert!(self.node.wait().await.unwrap().success());
     }
 }

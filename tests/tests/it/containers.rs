@@ -14,6 +14,8 @@ use floodgate_tests::containers::{Docker, Stack, StackOptions};
 use floodgate_tests::prometheus::Prometheus;
 use floodgate_tests::{eventually, fresh_database, redis_url, scrape, unique, SaleSpec};
 
+mod journey;
+
 /// Addresses `127.0.<third>.1` to `127.0.<third>.<count>`: clients of their own, each counted
 /// apart by the gateways' per-address limits behind the edge.
 fn addresses(third: u8, count: u8) -> Vec<String> {

@@ -285,6 +285,47 @@ async fn a_server_whose_certificate_does_not_verify_is_refused() {
     let _ = booking.wait();
 }
 
+/// TLS that does not check whom it talks to is refused before any connection: `sslmode=require`
+/// or `verify-ca` encrypt to whoever answers at that address (or holds any certificate of the
+/// CA), and a CA file given without `verify-full` would be a check that is not made. Only
+/// `verify-full` (or no TLS at all, named: `disable`) starts; the error names the setting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_url_that_encrypts_without_checking_the_server_is_refused() {
+    install_provider();
+    let ca = TestCa::new("Floodgate test CA");
+    let postgres = TlsPostgres::start(&ca.localhost()).await;
+    let ca_file = ca.ca_file().display().to_string();
+    let migrate = |url: &str| {
+        let mut command = Command::new(binary("floodgate-booking"));
+        command
+            .arg("migrate")
+            .env("FLOODGATE_DATABASE_URL", url)
+            .env_remove("PGSSLMODE");
+        run_to_end(&mut command)
+    };
+    let base = format!("postgres://postgres@localhost:{}/postgres", postgres.port);
+    for query in [
+        "sslmode=require".to_owned(),
+        "sslmode=verify-ca".to_owned(),
+        format!("sslmode=verify-ca&sslrootcert={ca_file}"),
+        format!("sslrootcert={ca_file}"),
+        "sslmode=prefer".to_owned(),
+    ] {
+        let (code, said) = migrate(&format!("{base}?{query}"));
+        assert_ne!(code, 0, "{query}: {said}");
+        assert!(
+            said.contains("FLOODGATE_DATABASE_URL") && said.contains("sslmode=verify-full"),
+            "{query}: {said}"
+        );
+        assert!(
+            !said.contains("connecting to PostgreSQL"),
+            "{query}: {said}"
+        );
+    }
+    let (code, said) = migrate(&postgres.url(ca.ca_file().as_ref()));
+    assert_eq!(code, 0, "verify-full with the CA: {said}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_scram_takes_the_right_password_and_refuses_a_wrong_one() {
     let (user, password) = ("floodgate", secret("kafka_"));

@@ -1,0 +1,114 @@
+//! A buyer's whole journey in Chromium through the shipped edge into the compose stack, with
+//! every service on the local Redis Cluster: the sale made and its catalog published as
+//! docs/deploy.md tells an operator to (`floodgate-booking` inside a booking container), then
+//! sign-in at the sandbox's stand-in, the proof of work at the door, the wait, the booking, the
+//! payment on the sandbox's page, the webhook back through the edge, the confirmation.
+
+use std::time::Duration;
+
+use floodgate_tests::containers::{repo, Stack, StackOptions};
+use floodgate_tests::{eventually, fresh_database, test_cluster, unique};
+
+use crate::browser::Dialogue;
+
+/// Calls the booking service's ops API (its admin listener, which only operators reach: never
+/// through the edge) with the ops token compose-secrets.sh made.
+async fn ops(stack: &Stack, path: &str) {
+    let admin = stack.bookings[0].listen("FLOODGATE_ADMIN_LISTEN");
+    let answer = reqwest::Client::new()
+        .post(format!("http://{admin}{path}"))
+        .bearer_auth(stack.ops_token().trim())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200, "{path}: {:?}", answer.text().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_in_buyer_books_and_pays_in_chromium_through_the_edge_on_a_redis_cluster() {
+    let (url, db) = fresh_database().await;
+    let options = StackOptions {
+        redis_cluster: test_cluster(),
+        ..StackOptions::default()
+    };
+    let stack = Stack::up(&url, options).await;
+
+    // The demo sale (signed-in buyers only, a proof of work at the door), made and published
+    // from a booking container: the file on standard input (the container's root is
+    // read-only), the catalog into the volume the gateways serve /data/ from.
+    let sale = unique("compose-journey-");
+    let file = std::fs::read(repo().join("deploy/sales/demo.toml")).unwrap();
+    let create = [
+        "sale",
+        "create",
+        "/dev/stdin",
+        "--id",
+        &sale,
+        "--opens-in-secs",
+        "2",
+        "--arm",
+    ];
+    let (code, said) = stack.booking_command(&create, &file);
+    assert_eq!(code, 0, "sale create: {said}");
+    let (code, said) = stack.booking_command(&["sale", "publish", &sale], b"");
+    assert_eq!(code, 0, "sale publish: {said}");
+    let catalog = reqwest::get(stack.url(&format!("/data/sales/{sale}.json")))
+        .await
+        .unwrap();
+    assert_eq!(catalog.status(), 200, "the catalog through the edge");
+    let catalog: serde_json::Value = catalog.json().await.unwrap();
+    assert!(catalog.to_string().contains("Mumbai Rajdhani"), "{catalog}");
+
+    // A queue that holds still while the buyer's two tabs join.
+    ops(&stack, &format!("/admin/v1/sales/{sale}/pause")).await;
+    // The page as a browser on the host types it (compose's localhost:8000), so that the
+    // stand-in's return origin and the page's origin are the one the settings name.
+    let page = format!("http://localhost:{}/?sale={sale}", stack.edge.port());
+    let mut node = Dialogue::start_with("signin.mjs", &[&page, "compose-signin"]);
+    let placed = node
+        .report(
+            Duration::from_secs(90),
+            "the buyer signs in at the stand-in, solves the bot check and joins",
+        )
+        .await;
+    assert_eq!(placed["first"]["ticket"], 1, "{placed}");
+    assert_eq!(
+        placed["second"], placed["first"],
+        "one place per buyer, in both tabs: {placed}"
+    );
+
+    ops(&stack, &format!("/admin/v1/sales/{sale}/resume")).await;
+    node.go().await;
+    let done = node
+        .report(
+            Duration::from_secs(120),
+            "the booking is paid and confirmed",
+        )
+        .await;
+    node.finished().await;
+    assert!(
+        done["signedIn"].as_str().unwrap().contains("asha"),
+        "{done}"
+    );
+    assert!(
+        done["result"].as_str().unwrap().contains("confirmed"),
+        "{done}"
+    );
+    // The payment's webhook came through the edge, and the consumer made the booking durable
+    // under the buyer's name.
+    eventually(
+        "asha's booking is confirmed in PostgreSQL",
+        Duration::from_secs(30),
+        async || {
+            let buyer: Option<Option<String>> = sqlx::query_scalar(
+                "select buyer from bookings where sale_id = $1 and status = 'CONFIRMED'",
+            )
+            .bind(&sale)
+            .fetch_optional(&db)
+            .await
+            .unwrap();
+            buyer.flatten().as_deref() == Some("asha")
+        },
+    )
+    .await;
+}
