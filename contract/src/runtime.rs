@@ -202,6 +202,10 @@ impl DatabaseArgs {
     /// A small pool (the services' queries are few and batched); the error names the database
     /// without its password.
     pub async fn connect(&self) -> Result<sqlx::PgPool, String> {
+        check_database_tls(
+            &self.database_url,
+            std::env::var("PGSSLMODE").ok().as_deref(),
+        )?;
         sqlx::postgres::PgPoolOptions::new()
             .max_connections(4)
             .connect(&self.database_url)
@@ -215,6 +219,44 @@ impl DatabaseArgs {
     }
 }
 
+/// Refuses a database URL whose TLS would not check the server: `sslmode` `allow`, `prefer`,
+/// `require` and `verify-ca` all encrypt to whoever answers (or to any holder of a certificate of
+/// the CA), which is no protection against the one who can stand in for PostgreSQL; and a CA file
+/// (`sslrootcert`) without `verify-full` is a check an operator believes in and nobody makes.
+/// Allowed: `verify-full`, `disable` (no TLS, said out loud: loopback, a sidecar), and no
+/// `sslmode` at all with no CA file (the library's default, for a laptop). `pgsslmode` is the
+/// `PGSSLMODE` variable, which the library reads when the URL says nothing.
+pub fn check_database_tls(url: &str, pgsslmode: Option<&str>) -> Result<(), String> {
+    let query = url.split_once('?').map_or("", |(_, q)| q);
+    let param = |names: &[&str]| {
+        query.split('&').find_map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            names.contains(&key).then_some(value)
+        })
+    };
+    let mode = param(&["sslmode", "ssl-mode"])
+        .or(pgsslmode)
+        .map(str::to_ascii_lowercase);
+    let root_cert = param(&["sslrootcert", "ssl-root-cert", "ssl-ca"]).is_some();
+    let fix = "use sslmode=verify-full (with sslrootcert=<CA file> for a private CA), or \
+               sslmode=disable on a link that needs no TLS (loopback, a sidecar)";
+    match mode.as_deref() {
+        Some("verify-full") => Ok(()),
+        None | Some("disable") if !root_cert => Ok(()),
+        None | Some("disable") => Err(format!(
+            "FLOODGATE_DATABASE_URL names a CA file (sslrootcert) that would not be used to check \
+             the server: {fix}"
+        )),
+        Some(mode @ ("allow" | "prefer" | "require" | "verify-ca")) => Err(format!(
+            "FLOODGATE_DATABASE_URL has sslmode={mode}, which does not check that the server is \
+             the one named, so whoever stands on the path can pose as PostgreSQL: {fix}"
+        )),
+        Some(other) => Err(format!(
+            "FLOODGATE_DATABASE_URL has an unknown sslmode ({other:?}): {fix}"
+        )),
+    }
+}
+
 /// The schema (`migrations/`), applied at start-up by the booking service and the consumer and
 /// by `floodgate-booking migrate`. Migrations a newer release already applied are tolerated, so
 /// an instance of the previous release can restart during a rolling upgrade (every migration is
@@ -223,4 +265,43 @@ pub fn migrator() -> sqlx::migrate::Migrator {
     let mut migrator = sqlx::migrate!("../migrations");
     migrator.set_ignore_missing(true);
     migrator
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_database_tls;
+
+    const DB: &str = "postgres://floodgate:pw@db.internal:5432/floodgate";
+
+    #[test]
+    fn only_tls_that_checks_the_servers_name_is_accepted() {
+        let check =
+            |query: &str, env: Option<&str>| check_database_tls(&format!("{DB}{query}"), env);
+        assert!(
+            check("", None).is_ok(),
+            "no TLS asked for: the laptop default"
+        );
+        assert!(check("?sslmode=disable", None).is_ok());
+        assert!(check("?sslmode=verify-full", None).is_ok());
+        assert!(check("?sslmode=verify-full&sslrootcert=/ca.crt", None).is_ok());
+        assert!(check("?ssl-mode=VERIFY-FULL", None).is_ok());
+        for query in [
+            "?sslmode=require",
+            "?sslmode=verify-ca&sslrootcert=/ca.crt",
+            "?sslmode=prefer",
+            "?sslmode=allow",
+            "?sslrootcert=/ca.crt",
+            "?sslmode=disable&sslrootcert=/ca.crt",
+            "?sslmode=verify_full",
+        ] {
+            let refused = check(query, None).expect_err(query);
+            assert!(refused.contains("FLOODGATE_DATABASE_URL"), "{refused}");
+            assert!(refused.contains("verify-full"), "{refused}");
+            assert!(!refused.contains("pw"), "the password stays out: {refused}");
+        }
+        // PGSSLMODE counts where the URL says nothing, and the URL wins where it does.
+        assert!(check("", Some("require")).is_err());
+        assert!(check("", Some("verify-full")).is_ok());
+        assert!(check("?sslmode=verify-full", Some("require")).is_ok());
+    }
 }
