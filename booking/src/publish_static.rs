@@ -98,7 +98,10 @@ pub async fn publish(db: &PgPool, sale: &str, out: &Path) -> anyhow::Result<Path
     );
     let body = serde_json::to_vec_pretty(&catalog(db, sale).await?)?;
     let dir = out.join("data").join("sales");
-    std::fs::create_dir_all(&dir)?;
+    // The folder named, so that a read-only or missing one says where (a container's root is
+    // read-only: the catalog goes to a volume or a CDN's origin).
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| anyhow::anyhow!("writing the catalog to {}: {e}", dir.display()))?;
     let path = dir.join(format!("{sale}.json"));
     write_compressed(&path, &body)?;
     let index = serde_json::to_vec_pretty(&sales_index(db).await?)?;
