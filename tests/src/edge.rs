@@ -18,7 +18,11 @@ pub struct Edge {
 }
 
 impl Edge {
-    /// Starts nginx in front of `gateways` and `booking` and waits until it listens.
+    /// Starts nginx in front of `gateways` and `booking` and waits until it listens. The
+    /// configuration is made as the edge's image makes it: `deploy/nginx/edge.sh` fills
+    /// `cdn.conf`'s placeholders in from the `FLOODGATE_EDGE_*` settings, then runs nginx. A
+    /// gateway named several times is named so on purpose (the Kubernetes edge names its one
+    /// Service three times, so that a refused upgrade can be tried again).
     pub async fn start(gateways: &[SocketAddr], booking: SocketAddr) -> Edge {
         assert!(
             std::path::Path::new(NGINX).exists(),
@@ -29,32 +33,28 @@ impl Edge {
             .unwrap();
         let dir = std::env::temp_dir().join(unique("floodgate-edge-"));
         std::fs::create_dir_all(&dir).unwrap();
-        let template = include_str!("../../deploy/nginx/cdn.conf");
-        let servers = |addrs: &[SocketAddr]| {
+        let list = |addrs: &[SocketAddr]| {
             addrs
                 .iter()
-                .map(|a| format!("server {a};"))
+                .map(SocketAddr::to_string)
                 .collect::<Vec<_>>()
-                .join(" ")
+                .join(",")
         };
-        let config = template
-            .replace("__LISTEN__", &addr.to_string())
-            .replace("__GATEWAYS__", &servers(gateways))
-            .replace("__BOOKING__", &servers(&[booking]))
-            .replace("__PREFIX__", dir.to_str().unwrap());
-        let conf = dir.join("nginx.conf");
-        std::fs::write(&conf, config).unwrap();
-        let child = Command::new(NGINX)
-            .arg("-p")
-            .arg(&dir)
-            .arg("-c")
-            .arg(&conf)
+        let nginx = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/nginx");
+        // Its errors go to its stderr (as in a container): kept in error.log here.
+        let log = std::fs::File::create(dir.join("error.log")).unwrap();
+        let child = Command::new(nginx.join("edge.sh"))
+            .env("PATH", "/usr/sbin:/usr/bin:/bin")
+            .env("FLOODGATE_EDGE_LISTEN", addr.to_string())
+            .env("FLOODGATE_EDGE_GATEWAYS", list(gateways))
+            .env("FLOODGATE_EDGE_BOOKING", list(&[booking]))
+            .env("FLOODGATE_EDGE_PREFIX", &dir)
+            .env("FLOODGATE_EDGE_TEMPLATE", nginx.join("cdn.conf"))
             .stdin(Stdio::null())
-            // It logs to error.log in its directory; its worker must not hold the test's pipes.
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
-            .expect("nginx starts");
+            .expect("edge.sh starts nginx");
         let edge = Edge { addr, dir, child };
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while tokio::net::TcpStream::connect(addr).await.is_err() {

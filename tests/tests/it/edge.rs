@@ -336,6 +336,91 @@ async fn behind_the_edge_each_client_is_its_own_address_whatever_it_claims(db: s
     );
 }
 
+/// The edge names the client by the address it saw, replacing whatever `X-Forwarded-For`
+/// arrived: a hop in front of it inside the gateways' trusted ranges (a load balancer that
+/// rewrote the client's address to its node's, in the Pod network's 10.0.0.0/8) must not let the
+/// client's own header through as if the edge had vouched for it. Here that hop is 127.0.0.5,
+/// trusted as the gateways trust their network, and a client behind it claiming a new address
+/// each time is still one client.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_trusted_hop_before_the_edge_does_not_let_a_clients_own_address_through(
+    db: sqlx::PgPool,
+) {
+    let options = TestOptions {
+        max_connections_per_ip: 2,
+        trusted_proxies: vec!["127.0.0.1".parse().unwrap(), "127.0.0.5".parse().unwrap()],
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = sale(&app).await;
+    let edge = Edge::start(&[app.gateway], app.booking).await;
+    let ws = format!("ws://{}/ws?sale={sale}", edge.addr);
+    let mut held = Vec::new();
+    let mut refused = None;
+    for n in 1..=4 {
+        let forged = format!("127.0.7.{n}");
+        let from = Some("127.0.0.5".parse().unwrap());
+        match RoomClient::join_from(&ws, from, &[("x-forwarded-for", &forged)]).await {
+            Ok(client) => held.push(client),
+            Err(r) => {
+                refused = Some(r);
+                break;
+            }
+        }
+    }
+    let refused = refused.unwrap_or_else(|| {
+        panic!(
+            "{} sessions from behind one hop, each claiming an address of its own",
+            held.len()
+        )
+    });
+    assert_eq!(held.len(), 2, "the limit is 2 an address");
+    assert_eq!(
+        (refused.status, refused.body["error"].as_str()),
+        (429, Some("too_many_connections"))
+    );
+}
+
+/// The Kubernetes edge names its one gateway Service three times (so that a draining or full
+/// gateway's 503 is tried again, on whichever Pod the Service picks next). A refused upgrade
+/// must not take that gateway out of the edge's rotation: nginx marks a server that failed
+/// down for ten seconds by default, and with every entry the same, two or three 503s on `/ws`
+/// would make every path of the site the edge's own 503 for everyone.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_full_gateways_refusals_do_not_take_it_out_of_the_edges_rotation(db: sqlx::PgPool) {
+    let options = TestOptions {
+        max_sessions: Some(1),
+        trusted_proxies: vec!["127.0.0.1".parse().unwrap()],
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = sale(&app).await;
+    let edge = Edge::start(&[app.gateway, app.gateway, app.gateway], app.booking).await;
+    let ws = format!("ws://{}/ws?sale={sale}", edge.addr);
+    let _one = RoomClient::join(&ws)
+        .await
+        .expect("the gateway's one session");
+    for _ in 0..4 {
+        let refused = RoomClient::join(&ws)
+            .await
+            .err()
+            .expect("the gateway is full");
+        assert_eq!(
+            (refused.status, refused.body["error"].as_str()),
+            (503, Some("gateway_full")),
+            "the gateway's own refusal, passed on: {refused:?}"
+        );
+    }
+    // The rest of the site is still served by that gateway, at once.
+    for path in [format!("/v1/sales/{sale}/seats.json"), "/v1/nowhere".into()] {
+        let answer = reqwest::get(edge.url(&path)).await.unwrap();
+        let status = answer.status();
+        let body: serde_json::Value = answer.json().await.unwrap();
+        assert_ne!(body["error"], "unavailable", "{path}: {status} {body}");
+        assert!(status == 200 || status == 404, "{path}: {status} {body}");
+    }
+}
+
 /// The payment provider's webhooks reach the booking service through the edge (an unsigned one
 /// is the booking service's 400 `signature_missing`, not the gateway's 404).
 #[sqlx::test(migrations = "../migrations")]
