@@ -17,9 +17,12 @@ prefix=${FLOODGATE_EDGE_PREFIX:-/var/cache/floodgate-cdn}
 workers=${FLOODGATE_EDGE_WORKERS:-auto}
 template=${FLOODGATE_EDGE_TEMPLATE:-/etc/floodgate/cdn.conf}
 
-# `a:1,b:2` as nginx upstream lines: `server a:1; server b:2;`
+# `a:1,b:2` as nginx upstream lines: `server a:1 max_fails=0; server b:2 max_fails=0;`. Never
+# marked down: a draining or full gateway's 503 (tried on the next, cdn.conf's /ws) is a
+# refusal, not a failure, and a Service named several times (Kubernetes) would otherwise be out
+# of rotation for every path after a couple of them. A dead origin is still skipped per request.
 servers() {
-  printf '%s' "$1" | tr ',' '\n' | sed -e '/^ *$/d' -e 's/^ *\(.*[^ ]\) *$/server \1;/' | tr '\n' ' '
+  printf '%s' "$1" | tr ',' '\n' | sed -e '/^ *$/d' -e 's/^ *\(.*[^ ]\) *$/server \1 max_fails=0;/' | tr '\n' ' '
 }
 
 mkdir -p "$prefix"
