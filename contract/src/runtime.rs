@@ -300,8 +300,41 @@ mod tests {
             assert!(!refused.contains("pw"), "the password stays out: {refused}");
         }
         // PGSSLMODE counts where the URL says nothing, and the URL wins where it does.
+        assert!(check("?sslmode=disable", Some("require")).is_ok());
         assert!(check("", Some("require")).is_err());
         assert!(check("", Some("verify-full")).is_ok());
         assert!(check("?sslmode=verify-full", Some("require")).is_ok());
+        // The library takes the last of a parameter given twice: so does the check.
+        assert!(check("?sslmode=verify-full&sslmode=require", None).is_err());
+        assert!(check("?sslmode=require&sslmode=verify-full", None).is_ok());
+    }
+
+    #[test]
+    fn a_database_across_a_network_must_say_how_it_is_reached() {
+        let check = |url: &str| check_database_tls(url, None);
+        // Saying nothing is the library's `prefer`: encrypted only if the server offers it,
+        // checked never, and strippable by whoever is on the path. Fine on this machine only.
+        for url in [
+            "postgres://postgres@127.0.0.1:5432/floodgate",
+            "postgres://postgres@localhost/floodgate",
+            "postgres://postgres@[::1]:5432/floodgate",
+            "postgres://postgres@127.0.0.1,localhost:5433/floodgate",
+            "postgres:///floodgate?host=/var/run/postgresql",
+        ] {
+            assert!(check(url).is_ok(), "{url}");
+        }
+        for url in [
+            "postgres://app:pw@db.internal:5432/floodgate",
+            "postgres://app:pw@10.0.0.7/floodgate",
+            "postgres://app:pw@127.0.0.1,db.internal/floodgate",
+            "postgresql://app:pw@cluster-rw.floodgate.svc:5432/app",
+        ] {
+            let refused = check(url).expect_err(url);
+            assert!(refused.contains("sslmode=verify-full"), "{refused}");
+            assert!(refused.contains("sslmode=disable"), "{refused}");
+            assert!(!refused.contains("pw"), "{refused}");
+        }
+        assert!(check("postgres://app:pw@db.internal/f?sslmode=disable").is_ok());
+        assert!(check("postgres://app:pw@db.internal/f?sslmode=verify-full").is_ok());
     }
 }
