@@ -37,7 +37,9 @@ keep_or_write audit_key "audit_$(random)"
 keep_or_write webhook_secret "whsec_$(random)"
 keep_or_write payment_api_key "pk_sandbox_$(random)"
 keep_or_write postgres_password "$(random)"
+# Plaintext on compose's own network, said out loud (sslmode=disable): a URL that names a server
+# across a network and no sslmode is refused, since PostgreSQL's default could be stripped.
 keep_or_write database_url \
-  "postgres://postgres:$(cat "$SECRETS_DIR/postgres_password")@postgres:5432/floodgate"
+  "postgres://postgres:$(cat "$SECRETS_DIR/postgres_password")@postgres:5432/floodgate?sslmode=disable"
 chmod 644 "$SECRETS_DIR"/*
 echo "secrets in $(cd "$SECRETS_DIR" && pwd)"

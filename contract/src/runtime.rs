@@ -223,13 +223,15 @@ impl DatabaseArgs {
 /// `require` and `verify-ca` all encrypt to whoever answers (or to any holder of a certificate of
 /// the CA), which is no protection against the one who can stand in for PostgreSQL; and a CA file
 /// (`sslrootcert`) without `verify-full` is a check an operator believes in and nobody makes.
-/// Allowed: `verify-full`, `disable` (no TLS, said out loud: loopback, a sidecar), and no
-/// `sslmode` at all with no CA file (the library's default, for a laptop). `pgsslmode` is the
-/// `PGSSLMODE` variable, which the library reads when the URL says nothing.
+/// Allowed: `verify-full`, and `disable` (no TLS, said out loud: a network the operator owns, a
+/// sidecar). A URL that says nothing gets the library's `prefer`, which anyone on the path can
+/// strip: allowed only for a server on this machine (loopback, a Unix socket), where there is
+/// no path. `pgsslmode` is the `PGSSLMODE` variable, which the library reads when the URL says
+/// nothing; a parameter given twice counts as the library counts it, the last one.
 pub fn check_database_tls(url: &str, pgsslmode: Option<&str>) -> Result<(), String> {
     let query = url.split_once('?').map_or("", |(_, q)| q);
     let param = |names: &[&str]| {
-        query.split('&').find_map(|pair| {
+        query.split('&').rev().find_map(|pair| {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             names.contains(&key).then_some(value)
         })
@@ -239,13 +241,19 @@ pub fn check_database_tls(url: &str, pgsslmode: Option<&str>) -> Result<(), Stri
         .map(str::to_ascii_lowercase);
     let root_cert = param(&["sslrootcert", "ssl-root-cert", "ssl-ca"]).is_some();
     let fix = "use sslmode=verify-full (with sslrootcert=<CA file> for a private CA), or \
-               sslmode=disable on a link that needs no TLS (loopback, a sidecar)";
+               sslmode=disable on a link that needs no TLS (loopback, a sidecar, a network you own)";
     match mode.as_deref() {
         Some("verify-full") => Ok(()),
-        None | Some("disable") if !root_cert => Ok(()),
-        None | Some("disable") => Err(format!(
+        None | Some("disable") if root_cert => Err(format!(
             "FLOODGATE_DATABASE_URL names a CA file (sslrootcert) that would not be used to check \
              the server: {fix}"
+        )),
+        Some("disable") => Ok(()),
+        None if on_this_machine(url) => Ok(()),
+        None => Err(format!(
+            "FLOODGATE_DATABASE_URL names a server across a network and no sslmode, so the \
+             connection is encrypted only if nobody on the path says otherwise, and checked \
+             never: {fix}"
         )),
         Some(mode @ ("allow" | "prefer" | "require" | "verify-ca")) => Err(format!(
             "FLOODGATE_DATABASE_URL has sslmode={mode}, which does not check that the server is \
@@ -255,6 +263,29 @@ pub fn check_database_tls(url: &str, pgsslmode: Option<&str>) -> Result<(), Stri
             "FLOODGATE_DATABASE_URL has an unknown sslmode ({other:?}): {fix}"
         )),
     }
+}
+
+/// Whether every host a database URL names is this machine: loopback addresses, `localhost`,
+/// or none (a Unix socket).
+fn on_this_machine(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    let hosts = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, hosts)| hosts);
+    if hosts.is_empty() {
+        return true;
+    }
+    hosts.split(',').all(|host| {
+        let host = match host.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or_default(),
+            None => host.split(':').next().unwrap_or_default(),
+        };
+        host.eq_ignore_ascii_case("localhost")
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    })
 }
 
 /// The schema (`migrations/`), applied at start-up by the booking service and the consumer and
@@ -278,8 +309,8 @@ mod tests {
         let check =
             |query: &str, env: Option<&str>| check_database_tls(&format!("{DB}{query}"), env);
         assert!(
-            check("", None).is_ok(),
-            "no TLS asked for: the laptop default"
+            check_database_tls("postgres://postgres@127.0.0.1/floodgate", None).is_ok(),
+            "no TLS asked for, on this machine: the laptop default"
         );
         assert!(check("?sslmode=disable", None).is_ok());
         assert!(check("?sslmode=verify-full", None).is_ok());
