@@ -376,3 +376,54 @@ fn production_runs_the_same_containers_as_the_tested_deployment() {
         assert!(k.read_only, "{service}: a read-only root");
     }
 }
+
+/// Within each deployment, the sign-in and the checkout fit together: every service expects
+/// tokens for the audience the stand-in signs them for, from the issuer it signs as (its public
+/// URL), and the page may send a payer to its checkout. A mismatch here is a sign-in that fails
+/// on the first day (the audience and the issuer are values of their own in the comparison
+/// between deployments, so this holds each one to itself).
+#[test]
+fn the_sign_in_and_the_checkout_fit_together_in_each_deployment() {
+    let compose = Compose::load();
+    let docs = rendered("local");
+    for deployment in ["compose", "local"] {
+        let describe = |service: &str| {
+            let (_, workload, container) = PAIRS.iter().find(|(s, _, _)| *s == service).unwrap();
+            if deployment == "compose" {
+                from_compose(&compose, service)
+            } else {
+                from_kubernetes(&docs, workload, container)
+            }
+        };
+        let sandbox = describe("sandbox").settings;
+        let public = &sandbox["FLOODGATE_SANDBOX_PUBLIC_URL"];
+        assert!(
+            !sandbox["FLOODGATE_SANDBOX_SIGNIN_RETURN_ORIGINS"].is_empty(),
+            "{deployment}: the stand-in returns buyers to no page"
+        );
+        for service in ["gateway", "booking"] {
+            let settings = describe(service).settings;
+            let setting = |name: &str| {
+                settings
+                    .get(name)
+                    .unwrap_or_else(|| panic!("{deployment} {service}: {name} is not set"))
+            };
+            assert_eq!(
+                setting("FLOODGATE_IDENTITY_AUDIENCE"),
+                &sandbox["FLOODGATE_IDENTITY_AUDIENCE"],
+                "{deployment} {service}: the audience of the stand-in's tokens"
+            );
+            assert_eq!(
+                setting("FLOODGATE_IDENTITY_ISSUER"),
+                public,
+                "{deployment} {service}: the stand-in signs as its public URL"
+            );
+            assert!(
+                setting("FLOODGATE_CHECKOUT_ORIGINS")
+                    .split(',')
+                    .any(|o| o.trim() == public.trim_end_matches('/')),
+                "{deployment} {service}: the page may not open the stand-in's checkout"
+            );
+        }
+    }
+}
