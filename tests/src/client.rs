@@ -166,6 +166,32 @@ impl RoomClient {
         }
     }
 
+    /// Sends the protocol's ping and waits for its pong (other messages pass by, recorded):
+    /// whether the connection still carries messages both ways.
+    pub async fn ping(&mut self, timeout: Duration) -> bool {
+        use futures::SinkExt;
+        let ping = serde_json::to_string(&floodgate_contract::ws::ClientMessage::Ping).unwrap();
+        let sent = self
+            .ws
+            .send(tokio_tungstenite::tungstenite::Message::Text(ping.into()))
+            .await;
+        if sent.is_err() {
+            return false;
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match self.try_next(left).await {
+                Some(Heard::Message(ServerMessage::Pong)) => return true,
+                Some(Heard::Message(ServerMessage::Position { position, .. })) => {
+                    self.positions.push(position);
+                }
+                Some(Heard::Message(_)) => {}
+                _ => return false,
+            }
+        }
+    }
+
     /// Leaves as a browser tab closing would: a close frame, then gone.
     pub async fn leave(mut self) {
         let _ = self.ws.close(None).await;

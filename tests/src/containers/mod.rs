@@ -646,10 +646,15 @@ impl Stack {
     /// Writes `spec` to the catalog as sale `id` and arms it, as `floodgate-booking sale create
     /// --arm` does, in this run's database and Redis prefix.
     pub async fn create_sale(&self, db: &sqlx::PgPool, id: &str, spec: &crate::SaleSpec) {
-        let redis =
-            floodgate_contract::runtime::connect_redis(&crate::redis_args(&self.prefix, None))
-                .await
-                .expect("redis");
+        // The Redis the services use: the cluster this run put them on, or the one Redis.
+        let args = if self.options.redis_cluster.is_empty() {
+            crate::redis_args_on(&self.prefix, Some(redis_url()), None)
+        } else {
+            crate::redis_args_on(&self.prefix, None, Some(&self.options.redis_cluster))
+        };
+        let redis = floodgate_contract::runtime::connect_redis(&args)
+            .await
+            .expect("redis");
         let keys = floodgate_contract::keys::Keys::new(self.prefix.clone());
         floodgate_booking::catalog::create_sale(db, &spec.to_file(id))
             .await

@@ -2,12 +2,14 @@
 //! every service on the local Redis Cluster: the sale made and its catalog published as
 //! docs/deploy.md tells an operator to (`floodgate-booking` inside a booking container), then
 //! sign-in at the sandbox's stand-in, the proof of work at the door, the wait, the booking, the
-//! payment on the sandbox's page, the webhook back through the edge, the confirmation.
+//! payment on the sandbox's page, the webhook back through the edge, the confirmation. Then the
+//! edge itself is stopped as a release stops it, and drains the sockets it holds.
 
 use std::time::Duration;
 
+use floodgate_tests::client::RoomClient;
 use floodgate_tests::containers::{repo, Stack, StackOptions};
-use floodgate_tests::{eventually, fresh_database, test_cluster, unique};
+use floodgate_tests::{eventually, fresh_database, test_cluster, unique, SaleSpec};
 
 use crate::browser::Dialogue;
 
@@ -111,4 +113,38 @@ async fn a_signed_in_buyer_books_and_pays_in_chromium_through_the_edge_on_a_redi
         },
     )
     .await;
+
+    // The edge stopped as a release stops it (`docker stop`: its image's stop signal, nginx's
+    // graceful SIGQUIT): it takes no new connection, the waiting room's sockets it holds keep
+    // carrying messages until their clients leave, and then it exits cleanly.
+    let idle = unique("compose-drain-");
+    let spec = SaleSpec {
+        opens_in: Duration::from_secs(3_600),
+        ..SaleSpec::default()
+    };
+    stack.create_sale(&db, &idle, &spec).await;
+    let mut waiting = RoomClient::join(&stack.ws_url(&idle))
+        .await
+        .expect("joins through the edge");
+    let (docker, edge) = (stack.docker.clone(), stack.edge_name());
+    let stopping = tokio::task::spawn_blocking(move || docker.ok(&["stop", "--time", "30", &edge]));
+    eventually(
+        "the stopping edge takes no new connection",
+        Duration::from_secs(10),
+        async || tokio::net::TcpStream::connect(stack.edge).await.is_err(),
+    )
+    .await;
+    assert!(
+        waiting.ping(Duration::from_secs(5)).await,
+        "a socket the draining edge holds still carries messages"
+    );
+    waiting.leave().await;
+    stopping.await.unwrap();
+    assert_eq!(
+        stack
+            .exited(&stack.edge_name(), Duration::from_secs(5))
+            .await,
+        0,
+        "the edge drained and exited cleanly"
+    );
 }
