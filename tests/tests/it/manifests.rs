@@ -437,3 +437,37 @@ fn the_edge_can_try_another_gateway() {
         );
     }
 }
+
+/// Every container of every workload, init containers too, says what it needs and may use (CPU
+/// and memory requests, a memory limit): a namespace with a ResourceQuota refuses a Pod with a
+/// container that says nothing, and a LimitRange would give it a default nobody chose.
+#[test]
+fn every_container_states_its_resources_init_containers_too() {
+    for overlay in OVERLAYS {
+        let docs = rendered(overlay);
+        for workload in of_kind(&docs, "Deployment") {
+            let spec = &workload["spec"]["template"]["spec"];
+            let containers = ["initContainers", "containers"]
+                .iter()
+                .flat_map(|kind| spec[*kind].as_sequence().cloned().unwrap_or_default());
+            for c in containers {
+                let what = format!(
+                    "{overlay}: {}/{}",
+                    name(workload),
+                    c["name"].as_str().unwrap()
+                );
+                let resources = &c["resources"];
+                for (part, key) in [
+                    ("requests", "cpu"),
+                    ("requests", "memory"),
+                    ("limits", "memory"),
+                ] {
+                    assert!(
+                        resources[part][key].as_str().is_some(),
+                        "{what} has no {part}.{key}"
+                    );
+                }
+            }
+        }
+    }
+}
