@@ -350,7 +350,7 @@ fn compose_and_the_kubernetes_manifests_agree() {
             "{service}: a read-only root in both"
         );
         // Compose runs its one-off jobs before the services, unlimited; the manifests run them
-        // as init containers with a small limit of their own.
+        // as init containers with a small limit of their own (256 MiB, in base/).
         if !matches!(service, "migrate" | "topics") {
             assert_eq!(c.memory, k.memory, "{service}: the memory limit");
         }
