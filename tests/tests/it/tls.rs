@@ -312,6 +312,10 @@ async fn a_database_url_that_encrypts_without_checking_the_server_is_refused() {
         "sslmode=prefer".to_owned(),
         // The library takes the last: a check that read the first would let `require` by.
         format!("sslmode=verify-full&sslrootcert={ca_file}&sslmode=require"),
+        // ... and decodes the parameters' names.
+        format!("sslmode=verify-full&sslrootcert={ca_file}&ssl%6Dode=require"),
+        // The host it dials may be named in the query: across a network, with no sslmode.
+        "host=db.invalid".to_owned(),
     ] {
         let (code, said) = migrate(&format!("{base}?{query}"));
         assert_ne!(code, 0, "{query}: {said}");
