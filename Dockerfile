@@ -66,7 +66,7 @@ COPY --from=payload /bin/ /usr/local/bin/
 COPY --from=payload /static /usr/share/floodgate/static
 # Where a published sale's catalog goes (`floodgate-booking sale publish`): a volume in compose,
 # mounted over this folder, takes its owner from it, so the services' user can write it.
-RUN mkdir /usr/share/floodgate/static/data \
+RUN mkdir -p /usr/share/floodgate/static/data \
     && chown 10001:10001 /usr/share/floodgate/static/data
 ENV FLOODGATE_STATIC_DIR=/usr/share/floodgate/static \
     FLOODGATE_LOG_JSON=true

@@ -70,10 +70,12 @@ FROM=$(for i in $(seq 1 64); do printf '127.0.3.%d,' "$i"; done)
 "$BIN/floodgate-loadgen" idle --gateway "$EDGE" --sale "$SALE" --connections "$N" \
   --from "${FROM%,}" --hold-secs 20 >"$FLOODGATE_HOME/bench-edge.log" 2>&1 &
 LOADGEN=$!
-until grep -q '^open=' "$FLOODGATE_HOME/bench-edge.log"; do
+for _ in $(seq 1 240); do
+  grep -q '^open=' "$FLOODGATE_HOME/bench-edge.log" && break
   kill -0 $LOADGEN 2>/dev/null || { cat "$FLOODGATE_HOME/bench-edge.log"; exit 1; }
   sleep 0.5
 done
+grep -q '^open=' "$FLOODGATE_HOME/bench-edge.log" || { echo "the sessions did not open within 2 minutes" >&2; exit 1; }
 sleep 3
 AFTER=$(rss)
 SLAB_AFTER=$(slab)

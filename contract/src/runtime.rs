@@ -202,10 +202,7 @@ impl DatabaseArgs {
     /// A small pool (the services' queries are few and batched); the error names the database
     /// without its password.
     pub async fn connect(&self) -> Result<sqlx::PgPool, String> {
-        check_database_tls(
-            &self.database_url,
-            std::env::var("PGSSLMODE").ok().as_deref(),
-        )?;
+        check_database_tls(&self.database_url)?;
         sqlx::postgres::PgPoolOptions::new()
             .max_connections(4)
             .connect(&self.database_url)
@@ -219,73 +216,60 @@ impl DatabaseArgs {
     }
 }
 
-/// Refuses a database URL whose TLS would not check the server: `sslmode` `allow`, `prefer`,
-/// `require` and `verify-ca` all encrypt to whoever answers (or to any holder of a certificate of
-/// the CA), which is no protection against the one who can stand in for PostgreSQL; and a CA file
-/// (`sslrootcert`) without `verify-full` is a check an operator believes in and nobody makes.
-/// Allowed: `verify-full`, and `disable` (no TLS, said out loud: a network the operator owns, a
-/// sidecar). A URL that says nothing gets the library's `prefer`, which anyone on the path can
-/// strip: allowed only for a server on this machine (loopback, a Unix socket), where there is
-/// no path. `pgsslmode` is the `PGSSLMODE` variable, which the library reads when the URL says
-/// nothing; a parameter given twice counts as the library counts it, the last one.
-pub fn check_database_tls(url: &str, pgsslmode: Option<&str>) -> Result<(), String> {
-    let query = url.split_once('?').map_or("", |(_, q)| q);
-    let param = |names: &[&str]| {
-        query.split('&').rev().find_map(|pair| {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            names.contains(&key).then_some(value)
-        })
-    };
-    let mode = param(&["sslmode", "ssl-mode"])
-        .or(pgsslmode)
-        .map(str::to_ascii_lowercase);
-    let root_cert = param(&["sslrootcert", "ssl-root-cert", "ssl-ca"]).is_some();
+/// Refuses a database URL whose TLS would not check the server, as the library will read it
+/// (its query parameters decoded, the last of one given twice, `host=` and `hostaddr=`, and the
+/// `PG*` variables where the URL says nothing): `sslmode` `require` and `verify-ca` encrypt to
+/// whoever answers (or to any holder of a certificate of the CA), which is no protection against
+/// the one who can stand in for PostgreSQL; `prefer` (the library's default) and `allow` can be
+/// stripped by whoever is on the path, so they are taken only for a server on this machine
+/// (loopback, a Unix socket), where there is no path; and a CA file (`sslrootcert`) without
+/// `verify-full` is a check an operator believes in and nobody makes. Allowed: `verify-full`,
+/// and `disable` (no TLS, said out loud: a network the operator owns, a sidecar).
+pub fn check_database_tls(url: &str) -> Result<(), String> {
+    use sqlx::postgres::{PgConnectOptions, PgSslMode};
+    use sqlx::ConnectOptions as _;
+    let options: PgConnectOptions = url.parse().map_err(|_| {
+        format!(
+            "FLOODGATE_DATABASE_URL ({}) is not a PostgreSQL URL the client can read",
+            crate::secrets::redact_url(url)
+        )
+    })?;
+    let root_cert = options
+        .to_url_lossy()
+        .query_pairs()
+        .any(|(key, _)| key == "sslrootcert");
+    let local = options.get_socket().is_some() || is_this_machine(options.get_host());
     let fix = "use sslmode=verify-full (with sslrootcert=<CA file> for a private CA), or \
                sslmode=disable on a link that needs no TLS (loopback, a sidecar, a network you own)";
-    match mode.as_deref() {
-        Some("verify-full") => Ok(()),
-        None | Some("disable") if root_cert => Err(format!(
+    match options.get_ssl_mode() {
+        PgSslMode::VerifyFull => Ok(()),
+        PgSslMode::Disable | PgSslMode::Prefer | PgSslMode::Allow if root_cert => Err(format!(
             "FLOODGATE_DATABASE_URL names a CA file (sslrootcert) that would not be used to check \
              the server: {fix}"
         )),
-        Some("disable") => Ok(()),
-        None if on_this_machine(url) => Ok(()),
-        None => Err(format!(
-            "FLOODGATE_DATABASE_URL names a server across a network and no sslmode, so the \
-             connection is encrypted only if nobody on the path says otherwise, and checked \
-             never: {fix}"
+        PgSslMode::Disable => Ok(()),
+        PgSslMode::Prefer | PgSslMode::Allow if local => Ok(()),
+        PgSslMode::Prefer | PgSslMode::Allow => Err(format!(
+            "FLOODGATE_DATABASE_URL names a server across a network with no sslmode (or prefer, \
+             or allow), so the connection is encrypted only if nobody on the path says otherwise, \
+             and checked never: {fix}"
         )),
-        Some(mode @ ("allow" | "prefer" | "require" | "verify-ca")) => Err(format!(
-            "FLOODGATE_DATABASE_URL has sslmode={mode}, which does not check that the server is \
-             the one named, so whoever stands on the path can pose as PostgreSQL: {fix}"
-        )),
-        Some(other) => Err(format!(
-            "FLOODGATE_DATABASE_URL has an unknown sslmode ({other:?}): {fix}"
+        PgSslMode::Require | PgSslMode::VerifyCa => Err(format!(
+            "FLOODGATE_DATABASE_URL asks for TLS that does not check that the server is the one \
+             named (sslmode=require or verify-ca), so whoever stands on the path can pose as \
+             PostgreSQL: {fix}"
         )),
     }
 }
 
-/// Whether every host a database URL names is this machine: loopback addresses, `localhost`,
-/// or none (a Unix socket).
-fn on_this_machine(url: &str) -> bool {
-    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let authority = rest.split(['/', '?']).next().unwrap_or_default();
-    let hosts = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, hosts)| hosts);
-    if hosts.is_empty() {
-        return true;
-    }
-    hosts.split(',').all(|host| {
-        let host = match host.strip_prefix('[') {
-            Some(v6) => v6.split(']').next().unwrap_or_default(),
-            None => host.split(':').next().unwrap_or_default(),
-        };
-        host.eq_ignore_ascii_case("localhost")
-            || host
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback())
-    })
+/// Whether `host` (as the client will dial it) is this machine: `localhost` or a loopback
+/// address.
+fn is_this_machine(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The schema (`migrations/`), applied at start-up by the booking service and the consumer and
@@ -306,16 +290,11 @@ mod tests {
 
     #[test]
     fn only_tls_that_checks_the_servers_name_is_accepted() {
-        let check =
-            |query: &str, env: Option<&str>| check_database_tls(&format!("{DB}{query}"), env);
-        assert!(
-            check_database_tls("postgres://postgres@127.0.0.1/floodgate", None).is_ok(),
-            "no TLS asked for, on this machine: the laptop default"
-        );
-        assert!(check("?sslmode=disable", None).is_ok());
-        assert!(check("?sslmode=verify-full", None).is_ok());
-        assert!(check("?sslmode=verify-full&sslrootcert=/ca.crt", None).is_ok());
-        assert!(check("?ssl-mode=VERIFY-FULL", None).is_ok());
+        let check = |query: &str| check_database_tls(&format!("{DB}{query}"));
+        assert!(check("?sslmode=disable").is_ok());
+        assert!(check("?sslmode=verify-full").is_ok());
+        assert!(check("?sslmode=verify-full&sslrootcert=/ca.crt").is_ok());
+        assert!(check("?ssl-mode=verify-full").is_ok());
         for query in [
             "?sslmode=require",
             "?sslmode=verify-ca&sslrootcert=/ca.crt",
@@ -323,49 +302,49 @@ mod tests {
             "?sslmode=allow",
             "?sslrootcert=/ca.crt",
             "?sslmode=disable&sslrootcert=/ca.crt",
-            "?sslmode=verify_full",
+            // The library takes the last of a parameter given twice, its name decoded: so does
+            // the check.
+            "?sslmode=verify-full&sslmode=require",
+            "?sslmode=verify-full&ssl%6Dode=require",
         ] {
-            let refused = check(query, None).expect_err(query);
+            let refused = check(query).expect_err(query);
             assert!(refused.contains("FLOODGATE_DATABASE_URL"), "{refused}");
             assert!(refused.contains("verify-full"), "{refused}");
             assert!(!refused.contains("pw"), "the password stays out: {refused}");
         }
-        // PGSSLMODE counts where the URL says nothing, and the URL wins where it does.
-        assert!(check("?sslmode=disable", Some("require")).is_ok());
-        assert!(check("", Some("require")).is_err());
-        assert!(check("", Some("verify-full")).is_ok());
-        assert!(check("?sslmode=verify-full", Some("require")).is_ok());
-        // The library takes the last of a parameter given twice: so does the check.
-        assert!(check("?sslmode=verify-full&sslmode=require", None).is_err());
-        assert!(check("?sslmode=require&sslmode=verify-full", None).is_ok());
+        assert!(check("?sslmode=require&sslmode=verify-full").is_ok());
+        let unknown = check("?sslmode=verify_full").expect_err("an unknown sslmode");
+        assert!(unknown.contains("FLOODGATE_DATABASE_URL") && !unknown.contains("pw:"));
     }
 
     #[test]
     fn a_database_across_a_network_must_say_how_it_is_reached() {
-        let check = |url: &str| check_database_tls(url, None);
         // Saying nothing is the library's `prefer`: encrypted only if the server offers it,
         // checked never, and strippable by whoever is on the path. Fine on this machine only.
         for url in [
             "postgres://postgres@127.0.0.1:5432/floodgate",
             "postgres://postgres@localhost/floodgate",
             "postgres://postgres@[::1]:5432/floodgate",
-            "postgres://postgres@127.0.0.1,localhost:5433/floodgate",
             "postgres:///floodgate?host=/var/run/postgresql",
+            "postgres://%2Fvar%2Frun%2Fpostgresql/floodgate",
+            "postgres://postgres@127.0.0.1/floodgate?sslmode=prefer",
         ] {
-            assert!(check(url).is_ok(), "{url}");
+            assert!(check_database_tls(url).is_ok(), "{url}");
         }
+        // The host the library will dial, wherever the URL names it.
         for url in [
             "postgres://app:pw@db.internal:5432/floodgate",
             "postgres://app:pw@10.0.0.7/floodgate",
-            "postgres://app:pw@127.0.0.1,db.internal/floodgate",
             "postgresql://app:pw@cluster-rw.floodgate.svc:5432/app",
+            "postgres:///floodgate?host=db.internal",
+            "postgres://localhost/floodgate?hostaddr=10.0.0.7",
         ] {
-            let refused = check(url).expect_err(url);
+            let refused = check_database_tls(url).expect_err(url);
             assert!(refused.contains("sslmode=verify-full"), "{refused}");
             assert!(refused.contains("sslmode=disable"), "{refused}");
             assert!(!refused.contains("pw"), "{refused}");
         }
-        assert!(check("postgres://app:pw@db.internal/f?sslmode=disable").is_ok());
-        assert!(check("postgres://app:pw@db.internal/f?sslmode=verify-full").is_ok());
+        assert!(check_database_tls("postgres://app:pw@db.internal/f?sslmode=disable").is_ok());
+        assert!(check_database_tls("postgres://app:pw@db.internal/f?sslmode=verify-full").is_ok());
     }
 }

@@ -17,12 +17,17 @@ prefix=${FLOODGATE_EDGE_PREFIX:-/var/cache/floodgate-cdn}
 workers=${FLOODGATE_EDGE_WORKERS:-auto}
 template=${FLOODGATE_EDGE_TEMPLATE:-/etc/floodgate/cdn.conf}
 
-# `a:1,b:2` as nginx upstream lines: `server a:1 max_fails=0; server b:2 max_fails=0;`. Never
-# marked down: a draining or full gateway's 503 (tried on the next, cdn.conf's /ws) is a
-# refusal, not a failure, and a Service named several times (Kubernetes) would otherwise be out
-# of rotation for every path after a couple of them. A dead origin is still skipped per request.
+# `a:1,b:2` as nginx upstream lines: `server a:1; server b:2;`. A list that names a server more
+# than once is one Service tried again (Kubernetes: kube-proxy picks a Pod each time), and then
+# no entry is ever marked down (`max_fails=0`): a draining or full gateway's 503 (tried on the
+# next, cdn.conf's /ws) would otherwise take every entry, so the whole site, out of rotation for
+# ten seconds after a couple of them. Distinct instances (compose) keep nginx's passive check:
+# one that is gone is skipped for ten seconds instead of being dialled again by every request.
 servers() {
-  printf '%s' "$1" | tr ',' '\n' | sed -e '/^ *$/d' -e 's/^ *\(.*[^ ]\) *$/server \1 max_fails=0;/' | tr '\n' ' '
+  list=$(printf '%s' "$1" | tr ',' '\n' | sed -e 's/^ *//' -e 's/ *$//' -e '/^$/d')
+  fails=
+  if [ -n "$(printf '%s\n' "$list" | sort | uniq -d)" ]; then fails=' max_fails=0'; fi
+  printf '%s\n' "$list" | sed "s/.*/server &$fails;/" | tr '\n' ' '
 }
 
 mkdir -p "$prefix"

@@ -309,7 +309,6 @@ async fn a_database_url_that_encrypts_without_checking_the_server_is_refused() {
         "sslmode=verify-ca".to_owned(),
         format!("sslmode=verify-ca&sslrootcert={ca_file}"),
         format!("sslrootcert={ca_file}"),
-        "sslmode=prefer".to_owned(),
         // The library takes the last: a check that read the first would let `require` by.
         format!("sslmode=verify-full&sslrootcert={ca_file}&sslmode=require"),
         // ... and decodes the parameters' names.
