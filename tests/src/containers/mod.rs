@@ -29,9 +29,20 @@ pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// A free port on 127.0.0.1 (free when asked: nothing holds it for the container).
+/// A free port on 127.0.0.1 (free when asked: nothing holds it for the container), and never one
+/// this process handed out before: a stack's containers are all planned before any of them
+/// binds, and the system may offer a port again while nothing holds it (an edge once got a
+/// gateway's port, failed to bind, and the test talked to the gateway in its place).
 fn free_addr() -> SocketAddr {
-    crate::gateways::free_port()
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap();
+    loop {
+        let addr = crate::gateways::free_port();
+        if given.insert(addr.port()) {
+            return addr;
+        }
+    }
 }
 
 /// One running container of the stack.
