@@ -159,3 +159,98 @@ fn the_file_size_check_fails_on_a_source_file_over_500_lines() {
     assert!(!ok, "a 501-line file passed");
     assert!(out.contains("client/src/room.rs: 501 lines"), "{out}");
 }
+
+/// The crate roots whose `//! # Layout` map a newcomer reads first.
+const ROOTS: [&str; 6] = [
+    "contract/src/lib.rs",
+    "booking/src/lib.rs",
+    "gateway/src/lib.rs",
+    "consumer/src/lib.rs",
+    "client/src/lib.rs",
+    "loadgen/src/main.rs",
+];
+
+/// The `# Layout` section of a crate root's documentation: its `//!` lines from the heading to
+/// the first blank one after a list item's end (the prose that follows the list is not the map).
+fn layout_map(root: &str) -> Vec<String> {
+    let docs: Vec<&str> = root
+        .lines()
+        .take_while(|l| l.starts_with("//!") || l.trim().is_empty())
+        .filter_map(|l| l.strip_prefix("//!"))
+        .map(str::trim)
+        .collect();
+    let start = docs
+        .iter()
+        .position(|l| *l == "# Layout")
+        .expect("a `//! # Layout` heading");
+    docs[start + 1..]
+        .iter()
+        .take_while(|l| !l.is_empty())
+        .map(|l| (*l).to_owned())
+        .collect()
+}
+
+/// The names in backticks on `lines` (`name`, [`name`], `name/`, `name.rs`).
+fn ticked(lines: &[String]) -> Vec<String> {
+    lines
+        .join(" ")
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|name| {
+            name.trim_end_matches('/')
+                .trim_end_matches(".rs")
+                .to_owned()
+        })
+        .collect()
+}
+
+/// The modules a crate root declares (`mod x;`, `pub mod x;`, `pub(crate) mod x;`).
+fn declared_modules(root: &str) -> Vec<String> {
+    root.lines()
+        .filter_map(|l| {
+            let l = l
+                .trim_start_matches("pub(crate) ")
+                .trim_start_matches("pub ");
+            l.strip_prefix("mod ")?.strip_suffix(';').map(str::to_owned)
+        })
+        .collect()
+}
+
+/// Every crate's `# Layout` map names every module the crate has, and each of its entries
+/// starts with a module of the crate (or an item of the root itself): a module added or
+/// renamed without its line in the map fails here.
+#[test]
+fn every_layout_map_names_the_crates_modules_and_nothing_else() {
+    let mut wrong = Vec::new();
+    for path in ROOTS {
+        let root = std::fs::read_to_string(repo().join(path)).unwrap();
+        let map = layout_map(&root);
+        let named = ticked(&map);
+        let modules = declared_modules(&root);
+        for module in &modules {
+            if !named.contains(module) {
+                wrong.push(format!(
+                    "{path}: module {module} is not in the # Layout map"
+                ));
+            }
+        }
+        for entry in map.iter().filter(|l| l.starts_with("- ")) {
+            let first = ticked(std::slice::from_ref(entry)).into_iter().next();
+            let Some(first) = first else {
+                wrong.push(format!("{path}: a map entry names no module: {entry}"));
+                continue;
+            };
+            let module = first.split("::").next().unwrap_or_default().to_owned();
+            let an_item = ["fn", "struct", "enum", "const", "type"]
+                .iter()
+                .any(|kind| root.contains(&format!("pub {kind} {module}")));
+            if !(modules.contains(&module) || module == "lib" || an_item) {
+                wrong.push(format!(
+                    "{path}: the map names {module}, which is no module of it"
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
