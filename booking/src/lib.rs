@@ -6,6 +6,8 @@
 //! - [`api`]: reservation handlers (`create_reservation`, `get_reservation`, `start_payment`,
 //!   `buyer_reservations`).
 //! - [`webhook`]: `receive_webhook`, the payment provider's signed outcomes.
+//! - [`listing`]: `GET /v1/sales/{sale}/reservations`, a signed-in buyer's own reservations.
+//! - [`openapi`]: the service's OpenAPI documents, made from the handlers themselves.
 //! - [`payments`]: the provider's API, webhook signatures and their wire types.
 //! - [`admin`]: the ops API (live figures, rate, cap, pause, resume, open now) on its own listener;
 //!   [`sale_update`]: the body of its change; [`audit`]: the trail of every operator action.

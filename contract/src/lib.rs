@@ -21,6 +21,16 @@
 //! - [`events`]: the versioned event envelope written to Kafka and its payloads.
 //! - [`ws`]: WebSocket messages in both directions and the close codes.
 //! - [`runtime`]: process plumbing the binaries share (telemetry, signals, the Redis connection).
+//! - [`listener`]: the one way the services serve HTTP (header and body timeouts, a connection
+//!   cap), so no stranger holds a socket open for free.
+//! - [`kafka`]: every Kafka client's settings, in one order (Floodgate's defaults, then the
+//!   operator's `FLOODGATE_KAFKA_*`).
+//! - [`primaries`]: which server is each hash slot's primary, watched, so that what a failover may
+//!   have lost is written again.
+//! - [`telemetry`]: the Prometheus recorder, histograms, and the measurements every service
+//!   shares (requests by route, Redis commands and scripts, `process_*`, `floodgate_build_info`).
+//! - [`trace`]: one trace across the path, from the booking handler to the consumer's write.
+//! - [`openapi`]: what the services' OpenAPI documents share (error responses, serving one).
 //! - [`secret_files`]: every secret setting also read from the file `<ENV>_FILE` names.
 //! - [`secrets`]: required secrets, constant-time comparison, URLs made safe to print.
 //! - [`settings`]: the bounds of a sale's live settings, checked at every entry point.

@@ -13,7 +13,10 @@
 //! - [`scripts`]: every Redis script and pipelined read of the gateway, each with a typed
 //!   answer: the tickets (join, resume, leave) and the room's tick.
 //! - [`places`]: dead places and admission batches, as the room learns them from Redis.
-//! - [`limits`]: the connection budget and per-IP connection and join-rate limits.
+//! - [`limits`]: the connection budget and per-IP connection and join-rate limits; `budget`: how
+//!   many sessions the budget is (the open files and the memory limit allow).
+//! - `records`: signed-in buyers' records written again after a Redis failover.
+//! - [`openapi`]: the gateway's OpenAPI document, made from its handlers.
 //! - `memory`: freed memory given back to the system after a join ramp.
 //! - [`summary`], [`seats`], `draw`: a sale's public figures, live seat counts and the
 //!   pre-queue draw's public record; `draw_guard`: what that record may cost a stranger.
