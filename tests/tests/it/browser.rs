@@ -518,18 +518,21 @@ async fn asha_books_and_pays(app: &TestApp, sale: &str, mut node: Dialogue) {
     eventually(
         "asha's booking is confirmed",
         Duration::from_secs(30),
-        || async {
-            let buyer: Option<Option<String>> = sqlx::query_scalar(
-                "select buyer from bookings where sale_id = $1 and status = 'CONFIRMED'",
-            )
-            .bind(sale)
-            .fetch_optional(&app.db)
-            .await
-            .unwrap();
-            buyer.flatten().as_deref() == Some("asha")
-        },
+        || async { confirmed_buyer(&app.db, sale).await.as_deref() == Some("asha") },
     )
     .await;
+}
+
+/// The buyer of `sale`'s confirmed booking in PostgreSQL, once there is one.
+pub(crate) async fn confirmed_buyer(db: &sqlx::PgPool, sale: &str) -> Option<String> {
+    let buyer: Option<Option<String>> = sqlx::query_scalar(
+        "select buyer from bookings where sale_id = $1 and status = 'CONFIRMED'",
+    )
+    .bind(sale)
+    .fetch_optional(db)
+    .await
+    .unwrap();
+    buyer.flatten()
 }
 
 #[sqlx::test(migrations = "../migrations")]

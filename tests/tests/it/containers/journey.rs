@@ -11,7 +11,7 @@ use floodgate_tests::client::RoomClient;
 use floodgate_tests::containers::{repo, Stack, StackOptions};
 use floodgate_tests::{eventually, fresh_database, test_cluster, unique, SaleSpec};
 
-use crate::browser::Dialogue;
+use crate::browser::{confirmed_buyer, Dialogue};
 
 /// Calls the booking service's ops API (its admin listener, which only operators reach: never
 /// through the edge) with the ops token compose-secrets.sh made.
@@ -101,16 +101,7 @@ async fn a_signed_in_buyer_books_and_pays_in_chromium_through_the_edge_on_a_redi
     eventually(
         "asha's booking is confirmed in PostgreSQL",
         Duration::from_secs(30),
-        async || {
-            let buyer: Option<Option<String>> = sqlx::query_scalar(
-                "select buyer from bookings where sale_id = $1 and status = 'CONFIRMED'",
-            )
-            .bind(&sale)
-            .fetch_optional(&db)
-            .await
-            .unwrap();
-            buyer.flatten().as_deref() == Some("asha")
-        },
+        async || confirmed_buyer(&db, &sale).await.as_deref() == Some("asha"),
     )
     .await;
 
