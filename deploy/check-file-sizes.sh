@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails when a source file of a service, the contract, the client or the load generator is over
+# Fails when a source file of a service, the protocol and platform crates, the client or the load generator is over
 # 500 lines: a file holds one idea, and one a newcomer can read through. The tests crate is not
 # looked at (its scenarios are stories, read one at a time).
 #
@@ -15,6 +15,6 @@ while IFS= read -r file; do
     echo "$file: $lines lines (at most $limit): split it into files that hold one idea each"
     found=1
   fi
-done < <(find booking/src gateway/src consumer/src loadgen/src contract/src client/src -name '*.rs' | sort)
+done < <(find booking/src gateway/src consumer/src loadgen/src protocol/src platform/src client/src -name '*.rs' | sort)
 ((found == 0)) && echo "file sizes: every source file within $limit lines"
 exit "$found"

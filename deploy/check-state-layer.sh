@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Fails when service code handles the Redis state by hand outside the layers that own it:
-# contract's state layer (contract/src/state/, keys.rs, lua.rs), the booking gatekeeper
+# platform's state layer (platform/src/state/, keys.rs, lua.rs), the booking gatekeeper
 # (booking/src/gatekeeper/) and the gateway's script module (gateway/src/scripts/). It looks for
 #   - a hash or stream field name handed to Redis or looked up in what it answered
 #     (.hget(k, "fare_minor"), .arg("rate"), fields.get("state"), &["capacity", ...]),
 #   - a script or pipeline reply read by index (reply[0], replies.get(1), rest[2], ...),
-#   - a key string ("{s:...}", "...:meta", "...:rsv:..."): keys are built by contract::keys only.
+#   - a key string ("{s:...}", "...:meta", "...:rsv:..."): keys are built by platform::keys only.
 # Test code may read raw keys: the tests crate and each file's #[cfg(test)] module (last in
 # the file, by this codebase's convention) are not looked at.
 #
@@ -14,7 +14,7 @@ set -euo pipefail
 root="${1:-$(cd "$(dirname "$0")/.." && pwd)}"
 cd "$root"
 
-owners='^(contract/src/(state|keys|lua)(\.rs|/)|booking/src/gatekeeper/|gateway/src/scripts/)'
+owners='^(platform/src/(state|keys|lua)(\.rs|/)|booking/src/gatekeeper/|gateway/src/scripts/)'
 fields='opens_at_ms|rate|token_ttl_ms|max_seats|active_cap|stock_factor|paused|sold_out|pools'
 fields+='|lottery_commitment|lottery_secret|prequeue_chain|prequeue_size|prequeue_digest'
 fields+='|prequeue_closed_at_ms|unspent|admitted_total|dead_total|capacity|hold_ttl_ms'
@@ -46,10 +46,10 @@ while IFS= read -r file; do
       found=1
     done < <(grep -E -- "$regex" <<<"$code" || true)
   done
-done < <(find booking/src gateway/src consumer/src loadgen/src contract/src client/src -name '*.rs' | sort)
+done < <(find booking/src gateway/src consumer/src loadgen/src protocol/src platform/src client/src -name '*.rs' | sort)
 
 if ((found)); then
-  echo "The Redis state is read and written through contract::state, contract::keys, the" >&2
+  echo "The Redis state is read and written through platform::state, platform::keys, the" >&2
   echo "gatekeeper (booking/src/gatekeeper/) and the gateway's scripts (gateway/src/scripts/)." >&2
   exit 1
 fi

@@ -1,5 +1,5 @@
 -- buyer_place: one place in line per buyer per sale. The buyer's record lives in a slot of its
--- own (contract/src/keys.rs, `{b:<sale>/<buyer>}`), so the index from buyers to tickets spreads
+-- own (platform/src/keys.rs, `{b:<sale>/<buyer>}`), so the index from buyers to tickets spreads
 -- over the cluster instead of adding to the sale's slot.
 --
 -- KEYS[1] the buyer's record (hash: `ticket`, `joining`, `joining_until`, and the seats of each

@@ -1,5 +1,5 @@
 -- buyer_seats: the per-buyer seat limit of a sale, kept in the buyer's record (the same hash as
--- their place in line, buyer_place.lua; a slot of its own, contract/src/keys.rs).
+-- their place in line, buyer_place.lua; a slot of its own, platform/src/keys.rs).
 --
 -- KEYS[1] the buyer's record (hash; `r:<token id>` = seats of the reservation that token makes)
 -- ARGV[1] "take" or "give"   ARGV[2] the admission token's id   ARGV[3] seats asked (take)

@@ -1,5 +1,5 @@
 -- clock.lua: Redis' own clock, in Unix ms. Every script that reads the time starts with this
--- file (the services prepend it when they load a script: contract/src/lua.rs), so arming,
+-- file (the services prepend it when they load a script: platform/src/lua.rs), so arming,
 -- opening, holds and every deadline are decided by one clock and gateways or booking services
 -- with skewed clocks still agree.
 local function now_ms()

@@ -5,7 +5,7 @@
 -- KEYS[1] sale meta hash   KEYS[2] ticket sequence   KEYS[3] pre-queue nonce list
 -- KEYS[4] this gateway's session set   KEYS[5] this gateway's liveness key
 -- KEYS[6] the sale's gateway registry (set)   KEYS[7] the pre-queue's batches (sorted set)
--- ARGV[1] the batch's Merkle root (lowercase hex; contract/src/lottery.rs computes it from the
+-- ARGV[1] the batch's Merkle root (lowercase hex; protocol/src/lottery.rs computes it from the
 --         nonces)   ARGV[2] this gateway's instance id   ARGV[3] the liveness key's lifetime (ms)
 -- ARGV[4..] the draw nonces of the batch's joins, in the order their tickets are to be given
 --         (at most a few thousand: Lua's unpack limit; the gateway sends at most 500)

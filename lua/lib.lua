@@ -1,5 +1,5 @@
 -- lib.lua: helpers shared by every pool script. The booking service prepends clock.lua and this
--- file to each pool script when it loads it (contract/src/lua.rs), so each script is still one
+-- file to each pool script when it loads it (platform/src/lua.rs), so each script is still one
 -- atomic EVALSHA in one slot.
 --
 -- Every pool script takes the same KEYS, all in the pool's slot:
@@ -40,7 +40,7 @@ local function pool_state()
 end
 
 -- Appends a transition's event to the pool's outbox, inside the caller's atomic step: the change
--- and its event cannot part. The envelope is contract/src/events.rs, schema v1; `suffix` makes
+-- and its event cannot part. The envelope is protocol/src/events.rs, schema v1; `suffix` makes
 -- the event id (`<reservation id>.<suffix>`) unique per transition and stable across retries.
 -- Returns the stream entry id and the envelope's JSON.
 local function emit(cfg, kind, suffix, at, rec, payment_id)
@@ -52,7 +52,7 @@ local function emit(cfg, kind, suffix, at, rec, payment_id)
   if payment_id and payment_id ~= '' then
     data.payment_id = payment_id
   end
-  -- The pool's event sequence (contract/src/events.rs): compared with the highest number Kafka
+  -- The pool's event sequence (protocol/src/events.rs): compared with the highest number Kafka
   -- holds, it tells a pool that lost writes in a failover.
   local seq = redis.call('HINCRBY', K.cfg, 'seq', 1)
   local envelope = {

@@ -1,6 +1,6 @@
 -- sale_lib: helpers shared by the waiting-room scripts of a sale's slot. The gateway prepends
 -- clock.lua and this file to join, resume, standing, leave, sweep, advance and bury
--- (contract/src/lua.rs),
+-- (platform/src/lua.rs),
 -- as the booking service does to its claim of a token, so there is one definition of "now" and
 -- of closing the pre-queue.
 

@@ -11,8 +11,8 @@ use axum::response::IntoResponse as _;
 use axum::response::Response;
 use axum::routing::get;
 use axum::{Extension, Json, Router};
-use floodgate_contract::api::code;
-use floodgate_contract::ids::check_sale_id;
+use floodgate_protocol::api::code;
+use floodgate_protocol::ids::check_sale_id;
 use serde::Serialize;
 
 use crate::audit::Operator;
@@ -21,8 +21,8 @@ use crate::error::ApiError;
 use crate::gatekeeper::LATELY_MS;
 pub use crate::sale_update::SaleUpdate;
 use crate::AppState;
-use floodgate_contract::secrets::{which_secret, NamedSecret};
-use floodgate_contract::settings::ChallengeRule;
+use floodgate_platform::secrets::{which_secret, NamedSecret};
+use floodgate_protocol::settings::ChallengeRule;
 
 /// The ops API's routes; every one requires `Authorization: Bearer <ops token>`.
 pub fn router(state: AppState, ops_tokens: Arc<Vec<NamedSecret>>) -> Router {
@@ -39,13 +39,13 @@ pub fn router(state: AppState, ops_tokens: Arc<Vec<NamedSecret>>) -> Router {
         // token (Prometheus reads it from the operators' network).
         .route(
             "/metrics",
-            get(|| async { floodgate_contract::telemetry::render() }),
+            get(|| async { floodgate_platform::telemetry::render() }),
         )
         .fallback(crate::api::not_found)
         // Ops bodies are a few dozen bytes.
         .layer(axum::extract::DefaultBodyLimit::max(4 * 1024))
         .with_state(state);
-    floodgate_contract::telemetry::instrument(router, "booking_admin")
+    floodgate_platform::telemetry::instrument(router, "booking_admin")
 }
 
 /// The ops console's page and script, compiled in.
@@ -154,7 +154,7 @@ pub struct OpsFigures {
     pub stock_factor: f64,
     /// Who may come in and what they must show; the challenge and its difficulty can be changed
     /// here during an attack.
-    pub door: floodgate_contract::settings::Door,
+    pub door: floodgate_protocol::settings::Door,
     pub tickets_issued: u64,
     pub frontier: u64,
     /// Tickets not yet admitted whose holders are connected or within their grace.

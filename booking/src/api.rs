@@ -7,14 +7,14 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine as _;
-use floodgate_contract::api::booking::{
+use floodgate_protocol::api::booking::{
     PaymentStarted, RefundView, ReservationCreated, ReservationView,
 };
-use floodgate_contract::api::code;
-use floodgate_contract::ids::{check_pool_id, check_sale_id, reservation_id, reservation_pool};
-use floodgate_contract::now_millis;
-use floodgate_contract::reservation::ReservationState;
-use floodgate_contract::token::AdmissionClaims;
+use floodgate_protocol::api::code;
+use floodgate_protocol::ids::{check_pool_id, check_sale_id, reservation_id, reservation_pool};
+use floodgate_protocol::now_millis;
+use floodgate_protocol::reservation::ReservationState;
+use floodgate_protocol::token::AdmissionClaims;
 use rand::RngCore;
 
 use crate::auth::{bearer, identify, BearerError};
@@ -23,7 +23,7 @@ use crate::gatekeeper::{PaymentStart, ReserveError, ReserveRequest, StoredReserv
 use crate::payments::CreatePayment;
 use crate::reservations::{reserve_durably, NotReserved};
 use crate::AppState;
-use floodgate_contract::secrets::same_secret;
+use floodgate_protocol::same_secret;
 
 /// The longest `Idempotency-Key` accepted. A UUID is 36 characters; 128 leaves room for any
 /// client's scheme without letting one bloat Redis.
@@ -79,7 +79,7 @@ pub async fn create_reservation(
     let Path(sale) = sale.map_err(|_| ApiError::unknown_sale())?;
     tracing::Span::current().record("sale", sale.as_str());
     // A trace begun by the caller (a `traceparent` header) goes on here.
-    floodgate_contract::trace::continue_from_http(&tracing::Span::current(), &headers);
+    floodgate_platform::trace::continue_from_http(&tracing::Span::current(), &headers);
     check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
 
     let claims = authenticate(&state, &headers, &sale).await?;

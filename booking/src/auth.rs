@@ -1,9 +1,9 @@
 //! The `Authorization: Bearer <credential>` header, as every endpoint of this service reads it
 //! (admission tokens, reservation secrets, the ops token). Secrets are compared with
-//! `floodgate_contract::secrets::same_secret`, in constant time.
+//! `floodgate_protocol::same_secret`, in constant time.
 
 use axum::http::{header, HeaderMap};
-use floodgate_contract::identity::{BuyerId, IdentityError, IDENTITY_HEADER};
+use floodgate_protocol::identity::{BuyerId, IdentityError, IDENTITY_HEADER};
 
 use crate::error::ApiError;
 use crate::AppState;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 use floodgate_booking::{rebuild, Config};
-use floodgate_contract::runtime::{DatabaseArgs, KafkaArgs, RedisArgs};
+use floodgate_platform::runtime::{DatabaseArgs, KafkaArgs, RedisArgs};
 
 #[derive(Parser)]
 #[command(name = "floodgate-booking", version, about)]

@@ -1,6 +1,6 @@
 //! Settings of the booking service, from flags or `FLOODGATE_*` environment variables.
 
-use floodgate_contract::runtime::{KafkaArgs, RedisArgs};
+use floodgate_platform::runtime::{KafkaArgs, RedisArgs};
 use secrecy::SecretString;
 
 #[derive(Clone, Debug, clap::Args)]
@@ -17,10 +17,10 @@ pub struct Config {
     #[command(flatten)]
     pub kafka: KafkaArgs,
     #[command(flatten)]
-    pub identity: floodgate_contract::identity::IdentityArgs,
-    /// The public listener's timeouts and connection cap (contract::listener).
+    pub identity: floodgate_platform::identity::IdentityArgs,
+    /// The public listener's timeouts and connection cap (platform::listener).
     #[command(flatten)]
-    pub listener: floodgate_contract::listener::ListenerArgs,
+    pub listener: floodgate_platform::listener::ListenerArgs,
     /// How long a reservation may wait for the broker's ack before its hold is taken back and
     /// the client gets 503. Five seconds covers a broker leader change; a client retrying after
     /// that still holds a valid token.
@@ -119,8 +119,8 @@ impl Config {
     /// Checks every secret and the payment provider's settings; the service refuses to start
     /// on any error, which names the setting to fix.
     pub fn validate(&self) -> Result<PaymentProvider, String> {
-        use floodgate_contract::secrets::check_secret;
-        floodgate_contract::secrets::named_secret_list("FLOODGATE_OPS_TOKEN", &self.ops_token)?;
+        use floodgate_platform::secrets::check_secret;
+        floodgate_platform::secrets::named_secret_list("FLOODGATE_OPS_TOKEN", &self.ops_token)?;
         crate::audit::AuditKey::new(&self.audit_key)?;
         check_secret("FLOODGATE_WEBHOOK_SECRET", &self.webhook_secret)?;
         let api_key = self.payment_api_key.clone().ok_or_else(|| {
@@ -133,7 +133,7 @@ impl Config {
             (Some(url), false) => {
                 return Err(format!(
                     "FLOODGATE_PAYMENT_PROVIDER_URL must be an https:// URL (got {}); a plain-HTTP provider is only the sandbox, with FLOODGATE_PAYMENT_SANDBOX=true",
-                    floodgate_contract::secrets::redact_url(url)
+                    floodgate_platform::secrets::redact_url(url)
                 ))
             }
             (None, false) => {
@@ -144,7 +144,7 @@ impl Config {
             (Some(url), true) if url.trim().to_ascii_lowercase().starts_with("https://") => {
                 return Err(format!(
                     "FLOODGATE_PAYMENT_SANDBOX=true beside a real provider's URL ({}): the sandbox is only for test mode; unset FLOODGATE_PAYMENT_SANDBOX to use the provider, or point FLOODGATE_PAYMENT_PROVIDER_URL at the sandbox (http://)",
-                    floodgate_contract::secrets::redact_url(url)
+                    floodgate_platform::secrets::redact_url(url)
                 ))
             }
             (url, true) => url.clone().unwrap_or_else(|| "http://127.0.0.1:8082".into()),

@@ -13,8 +13,8 @@
 //!   from Redis with the rest (publish it first if it must stay online).
 
 use anyhow::Context as _;
-use floodgate_contract::keys::Keys;
-use floodgate_contract::runtime::RedisConn;
+use floodgate_platform::keys::Keys;
+use floodgate_platform::runtime::RedisConn;
 use sqlx::PgPool;
 
 use crate::gatekeeper::ending::{self, PoolEnd, Records};
@@ -62,7 +62,7 @@ pub async fn end(
         .await?
         .with_context(|| format!("sale {sale} is not armed in Redis (never armed, or purged)"))?;
     // No new claim from here on, so no new hold can start while the pools are ended.
-    ending::mark_sale_ended(&mut conn, &sale_keys, floodgate_contract::now_millis()).await?;
+    ending::mark_sale_ended(&mut conn, &sale_keys, floodgate_protocol::now_millis()).await?;
     let mut waiting = Vec::new();
     for pool in &pools {
         match ending::end_pool(&mut conn, &keys.pool(sale, pool)).await? {

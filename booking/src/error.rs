@@ -7,9 +7,9 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use floodgate_contract::api::ErrorBody;
-use floodgate_contract::api::{code, UNKNOWN_SALE_MESSAGE};
-use floodgate_contract::token::TokenError;
+use floodgate_protocol::api::ErrorBody;
+use floodgate_protocol::api::{code, UNKNOWN_SALE_MESSAGE};
+use floodgate_protocol::token::TokenError;
 
 use crate::gatekeeper::ReserveError;
 use crate::publish::PublishError;

@@ -63,7 +63,7 @@ use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::Router;
-use floodgate_contract::token::TokenVerifier;
+use floodgate_protocol::token::TokenVerifier;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
@@ -101,7 +101,7 @@ pub struct AppState {
     /// This instance's name in the relay leases.
     pub instance_id: Arc<str>,
     /// Checks buyers' identity tokens (`None`: no issuer configured).
-    pub identity: Option<Arc<floodgate_contract::identity::IdentityVerifier>>,
+    pub identity: Option<Arc<floodgate_platform::identity::IdentityVerifier>>,
     /// The audit trail's chain key.
     pub audit_key: audit::AuditKey,
 }
@@ -113,20 +113,20 @@ impl AppState {
         let provider = config.validate().map_err(anyhow::Error::msg)?;
         if provider.sandbox {
             tracing::warn!(
-                url = %floodgate_contract::secrets::redact_url(&provider.url),
+                url = %floodgate_platform::secrets::redact_url(&provider.url),
                 "PAYMENTS GO TO THE SANDBOX PROVIDER: no money moves. Never run a real sale like this."
             );
         }
         let verifier = TokenVerifier::from_list(&config.token_public_keys)
             .context("FLOODGATE_TOKEN_PUBLIC_KEYS is not a valid key list")?;
-        floodgate_contract::runtime::metrics();
+        floodgate_platform::runtime::metrics();
         // Rare events an alert watches are served from the start, at zero, so a rule over them
         // has a series before the first one happens.
         metrics::counter!("floodgate_pools_lost_writes_total").increment(0);
         metrics::gauge!("floodgate_reconcile_drift_pools").set(0.0);
         metrics::counter!("floodgate_reconcile_failures_total").increment(0);
         let keys = config.redis.keys().map_err(anyhow::Error::msg)?;
-        let redis = floodgate_contract::runtime::connect_redis(&config.redis)
+        let redis = floodgate_platform::runtime::connect_redis(&config.redis)
             .await
             .context("connecting to Redis")?;
         let publisher = Publisher::new(
@@ -180,7 +180,7 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TraceLayer::new_for_http())
         .with_state(state);
-    floodgate_contract::telemetry::instrument(router, "booking")
+    floodgate_platform::telemetry::instrument(router, "booking")
 }
 
 /// Serves the API on `listener` until `shutdown` is cancelled, then drains in-flight requests
@@ -213,7 +213,7 @@ pub async fn run(
     let limits = state.config.listener.limits(API_CONNECTIONS);
     let app = router(state);
     let stop = shutdown.clone();
-    floodgate_contract::listener::serve(
+    floodgate_platform::listener::serve(
         listener,
         app,
         limits,
@@ -233,16 +233,16 @@ pub async fn run_admin(
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     // Config::validate checked every token of the list.
-    let ops_tokens = floodgate_contract::secrets::named_secret_list(
+    let ops_tokens = floodgate_platform::secrets::named_secret_list(
         "FLOODGATE_OPS_TOKEN",
         &state.config.ops_token,
     )
     .unwrap_or_default();
     let app = admin::router(state, Arc::new(ops_tokens)).layer(TraceLayer::new_for_http());
-    floodgate_contract::listener::serve(
+    floodgate_platform::listener::serve(
         listener,
         app,
-        floodgate_contract::listener::Limits::internal(),
+        floodgate_platform::listener::Limits::internal(),
         async move { shutdown.cancelled().await },
     )
     .await

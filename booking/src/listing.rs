@@ -4,10 +4,10 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::Json;
-use floodgate_contract::api::booking::{BuyerReservation, BuyerReservations};
-use floodgate_contract::api::code;
-use floodgate_contract::ids::check_sale_id;
-use floodgate_contract::reservation::ReservationState;
+use floodgate_protocol::api::booking::{BuyerReservation, BuyerReservations};
+use floodgate_protocol::api::code;
+use floodgate_protocol::ids::check_sale_id;
+use floodgate_protocol::reservation::ReservationState;
 
 use crate::auth::identify;
 use crate::error::ApiError;

@@ -6,8 +6,8 @@ use anyhow::Context as _;
 use floodgate_booking::catalog::{self, SaleFile};
 use floodgate_booking::{ending, rebuild, reconcile};
 use floodgate_booking::{AppState, Config};
-use floodgate_contract::keys::Keys;
-use floodgate_contract::runtime::{self, migrator, DatabaseArgs, KafkaArgs};
+use floodgate_platform::keys::Keys;
+use floodgate_platform::runtime::{self, migrator, DatabaseArgs, KafkaArgs};
 use serde_json::json;
 
 /// mimalloc, not glibc's malloc: a reservation makes a few hundred short-lived allocations
@@ -25,7 +25,7 @@ use cli::{AuditCommand, Cli, Command, SaleCommand, ScriptsCommand, StoreArgs, To
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // Secret settings may come from files (`<VAR>_FILE`), as container platforms mount them.
-    let cli: Cli = floodgate_contract::secret_files::parse_with_secret_files();
+    let cli: Cli = floodgate_platform::secret_files::parse_with_secret_files();
     runtime::install_tls_provider();
     // Kept until main returns: its drop exports the last spans.
     let _exporting =
@@ -52,8 +52,8 @@ async fn main() -> anyhow::Result<()> {
             settings,
         }) => ensure_topics(kafka, (dlq_topic, probe_topic), settings).await,
         Command::Scripts(ScriptsCommand::Bench { redis, sale, pool }) => {
-            floodgate_contract::ids::check_sale_id(&sale)?;
-            floodgate_contract::ids::check_pool_id(&pool)?;
+            floodgate_protocol::ids::check_sale_id(&sale)?;
+            floodgate_protocol::ids::check_pool_id(&pool)?;
             let keys = redis.keys().map_err(anyhow::Error::msg)?;
             let redis = runtime::connect_redis(&redis)
                 .await
@@ -173,10 +173,10 @@ async fn sandbox_pay(config: floodgate_booking::sandbox::SandboxConfig) -> anyho
         .with_context(|| format!("binding {}", config.listen))?;
     tracing::info!(addr = %listener.local_addr()?, "sandbox payment provider listening");
     let shutdown = runtime::shutdown_on_signal();
-    floodgate_contract::listener::serve(
+    floodgate_platform::listener::serve(
         listener,
         floodgate_booking::sandbox::Sandbox::new(config).router(),
-        floodgate_contract::listener::Limits::internal(),
+        floodgate_platform::listener::Limits::internal(),
         async move { shutdown.cancelled().await },
     )
     .await?;
@@ -195,7 +195,7 @@ async fn create_sale(
         std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
     let mut sale = SaleFile::parse(&text).with_context(|| format!("in {}", file.display()))?;
     if let Some(id) = id {
-        floodgate_contract::ids::check_sale_id(&id)?;
+        floodgate_protocol::ids::check_sale_id(&id)?;
         sale.id = id;
     }
     if let Some(secs) = opens_in_secs {
@@ -325,7 +325,7 @@ async fn connect_db(db: &DatabaseArgs) -> anyhow::Result<sqlx::PgPool> {
 /// PostgreSQL, the key layout and Redis, as the admin commands need them.
 async fn connect_stores(
     stores: &StoreArgs,
-) -> anyhow::Result<(sqlx::PgPool, Keys, floodgate_contract::runtime::RedisConn)> {
+) -> anyhow::Result<(sqlx::PgPool, Keys, floodgate_platform::runtime::RedisConn)> {
     let db = connect_db(&stores.db).await?;
     let keys = stores.redis.keys().map_err(anyhow::Error::msg)?;
     let redis = runtime::connect_redis(&stores.redis)
@@ -336,7 +336,7 @@ async fn connect_stores(
 
 async fn arm_sale(
     db: &sqlx::PgPool,
-    redis: &floodgate_contract::runtime::RedisConn,
+    redis: &floodgate_platform::runtime::RedisConn,
     keys: &Keys,
     sale: &str,
 ) -> anyhow::Result<Ended> {

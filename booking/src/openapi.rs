@@ -35,7 +35,7 @@ use crate::AppState;
         (name = "probes", description = "Liveness and readiness, for load balancers and kubelets."),
     ),
     modifiers(&SecuritySchemes),
-    components(schemas(floodgate_contract::api::ErrorBody))
+    components(schemas(floodgate_protocol::api::ErrorBody))
 )]
 struct PublicApi;
 
@@ -54,7 +54,7 @@ struct PublicApi;
         (name = "probes", description = "Liveness and readiness."),
     ),
     modifiers(&SecuritySchemes),
-    components(schemas(floodgate_contract::api::ErrorBody))
+    components(schemas(floodgate_protocol::api::ErrorBody))
 )]
 struct OpsApi;
 
@@ -106,21 +106,21 @@ pub fn ops_routes() -> OpenApiRouter<AppState> {
 }
 
 /// The public API's routes and their document, as served and committed; a query parameter an
-/// operation does not take is refused (`floodgate_contract::openapi::strict_queries`).
+/// operation does not take is refused (`floodgate_platform::openapi::strict_queries`).
 pub fn public() -> (axum::Router<AppState>, openapi::OpenApi) {
     let (routes, mut document) = public_routes().split_for_parts();
-    let routes = floodgate_contract::openapi::strict_queries(routes, &mut document);
+    let routes = floodgate_platform::openapi::strict_queries(routes, &mut document);
     (routes, document)
 }
 
 /// The ops API's routes, each behind one of `tokens` (`admin::require_ops_token`), with the
 /// admin listener's probes, and their document.
 pub fn ops(
-    tokens: std::sync::Arc<Vec<floodgate_contract::secrets::NamedSecret>>,
+    tokens: std::sync::Arc<Vec<floodgate_platform::secrets::NamedSecret>>,
 ) -> (axum::Router<AppState>, openapi::OpenApi) {
     let token_check = axum::middleware::from_fn_with_state(tokens, crate::admin::require_ops_token);
     let (routes, mut document) = with_probes(ops_routes().layer(token_check)).split_for_parts();
-    let routes = floodgate_contract::openapi::strict_queries(routes, &mut document);
+    let routes = floodgate_platform::openapi::strict_queries(routes, &mut document);
     (routes, document)
 }
 
@@ -134,7 +134,7 @@ pub fn ops_document() -> openapi::OpenApi {
     ops(Default::default()).1
 }
 
-pub use floodgate_contract::openapi::{serve_document, SalePath};
+pub use floodgate_platform::openapi::{serve_document, SalePath};
 
 /// Adds the probes to a listener's documented routes.
 pub fn with_probes(routes: OpenApiRouter<AppState>) -> OpenApiRouter<AppState> {
@@ -211,7 +211,7 @@ pub struct ReservationPath {
     id: String,
 }
 
-floodgate_contract::refusals!(
+floodgate_platform::refusals!(
     /// What `POST /v1/sales/{sale}/reservations` refuses with.
     ReserveRefusals {
         400 => "The Idempotency-Key is missing or invalid, or the body is not JSON.",
@@ -225,7 +225,7 @@ floodgate_contract::refusals!(
     }
 );
 
-floodgate_contract::refusals!(
+floodgate_platform::refusals!(
     /// What `GET /v1/sales/{sale}/reservations` refuses with.
     ListRefusals {
         401 => "The identity token is missing, malformed, invalid or expired.",
@@ -234,7 +234,7 @@ floodgate_contract::refusals!(
     }
 );
 
-floodgate_contract::refusals!(
+floodgate_platform::refusals!(
     /// What a reservation's own routes refuse with.
     ReservationRefusals {
         401 => "No secret was presented.",
@@ -243,7 +243,7 @@ floodgate_contract::refusals!(
     }
 );
 
-floodgate_contract::refusals!(
+floodgate_platform::refusals!(
     /// What `POST .../payment` refuses with.
     PaymentRefusals {
         401 => "No secret was presented.",
@@ -253,7 +253,7 @@ floodgate_contract::refusals!(
     }
 );
 
-floodgate_contract::refusals!(
+floodgate_platform::refusals!(
     /// What the webhook refuses with; the provider redelivers after anything but a 2xx.
     WebhookRefusals {
         400 => "The signature header is missing, malformed or outside the time window, or the body is not an event.",
@@ -264,7 +264,7 @@ floodgate_contract::refusals!(
     }
 );
 
-floodgate_contract::refusals!(
+floodgate_platform::refusals!(
     /// What every ops route refuses with.
     OpsRefusals {
         401 => "The ops token is missing or not one of FLOODGATE_OPS_TOKEN's.",
@@ -273,7 +273,7 @@ floodgate_contract::refusals!(
     }
 );
 
-floodgate_contract::refusals!(
+floodgate_platform::refusals!(
     /// What `GET /admin/v1/sales/{sale}/audit` refuses with.
     AuditRefusals {
         400 => "limit is not a whole number from 1 to 100.",
@@ -283,7 +283,7 @@ floodgate_contract::refusals!(
     }
 );
 
-floodgate_contract::refusals!(
+floodgate_platform::refusals!(
     /// What `PATCH /admin/v1/sales/{sale}` refuses with.
     UpdateRefusals {
         400 => "The body is not JSON.",

@@ -3,8 +3,8 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use floodgate_contract::api::booking::Health;
-use floodgate_contract::readiness::{self, Check, Readiness, CHECK_TIMEOUT};
+use floodgate_platform::readiness::{self, Check, Readiness, CHECK_TIMEOUT};
+use floodgate_protocol::api::booking::Health;
 
 use crate::AppState;
 

@@ -19,8 +19,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use floodgate_contract::kafka::{KafkaArgs, RenewableProducer, Role};
-use floodgate_contract::keys::pool_partition_key;
+use floodgate_platform::kafka::{KafkaArgs, RenewableProducer, Role};
+use floodgate_platform::keys::pool_partition_key;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{FutureRecord, Producer};
 use rdkafka::util::Timeout;
@@ -83,8 +83,8 @@ impl Publisher {
     pub async fn publish(&self, sale: &str, pool: &str, event: &str) -> Result<(), PublishError> {
         let key = pool_partition_key(sale, pool);
         let mut record = FutureRecord::to(&self.topic).key(&key).payload(event);
-        // The request's trace goes on with the event, to the consumer's write (contract::trace).
-        if let Some(headers) = floodgate_contract::trace::kafka_headers() {
+        // The request's trace goes on with the event, to the consumer's write (platform::trace).
+        if let Some(headers) = floodgate_platform::trace::kafka_headers() {
             record = record.headers(headers);
         }
         let started = Instant::now();
@@ -177,7 +177,7 @@ impl Publisher {
                 self.producer.renew(generation);
                 renewed = Instant::now();
             }
-            let payload = format!(r#"{{"probe_at_ms":{}}}"#, floodgate_contract::now_millis());
+            let payload = format!(r#"{{"probe_at_ms":{}}}"#, floodgate_protocol::now_millis());
             let record = FutureRecord::to(&self.probe_topic)
                 .key("probe")
                 .payload(payload.as_str());

@@ -4,7 +4,7 @@
 //!
 //! 1. The Kafka tail: every event published before the rebuild must be in PostgreSQL, so the
 //!    command waits until the consumer group has applied past the topic's end as it was at the
-//!    start (the group's offsets in PostgreSQL, `floodgate_contract::progress`). (The lost pool is refused meanwhile, so it adds no events of its own.)
+//!    start (the group's offsets in PostgreSQL, `floodgate_platform::progress`). (The lost pool is refused meanwhile, so it adds no events of its own.)
 //! 2. From PostgreSQL: seats sold are the `CONFIRMED` rows; every `PENDING_PAYMENT` row is a hold
 //!    again, until its original expiry (the reaper then expires it as usual, and the consumer
 //!    records it). Every reservation's record (with its buyer) and its token's pointer are
@@ -21,11 +21,11 @@
 
 use std::time::Duration;
 
-use floodgate_contract::kafka::{KafkaArgs, Role};
-use floodgate_contract::keys::Keys;
-use floodgate_contract::progress;
-use floodgate_contract::reservation::ReservationState;
-use floodgate_contract::runtime::RedisConn;
+use floodgate_platform::kafka::{KafkaArgs, Role};
+use floodgate_platform::keys::Keys;
+use floodgate_platform::progress;
+use floodgate_platform::runtime::RedisConn;
+use floodgate_protocol::reservation::ReservationState;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
 use sqlx::PgPool;

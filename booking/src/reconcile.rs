@@ -11,8 +11,8 @@
 
 use std::fmt::Write as _;
 
-use floodgate_contract::keys::Keys;
-use floodgate_contract::runtime::RedisConn;
+use floodgate_platform::keys::Keys;
+use floodgate_platform::runtime::RedisConn;
 use sqlx::PgPool;
 
 use crate::gatekeeper::repair::{read_pool, repair_pool};

@@ -21,7 +21,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use floodgate_contract::reservation::ReservationState;
+use floodgate_protocol::reservation::ReservationState;
 
 use crate::gatekeeper::{Abort, Ack, Gatekeeper, Hold, ReserveError, ReserveRequest};
 use crate::publish::{PublishError, Publisher};
@@ -70,7 +70,7 @@ pub enum NotReserved {
 /// Reserves, makes the hold durable, and returns it only if it may be answered 201.
 ///
 /// On a Redis with replicas, nothing leaves Redis before it is on them (see
-/// [`floodgate_contract::replicas`]): the claim and the hold are replicated before the event is
+/// [`floodgate_platform::replicas`]): the claim and the hold are replicated before the event is
 /// published (a primary lost a moment later cannot leave Kafka with a hold Redis forgot), and
 /// the durable mark before the 201 (a mark lost in a failover would let a retry abort a hold
 /// already promised).

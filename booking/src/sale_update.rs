@@ -1,7 +1,7 @@
 //! The body of `PATCH /admin/v1/sales/{sale}`, read field by field so each mistake is named.
 
-use floodgate_contract::api::code;
-use floodgate_contract::settings::ChallengeRule;
+use floodgate_protocol::api::code;
+use floodgate_protocol::settings::ChallengeRule;
 use serde_json::Value;
 
 use crate::error::ApiError;
@@ -33,7 +33,7 @@ pub struct SaleUpdate {
 impl SaleUpdate {
     /// Reads the body field by field, so each mistake gets its field's code (`invalid_rate`,
     /// `invalid_cap`) and a sentence for people rather than the JSON parser's wording. Every value
-    /// is checked against the bounds the controller relies on ([`floodgate_contract::settings`]).
+    /// is checked against the bounds the controller relies on ([`floodgate_protocol::settings`]).
     pub fn parse(body: &[u8]) -> Result<Self, ApiError> {
         let value: Value = serde_json::from_slice(body).map_err(|_| {
             ApiError::BadRequest(
@@ -55,7 +55,7 @@ impl SaleUpdate {
                     let rate = value
                         .as_f64()
                         .ok_or_else(|| String::from("admission_rate must be a number"))
-                        .and_then(floodgate_contract::settings::check_admission_rate)
+                        .and_then(floodgate_protocol::settings::check_admission_rate)
                         .map_err(|m| ApiError::Unprocessable(code::INVALID_RATE, m))?;
                     update.admission_rate = Some(rate);
                 }
@@ -63,7 +63,7 @@ impl SaleUpdate {
                     let cap = value
                         .as_u64()
                         .ok_or_else(|| String::from("active_cap must be a whole number"))
-                        .and_then(floodgate_contract::settings::check_active_cap)
+                        .and_then(floodgate_protocol::settings::check_active_cap)
                         .map_err(|m| ApiError::Unprocessable(code::INVALID_CAP, m))?;
                     update.active_cap = Some(u32::try_from(cap).map_err(|_| {
                         ApiError::Unprocessable(code::INVALID_CAP, "active_cap is too large".into())
@@ -81,7 +81,7 @@ impl SaleUpdate {
                     let bits = value
                         .as_i64()
                         .ok_or_else(|| String::from("pow_difficulty must be a whole number of bits"))
-                        .and_then(floodgate_contract::challenge::check_difficulty)
+                        .and_then(floodgate_protocol::challenge::check_difficulty)
                         .map_err(|m| ApiError::Unprocessable(code::INVALID_DIFFICULTY, m))?;
                     update.pow_difficulty = Some(bits);
                 }

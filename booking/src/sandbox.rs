@@ -82,7 +82,7 @@ pub struct SandboxConfig {
 impl SandboxConfig {
     /// Refuses empty or short secrets, as the booking service does.
     pub fn validate(&self) -> Result<(), String> {
-        use floodgate_contract::secrets::check_secret;
+        use floodgate_platform::secrets::check_secret;
         check_secret("FLOODGATE_SANDBOX_WEBHOOK_SECRET", &self.webhook_secret)?;
         check_secret("FLOODGATE_SANDBOX_API_KEY", &self.api_key)
     }
@@ -151,7 +151,7 @@ impl Sandbox {
             for _ in 0..deliveries.max(1) {
                 let mut backoff = Duration::from_millis(100);
                 for _attempt in 0..12 {
-                    let now = floodgate_contract::now_millis() / 1000;
+                    let now = floodgate_protocol::now_millis() / 1000;
                     let signature = sign(
                         sandbox.config.webhook_secret.expose_secret().as_bytes(),
                         now,
@@ -196,8 +196,8 @@ fn error(status: StatusCode, code: &str, message: &str) -> Response {
 fn unauthorized(sandbox: &Sandbox, headers: &HeaderMap) -> Option<Response> {
     let presented = crate::auth::bearer(headers).unwrap_or_default();
     let expected = sandbox.config.api_key.expose_secret().as_bytes();
-    let genuine = !presented.is_empty()
-        && floodgate_contract::secrets::same_secret(presented.as_bytes(), expected);
+    let genuine =
+        !presented.is_empty() && floodgate_protocol::same_secret(presented.as_bytes(), expected);
     (!genuine).then(|| {
         error(
             StatusCode::UNAUTHORIZED,
@@ -319,7 +319,7 @@ async fn checkout(
             "payment.failed"
         }
         .into(),
-        created: floodgate_contract::now_millis() / 1000,
+        created: floodgate_protocol::now_millis() / 1000,
         data: payment.object.clone(),
     };
     let status = payment.status.clone();
@@ -380,7 +380,7 @@ async fn create_refund(
             "refund.succeeded"
         }
         .into(),
-        created: floodgate_contract::now_millis() / 1000,
+        created: floodgate_protocol::now_millis() / 1000,
         data: payment.object.clone(),
     };
     drop(payment);

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use floodgate_contract::kafka::{KafkaArgs, Role};
+use floodgate_platform::kafka::{KafkaArgs, Role};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::types::RDKafkaErrorCode;

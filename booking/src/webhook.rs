@@ -11,9 +11,9 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::Json;
-use floodgate_contract::api::booking::WebhookAnswer;
-use floodgate_contract::api::code;
-use floodgate_contract::ids::{check_sale_id, reservation_pool};
+use floodgate_protocol::api::booking::WebhookAnswer;
+use floodgate_protocol::api::code;
+use floodgate_protocol::ids::{check_sale_id, reservation_pool};
 use secrecy::ExposeSecret;
 
 use crate::error::ApiError;
@@ -43,7 +43,7 @@ pub async fn receive_webhook(
         ApiError::PayloadTooLarge(code::BODY_TOO_LARGE, "the webhook body is too large".into())
     })?;
     let signature = headers.get(SIGNATURE_HEADER).and_then(|v| v.to_str().ok());
-    let now_secs = floodgate_contract::now_millis() / 1000;
+    let now_secs = floodgate_protocol::now_millis() / 1000;
     verify(
         state.webhook_secret.expose_secret().as_bytes(),
         signature,

@@ -16,8 +16,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use floodgate_contract::events::Envelope;
-use floodgate_contract::now_millis;
+use floodgate_protocol::events::Envelope;
+use floodgate_protocol::now_millis;
 use tokio_util::sync::CancellationToken;
 
 use crate::gatekeeper::{Gatekeeper, OutboxEntry, Sequence};
@@ -39,7 +39,7 @@ pub enum WorkerError {
     #[error("broker: {0}")]
     Broker(#[from] PublishError),
     #[error(transparent)]
-    NotReplicated(#[from] floodgate_contract::replicas::NotReplicated),
+    NotReplicated(#[from] floodgate_platform::replicas::NotReplicated),
     #[error("postgres: {0}")]
     Db(#[from] sqlx::Error),
 }

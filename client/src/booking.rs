@@ -3,11 +3,11 @@
 
 use std::fmt::Display;
 
-use floodgate_contract::api::booking::{
+use floodgate_protocol::api::booking::{
     BuyerReservations, PaymentStarted, ReservationCreated, ReservationView,
 };
-use floodgate_contract::api::ErrorBody;
-use floodgate_contract::identity::IDENTITY_HEADER;
+use floodgate_protocol::api::ErrorBody;
+use floodgate_protocol::identity::IDENTITY_HEADER;
 use reqwest::{RequestBuilder, StatusCode};
 use serde::de::DeserializeOwned;
 

@@ -1,7 +1,7 @@
 //! The close codes a gateway ends a session with (docs/asyncapi.yaml `x-close-codes`), as an
 //! enum a client can match on, each with what the protocol tells a client to do next.
 
-use floodgate_contract::ws::close;
+use floodgate_protocol::ws::close;
 
 /// A WebSocket close code from a gateway.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -5,7 +5,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use floodgate_contract::resume::RESUME_HEADER;
+use floodgate_protocol::resume::RESUME_HEADER;
 use tokio::net::TcpSocket;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_tungstenite::tungstenite::http::HeaderName;

@@ -4,9 +4,9 @@
 
 use std::fmt::Display;
 
-use floodgate_contract::api::room::SaleSummary;
-use floodgate_contract::challenge::{ProofOfWork, Puzzle};
-use floodgate_contract::settings::{ChallengeRule, Door};
+use floodgate_protocol::api::room::SaleSummary;
+use floodgate_protocol::challenge::{ProofOfWork, Puzzle};
+use floodgate_protocol::settings::{ChallengeRule, Door};
 
 /// The sale's door, from its public figures on `gateway` (`host:port`).
 pub async fn door(

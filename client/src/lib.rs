@@ -1,7 +1,7 @@
 //! Floodgate's client, behaving as docs/protocol.md tells a client to: it joins the waiting
 //! room, keeps its place across dropped connections and drains with the resume token and the
 //! prescribed back-off, obeys the close codes, and talks to the booking API with the public
-//! types (`floodgate_contract::api`). The load generator's people and the tests are this
+//! types (`floodgate_protocol::api`). The load generator's people and the tests are this
 //! client; the browser page is its JavaScript twin.
 //!
 //! # Layout
@@ -25,7 +25,7 @@ pub use booking::{BookingClient, Failure};
 pub use close::{CloseCode, Then};
 
 use base64::Engine as _;
-use floodgate_contract::token::AdmissionClaims;
+use floodgate_protocol::token::AdmissionClaims;
 
 /// An admission token's claims, read without checking its signature (the booking API checks
 /// it): what a client needs to know of its own admission (the seats it may take, when it ends).

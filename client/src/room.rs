@@ -5,9 +5,9 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use floodgate_contract::api::ErrorBody;
-use floodgate_contract::identity::IDENTITY_HEADER;
-use floodgate_contract::ws::ServerMessage;
+use floodgate_protocol::api::ErrorBody;
+use floodgate_protocol::identity::IDENTITY_HEADER;
+use floodgate_protocol::ws::ServerMessage;
 use futures::StreamExt;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 

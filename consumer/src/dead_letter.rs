@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use floodgate_contract::kafka::{KafkaArgs, RenewableProducer, Role};
+use floodgate_platform::kafka::{KafkaArgs, RenewableProducer, Role};
 use rdkafka::message::{Header, Message, OwnedHeaders, OwnedMessage};
 use rdkafka::producer::FutureRecord;
 

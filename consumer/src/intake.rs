@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use floodgate_contract::kafka::Role;
+use floodgate_platform::kafka::Role;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
@@ -20,7 +20,7 @@ use crate::{Config, RETRY_DELAY};
 pub fn connect(config: &Config) -> anyhow::Result<StreamConsumer> {
     // group.id is required by the client even unsubscribed; nothing is ever committed under it.
     // The rest (no auto commit, Nagle off, earliest on a lapsed offset) are the consumer
-    // defaults of floodgate_contract::kafka.
+    // defaults of floodgate_platform::kafka.
     config
         .kafka
         .client(Role::Consumer, &[("group.id", config.group.clone())])?

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use floodgate_contract::kafka::{KafkaArgs, Role};
+use floodgate_platform::kafka::{KafkaArgs, Role};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
@@ -28,7 +28,7 @@ pub async fn report_lag(kafka: KafkaArgs, db: PgPool, group: String, shutdown: C
             _ = tokio::time::sleep(if first { Duration::ZERO } else { LAG_INTERVAL }) => {}
         }
         first = false;
-        let stored = match floodgate_contract::progress::stored_offsets(&db, &group, &topic).await {
+        let stored = match floodgate_platform::progress::stored_offsets(&db, &group, &topic).await {
             Ok(stored) => stored,
             Err(e) => {
                 tracing::debug!(error = %e, "lag not available");

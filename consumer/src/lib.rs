@@ -32,7 +32,7 @@ pub mod supervise;
 
 use std::time::Duration;
 
-use floodgate_contract::runtime::KafkaArgs;
+use floodgate_platform::runtime::KafkaArgs;
 use rdkafka::message::{Message, OwnedMessage};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
@@ -101,7 +101,7 @@ pub(crate) const RETRY_DELAY: Duration = Duration::from_millis(500);
 
 /// Consumes until `shutdown` is cancelled, then gives this member's partitions back.
 pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> anyhow::Result<()> {
-    floodgate_contract::runtime::metrics();
+    floodgate_platform::runtime::metrics();
     // Served from the start, at zero, so the alert over it has a series before the first one.
     metrics::counter!("floodgate_consumer_poison_total").increment(0);
     // The same for the worker's restarts (the binary sets the count, supervise.rs).
@@ -189,7 +189,7 @@ async fn take_round(
     Ok(())
 }
 
-/// One span per event that carries a trace (contract::trace), open while its batch is written
+/// One span per event that carries a trace (platform::trace), open while its batch is written
 /// (the caller drops them after): the reservation's trace ends with the row in PostgreSQL.
 fn write_spans(batch: &[OwnedMessage]) -> Vec<tracing::Span> {
     batch
@@ -201,7 +201,7 @@ fn write_spans(batch: &[OwnedMessage]) -> Vec<tracing::Span> {
                 partition = m.partition(),
                 offset = m.offset()
             );
-            floodgate_contract::trace::from_kafka(&span, m.headers());
+            floodgate_platform::trace::from_kafka(&span, m.headers());
             span
         })
         .collect()

@@ -2,7 +2,7 @@
 
 use anyhow::Context as _;
 use floodgate_consumer::{supervise, Config};
-use floodgate_contract::runtime::{self, migrator, DatabaseArgs};
+use floodgate_platform::runtime::{self, migrator, DatabaseArgs};
 
 #[derive(clap::Parser)]
 #[command(name = "floodgate-consumer", version, about)]
@@ -27,7 +27,7 @@ struct Cli {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // Secret settings (the Kafka SASL password) may come from files (`<VAR>_FILE`).
-    let cli: Cli = floodgate_contract::secret_files::parse_with_secret_files();
+    let cli: Cli = floodgate_platform::secret_files::parse_with_secret_files();
     runtime::install_tls_provider();
     // Kept until main returns: its drop exports the last spans.
     let _exporting =
@@ -50,10 +50,10 @@ async fn main() -> anyhow::Result<()> {
     runtime::metrics();
     metrics::gauge!("floodgate_consumer_worker_restarts").set(restarts as f64);
     let admin = floodgate_consumer::probes::admin_router(&cli.config, db.clone())?;
-    tokio::spawn(floodgate_contract::listener::serve(
+    tokio::spawn(floodgate_platform::listener::serve(
         metrics_listener,
         admin,
-        floodgate_contract::listener::Limits::internal(),
+        floodgate_platform::listener::Limits::internal(),
         std::future::pending(),
     ));
     floodgate_consumer::run(&cli.config, db, runtime::shutdown_on_signal()).await

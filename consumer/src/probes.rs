@@ -8,9 +8,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
-use floodgate_contract::api::booking::Health;
-use floodgate_contract::kafka::Role;
-use floodgate_contract::readiness::{self, Check, Readiness, CHECK_TIMEOUT};
+use floodgate_platform::kafka::Role;
+use floodgate_platform::readiness::{self, Check, Readiness, CHECK_TIMEOUT};
+use floodgate_protocol::api::booking::Health;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use sqlx::PgPool;
 
@@ -35,12 +35,12 @@ pub fn admin_router(config: &Config, db: PgPool) -> anyhow::Result<Router> {
     let router = Router::new()
         .route(
             "/metrics",
-            get(|| async { floodgate_contract::telemetry::render() }),
+            get(|| async { floodgate_platform::telemetry::render() }),
         )
         .route("/healthz", get(|| async { Json(Health::ok()) }))
         .route("/readyz", get(ready))
         .with_state(probes);
-    Ok(floodgate_contract::telemetry::instrument(
+    Ok(floodgate_platform::telemetry::instrument(
         router,
         "consumer_admin",
     ))

@@ -21,8 +21,8 @@
 
 use std::collections::HashMap;
 
-use floodgate_contract::events::{Envelope, Event, SCHEMA_VERSION};
-use floodgate_contract::reservation::ReservationState;
+use floodgate_protocol::events::{Envelope, Event, SCHEMA_VERSION};
+use floodgate_protocol::reservation::ReservationState;
 use sqlx::PgPool;
 use time::OffsetDateTime;
 

@@ -12,7 +12,7 @@ use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::Response;
 
-use floodgate_contract::api::code;
+use floodgate_protocol::api::code;
 
 use crate::cache::{respond, Asset};
 use crate::error::ApiError;
@@ -245,7 +245,7 @@ fn check_origin(setting: &str, origin: &str) -> std::io::Result<String> {
 fn check_issuer(url: &str) -> std::io::Result<String> {
     let url = url.trim();
     let loopback_http = url.starts_with("http://")
-        && reqwest::Url::parse(url).is_ok_and(|u| floodgate_contract::identity::on_loopback(&u));
+        && reqwest::Url::parse(url).is_ok_and(|u| floodgate_platform::identity::on_loopback(&u));
     let valid = (url.starts_with("https://") || loopback_http)
         && url.bytes().all(|b| {
             b.is_ascii_alphanumeric()

@@ -11,7 +11,7 @@ use axum::extract::{ConnectInfo, OriginalUri, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use floodgate_contract::api::code;
+use floodgate_protocol::api::code;
 
 use crate::error::ApiError;
 use crate::AppState;
@@ -21,7 +21,7 @@ const FORWARDED_REQUEST: [HeaderName; 4] = [
     header::AUTHORIZATION,
     header::CONTENT_TYPE,
     HeaderName::from_static("idempotency-key"),
-    HeaderName::from_static(floodgate_contract::identity::IDENTITY_HEADER),
+    HeaderName::from_static(floodgate_protocol::identity::IDENTITY_HEADER),
 ];
 /// Response headers the page reads.
 const FORWARDED_RESPONSE: [HeaderName; 3] = [

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
-use floodgate_contract::api::code;
+use floodgate_protocol::api::code;
 
 use crate::error::ApiError;
 

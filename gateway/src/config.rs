@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
-use floodgate_contract::identity::IdentityArgs;
-use floodgate_contract::listener::ListenerArgs;
-use floodgate_contract::runtime::RedisArgs;
+use floodgate_platform::identity::IdentityArgs;
+use floodgate_platform::listener::ListenerArgs;
+use floodgate_platform::runtime::RedisArgs;
 use secrecy::SecretString;
 
 #[derive(Clone, Debug, clap::Args)]
@@ -28,7 +28,7 @@ pub struct Config {
     pub redis: RedisArgs,
     #[command(flatten)]
     pub identity: IdentityArgs,
-    /// The public listener's timeouts and connection cap (contract::listener).
+    /// The public listener's timeouts and connection cap (platform::listener).
     #[command(flatten)]
     pub listener: ListenerArgs,
     /// Key id of the signing key, written into every admission token's header.
@@ -176,7 +176,7 @@ impl Config {
             "FLOODGATE_IPV6_PREFIX must be from 32 to 128"
         );
         anyhow::ensure!(
-            floodgate_contract::challenge::DIFFICULTY.contains(&self.pow_ceiling),
+            floodgate_protocol::challenge::DIFFICULTY.contains(&self.pow_ceiling),
             "FLOODGATE_POW_CEILING must be from 1 to 32 bits"
         );
         anyhow::ensure!(

@@ -7,16 +7,16 @@ use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use floodgate_contract::api::code;
-use floodgate_contract::challenge::{
+use floodgate_protocol::api::code;
+use floodgate_protocol::challenge::{
     AutoDifficulty, ChallengeError, ChallengeOffer, ChallengeVerifier,
 };
-use floodgate_contract::identity::{
+use floodgate_protocol::identity::{
     BuyerId, IdentityError, IDENTITY_HEADER, IDENTITY_SUBPROTOCOL_PREFIX,
 };
-use floodgate_contract::ids::check_sale_id;
-use floodgate_contract::now_millis;
-use floodgate_contract::settings::{ChallengeRule, Door, IdentityRule};
+use floodgate_protocol::ids::check_sale_id;
+use floodgate_protocol::now_millis;
+use floodgate_protocol::settings::{ChallengeRule, Door, IdentityRule};
 
 use crate::error::ApiError;
 use crate::session::Context;
@@ -136,9 +136,9 @@ fn verifier(state: &AppState, rule: ChallengeRule) -> Option<&dyn ChallengeVerif
 
 /// `GET /v1/sales/{sale}/challenge`: a fresh puzzle for a sale that asks for a proof of work, or
 /// `{"kind": "none"}`. Never cached: each puzzle is answered once.
-#[utoipa::path(get, path = "/v1/sales/{sale}/challenge", tag = "waiting room", params(floodgate_contract::openapi::SalePath),
+#[utoipa::path(get, path = "/v1/sales/{sale}/challenge", tag = "waiting room", params(floodgate_platform::openapi::SalePath),
     responses(
-        (status = 200, description = "A fresh puzzle, or `{\"kind\": \"none\"}`; never cached.", body = floodgate_contract::challenge::ChallengeOffer),
+        (status = 200, description = "A fresh puzzle, or `{\"kind\": \"none\"}`; never cached.", body = floodgate_protocol::challenge::ChallengeOffer),
         crate::openapi::SaleRefusals,
     ))]
 pub async fn challenge(

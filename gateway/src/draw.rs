@@ -1,6 +1,6 @@
 //! The lottery's public record: `GET /v1/sales/{sale}/draw`, its nonces, its batches of joins
 //! and one ticket's proof. Everything a verifier needs to recompute every pre-queue place
-//! (docs/protocol.md, "Checking the draw"); the bodies are `floodgate_contract::api::room`'s.
+//! (docs/protocol.md, "Checking the draw"); the bodies are `floodgate_protocol::api::room`'s.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -11,12 +11,12 @@ use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use floodgate_contract::api::code;
-use floodgate_contract::api::room::{
+use floodgate_protocol::api::code;
+use floodgate_protocol::api::room::{
     BatchPage, BatchRef, DrawProof, DrawRecord, NoncePage, PrequeueBatch,
 };
-use floodgate_contract::ids::check_sale_id;
-use floodgate_contract::lottery::{self, draw_seed};
+use floodgate_protocol::ids::check_sale_id;
+use floodgate_protocol::lottery::{self, draw_seed};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
@@ -101,7 +101,7 @@ fn damaged() -> ApiError {
 
 /// `GET /v1/sales/{sale}/draw`: the commitment while the pre-queue is open; once it has closed,
 /// the revealed secret seed, the pre-queue's size and digest, and the draw seed.
-#[utoipa::path(get, path = "/v1/sales/{sale}/draw", tag = "draw", params(floodgate_contract::openapi::SalePath),
+#[utoipa::path(get, path = "/v1/sales/{sale}/draw", tag = "draw", params(floodgate_platform::openapi::SalePath),
     responses(
         (status = 200, description = "The commitment while the pre-queue is open; once closed, the revealed seed and everything to recompute the draw (then cached for a year).", body = DrawRecord),
         crate::openapi::SaleRefusals,
@@ -173,7 +173,7 @@ impl Page {
 /// `from..from+count`, in ticket order (the input of the pre-queue's hash chain).
 #[utoipa::path(get, path = "/v1/sales/{sale}/draw/nonces", tag = "draw",
     params(
-        floodgate_contract::openapi::SalePath,
+        floodgate_platform::openapi::SalePath,
         ("from" = Option<u64>, Query, minimum = 1, description = "The first ticket (default 1)."),
         ("count" = Option<u64>, Query, minimum = 1, maximum = 10000, description = "How many (default and most: 10,000)."),
     ),
@@ -222,7 +222,7 @@ pub async fn nonces(
 /// the chain after it, and its nonces: everything a verifier recomputes the digest from.
 #[utoipa::path(get, path = "/v1/sales/{sale}/draw/batches", tag = "draw",
     params(
-        floodgate_contract::openapi::SalePath,
+        floodgate_platform::openapi::SalePath,
         ("from" = Option<u64>, Query, minimum = 1, description = "The first batch (default 1)."),
         ("count" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "How many (default and most: 1,000)."),
     ),
@@ -314,7 +314,7 @@ pub struct ProofQuery {
 /// the draw counted its nonce: the nonce, its batch (first ticket, size, root), its RFC 6962
 /// audit path in the batch's tree, and the chain before and after the batch.
 #[utoipa::path(get, path = "/v1/sales/{sale}/draw/proof", tag = "draw",
-    params(floodgate_contract::openapi::SalePath, ("ticket" = u64, Query, minimum = 1, description = "The ticket to prove.")),
+    params(floodgate_platform::openapi::SalePath, ("ticket" = u64, Query, minimum = 1, description = "The ticket to prove.")),
     responses((status = 200, description = "What the ticket needs to check, on its own, that the draw counted its nonce.", body = DrawProof), crate::openapi::ProofRefusals))]
 pub async fn proof(
     State(state): State<AppState>,

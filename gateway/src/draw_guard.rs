@@ -18,7 +18,7 @@ use std::sync::Mutex;
 
 use axum::body::Bytes;
 use axum::http::HeaderMap;
-use floodgate_contract::api::code;
+use floodgate_protocol::api::code;
 use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use crate::error::ApiError;

@@ -3,7 +3,7 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use floodgate_contract::api::{code, ErrorBody, UNKNOWN_SALE_MESSAGE};
+use floodgate_protocol::api::{code, ErrorBody, UNKNOWN_SALE_MESSAGE};
 
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum ApiError {

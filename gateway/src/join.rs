@@ -10,11 +10,11 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::{ConnectInfo, Query, State, WebSocketUpgrade};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use floodgate_contract::api::code;
-use floodgate_contract::identity::BuyerId;
-use floodgate_contract::ids::check_sale_id;
-use floodgate_contract::resume::{self, ResumeError};
-use floodgate_contract::ws::{MAX_CLIENT_MESSAGE, SUBPROTOCOL};
+use floodgate_protocol::api::code;
+use floodgate_protocol::identity::BuyerId;
+use floodgate_protocol::ids::check_sale_id;
+use floodgate_protocol::resume::{self, ResumeError};
+use floodgate_protocol::ws::{MAX_CLIENT_MESSAGE, SUBPROTOCOL};
 use serde::Deserialize;
 use tracing::Instrument as _;
 
@@ -175,10 +175,10 @@ impl JoinRequest {
         })?;
         check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
         if let Some(nonce) = &nonce {
-            floodgate_contract::lottery::check_nonce(nonce)
+            floodgate_protocol::lottery::check_nonce(nonce)
                 .map_err(|m| ApiError::BadRequest(code::BAD_NONCE, m))?;
         }
-        let nonce = nonce.unwrap_or_else(floodgate_contract::lottery::random_nonce);
+        let nonce = nonce.unwrap_or_else(floodgate_protocol::lottery::random_nonce);
         if resume.is_some() {
             return Err(ApiError::BadRequest(
                 code::RESUME_IN_URL,

@@ -60,14 +60,14 @@ use anyhow::Context as _;
 use axum::routing::get;
 use axum::Router;
 use dashmap::DashMap;
-use floodgate_contract::api::code;
-use floodgate_contract::challenge::ProofOfWork;
-use floodgate_contract::identity::IdentityVerifier;
-use floodgate_contract::keys::Keys;
-use floodgate_contract::resume::ResumeKey;
-use floodgate_contract::runtime::RedisConn;
-use floodgate_contract::state::SaleStatus;
-use floodgate_contract::token::TokenSigner;
+use floodgate_platform::identity::IdentityVerifier;
+use floodgate_platform::keys::Keys;
+use floodgate_platform::runtime::RedisConn;
+use floodgate_platform::state::SaleStatus;
+use floodgate_protocol::api::code;
+use floodgate_protocol::challenge::ProofOfWork;
+use floodgate_protocol::resume::ResumeKey;
+use floodgate_protocol::token::TokenSigner;
 use secrecy::ExposeSecret;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -134,7 +134,7 @@ pub struct AppState {
 impl AppState {
     /// Validates `config` and connects to Redis.
     pub async fn connect(config: Config, shutdown: CancellationToken) -> anyhow::Result<Self> {
-        floodgate_contract::runtime::metrics();
+        floodgate_platform::runtime::metrics();
         let keys = config.redis.keys().map_err(anyhow::Error::msg)?;
         config.check()?;
         let signer = TokenSigner::from_base64(
@@ -142,7 +142,7 @@ impl AppState {
             config.token_signing_key.expose_secret(),
         )
         .context("FLOODGATE_TOKEN_SIGNING_KEY is not a base64url 32-byte seed")?;
-        let redis = floodgate_contract::runtime::connect_redis(&config.redis)
+        let redis = floodgate_platform::runtime::connect_redis(&config.redis)
             .await
             .context("connecting to Redis")?;
         // Unique per run even when the instance is named: a restarted gateway must not be taken
@@ -347,7 +347,7 @@ pub fn router(state: AppState) -> Router {
         })
         .layer(TraceLayer::new_for_http())
         .with_state(state);
-    floodgate_contract::telemetry::instrument(assets::with_page_headers(router, policy), "gateway")
+    floodgate_platform::telemetry::instrument(assets::with_page_headers(router, policy), "gateway")
 }
 
 /// The admin listener's routes: what operators and Prometheus read, never the public.
@@ -355,28 +355,28 @@ pub fn admin_router(state: AppState) -> Router {
     let router = Router::new()
         .route(
             "/metrics",
-            get(|| async { floodgate_contract::telemetry::render() }),
+            get(|| async { floodgate_platform::telemetry::render() }),
         )
         .route("/healthz", get(probes::health))
         .route("/readyz", get(probes::ready))
         .fallback(|| async { ApiError::NotFound(code::NOT_FOUND, "no such endpoint".into()) })
         .with_state(state);
-    floodgate_contract::telemetry::instrument(router, "gateway_admin")
+    floodgate_platform::telemetry::instrument(router, "gateway_admin")
 }
 
 /// Serves the admin listener until `shutdown`.
 pub async fn run_admin(listener: TcpListener, state: AppState) -> std::io::Result<()> {
     let shutdown = state.shutdown.clone();
-    floodgate_contract::listener::serve(
+    floodgate_platform::listener::serve(
         listener,
         admin_router(state),
-        floodgate_contract::listener::Limits::internal(),
+        floodgate_platform::listener::Limits::internal(),
         async move { shutdown.cancelled().await },
     )
     .await
 }
 
-pub use floodgate_contract::runtime::raise_open_files_limit;
+pub use floodgate_platform::runtime::raise_open_files_limit;
 
 /// The public listener's default connection cap for a budget of `sessions`: room for the HTTP
 /// requests and the refusals beside them, within the descriptors the session budget leaves.
@@ -430,7 +430,7 @@ pub async fn run(listener: TcpListener, state: AppState) -> std::io::Result<()> 
         .config
         .listener
         .limits(connection_cap(state.budget.max()));
-    floodgate_contract::listener::serve(listener, router(state), limits, async move {
+    floodgate_platform::listener::serve(listener, router(state), limits, async move {
         shutdown.cancelled().await
     })
     .await?;

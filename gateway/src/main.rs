@@ -2,9 +2,9 @@
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use floodgate_contract::runtime;
-use floodgate_contract::token::TokenSigner;
 use floodgate_gateway::{AppState, Config};
+use floodgate_platform::runtime;
+use floodgate_protocol::token::TokenSigner;
 
 #[derive(Parser)]
 #[command(name = "floodgate-gateway", version, about)]
@@ -31,7 +31,7 @@ enum Command {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // Secret settings may come from files (`<VAR>_FILE`), as container platforms mount them.
-    let cli: Cli = floodgate_contract::secret_files::parse_with_secret_files();
+    let cli: Cli = floodgate_platform::secret_files::parse_with_secret_files();
     runtime::install_tls_provider();
     // Kept until main returns: its drop exports the last spans.
     let _exporting =

@@ -52,10 +52,10 @@ pub fn trim_after_ramps(budget: Arc<Budget>, shutdown: CancellationToken) {
 
 /// Gives every whole free page of the allocator's back to the system; logs what it took.
 fn trim() {
-    let before = floodgate_contract::telemetry::resident_memory_bytes();
+    let before = floodgate_platform::telemetry::resident_memory_bytes();
     let started = Instant::now();
     release();
-    let after = floodgate_contract::telemetry::resident_memory_bytes();
+    let after = floodgate_platform::telemetry::resident_memory_bytes();
     metrics::counter!("floodgate_memory_trims_total").increment(1);
     tracing::debug!(
         took_ms = started.elapsed().as_secs_f64() * 1e3,
@@ -106,9 +106,9 @@ mod tests {
             .map(|(_, b)| std::mem::take(b))
             .collect();
         drop(blocks);
-        let before = floodgate_contract::telemetry::resident_memory_bytes().unwrap();
+        let before = floodgate_platform::telemetry::resident_memory_bytes().unwrap();
         release();
-        let after = floodgate_contract::telemetry::resident_memory_bytes().unwrap();
+        let after = floodgate_platform::telemetry::resident_memory_bytes().unwrap();
         assert!(
             after + 8 * 1024 * 1024 < before,
             "about 70 MiB freed, under 8 MiB given back: {before} to {after} bytes"

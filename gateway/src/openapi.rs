@@ -3,14 +3,14 @@
 //! route cannot be served undocumented. The WebSocket session behind `GET /ws` is described in
 //! docs/asyncapi.yaml; the booking paths the gateway forwards are in docs/openapi/booking.json.
 
-use floodgate_contract::refusals;
+use floodgate_platform::refusals;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::AppState;
 
-pub use floodgate_contract::openapi::serve_document;
+pub use floodgate_platform::openapi::serve_document;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -29,7 +29,7 @@ pub use floodgate_contract::openapi::serve_document;
         (name = "draw", description = "The pre-queue lottery's public record, to check it (docs/protocol.md 1.6)."),
         (name = "probes", description = "Liveness and readiness."),
     ),
-    components(schemas(floodgate_contract::api::ErrorBody))
+    components(schemas(floodgate_protocol::api::ErrorBody))
 )]
 struct GatewayApi;
 
@@ -51,10 +51,10 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// The documented routes and their document, as served and committed; a query parameter an
-/// operation does not take is refused (`floodgate_contract::openapi::strict_queries`).
+/// operation does not take is refused (`floodgate_platform::openapi::strict_queries`).
 pub fn documented() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
     let (routes, mut document) = routes().split_for_parts();
-    let routes = floodgate_contract::openapi::strict_queries(routes, &mut document);
+    let routes = floodgate_platform::openapi::strict_queries(routes, &mut document);
     (routes, document)
 }
 

@@ -76,7 +76,7 @@ impl DeadPlaces {
 }
 
 /// One admission batch, as advance.lua wrote it to the admits stream.
-pub use floodgate_contract::state::AdmitEntry as Batch;
+pub use floodgate_platform::state::AdmitEntry as Batch;
 
 /// The recent admission batches, in frontier order.
 #[derive(Debug, Default)]

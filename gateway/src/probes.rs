@@ -9,8 +9,8 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use floodgate_contract::api::booking::Health;
-use floodgate_contract::readiness::{self, Check, Readiness};
+use floodgate_platform::readiness::{self, Check, Readiness};
+use floodgate_protocol::api::booking::Health;
 use tokio_util::sync::CancellationToken;
 
 use crate::AppState;

@@ -6,7 +6,7 @@
 //! last write: the buyer's next tab would then take a new place at the back, and they would hold
 //! two. Their ticket itself lives on in the sale's slot, and this gateway knows it: the session
 //! still waiting on it. So each room lists its signed-in sessions ([`Waiting`]), and when the
-//! primary serving a slot changes (contract/src/primaries.rs: a replica promoted, or a primary
+//! primary serving a slot changes (platform/src/primaries.rs: a replica promoted, or a primary
 //! restarted), every listed session whose buyer's record lives in that slot writes its ticket
 //! into the record again (`restore`: only if the record names no ticket or an earlier one).
 //!
@@ -21,9 +21,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use floodgate_contract::identity::BuyerId;
-use floodgate_contract::primaries::{self, Layout, WATCH_INTERVAL};
-use floodgate_contract::replicas::key_slot;
+use floodgate_platform::primaries::{self, Layout, WATCH_INTERVAL};
+use floodgate_platform::replicas::key_slot;
+use floodgate_protocol::identity::BuyerId;
 
 use crate::scripts::buyers::{self, Restored};
 use crate::session::Context;

@@ -13,12 +13,12 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use dashmap::DashMap;
-use floodgate_contract::api::code;
-use floodgate_contract::api::room::{PoolSeats, SeatCounts};
-use floodgate_contract::ids::check_sale_id;
-use floodgate_contract::keys::Keys;
-use floodgate_contract::runtime::RedisConn;
-use floodgate_contract::state::SaleCounts;
+use floodgate_platform::keys::Keys;
+use floodgate_platform::runtime::RedisConn;
+use floodgate_platform::state::SaleCounts;
+use floodgate_protocol::api::code;
+use floodgate_protocol::api::room::{PoolSeats, SeatCounts};
+use floodgate_protocol::ids::check_sale_id;
 
 use crate::cache::{respond, Asset};
 use crate::error::ApiError;
@@ -100,7 +100,7 @@ async fn build(redis: &RedisConn, keys: &Keys, sale: &str) -> Result<Option<Snap
 }
 
 /// `GET /v1/sales/{sale}/seats`: rough live seat counts, for display.
-#[utoipa::path(get, path = "/v1/sales/{sale}/seats", tag = "waiting room", params(floodgate_contract::openapi::SalePath),
+#[utoipa::path(get, path = "/v1/sales/{sale}/seats", tag = "waiting room", params(floodgate_platform::openapi::SalePath),
     responses(
         (status = 200, description = "Counts at most a second old; compressed per Accept-Encoding, with an ETag.", body = SeatCounts),
         (status = 304, description = "Not modified since the ETag in If-None-Match."),
@@ -119,7 +119,7 @@ pub async fn seats(
 }
 
 /// `GET /v1/sales/{sale}/seats.json`: the same counts, under the name a CDN caches as a file.
-#[utoipa::path(get, path = "/v1/sales/{sale}/seats.json", tag = "waiting room", params(floodgate_contract::openapi::SalePath),
+#[utoipa::path(get, path = "/v1/sales/{sale}/seats.json", tag = "waiting room", params(floodgate_platform::openapi::SalePath),
     responses(
         (status = 200, description = "As `GET /v1/sales/{sale}/seats`.", body = SeatCounts),
         (status = 304, description = "Not modified since the ETag in If-None-Match."),

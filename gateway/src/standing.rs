@@ -11,10 +11,10 @@ use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use floodgate_contract::api::code;
-use floodgate_contract::api::room::{PlaceStanding, PlaceState};
-use floodgate_contract::ids::check_sale_id;
-use floodgate_contract::now_millis;
+use floodgate_protocol::api::code;
+use floodgate_protocol::api::room::{PlaceStanding, PlaceState};
+use floodgate_protocol::ids::check_sale_id;
+use floodgate_protocol::now_millis;
 
 use crate::error::ApiError;
 use crate::join::{resume_refusal, resume_token};
@@ -34,7 +34,7 @@ use crate::{door, AppState};
         resume token. Reading it keeps no place alive: only a session, or the grace after one, \
         does.",
     params(
-        floodgate_contract::openapi::SalePath,
+        floodgate_platform::openapi::SalePath,
         ("Floodgate-Resume" = String, Header, description = "The place's resume token (never in the URL)."),
         ("Floodgate-Identity" = Option<String>, Header, description = "The buyer's identity token, when the place is a signed-in buyer's."),
     ),

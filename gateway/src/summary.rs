@@ -2,15 +2,15 @@
 
 use axum::extract::{Path, State};
 use axum::Json;
-use floodgate_contract::api::room::SaleSummary;
-use floodgate_contract::ids::check_sale_id;
+use floodgate_protocol::api::room::SaleSummary;
+use floodgate_protocol::ids::check_sale_id;
 
 use crate::error::ApiError;
 use crate::room::read_view;
 use crate::AppState;
 
 /// `GET /v1/sales/{sale}`: the waiting room's public figures (opening, rate, queue, pools).
-#[utoipa::path(get, path = "/v1/sales/{sale}", tag = "waiting room", params(floodgate_contract::openapi::SalePath),
+#[utoipa::path(get, path = "/v1/sales/{sale}", tag = "waiting room", params(floodgate_platform::openapi::SalePath),
     responses((status = 200, description = "The sale's public figures.", body = SaleSummary), crate::openapi::SaleRefusals))]
 pub async fn sale_summary(
     State(state): State<AppState>,

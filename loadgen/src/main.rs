@@ -77,8 +77,8 @@ enum Command {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // Secret settings may come from files (`<VAR>_FILE`), as container platforms mount them.
-    let cli: Cli = floodgate_contract::secret_files::parse_with_secret_files();
-    floodgate_contract::runtime::install_tls_provider();
+    let cli: Cli = floodgate_platform::secret_files::parse_with_secret_files();
+    floodgate_platform::runtime::install_tls_provider();
     match cli.command {
         Command::Idle(args) => exit_on_failure(idle::run(args).await?),
         Command::Publish(args) => publish::publish(args).await,
@@ -102,7 +102,7 @@ fn loopback_only(addrs: impl IntoIterator<Item = IpAddr>) -> anyhow::Result<()> 
 
 /// Raises the open-files limit as far as allowed; refuses `sockets` beyond it (with a reserve).
 fn room_for(sockets: u64) -> anyhow::Result<()> {
-    let limit = floodgate_contract::runtime::raise_open_files_limit();
+    let limit = floodgate_platform::runtime::raise_open_files_limit();
     if sockets + 256 > limit {
         bail!("{sockets} sockets need more than the open-files limit ({limit}): run several processes");
     }

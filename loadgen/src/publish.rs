@@ -8,8 +8,8 @@
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use floodgate_contract::events::{Envelope, Event, ReservationData, SCHEMA_VERSION};
-use floodgate_contract::kafka::{KafkaArgs, Role};
+use floodgate_platform::kafka::{KafkaArgs, Role};
+use floodgate_protocol::events::{Envelope, Event, ReservationData, SCHEMA_VERSION};
 use futures::StreamExt;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
@@ -92,7 +92,7 @@ pub async fn publish(args: PublishArgs) -> anyhow::Result<()> {
 /// `reservations` reservations spread over `pools` pools, every other one paid: each event's
 /// message key and payload.
 fn events(reservations: u64, pools: u64) -> impl Iterator<Item = (String, Vec<u8>)> {
-    let now = floodgate_contract::now_millis();
+    let now = floodgate_protocol::now_millis();
     (0..reservations).flat_map(move |i| {
         let pool = format!("pool{}", i % pools.max(1));
         let data = ReservationData {
@@ -118,7 +118,7 @@ fn events(reservations: u64, pools: u64) -> impl Iterator<Item = (String, Vec<u8
                     seq: Some(i as i64 * 2 + 1 + i64::from(event.kind() != "SeatReserved")),
                     event,
                 };
-                let key = floodgate_contract::keys::pool_partition_key(SALE, &envelope.pool);
+                let key = floodgate_platform::keys::pool_partition_key(SALE, &envelope.pool);
                 (key, envelope.to_json())
             })
     })

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use floodgate_client::{BookingClient, Failure};
-use floodgate_contract::token::{AdmissionClaims, TokenSigner};
+use floodgate_protocol::token::{AdmissionClaims, TokenSigner};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -51,7 +51,7 @@ pub async fn run(args: ReserveArgs) -> anyhow::Result<bool> {
     crate::loopback_only([args.booking.ip()])?;
     let tokens = tokens(&args)?;
     let http = reqwest::Client::builder()
-        // Under the services' 10 s idle cut (contract::listener): no request races a close.
+        // Under the services' 10 s idle cut (platform::listener): no request races a close.
         .pool_idle_timeout(Duration::from_secs(5))
         .pool_max_idle_per_host(args.concurrency)
         .timeout(Duration::from_secs(30))
@@ -102,7 +102,7 @@ pub async fn run(args: ReserveArgs) -> anyhow::Result<bool> {
 fn tokens(args: &ReserveArgs) -> anyhow::Result<Vec<String>> {
     let signer = TokenSigner::from_base64(&args.token_key_id, &args.token_signing_key)
         .map_err(|e| anyhow::anyhow!("the token signing key: {e}"))?;
-    let now = floodgate_contract::now_millis();
+    let now = floodgate_protocol::now_millis();
     Ok((0..args.requests)
         .map(|i| {
             let ticket = args.first_ticket + i;

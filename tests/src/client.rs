@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use floodgate_client::room::{self, JoinError, Socket};
-use floodgate_contract::ws::ServerMessage;
+use floodgate_protocol::ws::ServerMessage;
 
 pub use floodgate_client::room::Heard;
 
@@ -170,7 +170,7 @@ impl RoomClient {
     /// whether the connection still carries messages both ways.
     pub async fn ping(&mut self, timeout: Duration) -> bool {
         use futures::SinkExt;
-        let ping = serde_json::to_string(&floodgate_contract::ws::ClientMessage::Ping).unwrap();
+        let ping = serde_json::to_string(&floodgate_protocol::ws::ClientMessage::Ping).unwrap();
         let sent = self
             .ws
             .send(tokio_tungstenite::tungstenite::Message::Text(ping.into()))

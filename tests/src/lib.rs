@@ -32,14 +32,14 @@ pub use floodgate_client::booking::{Answer, Failure};
 
 use floodgate_booking::catalog::{self, ClassDef, PoolDef, SaleFile, TrainDef};
 use floodgate_client::BookingClient;
-use floodgate_contract::api::booking::{PaymentStarted, ReservationCreated};
-use floodgate_contract::events::{Envelope, Event, ReservationData};
-use floodgate_contract::identity::IdentityArgs;
-use floodgate_contract::keys::Keys;
-use floodgate_contract::runtime::RedisConn;
-use floodgate_contract::runtime::{KafkaArgs, RedisArgs};
-use floodgate_contract::settings::Door;
-use floodgate_contract::token::TokenSigner;
+use floodgate_platform::identity::IdentityArgs;
+use floodgate_platform::keys::Keys;
+use floodgate_platform::runtime::RedisConn;
+use floodgate_platform::runtime::{KafkaArgs, RedisArgs};
+use floodgate_protocol::api::booking::{PaymentStarted, ReservationCreated};
+use floodgate_protocol::events::{Envelope, Event, ReservationData};
+use floodgate_protocol::settings::Door;
+use floodgate_protocol::token::TokenSigner;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -151,8 +151,8 @@ pub fn pass(
     ttl_ms: i64,
     buyer: Option<&str>,
 ) -> String {
-    let now = floodgate_contract::now_millis();
-    signer.sign(&floodgate_contract::token::AdmissionClaims {
+    let now = floodgate_protocol::now_millis();
+    signer.sign(&floodgate_protocol::token::AdmissionClaims {
         sale: sale.to_owned(),
         ticket,
         jti: uuid::Uuid::new_v4().simple().to_string(),
@@ -173,7 +173,7 @@ pub async fn ensure_topics(brokers: &str, topic: &str, partitions: i32) {
         replication_factor: 1,
         min_insync_replicas: None,
     };
-    let kafka = floodgate_contract::kafka::KafkaArgs::plaintext(brokers, topic);
+    let kafka = floodgate_platform::kafka::KafkaArgs::plaintext(brokers, topic);
     let (dlq, probe) = (format!("{topic}.dlq"), format!("{topic}.probe"));
     let states = ensure(&kafka, (&dlq, &probe), &settings)
         .await
@@ -296,7 +296,7 @@ fn identity_args(sandbox: &SocketAddr, buyer_id_key: Option<&str>) -> IdentityAr
         identity_jwks_url: Some(format!("http://{sandbox}/.well-known/jwks.json")),
         identity_jwks_file: None,
         identity_jwks_allow_http: false,
-        identity_algorithms: floodgate_contract::identity::DEFAULT_ALGORITHMS.into(),
+        identity_algorithms: floodgate_platform::identity::DEFAULT_ALGORITHMS.into(),
         identity_leeway_secs: 0,
         buyer_id: if buyer_id_key.is_some() {
             "hash"
@@ -354,8 +354,8 @@ impl TestApp {
     pub async fn spawn_with(db: PgPool, options: TestOptions) -> TestApp {
         // Logs go to the test's captured output (RUST_LOG=debug for more).
         // The tests export no spans (no OTEL_EXPORTER_OTLP_ENDPOINT): nothing to keep.
-        let _ = floodgate_contract::runtime::init_tracing(false, "floodgate-tests");
-        floodgate_contract::runtime::install_tls_provider();
+        let _ = floodgate_platform::runtime::init_tracing(false, "floodgate-tests");
+        floodgate_platform::runtime::install_tls_provider();
         let prefix = unique("t") + ":";
         let topic = unique("floodgate.test.");
         let brokers = options.kafka_brokers.clone().unwrap_or_else(kafka_brokers);
@@ -390,10 +390,10 @@ impl TestApp {
                 },
             });
         let sandbox_stop = shutdown.child_token();
-        tokio::spawn(floodgate_contract::listener::serve(
+        tokio::spawn(floodgate_platform::listener::serve(
             sandbox_listener,
             sandbox_app.router(),
-            floodgate_contract::listener::Limits::internal(),
+            floodgate_platform::listener::Limits::internal(),
             async move { sandbox_stop.cancelled().await },
         ));
 
@@ -514,7 +514,7 @@ impl TestApp {
         let consumer_group = unique("floodgate-test-");
         let app = TestApp {
             db,
-            redis: floodgate_contract::runtime::connect_redis(&redis_for(
+            redis: floodgate_platform::runtime::connect_redis(&redis_for(
                 options.redis_url.clone(),
             ))
             .await
@@ -532,7 +532,7 @@ impl TestApp {
             gateway_admin,
             booking,
             sandbox,
-            // Idle connections dropped under the services' 10 s idle cut (contract::listener).
+            // Idle connections dropped under the services' 10 s idle cut (platform::listener).
             http: reqwest::Client::builder()
                 .pool_idle_timeout(Duration::from_secs(5))
                 .build()
@@ -828,7 +828,7 @@ impl TestApp {
         &self,
         gateway: SocketAddr,
         sale: &str,
-    ) -> floodgate_contract::lottery::Draw {
+    ) -> floodgate_protocol::lottery::Draw {
         let body = self
             .get_json(&format!("http://{gateway}/v1/sales/{sale}/draw"))
             .await;
@@ -837,7 +837,7 @@ impl TestApp {
             .unwrap()
             .try_into()
             .unwrap();
-        floodgate_contract::lottery::Draw::new(seed, body["prequeue_size"].as_u64().unwrap())
+        floodgate_protocol::lottery::Draw::new(seed, body["prequeue_size"].as_u64().unwrap())
     }
 
     /// Bookings of `sale` in PostgreSQL with `status`.
@@ -1174,7 +1174,7 @@ pub async fn migrated_pool(url: &str) -> PgPool {
         .connect(url)
         .await
         .expect("test database reachable");
-    floodgate_contract::runtime::migrator()
+    floodgate_platform::runtime::migrator()
         .run(&db)
         .await
         .expect("migrations apply");
@@ -1212,7 +1212,7 @@ pub fn event(
     reservation: &str,
     make: fn(ReservationData) -> Event,
 ) -> Envelope {
-    let now = floodgate_contract::now_millis();
+    let now = floodgate_protocol::now_millis();
     let event = make(ReservationData {
         reservation_id: reservation.to_owned(),
         token_id: format!("tok-{reservation}"),
@@ -1224,7 +1224,7 @@ pub fn event(
         buyer: None,
     });
     Envelope {
-        v: floodgate_contract::events::SCHEMA_VERSION,
+        v: floodgate_protocol::events::SCHEMA_VERSION,
         id: format!("{reservation}.{}", event.kind()),
         at_ms: now,
         sale: sale.to_owned(),

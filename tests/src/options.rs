@@ -100,8 +100,8 @@ impl Default for TestOptions {
 }
 
 impl TestOptions {
-    pub(crate) fn listener(&self) -> floodgate_contract::listener::ListenerArgs {
-        floodgate_contract::listener::ListenerArgs {
+    pub(crate) fn listener(&self) -> floodgate_platform::listener::ListenerArgs {
+        floodgate_platform::listener::ListenerArgs {
             header_timeout_ms: self.header_timeout_ms,
             body_timeout_ms: self.body_timeout_ms,
             max_connections: self.max_connections,

@@ -83,7 +83,7 @@ impl Drop for TestCa {
 /// Makes sure the process has a rustls provider (the services install ring at start; a test
 /// that makes its own TLS config may run before any service).
 pub fn install_provider() {
-    floodgate_contract::runtime::install_tls_provider();
+    floodgate_platform::runtime::install_tls_provider();
 }
 
 /// Accepts TLS on its own port and forwards the plaintext to `target`: in front of the broker

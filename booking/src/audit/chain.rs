@@ -33,7 +33,7 @@ pub struct AuditKey(SecretString);
 impl AuditKey {
     /// `secret`, if it is a usable key (at least 32 characters, not a placeholder).
     pub fn new(secret: &SecretString) -> Result<Self, String> {
-        floodgate_contract::secrets::check_secret("FLOODGATE_AUDIT_KEY", secret)?;
+        floodgate_platform::secrets::check_secret("FLOODGATE_AUDIT_KEY", secret)?;
         Ok(Self(secret.clone()))
     }
 

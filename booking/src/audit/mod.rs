@@ -11,8 +11,8 @@ pub mod chain;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::Json;
-use floodgate_contract::api::code;
-use floodgate_contract::ids::check_sale_id;
+use floodgate_protocol::api::code;
+use floodgate_protocol::ids::check_sale_id;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 

@@ -1,7 +1,7 @@
 //! A sale file (TOML, see `deploy/sales/demo.toml`): what it declares and what it must say.
 
-use floodgate_contract::ids::{check_pool_id, check_sale_id};
-use floodgate_contract::settings::{self, ChallengeRule, Door, IdentityRule};
+use floodgate_protocol::ids::{check_pool_id, check_sale_id};
+use floodgate_protocol::settings::{self, ChallengeRule, Door, IdentityRule};
 use serde::Deserialize;
 use time::macros::format_description;
 use time::OffsetDateTime;
@@ -103,7 +103,7 @@ fn default_challenge() -> String {
 }
 
 fn default_difficulty() -> u8 {
-    floodgate_contract::challenge::DEFAULT_DIFFICULTY
+    floodgate_protocol::challenge::DEFAULT_DIFFICULTY
 }
 
 fn default_currency() -> String {
@@ -188,7 +188,7 @@ pub(super) fn door_from(
     Ok(Door {
         identity,
         challenge: ChallengeRule::parse(challenge).map_err(CatalogError::Invalid)?,
-        pow_difficulty: floodgate_contract::challenge::check_difficulty(pow_difficulty)
+        pow_difficulty: floodgate_protocol::challenge::check_difficulty(pow_difficulty)
             .map_err(CatalogError::Invalid)?,
         max_seats_per_buyer: max_seats_per_buyer
             .map(settings::check_seats_per_buyer)

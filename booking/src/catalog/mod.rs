@@ -10,9 +10,9 @@ mod file;
 use file::{door_from, parse_date};
 pub use file::{ClassDef, PoolDef, SaleFile, TrainDef};
 
-use floodgate_contract::keys::Keys;
-use floodgate_contract::runtime::RedisConn;
-use floodgate_contract::settings;
+use floodgate_platform::keys::Keys;
+use floodgate_platform::runtime::RedisConn;
+use floodgate_protocol::settings;
 use sqlx::PgPool;
 use time::OffsetDateTime;
 

@@ -2,11 +2,11 @@
 //! waiting room (`lua/arm_sale.lua`), then the sale's place in the list the relay and the
 //! reaper walk. Both scripts refuse once the sale has opened by Redis' clock (`lua/clock.lua`).
 
-use floodgate_contract::keys::{Keys, PoolKeys};
-use floodgate_contract::lua::clocked_script;
-use floodgate_contract::runtime::RedisConn;
-use floodgate_contract::settings::Door;
-use floodgate_contract::UnixMillis;
+use floodgate_platform::keys::{Keys, PoolKeys};
+use floodgate_platform::lua::clocked_script;
+use floodgate_platform::runtime::RedisConn;
+use floodgate_protocol::settings::Door;
+use floodgate_protocol::UnixMillis;
 use redis::RedisResult;
 
 /// One pool's settings, as armed.
@@ -99,7 +99,7 @@ pub async fn arm_sale(
 ) -> RedisResult<Armed> {
     let k = keys.sale(sale.sale);
     let secret: [u8; 32] = rand::random();
-    let commitment = floodgate_contract::lottery::commitment(&secret);
+    let commitment = floodgate_protocol::lottery::commitment(&secret);
     let reply: Vec<String> = clocked_script(include_str!("../../../lua/arm_sale.lua"))
         .key(k.meta())
         .key(k.seq())

@@ -9,8 +9,8 @@
 //! seat is. A hold aborted because its event could not be made durable keeps its seats counted:
 //! the client's retry with the same key reserves again under the same token, counted once.
 
-use floodgate_contract::identity::BuyerId;
-use floodgate_contract::keys::Keys;
+use floodgate_platform::keys::Keys;
+use floodgate_protocol::identity::BuyerId;
 
 use super::{Gatekeeper, ReserveError, ReserveRequest};
 

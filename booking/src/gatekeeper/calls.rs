@@ -4,9 +4,9 @@
 //! lines. The benchmark of "the same scripts a reservation runs" therefore cannot drift from what
 //! a reservation sends (it did once: for days it timed a script that failed at its first line).
 
-use floodgate_contract::keys::{Keys, PoolKeys, SaleKeys};
-use floodgate_contract::runtime::RedisConn;
-use floodgate_contract::token::AdmissionClaims;
+use floodgate_platform::keys::{Keys, PoolKeys, SaleKeys};
+use floodgate_platform::runtime::RedisConn;
+use floodgate_protocol::token::AdmissionClaims;
 use redis::{Script, ToRedisArgs};
 
 use super::scripts::{Scripts, ATTEMPT_LIFETIME_MS};
@@ -70,7 +70,7 @@ pub(super) fn pool_keys<C: Call>(
 fn claim_until(req: &ReserveRequest<'_>) -> i64 {
     req.claims
         .exp_ms
-        .saturating_add(floodgate_contract::settings::CLOCK_SKEW_MS)
+        .saturating_add(floodgate_protocol::settings::CLOCK_SKEW_MS)
 }
 
 /// `claim_token.lua`: binds the token to the request's key and fingerprint, and registers the
@@ -210,7 +210,7 @@ pub async fn load_bench_calls(
 ) -> redis::RedisResult<Vec<BenchCall>> {
     let gatekeeper = super::Gatekeeper::connect(redis, keys).await?;
     let keys = gatekeeper.keys();
-    let expires_at_ms = floodgate_contract::now_millis() + 3_600_000;
+    let expires_at_ms = floodgate_protocol::now_millis() + 3_600_000;
     Ok(bench_calls(
         gatekeeper.scripts(),
         (&keys.sale(sale), &keys.pool(sale, pool)),

@@ -1,6 +1,6 @@
 //! What `claim_token.lua` (the sale-wide step of a reservation) answers, as a Rust type.
 
-use floodgate_contract::UnixMillis;
+use floodgate_protocol::UnixMillis;
 
 use super::ReserveError;
 

@@ -2,11 +2,11 @@
 //! relay's and reaper's walk, and purging its state once PostgreSQL has everything. The
 //! decisions (may it end, may it be purged) are `crate::ending`'s; this is how Redis is asked.
 
-use floodgate_contract::keys::{Keys, PoolKeys, SaleKeys};
-use floodgate_contract::lua::pool_script;
-use floodgate_contract::runtime::RedisConn;
-use floodgate_contract::state::{writes, SaleMeta};
-use floodgate_contract::UnixMillis;
+use floodgate_platform::keys::{Keys, PoolKeys, SaleKeys};
+use floodgate_platform::lua::pool_script;
+use floodgate_platform::runtime::RedisConn;
+use floodgate_platform::state::{writes, SaleMeta};
+use floodgate_protocol::UnixMillis;
 use redis::RedisResult;
 
 use super::replies::protocol_error;

@@ -1,7 +1,7 @@
 //! What `reserve.lua` answers, as Rust types: a hold, or a refusal and what it proves about the
 //! key's other attempts (the one function that knows the reply's shape is [`parse_reserve`]).
 
-use floodgate_contract::UnixMillis;
+use floodgate_protocol::UnixMillis;
 
 /// A hold on seats, as granted (or replayed) by `reserve.lua`.
 #[derive(Clone, Debug, PartialEq, Eq)]

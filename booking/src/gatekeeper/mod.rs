@@ -51,10 +51,10 @@ mod upkeep;
 use std::sync::Arc;
 use std::time::Duration;
 
-use floodgate_contract::keys::{Keys, PoolKeys};
-use floodgate_contract::replicas::{NotReplicated, Replication};
-use floodgate_contract::reservation::ReservationState;
-use floodgate_contract::runtime::RedisConn;
+use floodgate_platform::keys::{Keys, PoolKeys};
+use floodgate_platform::replicas::{NotReplicated, Replication};
+use floodgate_platform::runtime::RedisConn;
+use floodgate_protocol::reservation::ReservationState;
 use redis::Script;
 
 pub use holds::{Hold, ReserveError};
@@ -107,7 +107,7 @@ impl Gatekeeper {
     }
 
     /// Waits for `min_replicas` replicas (at most `timeout`) before promising anything on a write
-    /// (see [`floodgate_contract::replicas`]); 0, the default, waits for none.
+    /// (see [`floodgate_platform::replicas`]); 0, the default, waits for none.
     pub fn with_replicas(mut self, min_replicas: u32, timeout: Duration) -> Self {
         self.replication = Replication::new(
             self.redis.clone(),

@@ -1,8 +1,8 @@
 //! What the ops API reads and turns: a sale's live figures in two round trips, and the
 //! settings an operator changes while the rush is on.
 
-use floodgate_contract::state::{redis_time_ms, writes, AdmitEntry, PoolCounts, SaleMeta};
-use floodgate_contract::UnixMillis;
+use floodgate_platform::state::{redis_time_ms, writes, AdmitEntry, PoolCounts, SaleMeta};
+use floodgate_protocol::UnixMillis;
 
 use super::Gatekeeper;
 
@@ -126,7 +126,7 @@ impl Gatekeeper {
     pub async fn set_challenge(
         &self,
         sale: &str,
-        challenge: Option<floodgate_contract::settings::ChallengeRule>,
+        challenge: Option<floodgate_protocol::settings::ChallengeRule>,
         difficulty: Option<u8>,
     ) -> redis::RedisResult<()> {
         if let Some(cmd) = writes::challenge(&self.keys.sale(sale), challenge, difficulty) {

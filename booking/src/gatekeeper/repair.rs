@@ -3,9 +3,9 @@
 //! (`lua/rebuild_pool.lua`). The decisions (what is safe, what PostgreSQL says) are the
 //! callers'; this is only how Redis is asked.
 
-use floodgate_contract::keys::{Keys, PoolKeys};
-use floodgate_contract::runtime::RedisConn;
-use floodgate_contract::UnixMillis;
+use floodgate_platform::keys::{Keys, PoolKeys};
+use floodgate_platform::runtime::RedisConn;
+use floodgate_protocol::UnixMillis;
 use redis::RedisResult;
 
 use super::arming::{with_pool_config, with_state_keys, PoolArming};
@@ -68,7 +68,7 @@ pub async fn repair_pool(
     to: (i64, i64),
 ) -> RedisResult<bool> {
     let outcome: String =
-        floodgate_contract::lua::script(include_str!("../../../lua/repair_pool.lua"))
+        floodgate_platform::lua::script(include_str!("../../../lua/repair_pool.lua"))
             .key(pool.available())
             .key(pool.sold())
             .arg(read.0)
@@ -139,7 +139,7 @@ pub async fn rebuild_pool(
 ) -> RedisResult<Rebuild> {
     let k = keys.pool(pool.sale, pool.pool);
     let rebuild_pool =
-        floodgate_contract::lua::script(include_str!("../../../lua/rebuild_pool.lua"));
+        floodgate_platform::lua::script(include_str!("../../../lua/rebuild_pool.lua"));
     let mut script = rebuild_pool.prepare_invoke();
     with_state_keys(&mut script, &k).key(k.outbox());
     with_pool_config(&mut script, pool)

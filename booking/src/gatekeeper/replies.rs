@@ -1,7 +1,7 @@
 //! What the gatekeeper's scripts answer, as Rust types, each reply parsed in one function.
 
-use floodgate_contract::reservation::ReservationState;
-use floodgate_contract::UnixMillis;
+use floodgate_protocol::reservation::ReservationState;
+use floodgate_protocol::UnixMillis;
 
 /// What `ack.lua` said about a reservation whose `SeatReserved` the broker acknowledged.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! What the gatekeeper is asked: a reservation, and the payment a webhook reports.
 
-use floodgate_contract::token::AdmissionClaims;
+use floodgate_protocol::token::AdmissionClaims;
 
 /// The reservation a payment-provider webhook event is about.
 pub struct WebhookTarget<'a> {

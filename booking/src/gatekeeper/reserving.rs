@@ -2,7 +2,7 @@
 //! slot, the hold in the pool's, and the claim given back when the pool made none (see the
 //! module above for the steps and their crash points).
 
-use floodgate_contract::replicas::NotReplicated;
+use floodgate_platform::replicas::NotReplicated;
 
 use super::claims::{Claim, Claimed, Released};
 use super::holds::{parse_reserve, Refusal};
@@ -49,7 +49,7 @@ impl Gatekeeper {
         match parse_reserve(&reply) {
             Ok(mut hold) => {
                 if let (Some(buyer), Some(_)) = (&req.claims.buyer, claimed.buyer_limit) {
-                    let buyer = floodgate_contract::identity::BuyerId::new(buyer.clone());
+                    let buyer = floodgate_protocol::identity::BuyerId::new(buyer.clone());
                     hold.buyer_record = Some(self.keys.buyer(&req.claims.sale, &buyer));
                 }
                 Ok(hold)

@@ -1,9 +1,9 @@
 //! The gatekeeper's Lua scripts, loaded once: every pool script starts with `lua/clock.lua` and
 //! `lua/lib.lua`, the sale-slot claim with `lua/clock.lua` and `lua/sale_lib.lua`
-//! (`floodgate_contract::lua` puts them together).
+//! (`floodgate_platform::lua` puts them together).
 
-use floodgate_contract::lua::{pool_script, sale_script};
-use floodgate_contract::runtime::RedisConn;
+use floodgate_platform::lua::{pool_script, sale_script};
+use floodgate_platform::runtime::RedisConn;
 use redis::Script;
 
 /// How long one attempt (one request's claim) may take to reach the pool: it can make a new
@@ -37,7 +37,7 @@ impl Default for Scripts {
     fn default() -> Self {
         Self {
             claim_token: sale_script(include_str!("../../../lua/claim_token.lua")),
-            release_claim: floodgate_contract::lua::clocked_script(include_str!(
+            release_claim: floodgate_platform::lua::clocked_script(include_str!(
                 "../../../lua/release_claim.lua"
             )),
             reserve: pool_script(include_str!("../../../lua/reserve.lua")),
@@ -48,11 +48,11 @@ impl Default for Scripts {
             release: pool_script(include_str!("../../../lua/release.lua")),
             expire: pool_script(include_str!("../../../lua/expire.lua")),
             refund_result: pool_script(include_str!("../../../lua/refund_result.lua")),
-            lease: floodgate_contract::lua::script(include_str!("../../../lua/lease.lua")),
-            buyer_seats: floodgate_contract::lua::script(include_str!(
+            lease: floodgate_platform::lua::script(include_str!("../../../lua/lease.lua")),
+            buyer_seats: floodgate_platform::lua::script(include_str!(
                 "../../../lua/buyer_seats.lua"
             )),
-            diverge: floodgate_contract::lua::script(include_str!("../../../lua/diverge.lua")),
+            diverge: floodgate_platform::lua::script(include_str!("../../../lua/diverge.lua")),
         }
     }
 }

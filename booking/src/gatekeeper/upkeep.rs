@@ -2,8 +2,8 @@
 //! and its relay lease, the holds that are due. Each is one typed call here, so the workers hold
 //! no key or command of their own.
 
-use floodgate_contract::state::{pool_list, redis_time_ms};
-use floodgate_contract::UnixMillis;
+use floodgate_platform::state::{pool_list, redis_time_ms};
+use floodgate_protocol::UnixMillis;
 use redis::streams::StreamRangeReply;
 
 use super::Gatekeeper;
@@ -94,7 +94,7 @@ impl Gatekeeper {
             let keys = self.keys.sale(sale);
             async move {
                 let mut pipe = redis::pipe();
-                floodgate_contract::state::SaleMeta::query_pools(&mut pipe, &keys);
+                floodgate_platform::state::SaleMeta::query_pools(&mut pipe, &keys);
                 let (list,): (Option<String>,) = pipe.query_async(&mut conn).await?;
                 redis::RedisResult::Ok(list)
             }

@@ -24,7 +24,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use floodgate_contract::identity::{IssuedIdentity, IssuerKey};
+use floodgate_platform::identity::{IssuedIdentity, IssuerKey};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -178,7 +178,7 @@ async fn rotate(State(signin): State<SignIn>, headers: HeaderMap) -> Response {
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or_default();
     let expected = signin.api_key.expose_secret().as_bytes();
-    if !floodgate_contract::secrets::same_secret(presented.as_bytes(), expected) {
+    if !floodgate_protocol::same_secret(presented.as_bytes(), expected) {
         return refusal(
             StatusCode::UNAUTHORIZED,
             "unauthorized",

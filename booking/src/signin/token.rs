@@ -7,7 +7,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Form, Json};
 use base64::Engine as _;
-use floodgate_contract::identity::IssuedIdentity;
+use floodgate_platform::identity::IssuedIdentity;
 use serde::Deserialize;
 use serde_json::json;
 use sha2::Digest as _;
@@ -96,8 +96,7 @@ fn redeem(signin: &SignIn, request: Option<TokenRequest>) -> Response {
     let verifier = request.code_verifier.unwrap_or_default();
     let computed = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .encode(sha2::Sha256::digest(verifier.as_bytes()));
-    if !floodgate_contract::secrets::same_secret(computed.as_bytes(), pending.challenge.as_bytes())
-    {
+    if !floodgate_protocol::same_secret(computed.as_bytes(), pending.challenge.as_bytes()) {
         return invalid_grant("code_verifier does not match the code's challenge");
     }
     let mut claims = IssuedIdentity::new(

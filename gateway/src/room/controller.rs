@@ -6,10 +6,10 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use floodgate_contract::keys::SaleKeys;
-use floodgate_contract::now_millis;
-use floodgate_contract::runtime::RedisConn;
-use floodgate_contract::state::{self, PoolCounts};
+use floodgate_platform::keys::SaleKeys;
+use floodgate_platform::runtime::RedisConn;
+use floodgate_platform::state::{self, PoolCounts};
+use floodgate_protocol::now_millis;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 use super::driver::RoomDriver;
@@ -132,7 +132,7 @@ impl Controller {
     fn limiter_for(&mut self, stored: f64, tick: Duration) -> Option<&DefaultDirectRateLimiter> {
         // Whatever Redis holds (a rate written by hand, by an older release): paced within the
         // valid range, never a panic that would take the room down with it.
-        let rate = floodgate_contract::settings::pacing_rate(stored)?;
+        let rate = floodgate_protocol::settings::pacing_rate(stored)?;
         if rate != stored && self.limiter.as_ref().map(|(r, _)| *r) != Some(rate) {
             tracing::warn!(stored, rate, "the sale's stored admission rate is out of range; pacing by the nearest valid rate");
         }

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use floodgate_contract::keys::{Keys, SaleKeys};
-use floodgate_contract::now_millis;
-use floodgate_contract::runtime::RedisConn;
+use floodgate_platform::keys::{Keys, SaleKeys};
+use floodgate_platform::runtime::RedisConn;
+use floodgate_protocol::now_millis;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 

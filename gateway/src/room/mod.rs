@@ -15,8 +15,8 @@ pub mod view;
 
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use floodgate_contract::lottery::Draw;
-use floodgate_contract::settings::Door;
+use floodgate_protocol::lottery::Draw;
+use floodgate_protocol::settings::Door;
 use tokio::sync::watch;
 
 use crate::places::{Batches, DeadPlaces};

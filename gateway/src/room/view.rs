@@ -1,11 +1,11 @@
 //! What every session of a sale sees: the view the room refreshes once per tick, and how it is
 //! made from the sale's state.
 
-use floodgate_contract::keys::SaleKeys;
-use floodgate_contract::lottery::{draw_seed, Draw};
-use floodgate_contract::runtime::RedisConn;
-use floodgate_contract::settings::Door;
-use floodgate_contract::state::SaleMeta;
+use floodgate_platform::keys::SaleKeys;
+use floodgate_platform::runtime::RedisConn;
+use floodgate_platform::state::SaleMeta;
+use floodgate_protocol::lottery::{draw_seed, Draw};
+use floodgate_protocol::settings::Door;
 
 /// What every session of a sale needs to know, refreshed once per tick.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -45,7 +45,7 @@ pub struct RoomView {
     /// Who may come in and what they must show (joins read it from here, not from Redis).
     pub door: Door,
     /// Tickets handed out per second, sale-wide, over the last few seconds: what the proof of
-    /// work rises with (`contract::challenge::AutoDifficulty`).
+    /// work rises with (`protocol::challenge::AutoDifficulty`).
     pub join_rate: f64,
     /// The lowest such rate over the last few seconds: what answers are checked against.
     pub join_rate_low: f64,

@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
-use floodgate_contract::api::code;
-use floodgate_contract::identity::BuyerId;
-use floodgate_contract::keys::Keys;
-use floodgate_contract::resume::BuyerMark;
+use floodgate_platform::keys::Keys;
+use floodgate_protocol::api::code;
+use floodgate_protocol::identity::BuyerId;
+use floodgate_protocol::resume::BuyerMark;
 
 use super::tickets::{self, Taken, Taker};
 use crate::error::ApiError;
@@ -68,7 +68,7 @@ pub async fn restore(ctx: &Context, buyer: &BuyerId, ticket: u64) -> Result<Rest
 pub struct Joining<'a> {
     pub ctx: &'a Context,
     pub buyer: &'a BuyerId,
-    /// The buyer's mark (`contract::resume`), which their tickets are bound to.
+    /// The buyer's mark (`protocol::resume`), which their tickets are bound to.
     pub mark: &'a BuyerMark,
     /// The draw nonce for a new ticket.
     pub nonce: &'a str,
@@ -107,7 +107,7 @@ pub async fn take(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
                 match tickets::resume(ctx, ticket, session_id, join.taker(false)).await {
                     // Their turn came and went (admitted, and the admission expired): a buyer who
                     // comes back after that joins at the back, as anyone does.
-                    Ok(_) if ctx.room.turn_over(ticket, floodgate_contract::now_millis()) => {
+                    Ok(_) if ctx.room.turn_over(ticket, floodgate_protocol::now_millis()) => {
                         tickets::leave(ctx, ticket, session_id, -1).await;
                         dead = Some(ticket);
                     }
@@ -200,7 +200,7 @@ async fn adoptable(join: &Joining<'_>) -> Result<Option<Taken>, ApiError> {
     if join
         .ctx
         .room
-        .turn_over(ticket, floodgate_contract::now_millis())
+        .turn_over(ticket, floodgate_protocol::now_millis())
     {
         tickets::leave(join.ctx, ticket, join.session_id, -1).await;
         return Ok(None);

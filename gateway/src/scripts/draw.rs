@@ -1,9 +1,9 @@
 //! The pre-queue's record as the draw endpoints read it: the nonce list, and the batches of
 //! joins (`<first>:<count>:<root>:<chain>` members of a sorted set, written by `lua/join.lua`).
 
-use floodgate_contract::keys::SaleKeys;
-use floodgate_contract::runtime::RedisConn;
-use floodgate_contract::state::{SaleMeta, SaleStatus};
+use floodgate_platform::keys::SaleKeys;
+use floodgate_platform::runtime::RedisConn;
+use floodgate_platform::state::{SaleMeta, SaleStatus};
 use redis::RedisResult;
 
 /// One recorded batch of pre-queue joins.

@@ -1,6 +1,6 @@
 //! Where the gateway talks to Redis by hand: the waiting room's Lua scripts (`lua/`), each called
 //! one way and its reply read into a type in one function, and the room's pipelined reads. Every
-//! key list, argument order and reply shape of the gateway is here or in `contract::state`.
+//! key list, argument order and reply shape of the gateway is here or in `platform::state`.
 //!
 //! - [`tickets`]: a place in line (join, leave); [`takeback`]: taking it back with its resume
 //!   token, and whether it still stands.
@@ -14,7 +14,7 @@ pub mod room;
 pub mod takeback;
 pub mod tickets;
 
-use floodgate_contract::lua::{clocked_script, sale_script};
+use floodgate_platform::lua::{clocked_script, sale_script};
 use redis::Script;
 
 /// The Lua scripts the gateway runs, loaded once from `lua/` and shared by every session and
@@ -41,11 +41,11 @@ impl Default for Scripts {
             resume: with_lib(include_str!("../../../lua/resume.lua")),
             standing: with_lib(include_str!("../../../lua/standing.lua")),
             leave: with_lib(include_str!("../../../lua/leave.lua")),
-            lease: floodgate_contract::lua::script(include_str!("../../../lua/lease.lua")),
+            lease: floodgate_platform::lua::script(include_str!("../../../lua/lease.lua")),
             advance: with_lib(include_str!("../../../lua/advance.lua")),
             bury: with_lib(include_str!("../../../lua/bury.lua")),
             sweep: with_lib(include_str!("../../../lua/sweep.lua")),
-            retire: floodgate_contract::lua::script(include_str!("../../../lua/retire.lua")),
+            retire: floodgate_platform::lua::script(include_str!("../../../lua/retire.lua")),
             buyer_place: clocked_script(include_str!("../../../lua/buyer_place.lua")),
         }
     }
@@ -56,7 +56,7 @@ impl Default for Scripts {
 pub(crate) fn odd_reply(script: &str, reply: &str) -> crate::error::ApiError {
     tracing::error!(script, %reply, "a waiting-room script answered oddly");
     crate::error::ApiError::Unavailable(
-        floodgate_contract::api::code::REDIS_UNAVAILABLE,
+        floodgate_protocol::api::code::REDIS_UNAVAILABLE,
         "the waiting room answered oddly; retry in a second".into(),
     )
 }

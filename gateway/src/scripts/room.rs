@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use floodgate_contract::keys::{PoolKeys, SaleKeys};
-use floodgate_contract::runtime::RedisConn;
-use floodgate_contract::state::{self, AdmitEntry, PoolCounts, SaleMeta};
-use floodgate_contract::UnixMillis;
+use floodgate_platform::keys::{PoolKeys, SaleKeys};
+use floodgate_platform::runtime::RedisConn;
+use floodgate_platform::state::{self, AdmitEntry, PoolCounts, SaleMeta};
+use floodgate_protocol::UnixMillis;
 use redis::RedisResult;
 
 use super::Scripts;

@@ -2,9 +2,9 @@
 //! for the holder of its token (`lua/standing.lua`, the place answer), and whether a buyer made
 //! a buyerless ticket theirs (the sale's `owners` hash), with the refusals each can end in.
 
-use floodgate_contract::api::code;
-use floodgate_contract::resume::BuyerMark;
-use floodgate_contract::UnixMillis;
+use floodgate_protocol::api::code;
+use floodgate_protocol::resume::BuyerMark;
+use floodgate_protocol::UnixMillis;
 
 use super::tickets::{number, Taken};
 use crate::error::ApiError;

@@ -4,7 +4,7 @@
 //! Each script is called one way, here, and its reply read into a type in one function.
 //!
 //! Joins and departures are what the rush is made of, and both land on the sale's slot, so each
-//! is sent in batches ([`Lines`], `contract::batch`): the joins this gateway receives while its
+//! is sent in batches ([`Lines`], `platform::batch`): the joins this gateway receives while its
 //! previous join batch is in flight go together, as one `INCRBY n`, one `SADD`, one `RPUSH` of
 //! their draw nonces and one committed link of the pre-queue's chain (protocol.md 1.6). A lone
 //! join is sent at once; a join waits at most one batch's round trip before its own is sent.
@@ -12,10 +12,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use floodgate_contract::batch::{Batcher, Flush};
-use floodgate_contract::keys::SaleKeys;
-use floodgate_contract::redis_conn::RedisConn;
-use floodgate_contract::{lottery, UnixMillis};
+use floodgate_platform::batch::{Batcher, Flush};
+use floodgate_platform::keys::SaleKeys;
+use floodgate_platform::redis_conn::RedisConn;
+use floodgate_protocol::{lottery, UnixMillis};
 use futures::future::{BoxFuture, FutureExt};
 
 pub use super::takeback::{expired, other_buyers, owned, resume, standing, Standing, Taker};
@@ -282,7 +282,7 @@ pub(super) fn number<T: std::str::FromStr>(text: &str) -> Result<T, ApiError> {
 
 #[cfg(test)]
 mod tests {
-    use floodgate_contract::api::code;
+    use floodgate_protocol::api::code;
 
     use super::super::strings;
     use super::*;

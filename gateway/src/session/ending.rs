@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
-use floodgate_contract::ws::close;
+use floodgate_protocol::ws::close;
 
 /// Why a session ended.
 #[derive(Debug)]

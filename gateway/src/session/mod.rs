@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
-use floodgate_contract::keys::{Keys, SaleKeys};
-use floodgate_contract::now_millis;
-use floodgate_contract::resume::ResumeKey;
-use floodgate_contract::runtime::RedisConn;
-use floodgate_contract::token::{AdmissionClaims, TokenSigner};
-use floodgate_contract::ws::{close, ClientMessage, ServerMessage, PROTOCOL_VERSION};
+use floodgate_platform::keys::{Keys, SaleKeys};
+use floodgate_platform::runtime::RedisConn;
+use floodgate_protocol::now_millis;
+use floodgate_protocol::resume::ResumeKey;
+use floodgate_protocol::token::{AdmissionClaims, TokenSigner};
+use floodgate_protocol::ws::{close, ClientMessage, ServerMessage, PROTOCOL_VERSION};
 use tokio::time::{Instant, Sleep};
 
 use crate::room::{Room, RoomView};
@@ -411,7 +411,7 @@ impl Session {
         match sent {
             Ok(Ok(())) => {
                 // Every position push passes here: a counter made once per message type.
-                floodgate_contract::telemetry::fixed_label_counter(
+                floodgate_platform::telemetry::fixed_label_counter(
                     "floodgate_ws_messages_sent_total",
                     "type",
                     message.kind(),

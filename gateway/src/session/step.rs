@@ -3,8 +3,8 @@
 //! sold out), and the coalescing of what is shown to one message per interval. Pure logic,
 //! tested on its own; the session does the sending.
 
-use floodgate_contract::ws::ServerMessage;
-use floodgate_contract::UnixMillis;
+use floodgate_protocol::ws::ServerMessage;
+use floodgate_protocol::UnixMillis;
 use tokio::time::Instant;
 
 use crate::room::{Room, RoomView};
@@ -148,7 +148,7 @@ impl Coalescer {
 mod tests {
     use std::time::Duration;
 
-    use floodgate_contract::lottery::Draw;
+    use floodgate_protocol::lottery::Draw;
 
     use super::*;
 

@@ -4,9 +4,9 @@
 use std::net::SocketAddr;
 
 use anyhow::Context as _;
-use floodgate_contract::api::room::DrawRecord;
-use floodgate_contract::keys::Keys;
-use floodgate_contract::state::PoolCounts;
+use floodgate_platform::keys::Keys;
+use floodgate_platform::state::PoolCounts;
+use floodgate_protocol::api::room::DrawRecord;
 use serde::Serialize;
 
 use super::person::{Outcome, Person};
@@ -123,7 +123,7 @@ pub(crate) async fn placed_order(
         let seed: [u8; 32] = hex::decode(&draw_seed)?
             .try_into()
             .map_err(|_| anyhow::anyhow!("the draw seed is not 32 bytes: {draw_seed}"))?;
-        Some(floodgate_contract::lottery::Draw::new(seed, prequeue_size))
+        Some(floodgate_protocol::lottery::Draw::new(seed, prequeue_size))
     } else {
         None
     };

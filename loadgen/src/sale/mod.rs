@@ -75,7 +75,7 @@ pub struct SaleArgs {
     pub database_url: String,
     /// Redis, where the seats are decided (checked at the end), and the services' key prefix.
     #[command(flatten)]
-    pub redis: floodgate_contract::runtime::RedisArgs,
+    pub redis: floodgate_platform::runtime::RedisArgs,
     /// How long the whole run may take before it gives up, in seconds.
     #[arg(long, default_value_t = 600)]
     pub timeout_secs: u64,
@@ -107,7 +107,7 @@ pub async fn run(args: SaleArgs) -> anyhow::Result<bool> {
         bail!("the catalog has no sale {} (or it has no pools)", args.sale);
     }
     let http = reqwest::Client::builder()
-        // Under the services' 10 s idle cut (contract::listener): no request races a close.
+        // Under the services' 10 s idle cut (platform::listener): no request races a close.
         .pool_idle_timeout(Duration::from_secs(5))
         .pool_max_idle_per_host(1024)
         .timeout(Duration::from_secs(30))

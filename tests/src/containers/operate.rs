@@ -77,10 +77,10 @@ impl Stack {
         } else {
             crate::redis_args_on(&self.prefix, None, Some(&self.options.redis_cluster))
         };
-        let redis = floodgate_contract::runtime::connect_redis(&args)
+        let redis = floodgate_platform::runtime::connect_redis(&args)
             .await
             .expect("redis");
-        let keys = floodgate_contract::keys::Keys::new(self.prefix.clone());
+        let keys = floodgate_platform::keys::Keys::new(self.prefix.clone());
         floodgate_booking::catalog::create_sale(db, &spec.to_file(id))
             .await
             .expect("create sale");

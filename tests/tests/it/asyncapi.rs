@@ -1,13 +1,13 @@
 //! The AsyncAPI document of the waiting room's WebSocket (docs/asyncapi.yaml, issue 17): valid
 //! by `@asyncapi/parser`, and complete: every message type `contract` sends or takes and every
-//! close code it names is in it. The close codes are read from `contract/src/ws.rs`'s source,
-//! the message types from `contract::ws`, and the document by the parser, not by the Rust types.
+//! close code it names is in it. The close codes are read from `protocol/src/ws.rs`'s source,
+//! the message types from `protocol::ws`, and the document by the parser, not by the Rust types.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use floodgate_contract::ws::{ClientMessage, ServerMessage};
+use floodgate_protocol::ws::{ClientMessage, ServerMessage};
 use floodgate_tests::unique;
 
 fn repository() -> PathBuf {
@@ -34,13 +34,13 @@ fn declared(path: &Path) -> Result<(BTreeSet<String>, BTreeSet<u64>), String> {
     ))
 }
 
-/// Every close code `contract::ws::close` names, read from its source.
+/// Every close code `protocol::ws::close` names, read from its source.
 fn contract_close_codes() -> BTreeSet<u64> {
-    let source = std::fs::read_to_string(repository().join("contract/src/ws.rs")).unwrap();
+    let source = std::fs::read_to_string(repository().join("protocol/src/ws.rs")).unwrap();
     let module = source
         .split("pub mod close {")
         .nth(1)
-        .expect("contract::ws::close");
+        .expect("protocol::ws::close");
     let module = &module[..module.find("\n}").unwrap()];
     module
         .lines()

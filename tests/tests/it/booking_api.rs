@@ -2,7 +2,7 @@
 
 mod review;
 
-use floodgate_contract::token::{AdmissionClaims, TokenSigner};
+use floodgate_protocol::token::{AdmissionClaims, TokenSigner};
 use floodgate_tests::{assert_refused, unique, SaleSpec, TestApp};
 use serde_json::json;
 

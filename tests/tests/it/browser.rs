@@ -539,7 +539,7 @@ pub(crate) async fn confirmed_buyer(db: &sqlx::PgPool, sale: &str) -> Option<Str
 async fn a_signed_in_buyer_joins_past_the_bot_check_holds_one_place_in_two_tabs_and_books(
     db: sqlx::PgPool,
 ) {
-    use floodgate_contract::settings::{ChallengeRule, Door, IdentityRule};
+    use floodgate_protocol::settings::{ChallengeRule, Door, IdentityRule};
     let spec = SaleSpec {
         opens_in: Duration::from_millis(300),
         door: Door {
@@ -558,7 +558,7 @@ async fn a_signed_in_buyer_joins_past_the_bot_check_holds_one_place_in_two_tabs_
     let mut ahead = Vec::new();
     for name in ["ahead-1", "ahead-2"] {
         let identity = app.identity(name).await;
-        let answer = floodgate_contract::challenge::ProofOfWork::solve(
+        let answer = floodgate_protocol::challenge::ProofOfWork::solve(
             &serde_json::from_value(
                 app.get_json(&format!("http://{}/v1/sales/{sale}/challenge", app.gateway))
                     .await,

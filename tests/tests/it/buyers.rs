@@ -17,11 +17,11 @@ mod sessions;
 
 use std::time::Duration;
 
-use floodgate_contract::challenge::{ProofOfWork, Puzzle};
-use floodgate_contract::events::Envelope;
-use floodgate_contract::identity::{IssuedIdentity, IssuerKey};
-use floodgate_contract::settings::{ChallengeRule, Door, IdentityRule};
-use floodgate_contract::ws::ServerMessage;
+use floodgate_platform::identity::{IssuedIdentity, IssuerKey};
+use floodgate_protocol::challenge::{ProofOfWork, Puzzle};
+use floodgate_protocol::events::Envelope;
+use floodgate_protocol::settings::{ChallengeRule, Door, IdentityRule};
+use floodgate_protocol::ws::ServerMessage;
 use floodgate_tests::client::{Heard, RoomClient};
 use floodgate_tests::{eventually, unique, SaleSpec, TestApp, IDENTITY_AUDIENCE};
 use rdkafka::consumer::{Consumer, StreamConsumer};
@@ -102,7 +102,7 @@ async fn one_buyer_from_three_connections_holds_one_ticket_and_two_buyers_hold_t
     // The buyers' records live outside the sale's slot.
     let record = app
         .keys
-        .buyer(&sale, &floodgate_contract::identity::BuyerId::new("alice"));
+        .buyer(&sale, &floodgate_protocol::identity::BuyerId::new("alice"));
     assert!(!record.contains(&format!("{{s:{sale}}}")), "{record}");
 
     // A stranger is told to sign in.
@@ -400,7 +400,7 @@ async fn the_bot_check_at_the_door(db: sqlx::PgPool) {
     assert_eq!((first.kind.as_str(), first.difficulty), ("pow", 8));
     // The gateways' own puzzle key (derived from the signing key every gateway holds).
     let gateways_pow = app.signer.challenge_key();
-    let now = floodgate_contract::now_millis();
+    let now = floodgate_protocol::now_millis();
     let wrong = (0u64..)
         .map(|n| format!("{}~{n:x}", first.puzzle))
         .find(|a| gateways_pow.check(&sale, a, 8, now).is_err())

@@ -84,7 +84,7 @@ async fn a_sale_with_an_undeclared_train_is_refused_clearly(db: sqlx::PgPool) {
         catalog::arm_sale(
             &db,
             &connect().await,
-            &floodgate_contract::keys::Keys::new("t:"),
+            &floodgate_platform::keys::Keys::new("t:"),
             &file.id
         )
         .await,
@@ -92,8 +92,8 @@ async fn a_sale_with_an_undeclared_train_is_refused_clearly(db: sqlx::PgPool) {
     ));
 }
 
-async fn connect() -> floodgate_contract::runtime::RedisConn {
-    floodgate_contract::runtime::connect_redis(&floodgate_tests::redis_args("", None))
+async fn connect() -> floodgate_platform::runtime::RedisConn {
+    floodgate_platform::runtime::connect_redis(&floodgate_tests::redis_args("", None))
         .await
         .unwrap()
 }
@@ -103,9 +103,9 @@ async fn a_per_buyer_limit_on_a_sale_anyone_may_join_is_refused(db: sqlx::PgPool
     // Anonymous passes name no buyer, so the limit could not be counted for them: a sale that
     // sets one must require signed-in buyers.
     let spec = SaleSpec {
-        door: floodgate_contract::settings::Door {
+        door: floodgate_protocol::settings::Door {
             max_seats_per_buyer: Some(2),
-            ..floodgate_contract::settings::Door::default()
+            ..floodgate_protocol::settings::Door::default()
         },
         ..SaleSpec::default()
     };

@@ -7,9 +7,9 @@ mod churn;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use floodgate_contract::events::Event;
-use floodgate_contract::keys::pool_partition_key;
-use floodgate_contract::runtime::KafkaArgs;
+use floodgate_platform::keys::pool_partition_key;
+use floodgate_platform::runtime::KafkaArgs;
+use floodgate_protocol::events::Event;
 use floodgate_tests::chaos::ChaosProxy;
 use floodgate_tests::{
     binary, ensure_topics, event, eventually, fresh_database, kafka_brokers, produce, unique,
@@ -44,7 +44,7 @@ fn config(topic: &str) -> floodgate_consumer::Config {
 
 fn encoded(
     reservation: &str,
-    make: fn(floodgate_contract::events::ReservationData) -> Event,
+    make: fn(floodgate_protocol::events::ReservationData) -> Event,
 ) -> (String, Vec<u8>) {
     (
         pool_partition_key(SALE, POOL),
@@ -161,7 +161,7 @@ async fn poison_goes_to_the_dead_letter_topic_and_the_events_behind_it_still_app
     assert!(dead[0].1.contains("undecodable"), "{}", dead[0].1);
     assert!(dead[1].1.contains("seat count"), "{}", dead[1].1);
     // And the metrics say so.
-    let rendered = floodgate_contract::runtime::metrics().render();
+    let rendered = floodgate_platform::runtime::metrics().render();
     assert!(
         rendered.contains("floodgate_consumer_poison_total 2"),
         "{rendered}"
@@ -322,7 +322,7 @@ async fn postgres_going_away_under_load_loses_and_doubles_nothing() {
 
 /// The consumer's database retries so far, from this process' own metrics.
 fn retries() -> f64 {
-    floodgate_contract::runtime::metrics()
+    floodgate_platform::runtime::metrics()
         .render()
         .lines()
         .find_map(|l| l.strip_prefix("floodgate_consumer_db_retries_total "))
@@ -333,7 +333,7 @@ fn retries() -> f64 {
 /// The group's lag on `topic`: high watermark (as Kafka says) minus the offset the group stored
 /// in PostgreSQL, summed over the partitions.
 async fn committed_lag(db: &PgPool, topic: &str, group: &str) -> i64 {
-    let stored = floodgate_contract::progress::stored_offsets(db, group, topic)
+    let stored = floodgate_platform::progress::stored_offsets(db, group, topic)
         .await
         .unwrap();
     let topic = topic.to_owned();

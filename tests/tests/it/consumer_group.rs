@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use floodgate_contract::events::Event;
-use floodgate_contract::keys::pool_partition_key;
+use floodgate_platform::keys::pool_partition_key;
+use floodgate_protocol::events::Event;
 use floodgate_tests::gateways::free_port;
 use floodgate_tests::{
     binary, ensure_topics, event, eventually, fresh_database, kafka_brokers, produce, unique,
@@ -57,7 +57,7 @@ impl Drop for Member {
 fn events(
     from: usize,
     to: usize,
-    make: fn(floodgate_contract::events::ReservationData) -> Event,
+    make: fn(floodgate_protocol::events::ReservationData) -> Event,
 ) -> Vec<(String, Vec<u8>)> {
     (from..to)
         .map(|i| {
@@ -147,7 +147,7 @@ async fn two_then_three_members_share_six_partitions_through_a_kill_and_lose_or_
     })
     .await;
     assert_bookings(&db, RESERVATIONS + 600, RESERVATIONS / 2).await;
-    let stored = floodgate_contract::progress::stored_offsets(&db, &group, &topic)
+    let stored = floodgate_platform::progress::stored_offsets(&db, &group, &topic)
         .await
         .unwrap();
     let applied: i64 = stored.values().sum();

@@ -150,7 +150,7 @@ fn the_compose_secrets_are_made_once_readable_by_the_containers_and_the_key_pair
         .lines()
         .find_map(|l| l.strip_prefix("FLOODGATE_TOKEN_KEY_ID="))
         .expect("the key id");
-    let signer = floodgate_contract::token::TokenSigner::from_base64(kid, &seed)
+    let signer = floodgate_protocol::token::TokenSigner::from_base64(kid, &seed)
         .expect("the signing key is a seed the gateway takes");
     assert!(
         env.contains(&format!(
@@ -161,7 +161,7 @@ fn the_compose_secrets_are_made_once_readable_by_the_containers_and_the_key_pair
     );
     for secret in ["ops_token", "webhook_secret", "payment_api_key"] {
         let value = read(secret);
-        floodgate_contract::secrets::check_secret(secret, &value.clone().into())
+        floodgate_platform::secrets::check_secret(secret, &value.clone().into())
             .expect("long enough for the service");
     }
     let password = read("postgres_password");
@@ -285,7 +285,7 @@ async fn every_listener_takes_the_accept_queue_the_kernel_allows() {
         .trim()
         .parse()
         .unwrap();
-    let allowed = somaxconn.min(floodgate_contract::runtime::LISTEN_BACKLOG);
+    let allowed = somaxconn.min(floodgate_platform::runtime::LISTEN_BACKLOG);
     let (url, db) = floodgate_tests::fresh_database().await;
     let app = floodgate_tests::TestApp::spawn(db).await;
     let gateway = floodgate_tests::gateways::GatewayProcess::spawn(

@@ -1,6 +1,6 @@
 //! A Redis primary killed (`kill -9`) in the middle of a sale on a Redis Cluster, once the one
 //! that holds a pool and once the one that holds the sale's slot (its claims, frontier and
-//! lease). Writes are promised only once a replica has them (`WAIT`, contract/src/replicas.rs),
+//! lease). Writes are promised only once a replica has them (`WAIT`, platform/src/replicas.rs),
 //! so after the failover nothing answered 201 is missing, no paid seat is lost, no seat is sold
 //! twice, and reconciliation finds nothing to say. Each run has its own cluster, on free ports.
 //! [`passes`]: people retrying through the failover as the protocol says keep their pass.
@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use floodgate_contract::api::code;
+use floodgate_protocol::api::code;
 use floodgate_tests::redis_cluster::PrivateCluster;
 use floodgate_tests::{
     binary, eventually, fresh_database, kafka_brokers, unique, SaleSpec, TestApp, TestOptions,

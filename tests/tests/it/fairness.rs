@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use floodgate_contract::lottery::{
+use floodgate_protocol::lottery::{
     chain_link, commitment, draw_seed, leaf_hash, merkle_root, Draw,
 };
-use floodgate_contract::token::AdmissionClaims;
-use floodgate_contract::ws::{close, ServerMessage};
+use floodgate_protocol::token::AdmissionClaims;
+use floodgate_protocol::ws::{close, ServerMessage};
 use floodgate_tests::client::{Heard, RoomClient};
 use floodgate_tests::eventually;
 use floodgate_tests::{unique, SaleSpec, TestApp, TestOptions};
@@ -23,7 +23,7 @@ async fn get_json(app: &TestApp, path: &str) -> Value {
 fn claims(app: &TestApp, token: &str) -> AdmissionClaims {
     app.signer
         .verifier()
-        .verify(token, floodgate_contract::now_millis())
+        .verify(token, floodgate_protocol::now_millis())
         .expect("a valid admission token")
 }
 
@@ -579,7 +579,7 @@ async fn admission_follows_stock_sold_out_is_pushed_and_an_expired_hold_resumes_
     app.reserve(&sale, &token, "k1", "p1", 1)
         .await
         .expect("201");
-    let held_at = floodgate_contract::now_millis();
+    let held_at = floodgate_protocol::now_millis();
 
     // With the seat held, nobody else is let in, but the room stays open: the hold may return.
     let frontier_key = app.keys.sale(&sale).frontier();

@@ -162,6 +162,6 @@ async fn joins_that_arrive_during_a_batch_share_the_next_in_arrival_order_and_ea
     let secret = verifier::hash32(drawn["secret_seed"].as_str().unwrap());
     assert_eq!(
         drawn["draw_seed"],
-        hex::encode(floodgate_contract::lottery::draw_seed(&secret, &chain)).as_str()
+        hex::encode(floodgate_protocol::lottery::draw_seed(&secret, &chain)).as_str()
     );
 }

@@ -31,7 +31,8 @@ fn sources() -> Scratch {
         "gateway/src",
         "consumer/src",
         "loadgen/src",
-        "contract/src",
+        "protocol/src",
+        "platform/src",
         "client/src",
     ] {
         let to = copy.path().join(crate_src);
@@ -120,7 +121,7 @@ fn the_state_layer_check_fails_on_a_field_a_reply_index_or_a_key_outside_its_own
         for owner in [
             "gateway/src/scripts/room.rs",
             "booking/src/gatekeeper/mod.rs",
-            "contract/src/state/mod.rs",
+            "platform/src/state/mod.rs",
         ] {
             let copy = sources();
             plant(copy.path(), owner, code);
@@ -161,8 +162,9 @@ fn the_file_size_check_fails_on_a_source_file_over_500_lines() {
 }
 
 /// The crate roots whose `//! # Layout` map a newcomer reads first.
-const ROOTS: [&str; 6] = [
-    "contract/src/lib.rs",
+const ROOTS: [&str; 7] = [
+    "protocol/src/lib.rs",
+    "platform/src/lib.rs",
     "booking/src/lib.rs",
     "gateway/src/lib.rs",
     "consumer/src/lib.rs",

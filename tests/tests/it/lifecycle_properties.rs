@@ -21,9 +21,9 @@ use floodgate_booking::gatekeeper::{
 };
 use floodgate_booking::publish::PublishError;
 use floodgate_booking::reservations::{reserve_durably, EventLog, NotReserved};
-use floodgate_contract::ids::reservation_id;
-use floodgate_contract::keys::Keys;
-use floodgate_contract::token::AdmissionClaims;
+use floodgate_platform::keys::Keys;
+use floodgate_protocol::ids::reservation_id;
+use floodgate_protocol::token::AdmissionClaims;
 use floodgate_tests::chaos::ChaosProxy;
 use floodgate_tests::{redis_url, unique, SaleSpec};
 use rand::rngs::StdRng;
@@ -129,7 +129,7 @@ impl EventLog for Log {
 struct World {
     gatekeeper: Gatekeeper,
     /// A connection of the test's own, to read the state the scripts leave.
-    redis: floodgate_contract::runtime::RedisConn,
+    redis: floodgate_platform::runtime::RedisConn,
     /// The same gatekeeper through a proxy whose answers a step can hold back.
     slow: Gatekeeper,
     proxy: ChaosProxy,
@@ -269,7 +269,7 @@ impl World {
                 jti,
                 max_seats: 2,
                 iat_ms: 0,
-                exp_ms: floodgate_contract::now_millis() + 3_600_000,
+                exp_ms: floodgate_protocol::now_millis() + 3_600_000,
                 buyer: None,
             },
             key,
@@ -805,7 +805,7 @@ impl World {
     async fn make_due(&self, i: usize) {
         let r = &self.reservations[i];
         let id = &r.hold.reservation_id;
-        let past = floodgate_contract::now_millis() - 1_000;
+        let past = floodgate_protocol::now_millis() - 1_000;
         let pool = self.keys.pool(&self.sale, r.pool);
         let _: () = redis::pipe()
             .hset(pool.reservation(id), "expires_ms", past)
@@ -943,7 +943,7 @@ async fn sale_on_one_node(keys: &Keys) -> (String, std::net::SocketAddr) {
 
 async fn run(db: &sqlx::PgPool, seed: u64) {
     let keys = Keys::new(unique("prop") + ":");
-    let redis = floodgate_contract::runtime::connect_redis(&floodgate_tests::redis_args("", None))
+    let redis = floodgate_platform::runtime::connect_redis(&floodgate_tests::redis_args("", None))
         .await
         .unwrap();
     let (sale, upstream) = sale_on_one_node(&keys).await;
@@ -960,7 +960,7 @@ async fn run(db: &sqlx::PgPool, seed: u64) {
         .unwrap();
     catalog::arm_sale(db, &redis, &keys, &sale).await.unwrap();
     let proxy = ChaosProxy::start(upstream).await;
-    let proxied = floodgate_contract::runtime::connect_redis(&floodgate_tests::redis_args(
+    let proxied = floodgate_platform::runtime::connect_redis(&floodgate_tests::redis_args(
         "",
         Some(format!("redis://{}", proxy.addr)),
     ))
@@ -1043,7 +1043,7 @@ async fn random_interleavings_keep_every_invariant(db: sqlx::PgPool) {
 #[sqlx::test(migrations = "../migrations")]
 async fn the_reaper_drops_an_index_entry_whose_reservation_is_gone(db: sqlx::PgPool) {
     let keys = Keys::new(unique("prop") + ":");
-    let redis = floodgate_contract::runtime::connect_redis(&floodgate_tests::redis_args("", None))
+    let redis = floodgate_platform::runtime::connect_redis(&floodgate_tests::redis_args("", None))
         .await
         .unwrap();
     let sale = unique("stray-");

@@ -140,7 +140,7 @@ async fn the_sale_scenario_runs_the_whole_rush_and_checks_its_invariants() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sale_scenario_signs_its_people_in_and_passes_the_bot_check() {
-    use floodgate_contract::settings::{ChallengeRule, Door, IdentityRule};
+    use floodgate_protocol::settings::{ChallengeRule, Door, IdentityRule};
     let (url, db) = fresh_database().await;
     let app = TestApp::spawn(db.clone()).await;
     let sale = unique("buyers-rush-");

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use floodgate_consumer::store::{apply_batch, decode};
-use floodgate_contract::events::Event;
+use floodgate_protocol::events::Event;
 use floodgate_tests::{
     assert_refused, event, eventually, fresh_database, fresh_db, unique, SaleSpec, TestApp,
 };

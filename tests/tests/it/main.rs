@@ -29,8 +29,9 @@
 //! - [`openapi`]: the OpenAPI documents, validated and fuzzed against the live APIs;
 //!   [`asyncapi`]: the WebSocket's AsyncAPI document, complete and valid; [`clients`]: the
 //!   JavaScript client module (in Node, and live against the document) and the Rust client.
-//! - [`layout`]: the checks of the code's own shape (`deploy/check-*.sh`); [`deployment`]: the
-//!   checks of the Dockerfile, the compose file and the Kubernetes manifests.
+//! - [`layout`]: the checks of the code's own shape (`deploy/check-*.sh`); [`crate_graph`]: which
+//!   crate may link what; [`deployment`]: the checks of the Dockerfile, the compose file and the
+//!   Kubernetes manifests.
 
 // Scenarios read top to bottom as one story; the 80-line limit is for service code.
 #![allow(clippy::too_many_lines)]
@@ -48,6 +49,7 @@ mod cluster;
 mod consumer;
 mod consumer_group;
 mod containers;
+mod crate_graph;
 mod deployment;
 mod draw_costs;
 mod edge;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use floodgate_contract::ws::ServerMessage;
+use floodgate_protocol::ws::ServerMessage;
 use floodgate_tests::{unique, SaleSpec, TestApp};
 use futures::StreamExt;
 use serde_json::json;

@@ -8,7 +8,7 @@ mod broker;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use floodgate_contract::api::booking::ReservationCreated;
+use floodgate_protocol::api::booking::ReservationCreated;
 use floodgate_tests::broker::PrivateBroker;
 use floodgate_tests::chaos::ChaosProxy;
 use floodgate_tests::{assert_refused, eventually, unique, SaleSpec, TestApp, TestOptions};

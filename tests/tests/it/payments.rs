@@ -234,7 +234,7 @@ fn event(b: &Booked, kind: &str, payment: &str) -> WebhookEvent {
     WebhookEvent {
         id: unique("evt_"),
         kind: kind.into(),
-        created: floodgate_contract::now_millis() / 1000,
+        created: floodgate_protocol::now_millis() / 1000,
         data: PaymentObject {
             payment_id: payment.into(),
             reference: b.id.clone(),
@@ -246,7 +246,7 @@ fn event(b: &Booked, kind: &str, payment: &str) -> WebhookEvent {
 }
 
 fn now_secs() -> i64 {
-    floodgate_contract::now_millis() / 1000
+    floodgate_protocol::now_millis() / 1000
 }
 
 #[sqlx::test(migrations = "../migrations")]

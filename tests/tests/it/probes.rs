@@ -5,8 +5,8 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use floodgate_contract::readiness::Readiness;
-use floodgate_contract::ws::close;
+use floodgate_platform::readiness::Readiness;
+use floodgate_protocol::ws::close;
 use floodgate_tests::chaos::ChaosProxy;
 use floodgate_tests::client::{Heard, RoomClient};
 use floodgate_tests::gateways::{free_port, GatewayProcess, GatewayTimings};

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use floodgate_contract::api::booking::ReservationCreated;
-use floodgate_contract::api::code;
-use floodgate_contract::settings::Door;
+use floodgate_protocol::api::booking::ReservationCreated;
+use floodgate_protocol::api::code;
+use floodgate_protocol::settings::Door;
 use floodgate_tests::{
     assert_refused, eventually, fresh_database, unique, Answer, SaleSpec, TestApp,
 };
@@ -170,7 +170,7 @@ async fn a_rebuilt_hold_gives_its_buyers_seats_back_when_it_expires() {
         opens_in: Duration::from_millis(500),
         hold_ttl_secs: 3,
         door: Door {
-            identity: floodgate_contract::settings::IdentityRule::Required,
+            identity: floodgate_protocol::settings::IdentityRule::Required,
             max_seats_per_buyer: Some(1),
             ..Door::default()
         },

@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use floodgate_contract::api::booking::ReservationCreated;
+use floodgate_protocol::api::booking::ReservationCreated;
 use floodgate_tests::{eventually, unique, Answer, SaleSpec, TestApp};
 
 const SEATS: u32 = 500;

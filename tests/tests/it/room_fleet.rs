@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use floodgate_contract::ws::close;
 use floodgate_gateway::scripts::room::Advanced;
+use floodgate_protocol::ws::close;
 use floodgate_tests::client::{Heard, RoomClient};
 use floodgate_tests::eventually;
 use floodgate_tests::gateways::{GatewayProcess, GatewayTimings};
@@ -34,7 +34,7 @@ fn admitted_at(app: &TestApp, tokens: &[String], ttl_ms: i64) -> Vec<i64> {
         .iter()
         .map(|t| {
             verifier
-                .verify(t, floodgate_contract::now_millis())
+                .verify(t, floodgate_protocol::now_millis())
                 .unwrap()
                 .exp_ms
                 - ttl_ms
@@ -168,7 +168,7 @@ async fn killing_the_leader_hands_over_admission_and_its_clients_keep_their_plac
     // resume tokens and keep their tickets and places.
     let tokens = futures::future::join_all(clients.into_iter().map(|(g, mut c)| async move {
         match c.outcome(WAIT).await {
-            Heard::Message(floodgate_contract::ws::ServerMessage::Admitted { token, .. }) => token,
+            Heard::Message(floodgate_protocol::ws::ServerMessage::Admitted { token, .. }) => token,
             Heard::Dropped | Heard::Closed(..) if g == dead => {
                 let before = c.positions.last().copied();
                 let mut back = RoomClient::resume(survivor_url, &c.resume_token, &[])
@@ -191,7 +191,7 @@ async fn killing_the_leader_hands_over_admission_and_its_clients_keep_their_plac
         .map(|t| {
             app.signer
                 .verifier()
-                .verify(t, floodgate_contract::now_millis())
+                .verify(t, floodgate_protocol::now_millis())
                 .unwrap()
                 .ticket
         })

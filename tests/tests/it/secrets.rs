@@ -78,11 +78,11 @@ async fn keys_and_the_ops_token_rotate_with_the_old_and_the_new_both_good_during
     let sale = app.open_sale("rotate-", SaleSpec::default()).await;
     // The gateways' key so far (`old`) and the one they move to (`new`), each with its kid.
     let old = &app.signer;
-    let new = floodgate_contract::token::TokenSigner::generate("rotated");
-    let key = |signer: &floodgate_contract::token::TokenSigner| {
+    let new = floodgate_protocol::token::TokenSigner::generate("rotated");
+    let key = |signer: &floodgate_protocol::token::TokenSigner| {
         format!("{}={}", signer.kid(), signer.public_base64())
     };
-    let pass = |signer: &floodgate_contract::token::TokenSigner, ticket: u64| {
+    let pass = |signer: &floodgate_protocol::token::TokenSigner, ticket: u64| {
         floodgate_tests::pass(signer, &sale, ticket, 1, 60_000, None)
     };
     let (old_ops, new_ops) = (secret("ops_"), secret("ops_"));

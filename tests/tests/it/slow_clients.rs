@@ -1,4 +1,4 @@
-//! What a stranger's slow connection costs (contract::listener): a socket that says nothing, a
+//! What a stranger's slow connection costs (platform::listener): a socket that says nothing, a
 //! body trickled a byte at a time, a WebSocket upgrade whose header never ends. Each is cut off
 //! by the listener, on the gateway and the booking service alike, and a connection cap bounds
 //! how many are held at once, with the slot given back when one is cut.

@@ -389,7 +389,7 @@ async fn a_sale_runs_on_a_redis_cluster_that_speaks_only_tls() {
     let impostor = TestCa::new("Not the cluster's CA");
     let mut args = floodgate_tests::redis_args_on("x:", None, Some(&cluster.seeds));
     args.redis_tls_ca_file = Some(impostor.ca_file());
-    let refused = floodgate_contract::runtime::connect_redis(&args).await;
+    let refused = floodgate_platform::runtime::connect_redis(&args).await;
     assert!(
         refused.is_err(),
         "a cluster whose certificates do not verify"
@@ -403,13 +403,13 @@ async fn a_redis_that_asks_for_a_client_certificate_gets_the_one_configured() {
     let redis = TlsRedis::start_requiring_client_certificates(&ca.localhost(), &ca.ca_file()).await;
     let mut args = floodgate_tests::redis_args(&unique("t"), Some(redis.tls_url()));
     args.redis_tls_ca_file = Some(ca.ca_file());
-    let refused = floodgate_contract::runtime::connect_redis(&args).await;
+    let refused = floodgate_platform::runtime::connect_redis(&args).await;
     assert!(refused.is_err(), "no client certificate, no connection");
 
     let client = ca.issue("floodgate-booking", &["floodgate-booking"]);
     args.redis_tls_cert_file = Some(client.cert_file.clone());
     args.redis_tls_key_file = Some(client.key_file.clone());
-    let mut redis_conn = floodgate_contract::runtime::connect_redis(&args)
+    let mut redis_conn = floodgate_platform::runtime::connect_redis(&args)
         .await
         .expect("the client certificate is accepted");
     let pong: String = redis::cmd("PING")
@@ -420,7 +420,7 @@ async fn a_redis_that_asks_for_a_client_certificate_gets_the_one_configured() {
 
     // A certificate without its key is a mistake in the settings, said at once.
     args.redis_tls_key_file = None;
-    let err = floodgate_contract::runtime::connect_redis(&args)
+    let err = floodgate_platform::runtime::connect_redis(&args)
         .await
         .err();
     let said = err.map(|e| e.to_string()).unwrap_or_default();

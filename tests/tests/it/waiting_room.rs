@@ -4,7 +4,7 @@ mod review;
 
 use std::time::Duration;
 
-use floodgate_contract::ws::{close, ServerMessage};
+use floodgate_protocol::ws::{close, ServerMessage};
 use floodgate_tests::eventually;
 use floodgate_tests::{unique, SaleSpec, TestApp};
 use futures::{SinkExt, StreamExt};

@@ -6,10 +6,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use floodgate_contract::api::booking::ReservationCreated;
-use floodgate_contract::reservation::ReservationState;
-use floodgate_contract::token::AdmissionClaims;
-use floodgate_contract::ws::ServerMessage;
+use floodgate_protocol::api::booking::ReservationCreated;
+use floodgate_protocol::reservation::ReservationState;
+use floodgate_protocol::token::AdmissionClaims;
+use floodgate_protocol::ws::ServerMessage;
 use floodgate_tests::eventually;
 use floodgate_tests::{unique, SaleSpec, TestApp};
 use futures::StreamExt;
@@ -72,7 +72,7 @@ async fn client(app: &TestApp, sale: &str, won: &Won) -> ClientLog {
                 let claims = app
                     .signer
                     .verifier()
-                    .verify(&token, floodgate_contract::now_millis())
+                    .verify(&token, floodgate_protocol::now_millis())
                     .expect("a valid token");
                 break (token, claims);
             }
@@ -137,7 +137,7 @@ async fn fifty_clients_ten_seats_exactly_ten_reservations(db: sqlx::PgPool) {
         admission_rate: RATE,
         ..SaleSpec::default()
     };
-    let opens_at = floodgate_contract::now_millis() + spec.opens_in.as_millis() as i64;
+    let opens_at = floodgate_protocol::now_millis() + spec.opens_in.as_millis() as i64;
     app.create_sale(&sale, &spec).await;
 
     let won = Won::default();

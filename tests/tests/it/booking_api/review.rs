@@ -9,10 +9,10 @@ use floodgate_booking::gatekeeper::{
     Gatekeeper, Paid, ReserveError, ReserveRequest, WebhookTarget,
 };
 use floodgate_booking::payments::{PaymentObject, WebhookEvent};
-use floodgate_contract::api::booking::ReservationCreated;
-use floodgate_contract::ids::reservation_id;
-use floodgate_contract::kafka::KafkaArgs;
-use floodgate_contract::token::AdmissionClaims;
+use floodgate_platform::kafka::KafkaArgs;
+use floodgate_protocol::api::booking::ReservationCreated;
+use floodgate_protocol::ids::reservation_id;
+use floodgate_protocol::token::AdmissionClaims;
 use floodgate_tests::chaos::ChaosProxy;
 use floodgate_tests::eventually;
 use floodgate_tests::{assert_refused, redis_url, unique, TestApp};
@@ -25,7 +25,7 @@ const WAIT: Duration = Duration::from_secs(20);
 fn claims(app: &TestApp, token: &str) -> AdmissionClaims {
     app.signer
         .verifier()
-        .verify(token, floodgate_contract::now_millis())
+        .verify(token, floodgate_protocol::now_millis())
         .expect("a valid token")
 }
 
@@ -113,7 +113,7 @@ async fn defect_07_a_refusal_racing_a_same_key_retry_never_frees_a_token_that_ho
         .unwrap();
     // Request X runs through a proxy whose answers the test holds back.
     let proxy = ChaosProxy::start(floodgate_tests::redis_addr()).await;
-    let through_proxy = floodgate_contract::runtime::connect_redis(&floodgate_tests::redis_args(
+    let through_proxy = floodgate_platform::runtime::connect_redis(&floodgate_tests::redis_args(
         "",
         Some(format!("redis://{}", proxy.addr)),
     ))
@@ -512,7 +512,7 @@ async fn defect_12_rebuilding_an_intact_pool_writes_nothing(db: sqlx::PgPool) {
 
 /// Delivers a webhook as the provider does, signed with the app's secret, now.
 async fn deliver(app: &TestApp, event: &WebhookEvent) -> (u16, Value) {
-    let now = floodgate_contract::now_millis() / 1000;
+    let now = floodgate_protocol::now_millis() / 1000;
     app.deliver_webhook(event, now, &app.webhook_secret).await
 }
 
@@ -526,7 +526,7 @@ fn payment_event(
     WebhookEvent {
         id: unique("evt_"),
         kind: kind.into(),
-        created: floodgate_contract::now_millis() / 1000,
+        created: floodgate_protocol::now_millis() / 1000,
         data: PaymentObject {
             payment_id: payment.into(),
             reference: reference.into(),
@@ -797,7 +797,7 @@ fn without(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn defect_15_16_the_booking_service_refuses_to_start_without_real_secrets() {
     let (db_url, _db) = floodgate_tests::fresh_database().await;
-    let signer = floodgate_contract::token::TokenSigner::generate("k");
+    let signer = floodgate_protocol::token::TokenSigner::generate("k");
     let keys = format!("k={}", signer.public_base64());
     let env = serve_env(&db_url, &keys);
     let cases: Vec<(&str, Vec<(String, String)>)> = vec![

@@ -3,7 +3,7 @@
 //! certified provider as much as against the sandbox's stand-in, and never takes a sign-in from
 //! a link (login CSRF).
 
-use floodgate_contract::settings::{Door, IdentityRule};
+use floodgate_protocol::settings::{Door, IdentityRule};
 use floodgate_tests::oidc::OidcProvider;
 use floodgate_tests::IDENTITY_AUDIENCE;
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use floodgate_contract::settings::{Door, IdentityRule};
+use floodgate_protocol::settings::{Door, IdentityRule};
 use floodgate_tests::client::RoomClient;
 use floodgate_tests::{eventually, unique, SaleSpec, TestApp, TestOptions};
 
@@ -79,7 +79,7 @@ async fn a_backgrounded_app_keeps_its_place_for_the_sales_grace_and_reads_where_
     .await;
 
     // The phone suspends the app: the socket goes, the sale's grace (not the gateway's) starts.
-    let left_at = floodgate_contract::now_millis();
+    let left_at = floodgate_protocol::now_millis();
     phone.leave().await;
     let kept_until = eventually("the departure is recorded", Duration::from_secs(5), || {
         let app = &app;
@@ -195,5 +195,5 @@ async fn the_place_answer_gives_the_position_and_a_buyers_place_only_to_them(db:
     })
     .await;
     assert_eq!(body["pass_ready"], true, "{body}");
-    assert!(body["pass_expires_at_ms"].as_i64().unwrap() > floodgate_contract::now_millis());
+    assert!(body["pass_expires_at_ms"].as_i64().unwrap() > floodgate_protocol::now_millis());
 }

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use floodgate_contract::challenge::{ProofOfWork, Puzzle};
-use floodgate_contract::settings::{ChallengeRule, Door};
+use floodgate_protocol::challenge::{ProofOfWork, Puzzle};
+use floodgate_protocol::settings::{ChallengeRule, Door};
 use floodgate_tests::client::RoomClient;
 use floodgate_tests::{eventually, TestApp, TestOptions};
 

@@ -7,7 +7,8 @@ use std::time::Duration;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
-use floodgate_contract::identity::{IdentityArgs, IdentityError, IssuedIdentity, IssuerKey};
+use floodgate_platform::identity::{IdentityArgs, IssuedIdentity, IssuerKey};
+use floodgate_protocol::identity::IdentityError;
 use floodgate_tests::{binary, eventually, unique};
 
 const AUDIENCE: &str = "floodgate-test";
@@ -97,7 +98,7 @@ async fn the_key_sets_url_is_https_and_never_logged() {
     let url = format!("http://fetcher:pa55word@{closed}/jwks?key=s3cr3t");
     let log = std::env::temp_dir().join(unique("floodgate-jwks-log-"));
     let out = std::fs::File::create(&log).unwrap();
-    let signer = floodgate_contract::token::TokenSigner::generate("k");
+    let signer = floodgate_protocol::token::TokenSigner::generate("k");
     let child = std::process::Command::new(binary("floodgate-gateway"))
         .arg("serve")
         // The level a deployment runs at.

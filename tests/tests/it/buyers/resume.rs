@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use floodgate_contract::challenge::{ProofOfWork, Puzzle};
-use floodgate_contract::settings::{ChallengeRule, Door, IdentityRule};
+use floodgate_protocol::challenge::{ProofOfWork, Puzzle};
+use floodgate_protocol::settings::{ChallengeRule, Door, IdentityRule};
 use floodgate_tests::client::RoomClient;
 use floodgate_tests::{eventually, TestApp, TestOptions};
 
@@ -146,7 +146,7 @@ async fn a_dead_ticket_is_never_traded_for_a_place_without_the_door(db: sqlx::Pg
                         .query_async(&mut app.redis.clone())
                         .await
                         .unwrap();
-                    deadline.is_some_and(|d| (d as i64) < floodgate_contract::now_millis())
+                    deadline.is_some_and(|d| (d as i64) < floodgate_protocol::now_millis())
                 }
             },
         )

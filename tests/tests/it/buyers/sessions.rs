@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use floodgate_contract::settings::{Door, IdentityRule};
-use floodgate_contract::ws::ServerMessage;
+use floodgate_protocol::settings::{Door, IdentityRule};
+use floodgate_protocol::ws::ServerMessage;
 use floodgate_tests::client::{Heard, RoomClient};
 use floodgate_tests::{unique, TestApp};
 

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use floodgate_contract::events::Event;
+use floodgate_protocol::events::Event;
 use floodgate_tests::broker::PrivateBroker;
 use floodgate_tests::gateways::free_port;
 use floodgate_tests::{create_topic, ensure_topics, eventually, fresh_database, produce, unique};

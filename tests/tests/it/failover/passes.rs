@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use floodgate_client::booking::Failure;
-use floodgate_contract::api::code;
+use floodgate_protocol::api::code;
 use floodgate_tests::redis_cluster::PrivateCluster;
 use floodgate_tests::{eventually, fresh_database, TestApp};
 

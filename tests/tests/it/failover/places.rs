@@ -9,8 +9,8 @@
 //! the promoted replica would hold (one missing, one naming the buyer's earlier, dead ticket)
 //! before the primary dies, so the change replicates and no rebuild can run before the loss.
 
-use floodgate_contract::identity::BuyerId;
-use floodgate_contract::settings::{Door, IdentityRule};
+use floodgate_protocol::identity::BuyerId;
+use floodgate_protocol::settings::{Door, IdentityRule};
 use floodgate_tests::client::RoomClient;
 
 use super::*;
@@ -38,7 +38,7 @@ async fn dead(app: &TestApp, sale: &str, ticket: u64) -> bool {
         .query_async(&mut app.redis.clone())
         .await
         .unwrap();
-    deadline.is_some_and(|d| (d as i64) < floodgate_contract::now_millis())
+    deadline.is_some_and(|d| (d as i64) < floodgate_protocol::now_millis())
 }
 
 /// A buyer other than `first` whose record lives on the same primary as `first`'s, so one

@@ -4,8 +4,8 @@
 //! its buyer (whose record is a slot of its own), while that replica has stopped acknowledging.
 
 use floodgate_client::BookingClient;
-use floodgate_contract::identity::BuyerId;
-use floodgate_contract::settings::{Door, IdentityRule};
+use floodgate_protocol::identity::BuyerId;
+use floodgate_protocol::settings::{Door, IdentityRule};
 
 use super::*;
 

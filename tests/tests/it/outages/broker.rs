@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use floodgate_contract::readiness::Readiness;
+use floodgate_platform::readiness::Readiness;
 use floodgate_tests::broker::PrivateBroker;
 use floodgate_tests::{eventually, TestApp};
 

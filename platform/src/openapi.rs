@@ -123,8 +123,8 @@ pub fn strict_queries<S: Clone + Send + Sync + 'static>(
             let allowed = allowed.clone();
             async move {
                 if let Some(unknown) = unknown_parameter(&allowed, &request) {
-                    let body = crate::api::ErrorBody {
-                        error: crate::api::code::UNKNOWN_PARAMETER.into(),
+                    let body = floodgate_protocol::api::ErrorBody {
+                        error: floodgate_protocol::api::code::UNKNOWN_PARAMETER.into(),
                         message: format!("this endpoint takes no query parameter {unknown:?}"),
                     };
                     return (axum::http::StatusCode::BAD_REQUEST, axum::Json(body)).into_response();

@@ -1,8 +1,8 @@
 //! Secrets as the services take them: never empty or short, compared in constant time, and URLs
 //! that may carry credentials made safe to print.
 
+use floodgate_protocol::same_secret;
 use secrecy::{ExposeSecret, SecretString};
-use subtle::ConstantTimeEq;
 
 /// The shortest shared secret accepted (the ops token, the webhook secret, the payment
 /// provider's API key): 32 characters, e.g. 24 random bytes in base64 or 16 in hex twice over,
@@ -82,11 +82,6 @@ pub fn which_secret<'a>(presented: &[u8], accepted: &'a [NamedSecret]) -> Option
             found
         }
     })
-}
-
-/// Whether `presented` is `expected`, in time that does not depend on how much of it matched.
-pub fn same_secret(presented: &[u8], expected: &[u8]) -> bool {
-    presented.ct_eq(expected).into()
 }
 
 /// `url` with any password (after the user name in its user info, or as a `password=` query
@@ -171,17 +166,6 @@ mod tests {
         );
         assert!(check_secret("S", &SecretString::from(" ".repeat(40))).is_err());
         assert!(check_secret("S", &SecretString::from("short")).is_err());
-    }
-
-    #[test]
-    fn secrets_compare_by_content() {
-        assert!(same_secret(b"secret", b"secret"));
-        assert!(!same_secret(b"secret", b"secreT"));
-        assert!(!same_secret(b"secret", b"secret2"));
-        assert!(
-            !same_secret(b"", b"secret"),
-            "nothing presented is never a match"
-        );
     }
 
     #[test]

@@ -14,8 +14,8 @@ pub use pools::{PoolCounts, SaleCounts};
 use redis::Pipeline;
 
 use crate::keys::SaleKeys;
-use crate::settings::{ChallengeRule, Door, IdentityRule};
-use crate::UnixMillis;
+use floodgate_protocol::settings::{ChallengeRule, Door, IdentityRule};
+use floodgate_protocol::UnixMillis;
 
 /// A sale's `meta` hash (`{s:<sale>}:meta`), every field of it. Written by arming
 /// (`lua/arm_sale.lua`), the ops API (`rate`, `active_cap`, `paused`, `opens_at_ms`), the
@@ -162,12 +162,12 @@ fn door_from<'a>(
             .unwrap_or(default.challenge),
         pow_difficulty: u8::try_from(difficulty)
             .ok()
-            .filter(|d| crate::challenge::DIFFICULTY.contains(d))
+            .filter(|d| floodgate_protocol::challenge::DIFFICULTY.contains(d))
             .unwrap_or(default.pow_difficulty),
         max_seats_per_buyer: u32::try_from(buyer_seats).ok().filter(|s| *s > 0),
         grace_secs: get("grace_secs")
             .and_then(|v| v.parse().ok())
-            .filter(|s| crate::settings::GRACE_SECS.contains(s)),
+            .filter(|s| floodgate_protocol::settings::GRACE_SECS.contains(s)),
     }
 }
 

@@ -8,7 +8,7 @@ use crate::keys::{PoolKeys, SaleKeys};
 /// Sets the sale's bot check and/or its proof of work's difficulty.
 pub fn challenge(
     keys: &SaleKeys,
-    challenge: Option<crate::settings::ChallengeRule>,
+    challenge: Option<floodgate_protocol::settings::ChallengeRule>,
     difficulty: Option<u8>,
 ) -> Option<Cmd> {
     set_meta(

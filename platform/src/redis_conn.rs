@@ -1,6 +1,6 @@
 //! One handle on Floodgate's Redis, whether it is a single server or a Redis Cluster: every
 //! service talks through [`RedisConn`], and since every script and every pipeline keeps to one
-//! hash slot (contract/src/keys.rs), the two deployments run one code path. Reads that need
+//! hash slot (platform/src/keys.rs), the two deployments run one code path. Reads that need
 //! several slots (a sale's pools, say) are several pipelines run at once
 //! ([`crate::state::PoolCounts::read_each`]), never one pipeline across slots.
 

@@ -5,7 +5,7 @@ use redis::{FromRedisValue, Pipeline, RedisResult, Value};
 
 use super::{redis_time_ms, SaleMeta};
 use crate::keys::{Keys, PoolKeys};
-use crate::UnixMillis;
+use floodgate_protocol::UnixMillis;
 
 /// One pool's counters and live holds, as read together.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]

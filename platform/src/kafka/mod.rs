@@ -113,7 +113,7 @@ pub struct KafkaArgs {
     )]
     pub kafka_brokers: String,
     /// Topic of reservation events.
-    #[arg(long, env = "FLOODGATE_RESERVATIONS_TOPIC", default_value = crate::events::DEFAULT_RESERVATIONS_TOPIC)]
+    #[arg(long, env = "FLOODGATE_RESERVATIONS_TOPIC", default_value = floodgate_protocol::events::DEFAULT_RESERVATIONS_TOPIC)]
     pub reservations_topic: String,
     /// How clients reach the brokers (librdkafka's `security.protocol`): plaintext, ssl,
     /// sasl_plaintext or sasl_ssl. Default: plaintext, which belongs on loopback only.

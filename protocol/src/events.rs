@@ -3,7 +3,7 @@
 //! Every message on the reservations topic is one JSON [`Envelope`]: a schema version, a unique and
 //! *deterministic* event id (`<reservation id>.<transition>`: a retried or relayed-again event has
 //! the same id, so consumers can deduplicate), the sale and pool, and one [`Event`] as
-//! `{"type": .., "data": {..}}`. The Kafka message key is [`crate::keys::pool_partition_key`], so one
+//! `{"type": .., "data": {..}}`. The Kafka message key is the platform's `keys::pool_partition_key`, so one
 //! pool's events stay in order on one partition.
 //!
 //! Every event carries the whole reservation ([`ReservationData`]), not just what changed, so a

@@ -15,7 +15,7 @@
 //! A Lua script only ever receives keys from one of these builders, so no script can touch two
 //! slots. Pools of one sale spread over the cluster; the sale's own queue state stays together.
 //!
-//! Sale and pool ids are validated by [`crate::ids`] before they get here; they cannot contain
+//! Sale and pool ids are validated by [`floodgate_protocol::ids`] before they get here; they cannot contain
 //! `{`, `}` or `:`, so a tag can never be closed early.
 
 use std::sync::Arc;
@@ -74,7 +74,7 @@ impl Keys {
 impl Keys {
     /// The record of one buyer in one sale, in a slot of its own: buyers spread over the
     /// cluster instead of adding to the sale's slot, which every join already meets.
-    pub fn buyer(&self, sale: &str, buyer: &crate::identity::BuyerId) -> String {
+    pub fn buyer(&self, sale: &str, buyer: &floodgate_protocol::identity::BuyerId) -> String {
         format!("{}{{b:{}/{}}}:rec", self.prefix, sale, buyer.key_tag())
     }
 
@@ -140,7 +140,7 @@ impl SaleKeys {
     pub fn holders(&self) -> String {
         format!("{}:holders", self.base)
     }
-    /// Hash: ticket -> buyer mark (`contract::resume`), for tickets taken before their buyer
+    /// Hash: ticket -> buyer mark (`protocol::resume`), for tickets taken before their buyer
     /// signed in and made theirs by a resume: the buyerless token they were taken with is then
     /// refused to anyone else. Tickets taken by a signed-in buyer need no entry (their tokens
     /// carry the mark).

@@ -83,7 +83,7 @@ pub struct IssuedIdentity {
 impl IssuedIdentity {
     /// Claims for `sub`, valid from now for `lifetime`.
     pub fn new(iss: &str, aud: &str, sub: &str, lifetime: Duration) -> Self {
-        let now = (crate::now_millis() / 1000) as u64;
+        let now = (floodgate_protocol::now_millis() / 1000) as u64;
         Self {
             iss: iss.to_owned(),
             aud: aud.to_owned(),

@@ -185,7 +185,7 @@ impl ProofOfWork {
         let (puzzle, _nonce) = answer.rsplit_once('~').ok_or(ChallengeError::Failed)?;
         let (body, mac) = puzzle.rsplit_once('~').ok_or(ChallengeError::Failed)?;
         let mac = B64.decode(mac).map_err(|_| ChallengeError::Failed)?;
-        if !crate::secrets::same_secret(&mac, &self.mac(body)) {
+        if !crate::same_secret(&mac, &self.mac(body)) {
             return Err(ChallengeError::Failed);
         }
         // Genuine from here on: the fields are ours.

@@ -9,7 +9,10 @@ use serde::Deserialize;
 use tokio::time::Instant;
 
 use super::key_set::{self, KeyRing, KeySource};
-use super::{BuyerId, BuyerIdForm, IdentityError, MAX_IDENTITY_TOKEN_LEN, MAX_SUBJECT_LEN};
+use super::BuyerIdForm;
+use floodgate_protocol::identity::{
+    BuyerId, IdentityError, MAX_IDENTITY_TOKEN_LEN, MAX_SUBJECT_LEN,
+};
 
 /// What a valid identity token must say, and how it becomes a buyer.
 #[derive(Clone)]

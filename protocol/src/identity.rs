@@ -1,35 +1,9 @@
-//! Buyer identity: who is buying, as the operator's own sign-in says.
+//! Buyer identity on the wire: where a client carries its identity token, how long one may be,
+//! the [`BuyerId`] every record names, and why a token is refused.
 //!
-//! Floodgate runs no accounts. The operator's sign-in (any OpenID Connect provider, or anything
-//! that issues signed JWTs) gives each signed-in person an *identity token*; a client presents it
-//! when it joins a waiting room and when it reserves. [`IdentityVerifier`] checks it against the
-//! issuer's published keys (a JWKS document, fetched from a URL or read from a file, cached, and
-//! refreshed when a token names a key id it has not seen: that is how the issuer rotates keys),
-//! with the algorithms pinned by configuration, and `iss`, `aud`, `exp` (and `nbf` when present)
-//! checked. The JOSE work is the maintained `jsonwebtoken` crate's; this module decides policy.
-//!
-//! What a verified token yields is a [`BuyerId`]: the issuer's subject (`sub`) as it is, or a
-//! keyed hash of issuer and subject when the operator would rather Floodgate never store the
-//! subject ([`BuyerIdForm`]). The token itself is never stored or logged; the buyer id is what the
-//! admission token, the reservation, every event and the booking row carry.
+//! Checking a token against the issuer's keys is the services' work (the platform crate's
+//! `identity` module); a client only needs to know where to put it and what a refusal means.
 
-//!
-//! - [`verifier`]: the issuer's keys (JWKS), the policy and the check.
-//! - [`issuer`]: an issuer's signing key, for the sign-in stand-in and the tests.
-//! - [`args`]: the settings every service that checks identities takes.
-
-mod args;
-mod issuer;
-mod key_set;
-mod verifier;
-
-pub use args::{on_loopback, IdentityArgs};
-pub use issuer::{IssuedIdentity, IssuerKey};
-pub use key_set::KeySource;
-pub use verifier::{parse_algorithms, IdentityPolicy, IdentityVerifier};
-
-use hmac::{Hmac, Mac};
-use secrecy::{ExposeSecret, SecretString};
 use sha2::{Digest, Sha256};
 
 use crate::api::code;
@@ -46,10 +20,6 @@ pub const IDENTITY_SUBPROTOCOL_PREFIX: &str = "floodgate-identity.";
 pub const MAX_IDENTITY_TOKEN_LEN: usize = 8 * 1024;
 /// The longest subject accepted (OpenID Connect: at most 255 ASCII characters).
 pub const MAX_SUBJECT_LEN: usize = 255;
-/// The algorithms accepted unless configured otherwise: asymmetric only. An HMAC algorithm would
-/// let anyone holding the verification key mint identities, so none can be configured.
-pub const DEFAULT_ALGORITHMS: &str = "EdDSA,ES256,RS256";
-
 /// A buyer, as Floodgate stores it: the issuer's subject, or its keyed hash.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct BuyerId(String);
@@ -75,32 +45,6 @@ impl BuyerId {
 impl std::fmt::Display for BuyerId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
-    }
-}
-
-/// How a verified identity becomes a [`BuyerId`].
-#[derive(Clone)]
-pub enum BuyerIdForm {
-    /// The issuer's `sub` as it is: bookings can be matched with the operator's accounts directly.
-    Subject,
-    /// HMAC-SHA256 of issuer and subject under the operator's key, 128 bits in hex: Floodgate's
-    /// records name nobody, and only whoever holds the key can link a booking to an account.
-    KeyedHash(SecretString),
-}
-
-impl BuyerIdForm {
-    fn buyer(&self, issuer: &str, subject: &str) -> BuyerId {
-        match self {
-            BuyerIdForm::Subject => BuyerId(subject.to_owned()),
-            BuyerIdForm::KeyedHash(key) => {
-                let mut mac = Hmac::<Sha256>::new_from_slice(key.expose_secret().as_bytes())
-                    .expect("HMAC takes a key of any length");
-                mac.update(issuer.as_bytes());
-                mac.update(b"\0");
-                mac.update(subject.as_bytes());
-                BuyerId(hex::encode(&mac.finalize().into_bytes()[..16]))
-            }
-        }
     }
 }
 
