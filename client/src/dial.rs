@@ -5,13 +5,32 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+use floodgate_protocol::api::ErrorBody;
 use floodgate_protocol::resume::RESUME_HEADER;
 use tokio::net::TcpSocket;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_tungstenite::tungstenite::http::HeaderName;
 use tokio_tungstenite::tungstenite::Error as WsError;
 
-use crate::room::{JoinError, Socket};
+/// One WebSocket to a gateway.
+pub type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Why a join did not get a ticket.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    /// Refused before the upgrade with a JSON error (docs/protocol.md 1.1).
+    #[error("{status} {}", body.as_ref().map_or("", |b| b.error.as_str()))]
+    Refused {
+        status: u16,
+        /// `Retry-After`, as sent.
+        retry_after: Option<String>,
+        body: Option<ErrorBody>,
+    },
+    /// No connection, no upgrade, or no ticket.
+    #[error("{0}")]
+    Broken(String),
+}
 
 /// Where and how to connect.
 #[derive(Clone, Debug)]

@@ -5,7 +5,6 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use floodgate_protocol::api::ErrorBody;
 use floodgate_protocol::identity::IDENTITY_HEADER;
 use floodgate_protocol::ws::ServerMessage;
 use futures::StreamExt;
@@ -13,27 +12,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use crate::backoff;
 use crate::close::{CloseCode, Then};
-pub use crate::dial::{connect, connect_url, Dial, MAX_SERVER_MESSAGE};
-
-/// One WebSocket to a gateway.
-pub type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-/// Why a join did not get a ticket.
-#[derive(Debug, thiserror::Error)]
-pub enum JoinError {
-    /// Refused before the upgrade with a JSON error (docs/protocol.md 1.1).
-    #[error("{status} {}", body.as_ref().map_or("", |b| b.error.as_str()))]
-    Refused {
-        status: u16,
-        /// `Retry-After`, as sent.
-        retry_after: Option<String>,
-        body: Option<ErrorBody>,
-    },
-    /// No connection, no upgrade, or no ticket.
-    #[error("{0}")]
-    Broken(String),
-}
+pub use crate::dial::{connect, connect_url, Dial, JoinError, Socket, MAX_SERVER_MESSAGE};
 
 /// The first message of a connection: the ticket this connection holds.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -176,7 +176,7 @@ impl Config {
             "FLOODGATE_IPV6_PREFIX must be from 32 to 128"
         );
         anyhow::ensure!(
-            floodgate_protocol::challenge::DIFFICULTY.contains(&self.pow_ceiling),
+            floodgate_protocol::settings::POW_DIFFICULTY.contains(&self.pow_ceiling),
             "FLOODGATE_POW_CEILING must be from 1 to 32 bits"
         );
         anyhow::ensure!(

@@ -19,7 +19,7 @@ use floodgate_protocol::now_millis;
 use floodgate_protocol::settings::{ChallengeRule, Door, IdentityRule};
 
 use crate::error::ApiError;
-use crate::session::Context;
+use crate::sale::Context;
 use crate::AppState;
 
 /// The identity token a join presents: the `Floodgate-Identity` header (apps, scripts), or the
@@ -106,7 +106,7 @@ pub async fn pass_challenge(
     let (_, lately) = ctx.room.join_rates();
     let least = auto_difficulty(state).at(door.pow_difficulty, lately);
     let passed = verifier
-        .verify(&ctx.sale, answer, least, now_millis())
+        .verify(&ctx.scope.sale, answer, least, now_millis())
         .await
         .map_err(refused)?;
     if let Some((id, until_ms)) = passed.single_use {

@@ -20,8 +20,8 @@ use tracing::Instrument as _;
 
 use crate::door;
 use crate::error::ApiError;
-use crate::scripts::{buyers, tickets};
-use crate::session::{self, Hello, Session};
+use crate::scripts::{buyers, takeback, tickets};
+use crate::session::{Hello, Session};
 use crate::{limits, AppState};
 
 #[derive(Deserialize)]
@@ -89,7 +89,7 @@ pub async fn join_queue(
     let mark = buyer.as_ref().map(|b| state.resume.buyer_mark(b.as_str()));
     if let Some(claim) = &request.resumed {
         if !claim.may_be_taken_by(mark.as_ref()) {
-            return Err(tickets::other_buyers());
+            return Err(takeback::other_buyers());
         }
     }
     // Coming back with a resume token takes back a place already won at the door, and nothing
@@ -136,7 +136,7 @@ pub async fn join_queue(
         .max_write_buffer_size(MAX_WRITE_BUFFER)
         .on_upgrade(move |socket| {
             let span =
-                tracing::debug_span!("session", sale = %session.ctx.sale, ticket = session.ticket);
+                tracing::debug_span!("session", sale = %session.ctx.scope.sale, ticket = session.ticket);
             // A task of its own rather than axum's upgrade task: that one also carries the
             // upgrade's state for its whole life, and every idle client pays for its size.
             tasks.spawn(session.run(socket).instrument(span));
@@ -274,7 +274,7 @@ struct Wants {
 /// signed-in buyer holds one place per sale: their ticket is taken back if they have one, else
 /// the resume token's ticket (if it is still in line) or a new one becomes theirs.
 async fn take_session(
-    ctx: Arc<session::Context>,
+    ctx: Arc<crate::sale::Context>,
     claim: Wants,
     number: u64,
     connection: limits::ConnectionSlot,
@@ -284,7 +284,8 @@ async fn take_session(
     let (taken, resumed) = match (&claim.buyer, claim.resumed) {
         (Some((buyer, mark)), resumed) => {
             let joining = buyers::Joining {
-                ctx: &ctx,
+                scope: &ctx.scope,
+                turn_over: &|ticket| ctx.room.turn_over(ticket, floodgate_protocol::now_millis()),
                 buyer,
                 mark,
                 nonce: &claim.nonce,
@@ -293,14 +294,14 @@ async fn take_session(
             };
             buyers::take(&joining).await?
         }
-        (None, None) => (tickets::join(&ctx, &claim.nonce).await?, false),
+        (None, None) => (tickets::join(&ctx.scope, &claim.nonce).await?, false),
         (None, Some(ticket)) => {
-            let anyone = tickets::Taker {
+            let anyone = takeback::Taker {
                 buyer: None,
                 adopt: false,
             };
             (
-                tickets::resume(&ctx, ticket, &session_id, anyone).await?,
+                takeback::resume(&ctx.scope, ticket, &session_id, anyone).await?,
                 true,
             )
         }

@@ -7,7 +7,8 @@
 //! - `join`: `GET /ws`, from the request's checks and limits to the ticket and the upgrade.
 //! - `standing`: `GET /v1/sales/{sale}/place`, where a place stands, by its resume token (for
 //!   an app in the background).
-//! - [`session`]: one client's WebSocket session.
+//! - [`session`]: one client's WebSocket session; [`sale`]: what the sessions of one sale share
+//!   (its scripts' scope, the room, the signed-in sessions).
 //! - [`room`]: a sale's shared view on this gateway, its refresh task and the admission
 //!   controller (`room::view`, `room::driver`, `room::controller`).
 //! - [`scripts`]: every Redis script and pipelined read of the gateway, each with a typed
@@ -45,6 +46,7 @@ pub mod places;
 pub mod probes;
 mod records;
 pub mod room;
+pub mod sale;
 pub mod scripts;
 pub mod seats;
 pub mod session;
@@ -96,7 +98,7 @@ pub struct AppState {
     /// Signs admission tokens; only gateways hold the private key.
     pub signer: Arc<TokenSigner>,
     /// The rooms this gateway has clients in, by sale id, with what their sessions share.
-    pub rooms: Arc<DashMap<String, Arc<session::Context>>>,
+    pub rooms: Arc<DashMap<String, Arc<sale::Context>>>,
     /// Settings, parsed once.
     pub config: Arc<Config>,
     /// This instance's name in the controller lease.
@@ -207,7 +209,7 @@ impl AppState {
     /// A room costs a task and a few Redis commands a tick for as long as it lives, so one is
     /// started only for a sale Redis knows as armed: a stranger naming random sales gets 404s
     /// and leaves nothing behind.
-    pub(crate) async fn room(&self, sale: &str) -> Result<Arc<session::Context>, ApiError> {
+    pub(crate) async fn room(&self, sale: &str) -> Result<Arc<sale::Context>, ApiError> {
         if let Some(room) = self.rooms.get(sale) {
             return Ok(room.clone());
         }
@@ -225,7 +227,7 @@ impl AppState {
         Ok(room)
     }
 
-    fn start_room(&self, sale: &str) -> Arc<session::Context> {
+    fn start_room(&self, sale: &str) -> Arc<sale::Context> {
         let config = &self.config;
         let driver = RoomDriver {
             sale: sale.to_owned(),
@@ -243,13 +245,10 @@ impl AppState {
         self.tasks.spawn(task);
         metrics::gauge!("floodgate_rooms").increment(1.0);
         tracing::info!(%sale, "room started");
-        Arc::new(session::Context {
+        let scope = scripts::SaleScope {
             sale: sale.to_owned(),
             keys: self.keys.sale(sale),
             root_keys: self.keys.clone(),
-            room,
-            signer: self.signer.clone(),
-            resume: self.resume.clone(),
             redis: self.redis.clone(),
             scripts: self.scripts.clone(),
             lines: scripts::tickets::Lines::new(
@@ -260,13 +259,19 @@ impl AppState {
                 Duration::from_millis(config.lease_ms),
             ),
             instance_id: self.instance_id.clone(),
-            grace: Duration::from_millis(config.grace_ms),
             lease: Duration::from_millis(config.lease_ms),
+        };
+        Arc::new(sale::Context {
+            scope,
+            room,
+            signer: self.signer.clone(),
+            resume: self.resume.clone(),
+            grace: Duration::from_millis(config.grace_ms),
             retire,
             position_interval: Duration::from_millis(config.position_interval_ms),
             idle_timeout: Duration::from_millis(config.idle_timeout_ms),
             send_timeout: Duration::from_millis(config.send_timeout_ms),
-            waiting: records::Waiting::default(),
+            waiting: sale::Waiting::default(),
         })
     }
 
@@ -278,7 +283,7 @@ impl AppState {
         let idle_time = Duration::from_millis(self.config.room_idle_ms);
         // The map holds one reference to a room's context; every session and every join in
         // progress holds another.
-        let empty = |ctx: &Arc<session::Context>| Arc::strong_count(ctx) == 1;
+        let empty = |ctx: &Arc<sale::Context>| Arc::strong_count(ctx) == 1;
         idle.retain(|sale, _| self.rooms.get(sale).is_some_and(|ctx| empty(&ctx)));
         for room in self.rooms.iter() {
             if empty(room.value()) {

@@ -5,7 +5,7 @@
 //! wait for a replica (a `WAIT` on the rush's hottest path), so a failover can lose the record's
 //! last write: the buyer's next tab would then take a new place at the back, and they would hold
 //! two. Their ticket itself lives on in the sale's slot, and this gateway knows it: the session
-//! still waiting on it. So each room lists its signed-in sessions ([`Waiting`]), and when the
+//! still waiting on it. So each room lists its signed-in sessions (`sale::Waiting`), and when the
 //! primary serving a slot changes (platform/src/primaries.rs: a replica promoted, or a primary
 //! restarted), every listed session whose buyer's record lives in that slot writes its ticket
 //! into the record again (`restore`: only if the record names no ticket or an earlier one).
@@ -17,16 +17,15 @@
 //! and both stay in line), and any change of primary while the layout cannot be read
 //! (`floodgate_redis_primaries_known` is 0 then).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use floodgate_platform::primaries::{self, Layout, WATCH_INTERVAL};
 use floodgate_platform::replicas::key_slot;
 use floodgate_protocol::identity::BuyerId;
 
+use crate::sale::Context;
 use crate::scripts::buyers::{self, Restored};
-use crate::session::Context;
 use crate::AppState;
 
 /// How fast one gateway writes records again after a change of primary: the work comes in a
@@ -40,39 +39,19 @@ const STEP: Duration = Duration::from_millis(100);
 /// apart: a promoted primary that is still settling answers errors for a few seconds.
 const ATTEMPTS: usize = 30;
 
-/// The signed-in sessions of one room, by session number: their ticket and buyer.
-#[derive(Default)]
-pub struct Waiting {
-    sessions: Mutex<HashMap<u64, (u64, Arc<str>)>>,
-}
-
-impl Waiting {
-    pub fn add(&self, number: u64, ticket: u64, buyer: Arc<str>) {
-        self.lock().insert(number, (ticket, buyer));
-    }
-
-    pub fn remove(&self, number: u64) {
-        self.lock().remove(&number);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (u64, Arc<str>)>> {
-        // A panic while holding the map leaves it whole (inserts and removes only).
-        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The sessions whose buyer's record lives in a slot that `before` and `after` serve from
-    /// different primaries: `(ticket, buyer)` of each.
-    fn moved(&self, ctx: &Context, before: &Layout, after: &Layout) -> Vec<(u64, BuyerId)> {
-        let listed: Vec<(u64, Arc<str>)> = self.lock().values().cloned().collect();
-        listed
-            .into_iter()
-            .map(|(ticket, buyer)| (ticket, BuyerId::new(&*buyer)))
-            .filter(|(_, buyer)| {
-                let slot = key_slot(ctx.root_keys.buyer(&ctx.sale, buyer).as_bytes());
-                before.moved(after, slot)
-            })
-            .collect()
-    }
+/// The sessions of `ctx`'s room whose buyer's record lives in a slot that `before` and `after`
+/// serve from different primaries: `(ticket, buyer)` of each.
+fn moved(ctx: &Context, before: &Layout, after: &Layout) -> Vec<(u64, BuyerId)> {
+    let scope = &ctx.scope;
+    ctx.waiting
+        .listed()
+        .into_iter()
+        .map(|(ticket, buyer)| (ticket, BuyerId::new(&*buyer)))
+        .filter(|(_, buyer)| {
+            let slot = key_slot(scope.root_keys.buyer(&scope.sale, buyer).as_bytes());
+            before.moved(after, slot)
+        })
+        .collect()
 }
 
 /// Watches the slots' primaries until shutdown and, at each change, writes again the records of
@@ -101,8 +80,7 @@ async fn restore_moved(state: &AppState, before: &Layout, after: &Layout) {
     let mut work: Vec<(Arc<Context>, u64, BuyerId)> = rooms
         .iter()
         .flat_map(|ctx| {
-            ctx.waiting
-                .moved(ctx, before, after)
+            moved(ctx, before, after)
                 .into_iter()
                 .map(|(ticket, buyer)| (ctx.clone(), ticket, buyer))
         })
@@ -120,7 +98,7 @@ async fn restore_moved(state: &AppState, before: &Layout, after: &Layout) {
             let pace = tokio::time::sleep(STEP);
             let outcomes = step.iter().map(|(ctx, ticket, buyer)| async move {
                 (
-                    buyers::restore(ctx, buyer, *ticket).await,
+                    buyers::restore(&ctx.scope, buyer, *ticket).await,
                     ctx,
                     *ticket,
                     buyer,
@@ -141,7 +119,7 @@ async fn restore_moved(state: &AppState, before: &Layout, after: &Layout) {
                         failed.push((ctx.clone(), ticket, buyer.clone()));
                     }
                     Err(e) => {
-                        tracing::warn!(sale = %ctx.sale, ticket, error = %e, "a buyer's record could not be written again");
+                        tracing::warn!(sale = %ctx.scope.sale, ticket, error = %e, "a buyer's record could not be written again");
                     }
                 }
             }

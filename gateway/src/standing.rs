@@ -19,7 +19,7 @@ use floodgate_protocol::now_millis;
 use crate::error::ApiError;
 use crate::join::{resume_refusal, resume_token};
 use crate::room::{Room, RoomView};
-use crate::scripts::tickets::{self, Taker};
+use crate::scripts::takeback::{self, Taker};
 use crate::{door, AppState};
 
 /// `GET /v1/sales/{sale}/place`, with `Floodgate-Resume: <resume token>` (and the buyer's
@@ -64,13 +64,13 @@ pub async fn place(
     let buyer = door::identify(&state, &door, door::identity_token(&headers)).await?;
     let mark = buyer.map(|b| state.resume.buyer_mark(b.as_str()));
     if !claim.may_be_taken_by(mark.as_ref()) {
-        return Err(tickets::other_buyers());
+        return Err(takeback::other_buyers());
     }
     let taker = Taker {
         buyer: mark.as_ref(),
         adopt: false,
     };
-    let kept = tickets::standing(&ctx, claim.ticket, taker).await?;
+    let kept = takeback::standing(&ctx.scope, claim.ticket, taker).await?;
     let view = ctx.room.subscribe().borrow().clone();
     let standing = place_of(&ctx.room, &view, claim.ticket, now_millis())?;
     let body = PlaceStanding {
@@ -124,7 +124,7 @@ fn place_of(
         None => standing.pre_queue_size = Some(view.issued),
         Some(place) if place <= view.frontier => {
             if room.turn_over(ticket, now_ms) {
-                return Err(tickets::expired());
+                return Err(takeback::expired());
             }
             standing.state = PlaceState::YourTurn;
             standing.pass_ready = true;

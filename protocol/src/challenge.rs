@@ -23,16 +23,11 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 
 use crate::api::code;
+use crate::settings::POW_DIFFICULTY;
 use crate::UnixMillis;
 
 /// The longest answer read (a CAPTCHA response token is usually well under 2 KB).
 pub const MAX_ANSWER_LEN: usize = 4096;
-/// Difficulties (leading zero bits) a sale may ask for. 0 would be no check; past 32, a phone
-/// would need minutes. Each bit doubles the expected work: 16 is about 65,000 hashes (a tenth
-/// of a second in a browser), 22 about four million (several seconds).
-pub const DIFFICULTY: std::ops::RangeInclusive<u8> = 1..=32;
-/// The difficulty a sale gets unless its file says otherwise.
-pub const DEFAULT_DIFFICULTY: u8 = 16;
 /// How long a puzzle may be answered after it was handed out.
 pub const PUZZLE_LIFETIME_MS: i64 = 120_000;
 
@@ -280,12 +275,12 @@ impl AutoDifficulty {
 pub fn check_difficulty(difficulty: i64) -> Result<u8, String> {
     u8::try_from(difficulty)
         .ok()
-        .filter(|d| DIFFICULTY.contains(d))
+        .filter(|d| POW_DIFFICULTY.contains(d))
         .ok_or_else(|| {
             format!(
                 "pow_difficulty must be a whole number of bits from {} to {}",
-                DIFFICULTY.start(),
-                DIFFICULTY.end()
+                POW_DIFFICULTY.start(),
+                POW_DIFFICULTY.end()
             )
         })
 }

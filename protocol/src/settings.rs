@@ -25,6 +25,13 @@ pub const TOKEN_TTL_SECS: RangeInclusive<u32> = 1..=3_600;
 /// claim of a token lives this much past the token's own expiry).
 pub const CLOCK_SKEW_MS: i64 = 5 * 60 * 1000;
 
+/// Proof-of-work difficulties (leading zero bits) a sale may ask for. 0 would be no check; past
+/// 32, a phone would need minutes. Each bit doubles the expected work: 16 is about 65,000
+/// hashes (a tenth of a second in a browser), 22 about four million (several seconds).
+pub const POW_DIFFICULTY: RangeInclusive<u8> = 1..=32;
+/// The difficulty a sale gets unless its file says otherwise.
+pub const DEFAULT_POW_DIFFICULTY: u8 = 16;
+
 /// Most admitted users with an unspent token or a live hold at once, per sale.
 pub const ACTIVE_CAP: RangeInclusive<u64> = 1..=10_000_000;
 
@@ -69,7 +76,7 @@ impl Default for Door {
         Self {
             identity: IdentityRule::Optional,
             challenge: ChallengeRule::None,
-            pow_difficulty: crate::challenge::DEFAULT_DIFFICULTY,
+            pow_difficulty: DEFAULT_POW_DIFFICULTY,
             max_seats_per_buyer: None,
             grace_secs: None,
         }
@@ -93,7 +100,7 @@ pub enum IdentityRule {
 pub enum ChallengeRule {
     #[default]
     None,
-    /// The built-in proof of work ([`crate::challenge::ProofOfWork`]).
+    /// The built-in proof of work (`challenge::ProofOfWork`).
     Pow,
 }
 

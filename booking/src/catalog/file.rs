@@ -103,7 +103,7 @@ fn default_challenge() -> String {
 }
 
 fn default_difficulty() -> u8 {
-    floodgate_protocol::challenge::DEFAULT_DIFFICULTY
+    floodgate_protocol::settings::DEFAULT_POW_DIFFICULTY
 }
 
 fn default_currency() -> String {

@@ -6,17 +6,17 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use floodgate_platform::keys::SaleKeys;
+use floodgate_platform::keys::{Keys, SaleKeys};
 use floodgate_platform::runtime::RedisConn;
 use floodgate_platform::state::{self, PoolCounts};
 use floodgate_protocol::now_millis;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
-use super::driver::RoomDriver;
 use super::view::RoomView;
 use super::Shared;
 use crate::places::Batch;
 use crate::scripts::room::{Advanced, Swept};
+use crate::scripts::Scripts;
 
 /// The controller's local half: the rate limiter, rebuilt when the rate changes.
 ///
@@ -26,6 +26,17 @@ use crate::scripts::room::{Advanced, Swept};
 #[derive(Default)]
 pub(super) struct Controller {
     limiter: Option<(f64, DefaultDirectRateLimiter)>,
+}
+
+/// What the leader's tick needs of its room: the sale, its scripts, this gateway's name and the
+/// gateway's own settings. (The room's task lends it; the controller never sees the task.)
+pub(super) struct Leading<'a> {
+    pub sale: &'a str,
+    pub keys: &'a Keys,
+    pub scripts: &'a Scripts,
+    pub instance_id: &'a str,
+    pub tick: Duration,
+    pub grace: Duration,
 }
 
 /// The stock of a sale's pools, as the leader reads it each tick.
@@ -46,7 +57,7 @@ impl Controller {
     /// The leader's work for one tick, with fencing token `fence`.
     pub(super) async fn lead(
         &mut self,
-        driver: &RoomDriver,
+        driver: &Leading<'_>,
         conn: &mut RedisConn,
         keys: &SaleKeys,
         shared: &Shared,
@@ -57,7 +68,7 @@ impl Controller {
         let pools: Vec<_> = view
             .pools
             .iter()
-            .map(|pool| driver.keys.pool(&driver.sale, pool))
+            .map(|pool| driver.keys.pool(driver.sale, pool))
             .collect();
         let read = driver
             .scripts
@@ -79,7 +90,7 @@ impl Controller {
         } else {
             0
         };
-        report(&driver.sale, view, &read.pools);
+        report(driver.sale, view, &read.pools);
         // Called every tick, even with no permits: it also expires unspent tokens.
         let advanced = driver.scripts.advance(conn, keys, fence, permits).await?;
         let Advanced::Moved {
@@ -92,7 +103,7 @@ impl Controller {
         };
         if admitted > 0 {
             tracing::debug!(admitted, frontier, "frontier advanced");
-            metrics::counter!("floodgate_admissions_total", "sale" => driver.sale.clone())
+            metrics::counter!("floodgate_admissions_total", "sale" => driver.sale.to_owned())
                 .increment(admitted);
             // Known here at once, so this gateway's admitted clients need not wait a tick.
             shared.batches.lock().expect("lock").push(Batch {
@@ -145,7 +156,7 @@ impl Controller {
 
 /// Declares dead the `due` tickets whose grace ran out, once the draw tells their places.
 async fn bury(
-    driver: &RoomDriver,
+    driver: &Leading<'_>,
     conn: &mut RedisConn,
     keys: &SaleKeys,
     shared: &Shared,
@@ -164,7 +175,7 @@ async fn bury(
 
 /// Hands the tickets of gateways that died without goodbye to the grace period.
 async fn sweep(
-    driver: &RoomDriver,
+    driver: &Leading<'_>,
     conn: &mut RedisConn,
     keys: &SaleKeys,
     gateways: &[String],
@@ -173,7 +184,7 @@ async fn sweep(
     let others: Vec<&str> = gateways
         .iter()
         .map(String::as_str)
-        .filter(|g| *g != &*driver.instance_id)
+        .filter(|g| *g != driver.instance_id)
         .collect();
     if others.is_empty() {
         return Ok(());

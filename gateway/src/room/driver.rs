@@ -10,7 +10,7 @@ use floodgate_protocol::now_millis;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::controller::Controller;
+use super::controller::{Controller, Leading};
 use super::view::{draw_from, view_from, RoomView};
 use super::{Room, Shared};
 use crate::scripts::room::Cursor;
@@ -148,8 +148,16 @@ impl RoomDriver {
             .lease(&mut conn, keys, &self.instance_id, self.lease);
         match lease.await? {
             Some(fence) => {
+                let leading = Leading {
+                    sale: &self.sale,
+                    keys: &self.keys,
+                    scripts: &self.scripts,
+                    instance_id: &self.instance_id,
+                    tick: self.tick,
+                    grace: self.grace,
+                };
                 controller
-                    .lead(self, &mut conn, keys, shared, &mut view, &fence)
+                    .lead(&leading, &mut conn, keys, shared, &mut view, &fence)
                     .await?;
             }
             // Someone else leads: a later takeover starts from a fresh, full limiter.

@@ -11,9 +11,10 @@ use floodgate_protocol::api::code;
 use floodgate_protocol::identity::BuyerId;
 use floodgate_protocol::resume::BuyerMark;
 
-use super::tickets::{self, Taken, Taker};
+use super::takeback::{self, Taker};
+use super::tickets::{self, Taken};
+use super::SaleScope;
 use crate::error::ApiError;
-use crate::session::Context;
 
 /// How long one join may hold a buyer's record while it takes a ticket (the other joins of the
 /// same buyer wait for it); if its gateway dies half-way, the mark lapses after this.
@@ -56,8 +57,12 @@ pub enum Restored {
 /// Writes `ticket`, which a session of `buyer` still waits on, into the buyer's record again,
 /// unless the record names it or a later ticket: after a failover that may have lost the
 /// record's last write.
-pub async fn restore(ctx: &Context, buyer: &BuyerId, ticket: u64) -> Result<Restored, ApiError> {
-    match place(ctx, buyer, "restore", "", ticket).await? {
+pub async fn restore(
+    scope: &SaleScope,
+    buyer: &BuyerId,
+    ticket: u64,
+) -> Result<Restored, ApiError> {
+    match place(scope, buyer, "restore", "", ticket).await? {
         Place::Restored => Ok(Restored::Written),
         Place::Kept => Ok(Restored::Kept),
         other => Err(odd(&format!("{other:?}"))),
@@ -66,7 +71,10 @@ pub async fn restore(ctx: &Context, buyer: &BuyerId, ticket: u64) -> Result<Rest
 
 /// A signed-in buyer's join.
 pub struct Joining<'a> {
-    pub ctx: &'a Context,
+    pub scope: &'a SaleScope,
+    /// Whether a ticket's turn has come and gone (admitted, and the admission expired), as the
+    /// room sees it now.
+    pub turn_over: &'a (dyn Fn(u64) -> bool + Sync),
     pub buyer: &'a BuyerId,
     /// The buyer's mark (`protocol::resume`), which their tickets are bound to.
     pub mark: &'a BuyerMark,
@@ -92,7 +100,7 @@ impl Joining<'_> {
 /// The buyer's ticket, taken back (`resumed` is true), or one made theirs.
 pub async fn take(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
     let Joining {
-        ctx,
+        scope,
         buyer,
         session_id,
         ..
@@ -102,13 +110,13 @@ pub async fn take(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
     // Each round either ends the join or forgets a dead ticket (or waits, bounded by time):
     // a few rounds always suffice.
     for _ in 0..MAX_ROUNDS {
-        match place(ctx, buyer, "find", session_id, dead.unwrap_or(0)).await? {
+        match place(scope, buyer, "find", session_id, dead.unwrap_or(0)).await? {
             Place::Ticket(ticket) => {
-                match tickets::resume(ctx, ticket, session_id, join.taker(false)).await {
+                match takeback::resume(scope, ticket, session_id, join.taker(false)).await {
                     // Their turn came and went (admitted, and the admission expired): a buyer who
                     // comes back after that joins at the back, as anyone does.
-                    Ok(_) if ctx.room.turn_over(ticket, floodgate_protocol::now_millis()) => {
-                        tickets::leave(ctx, ticket, session_id, -1).await;
+                    Ok(_) if (join.turn_over)(ticket) => {
+                        tickets::leave(scope, ticket, session_id, -1).await;
                         dead = Some(ticket);
                     }
                     Ok(taken) => return Ok((taken, true)),
@@ -148,7 +156,7 @@ pub async fn take(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
 /// the record past [`JOIN_HOLD`]), this one is given back and theirs taken instead.
 async fn take_new(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
     let Joining {
-        ctx,
+        scope,
         buyer,
         session_id,
         ..
@@ -156,7 +164,7 @@ async fn take_new(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
     let adopted = match adoptable(join).await {
         Ok(adopted) => adopted,
         Err(e) => {
-            let _ = place(ctx, buyer, "release", session_id, 0).await;
+            let _ = place(scope, buyer, "release", session_id, 0).await;
             return Err(e);
         }
     };
@@ -164,23 +172,23 @@ async fn take_new(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
         Some(taken) => (taken, true),
         None if join.resumed.is_some() => {
             // A dead ticket is no way past the door: the client joins again without its token.
-            let _ = place(ctx, buyer, "release", session_id, 0).await;
-            return Err(tickets::expired());
+            let _ = place(scope, buyer, "release", session_id, 0).await;
+            return Err(takeback::expired());
         }
-        None => (tickets::join(ctx, join.nonce).await?, false),
+        None => (tickets::join(scope, join.nonce).await?, false),
     };
-    match place(ctx, buyer, "bind", session_id, taken.ticket).await {
+    match place(scope, buyer, "bind", session_id, taken.ticket).await {
         Ok(Place::Bound) => Ok((taken, resumed)),
         Ok(Place::Ticket(theirs)) => {
-            tickets::leave(ctx, taken.ticket, session_id, 0).await;
+            tickets::leave(scope, taken.ticket, session_id, 0).await;
             Ok((
-                tickets::resume(ctx, theirs, session_id, join.taker(false)).await?,
+                takeback::resume(scope, theirs, session_id, join.taker(false)).await?,
                 true,
             ))
         }
         other => {
             // Not bound: the new ticket must not stay live with nobody's name on it.
-            tickets::leave(ctx, taken.ticket, session_id, 0).await;
+            tickets::leave(scope, taken.ticket, session_id, 0).await;
             other.and_then(|p| Err(odd(&format!("{p:?}"))))
         }
     }
@@ -192,33 +200,30 @@ async fn adoptable(join: &Joining<'_>) -> Result<Option<Taken>, ApiError> {
     let Some(ticket) = join.resumed else {
         return Ok(None);
     };
-    let taken = match tickets::resume(join.ctx, ticket, join.session_id, join.taker(true)).await {
+    let taken = match takeback::resume(join.scope, ticket, join.session_id, join.taker(true)).await
+    {
         Ok(taken) => taken,
         Err(ApiError::Gone(..) | ApiError::NotFound(..)) => return Ok(None),
         Err(e) => return Err(e),
     };
-    if join
-        .ctx
-        .room
-        .turn_over(ticket, floodgate_protocol::now_millis())
-    {
-        tickets::leave(join.ctx, ticket, join.session_id, -1).await;
+    if (join.turn_over)(ticket) {
+        tickets::leave(join.scope, ticket, join.session_id, -1).await;
         return Ok(None);
     }
     Ok(Some(taken))
 }
 
 async fn place(
-    ctx: &Context,
+    scope: &SaleScope,
     buyer: &BuyerId,
     op: &str,
     session_id: &str,
     ticket: u64,
 ) -> Result<Place, ApiError> {
-    let reply: Vec<String> = ctx
+    let reply: Vec<String> = scope
         .scripts
         .buyer_place
-        .key(ctx.root_keys.buyer(&ctx.sale, buyer))
+        .key(scope.root_keys.buyer(&scope.sale, buyer))
         .arg(op)
         .arg(session_id)
         .arg(if ticket == 0 {
@@ -228,7 +233,7 @@ async fn place(
         })
         .arg(Keys::BUYER_RECORD_LIFETIME.as_millis() as u64)
         .arg(JOIN_HOLD.as_millis() as u64)
-        .invoke_async(&mut ctx.redis.clone())
+        .invoke_async(&mut scope.redis.clone())
         .await?;
     parse_place(&reply)
 }

@@ -14,8 +14,30 @@ pub mod room;
 pub mod takeback;
 pub mod tickets;
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use floodgate_platform::keys::{Keys, SaleKeys};
 use floodgate_platform::lua::{clocked_script, sale_script};
+use floodgate_platform::runtime::RedisConn;
 use redis::Script;
+
+/// One sale's scripts on this gateway: what every script call of its sessions needs (the sale's
+/// keys, the connection, this gateway's name in the sale's registry, the batched joins and
+/// departures). Made once per room; sessions reach it through their room's context.
+pub struct SaleScope {
+    pub sale: String,
+    pub keys: SaleKeys,
+    /// Every key builder (a buyer's record lives outside the sale's slot).
+    pub root_keys: Keys,
+    pub redis: RedisConn,
+    pub scripts: Arc<Scripts>,
+    /// This sale's joins and departures on this gateway, sent in batches.
+    pub lines: tickets::Lines,
+    pub instance_id: Arc<str>,
+    /// Lifetime of this gateway's liveness key, renewed when a session registers.
+    pub lease: Duration,
+}
 
 /// The Lua scripts the gateway runs, loaded once from `lua/` and shared by every session and
 /// room: each holds its source text, a few KB that must not be copied per session.

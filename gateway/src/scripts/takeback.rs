@@ -7,8 +7,8 @@ use floodgate_protocol::resume::BuyerMark;
 use floodgate_protocol::UnixMillis;
 
 use super::tickets::{number, Taken};
+use super::SaleScope;
 use crate::error::ApiError;
-use crate::session::Context;
 
 /// Who takes a ticket back.
 #[derive(Clone, Copy)]
@@ -22,31 +22,31 @@ pub struct Taker<'a> {
 
 /// Takes `ticket` back on session `session_id` of this gateway, for `taker`.
 pub async fn resume(
-    ctx: &Context,
+    scope: &SaleScope,
     ticket: u64,
     session_id: &str,
     taker: Taker<'_>,
 ) -> Result<Taken, ApiError> {
-    let keys = &ctx.keys;
-    let reply: Vec<String> = ctx
+    let keys = &scope.keys;
+    let reply: Vec<String> = scope
         .scripts
         .resume
         .key(keys.meta())
         .key(keys.seq())
         .key(keys.gone())
         .key(keys.holders())
-        .key(keys.gateway_sessions(&ctx.instance_id))
+        .key(keys.gateway_sessions(&scope.instance_id))
         .key(keys.frontier())
-        .key(keys.gateway_alive(&ctx.instance_id))
+        .key(keys.gateway_alive(&scope.instance_id))
         .key(keys.gateways())
         .key(keys.owners())
         .arg(ticket)
         .arg(session_id)
-        .arg(&*ctx.instance_id)
-        .arg(ctx.lease.as_millis() as u64)
+        .arg(&*scope.instance_id)
+        .arg(scope.lease.as_millis() as u64)
         .arg(taker.buyer.map_or("", BuyerMark::as_str))
         .arg(if taker.adopt { "adopt" } else { "" })
-        .invoke_async(&mut ctx.redis.clone())
+        .invoke_async(&mut scope.redis.clone())
         .await?;
     let taken = parse_resume(ticket, &reply)?;
     metrics::counter!("floodgate_tickets_resumed_total").increment(1);
@@ -78,9 +78,13 @@ pub struct Standing {
 }
 
 /// Whether `ticket` is alive for `taker` (read only: a poll keeps no place alive).
-pub async fn standing(ctx: &Context, ticket: u64, taker: Taker<'_>) -> Result<Standing, ApiError> {
-    let keys = &ctx.keys;
-    let reply: Vec<String> = ctx
+pub async fn standing(
+    scope: &SaleScope,
+    ticket: u64,
+    taker: Taker<'_>,
+) -> Result<Standing, ApiError> {
+    let keys = &scope.keys;
+    let reply: Vec<String> = scope
         .scripts
         .standing
         .key(keys.meta())
@@ -89,7 +93,7 @@ pub async fn standing(ctx: &Context, ticket: u64, taker: Taker<'_>) -> Result<St
         .key(keys.owners())
         .arg(ticket)
         .arg(taker.buyer.map_or("", BuyerMark::as_str))
-        .invoke_async(&mut ctx.redis.clone())
+        .invoke_async(&mut scope.redis.clone())
         .await?;
     parse_standing(&reply)
 }
@@ -117,11 +121,11 @@ fn odd_standing(reply: &[String]) -> ApiError {
 
 /// Whether a buyer made `ticket` theirs by taking it with its buyerless token (the sale's
 /// `owners` hash): a session without that buyer's identity then gets no pass for it.
-pub async fn owned(ctx: &Context, ticket: u64) -> Result<bool, ApiError> {
+pub async fn owned(scope: &SaleScope, ticket: u64) -> Result<bool, ApiError> {
     let owned: bool = redis::cmd("HEXISTS")
-        .arg(ctx.keys.owners())
+        .arg(scope.keys.owners())
         .arg(ticket)
-        .query_async(&mut ctx.redis.clone())
+        .query_async(&mut scope.redis.clone())
         .await?;
     Ok(owned)
 }

@@ -18,10 +18,8 @@ use floodgate_platform::redis_conn::RedisConn;
 use floodgate_protocol::{lottery, UnixMillis};
 use futures::future::{BoxFuture, FutureExt};
 
-pub use super::takeback::{expired, other_buyers, owned, resume, standing, Standing, Taker};
-use super::Scripts;
+use super::{SaleScope, Scripts};
 use crate::error::ApiError;
-use crate::session::Context;
 
 /// The most joins (or departures) one script run takes: far under Lua's `unpack` limit (about
 /// 8,000 values), a pre-queue batch stays within one page of the published record (10,000
@@ -185,11 +183,11 @@ impl Line {
     }
 }
 
-/// Takes the next ticket of `ctx`'s sale for a client whose draw nonce is `nonce`, registered
+/// Takes the next ticket of `scope`'s sale for a client whose draw nonce is `nonce`, registered
 /// to this gateway, in the next batch of joins.
-pub async fn join(ctx: &Context, nonce: &str) -> Result<Taken, ApiError> {
+pub async fn join(scope: &SaleScope, nonce: &str) -> Result<Taken, ApiError> {
     let _waiting = JoinInFlight::start();
-    let (position, batch) = ctx
+    let (position, batch) = scope
         .lines
         .joins
         .submit((), nonce.to_owned())
@@ -259,13 +257,13 @@ impl Flush for Leaves {
 /// Records that the session `session_id` holding `ticket` ended. With `grace_ms >= 0` the ticket
 /// keeps its place that long (0: it is skipped as soon as the controller sees it); with -1 its
 /// business is done (admitted, or the sale is over for it).
-pub async fn leave(ctx: &Context, ticket: u64, session_id: &str, grace_ms: i64) {
+pub async fn leave(scope: &SaleScope, ticket: u64, session_id: &str, grace_ms: i64) {
     let departure = Departure {
         ticket,
         session_id: session_id.to_owned(),
         grace_ms,
     };
-    let left = match ctx.lines.leaves.submit((), departure).await {
+    let left = match scope.lines.leaves.submit((), departure).await {
         Ok((_, left)) => left,
         Err(e) => Err(e.to_string()),
     };

@@ -9,61 +9,20 @@
 use std::borrow::Cow;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
-use floodgate_platform::keys::{Keys, SaleKeys};
-use floodgate_platform::runtime::RedisConn;
 use floodgate_protocol::now_millis;
-use floodgate_protocol::resume::ResumeKey;
-use floodgate_protocol::token::{AdmissionClaims, TokenSigner};
+use floodgate_protocol::token::AdmissionClaims;
 use floodgate_protocol::ws::{close, ClientMessage, ServerMessage, PROTOCOL_VERSION};
 use tokio::time::{Instant, Sleep};
 
-use crate::room::{Room, RoomView};
-use crate::scripts::Scripts;
+use crate::room::RoomView;
+use crate::sale::Context;
 use ending::{count_close, say_goodbye, End};
 use step::{Coalescer, Standing, Step};
 
 mod ending;
 mod step;
-
-/// What every session of one sale on this gateway shares: made once per room, so a session
-/// itself carries only what is its own (every idle client pays for each byte of [`Session`]).
-pub struct Context {
-    pub sale: String,
-    pub keys: SaleKeys,
-    /// Every key builder (a buyer's record lives outside the sale's slot).
-    pub root_keys: Keys,
-    pub room: Arc<Room>,
-    pub signer: Arc<TokenSigner>,
-    pub resume: Arc<ResumeKey>,
-    pub redis: RedisConn,
-    pub scripts: Arc<Scripts>,
-    /// This sale's joins and departures on this gateway, sent in batches.
-    pub lines: crate::scripts::tickets::Lines,
-    pub instance_id: Arc<str>,
-    pub grace: Duration,
-    /// Lifetime of this gateway's liveness key, renewed when a session registers.
-    pub lease: Duration,
-    /// Cancelled when the room retires (it has had no session for its idle time).
-    pub retire: tokio_util::sync::CancellationToken,
-    pub position_interval: Duration,
-    /// How long a client may stay silent (it is pinged on the room's heartbeat), how long a
-    /// send may take.
-    pub idle_timeout: Duration,
-    pub send_timeout: Duration,
-    /// The signed-in sessions, whose buyers' records are written again after a failover.
-    pub waiting: crate::records::Waiting,
-}
-
-impl Context {
-    /// The id of session `n` of this gateway: `<gateway instance>/<n>`, recorded as a resumed
-    /// ticket's holder (resume.lua) and checked when it leaves (leave.lua).
-    pub fn session_id(&self, n: u64) -> String {
-        format!("{}/{n}", self.instance_id)
-    }
-}
 
 /// One client's session.
 pub struct Session {
@@ -115,7 +74,7 @@ impl Drop for Session {
         let session_id = ctx.session_id(self.number);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                crate::scripts::tickets::leave(&ctx, ticket, &session_id, grace).await;
+                crate::scripts::tickets::leave(&ctx.scope, ticket, &session_id, grace).await;
             });
         }
     }
@@ -163,7 +122,7 @@ impl Session {
             -1
         };
         let session_id = self.ctx.session_id(self.number);
-        crate::scripts::tickets::leave(&self.ctx, self.ticket, &session_id, grace).await;
+        crate::scripts::tickets::leave(&self.ctx.scope, self.ticket, &session_id, grace).await;
     }
 
     /// The client's resume token, bound to the buyer whose place this is (derived again when
@@ -172,7 +131,7 @@ impl Session {
         let mark = self.buyer.as_deref().map(|b| self.ctx.resume.buyer_mark(b));
         self.ctx
             .resume
-            .issue(&self.ctx.sale, self.ticket, mark.as_ref())
+            .issue(&self.ctx.scope.sale, self.ticket, mark.as_ref())
     }
 
     async fn send_hello(
@@ -184,7 +143,7 @@ impl Session {
             hello.map_or((None, String::new()), |h| (h.draw_nonce, h.commitment));
         let message = ServerMessage::Ticket {
             protocol: PROTOCOL_VERSION,
-            sale: self.ctx.sale.clone(),
+            sale: self.ctx.scope.sale.clone(),
             ticket: self.ticket,
             opens_at_ms: self.opens_at_ms,
             resume_token: self.resume_token(),
@@ -299,7 +258,7 @@ impl Session {
         // without the buyer. If Redis cannot say, the session closes as after any error, keeps
         // its grace, and asks again when it comes back.
         if self.buyer.is_none() {
-            match crate::scripts::tickets::owned(&self.ctx, self.ticket).await {
+            match crate::scripts::takeback::owned(&self.ctx.scope, self.ticket).await {
                 Ok(false) => {}
                 Ok(true) => return End::Over("place taken by its signed-in buyer"),
                 Err(_) => {
@@ -317,7 +276,7 @@ impl Session {
             return End::Over("admission expired unused");
         };
         let claims = AdmissionClaims {
-            sale: self.ctx.sale.clone(),
+            sale: self.ctx.scope.sale.clone(),
             ticket: self.ticket,
             // One id per ticket: however many sessions a ticket has had, it makes one
             // reservation (the booking service refuses a second use of a token id).

@@ -162,7 +162,7 @@ fn door_from<'a>(
             .unwrap_or(default.challenge),
         pow_difficulty: u8::try_from(difficulty)
             .ok()
-            .filter(|d| floodgate_protocol::challenge::DIFFICULTY.contains(d))
+            .filter(|d| floodgate_protocol::settings::POW_DIFFICULTY.contains(d))
             .unwrap_or(default.pow_difficulty),
         max_seats_per_buyer: u32::try_from(buyer_seats).ok().filter(|s| *s > 0),
         grace_secs: get("grace_secs")
