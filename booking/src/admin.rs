@@ -9,54 +9,28 @@ use axum::extract::{Path, Request, State};
 use axum::middleware::Next;
 use axum::response::IntoResponse as _;
 use axum::response::Response;
-use axum::routing::get;
-use axum::{Extension, Json, Router};
+use axum::{Extension, Json};
 use floodgate_protocol::api::code;
 use floodgate_protocol::ids::check_sale_id;
-use serde::Serialize;
 
 use crate::audit::Operator;
 use crate::auth::{bearer, BearerError};
 use crate::error::ApiError;
-use crate::gatekeeper::LATELY_MS;
+use crate::figures::{self, OpsFigures};
 pub use crate::sale_update::SaleUpdate;
 use crate::AppState;
 use floodgate_platform::secrets::{which_secret, NamedSecret};
 use floodgate_protocol::settings::ChallengeRule;
 
-/// The ops API's routes; every one requires `Authorization: Bearer <ops token>`.
-pub fn router(state: AppState, ops_tokens: Arc<Vec<NamedSecret>>) -> Router {
-    // Every ops route is registered with its OpenAPI description (docs/openapi/ops.json); the
-    // token layer covers the ops routes, not the probes added after it.
-    let (documented, document) = crate::openapi::ops(ops_tokens);
-    let router = documented
-        .route("/openapi.json", crate::openapi::serve_document(&document))
-        // The console holds no secret (the operator types the token into it), so it is served
-        // without one; it exists only on this listener, never on a public path or a CDN.
-        .route("/admin/console", get(console_page))
-        .route("/admin/console/console.js", get(console_script))
-        // The scrape target: on this listener only, never behind the CDN, and without the ops
-        // token (Prometheus reads it from the operators' network).
-        .route(
-            "/metrics",
-            get(|| async { floodgate_platform::telemetry::render() }),
-        )
-        .fallback(crate::api::not_found)
-        // Ops bodies are a few dozen bytes.
-        .layer(axum::extract::DefaultBodyLimit::max(4 * 1024))
-        .with_state(state);
-    floodgate_platform::telemetry::instrument(router, "booking_admin")
-}
-
 /// The ops console's page and script, compiled in.
-async fn console_page() -> axum::response::Response {
+pub(crate) async fn console_page() -> axum::response::Response {
     console_file(
         "text/html; charset=utf-8",
         include_str!("../console/index.html"),
     )
 }
 
-async fn console_script() -> axum::response::Response {
+pub(crate) async fn console_script() -> axum::response::Response {
     console_file(
         "text/javascript; charset=utf-8",
         include_str!("../console/console.js"),
@@ -135,97 +109,7 @@ pub async fn sale_figures(
     Path(sale): Path<String>,
 ) -> Result<Json<OpsFigures>, ApiError> {
     check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
-    figures(&state, &sale).await.map(Json)
-}
-
-/// A sale's live figures as the ops API and the console show them (docs/protocol.md, "Ops API").
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct OpsFigures {
-    pub sale: String,
-    pub opens_at_ms: i64,
-    pub open: bool,
-    pub paused: bool,
-    pub sold_out: bool,
-    /// Admissions per second, as set.
-    pub admission_rate: f64,
-    /// Live admissions per second over the last ten seconds.
-    pub measured_rate: f64,
-    pub active_cap: u64,
-    pub stock_factor: f64,
-    /// Who may come in and what they must show; the challenge and its difficulty can be changed
-    /// here during an attack.
-    pub door: floodgate_protocol::settings::Door,
-    pub tickets_issued: u64,
-    pub frontier: u64,
-    /// Tickets not yet admitted whose holders are connected or within their grace.
-    pub waiting: u64,
-    /// Clients connected now, over every gateway.
-    pub live: u64,
-    pub in_grace: u64,
-    /// Live tickets admitted, and dead tickets skipped.
-    pub admitted: u64,
-    pub skipped: u64,
-    /// As DESIGN.md defines it: unspent admission tokens plus live holds (what the cap counts).
-    pub active: u64,
-    pub unspent_tokens: u64,
-    pub pools: Vec<OpsPool>,
-}
-
-/// One pool's counts (`null` where its state is missing).
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct OpsPool {
-    pub pool: String,
-    pub capacity: Option<i64>,
-    pub available: Option<i64>,
-    pub held: Option<i64>,
-    pub sold: Option<i64>,
-    pub holds: u64,
-}
-
-pub(crate) async fn figures(state: &AppState, sale: &str) -> Result<OpsFigures, ApiError> {
-    let f = state
-        .gatekeeper
-        .sale_figures(sale)
-        .await?
-        .ok_or_else(ApiError::unknown_sale)?;
-    let holds: u64 = f.pools.iter().map(|(_, c)| c.holds).sum();
-    let meta = &f.meta;
-    Ok(OpsFigures {
-        sale: sale.to_owned(),
-        opens_at_ms: meta.opens_at_ms,
-        open: f.now_ms >= meta.opens_at_ms,
-        paused: meta.paused,
-        sold_out: meta.sold_out,
-        admission_rate: meta.rate,
-        measured_rate: f.admitted_lately as f64 * 1000.0 / LATELY_MS as f64,
-        active_cap: meta.active_cap,
-        stock_factor: meta.stock_factor,
-        door: meta.door,
-        tickets_issued: f.issued,
-        frontier: f.frontier,
-        waiting: f
-            .issued
-            .saturating_sub(f.frontier)
-            .saturating_sub(f.dead_ahead),
-        live: f.live,
-        in_grace: f.in_grace,
-        admitted: meta.admitted_total,
-        skipped: meta.dead_total,
-        active: meta.unspent + holds,
-        unspent_tokens: meta.unspent,
-        pools: f
-            .pools
-            .into_iter()
-            .map(|(pool, c)| OpsPool {
-                pool,
-                capacity: c.capacity,
-                available: c.available,
-                held: c.held,
-                sold: c.sold,
-                holds: c.holds,
-            })
-            .collect(),
-    })
+    figures::read(&state, &sale).await.map(Json)
 }
 
 /// `PATCH /admin/v1/sales/{sale}`: change the admission rate, the active cap, the bot check or
@@ -376,7 +260,7 @@ pub async fn open_now(
     Extension(operator): Extension<Operator>,
 ) -> Result<Json<OpsFigures>, ApiError> {
     check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
-    let current = figures(&state, &sale).await?;
+    let current = figures::read(&state, &sale).await?;
     if current.open {
         return Ok(Json(current));
     }

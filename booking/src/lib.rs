@@ -7,10 +7,13 @@
 //!   `buyer_reservations`).
 //! - [`webhook`]: `receive_webhook`, the payment provider's signed outcomes.
 //! - [`listing`]: `GET /v1/sales/{sale}/reservations`, a signed-in buyer's own reservations.
-//! - [`openapi`]: the service's OpenAPI documents, made from the handlers themselves.
+//! - [`router`]: where every route of both listeners is mounted, and the OpenAPI documents
+//!   collected from them; [`openapi`]: what the documents say beside the routes (titles,
+//!   security schemes, each operation's refusals).
 //! - [`payments`]: the provider's API, webhook signatures and their wire types.
 //! - [`admin`]: the ops API (live figures, rate, cap, pause, resume, open now) on its own listener;
-//!   [`sale_update`]: the body of its change; [`audit`]: the trail of every operator action.
+//!   [`sale_update`]: the body of its change; [`figures`]: a sale's live figures as operators see
+//!   them; [`audit`]: the trail of every operator action.
 //! - [`worker`]: the outbox relay and the hold reaper, run by every instance.
 //! - [`sandbox`]: a sandbox payment provider (`floodgate-booking sandbox-pay`).
 //! - [`signin`]: the sandbox's stand-in for the operator's sign-in (identity tokens, JWKS).
@@ -41,6 +44,7 @@ pub mod catalog;
 pub mod config;
 pub mod ending;
 pub mod error;
+pub mod figures;
 pub mod gatekeeper;
 pub mod listing;
 pub mod openapi;
@@ -51,6 +55,7 @@ pub mod publish_static;
 pub mod rebuild;
 pub mod reconcile;
 pub mod reservations;
+pub mod router;
 pub mod sale_update;
 pub mod sandbox;
 pub mod signin;
@@ -61,8 +66,6 @@ pub mod worker;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::DefaultBodyLimit;
-use axum::Router;
 use floodgate_protocol::token::TokenVerifier;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -168,21 +171,6 @@ impl AppState {
     }
 }
 
-/// The booking API's routes.
-pub fn router(state: AppState) -> Router {
-    // No CORS: the page calls this API on its own origin (the CDN, or the gateway, routes the
-    // booking paths here), so no other site's script is given a way in.
-    // Every route is registered with its OpenAPI description (docs/openapi/booking.json).
-    let (documented, document) = openapi::public();
-    let router = documented
-        .route("/openapi.json", openapi::serve_document(&document))
-        .fallback(api::not_found)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(TraceLayer::new_for_http())
-        .with_state(state);
-    floodgate_platform::telemetry::instrument(router, "booking")
-}
-
 /// Serves the API on `listener` until `shutdown` is cancelled, then drains in-flight requests
 /// and flushes the producer so no acknowledged-but-unsent event is dropped.
 pub async fn run(
@@ -211,7 +199,7 @@ pub async fn run(
         ));
     }
     let limits = state.config.listener.limits(API_CONNECTIONS);
-    let app = router(state);
+    let app = router::public(state);
     let stop = shutdown.clone();
     floodgate_platform::listener::serve(
         listener,
@@ -238,7 +226,7 @@ pub async fn run_admin(
         &state.config.ops_token,
     )
     .unwrap_or_default();
-    let app = admin::router(state, Arc::new(ops_tokens)).layer(TraceLayer::new_for_http());
+    let app = router::admin(state, Arc::new(ops_tokens)).layer(TraceLayer::new_for_http());
     floodgate_platform::listener::serve(
         listener,
         app,

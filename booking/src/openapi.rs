@@ -1,7 +1,9 @@
-//! The booking service's OpenAPI 3.1 documents, made from the handlers themselves: each route is
-//! registered through `utoipa_axum`'s router together with its `#[utoipa::path]` description,
-//! so a route cannot be served without being documented, and each body's schema is derived from
-//! the type the handler returns. Two documents, one per listener:
+//! What the booking service's OpenAPI 3.1 documents say beside their routes: each document's
+//! title, tags and security schemes, the path parameters, and each operation's refusals. The
+//! routes themselves are mounted in [`crate::router`], each through `utoipa_axum` together with
+//! its handler's `#[utoipa::path]` description, so a route cannot be served without being
+//! documented, and each body's schema is derived from the type the handler returns. Two
+//! documents, one per listener:
 //!
 //! - the public API (reservations, payments, the provider's webhook, probes), served at
 //!   `/openapi.json` on the public listener;
@@ -13,10 +15,6 @@
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{self, RefOr};
 use utoipa::{IntoParams, Modify, OpenApi};
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
-
-use crate::AppState;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -37,7 +35,7 @@ use crate::AppState;
     modifiers(&SecuritySchemes),
     components(schemas(floodgate_protocol::api::ErrorBody))
 )]
-struct PublicApi;
+pub struct PublicApi;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -56,10 +54,10 @@ struct PublicApi;
     modifiers(&SecuritySchemes),
     components(schemas(floodgate_protocol::api::ErrorBody))
 )]
-struct OpsApi;
+pub struct OpsApi;
 
 /// A sale update names at least one setting (`SaleUpdate::parse` refuses an empty one).
-struct AtLeastOneSetting;
+pub struct AtLeastOneSetting;
 
 impl Modify for AtLeastOneSetting {
     fn modify(&self, document: &mut openapi::OpenApi) {
@@ -75,73 +73,7 @@ impl Modify for AtLeastOneSetting {
     }
 }
 
-/// The public API's documented routes (state is given by the caller).
-pub fn public_routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::with_openapi(PublicApi::openapi())
-        .routes(routes!(
-            crate::api::create_reservation,
-            crate::listing::buyer_reservations
-        ))
-        .routes(routes!(crate::api::get_reservation))
-        .routes(routes!(crate::api::start_payment))
-        .routes(routes!(crate::webhook::receive_webhook))
-        .routes(routes!(crate::probes::health))
-        .routes(routes!(crate::probes::ready_public))
-}
-
-/// The ops API's documented routes; every one behind the ops token (the caller adds the layer).
-pub fn ops_routes() -> OpenApiRouter<AppState> {
-    let mut routes = OpenApiRouter::with_openapi(OpsApi::openapi())
-        .routes(routes!(
-            crate::admin::sale_figures,
-            crate::admin::update_sale
-        ))
-        .routes(routes!(crate::admin::pause))
-        .routes(routes!(crate::admin::resume))
-        .routes(routes!(crate::admin::open_now))
-        .routes(routes!(crate::audit::list));
-    // After the routes: their schemas are only in the document once they are registered.
-    AtLeastOneSetting.modify(routes.get_openapi_mut());
-    routes
-}
-
-/// The public API's routes and their document, as served and committed; a query parameter an
-/// operation does not take is refused (`floodgate_platform::openapi::strict_queries`).
-pub fn public() -> (axum::Router<AppState>, openapi::OpenApi) {
-    let (routes, mut document) = public_routes().split_for_parts();
-    let routes = floodgate_platform::openapi::strict_queries(routes, &mut document);
-    (routes, document)
-}
-
-/// The ops API's routes, each behind one of `tokens` (`admin::require_ops_token`), with the
-/// admin listener's probes, and their document.
-pub fn ops(
-    tokens: std::sync::Arc<Vec<floodgate_platform::secrets::NamedSecret>>,
-) -> (axum::Router<AppState>, openapi::OpenApi) {
-    let token_check = axum::middleware::from_fn_with_state(tokens, crate::admin::require_ops_token);
-    let (routes, mut document) = with_probes(ops_routes().layer(token_check)).split_for_parts();
-    let routes = floodgate_platform::openapi::strict_queries(routes, &mut document);
-    (routes, document)
-}
-
-/// The public API's document, as served and committed.
-pub fn public_document() -> openapi::OpenApi {
-    public().1
-}
-
-/// The ops API's document, as served and committed.
-pub fn ops_document() -> openapi::OpenApi {
-    ops(Default::default()).1
-}
-
-pub use floodgate_platform::openapi::{serve_document, SalePath};
-
-/// Adds the probes to a listener's documented routes.
-pub fn with_probes(routes: OpenApiRouter<AppState>) -> OpenApiRouter<AppState> {
-    routes
-        .routes(routes!(crate::probes::health))
-        .routes(routes!(crate::probes::ready))
-}
+pub use floodgate_platform::openapi::SalePath;
 
 /// How callers prove who they are. Every scheme but the webhook's is a bearer token in
 /// `Authorization`: which one an operation takes is in its `security`.

@@ -17,7 +17,9 @@
 //! - [`limits`]: the connection budget and per-IP connection and join-rate limits; `budget`: how
 //!   many sessions the budget is (the open files and the memory limit allow).
 //! - `records`: signed-in buyers' records written again after a Redis failover.
-//! - [`openapi`]: the gateway's OpenAPI document, made from its handlers.
+//! - [`router`]: where every route of both listeners is mounted, and the OpenAPI document
+//!   collected from them; [`openapi`]: what the document says beside the routes (its title,
+//!   each operation's refusals).
 //! - `memory`: freed memory given back to the system after a join ramp.
 //! - [`summary`], [`seats`], `draw`: a sale's public figures, live seat counts and the
 //!   pre-queue draw's public record; `draw_guard`: what that record may cost a stranger.
@@ -46,6 +48,7 @@ pub mod places;
 pub mod probes;
 mod records;
 pub mod room;
+pub mod router;
 pub mod sale;
 pub mod scripts;
 pub mod seats;
@@ -59,14 +62,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use axum::routing::get;
-use axum::Router;
 use dashmap::DashMap;
 use floodgate_platform::identity::IdentityVerifier;
 use floodgate_platform::keys::Keys;
 use floodgate_platform::runtime::RedisConn;
 use floodgate_platform::state::SaleStatus;
-use floodgate_protocol::api::code;
 use floodgate_protocol::challenge::ProofOfWork;
 use floodgate_protocol::resume::ResumeKey;
 use floodgate_protocol::token::TokenSigner;
@@ -74,8 +74,6 @@ use secrecy::ExposeSecret;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tower_http::services::ServeDir;
-use tower_http::trace::TraceLayer;
 
 pub use config::Config;
 use error::ApiError;
@@ -306,75 +304,12 @@ impl AppState {
     }
 }
 
-/// The gateway's routes.
-pub fn router(state: AppState) -> Router {
-    let policy = state.assets.policy.clone();
-    // Every route of the gateway's own is registered with its OpenAPI description
-    // (docs/openapi/gateway.json); the booking paths it forwards are the booking service's.
-    let (documented, document) = openapi::documented();
-    let mut router = documented
-        .route("/openapi.json", openapi::serve_document(&document))
-        .route("/v1/sales/{sale}/{file}", get(seats::no_such_file))
-        .route(
-            "/v1/sales/{sale}/reservations",
-            axum::routing::post(bookings::forward).get(bookings::forward),
-        )
-        .route("/v1/sales/{sale}/reservations/{id}", get(bookings::forward))
-        .route(
-            "/v1/sales/{sale}/reservations/{id}/payment",
-            axum::routing::post(bookings::forward),
-        );
-    if let Some(dir) = &state.config.static_dir {
-        router = router
-            .route("/", get(assets::index))
-            .route("/index.html", get(assets::index))
-            .route("/assets/{name}", get(assets::asset));
-        // Precompressed siblings (`.br`, `.gz`, as `floodgate-booking sale publish` writes them)
-        // are served as is; caching headers and ETags come from `static_headers`.
-        let files = ServeDir::new(dir).precompressed_br().precompressed_gzip();
-        router = router.fallback_service(
-            tower::ServiceBuilder::new()
-                .layer(axum::middleware::from_fn(cache::static_headers))
-                .service(files),
-        );
-    } else {
-        router = router
-            .fallback(|| async { ApiError::NotFound(code::NOT_FOUND, "no such endpoint".into()) });
-    }
-    let router = router
-        // Booking bodies are a few dozen bytes (the booking service's own limit is 4 KiB).
-        .layer(axum::extract::DefaultBodyLimit::max(4 * 1024))
-        .method_not_allowed_fallback(|| async {
-            ApiError::MethodNotAllowed(
-                code::METHOD_NOT_ALLOWED,
-                "this endpoint does not take that method".into(),
-            )
-        })
-        .layer(TraceLayer::new_for_http())
-        .with_state(state);
-    floodgate_platform::telemetry::instrument(assets::with_page_headers(router, policy), "gateway")
-}
-
-/// The admin listener's routes: what operators and Prometheus read, never the public.
-pub fn admin_router(state: AppState) -> Router {
-    let router = Router::new()
-        .route(
-            "/metrics",
-            get(|| async { floodgate_platform::telemetry::render() }),
-        )
-        .route("/healthz", get(probes::health))
-        .route("/readyz", get(probes::ready))
-        .fallback(|| async { ApiError::NotFound(code::NOT_FOUND, "no such endpoint".into()) })
-        .with_state(state);
-    floodgate_platform::telemetry::instrument(router, "gateway_admin")
-}
-
 /// Serves the admin listener until `shutdown`.
 pub async fn run_admin(listener: TcpListener, state: AppState) -> std::io::Result<()> {
     let shutdown = state.shutdown.clone();
     floodgate_platform::listener::serve(
         listener,
-        admin_router(state),
+        router::admin(state),
         floodgate_platform::listener::Limits::internal(),
         async move { shutdown.cancelled().await },
     )
@@ -435,7 +370,7 @@ pub async fn run(listener: TcpListener, state: AppState) -> std::io::Result<()> 
         .config
         .listener
         .limits(connection_cap(state.budget.max()));
-    floodgate_platform::listener::serve(listener, router(state), limits, async move {
+    floodgate_platform::listener::serve(listener, router::public(state), limits, async move {
         shutdown.cancelled().await
     })
     .await?;

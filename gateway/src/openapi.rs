@@ -1,16 +1,11 @@
-//! The gateway's OpenAPI 3.1 document (docs/openapi/gateway.json), made from its handlers: each
-//! documented route is registered through `utoipa_axum` together with its description, so a
-//! route cannot be served undocumented. The WebSocket session behind `GET /ws` is described in
+//! What the gateway's OpenAPI 3.1 document (docs/openapi/gateway.json) says beside its routes:
+//! the title and tags, and each operation's refusals. The routes are mounted in
+//! [`crate::router`], each registered through `utoipa_axum` together with its handler's
+//! description, so a route cannot be served undocumented. The WebSocket session behind `GET /ws` is described in
 //! docs/asyncapi.yaml; the booking paths the gateway forwards are in docs/openapi/booking.json.
 
 use floodgate_platform::refusals;
 use utoipa::OpenApi;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
-
-use crate::AppState;
-
-pub use floodgate_platform::openapi::serve_document;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -31,37 +26,7 @@ pub use floodgate_platform::openapi::serve_document;
     ),
     components(schemas(floodgate_protocol::api::ErrorBody))
 )]
-struct GatewayApi;
-
-/// The gateway's documented public routes (state is given by the caller).
-pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::with_openapi(GatewayApi::openapi())
-        .routes(routes!(crate::join::join_queue))
-        .routes(routes!(crate::summary::sale_summary))
-        .routes(routes!(crate::seats::seats))
-        .routes(routes!(crate::seats::seats_file))
-        .routes(routes!(crate::door::challenge))
-        .routes(routes!(crate::standing::place))
-        .routes(routes!(crate::draw::draw))
-        .routes(routes!(crate::draw::nonces))
-        .routes(routes!(crate::draw::batches))
-        .routes(routes!(crate::draw::proof))
-        .routes(routes!(crate::probes::health))
-        .routes(routes!(crate::probes::ready_public))
-}
-
-/// The documented routes and their document, as served and committed; a query parameter an
-/// operation does not take is refused (`floodgate_platform::openapi::strict_queries`).
-pub fn documented() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
-    let (routes, mut document) = routes().split_for_parts();
-    let routes = floodgate_platform::openapi::strict_queries(routes, &mut document);
-    (routes, document)
-}
-
-/// The document, as served and committed.
-pub fn document() -> utoipa::openapi::OpenApi {
-    documented().1
-}
+pub struct GatewayApi;
 
 refusals!(
     /// What `GET /ws` refuses with, before any upgrade (a plain HTTP answer a client can read).

@@ -18,8 +18,8 @@ use serde_json::{json, Value};
 
 pub use chain::{AuditKey, Phase};
 
-use crate::admin::OpsFigures;
 use crate::error::ApiError;
+use crate::figures::{self, OpsFigures};
 use crate::AppState;
 
 /// The operator a request of the ops API came from: its token's name, put into the request by
@@ -126,7 +126,7 @@ pub async fn audited_change<F>(
 where
     F: std::future::Future<Output = Result<(), ApiError>>,
 {
-    let before = crate::admin::figures(state, sale).await?;
+    let before = figures::read(state, sale).await?;
     let intent = intend(
         &state.db,
         &state.audit_key,
@@ -137,7 +137,7 @@ where
     .await
     .map_err(|e| unavailable(e, "nothing was changed; retry shortly"))?;
     let changed = change.await;
-    let after = crate::admin::figures(state, sale).await;
+    let after = figures::read(state, sale).await;
     let (phase, seen) = match (&changed, &after) {
         (Ok(()), Ok(_)) => (Phase::Done, detail),
         (Err(e), _) => (

@@ -14,9 +14,9 @@ use floodgate_tests::{eventually, fresh_database, secret, tool, unique, SaleSpec
 /// Every document: its file under docs/openapi/ and what the code makes now.
 fn documents() -> Vec<(&'static str, utoipa::openapi::OpenApi)> {
     vec![
-        ("booking", floodgate_booking::openapi::public_document()),
-        ("ops", floodgate_booking::openapi::ops_document()),
-        ("gateway", floodgate_gateway::openapi::document()),
+        ("booking", floodgate_booking::router::public_document()),
+        ("ops", floodgate_booking::router::ops_document()),
+        ("gateway", floodgate_gateway::router::document()),
     ]
 }
 
