@@ -1,6 +1,7 @@
 # One image for every Floodgate binary: floodgate-gateway, floodgate-booking (also the migration,
-# topic and sale commands) and floodgate-consumer, plus floodgate-loadgen for rehearsals. A
-# Deployment picks its binary with `command`. docs/deploy.md says how it is built and run.
+# topic and sale commands) and floodgate-consumer, plus floodgate-loadgen for rehearsals and
+# floodgate-sandbox (the stand-in provider and sign-in) for demos. A Deployment picks its binary
+# with `command`. docs/deploy.md says how it is built and run.
 #
 #   docker build -t floodgate:0.1.0 .
 #
@@ -29,9 +30,11 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked \
         -p floodgate-gateway -p floodgate-booking -p floodgate-consumer -p floodgate-loadgen \
+        -p floodgate-sandbox \
     && mkdir -p /out \
     && cp target/release/floodgate-gateway target/release/floodgate-booking \
-        target/release/floodgate-consumer target/release/floodgate-loadgen /out/
+        target/release/floodgate-consumer target/release/floodgate-loadgen \
+        target/release/floodgate-sandbox /out/
 
 # The page's one module from npm (oauth4webapi, for signing in), pinned by its lock file.
 FROM node:20-bookworm-slim AS page

@@ -51,7 +51,7 @@ deploy/stack.sh up
 deploy/stack.sh bench-tools
 say "building release binaries"
 cargo build --release --locked -q -p floodgate-gateway -p floodgate-booking -p floodgate-consumer \
-  -p floodgate-loadgen
+  -p floodgate-loadgen -p floodgate-sandbox
 BIN=$CARGO_TARGET_DIR/release
 set -a
 # shellcheck disable=SC1090
@@ -192,7 +192,7 @@ start_backend() {
     FLOODGATE_SANDBOX_WEBHOOK_URL=http://127.0.0.1:18081/v1/payments/webhook \
     FLOODGATE_SANDBOX_WEBHOOK_SECRET=$FLOODGATE_WEBHOOK_SECRET \
     FLOODGATE_SANDBOX_API_KEY=$FLOODGATE_PAYMENT_API_KEY \
-    "$BIN/floodgate-booking" sandbox-pay >"$LOGS/sandbox.log" 2>&1 &
+    "$BIN/floodgate-sandbox" >"$LOGS/sandbox.log" 2>&1 &
   SANDBOX_PID=$! PIDS+=($!)
   # Not 1910x: the gateways' admin listeners are 19101 and up.
   FLOODGATE_CONSUMER_METRICS_LISTEN=127.0.0.1:19180 FLOODGATE_CONSUMER_INSTANCE_ID=bench-consumer \

@@ -46,7 +46,7 @@ while IFS= read -r file; do
       found=1
     done < <(grep -E -- "$regex" <<<"$code" || true)
   done
-done < <(find booking/src gateway/src consumer/src loadgen/src protocol/src platform/src client/src -name '*.rs' | sort)
+done < <(find booking/src gateway/src consumer/src loadgen/src protocol/src platform/src sandbox/src client/src -name '*.rs' | sort)
 
 if ((found)); then
   echo "The Redis state is read and written through platform::state, platform::keys, the" >&2

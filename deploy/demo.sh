@@ -46,7 +46,8 @@ say() { printf '\033[1m[demo]\033[0m %s\n' "$*"; }
 deploy/stack.sh up
 
 say "building the services (the first build takes a few minutes)"
-cargo build --locked -q -p floodgate-gateway -p floodgate-booking -p floodgate-consumer
+cargo build --locked -q -p floodgate-gateway -p floodgate-booking -p floodgate-consumer \
+  -p floodgate-sandbox
 BIN="$CARGO_TARGET_DIR/debug"
 # The topics, as Floodgate makes them (six partitions each, as the stack has always had them).
 FLOODGATE_TOPIC_PARTITIONS=6 FLOODGATE_DLQ_PARTITIONS=6 "$BIN/floodgate-booking" topics ensure
@@ -96,7 +97,7 @@ trap cleanup INT TERM EXIT
 # The sandbox first: the other services fetch its sign-in's keys when they start. It reads its
 # secrets under names of its own, given here the values the booking service uses.
 FLOODGATE_SANDBOX_WEBHOOK_SECRET=$FLOODGATE_WEBHOOK_SECRET FLOODGATE_SANDBOX_API_KEY=$FLOODGATE_PAYMENT_API_KEY \
-  "$BIN/floodgate-booking" sandbox-pay >"$LOGS/sandbox-pay.log" 2>&1 & PIDS+=($!)
+  "$BIN/floodgate-sandbox" >"$LOGS/sandbox.log" 2>&1 & PIDS+=($!)
 for _ in $(seq 1 100); do
   curl -fsS "$FLOODGATE_IDENTITY_JWKS_URL" >/dev/null 2>&1 && break
   sleep 0.1
@@ -135,7 +136,7 @@ cat <<TXT
   Metrics (Prometheus, on the admin listeners, never public):
       http://$FLOODGATE_GATEWAY_ADMIN_LISTEN/metrics  http://127.0.0.1:9081/metrics  http://127.0.0.1:9102/metrics
   Logs:
-      $LOGS/{gateway,booking,sandbox-pay,consumer}.log
+      $LOGS/{gateway,booking,sandbox,consumer}.log
 
   Ctrl-C stops the services.
 TXT

@@ -34,7 +34,7 @@ SOCKET="$ENGINE/docker.sock"
 DOCKER=/usr/bin/docker
 RELEASE=bookworm
 MIRROR=${FLOODGATE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-BINARIES="floodgate-gateway floodgate-booking floodgate-consumer floodgate-loadgen"
+BINARIES="floodgate-gateway floodgate-booking floodgate-consumer floodgate-loadgen floodgate-sandbox"
 
 say() { printf '\033[1m[image]\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[31m[image] %s\033[0m\n' "$*" >&2; exit 1; }

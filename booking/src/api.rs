@@ -20,9 +20,9 @@ use rand::RngCore;
 use crate::auth::{bearer, identify, BearerError};
 use crate::error::ApiError;
 use crate::gatekeeper::{PaymentStart, ReserveError, ReserveRequest, StoredReservation};
-use crate::payments::CreatePayment;
 use crate::reservations::{reserve_durably, NotReserved};
 use crate::AppState;
+use floodgate_protocol::payments::CreatePayment;
 use floodgate_protocol::same_secret;
 
 /// The longest `Idempotency-Key` accepted. A UUID is 36 characters; 128 leaves room for any

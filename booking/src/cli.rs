@@ -27,8 +27,6 @@ pub(crate) enum Command {
         #[command(flatten)]
         db: DatabaseArgs,
     },
-    /// Run the sandbox payment provider (for demos and tests).
-    SandboxPay(floodgate_booking::sandbox::SandboxConfig),
     /// Apply the database migrations in `migrations/` (idempotent).
     Migrate(DatabaseArgs),
     /// Create and arm sales in the catalog.

@@ -41,7 +41,7 @@ pub struct Config {
     /// system's (a provider reached through a private gateway with its own CA, say).
     #[arg(long, env = "FLOODGATE_PAYMENT_CA_FILE")]
     pub payment_ca_file: Option<std::path::PathBuf>,
-    /// Use the sandbox provider (`floodgate-booking sandbox-pay`): no money moves. For demos and
+    /// Use the sandbox provider (`floodgate-sandbox`): no money moves. For demos and
     /// tests only; the service says so loudly in its log.
     #[arg(long, env = "FLOODGATE_PAYMENT_SANDBOX")]
     pub payment_sandbox: bool,

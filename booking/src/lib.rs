@@ -10,13 +10,11 @@
 //! - [`router`]: where every route of both listeners is mounted, and the OpenAPI documents
 //!   collected from them; [`openapi`]: what the documents say beside the routes (titles,
 //!   security schemes, each operation's refusals).
-//! - [`payments`]: the provider's API, webhook signatures and their wire types.
+//! - [`payments`]: the payment provider's API as this service calls it.
 //! - [`admin`]: the ops API (live figures, rate, cap, pause, resume, open now) on its own listener;
 //!   [`sale_update`]: the body of its change; [`figures`]: a sale's live figures as operators see
 //!   them; [`audit`]: the trail of every operator action.
 //! - [`worker`]: the outbox relay and the hold reaper, run by every instance.
-//! - [`sandbox`]: a sandbox payment provider (`floodgate-booking sandbox-pay`).
-//! - [`signin`]: the sandbox's stand-in for the operator's sign-in (identity tokens, JWKS).
 //! - [`auth`]: reading bearer credentials and the buyer's identity token.
 //! - [`probes`]: `/healthz` and `/readyz` (the broker reported, never gating).
 //! - [`error`]: [`error::ApiError`], the one mapping from failures to statuses and JSON bodies.
@@ -57,8 +55,6 @@ pub mod reconcile;
 pub mod reservations;
 pub mod router;
 pub mod sale_update;
-pub mod sandbox;
-pub mod signin;
 pub mod topics;
 pub mod webhook;
 pub mod worker;

@@ -34,7 +34,6 @@ async fn main() -> anyhow::Result<()> {
     tracing::debug!(open_files, "open-files limit");
     match cli.command {
         Command::Serve { config, db } => serve(*config, db).await,
-        Command::SandboxPay(config) => sandbox_pay(config).await,
         Command::Migrate(db) => {
             let pool = connect_db(&db).await?;
             migrator().run(&pool).await.context("applying migrations")?;
@@ -163,24 +162,6 @@ async fn purge_sale(sale: String, stores: StoreArgs) -> anyhow::Result<()> {
     println!("sale {sale} not purged; nothing was deleted:");
     ended.said.iter().for_each(|line| println!("  {line}"));
     std::process::exit(2);
-}
-
-/// `sandbox-pay`: the payment provider's stand-in, for the demo and the tests.
-async fn sandbox_pay(config: floodgate_booking::sandbox::SandboxConfig) -> anyhow::Result<()> {
-    config.validate().map_err(anyhow::Error::msg)?;
-    let listener = runtime::listen(&config.listen)
-        .await
-        .with_context(|| format!("binding {}", config.listen))?;
-    tracing::info!(addr = %listener.local_addr()?, "sandbox payment provider listening");
-    let shutdown = runtime::shutdown_on_signal();
-    floodgate_platform::listener::serve(
-        listener,
-        floodgate_booking::sandbox::Sandbox::new(config).router(),
-        floodgate_platform::listener::Limits::internal(),
-        async move { shutdown.cancelled().await },
-    )
-    .await?;
-    Ok(())
 }
 
 /// `sale create`: a sale file into the catalog, and armed if asked.

@@ -18,8 +18,8 @@ use secrecy::ExposeSecret;
 
 use crate::error::ApiError;
 use crate::gatekeeper::{Confirmation, Paid, Release, ReserveError, WebhookTarget};
-use crate::payments::{verify, SignatureError, WebhookEvent, SIGNATURE_HEADER};
 use crate::AppState;
+use floodgate_protocol::payments::{verify, SignatureError, WebhookEvent, SIGNATURE_HEADER};
 
 /// `POST /v1/payments/webhook`: the provider reports a payment's or a refund's outcome.
 #[utoipa::path(

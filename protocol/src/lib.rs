@@ -13,6 +13,7 @@
 //! - [`identity`]: where a client carries its identity token, the buyer id, why a token is refused.
 //! - [`ids`]: validation of sale and pool identifiers (they end up inside Redis keys and URLs).
 //! - [`lottery`]: the verifiable pre-queue draw (keyed Feistel permutation, commitment).
+//! - [`payments`]: the payment provider's API as Floodgate speaks it, and its signed webhooks.
 //! - [`reservation`]: a reservation's state in the Redis, API and PostgreSQL vocabularies.
 //! - [`resume`]: resume tokens, a client's claim to its ticket across reconnects.
 //! - [`settings`]: the bounds of a sale's live settings, checked at every entry point.
@@ -28,6 +29,7 @@ pub mod events;
 pub mod identity;
 pub mod ids;
 pub mod lottery;
+pub mod payments;
 pub mod reservation;
 pub mod resume;
 pub mod settings;

@@ -376,19 +376,18 @@ impl TestApp {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let gateway = listener.local_addr().unwrap();
         // The sign-in stand-in serves the identity keys the services fetch when they start.
-        let sandbox_app =
-            floodgate_booking::sandbox::Sandbox::new(floodgate_booking::sandbox::SandboxConfig {
-                listen: sandbox.to_string(),
-                public_url: format!("http://{sandbox}"),
-                webhook_url: format!("http://{booking}/v1/payments/webhook"),
-                webhook_secret: webhook_secret.clone().into(),
-                api_key: payment_api_key.clone().into(),
-                signin: floodgate_booking::signin::SignInConfig {
-                    enabled: true,
-                    audience: IDENTITY_AUDIENCE.into(),
-                    return_origins: vec![format!("http://{gateway}")],
-                },
-            });
+        let sandbox_app = floodgate_sandbox::Sandbox::new(floodgate_sandbox::SandboxConfig {
+            listen: sandbox.to_string(),
+            public_url: format!("http://{sandbox}"),
+            webhook_url: format!("http://{booking}/v1/payments/webhook"),
+            webhook_secret: webhook_secret.clone().into(),
+            api_key: payment_api_key.clone().into(),
+            signin: floodgate_sandbox::signin::SignInConfig {
+                enabled: true,
+                audience: IDENTITY_AUDIENCE.into(),
+                return_origins: vec![format!("http://{gateway}")],
+            },
+        });
         let sandbox_stop = shutdown.child_token();
         tokio::spawn(floodgate_platform::listener::serve(
             sandbox_listener,
@@ -784,11 +783,11 @@ impl TestApp {
     /// `timestamp` (Unix seconds): the status and JSON body.
     pub async fn deliver_webhook(
         &self,
-        event: &floodgate_booking::payments::WebhookEvent,
+        event: &floodgate_protocol::payments::WebhookEvent,
         timestamp: i64,
         secret: &str,
     ) -> (u16, serde_json::Value) {
-        use floodgate_booking::payments::{sign, SIGNATURE_HEADER};
+        use floodgate_protocol::payments::{sign, SIGNATURE_HEADER};
         let body = serde_json::to_vec(event).unwrap();
         self.answer(
             self.http

@@ -69,9 +69,44 @@ fn the_wire_crate_has_no_runtime_at_all() {
     assert!(wrong.is_empty(), "floodgate-protocol links {wrong:?}");
 }
 
+/// The stand-ins (the sandbox provider, the sign-in stand-in) are tools for a demo and the tests:
+/// no service links them, and the booking binary has no command that runs them.
+#[test]
+fn no_service_carries_the_stand_ins() {
+    for service in [
+        "floodgate-booking",
+        "floodgate-gateway",
+        "floodgate-consumer",
+    ] {
+        let linked = normal_dependencies(service);
+        assert!(
+            !linked.contains("floodgate-sandbox"),
+            "{service} links the sandbox"
+        );
+    }
+    let out = Command::new(floodgate_tests::binary("floodgate-booking"))
+        .args(["sandbox-pay", "--help"])
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "floodgate-booking still runs the sandbox: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let sandbox = Command::new(floodgate_tests::binary("floodgate-sandbox"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&sandbox.stdout);
+    assert!(
+        sandbox.status.success() && help.contains("--signin"),
+        "{help}"
+    );
+}
+
 /// The crates whose modules must not import each other in a circle.
-const CRATES: [&str; 7] = [
-    "protocol", "platform", "client", "gateway", "booking", "consumer", "loadgen",
+const CRATES: [&str; 8] = [
+    "protocol", "platform", "client", "sandbox", "gateway", "booking", "consumer", "loadgen",
 ];
 
 /// A module's path inside its crate: `room/driver.rs` is `["room", "driver"]`, `room/mod.rs` is

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use floodgate_booking::payments::{sign, PaymentObject, WebhookEvent, SIGNATURE_HEADER};
+use floodgate_protocol::payments::{sign, PaymentObject, WebhookEvent, SIGNATURE_HEADER};
 use floodgate_tests::eventually;
 use floodgate_tests::{unique, SaleSpec, TestApp};
 use serde_json::{json, Value};

@@ -197,9 +197,8 @@ async fn the_sandbox_provider_never_stands_beside_a_real_one() {
 
     // The sandbox itself reads secrets of its own names only: a host that holds the production
     // provider's key and webhook secret does not hand them to the stand-in by accident.
-    let mut sandbox = std::process::Command::new(floodgate_tests::binary("floodgate-booking"));
+    let mut sandbox = std::process::Command::new(floodgate_tests::binary("floodgate-sandbox"));
     sandbox
-        .arg("sandbox-pay")
         .env("FLOODGATE_SANDBOX_LISTEN", "127.0.0.1:0")
         .env("FLOODGATE_WEBHOOK_SECRET", secret("whsec_"))
         .env("FLOODGATE_PAYMENT_API_KEY", secret("pk_"))

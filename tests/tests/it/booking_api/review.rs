@@ -8,10 +8,10 @@ use std::time::Duration;
 use floodgate_booking::gatekeeper::{
     Gatekeeper, Paid, ReserveError, ReserveRequest, WebhookTarget,
 };
-use floodgate_booking::payments::{PaymentObject, WebhookEvent};
 use floodgate_platform::kafka::KafkaArgs;
 use floodgate_protocol::api::booking::ReservationCreated;
 use floodgate_protocol::ids::reservation_id;
+use floodgate_protocol::payments::{PaymentObject, WebhookEvent};
 use floodgate_protocol::token::AdmissionClaims;
 use floodgate_tests::chaos::ChaosProxy;
 use floodgate_tests::eventually;

@@ -1,4 +1,4 @@
-//! The sign-in stand-in: a mode of the sandbox (`floodgate-booking sandbox-pay --signin`) that
+//! The sign-in stand-in: a mode of the sandbox (`floodgate-sandbox --signin`) that
 //! plays the operator's own sign-in for the demo and the tests, so both exercise the real
 //! verification path (a JWKS fetched over HTTP, EdDSA signatures with key ids, `iss`, `aud`,
 //! `exp`) and the page's real sign-in (OpenID Connect's authorization code flow with PKCE). It

@@ -1,16 +1,9 @@
-//! The sandbox payment provider: `floodgate-booking sandbox-pay` (with `--signin`, also the
-//! operator's sign-in stand-in: [`crate::signin`]).
-//!
-//! It behaves like a real provider, for the demo and the tests: the booking service creates a
-//! payment (`POST /v1/payments`, idempotent by `Idempotency-Key`) and sends the payer to its
-//! checkout; the payer completes it there (`POST /v1/payments/{id}/checkout`, or the small page
-//! at `GET /checkout/{id}`); some time later the sandbox posts a signed webhook to the booking
-//! service, retrying until it gets a 2xx. Refunds (`POST /v1/refunds`) end in a webhook too.
+//! The sandbox payment provider.
 //!
 //! The checkout body tells it how to behave, like a provider's test cards:
 //! `{"outcome": "succeed" | "fail", "delay_ms": 0, "deliveries": 1, "refund": "succeed" | "fail"}`:
 //! succeed or fail, be slow, deliver the same event several times, and let a later refund of this
-//! payment succeed or fail.
+//! payment succeed or fail. Refunds (`POST /v1/refunds`) end in a webhook too.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,72 +14,15 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use dashmap::DashMap;
-use secrecy::{ExposeSecret, SecretString};
-use serde::Deserialize;
-use serde_json::json;
-
-use crate::payments::{
+use floodgate_protocol::payments::{
     sign, CreatePayment, CreateRefund, CreatedPayment, PaymentObject, WebhookEvent,
     SIGNATURE_HEADER,
 };
+use secrecy::ExposeSecret;
+use serde::Deserialize;
+use serde_json::json;
 
-#[derive(Clone, Debug, clap::Args)]
-pub struct SandboxConfig {
-    /// Address the sandbox provider listens on.
-    #[arg(
-        long,
-        env = "FLOODGATE_SANDBOX_LISTEN",
-        default_value = "127.0.0.1:8082"
-    )]
-    pub listen: String,
-    /// This provider's address as payers' browsers reach it (for checkout URLs).
-    #[arg(
-        long,
-        env = "FLOODGATE_SANDBOX_PUBLIC_URL",
-        default_value = "http://127.0.0.1:8082"
-    )]
-    pub public_url: String,
-    /// Where webhooks are delivered (the booking service).
-    #[arg(
-        long,
-        env = "FLOODGATE_SANDBOX_WEBHOOK_URL",
-        default_value = "http://127.0.0.1:8081/v1/payments/webhook"
-    )]
-    pub webhook_url: String,
-    /// The secret webhooks are signed with (the same value as the booking service's
-    /// FLOODGATE_WEBHOOK_SECRET). A name of its own: a host that holds the production
-    /// provider's secrets never hands them to the stand-in by accident.
-    // Empty when unset, so the refusal names the variable (validate), not a flag.
-    #[arg(
-        long,
-        env = "FLOODGATE_SANDBOX_WEBHOOK_SECRET",
-        hide_env_values = true,
-        default_value = "",
-        hide_default_value = true
-    )]
-    pub webhook_secret: SecretString,
-    /// The key callers of its API must present (the same value as the booking service's
-    /// FLOODGATE_PAYMENT_API_KEY), as a real provider's API wants one.
-    #[arg(
-        long,
-        env = "FLOODGATE_SANDBOX_API_KEY",
-        hide_env_values = true,
-        default_value = "",
-        hide_default_value = true
-    )]
-    pub api_key: SecretString,
-    #[command(flatten)]
-    pub signin: crate::signin::SignInConfig,
-}
-
-impl SandboxConfig {
-    /// Refuses empty or short secrets, as the booking service does.
-    pub fn validate(&self) -> Result<(), String> {
-        use floodgate_platform::secrets::check_secret;
-        check_secret("FLOODGATE_SANDBOX_WEBHOOK_SECRET", &self.webhook_secret)?;
-        check_secret("FLOODGATE_SANDBOX_API_KEY", &self.api_key)
-    }
-}
+use crate::{bearer, html_escape, signin, SandboxConfig};
 
 #[derive(Clone, Debug)]
 struct Payment {
@@ -122,7 +58,7 @@ impl Sandbox {
     /// The provider's routes, and the sign-in stand-in's when it is asked for.
     pub fn router(self) -> Router {
         let signin = self.config.signin.enabled.then(|| {
-            crate::signin::SignIn::new(
+            signin::SignIn::new(
                 &self.config.public_url,
                 &self.config.signin,
                 self.config.api_key.clone(),
@@ -194,7 +130,7 @@ fn error(status: StatusCode, code: &str, message: &str) -> Response {
 /// The API's key check, `Authorization: Bearer <api key>` compared in constant time: the
 /// refusal to answer, if any. The checkout endpoints are the payer's and take no key.
 fn unauthorized(sandbox: &Sandbox, headers: &HeaderMap) -> Option<Response> {
-    let presented = crate::auth::bearer(headers).unwrap_or_default();
+    let presented = bearer(headers);
     let expected = sandbox.config.api_key.expose_secret().as_bytes();
     let genuine =
         !presented.is_empty() && floodgate_protocol::same_secret(presented.as_bytes(), expected);
@@ -433,11 +369,4 @@ document.getElementById("decline").onclick = () => go("fail");
         reference = html_escape(&payment.object.reference),
     ))
     .into_response()
-}
-
-pub(crate) fn html_escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
