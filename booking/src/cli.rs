@@ -29,6 +29,14 @@ pub(crate) enum Command {
     },
     /// Apply the database migrations in `migrations/` (idempotent).
     Migrate(DatabaseArgs),
+    /// Gone: the sandbox provider is its own binary, `floodgate-sandbox`, with the same settings.
+    /// Kept, hidden, so a script or manifest that still runs it stops saying so, rather than with
+    /// "unrecognized subcommand".
+    #[command(hide = true, disable_help_flag = true)]
+    SandboxPay {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        _ignored: Vec<String>,
+    },
     /// Create and arm sales in the catalog.
     // Boxed: its commands' settings are many times the size of the small commands'.
     #[command(subcommand)]

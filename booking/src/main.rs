@@ -34,6 +34,10 @@ async fn main() -> anyhow::Result<()> {
     tracing::debug!(open_files, "open-files limit");
     match cli.command {
         Command::Serve { config, db } => serve(*config, db).await,
+        Command::SandboxPay { .. } => anyhow::bail!(
+            "`floodgate-booking sandbox-pay` is now its own binary: run `floodgate-sandbox` \
+             (the same FLOODGATE_SANDBOX_* settings; the image ships it)"
+        ),
         Command::Migrate(db) => {
             let pool = connect_db(&db).await?;
             migrator().run(&pool).await.context("applying migrations")?;

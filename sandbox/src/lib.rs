@@ -13,11 +13,12 @@
 //! # Layout
 //! - [`pay`]: the payment provider's API, its checkout page and its webhook deliveries.
 //! - [`signin`]: the sign-in stand-in.
+//! - `web`: what both share over HTTP (the API key's check, text made safe for a page).
 
 pub mod pay;
 pub mod signin;
+mod web;
 
-use axum::http::{header, HeaderMap};
 use secrecy::SecretString;
 
 pub use pay::Sandbox;
@@ -78,23 +79,4 @@ impl SandboxConfig {
         check_secret("FLOODGATE_SANDBOX_WEBHOOK_SECRET", &self.webhook_secret)?;
         check_secret("FLOODGATE_SANDBOX_API_KEY", &self.api_key)
     }
-}
-
-/// The credential of an `Authorization: Bearer <credential>` header (scheme case-insensitive),
-/// or the empty string.
-fn bearer(headers: &HeaderMap) -> &str {
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map_or("", |(_, credential)| credential.trim())
-}
-
-/// `text` safe inside an HTML element or a quoted attribute.
-fn html_escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }

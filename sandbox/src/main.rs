@@ -24,6 +24,8 @@ async fn main() -> anyhow::Result<()> {
     runtime::install_tls_provider();
     let _exporting =
         runtime::init_tracing(cli.log_json, "floodgate-sandbox").map_err(anyhow::Error::msg)?;
+    let open_files = runtime::raise_open_files_limit();
+    tracing::debug!(open_files, "open-files limit");
     let config = cli.config;
     config.validate().map_err(anyhow::Error::msg)?;
     let listener = runtime::listen(&config.listen)

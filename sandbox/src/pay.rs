@@ -18,11 +18,12 @@ use floodgate_protocol::payments::{
     sign, CreatePayment, CreateRefund, CreatedPayment, PaymentObject, WebhookEvent,
     SIGNATURE_HEADER,
 };
-use secrecy::ExposeSecret;
+use secrecy::ExposeSecret as _;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::{bearer, html_escape, signin, SandboxConfig};
+use crate::web::{holds_key, html_escape};
+use crate::{signin, SandboxConfig};
 
 #[derive(Clone, Debug)]
 struct Payment {
@@ -130,11 +131,7 @@ fn error(status: StatusCode, code: &str, message: &str) -> Response {
 /// The API's key check, `Authorization: Bearer <api key>` compared in constant time: the
 /// refusal to answer, if any. The checkout endpoints are the payer's and take no key.
 fn unauthorized(sandbox: &Sandbox, headers: &HeaderMap) -> Option<Response> {
-    let presented = bearer(headers);
-    let expected = sandbox.config.api_key.expose_secret().as_bytes();
-    let genuine =
-        !presented.is_empty() && floodgate_protocol::same_secret(presented.as_bytes(), expected);
-    (!genuine).then(|| {
+    (!holds_key(headers, &sandbox.config.api_key)).then(|| {
         error(
             StatusCode::UNAUTHORIZED,
             "api_key_invalid",

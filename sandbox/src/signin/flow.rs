@@ -198,7 +198,7 @@ async fn authorize_page(
     ]
     .iter()
     .filter_map(|(name, value)| {
-        let value = crate::html_escape(value.as_deref()?);
+        let value = crate::web::html_escape(value.as_deref()?);
         Some(format!(
             r#"<input type="hidden" name="{name}" value="{value}">"#
         ))

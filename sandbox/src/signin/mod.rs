@@ -171,14 +171,7 @@ async fn issue(
 }
 
 async fn rotate(State(signin): State<SignIn>, headers: HeaderMap) -> Response {
-    use secrecy::ExposeSecret as _;
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or_default();
-    let expected = signin.api_key.expose_secret().as_bytes();
-    if !floodgate_protocol::same_secret(presented.as_bytes(), expected) {
+    if !crate::web::holds_key(&headers, &signin.api_key) {
         return refusal(
             StatusCode::UNAUTHORIZED,
             "unauthorized",

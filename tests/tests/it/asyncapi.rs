@@ -1,5 +1,5 @@
 //! The AsyncAPI document of the waiting room's WebSocket (docs/asyncapi.yaml, issue 17): valid
-//! by `@asyncapi/parser`, and complete: every message type `contract` sends or takes and every
+//! by `@asyncapi/parser`, and complete: every message type `protocol` sends or takes and every
 //! close code it names is in it. The close codes are read from `protocol/src/ws.rs`'s source,
 //! the message types from `protocol::ws`, and the document by the parser, not by the Rust types.
 
@@ -35,7 +35,7 @@ fn declared(path: &Path) -> Result<(BTreeSet<String>, BTreeSet<u64>), String> {
 }
 
 /// Every close code `protocol::ws::close` names, read from its source.
-fn contract_close_codes() -> BTreeSet<u64> {
+fn protocol_close_codes() -> BTreeSet<u64> {
     let source = std::fs::read_to_string(repository().join("protocol/src/ws.rs")).unwrap();
     let module = source
         .split("pub mod close {")
@@ -52,7 +52,7 @@ fn contract_close_codes() -> BTreeSet<u64> {
         .collect()
 }
 
-fn contract_types() -> BTreeSet<String> {
+fn protocol_types() -> BTreeSet<String> {
     let server = ServerMessage::one_of_each()
         .into_iter()
         .map(|m| serde_json::to_value(m).unwrap());
@@ -65,12 +65,12 @@ fn contract_types() -> BTreeSet<String> {
         .collect()
 }
 
-/// What `contract` has that the document lacks: (types, close codes).
+/// What `protocol` has that the document lacks: (types, close codes).
 fn missing(path: &Path) -> (Vec<String>, Vec<u64>) {
     let (types, codes) = declared(path).unwrap();
     (
-        contract_types().difference(&types).cloned().collect(),
-        contract_close_codes().difference(&codes).copied().collect(),
+        protocol_types().difference(&types).cloned().collect(),
+        protocol_close_codes().difference(&codes).copied().collect(),
     )
 }
 
@@ -78,7 +78,7 @@ fn missing(path: &Path) -> (Vec<String>, Vec<u64>) {
 fn the_asyncapi_document_describes_every_message_and_close_code() {
     let document = repository().join("docs/asyncapi.yaml");
     assert_eq!(
-        contract_close_codes().len(),
+        protocol_close_codes().len(),
         11,
         "the close codes were read"
     );

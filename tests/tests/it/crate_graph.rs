@@ -84,14 +84,17 @@ fn no_service_carries_the_stand_ins() {
             "{service} links the sandbox"
         );
     }
+    // An operator's script that still asks the booking binary for it is told where it went.
     let out = Command::new(floodgate_tests::binary("floodgate-booking"))
-        .args(["sandbox-pay", "--help"])
+        .args(["sandbox-pay", "--signin"])
+        .env("FLOODGATE_SANDBOX_LISTEN", "127.0.0.1:0")
         .output()
         .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
     assert!(
-        !out.status.success(),
-        "floodgate-booking still runs the sandbox: {}",
-        String::from_utf8_lossy(&out.stdout)
+        !out.status.success() && said.contains("run `floodgate-sandbox`"),
+        "floodgate-booking sandbox-pay: {:?} {said}",
+        out.status
     );
     let sandbox = Command::new(floodgate_tests::binary("floodgate-sandbox"))
         .arg("--help")
@@ -139,28 +142,114 @@ fn rust_files(root: &Path, dir: &Path, into: &mut Vec<PathBuf>) {
     }
 }
 
-/// `source` without comments and without the items under `#[cfg(test)]` (a test module may
-/// reach anywhere; the production graph is what must have no circle).
+/// `source` as code only: comments gone, string and character literals emptied (a brace or a
+/// `//` inside one is text, not code), and the items under `#[cfg(test)]` left out (a test module
+/// may reach anywhere; the production graph is what must have no circle).
 fn production_code(source: &str) -> String {
-    let mut code = String::new();
-    let mut lines = source.lines();
-    while let Some(line) = lines.next() {
-        if line.trim() == "#[cfg(test)]" {
-            // Skip the item: up to its closing brace, or its `;` when it has no body.
-            let mut depth = 0i32;
-            for item in lines.by_ref() {
-                let item = item.split("//").next().unwrap();
-                depth += item.matches('{').count() as i32 - item.matches('}').count() as i32;
-                if depth == 0 && (item.contains('}') || item.trim_end().ends_with(';')) {
+    let code = without_comments_and_literals(source);
+    let mut kept = String::with_capacity(code.len());
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        kept.push_str(&rest[..at]);
+        rest = &rest[at + "#[cfg(test)]".len()..];
+        // The item ends at its `;` if that comes before any body, else at its body's closing brace.
+        let mut depth = 0usize;
+        let mut end = rest.len();
+        for (i, c) in rest.char_indices() {
+            match c {
+                ';' if depth == 0 => {
+                    end = i + 1;
                     break;
                 }
+                '{' => depth += 1,
+                '}' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        end = i + 1;
+                        break;
+                    }
+                }
+                _ => {}
             }
-            continue;
         }
-        code.push_str(line.split("//").next().unwrap());
-        code.push('\n');
+        rest = &rest[end..];
     }
-    code
+    kept.push_str(rest);
+    kept
+}
+
+/// `source` with its comments removed and the insides of its string, raw string and character
+/// literals dropped (their quotes stay, so the code around them still reads as code).
+fn without_comments_and_literals(source: &str) -> String {
+    let chars: Vec<char> = source.chars().collect();
+    let mut out = String::with_capacity(source.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let next = chars.get(i + 1).copied();
+        match (chars[i], next) {
+            ('/', Some('/')) => {
+                while i < chars.len() && chars[i] != '\n' {
+                    i += 1;
+                }
+            }
+            ('/', Some('*')) => {
+                let mut depth = 0;
+                while i < chars.len() {
+                    if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
+                        depth += 1;
+                        i += 2;
+                    } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
+                        depth -= 1;
+                        i += 2;
+                        if depth == 0 {
+                            break;
+                        }
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+            ('r', Some('#' | '"')) if i == 0 || !is_ident(chars[i - 1]) => {
+                let hashes = chars[i + 1..].iter().take_while(|c| **c == '#').count();
+                if chars.get(i + 1 + hashes) != Some(&'"') {
+                    out.push('r');
+                    i += 1;
+                    continue;
+                }
+                i += hashes + 2;
+                while i < chars.len()
+                    && !(chars[i] == '"' && chars[i + 1..].iter().take(hashes).all(|c| *c == '#'))
+                {
+                    i += 1;
+                }
+                i += hashes + 1;
+                out.push_str("\"\"");
+            }
+            ('"', _) => {
+                i += 1;
+                while i < chars.len() && chars[i] != '"' {
+                    i += if chars[i] == '\\' { 2 } else { 1 };
+                }
+                i += 1;
+                out.push_str("\"\"");
+            }
+            // A character literal ('x', '\n', '\u{..}'), not a lifetime ('a).
+            ('\'', Some(c)) if c == '\\' || chars.get(i + 2) == Some(&'\'') => {
+                // Past the quote and the character, or the backslash and the escaped one.
+                i += if c == '\\' { 3 } else { 2 };
+                while i < chars.len() && chars[i] != '\'' {
+                    i += 1;
+                }
+                i += 1;
+                out.push_str("' '");
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 fn is_ident(c: char) -> bool {
@@ -207,25 +296,30 @@ fn use_tree(text: &str) -> (Vec<Vec<String>>, usize) {
     }
 }
 
-/// The modules `module`'s code refers to: every `crate::`, `self::` and `super::` path, and a
-/// `use` of a child module by its bare name, resolved to the deepest module it names.
+/// What `module`'s code refers to: every `crate::`, `self::` and `super::` path, and a `use` of
+/// a child module by its bare name, each resolved to the deepest module it names and the item
+/// it names there, if any (`crate::a::b::Thing` is module `a::b`, item `Thing`).
 fn references(
     module: &ModulePath,
     code: &str,
     modules: &BTreeSet<ModulePath>,
-) -> BTreeSet<ModulePath> {
+) -> BTreeSet<(ModulePath, Option<String>)> {
     let mut found = BTreeSet::new();
     let mut resolve = |base: ModulePath, path: &[String]| {
         let mut target = base;
-        for segment in path {
+        let mut rest = path.iter();
+        let item = loop {
+            let Some(segment) = rest.next() else {
+                break None;
+            };
             let mut deeper = target.clone();
             deeper.push(segment.clone());
             if !modules.contains(&deeper) {
-                break;
+                break Some(segment.clone());
             }
             target = deeper;
-        }
-        found.insert(target);
+        };
+        found.insert((target, item));
     };
     for (at, _) in code.match_indices("::") {
         // Only where a path starts: `crate::`, `self::`, `super::` not preceded by `::` or an
@@ -252,29 +346,69 @@ fn references(
             resolve(base, rest);
         }
     }
-    let mut offset = 0;
-    for line in code.split_inclusive('\n') {
-        let start = offset;
-        offset += line.len();
-        let code_line = line.trim_start();
-        let code_line = code_line
-            .strip_prefix("pub(crate) ")
-            .or_else(|| code_line.strip_prefix("pub "))
-            .unwrap_or(code_line);
-        let Some(tree) = code_line.strip_prefix("use ") else {
-            continue;
-        };
-        let child = tree.split(|c: char| !is_ident(c)).next().unwrap_or("");
+    for (tree_at, _) in use_statements(code) {
+        let child = code[tree_at..]
+            .split(|c: char| !is_ident(c))
+            .next()
+            .unwrap_or("");
         let mut path = module.clone();
         path.push(child.to_owned());
         if modules.contains(&path) {
-            let tree_at = start + (line.len() - tree.len());
             for path in use_tree(&code[tree_at..]).0 {
                 resolve(module.clone(), &path);
             }
         }
     }
     found
+}
+
+/// Where each `use` statement's tree starts in `code`, and whether the statement re-exports
+/// (`pub use`, `pub(crate) use`, `pub(super) use`).
+fn use_statements(code: &str) -> Vec<(usize, bool)> {
+    let mut statements = Vec::new();
+    let mut offset = 0;
+    for line in code.split_inclusive('\n') {
+        let start = offset;
+        offset += line.len();
+        let trimmed = line.trim_start();
+        let (public, rest) = match ["pub(crate) ", "pub(super) ", "pub "]
+            .iter()
+            .find_map(|p| trimmed.strip_prefix(p))
+        {
+            Some(rest) => (true, rest),
+            None => (false, trimmed),
+        };
+        if let Some(tree) = rest.strip_prefix("use ") {
+            statements.push((start + line.len() - tree.len(), public));
+        }
+    }
+    statements
+}
+
+/// The items `module` re-exports from elsewhere in its crate: name -> the module it lives in
+/// (`pub use requests::ReserveRequest;` in `gatekeeper` sends `super::ReserveRequest` of a
+/// sibling to `gatekeeper::requests`, not to `gatekeeper`).
+fn reexports(
+    module: &ModulePath,
+    code: &str,
+    modules: &BTreeSet<ModulePath>,
+) -> BTreeMap<String, ModulePath> {
+    let mut items = BTreeMap::new();
+    for (tree_at, public) in use_statements(code) {
+        if !public {
+            continue;
+        }
+        let end = code[tree_at..]
+            .find(';')
+            .map_or(code.len(), |e| tree_at + e);
+        let statement = format!("use {};", &code[tree_at..end]);
+        for (target, item) in references(module, &statement, modules) {
+            if let Some(item) = item {
+                items.insert(item, target);
+            }
+        }
+    }
+    items
 }
 
 /// The import graph of a crate's modules, lifted to siblings: when anything under `a` refers to
@@ -290,11 +424,31 @@ fn import_graph(crate_dir: &str) -> BTreeMap<ModulePath, BTreeSet<ModulePath>> {
     let mut files = Vec::new();
     rust_files(&root, &root, &mut files);
     let modules: BTreeSet<ModulePath> = files.iter().map(|f| module_of(f)).collect();
+    let code: BTreeMap<ModulePath, String> = files
+        .iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(root.join(file)).unwrap();
+            (module_of(file), production_code(&text))
+        })
+        .collect();
+    let exported: BTreeMap<&ModulePath, BTreeMap<String, ModulePath>> = code
+        .iter()
+        .map(|(module, code)| (module, reexports(module, code, &modules)))
+        .collect();
     let mut graph: BTreeMap<ModulePath, BTreeSet<ModulePath>> = BTreeMap::new();
-    for file in &files {
-        let from = module_of(file);
-        let code = production_code(&std::fs::read_to_string(root.join(file)).unwrap());
-        for to in references(&from, &code, &modules) {
+    for (from, code) in &code {
+        for (mut to, mut item) in references(from, code, &modules) {
+            // Through re-exports to where the item lives (a few hops at most).
+            for _ in 0..4 {
+                let Some(home) = item.as_ref().and_then(|name| exported.get(&to)?.get(name)) else {
+                    break;
+                };
+                if *home == to {
+                    break;
+                }
+                to = home.clone();
+                item = None;
+            }
             let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
             if common < from.len() && common < to.len() {
                 graph
@@ -376,12 +530,13 @@ fn no_crate_has_an_import_circle_between_its_modules() {
 #[test]
 fn the_circle_check_finds_a_planted_circle() {
     let modules: BTreeSet<ModulePath> = [vec![], vec!["a".into()], vec!["b".into()]].into();
-    let a = references(
-        &vec!["a".into()],
-        "use crate::b::{Thing, other::X};\n",
-        &modules,
-    );
-    let b = references(&vec!["b".into()], "fn f() { super::a::g(); }\n", &modules);
+    let names = |found: BTreeSet<(ModulePath, Option<String>)>| -> BTreeSet<ModulePath> {
+        found.into_iter().map(|(module, _)| module).collect()
+    };
+    let code = "use crate::b::{Thing, other::X};\n";
+    let a = names(references(&vec!["a".into()], code, &modules));
+    let code = "fn f() { super::a::g(); }\n";
+    let b = names(references(&vec!["b".into()], code, &modules));
     assert_eq!(a, [vec!["b".to_owned()]].into());
     assert_eq!(b, [vec!["a".to_owned()]].into());
     let graph: BTreeMap<ModulePath, BTreeSet<ModulePath>> =
@@ -389,4 +544,20 @@ fn the_circle_check_finds_a_planted_circle() {
     assert_eq!(circles(&graph).len(), 1);
     let test_only = production_code("#[cfg(test)]\nmod tests {\n    use crate::a::X;\n}\n");
     assert!(!test_only.contains("crate::a"), "{test_only}");
+    // A brace or a `//` inside a literal is text: the production code after the test item stays.
+    let tricky = production_code(
+        "#[cfg(test)]\nfn t() { let _ = \"{{\"; let _ = '{'; }\nuse crate::b::Y; // x\nconst U: &str = \"http://x\"; use crate::a::Z;\n",
+    );
+    assert!(
+        tricky.contains("use crate::b::Y;") && tricky.contains("use crate::a::Z;"),
+        "{tricky}"
+    );
+    // An item re-exported by a parent is followed to the module that defines it.
+    let parent: BTreeSet<ModulePath> =
+        [vec![], vec!["p".into()], vec!["p".into(), "q".into()]].into();
+    let exported = reexports(&vec!["p".into()], "pub use q::Item;\n", &parent);
+    assert_eq!(
+        exported.get("Item"),
+        Some(&vec!["p".to_owned(), "q".to_owned()])
+    );
 }
