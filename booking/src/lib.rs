@@ -3,8 +3,8 @@
 //!
 //! # Layout
 //! - [`config`]: process settings (flags and environment).
-//! - [`api`]: reservation handlers (`create_reservation`, `get_reservation`, `start_payment`,
-//!   `buyer_reservations`).
+//! - [`api`]: `create_reservation`, from the admission token to the durable 201; [`paying`]: a
+//!   reservation's own routes behind its secret (`get_reservation`, `start_payment`).
 //! - [`webhook`]: `receive_webhook`, the payment provider's signed outcomes.
 //! - [`listing`]: `GET /v1/sales/{sale}/reservations`, a signed-in buyer's own reservations.
 //! - [`router`]: where every route of both listeners is mounted, and the OpenAPI documents
@@ -46,6 +46,7 @@ pub mod figures;
 pub mod gatekeeper;
 pub mod listing;
 pub mod openapi;
+pub mod paying;
 pub mod payments;
 pub mod probes;
 pub mod publish;

@@ -19,7 +19,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::openapi::{AtLeastOneSetting, OpsApi, PublicApi};
-use crate::{admin, api, audit, listing, probes, webhook, AppState, MAX_BODY_BYTES};
+use crate::{admin, api, audit, listing, paying, probes, webhook, AppState, MAX_BODY_BYTES};
 
 /// The booking API's routes.
 pub fn public(state: AppState) -> Router {
@@ -77,8 +77,8 @@ fn documented_public() -> (Router<AppState>, Document) {
             api::create_reservation,
             listing::buyer_reservations
         ))
-        .routes(routes!(api::get_reservation))
-        .routes(routes!(api::start_payment))
+        .routes(routes!(paying::get_reservation))
+        .routes(routes!(paying::start_payment))
         .routes(routes!(webhook::receive_webhook))
         .routes(routes!(probes::health))
         .routes(routes!(probes::ready_public));

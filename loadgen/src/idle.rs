@@ -45,7 +45,7 @@ const SETTLE: Duration = Duration::from_secs(5);
 pub async fn run(args: IdleArgs) -> anyhow::Result<bool> {
     crate::loopback_only(std::iter::once(args.gateway.ip()).chain(args.from.iter().copied()))?;
     crate::room_for(args.connections)?;
-    let rss_before = crate::queue::rss(&[std::process::id()]);
+    let rss_before = crate::report::rss(&[std::process::id()]);
     let started = Instant::now();
     let plan = Plan {
         gateways: &[args.gateway],
@@ -58,7 +58,7 @@ pub async fn run(args: IdleArgs) -> anyhow::Result<bool> {
     let (open, failed) = (people.open, args.connections - people.open);
     let open_secs = started.elapsed().as_secs_f64();
     tokio::time::sleep(SETTLE).await;
-    let rss_after = crate::queue::rss(&[std::process::id()]);
+    let rss_after = crate::report::rss(&[std::process::id()]);
     let per_session = match (rss_before, rss_after) {
         (Some(before), Some(after)) if open > 0 => {
             Some(after.saturating_sub(before) as f64 * 1024.0 / open as f64)

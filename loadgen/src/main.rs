@@ -12,13 +12,16 @@
 //! single connection to a ticket.
 //!
 //! # Layout
-//! - `sale/`: the rush (`person.rs`, one simulated person; `checks.rs`, the invariants).
+//! - `sale/`: the rush (`person.rs`, one simulated person; `reads.rs`, what a run reads back at
+//!   its end; `checks.rs`, the invariants).
 //! - `waits`: many people waiting in line through the client crate; `idle`: idle sessions;
-//!   `queue`: `queue` and `burst`; `poll`: waiting by polling, for comparison.
+//!   `queue`: a crowd held in line and the fan-out of one change; `burst`: joins at the opening;
+//!   `poll`: waiting by polling, for comparison.
 //! - `reserve`: the booking endpoint end to end; `publish`: synthetic events; `naive`: the
 //!   PostgreSQL counter row, for comparison.
 //! - `report`: tables and percentiles; `markdown`: the generated part of BENCHMARKS.md.
 
+mod burst;
 mod idle;
 mod markdown;
 mod naive;
@@ -55,7 +58,7 @@ enum Command {
     /// change takes to reach every client.
     Queue(queue::QueueArgs),
     /// Many joins inside one window, as at the opening: how long each waits for its ticket.
-    Burst(queue::BurstArgs),
+    Burst(burst::BurstArgs),
     /// The booking endpoint's end-to-end throughput, with tokens signed here.
     Reserve(reserve::ReserveArgs),
     /// The naive PostgreSQL counter (FOR UPDATE, or the read-then-write race), for comparison.
@@ -83,7 +86,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Idle(args) => exit_on_failure(idle::run(args).await?),
         Command::Publish(args) => publish::publish(args).await,
         Command::Queue(args) => exit_on_failure(queue::queue(args).await?),
-        Command::Burst(args) => exit_on_failure(queue::burst(args).await?),
+        Command::Burst(args) => exit_on_failure(burst::burst(args).await?),
         Command::Sale(args) => exit_on_failure(sale::run(args).await?),
         Command::Reserve(args) => exit_on_failure(reserve::run(args).await?),
         Command::Naive(args) => exit_on_failure(naive::run(args).await?),

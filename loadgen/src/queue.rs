@@ -1,4 +1,5 @@
-//! `floodgate-loadgen queue` and `burst`: the waiting room's own figures.
+//! `floodgate-loadgen queue`: the waiting room's own figures (`burst` is beside it, in
+//! `burst.rs`).
 //!
 //! `queue` opens N sessions and holds them, reporting the join rate, the gateways' memory per
 //! connection (given their process ids) and, given the ops API, the fan-out: the time for one
@@ -7,9 +8,6 @@
 //! every client notes when its next message (a position one place nearer, or its admission)
 //! arrives. Several processes measure one change together when given the same
 //! `--change-at-unix-ms` (only one of them with `--trigger`): the wall clock is the shared one.
-//!
-//! `burst` makes N joins inside a window (one second by default), as at the opening, and
-//! reports how long each took to get its ticket.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -21,7 +19,7 @@ use anyhow::{bail, Context as _};
 use floodgate_client::room::{RoomEvent, Waited};
 use serde_json::{json, Value};
 
-use crate::report::{Cpu, Latencies, Table};
+use crate::report::{rss, Cpu, Latencies, Table};
 use crate::waits::{self, Plan, Seen, Waits};
 
 /// Where the clients go and come from.
@@ -89,15 +87,6 @@ pub struct QueueArgs {
     /// How long to hold the sessions after the measurements, in seconds.
     #[arg(long, default_value_t = 0)]
     pub hold_secs: u64,
-}
-
-#[derive(Clone, Debug, clap::Args)]
-pub struct BurstArgs {
-    #[command(flatten)]
-    pub crowd: Crowd,
-    /// The window the joins are spread over, in milliseconds.
-    #[arg(long, default_value_t = 1_000)]
-    pub within_ms: u64,
 }
 
 fn unix_ms() -> u64 {
@@ -340,25 +329,6 @@ async fn wait_for(count: &AtomicU64, total: u64, timeout: Duration) -> u64 {
     }
 }
 
-/// Resident memory of the processes, KiB, summed (`None` if any is unreadable or none given).
-pub(crate) fn rss(pids: &[u32]) -> Option<u64> {
-    if pids.is_empty() {
-        return None;
-    }
-    pids.iter()
-        .map(|pid| {
-            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))?
-                .split_whitespace()
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
 async fn resume(ops: SocketAddr, token: &str, sale: &str) -> anyhow::Result<()> {
     crate::loopback_only([ops.ip()])?;
     let response = reqwest::Client::new()
@@ -375,76 +345,4 @@ async fn resume(ops: SocketAddr, token: &str, sale: &str) -> anyhow::Result<()> 
         );
     }
     Ok(())
-}
-
-pub async fn burst(args: BurstArgs) -> anyhow::Result<bool> {
-    args.crowd.check()?;
-    let n = args.crowd.clients;
-    let (started, cpu) = (Instant::now(), Cpu::now());
-    let spacing = Duration::from_micros(args.within_ms * 1000 / n.max(1));
-    let tasks: Vec<_> = (0..n)
-        .map(|i| {
-            let (source, gateway) = args.crowd.target(i);
-            let start = started + spacing * i as u32;
-            let sale = args.crowd.sale.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep_until(start.into()).await;
-                let asked = Instant::now();
-                // One connection, as at the opening: the time to its ticket is the figure, so a
-                // failure is counted, not retried.
-                match crate::session(source, gateway, &sale).await {
-                    Ok(ws) => Ok((asked.elapsed(), ws)),
-                    Err(e) => Err(format!("{e:#}")),
-                }
-            })
-        })
-        .collect();
-    let mut times = Vec::with_capacity(tasks.len());
-    let mut sockets = Vec::with_capacity(tasks.len());
-    let mut errors: Vec<String> = Vec::new();
-    for task in tasks {
-        match task.await {
-            Ok(Ok((took, ws))) => {
-                times.push(took);
-                sockets.push(ws);
-            }
-            Ok(Err(e)) => errors.push(e),
-            Err(e) => errors.push(e.to_string()),
-        }
-    }
-    let all_in = started.elapsed().as_secs_f64();
-    let cpu = cpu.since();
-    drop(sockets);
-    let latencies = Latencies::of(times.iter().copied());
-    let samples: Vec<u64> = times.iter().map(|t| t.as_millis() as u64).collect();
-    let report: Value = json!({
-        "scenario": "burst",
-        "sale": args.crowd.sale,
-        "clients": n,
-        "within_ms": args.within_ms,
-        "ticketed": times.len(),
-        "failed": errors.len(),
-        "first_errors": errors.iter().take(5).collect::<Vec<_>>(),
-        "seconds_until_all_ticketed": all_in,
-        "join_to_ticket_ms": latencies,
-        "samples_ms": samples,
-        "loadgen_cpu": cpu,
-    });
-    let mut table = Table::new(&["figure", "value"]);
-    table.row(&[
-        "joins".into(),
-        format!("{} within {} ms", n, args.within_ms),
-    ]);
-    table.row(&["ticketed".into(), times.len().to_string()]);
-    table.row(&["failed".into(), errors.len().to_string()]);
-    table.row(&["all ticketed after".into(), format!("{all_in:.2} s")]);
-    table.row(&[
-        "join to ticket p50 / p99 / max".into(),
-        Latencies::describe(&report["join_to_ticket_ms"]),
-    ]);
-    println!("{table}");
-    if let Some(path) = &args.crowd.json {
-        std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
-    }
-    Ok(errors.is_empty())
 }

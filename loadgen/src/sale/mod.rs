@@ -15,6 +15,7 @@
 
 mod checks;
 mod person;
+mod reads;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -25,13 +26,12 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _};
 use serde_json::{json, Value};
 
-pub use checks::{
-    check_counters, check_order, check_persisted, check_served, settled, Check, PoolCounters,
-};
+pub use checks::{check_counters, check_order, check_persisted, check_served, settled, Check};
 pub use person::{Outcome, Person};
 
-use checks::{bookings, placed_order, pool_counters};
 use person::{person, Progress};
+pub use reads::PoolCounters;
+use reads::{bookings, placed_order, pool_counters};
 
 use crate::report::{Latencies, Table};
 
@@ -212,7 +212,7 @@ async fn settle(
     pools: &[(String, i32)],
     people: &[Person],
     deadline: Duration,
-) -> anyhow::Result<(Vec<PoolCounters>, Vec<checks::Row>)> {
+) -> anyhow::Result<(Vec<PoolCounters>, Vec<reads::Row>)> {
     let keys = args.redis.keys().map_err(anyhow::Error::msg)?;
     let mut redis = redis::Client::open(args.redis.redis_url.as_str())?
         .get_multiplexed_async_connection()

@@ -1,0 +1,172 @@
+//! A reservation's own routes, behind the secret its 201 gave once: read it
+//! (`GET .../reservations/{id}`) and pay for it (`POST .../reservations/{id}/payment`).
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::Json;
+use floodgate_protocol::api::booking::{PaymentStarted, RefundView, ReservationView};
+use floodgate_protocol::api::code;
+use floodgate_protocol::ids::{check_sale_id, reservation_pool};
+use floodgate_protocol::payments::CreatePayment;
+use floodgate_protocol::reservation::ReservationState;
+use floodgate_protocol::same_secret;
+
+use crate::auth::bearer;
+use crate::error::ApiError;
+use crate::gatekeeper::{PaymentStart, ReserveError, StoredReservation};
+use crate::AppState;
+
+/// A stored reservation as its holder sees it.
+fn view(sale: &str, pool: &str, r: StoredReservation) -> ReservationView {
+    ReservationView {
+        status: r.state,
+        reservation_id: r.id,
+        sale: sale.to_owned(),
+        pool: pool.to_owned(),
+        seats: r.seats,
+        reserved_at_ms: r.reserved_at_ms,
+        hold_expires_at_ms: r.hold_expires_at_ms,
+        amount_minor: r.fare_minor * i64::from(r.seats),
+        currency: r.currency,
+        payment_id: r.payment_id,
+        refunds: r
+            .refunds
+            .into_iter()
+            .map(|(payment_id, status)| RefundView { payment_id, status })
+            .collect(),
+    }
+}
+
+/// Finds a reservation and checks its secret. Unknown ids and wrong secrets get the same 404,
+/// so the API never confirms that someone else's reservation exists.
+async fn authorized_reservation(
+    state: &AppState,
+    sale: &str,
+    id: &str,
+    headers: &HeaderMap,
+) -> Result<(String, StoredReservation), ApiError> {
+    let presented = bearer(headers).map_err(|_| {
+        ApiError::Unauthorized(
+            code::SECRET_MISSING,
+            "present the reservation's secret: Authorization: Bearer <secret>".into(),
+        )
+    })?;
+    let not_found = || ApiError::NotFound(code::UNKNOWN_RESERVATION, "no such reservation".into());
+    check_sale_id(sale).map_err(|_| not_found())?;
+    let pool = reservation_pool(id).ok_or_else(not_found)?.to_owned();
+    let stored = state
+        .gatekeeper
+        .reservation(sale, &pool, id)
+        .await
+        .map_err(ReserveError::from)?
+        .ok_or_else(not_found)?;
+    if !same_secret(presented.as_bytes(), stored.secret.as_bytes()) {
+        return Err(not_found());
+    }
+    Ok((pool, stored))
+}
+
+/// `GET /v1/sales/{sale}/reservations/{id}` with `Authorization: Bearer <secret>`.
+#[utoipa::path(
+    get,
+    path = "/v1/sales/{sale}/reservations/{id}",
+    tag = "reservations",
+    params(crate::openapi::ReservationPath),
+    responses(
+        (status = 200, description = "The reservation's state now.", body = ReservationView),
+        crate::openapi::ReservationRefusals,
+    ),
+    security(("reservation_secret" = [])),
+)]
+#[tracing::instrument(skip_all, fields(%sale, %id))]
+pub async fn get_reservation(
+    State(state): State<AppState>,
+    Path((sale, id)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Json<ReservationView>, ApiError> {
+    let (pool, stored) = authorized_reservation(&state, &sale, &id, &headers).await?;
+    Ok(Json(view(&sale, &pool, stored)))
+}
+
+/// `POST /v1/sales/{sale}/reservations/{id}/payment` with `Authorization: Bearer <secret>`:
+/// starts paying for a held reservation. Answers 202 with the provider's checkout URL; the
+/// outcome arrives later by webhook, and `GET` on the reservation shows it.
+#[utoipa::path(
+    post,
+    path = "/v1/sales/{sale}/reservations/{id}/payment",
+    tag = "payments",
+    params(crate::openapi::ReservationPath),
+    responses(
+        (status = 202, description = "Started at the provider: send the payer to checkout_url.", body = PaymentStarted),
+        crate::openapi::PaymentRefusals,
+    ),
+    security(("reservation_secret" = [])),
+)]
+#[tracing::instrument(skip_all, fields(%sale, %id))]
+pub async fn start_payment(
+    State(state): State<AppState>,
+    Path((sale, id)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<(StatusCode, Json<PaymentStarted>), ApiError> {
+    let (pool, stored) = authorized_reservation(&state, &sale, &id, &headers).await?;
+    if stored.state != ReservationState::Held {
+        return Err(ApiError::Conflict(
+            code::NOT_PAYABLE,
+            format!(
+                "this reservation is {}; only a held reservation can be paid",
+                stored.state
+            ),
+        ));
+    }
+    let amount_minor = stored.fare_minor * i64::from(stored.seats);
+    let created = state
+        .provider
+        .create_payment(&CreatePayment {
+            reference: id.clone(),
+            sale: sale.clone(),
+            amount_minor,
+            currency: stored.currency.clone(),
+        })
+        .await
+        .map_err(|e| {
+            tracing::warn!(error = %e, "payment provider call failed");
+            ApiError::Unavailable(
+                code::PAYMENT_PROVIDER_UNAVAILABLE,
+                "the payment provider is unavailable; retry shortly".into(),
+            )
+        })?;
+    // Only this payment, for exactly this amount, can buy the hold (confirm.lua).
+    match state
+        .gatekeeper
+        .start_payment(&sale, &pool, &id, &created.payment_id)
+        .await
+        .map_err(ReserveError::from)?
+    {
+        PaymentStart::Pending => {}
+        PaymentStart::NotHeld { state: now } => {
+            return Err(ApiError::Conflict(
+                code::NOT_PAYABLE,
+                format!("this reservation is {now} now; only a held reservation can be paid"),
+            ))
+        }
+        PaymentStart::Unknown => {
+            return Err(ApiError::NotFound(
+                code::UNKNOWN_RESERVATION,
+                "no such reservation".into(),
+            ))
+        }
+        PaymentStart::PoolUnavailable => return Err(ReserveError::PoolUnavailable.into()),
+    }
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(PaymentStarted {
+            reservation_id: id,
+            payment_id: created.payment_id,
+            status: created.status,
+            checkout_url: created.checkout_url,
+            amount_minor,
+            currency: stored.currency,
+            hold_expires_at_ms: stored.hold_expires_at_ms,
+        }),
+    ))
+}
