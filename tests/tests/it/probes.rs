@@ -1,6 +1,6 @@
 //! `/healthz` and `/readyz` of every service (issue 16, "probes"): readiness follows each
-//! service's dependencies, `/healthz` does not, and a gateway told to stop turns unready and
-//! refuses joins before it closes a socket.
+//! service's dependencies, `/healthz` does not, and a gateway or a booking instance told to stop
+//! turns unready before it closes a socket.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -10,6 +10,7 @@ use floodgate_protocol::ws::close;
 use floodgate_tests::chaos::ChaosProxy;
 use floodgate_tests::client::{Heard, RoomClient};
 use floodgate_tests::gateways::{free_port, GatewayProcess, GatewayTimings};
+use floodgate_tests::services::{booking_serve, start_service, Stopped};
 use floodgate_tests::{
     binary, eventually, fresh_database, kafka_brokers, redis_addr, unique, SaleSpec, TestApp,
     TestOptions,
@@ -224,4 +225,48 @@ async fn a_booking_instance_without_postgresql_stays_ready_and_says_so() {
         assert!(check.shared, "{body:?}");
     }
     pg.restore();
+}
+
+/// A booking instance told to stop drains like a gateway: unready at once (the edge and the
+/// load balancer stop sending it requests), still answering for its drain delay (a request
+/// already routed to it is served, not reset), then gone with a clean exit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_booking_instance_turns_unready_and_keeps_serving_for_its_drain_delay() {
+    let (url, db) = fresh_database().await;
+    let app = TestApp::spawn(db).await;
+    let env = [
+        ("FLOODGATE_DRAIN_DELAY_MS", "3000".to_owned()),
+        ("FLOODGATE_OPS_TOKEN", floodgate_tests::secret("ops_")),
+        (
+            "FLOODGATE_WEBHOOK_SECRET",
+            floodgate_tests::secret("whsec_"),
+        ),
+    ];
+    let (mut command, admin, api) = booking_serve(&app, &url, &env);
+    let mut booking = Stopped(start_service(&mut command, &admin).await);
+    let ready = format!("{api}/readyz");
+    eventually("ready", WAIT, async || answers(&ready, 200, None).await).await;
+
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(booking.0.id().to_string())
+        .status();
+    eventually("unready while draining", WAIT, async || {
+        answers(&ready, 503, Some("draining")).await
+    })
+    .await;
+    // Still serving what reaches it meanwhile: a reservation's read answers as ever.
+    let read = reqwest::Client::new()
+        .get(format!("{api}/v1/sales/none/reservations/r-1"))
+        .bearer_auth("s")
+        .send()
+        .await
+        .expect("a request during the drain is answered");
+    assert_eq!(read.status(), 404);
+    // Then it stops by itself, cleanly.
+    let exited = eventually("exits after the drain", WAIT, async || {
+        booking.0.try_wait().ok().flatten()
+    })
+    .await;
+    assert!(exited.success(), "{exited:?}");
 }
