@@ -72,6 +72,12 @@ pub struct Config {
         default_value_t = 60_000
     )]
     pub reconcile_interval_ms: u64,
+    /// How long a stopping instance stays up, unready and still serving, before its listeners
+    /// close: long enough for the edge and the load balancer to stop sending it requests (their
+    /// health-check period). Keep the platform's termination grace period above this plus the
+    /// longest request (the delivery timeout) and the producer's flush.
+    #[arg(long, env = "FLOODGATE_DRAIN_DELAY_MS", default_value_t = 5_000)]
+    pub drain_delay_ms: u64,
     /// Address of the ops API (its own listener, never exposed through the CDN).
     #[arg(long, env = "FLOODGATE_ADMIN_LISTEN", default_value = "127.0.0.1:9081")]
     pub admin_listen: String,

@@ -104,6 +104,9 @@ pub struct AppState {
     pub identity: Option<Arc<floodgate_platform::identity::IdentityVerifier>>,
     /// The audit trail's chain key.
     pub audit_key: audit::AuditKey,
+    /// Cancelled when the instance begins to stop: `/readyz` fails from then on, while every
+    /// route still answers until the drain delay is over (`floodgate_platform::drain`).
+    pub draining: CancellationToken,
 }
 
 impl AppState {
@@ -158,6 +161,7 @@ impl AppState {
                     .unwrap_or_else(|| format!("booking-{}", uuid::Uuid::new_v4().simple())),
             ),
             audit_key: audit::AuditKey::new(&config.audit_key).map_err(anyhow::Error::msg)?,
+            draining: CancellationToken::new(),
             config: Arc::new(config.clone()),
             identity: config
                 .identity

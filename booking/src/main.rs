@@ -289,7 +289,15 @@ async fn serve(config: Config, db: DatabaseArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     tracing::info!(addr = %listener.local_addr()?, "booking API listening");
-    let shutdown = runtime::shutdown_on_signal();
+    // Told to stop, the instance turns unready at once and serves on for its drain delay.
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    floodgate_platform::drain::drain_on(
+        runtime::shutdown_on_signal(),
+        state.draining.clone(),
+        shutdown.clone(),
+        std::time::Duration::from_millis(config.drain_delay_ms),
+        "still serving; the listeners close after the drain delay",
+    );
     let admin = runtime::listen(&config.admin_listen)
         .await
         .with_context(|| format!("binding {}", config.admin_listen))?;

@@ -46,16 +46,11 @@ async fn readiness(state: &AppState) -> Readiness {
 /// once, keeps its sessions for `config.drain_delay_ms`, then shuts down (every session is
 /// closed with its resume token, and the process ends).
 pub fn drain_on(signal: CancellationToken, state: &AppState) {
-    let (draining, shutdown) = (state.draining.clone(), state.shutdown.clone());
-    let delay = Duration::from_millis(state.config.drain_delay_ms);
-    tokio::spawn(async move {
-        signal.cancelled().await;
-        draining.cancel();
-        tracing::info!(
-            delay_ms = delay.as_millis() as u64,
-            "draining: unready and refusing joins; sessions close after the drain delay"
-        );
-        tokio::time::sleep(delay).await;
-        shutdown.cancel();
-    });
+    floodgate_platform::drain::drain_on(
+        signal,
+        state.draining.clone(),
+        state.shutdown.clone(),
+        Duration::from_millis(state.config.drain_delay_ms),
+        "joins are refused; sessions close after the drain delay",
+    );
 }

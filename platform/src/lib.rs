@@ -6,6 +6,8 @@
 //!
 //! # Layout
 //! - [`identity`]: buyer identity from the operator's sign-in (JWT/JWKS): the check and its settings.
+//! - [`drain`]: how every service stops: unready at once, still serving for its drain delay,
+//!   then shut down.
 //! - [`batch`]: natural batching (callers gather while a batch is in flight), for `WAIT` and joins.
 //! - [`keys`]: the Redis key layout and its hash tags (sale-wide slot, per-pool slot).
 //! - [`lua`]: how a Lua script is put together from its body and the shared helper files.
@@ -33,6 +35,7 @@
 //! change of every process that reads them, and of the Lua scripts in `lua/`.
 
 pub mod batch;
+pub mod drain;
 pub mod identity;
 pub mod kafka;
 pub mod keys;

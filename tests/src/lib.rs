@@ -490,6 +490,8 @@ impl TestApp {
             relay_interval_ms: options.relay_interval_ms,
             reaper_interval_ms: options.reaper_interval_ms,
             reconcile_interval_ms: 200,
+            // TestApp stops its services with its own token: no signal, nothing to drain.
+            drain_delay_ms: 0,
             redis_min_replicas: None,
             redis_replica_timeout_ms: 500,
             instance_id: None,
@@ -594,6 +596,8 @@ impl TestApp {
             relay_interval_ms: 100,
             reaper_interval_ms: 100,
             reconcile_interval_ms: 200,
+            // TestApp stops its services with its own token: no signal, nothing to drain.
+            drain_delay_ms: 0,
             redis_min_replicas: None,
             redis_replica_timeout_ms: 500,
             instance_id: None,
