@@ -197,7 +197,7 @@ pub(crate) struct TailArgs {
     #[arg(
         long,
         env = "FLOODGATE_CONSUMER_GROUP",
-        default_value = "floodgate-consumer"
+        default_value = floodgate_platform::kafka::DEFAULT_CONSUMER_GROUP
     )]
     pub(crate) group: String,
     /// How long to wait for the consumer to catch up.

@@ -78,7 +78,7 @@ async fn ensure_topics(
     settings: floodgate_booking::topics::TopicSettings,
 ) -> anyhow::Result<()> {
     use floodgate_booking::topics::{ensure_and_report, probe_topic as probe};
-    let dlq = dlq_topic.unwrap_or_else(|| format!("{}.dlq", kafka.reservations_topic));
+    let dlq = kafka.dead_letter_topic(dlq_topic.as_deref());
     let probe = probe(&kafka, probe_topic.as_deref());
     if !ensure_and_report(&kafka, (&dlq, &probe), &settings).await? {
         std::process::exit(2);

@@ -50,7 +50,7 @@ pub struct Config {
     #[arg(
         long,
         env = "FLOODGATE_CONSUMER_GROUP",
-        default_value = "floodgate-consumer"
+        default_value = floodgate_platform::kafka::DEFAULT_CONSUMER_GROUP
     )]
     pub group: String,
     /// This instance's id in the group, stable across restarts and unique per instance (no
@@ -89,9 +89,7 @@ fn instance_id(text: &str) -> Result<String, String> {
 
 impl Config {
     pub fn dlq_topic(&self) -> String {
-        self.dlq_topic
-            .clone()
-            .unwrap_or_else(|| format!("{}.dlq", self.kafka.reservations_topic))
+        self.kafka.dead_letter_topic(self.dlq_topic.as_deref())
     }
 }
 

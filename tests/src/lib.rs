@@ -174,7 +174,7 @@ pub async fn ensure_topics(brokers: &str, topic: &str, partitions: i32) {
         min_insync_replicas: None,
     };
     let kafka = floodgate_platform::kafka::KafkaArgs::plaintext(brokers, topic);
-    let (dlq, probe) = (format!("{topic}.dlq"), format!("{topic}.probe"));
+    let (dlq, probe) = (kafka.dead_letter_topic(None), format!("{topic}.probe"));
     let states = ensure(&kafka, (&dlq, &probe), &settings)
         .await
         .expect("topics ensure");

@@ -102,6 +102,10 @@ const OWNED: &[(&str, &str)] = &[
     ),
 ];
 
+/// The consumer group that writes the bookings, unless `FLOODGATE_CONSUMER_GROUP` says otherwise:
+/// the consumer joins it, and the booking commands that wait for the Kafka tail read its progress.
+pub const DEFAULT_CONSUMER_GROUP: &str = "floodgate-consumer";
+
 /// Where Kafka is, how to reach it securely, and which topic carries reservation events.
 #[derive(Clone, Debug, clap::Args)]
 pub struct KafkaArgs {
@@ -154,6 +158,11 @@ pub struct KafkaArgs {
 pub struct ConfigError(String);
 
 impl KafkaArgs {
+    /// The dead-letter topic: `explicit` if set, else the reservations topic with `.dlq`.
+    pub fn dead_letter_topic(&self, explicit: Option<&str>) -> String {
+        explicit.map_or_else(|| format!("{}.dlq", self.reservations_topic), str::to_owned)
+    }
+
     /// Plaintext settings for `brokers` and `topic` (the tests and tools on loopback).
     pub fn plaintext(brokers: &str, topic: &str) -> Self {
         Self {

@@ -12,6 +12,13 @@ fn get(config: &ClientConfig, name: &str) -> Option<String> {
 }
 
 #[test]
+fn the_dead_letter_topic_follows_the_reservations_topic_unless_named() {
+    let args = KafkaArgs::plaintext("k:9092", "sale-events");
+    assert_eq!(args.dead_letter_topic(None), "sale-events.dlq");
+    assert_eq!(args.dead_letter_topic(Some("parked")), "parked");
+}
+
+#[test]
 fn later_sources_win_and_roles_read_only_their_own() {
     let dir = std::env::temp_dir().join(format!("fg-kafka-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
