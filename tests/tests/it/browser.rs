@@ -1,6 +1,7 @@
 //! The browser client and the ops console in real headless Chromium (Debian's, driven by
 //! playwright-core; both installed by deploy/stack.sh). Each test saves screenshots under
-//! tests/browser/artifacts/.
+//! tests/browser/artifacts/. [`checkout`]: the page's way to the payment; [`signed_in`] and
+//! [`openid`]: a signed-in buyer, by the stand-in and by a certified OpenID provider.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,7 +14,12 @@ use floodgate_tests::gateways::{GatewayProcess, GatewayTimings};
 use floodgate_tests::{unique, SaleSpec, TestApp, TestOptions};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
+mod checkout;
 mod openid;
+mod signed_in;
+
+use signed_in::asha_books_and_pays;
+pub(crate) use signed_in::confirmed_buyer;
 
 fn browser_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("browser")
@@ -266,83 +272,6 @@ async fn one_user_books_and_pays_from_the_train_list_to_a_confirmation(db: sqlx:
         .exists());
 }
 
-/// A listener standing for an attacker's origin: it counts the connections the page makes.
-async fn trap() -> (
-    std::net::SocketAddr,
-    std::sync::Arc<std::sync::atomic::AtomicUsize>,
-) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counted = hits.clone();
-    tokio::spawn(async move {
-        while let Ok((socket, _)) = listener.accept().await {
-            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            drop(socket);
-        }
-    });
-    (addr, hits)
-}
-
-/// Issue 12, defect 17: a link to the real site naming another origin in `api` must not send
-/// the admission token or the reservation's secret there: the page books on its own origin.
-#[sqlx::test(migrations = "../migrations")]
-async fn defect_17_the_page_books_on_its_own_origin_whatever_the_link_says(db: sqlx::PgPool) {
-    let spec = SaleSpec {
-        opens_in: Duration::from_secs(3),
-        ..SaleSpec::default()
-    };
-    let (_site, app, sale) = published_sale(db, "origin-", spec).await;
-    let (attacker, hits) = trap().await;
-    let url = format!("http://{}/?api=http://{attacker}", app.gateway);
-
-    let seen = script("journey.mjs", vec![url, "pay".into()]).await;
-    assert!(
-        seen["result"].as_str().unwrap().contains("confirmed"),
-        "{seen}"
-    );
-    eventually("a CONFIRMED booking", Duration::from_secs(30), || async {
-        app.bookings(&sale, "CONFIRMED").await == 1
-    })
-    .await;
-    assert_eq!(
-        hits.load(std::sync::atomic::Ordering::SeqCst),
-        0,
-        "the page contacted the origin the link named"
-    );
-}
-
-/// The page follows a checkout URL only to the payment provider's origin the site names: a
-/// booking service (or anything posing as one) cannot send the payer elsewhere.
-#[sqlx::test(migrations = "../migrations")]
-async fn a_checkout_url_outside_the_providers_origin_is_not_followed(db: sqlx::PgPool) {
-    let site = Site::new();
-    let options = TestOptions {
-        checkout_origins: Some(vec!["https://pay.example.invalid".into()]),
-        ..site.options()
-    };
-    let app = TestApp::spawn_with(db, options).await;
-    let sale = unique("checkout-");
-    app.create_sale(
-        &sale,
-        &SaleSpec {
-            opens_in: Duration::from_secs(3),
-            ..SaleSpec::default()
-        },
-    )
-    .await;
-    site.publish(&app, &sale).await;
-
-    let seen = script("journey.mjs", vec![home_url(&app), "refused".into()]).await;
-    assert!(
-        seen["result"].as_str().unwrap().contains("not opened"),
-        "{seen}"
-    );
-    assert_eq!(seen["pages"], 1, "no checkout tab was opened: {seen}");
-    let held = app.keys.pool(&sale, "p1").held();
-    assert_eq!(app.redis_int(&held).await, 1, "the hold is still there");
-}
-
 #[sqlx::test(migrations = "../migrations")]
 async fn an_unpaid_hold_counts_down_and_the_page_shows_its_expiry(db: sqlx::PgPool) {
     let spec = SaleSpec {
@@ -495,103 +424,4 @@ async fn when_its_gateway_goes_away_the_page_reconnects_and_keeps_its_place(db: 
         Some(1.0)
     );
     assert!(browser_dir().join("artifacts/reconnect-after.png").exists());
-}
-
-/// Lets a `signin.mjs` journey, waiting in a paused queue, go on: admission resumes, asha books
-/// and pays in the page, which ends signed in as her with the booking confirmed, and PostgreSQL
-/// has the booking under her name (the buyer the booking service took from her identity token).
-async fn asha_books_and_pays(app: &TestApp, sale: &str, mut node: Dialogue) {
-    app.admission(sale, "resume").await;
-    node.go().await;
-    let done = node
-        .report(Duration::from_secs(90), "the booking completes in time")
-        .await;
-    node.finished().await;
-    assert!(
-        done["signedIn"].as_str().unwrap().contains("asha"),
-        "{done}"
-    );
-    assert!(
-        done["result"].as_str().unwrap().contains("confirmed"),
-        "{done}"
-    );
-    eventually(
-        "asha's booking is confirmed",
-        Duration::from_secs(30),
-        || async { confirmed_buyer(&app.db, sale).await.as_deref() == Some("asha") },
-    )
-    .await;
-}
-
-/// The buyer of `sale`'s confirmed booking in PostgreSQL, once there is one.
-pub(crate) async fn confirmed_buyer(db: &sqlx::PgPool, sale: &str) -> Option<String> {
-    let buyer: Option<Option<String>> = sqlx::query_scalar(
-        "select buyer from bookings where sale_id = $1 and status = 'CONFIRMED'",
-    )
-    .bind(sale)
-    .fetch_optional(db)
-    .await
-    .unwrap();
-    buyer.flatten()
-}
-
-#[sqlx::test(migrations = "../migrations")]
-async fn a_signed_in_buyer_joins_past_the_bot_check_holds_one_place_in_two_tabs_and_books(
-    db: sqlx::PgPool,
-) {
-    use floodgate_protocol::settings::{ChallengeRule, Door, IdentityRule};
-    let spec = SaleSpec {
-        opens_in: Duration::from_millis(300),
-        door: Door {
-            identity: IdentityRule::Required,
-            challenge: ChallengeRule::Pow,
-            pow_difficulty: 10,
-            max_seats_per_buyer: Some(4),
-            ..Door::default()
-        },
-        ..SaleSpec::default()
-    };
-    let (site, app, sale) = published_sale(db, "signin-", spec).await;
-    // Two signed-in buyers ahead, in a queue that holds still.
-    app.admission(&sale, "pause").await;
-    app.until_open(&sale).await;
-    let mut ahead = Vec::new();
-    for name in ["ahead-1", "ahead-2"] {
-        let identity = app.identity(name).await;
-        let answer = floodgate_protocol::challenge::ProofOfWork::solve(
-            &serde_json::from_value(
-                app.get_json(&format!("http://{}/v1/sales/{sale}/challenge", app.gateway))
-                    .await,
-            )
-            .unwrap(),
-        );
-        let url = format!("{}&challenge={answer}", app.ws_url(&sale));
-        ahead.push(
-            RoomClient::join_with(&url, &[("floodgate-identity", &identity)])
-                .await
-                .unwrap(),
-        );
-    }
-
-    let mut node = Dialogue::start("signin.mjs", &page_url(&app, &sale));
-    let placed = node
-        .report(
-            Duration::from_secs(60),
-            "the buyer signs in and joins in time",
-        )
-        .await;
-    assert_eq!(placed["first"]["ticket"], 3, "{placed}");
-    assert_eq!(placed["first"]["position"], 3, "{placed}");
-    assert_eq!(
-        placed["second"], placed["first"],
-        "one place per buyer: {placed}"
-    );
-    // Three tickets in all: the second tab took asha's back.
-    assert_eq!(app.redis_int(&app.keys.sale(&sale).seq()).await, 3);
-
-    asha_books_and_pays(&app, &sale, node).await;
-    assert!(browser_dir()
-        .join("artifacts/signin-3-second-tab.png")
-        .exists());
-    drop(site);
 }

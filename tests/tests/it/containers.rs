@@ -2,6 +2,8 @@
 //! `deploy/compose.yaml` in containers behind the edge's image, and a sale driven through the
 //! edge only (`floodgate_tests::containers` says how compose's services become containers on
 //! the host's network). `deploy/test.sh` builds the images and starts the engine first.
+//! [`journey`]: a signed-in buyer in Chromium through the edge; [`alerts`]: a real Prometheus
+//! and the shipped alert rules; [`budget`]: a gateway's session budget in its container.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -14,6 +16,8 @@ use floodgate_tests::containers::{Docker, Stack, StackOptions};
 use floodgate_tests::prometheus::Prometheus;
 use floodgate_tests::{eventually, fresh_database, redis_url, scrape, unique, SaleSpec};
 
+mod alerts;
+mod budget;
 mod journey;
 
 /// Addresses `127.0.<third>.1` to `127.0.<third>.<count>`: clients of their own, each counted
@@ -419,157 +423,5 @@ fn an_image_started_without_what_it_needs_stops_and_names_it() {
     assert!(
         said.contains("FLOODGATE_EDGE_GATEWAYS is not set"),
         "{said}"
-    );
-}
-
-/// A real Prometheus scrapes the stack with the shipped alert rules (durations scaled by
-/// `TIME_SCALE`): when the broker goes, the booking service knows it and answers 503, and both
-/// FloodgateBrokerDown and FloodgateBookingUnavailable fire; when it comes back, both clear.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_real_prometheus_fires_and_clears_the_alerts_of_a_broker_outage() {
-    let (url, db) = fresh_database().await;
-    // A broker of the test's own, reached through a proxy that can cut it.
-    let port = floodgate_tests::gateways::free_port().port();
-    let proxy = ChaosProxy::start(std::net::SocketAddr::from(([127, 0, 0, 1], port))).await;
-    let _broker = PrivateBroker::start_on(port, Some(proxy.addr)).await;
-    let options = StackOptions {
-        kafka_brokers: Some(proxy.addr.to_string()),
-        ..StackOptions::default()
-    };
-    let stack = Stack::up(&url, options).await;
-    let prometheus = Prometheus::start(&stack.metrics_targets()).await;
-
-    let sale = unique("compose-alerts-");
-    let spec = SaleSpec {
-        pools: vec![("p1".into(), 100)],
-        opens_in: Duration::from_millis(500),
-        admission_rate: 100.0,
-        ..SaleSpec::default()
-    };
-    stack.create_sale(&db, &sale, &spec).await;
-    let mut tokens = Vec::new();
-    for from in addresses(11, 12) {
-        let mut client = join(&stack, &sale, &from, &[]).await.expect("joins");
-        tokens.push(client.admitted(Duration::from_secs(30)).await);
-    }
-    let booking = BookingClient::new(reqwest::Client::new(), stack.edge);
-    let first = tokens.pop().unwrap();
-    let held = booking.reserve(&sale, &first, &unique("k-"), "p1", 1).await;
-    assert!(held.is_ok(), "a hold while the broker is up: {held:?}");
-
-    // The broker cut: people keep trying to book through the edge, and every attempt is a 503
-    // (the first ones after the delivery timeout, the rest at once), until both alerts fire.
-    // (A counter's first value is no increase to Prometheus: the refusals must go on after it
-    // has seen the first.)
-    proxy.cut();
-    let mut refused = 0;
-    let attempts = async {
-        loop {
-            for token in &tokens {
-                let answer = booking.reserve(&sale, token, &unique("k-"), "p1", 1).await;
-                let status = answer.as_ref().err().map(|e| e.status());
-                assert_eq!(
-                    status,
-                    Some(503),
-                    "a reservation while the broker is cut: {answer:?}"
-                );
-                refused += 1;
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-    };
-    let fired = async {
-        for alert in ["FloodgateBrokerDown", "FloodgateBookingUnavailable"] {
-            prometheus.fires(alert, Duration::from_secs(90)).await;
-        }
-    };
-    tokio::select! {
-        () = fired => {}
-        () = attempts => unreachable!("the attempts go on until the alerts fire"),
-    }
-    assert!(refused > 0);
-
-    proxy.restore();
-    for alert in ["FloodgateBrokerDown", "FloodgateBookingUnavailable"] {
-        prometheus.clears(alert, Duration::from_secs(120)).await;
-    }
-}
-
-/// A gateway takes no more sessions than its container's memory holds: under a 384 MiB limit
-/// its budget is 8,192 (16 KiB a session beyond 256 MiB), below what its open files allow; with
-/// no memory limit, the open files decide.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_gateways_session_budget_follows_its_containers_memory_limit() {
-    let docker = Docker::from_env();
-    let pair = docker.ok(&[
-        "run",
-        "--rm",
-        "--network",
-        "host",
-        &docker.image,
-        "floodgate-gateway",
-        "keygen",
-        "--kid",
-        "t",
-    ]);
-    let setting = |name: &str| {
-        pair.lines()
-            .find_map(|l| l.strip_prefix(&format!("{name}=")))
-            .unwrap_or_else(|| panic!("keygen printed no {name}"))
-            .to_owned()
-    };
-    let (kid, key) = (
-        setting("FLOODGATE_TOKEN_KEY_ID"),
-        setting("FLOODGATE_TOKEN_SIGNING_KEY"),
-    );
-    let budget_under = |memory: Option<&str>| {
-        let docker = docker.clone();
-        let (kid, key) = (kid.clone(), key.clone());
-        let memory = memory.map(str::to_owned);
-        async move {
-            let (listen, admin) = (
-                floodgate_tests::gateways::free_port(),
-                floodgate_tests::gateways::free_port(),
-            );
-            let name = unique("fgc-budget-");
-            let mut args: Vec<String> = ["run", "--detach", "--name", &name, "--network", "host"]
-                .iter()
-                .map(|s| (*s).to_owned())
-                .collect();
-            if let Some(memory) = &memory {
-                args.extend(["--memory".into(), memory.clone()]);
-            }
-            for (k, v) in [
-                ("FLOODGATE_GATEWAY_LISTEN", listen.to_string()),
-                ("FLOODGATE_GATEWAY_ADMIN_LISTEN", admin.to_string()),
-                ("FLOODGATE_REDIS_URL", redis_url()),
-                ("FLOODGATE_REDIS_PREFIX", format!("{name}:")),
-                ("FLOODGATE_TOKEN_KEY_ID", kid),
-                ("FLOODGATE_TOKEN_SIGNING_KEY", key),
-            ] {
-                args.extend(["--env".into(), format!("{k}={v}")]);
-            }
-            args.extend([
-                docker.image.clone(),
-                "floodgate-gateway".into(),
-                "serve".into(),
-            ]);
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            docker.ok(&args);
-            let budget = eventually(
-                "the gateway's metrics",
-                Duration::from_secs(30),
-                async || scrape(admin, "floodgate_ws_session_budget").await,
-            )
-            .await as u64;
-            let _ = docker.run(&["rm", "--force", &name]);
-            budget
-        }
-    };
-    assert_eq!(budget_under(Some("384m")).await, 8_192);
-    let unlimited = budget_under(None).await;
-    assert!(
-        unlimited > 8_192,
-        "with no memory limit the open files decide: {unlimited}"
     );
 }
