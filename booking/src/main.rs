@@ -26,12 +26,9 @@ use cli::{AuditCommand, Cli, Command, SaleCommand, ScriptsCommand, StoreArgs, To
 async fn main() -> anyhow::Result<()> {
     // Secret settings may come from files (`<VAR>_FILE`), as container platforms mount them.
     let cli: Cli = floodgate_platform::secret_files::parse_with_secret_files();
-    runtime::install_tls_provider();
     // Kept until main returns: its drop exports the last spans.
     let _exporting =
-        runtime::init_tracing(cli.log_json, "floodgate-booking").map_err(anyhow::Error::msg)?;
-    let open_files = runtime::raise_open_files_limit();
-    tracing::debug!(open_files, "open-files limit");
+        runtime::start("floodgate-booking", cli.log_json).map_err(anyhow::Error::msg)?;
     match cli.command {
         Command::Serve { config, db } => serve(*config, db).await,
         Command::SandboxPay { .. } => anyhow::bail!(

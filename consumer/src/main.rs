@@ -28,13 +28,9 @@ struct Cli {
 async fn main() -> anyhow::Result<()> {
     // Secret settings (the Kafka SASL password) may come from files (`<VAR>_FILE`).
     let cli: Cli = floodgate_platform::secret_files::parse_with_secret_files();
-    runtime::install_tls_provider();
     // Kept until main returns: its drop exports the last spans.
     let _exporting =
-        runtime::init_tracing(cli.log_json, "floodgate-consumer").map_err(anyhow::Error::msg)?;
-    // Raised in the supervisor too: the worker inherits it.
-    let open_files = runtime::raise_open_files_limit();
-    tracing::debug!(open_files, "open-files limit");
+        runtime::start("floodgate-consumer", cli.log_json).map_err(anyhow::Error::msg)?;
     // This process supervises the worker, which does the work (floodgate_consumer::supervise
     // says why).
     if !supervise::is_worker() {

@@ -32,10 +32,9 @@ enum Command {
 async fn main() -> anyhow::Result<()> {
     // Secret settings may come from files (`<VAR>_FILE`), as container platforms mount them.
     let cli: Cli = floodgate_platform::secret_files::parse_with_secret_files();
-    runtime::install_tls_provider();
     // Kept until main returns: its drop exports the last spans.
     let _exporting =
-        runtime::init_tracing(cli.log_json, "floodgate-gateway").map_err(anyhow::Error::msg)?;
+        runtime::start("floodgate-gateway", cli.log_json).map_err(anyhow::Error::msg)?;
     match cli.command {
         Command::Keygen { kid } => {
             let signer = TokenSigner::generate(&kid);

@@ -84,6 +84,17 @@ pub fn init_tracing(json: bool, service: &'static str) -> Result<crate::trace::E
     Ok(exporting)
 }
 
+/// What every binary does first, in this order: the TLS provider before any client is built,
+/// tracing (the guard it returns exports the last spans when dropped: keep it until `main`
+/// returns), and the open-files limit raised as far as allowed (a child process inherits it).
+pub fn start(service: &'static str, log_json: bool) -> Result<crate::trace::Exporting, String> {
+    install_tls_provider();
+    let exporting = init_tracing(log_json, service)?;
+    let open_files = raise_open_files_limit();
+    tracing::debug!(open_files, "open-files limit");
+    Ok(exporting)
+}
+
 /// A token cancelled on the first SIGINT or SIGTERM; every task of a service watches it.
 pub fn shutdown_on_signal() -> CancellationToken {
     let token = CancellationToken::new();

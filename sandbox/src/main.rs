@@ -21,11 +21,9 @@ struct Cli {
 async fn main() -> anyhow::Result<()> {
     // Secret settings may come from files (`<VAR>_FILE`), as container platforms mount them.
     let cli: Cli = floodgate_platform::secret_files::parse_with_secret_files();
-    runtime::install_tls_provider();
+    // Kept until main returns: its drop exports the last spans.
     let _exporting =
-        runtime::init_tracing(cli.log_json, "floodgate-sandbox").map_err(anyhow::Error::msg)?;
-    let open_files = runtime::raise_open_files_limit();
-    tracing::debug!(open_files, "open-files limit");
+        runtime::start("floodgate-sandbox", cli.log_json).map_err(anyhow::Error::msg)?;
     let config = cli.config;
     config.validate().map_err(anyhow::Error::msg)?;
     let listener = runtime::listen(&config.listen)
