@@ -1,8 +1,8 @@
 -- arm_pool: load one pool's counters before its sale opens.
 --
--- KEYS[1] pool cfg hash     KEYS[2] available   KEYS[3] held   KEYS[4] sold
+-- KEYS[1] cfg hash          KEYS[2] available   KEYS[3] held   KEYS[4] sold
 -- KEYS[5] holds hash        KEYS[6] expiries zset
--- ARGV[1] capacity (seats)  ARGV[2] hold TTL (ms)   ARGV[3] the sale's opens_at (Unix ms)
+-- ARGV[1] capacity (seats)  ARGV[2] hold TTL (ms)   ARGV[3] opens_at (Unix ms), the sale's
 -- ARGV[4] sale id   ARGV[5] pool id   ARGV[6] fare per seat (minor units)   ARGV[7] currency
 --
 -- Returns one of:

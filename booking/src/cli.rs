@@ -20,13 +20,8 @@ pub(crate) struct Cli {
 #[derive(Subcommand)]
 pub(crate) enum Command {
     /// Serve the booking API (and run the outbox relay and the hold reaper).
-    Serve {
-        // Boxed: the service's settings are many times the size of any other command's.
-        #[command(flatten)]
-        config: Box<Config>,
-        #[command(flatten)]
-        db: DatabaseArgs,
-    },
+    // Boxed: the service's settings are many times the size of any other command's.
+    Serve(Box<Config>),
     /// Apply the database migrations in `migrations/` (idempotent).
     Migrate(DatabaseArgs),
     /// Gone: the sandbox provider is its own binary, `floodgate-sandbox`, with the same settings.
@@ -200,9 +195,9 @@ pub(crate) struct TailArgs {
         default_value = floodgate_platform::kafka::DEFAULT_CONSUMER_GROUP
     )]
     pub(crate) group: String,
-    /// How long to wait for the consumer to catch up.
-    #[arg(long, default_value_t = 60)]
-    pub(crate) wait_secs: u64,
+    /// How long to wait for the consumer to catch up, seconds.
+    #[arg(long = "wait-secs", default_value = "60", value_parser = floodgate_platform::settings::secs)]
+    pub(crate) wait: std::time::Duration,
 }
 
 impl TailArgs {
@@ -210,7 +205,7 @@ impl TailArgs {
         rebuild::KafkaTail {
             kafka: self.kafka,
             group: self.group,
-            timeout: std::time::Duration::from_secs(self.wait_secs),
+            timeout: self.wait,
         }
     }
 }

@@ -1,6 +1,8 @@
 //! Settings of the booking service, from flags or `FLOODGATE_*` environment variables.
 
-use floodgate_platform::runtime::{KafkaArgs, RedisArgs};
+use std::time::Duration;
+
+use floodgate_platform::runtime::{DatabaseArgs, KafkaArgs, RedisArgs};
 use secrecy::SecretString;
 
 #[derive(Clone, Debug, clap::Args)]
@@ -13,6 +15,8 @@ pub struct Config {
     )]
     pub listen: String,
     #[command(flatten)]
+    pub database: DatabaseArgs,
+    #[command(flatten)]
     pub redis: RedisArgs,
     #[command(flatten)]
     pub kafka: KafkaArgs,
@@ -24,8 +28,13 @@ pub struct Config {
     /// How long a reservation may wait for the broker's ack before its hold is taken back and
     /// the client gets 503. Five seconds covers a broker leader change; a client retrying after
     /// that still holds a valid token.
-    #[arg(long, env = "FLOODGATE_DELIVERY_TIMEOUT_MS", default_value_t = 5_000)]
-    pub delivery_timeout_ms: u64,
+    #[arg(
+        long = "delivery-timeout-ms",
+        env = "FLOODGATE_DELIVERY_TIMEOUT_MS",
+        default_value = "5000",
+        value_parser = floodgate_platform::settings::millis
+    )]
+    pub delivery_timeout: Duration,
     /// Where a broker known to be down is probed (`topics ensure` makes it; default: the
     /// reservations topic's name with `.probe`).
     #[arg(long, env = "FLOODGATE_PROBE_TOPIC")]
@@ -56,28 +65,40 @@ pub struct Config {
     /// How far a webhook's signed timestamp may be from now, in seconds. Five minutes, as the
     /// large providers use: enough for clock skew and a retry queue, too short to replay a
     /// captured delivery much later.
-    #[arg(long, env = "FLOODGATE_WEBHOOK_TOLERANCE_SECS", default_value_t = 300)]
-    pub webhook_tolerance_secs: u64,
+    #[arg(
+        long = "webhook-tolerance-secs",
+        env = "FLOODGATE_WEBHOOK_TOLERANCE_SECS",
+        default_value = "300",
+        value_parser = floodgate_platform::settings::secs
+    )]
+    pub webhook_tolerance: Duration,
     /// How often the relay looks for outbox events that no request published.
-    #[arg(long, env = "FLOODGATE_RELAY_INTERVAL_MS", default_value_t = 200)]
-    pub relay_interval_ms: u64,
+    #[arg(
+        long = "relay-interval-ms",
+        env = "FLOODGATE_RELAY_INTERVAL_MS",
+        default_value = "200",
+        value_parser = floodgate_platform::settings::millis
+    )]
+    pub relay_interval: Duration,
     /// How often the reaper looks for lapsed holds.
-    #[arg(long, env = "FLOODGATE_REAPER_INTERVAL_MS", default_value_t = 500)]
-    pub reaper_interval_ms: u64,
+    #[arg(
+        long = "reaper-interval-ms",
+        env = "FLOODGATE_REAPER_INTERVAL_MS",
+        default_value = "500",
+        value_parser = floodgate_platform::settings::millis
+    )]
+    pub reaper_interval: Duration,
     /// How often every armed sale is reconciled (Redis against PostgreSQL, read only), for the
     /// `floodgate_reconcile_drift_pools` metric and its alert; 0 turns it off.
     #[arg(
-        long,
+        long = "reconcile-interval-ms",
         env = "FLOODGATE_RECONCILE_INTERVAL_MS",
-        default_value_t = 60_000
+        default_value = "60000",
+        value_parser = floodgate_platform::settings::millis
     )]
-    pub reconcile_interval_ms: u64,
-    /// How long a stopping instance stays up, unready and still serving, before its listeners
-    /// close: long enough for the edge and the load balancer to stop sending it requests (their
-    /// health-check period). Keep the platform's termination grace period above this plus the
-    /// longest request (the delivery timeout) and the producer's flush.
-    #[arg(long, env = "FLOODGATE_DRAIN_DELAY_MS", default_value_t = 5_000)]
-    pub drain_delay_ms: u64,
+    pub reconcile_interval: Duration,
+    #[command(flatten)]
+    pub drain: floodgate_platform::service::DrainArgs,
     /// Address of the ops API (its own listener, never exposed through the CDN).
     #[arg(long, env = "FLOODGATE_ADMIN_LISTEN", default_value = "127.0.0.1:9081")]
     pub admin_listen: String,
@@ -101,11 +122,12 @@ pub struct Config {
     /// How long a write may wait for those replicas (capped at 1,500 ms, under the Redis
     /// client's response timeout) before the request is answered 503 and the hold taken back.
     #[arg(
-        long,
+        long = "redis-replica-timeout-ms",
         env = "FLOODGATE_REDIS_REPLICA_TIMEOUT_MS",
-        default_value_t = 500
+        default_value = "500",
+        value_parser = floodgate_platform::settings::millis
     )]
-    pub redis_replica_timeout_ms: u64,
+    pub redis_replica_timeout: Duration,
     /// Name of this instance in the relay leases (default: random). Must differ per instance.
     #[arg(long, env = "FLOODGATE_INSTANCE_ID")]
     pub instance_id: Option<String>,
@@ -170,7 +192,7 @@ impl Config {
 
     /// The relay leaves an outbox entry alone this long, so it never races a request still
     /// waiting for that same event's ack (which is bounded by the delivery timeout).
-    pub fn relay_grace_ms(&self) -> u64 {
-        self.delivery_timeout_ms + 1_000
+    pub fn relay_grace(&self) -> Duration {
+        self.delivery_timeout + Duration::from_secs(1)
     }
 }

@@ -14,6 +14,8 @@
 //! - [`admin`]: the ops API (live figures, rate, cap, pause, resume, open now) on its own listener;
 //!   [`sale_update`]: the body of its change; [`figures`]: a sale's live figures as operators see
 //!   them; [`audit`]: the trail of every operator action.
+//! - `service`: the service as `floodgate_platform::service` runs it: its background work,
+//!   its listeners' routes, its ending (the producer flushed).
 //! - [`worker`]: the outbox relay and the hold reaper, run by every instance.
 //! - [`auth`]: reading bearer credentials and the buyer's identity token.
 //! - [`probes`]: `/healthz` and `/readyz` (the broker reported, never gating).
@@ -56,6 +58,7 @@ pub mod reconcile;
 pub mod reservations;
 pub mod router;
 pub mod sale_update;
+mod service;
 pub mod topics;
 pub mod webhook;
 pub mod worker;
@@ -63,17 +66,16 @@ pub mod worker;
 use std::sync::Arc;
 use std::time::Duration;
 
+use floodgate_platform::service::Lifecycle;
 use floodgate_protocol::token::TokenVerifier;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tower_http::trace::TraceLayer;
 
 pub use config::Config;
 use gatekeeper::Gatekeeper;
 use payments::ProviderClient;
 use publish::Publisher;
 use secrecy::SecretString;
-use worker::Workers;
+pub use service::Booking;
 
 /// Reservation bodies are a few dozen bytes; anything near this is not a booking request.
 const MAX_BODY_BYTES: usize = 4 * 1024;
@@ -93,7 +95,7 @@ pub struct AppState {
     pub provider: ProviderClient,
     /// Verifies the provider's webhooks.
     pub webhook_secret: Arc<SecretString>,
-    pub webhook_tolerance_secs: u64,
+    pub webhook_tolerance: Duration,
     /// How long a request waits for its SeatReserved ack before aborting the hold.
     pub delivery_timeout: Duration,
     /// Settings, parsed once (the workers read theirs from here).
@@ -105,13 +107,18 @@ pub struct AppState {
     /// The audit trail's chain key.
     pub audit_key: audit::AuditKey,
     /// Cancelled when the instance begins to stop: `/readyz` fails from then on, while every
-    /// route still answers until the drain delay is over (`floodgate_platform::drain`).
+    /// route still answers until the drain delay is over (`floodgate_platform::service`).
     pub draining: CancellationToken,
 }
 
 impl AppState {
     /// Connects to Redis and creates the producer from `config`; `db` holds the catalog.
-    pub async fn connect(config: &Config, db: sqlx::PgPool) -> anyhow::Result<Self> {
+    /// `life.draining` is what `/readyz` reports.
+    pub async fn connect(
+        config: &Config,
+        db: sqlx::PgPool,
+        life: &Lifecycle,
+    ) -> anyhow::Result<Self> {
         use anyhow::Context as _;
         let provider = config.validate().map_err(anyhow::Error::msg)?;
         if provider.sandbox {
@@ -134,7 +141,7 @@ impl AppState {
             .context("connecting to Redis")?;
         let publisher = Publisher::new(
             &config.kafka,
-            Duration::from_millis(config.delivery_timeout_ms),
+            config.delivery_timeout,
             &topics::probe_topic(&config.kafka, config.probe_topic.as_deref()),
         )
         .context("creating the Kafka producer")?;
@@ -144,7 +151,7 @@ impl AppState {
                 .context("loading the Lua scripts into Redis")?
                 .with_replicas(
                     config.min_replicas(redis.is_cluster()),
-                    Duration::from_millis(config.redis_replica_timeout_ms),
+                    config.redis_replica_timeout,
                 ),
             verifier: Arc::new(verifier),
             publisher,
@@ -152,8 +159,8 @@ impl AppState {
             provider: ProviderClient::new(&provider)
                 .context("configuring the payment provider's client")?,
             webhook_secret: Arc::new(config.webhook_secret.clone()),
-            webhook_tolerance_secs: config.webhook_tolerance_secs,
-            delivery_timeout: Duration::from_millis(config.delivery_timeout_ms),
+            webhook_tolerance: config.webhook_tolerance,
+            delivery_timeout: config.delivery_timeout,
             instance_id: Arc::from(
                 config
                     .instance_id
@@ -161,7 +168,7 @@ impl AppState {
                     .unwrap_or_else(|| format!("booking-{}", uuid::Uuid::new_v4().simple())),
             ),
             audit_key: audit::AuditKey::new(&config.audit_key).map_err(anyhow::Error::msg)?,
-            draining: CancellationToken::new(),
+            draining: life.draining.clone(),
             config: Arc::new(config.clone()),
             identity: config
                 .identity
@@ -171,73 +178,3 @@ impl AppState {
         })
     }
 }
-
-/// Serves the API on `listener` until `shutdown` is cancelled, then drains in-flight requests
-/// and flushes the producer so no acknowledged-but-unsent event is dropped.
-pub async fn run(
-    listener: TcpListener,
-    state: AppState,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
-    let publisher = state.publisher.clone();
-    let workers = Workers {
-        gatekeeper: state.gatekeeper.clone(),
-        publisher: state.publisher.clone(),
-        instance_id: state.instance_id.clone(),
-        relay_interval: Duration::from_millis(state.config.relay_interval_ms),
-        reaper_interval: Duration::from_millis(state.config.reaper_interval_ms),
-        relay_grace_ms: state.config.relay_grace_ms(),
-        db: state.db.clone(),
-    };
-    let worker = tokio::spawn(workers.run(shutdown.clone()));
-    tokio::spawn(state.publisher.clone().watch(shutdown.clone()));
-    if state.config.reconcile_interval_ms > 0 {
-        tokio::spawn(reconcile::watch(
-            state.db.clone(),
-            state.gatekeeper.clone(),
-            Duration::from_millis(state.config.reconcile_interval_ms),
-            shutdown.clone(),
-        ));
-    }
-    let limits = state.config.listener.limits(API_CONNECTIONS);
-    let app = router::public(state);
-    let stop = shutdown.clone();
-    floodgate_platform::listener::serve(
-        listener,
-        app,
-        limits,
-        async move { stop.cancelled().await },
-    )
-    .await?;
-    let _ = worker.await;
-    publisher.flush(Duration::from_secs(5));
-    Ok(())
-}
-
-/// Serves the admin listener (the ops API, which requires the ops token; the console; metrics)
-/// on `listener` until `shutdown`.
-pub async fn run_admin(
-    listener: TcpListener,
-    state: AppState,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
-    // Config::validate checked every token of the list.
-    let ops_tokens = floodgate_platform::secrets::named_secret_list(
-        "FLOODGATE_OPS_TOKEN",
-        &state.config.ops_token,
-    )
-    .unwrap_or_default();
-    let app = router::admin(state, Arc::new(ops_tokens)).layer(TraceLayer::new_for_http());
-    floodgate_platform::listener::serve(
-        listener,
-        app,
-        floodgate_platform::listener::Limits::internal(),
-        async move { shutdown.cancelled().await },
-    )
-    .await
-}
-
-/// The booking API's default connection cap: requests are short (a reservation waits at most
-/// its delivery timeout), so a few thousand connections carry tens of thousands of requests a
-/// second; each connection costs a descriptor and a few KB.
-const API_CONNECTIONS: usize = 8_192;

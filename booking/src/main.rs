@@ -4,10 +4,11 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use floodgate_booking::catalog::{self, SaleFile};
+use floodgate_booking::Booking;
 use floodgate_booking::{ending, rebuild, reconcile};
-use floodgate_booking::{AppState, Config};
 use floodgate_platform::keys::Keys;
-use floodgate_platform::runtime::{self, migrator, DatabaseArgs, KafkaArgs};
+use floodgate_platform::runtime::{self, DatabaseArgs, KafkaArgs};
+use floodgate_platform::service;
 use serde_json::json;
 
 /// mimalloc, not glibc's malloc: a reservation makes a few hundred short-lived allocations
@@ -17,6 +18,7 @@ use serde_json::json;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod audited;
+mod bench;
 mod cli;
 
 use audited::Ended;
@@ -30,14 +32,13 @@ async fn main() -> anyhow::Result<()> {
     let _exporting =
         runtime::start("floodgate-booking", cli.log_json).map_err(anyhow::Error::msg)?;
     match cli.command {
-        Command::Serve { config, db } => serve(*config, db).await,
+        Command::Serve(config) => service::main::<Booking>(*config).await,
         Command::SandboxPay { .. } => anyhow::bail!(
             "`floodgate-booking sandbox-pay` is now its own binary: run `floodgate-sandbox` \
              (the same FLOODGATE_SANDBOX_* settings; the image ships it)"
         ),
         Command::Migrate(db) => {
-            let pool = connect_db(&db).await?;
-            migrator().run(&pool).await.context("applying migrations")?;
+            db.connect_migrated().await.map_err(anyhow::Error::msg)?;
             println!("migrations applied");
             Ok(())
         }
@@ -58,10 +59,9 @@ async fn main() -> anyhow::Result<()> {
             let redis = runtime::connect_redis(&redis)
                 .await
                 .context("connecting to Redis")?;
-            let calls =
-                floodgate_booking::gatekeeper::calls::load_bench_calls(redis, keys, &sale, &pool)
-                    .await
-                    .context("loading the scripts")?;
+            let calls = bench::load_bench_calls(redis, keys, &sale, &pool)
+                .await
+                .context("loading the scripts")?;
             println!("{}", serde_json::to_string_pretty(&calls)?);
             Ok(())
         }
@@ -273,38 +273,6 @@ async fn reconcile_sale(
     if reports.iter().any(|r| !r.drifts.is_empty()) {
         std::process::exit(2);
     }
-    Ok(())
-}
-
-async fn serve(config: Config, db: DatabaseArgs) -> anyhow::Result<()> {
-    // Settings first: a missing or weak secret stops the service before it touches anything.
-    config.validate().map_err(anyhow::Error::msg)?;
-    let db = connect_db(&db).await?;
-    migrator().run(&db).await.context("applying migrations")?;
-    let state = AppState::connect(&config, db).await?;
-    let listener = runtime::listen(&config.listen)
-        .await
-        .with_context(|| format!("binding {}", config.listen))?;
-    tracing::info!(addr = %listener.local_addr()?, "booking API listening");
-    // Told to stop, the instance turns unready at once and serves on for its drain delay.
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    floodgate_platform::drain::drain_on(
-        runtime::shutdown_on_signal(),
-        state.draining.clone(),
-        shutdown.clone(),
-        std::time::Duration::from_millis(config.drain_delay_ms),
-        "still serving; the listeners close after the drain delay",
-    );
-    let admin = runtime::listen(&config.admin_listen)
-        .await
-        .with_context(|| format!("binding {}", config.admin_listen))?;
-    tracing::info!(addr = %admin.local_addr()?, "admin listener (ops API, console, metrics) listening");
-    tokio::spawn(floodgate_booking::run_admin(
-        admin,
-        state.clone(),
-        shutdown.clone(),
-    ));
-    floodgate_booking::run(listener, state, shutdown).await?;
     Ok(())
 }
 

@@ -49,7 +49,7 @@ pub async fn receive_webhook(
         signature,
         &body,
         now_secs,
-        state.webhook_tolerance_secs,
+        state.webhook_tolerance.as_secs(),
     )
     .map_err(|e| match e {
         SignatureError::Missing => ApiError::BadRequest(code::SIGNATURE_MISSING, e.to_string()),

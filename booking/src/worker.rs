@@ -50,7 +50,7 @@ pub struct Workers {
     pub instance_id: Arc<str>,
     pub relay_interval: Duration,
     pub reaper_interval: Duration,
-    pub relay_grace_ms: u64,
+    pub relay_grace: Duration,
     /// Where the consumer records each pool's event sequence (the lost-writes check).
     pub db: sqlx::PgPool,
 }
@@ -139,7 +139,7 @@ impl Workers {
         // read, so one WAIT covers every entry read (whoever wrote it). A primary lost now can
         // not leave Kafka with an event its successor never had.
         self.gatekeeper.pool_replicated(sale, pool).await?;
-        let young_after = now_millis() - self.relay_grace_ms as i64;
+        let young_after = now_millis() - self.relay_grace.as_millis() as i64;
         let mut acked = Vec::new();
         let published = self
             .publish_in_order(sale, pool, &entries, young_after, &mut acked)

@@ -1,8 +1,11 @@
 //! Floodgate's consumer: reads the reservations topic and writes every decision to PostgreSQL.
 //!
 //! # Layout
-//! - [`lib.rs`](self): [`Config`] and [`run`], the consume-apply-commit loop, in batches, and
+//! - [`lib.rs`](self): [`run`], the consume-apply-commit loop, in batches, and
 //!   the one way a step is retried until it is done.
+//! - `config`: the consumer's settings ([`Config`]); `service`: the consumer as
+//!   `floodgate_platform::service` runs it ([`Consumer`]: its loop, its admin listener, its
+//!   goodbye to the group).
 //! - `membership`: the consumer group, kept in PostgreSQL (who reads which partition, and each
 //!   partition's offset).
 //! - `intake`: reading the partitions this member holds, in batches.
@@ -22,17 +25,18 @@
 //! between applies those events again, and the writes keyed on the reservation id and the event
 //! id absorb the repeat.)
 
+mod config;
 mod dead_letter;
 mod intake;
 mod lag;
 pub mod membership;
 pub mod probes;
+mod service;
 pub mod store;
 pub mod supervise;
 
 use std::time::Duration;
 
-use floodgate_platform::runtime::KafkaArgs;
 use rdkafka::message::{Message, OwnedMessage};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
@@ -41,57 +45,8 @@ use dead_letter::DeadLetters;
 use intake::{next_batch, Next};
 use membership::{Fence, Membership};
 
-#[derive(Clone, Debug, clap::Args)]
-pub struct Config {
-    #[command(flatten)]
-    pub kafka: KafkaArgs,
-    /// Consumer group; instances in one group share the topic's partitions (the group is kept in
-    /// PostgreSQL: `membership`).
-    #[arg(
-        long,
-        env = "FLOODGATE_CONSUMER_GROUP",
-        default_value = floodgate_platform::kafka::DEFAULT_CONSUMER_GROUP
-    )]
-    pub group: String,
-    /// This instance's id in the group, stable across restarts and unique per instance (no
-    /// `/`). A restarted instance takes its partitions straight back instead of waiting for its
-    /// earlier run's leases to lapse. Without one, each start is a new member.
-    #[arg(long, env = "FLOODGATE_CONSUMER_INSTANCE_ID", value_parser = instance_id)]
-    pub instance_id: Option<String>,
-    /// Where events that can never be applied go, with the reason in a header (default: the
-    /// reservations topic's name with `.dlq`).
-    #[arg(long, env = "FLOODGATE_DLQ_TOPIC")]
-    pub dlq_topic: Option<String>,
-    /// Most events applied in one database transaction.
-    #[arg(long, env = "FLOODGATE_CONSUMER_BATCH", default_value_t = 500)]
-    pub batch_max: usize,
-    /// How long a batch waits for more events once it has one: a few milliseconds buy large
-    /// batches under load and cost nothing when idle.
-    #[arg(long, env = "FLOODGATE_CONSUMER_LINGER_MS", default_value_t = 10)]
-    pub batch_linger_ms: u64,
-    /// How long the group waits for a member it has not heard from before it gives the
-    /// member's partitions to the others. A killed instance's partitions wait this long (a
-    /// stopped one gives them back at once); a few seconds suit a test.
-    #[arg(
-        long,
-        env = "FLOODGATE_CONSUMER_SESSION_TIMEOUT_MS",
-        default_value_t = 45_000
-    )]
-    pub session_timeout_ms: u64,
-}
-
-fn instance_id(text: &str) -> Result<String, String> {
-    if text.is_empty() || text.len() > 128 || text.contains('/') {
-        return Err("an instance id is 1 to 128 characters, without '/'".into());
-    }
-    Ok(text.to_owned())
-}
-
-impl Config {
-    pub fn dlq_topic(&self) -> String {
-        self.kafka.dead_letter_topic(self.dlq_topic.as_deref())
-    }
-}
+pub use config::Config;
+pub use service::Consumer;
 
 /// How long to wait before retrying after PostgreSQL or the broker failed. Short enough to catch
 /// up quickly after a blip; the offset is not committed meanwhile, so nothing is skipped.
@@ -112,7 +67,7 @@ pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> an
         &config.group,
         &topic,
         config.instance_id.as_deref(),
-        Duration::from_millis(config.session_timeout_ms),
+        config.session_timeout,
     );
     let lag = tokio::spawn(lag::report_lag(
         config.kafka.clone(),
@@ -121,7 +76,7 @@ pub async fn run(config: &Config, db: PgPool, shutdown: CancellationToken) -> an
         shutdown.clone(),
     ));
     tracing::info!(%topic, group = %config.group, "consumer started");
-    let linger = Duration::from_millis(config.batch_linger_ms);
+    let linger = config.batch_linger;
     let mut next_round = tokio::time::Instant::now();
     let mut rewind = false;
     loop {

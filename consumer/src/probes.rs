@@ -1,6 +1,6 @@
 //! The consumer's admin listener: `GET /metrics`, `GET /healthz` (the process is alive) and
 //! `GET /readyz` (PostgreSQL and the broker answer: a consumer that cannot reach one of them
-//! applies nothing).
+//! applies nothing; and it is not stopping).
 
 use std::sync::Arc;
 
@@ -13,6 +13,7 @@ use floodgate_platform::readiness::{self, Check, Readiness, CHECK_TIMEOUT};
 use floodgate_protocol::api::booking::Health;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
 
 use crate::Config;
 
@@ -22,15 +23,22 @@ struct Probes {
     /// A client of its own, for the broker's metadata.
     kafka: Arc<BaseConsumer>,
     topic: Arc<str>,
+    /// Cancelled once the consumer is told to stop.
+    draining: CancellationToken,
 }
 
 /// The admin listener's routes.
-pub fn admin_router(config: &Config, db: PgPool) -> anyhow::Result<Router> {
+pub fn admin_router(
+    config: &Config,
+    db: PgPool,
+    draining: CancellationToken,
+) -> anyhow::Result<Router> {
     let kafka: BaseConsumer = config.kafka.client(Role::Admin, &[])?.create()?;
     let probes = Probes {
         db,
         kafka: Arc::new(kafka),
         topic: Arc::from(config.kafka.reservations_topic.as_str()),
+        draining,
     };
     let router = Router::new()
         .route(
@@ -59,6 +67,7 @@ async fn ready(State(probes): State<Probes>) -> (StatusCode, Json<Readiness>) {
         .map_err(|e| e.to_string())?
     };
     let readiness = readiness::check(vec![
+        Check::draining(&probes.draining),
         Check::postgres(&probes.db),
         Check::new("kafka", broker),
     ])

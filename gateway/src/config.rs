@@ -1,6 +1,7 @@
 //! Settings of a gateway, from flags or `FLOODGATE_*` environment variables.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use floodgate_platform::identity::IdentityArgs;
 use floodgate_platform::listener::ListenerArgs;
@@ -41,15 +42,30 @@ pub struct Config {
     /// How often each gateway reads the frontier (one Redis round trip per sale per tick) and
     /// the controller admits a batch. 100 ms keeps admission smooth and the push prompt at a
     /// cost of 10 round trips a second per sale per gateway, whatever the number of clients.
-    #[arg(long, env = "FLOODGATE_TICK_MS", default_value_t = 100)]
-    pub tick_ms: u64,
+    #[arg(
+        long = "tick-ms",
+        env = "FLOODGATE_TICK_MS",
+        default_value = "100",
+        value_parser = floodgate_platform::settings::millis
+    )]
+    pub tick: Duration,
     /// Admission-controller lease length. A dead leader is replaced within this time; it must
     /// be many ticks long so a slow tick never loses the lease.
-    #[arg(long, env = "FLOODGATE_LEASE_MS", default_value_t = 3_000)]
-    pub lease_ms: u64,
+    #[arg(
+        long = "lease-ms",
+        env = "FLOODGATE_LEASE_MS",
+        default_value = "3000",
+        value_parser = floodgate_platform::settings::millis
+    )]
+    pub lease: Duration,
     /// Least time between two position messages to one client. Admission is pushed at once.
-    #[arg(long, env = "FLOODGATE_POSITION_INTERVAL_MS", default_value_t = 1_000)]
-    pub position_interval_ms: u64,
+    #[arg(
+        long = "position-interval-ms",
+        env = "FLOODGATE_POSITION_INTERVAL_MS",
+        default_value = "1000",
+        value_parser = floodgate_platform::settings::millis
+    )]
+    pub position_interval: Duration,
     /// Most simultaneous WebSocket sessions from one IP address. A household or an office behind
     /// one NAT shares an address, so this is generous; it stops one host from holding thousands
     /// of places in line.
@@ -99,33 +115,54 @@ pub struct Config {
     #[arg(long, env = "FLOODGATE_POW_CEILING", default_value_t = 17)]
     pub pow_ceiling: u8,
     /// How often the gateway pings each client (protocol-level ping; browsers answer by themselves).
-    #[arg(long, env = "FLOODGATE_HEARTBEAT_MS", default_value_t = 15_000)]
-    pub heartbeat_ms: u64,
+    #[arg(
+        long = "heartbeat-ms",
+        env = "FLOODGATE_HEARTBEAT_MS",
+        default_value = "15000",
+        value_parser = floodgate_platform::settings::millis
+    )]
+    pub heartbeat: Duration,
     /// A session from which nothing (not even a pong) arrives for this long is closed with 4408:
     /// three heartbeats, so one lost pong is not enough to drop someone.
-    #[arg(long, env = "FLOODGATE_IDLE_TIMEOUT_MS", default_value_t = 45_000)]
-    pub idle_timeout_ms: u64,
+    #[arg(
+        long = "idle-timeout-ms",
+        env = "FLOODGATE_IDLE_TIMEOUT_MS",
+        default_value = "45000",
+        value_parser = floodgate_platform::settings::millis
+    )]
+    pub idle_timeout: Duration,
     /// A send that cannot complete in this time means the client is not reading: it is
     /// disconnected rather than allowed to hold memory.
-    #[arg(long, env = "FLOODGATE_SEND_TIMEOUT_MS", default_value_t = 10_000)]
-    pub send_timeout_ms: u64,
+    #[arg(
+        long = "send-timeout-ms",
+        env = "FLOODGATE_SEND_TIMEOUT_MS",
+        default_value = "10000",
+        value_parser = floodgate_platform::settings::millis
+    )]
+    pub send_timeout: Duration,
     /// How long a client that disconnected keeps its place: reconnecting with its resume token
     /// inside this time (on any gateway) continues where it was; after it, the ticket is dead
     /// and skipped. 30 s covers a network switch or a page reload, and is short enough that the
     /// admission rate is not spent on people who left (other waiting rooms keep them 5-15 min).
-    #[arg(long, env = "FLOODGATE_GRACE_MS", default_value_t = 30_000)]
-    pub grace_ms: u64,
+    #[arg(
+        long = "grace-ms",
+        env = "FLOODGATE_GRACE_MS",
+        default_value = "30000",
+        value_parser = floodgate_platform::settings::millis
+    )]
+    pub grace: Duration,
     /// A sale's room on this gateway that has had no session for this long stops (its task and
     /// its per-tick Redis reads end, and this gateway's keys leave the sale's slot); the next
     /// join starts it again. A minute rides out a page reload or a reconnect storm.
-    #[arg(long, env = "FLOODGATE_ROOM_IDLE_MS", default_value_t = 60_000)]
-    pub room_idle_ms: u64,
-    /// How long a gateway told to stop (SIGTERM) stays up unready, refusing joins but keeping
-    /// its sessions, before it closes them with their resume tokens and exits: long enough for
-    /// load balancers to see `/readyz` fail and stop sending it clients (a few of their probe
-    /// periods). Keep the platform's termination grace period above this plus the drain.
-    #[arg(long, env = "FLOODGATE_DRAIN_DELAY_MS", default_value_t = 5_000)]
-    pub drain_delay_ms: u64,
+    #[arg(
+        long = "room-idle-ms",
+        env = "FLOODGATE_ROOM_IDLE_MS",
+        default_value = "60000",
+        value_parser = floodgate_platform::settings::millis
+    )]
+    pub room_idle: Duration,
+    #[command(flatten)]
+    pub drain: floodgate_platform::service::DrainArgs,
     /// Most WebSocket sessions this gateway holds; past it, joins are shed with 503 and
     /// `Retry-After`. Default: what both limits allow, the open-files limit (raised to its hard
     /// limit at start) less a reserve for Redis connections, logs and the listener, and the
@@ -168,7 +205,7 @@ impl Config {
              (docs/runbook.md, \"Signing in\")"
         );
         anyhow::ensure!(
-            self.tick_ms > 0 && self.lease_ms >= 5 * self.tick_ms,
+            !self.tick.is_zero() && self.lease >= 5 * self.tick,
             "the lease must be at least five ticks long"
         );
         anyhow::ensure!(

@@ -88,6 +88,17 @@ impl IntoResponse for ApiError {
     }
 }
 
+impl From<floodgate_platform::script::ScriptError> for ApiError {
+    fn from(e: floodgate_platform::script::ScriptError) -> Self {
+        match e {
+            floodgate_platform::script::ScriptError::Redis(e) => e.into(),
+            floodgate_platform::script::ScriptError::Odd(odd) => {
+                crate::scripts::odd_reply(odd.script, &odd.reply)
+            }
+        }
+    }
+}
+
 impl From<redis::RedisError> for ApiError {
     fn from(e: redis::RedisError) -> Self {
         tracing::warn!(error = %e, "redis unavailable");

@@ -52,6 +52,7 @@ pub mod router;
 pub mod sale;
 pub mod scripts;
 pub mod seats;
+mod service;
 pub mod session;
 mod standing;
 pub mod summary;
@@ -59,26 +60,25 @@ pub mod summary;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use dashmap::DashMap;
 use floodgate_platform::identity::IdentityVerifier;
 use floodgate_platform::keys::Keys;
 use floodgate_platform::runtime::RedisConn;
+use floodgate_platform::service::Lifecycle;
 use floodgate_platform::state::SaleStatus;
 use floodgate_protocol::challenge::ProofOfWork;
 use floodgate_protocol::resume::ResumeKey;
 use floodgate_protocol::token::TokenSigner;
 use secrecy::ExposeSecret;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use config::Config;
 use error::ApiError;
 use room::RoomDriver;
-use scripts::Scripts;
+pub use service::Gateway;
 
 mod draw;
 mod draw_guard;
@@ -90,9 +90,6 @@ pub struct AppState {
     pub redis: RedisConn,
     /// Key builder with this deployment's prefix.
     pub keys: Keys,
-    /// The Lua scripts, loaded once and shared: each holds its source text, a few KB that
-    /// must not be copied per session.
-    pub scripts: Arc<Scripts>,
     /// Signs admission tokens; only gateways hold the private key.
     pub signer: Arc<TokenSigner>,
     /// The rooms this gateway has clients in, by sale id, with what their sessions share.
@@ -104,8 +101,8 @@ pub struct AppState {
     /// Cancelled on shutdown: sessions tell their clients to reconnect, rooms stop.
     pub shutdown: CancellationToken,
     /// Cancelled first when the process is told to stop: `/readyz` turns unready and no join is
-    /// taken, while sessions go on for the drain delay ([`probes::drain_on`]). A child of
-    /// `shutdown`, so cancelling that cancels this too.
+    /// taken, while sessions go on for the drain delay (`floodgate_platform::service`). A child
+    /// of `shutdown`, so cancelling that cancels this too.
     pub draining: CancellationToken,
     /// Tracks sessions and room tasks so shutdown can wait for them.
     pub tasks: TaskTracker,
@@ -133,7 +130,7 @@ pub struct AppState {
 
 impl AppState {
     /// Validates `config` and connects to Redis.
-    pub async fn connect(config: Config, shutdown: CancellationToken) -> anyhow::Result<Self> {
+    pub async fn connect(config: Config, life: &Lifecycle) -> anyhow::Result<Self> {
         floodgate_platform::runtime::metrics();
         let keys = config.redis.keys().map_err(anyhow::Error::msg)?;
         config.check()?;
@@ -182,13 +179,12 @@ impl AppState {
         Ok(Self {
             redis,
             keys,
-            scripts: Arc::new(Scripts::default()),
             signer: Arc::new(signer),
             rooms: Arc::new(DashMap::new()),
             instance_id: Arc::from(instance_id),
             config: Arc::new(config),
-            draining: shutdown.child_token(),
-            shutdown,
+            draining: life.draining.clone(),
+            shutdown: life.shutdown.clone(),
             tasks: TaskTracker::new(),
             limits,
             budget,
@@ -231,12 +227,11 @@ impl AppState {
             sale: sale.to_owned(),
             keys: self.keys.clone(),
             redis: self.redis.clone(),
-            scripts: self.scripts.clone(),
             instance_id: self.instance_id.clone(),
-            tick: Duration::from_millis(config.tick_ms),
-            lease: Duration::from_millis(config.lease_ms),
-            grace: Duration::from_millis(config.grace_ms),
-            heartbeat: Duration::from_millis(config.heartbeat_ms),
+            tick: config.tick,
+            lease: config.lease,
+            grace: config.grace,
+            heartbeat: config.heartbeat,
         };
         let retire = CancellationToken::new();
         let (room, task) = driver.start(self.shutdown.clone(), retire.clone());
@@ -248,27 +243,25 @@ impl AppState {
             keys: self.keys.sale(sale),
             root_keys: self.keys.clone(),
             redis: self.redis.clone(),
-            scripts: self.scripts.clone(),
             lines: scripts::tickets::Lines::new(
                 self.redis.clone(),
-                self.scripts.clone(),
                 self.keys.sale(sale),
                 self.instance_id.clone(),
-                Duration::from_millis(config.lease_ms),
+                config.lease,
             ),
             instance_id: self.instance_id.clone(),
-            lease: Duration::from_millis(config.lease_ms),
+            lease: config.lease,
         };
         Arc::new(sale::Context {
             scope,
             room,
             signer: self.signer.clone(),
             resume: self.resume.clone(),
-            grace: Duration::from_millis(config.grace_ms),
+            grace: config.grace,
             retire,
-            position_interval: Duration::from_millis(config.position_interval_ms),
-            idle_timeout: Duration::from_millis(config.idle_timeout_ms),
-            send_timeout: Duration::from_millis(config.send_timeout_ms),
+            position_interval: config.position_interval,
+            idle_timeout: config.idle_timeout,
+            send_timeout: config.send_timeout,
             waiting: sale::Waiting::default(),
         })
     }
@@ -278,7 +271,7 @@ impl AppState {
     /// between calls, since when each room has been seen empty.
     fn retire_idle_rooms(&self, idle: &mut HashMap<String, tokio::time::Instant>) {
         let now = tokio::time::Instant::now();
-        let idle_time = Duration::from_millis(self.config.room_idle_ms);
+        let idle_time = self.config.room_idle;
         // The map holds one reference to a room's context; every session and every join in
         // progress holds another.
         let empty = |ctx: &Arc<sale::Context>| Arc::strong_count(ctx) == 1;
@@ -304,85 +297,7 @@ impl AppState {
     }
 }
 
-/// Serves the admin listener until `shutdown`.
-pub async fn run_admin(listener: TcpListener, state: AppState) -> std::io::Result<()> {
-    let shutdown = state.shutdown.clone();
-    floodgate_platform::listener::serve(
-        listener,
-        router::admin(state),
-        floodgate_platform::listener::Limits::internal(),
-        async move { shutdown.cancelled().await },
-    )
-    .await
-}
-
 pub use floodgate_platform::runtime::raise_open_files_limit;
-
-/// The public listener's default connection cap for a budget of `sessions`: room for the HTTP
-/// requests and the refusals beside them, within the descriptors the session budget leaves.
-fn connection_cap(sessions: u64) -> usize {
-    usize::try_from(sessions.saturating_add(128)).unwrap_or(usize::MAX)
-}
-
-/// How long shutdown waits for sessions to say goodbye before the process exits anyway.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Serves until `shutdown` (the same token given to [`AppState::connect`]) is cancelled; then
-/// every session closes with "going away, reconnect" and the rooms stop.
-pub async fn run(listener: TcpListener, state: AppState) -> std::io::Result<()> {
-    let shutdown = state.shutdown.clone();
-    let tasks = state.tasks.clone();
-    let limits = state.limits.clone();
-    let draw = state.draw.clone();
-    let pruning = shutdown.clone();
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(Duration::from_secs(60));
-        loop {
-            tokio::select! {
-                _ = pruning.cancelled() => break,
-                _ = every.tick() => {
-                    limits.prune();
-                    draw.prune();
-                }
-            }
-        }
-    });
-    memory::trim_after_ramps(state.budget.clone(), shutdown.clone());
-    records::keep_across_failovers(&state);
-    let rooms = state.clone();
-    let retiring = shutdown.clone();
-    tokio::spawn(async move {
-        // Looked at four times per idle time: a room outlives its last session by at most a
-        // quarter more than the idle time.
-        let period = Duration::from_millis((rooms.config.room_idle_ms / 4).max(10));
-        let mut every = tokio::time::interval(period);
-        let mut idle = HashMap::new();
-        loop {
-            tokio::select! {
-                _ = retiring.cancelled() => break,
-                _ = every.tick() => rooms.retire_idle_rooms(&mut idle),
-            }
-        }
-    });
-    // Every session is a connection: the cap sits above the session budget, so a full gateway
-    // still answers joins with 503 `gateway_full` rather than leaving them in the backlog.
-    let limits = state
-        .config
-        .listener
-        .limits(connection_cap(state.budget.max()));
-    floodgate_platform::listener::serve(listener, router::public(state), limits, async move {
-        shutdown.cancelled().await
-    })
-    .await?;
-    tasks.close();
-    if tokio::time::timeout(DRAIN_TIMEOUT, tasks.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!("some sessions did not close in time");
-    }
-    Ok(())
-}
 
 #[cfg(test)]
 mod tests {

@@ -1,9 +1,8 @@
 //! `floodgate-gateway`: serve the waiting room, or make a token signing key.
 
-use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use floodgate_gateway::{AppState, Config};
-use floodgate_platform::runtime;
+use floodgate_gateway::{Config, Gateway};
+use floodgate_platform::{runtime, service};
 use floodgate_protocol::token::TokenSigner;
 
 #[derive(Parser)]
@@ -48,22 +47,6 @@ async fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Serve(config) => {
-            let (listen, admin_listen) = (config.listen.clone(), config.admin_listen.clone());
-            let shutdown = tokio_util::sync::CancellationToken::new();
-            let state = AppState::connect(*config, shutdown).await?;
-            floodgate_gateway::probes::drain_on(runtime::shutdown_on_signal(), &state);
-            let listener = runtime::listen(&listen)
-                .await
-                .with_context(|| format!("binding {listen}"))?;
-            let admin = runtime::listen(&admin_listen)
-                .await
-                .with_context(|| format!("binding {admin_listen}"))?;
-            tracing::info!(addr = %listener.local_addr()?, "gateway listening");
-            tracing::info!(addr = %admin.local_addr()?, "admin listener (metrics) listening");
-            tokio::spawn(floodgate_gateway::run_admin(admin, state.clone()));
-            floodgate_gateway::run(listener, state).await?;
-            Ok(())
-        }
+        Command::Serve(config) => service::main::<Gateway>(*config).await,
     }
 }

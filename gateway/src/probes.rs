@@ -1,17 +1,14 @@
 //! `GET /healthz` (the process is alive) and `GET /readyz` (it should be sent joins: Redis
 //! answers and it is not draining), on the public listener, where load balancers look, and on
 //! the admin listener. A gateway told to stop turns unready at once and refuses new joins for
-//! its drain delay before it closes a socket ([`drain_on`]), so a load balancer has stopped
+//! its drain delay before it closes a socket (`floodgate_platform::service`), so a load balancer has stopped
 //! sending it clients by then.
-
-use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use floodgate_platform::readiness::{self, Check, Readiness};
 use floodgate_protocol::api::booking::Health;
-use tokio_util::sync::CancellationToken;
 
 use crate::AppState;
 
@@ -40,17 +37,4 @@ async fn readiness(state: &AppState) -> Readiness {
         Check::redis(&state.redis),
     ])
     .await
-}
-
-/// Once `signal` is cancelled (SIGTERM, say): the gateway turns unready and refuses joins at
-/// once, keeps its sessions for `config.drain_delay_ms`, then shuts down (every session is
-/// closed with its resume token, and the process ends).
-pub fn drain_on(signal: CancellationToken, state: &AppState) {
-    floodgate_platform::drain::drain_on(
-        signal,
-        state.draining.clone(),
-        state.shutdown.clone(),
-        Duration::from_millis(state.config.drain_delay_ms),
-        "joins are refused; sessions close after the drain delay",
-    );
 }

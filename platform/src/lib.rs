@@ -6,11 +6,17 @@
 //!
 //! # Layout
 //! - [`identity`]: buyer identity from the operator's sign-in (JWT/JWKS): the check and its settings.
-//! - [`drain`]: how every service stops: unready at once, still serving for its drain delay,
-//!   then shut down.
+//! - [`service`]: one service process's life, for every `main` and the tests alike: build,
+//!   listen (public and admin), serve, drain (unready at once, still serving for its drain
+//!   delay), shut down.
+//! - [`settings`]: how a service's settings are read: durations (`*_MS`, `*_SECS`) parsed once
+//!   into `Duration`s, and settings given by name, as the tests give them.
 //! - [`batch`]: natural batching (callers gather while a batch is in flight), for `WAIT` and joins.
 //! - [`keys`]: the Redis key layout and its hash tags (sale-wide slot, per-pool slot).
 //! - [`lua`]: how a Lua script is put together from its body and the shared helper files.
+//! - [`script`]: the one typed layer over the Lua scripts: each declared once (its keys, its
+//!   arguments, its reply's type), called and written down through its declaration;
+//!   [`scripts`]: the scripts both services run.
 //! - [`progress`]: how far the consumer group has applied the topic (PostgreSQL's record).
 //! - [`readiness`]: `GET /readyz` of every service (each dependency answers; not draining).
 //! - [`redis_conn`]: one connection type for a single Redis and a Redis Cluster.
@@ -35,7 +41,6 @@
 //! change of every process that reads them, and of the Lua scripts in `lua/`.
 
 pub mod batch;
-pub mod drain;
 pub mod identity;
 pub mod kafka;
 pub mod keys;
@@ -48,8 +53,12 @@ pub mod readiness;
 pub mod redis_conn;
 pub mod replicas;
 pub mod runtime;
+pub mod script;
+pub mod scripts;
 pub mod secret_files;
 pub mod secrets;
+pub mod service;
+pub mod settings;
 pub mod state;
 pub mod telemetry;
 pub mod trace;

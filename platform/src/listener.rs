@@ -63,18 +63,18 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct ListenerArgs {
     /// How long a connection may take to send a request's header, or to start its next request
     /// on a kept-alive connection, before it is closed: a socket that says nothing is not held.
-    #[arg(long, env = "FLOODGATE_HEADER_TIMEOUT_MS", default_value_t = 10_000)]
-    pub header_timeout_ms: u64,
+    #[arg(long = "header-timeout-ms", env = "FLOODGATE_HEADER_TIMEOUT_MS", default_value = "10000", value_parser = crate::settings::millis)]
+    pub header_timeout: Duration,
     /// How long a request's body may pause between chunks before the request fails with 408.
-    #[arg(long, env = "FLOODGATE_BODY_TIMEOUT_MS", default_value_t = 10_000)]
-    pub body_timeout_ms: u64,
+    #[arg(long = "body-timeout-ms", env = "FLOODGATE_BODY_TIMEOUT_MS", default_value = "10000", value_parser = crate::settings::millis)]
+    pub body_timeout: Duration,
     /// How long a request may take, its body included, before it is answered 408: above the
     /// booking service's slowest answer (a reservation waits up to its delivery timeout).
-    #[arg(long, env = "FLOODGATE_REQUEST_TIMEOUT_MS", default_value_t = 30_000)]
-    pub request_timeout_ms: u64,
+    #[arg(long = "request-timeout-ms", env = "FLOODGATE_REQUEST_TIMEOUT_MS", default_value = "30000", value_parser = crate::settings::millis)]
+    pub request_timeout: Duration,
     /// How long a write may wait for the client to read before the connection is closed.
-    #[arg(long, env = "FLOODGATE_WRITE_TIMEOUT_MS", default_value_t = 30_000)]
-    pub write_timeout_ms: u64,
+    #[arg(long = "write-timeout-ms", env = "FLOODGATE_WRITE_TIMEOUT_MS", default_value = "30000", value_parser = crate::settings::millis)]
+    pub write_timeout: Duration,
     /// Most connections the public listener holds at once (a gateway's WebSocket sessions
     /// count); past it, new connections wait in the kernel's backlog. Default: the open-files
     /// limit less a reserve.
@@ -83,14 +83,9 @@ pub struct ListenerArgs {
 }
 
 impl Default for ListenerArgs {
+    /// The declared defaults (written once, on the flags above).
     fn default() -> Self {
-        Self {
-            header_timeout_ms: 10_000,
-            body_timeout_ms: 10_000,
-            request_timeout_ms: 30_000,
-            write_timeout_ms: 30_000,
-            max_connections: None,
-        }
+        crate::settings::defaults()
     }
 }
 
@@ -99,10 +94,10 @@ impl ListenerArgs {
     pub fn limits(&self, default_max: usize) -> Limits {
         Limits {
             max_connections: self.max_connections.unwrap_or(default_max).max(1),
-            header_read_timeout: Duration::from_millis(self.header_timeout_ms.max(1)),
-            body_timeout: Duration::from_millis(self.body_timeout_ms.max(1)),
-            request_timeout: Duration::from_millis(self.request_timeout_ms.max(1)),
-            write_timeout: Duration::from_millis(self.write_timeout_ms.max(1)),
+            header_read_timeout: self.header_timeout.max(Duration::from_millis(1)),
+            body_timeout: self.body_timeout.max(Duration::from_millis(1)),
+            request_timeout: self.request_timeout.max(Duration::from_millis(1)),
+            write_timeout: self.write_timeout.max(Duration::from_millis(1)),
         }
     }
 }

@@ -210,6 +210,17 @@ pub struct DatabaseArgs {
 }
 
 impl DatabaseArgs {
+    /// [`DatabaseArgs::connect`], then the migrations applied (each service does both before
+    /// it serves: the schema is never behind the code that reads it).
+    pub async fn connect_migrated(&self) -> Result<sqlx::PgPool, String> {
+        let db = self.connect().await?;
+        migrator()
+            .run(&db)
+            .await
+            .map_err(|e| format!("applying migrations: {e}"))?;
+        Ok(db)
+    }
+
     /// A small pool (the services' queries are few and batched); the error names the database
     /// without its password.
     pub async fn connect(&self) -> Result<sqlx::PgPool, String> {

@@ -28,6 +28,7 @@ pub mod prometheus;
 pub mod redis_cluster;
 pub mod services;
 mod spawn;
+pub use spawn::settings;
 pub mod tls;
 mod wait;
 
@@ -43,10 +44,9 @@ pub use floodgate_client::booking::{Answer, Failure};
 
 use floodgate_booking::catalog::{self, ClassDef, PoolDef, SaleFile, TrainDef};
 use floodgate_client::BookingClient;
-use floodgate_platform::identity::IdentityArgs;
 use floodgate_platform::keys::Keys;
+use floodgate_platform::runtime::RedisArgs;
 use floodgate_platform::runtime::RedisConn;
-use floodgate_platform::runtime::{KafkaArgs, RedisArgs};
 use floodgate_protocol::api::booking::{PaymentStarted, ReservationCreated};
 use floodgate_protocol::events::{Envelope, Event, ReservationData};
 use floodgate_protocol::settings::Door;

@@ -100,13 +100,71 @@ impl Default for TestOptions {
 }
 
 impl TestOptions {
-    pub(crate) fn listener(&self) -> floodgate_platform::listener::ListenerArgs {
-        floodgate_platform::listener::ListenerArgs {
-            header_timeout_ms: self.header_timeout_ms,
-            body_timeout_ms: self.body_timeout_ms,
-            max_connections: self.max_connections,
-            request_timeout_ms: self.request_timeout_ms,
-            ..Default::default()
+    /// The public listeners' settings (gateway and booking service).
+    pub(crate) fn listener_settings(&self) -> Vec<(&'static str, String)> {
+        let mut pairs = vec![
+            (
+                "FLOODGATE_HEADER_TIMEOUT_MS",
+                self.header_timeout_ms.to_string(),
+            ),
+            (
+                "FLOODGATE_BODY_TIMEOUT_MS",
+                self.body_timeout_ms.to_string(),
+            ),
+            (
+                "FLOODGATE_REQUEST_TIMEOUT_MS",
+                self.request_timeout_ms.to_string(),
+            ),
+        ];
+        if let Some(max) = self.max_connections {
+            pairs.push(("FLOODGATE_MAX_CONNECTIONS", max.to_string()));
         }
+        pairs
+    }
+
+    /// The gateway's settings a test may change.
+    pub(crate) fn gateway_settings(&self) -> Vec<(&'static str, String)> {
+        let mut pairs = vec![
+            (
+                "FLOODGATE_MAX_CONNECTIONS_PER_IP",
+                self.max_connections_per_ip.to_string(),
+            ),
+            (
+                "FLOODGATE_JOINS_PER_SEC_PER_IP",
+                self.joins_per_sec_per_ip.to_string(),
+            ),
+            ("FLOODGATE_HEARTBEAT_MS", self.heartbeat_ms.to_string()),
+            (
+                "FLOODGATE_IDLE_TIMEOUT_MS",
+                self.idle_timeout_ms.to_string(),
+            ),
+            ("FLOODGATE_GRACE_MS", self.grace_ms.to_string()),
+            ("FLOODGATE_ROOM_IDLE_MS", self.room_idle_ms.to_string()),
+            (
+                "FLOODGATE_DRAW_READS_PER_SEC",
+                self.draw_reads_per_sec.to_string(),
+            ),
+            (
+                "FLOODGATE_DRAW_REQUESTS_PER_SEC_PER_IP",
+                self.draw_requests_per_sec_per_ip.to_string(),
+            ),
+            ("FLOODGATE_POW_RISE_ABOVE", self.pow_rise_above.to_string()),
+            ("FLOODGATE_POW_CEILING", self.pow_ceiling.to_string()),
+        ];
+        if let Some(max) = self.max_sessions {
+            pairs.push(("FLOODGATE_MAX_SESSIONS", max.to_string()));
+        }
+        if let Some(dir) = &self.static_dir {
+            pairs.push(("FLOODGATE_STATIC_DIR", dir.display().to_string()));
+        }
+        if !self.trusted_proxies.is_empty() {
+            let proxies: Vec<String> = self
+                .trusted_proxies
+                .iter()
+                .map(|ip| ipnet::IpNet::from(*ip).to_string())
+                .collect();
+            pairs.push(("FLOODGATE_TRUSTED_PROXIES", proxies.join(",")));
+        }
+        pairs
     }
 }

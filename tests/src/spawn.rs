@@ -4,25 +4,113 @@
 
 use super::*;
 
+use floodgate_booking::Booking;
+use floodgate_gateway::Gateway;
+use floodgate_platform::service::{self, Lifecycle, Listeners, Service};
+
+/// Settings of type `T` from `(variable, value)` pairs, every other one at its default: the
+/// same declarations, defaults and checks as the binaries read (floodgate_platform::settings),
+/// never the test process's own environment.
+pub fn settings<T: clap::Args + clap::FromArgMatches>(pairs: &[(&str, String)]) -> T {
+    floodgate_platform::settings::by_name(pairs).unwrap_or_else(|e| panic!("test settings: {e}"))
+}
+
 /// The identity settings of services that trust the sign-in stand-in of the sandbox at
-/// `sandbox` (its keys fetched over HTTP, as from a real issuer).
-fn identity_args(sandbox: &SocketAddr, buyer_id_key: Option<&str>) -> IdentityArgs {
-    IdentityArgs {
-        identity_issuer: Some(format!("http://{sandbox}")),
-        identity_audience: Some(IDENTITY_AUDIENCE.into()),
-        identity_jwks_url: Some(format!("http://{sandbox}/.well-known/jwks.json")),
-        identity_jwks_file: None,
-        identity_jwks_allow_http: false,
-        identity_algorithms: floodgate_platform::identity::DEFAULT_ALGORITHMS.into(),
-        identity_leeway_secs: 0,
-        buyer_id: if buyer_id_key.is_some() {
-            "hash"
-        } else {
-            "subject"
-        }
-        .into(),
-        buyer_id_key: buyer_id_key.map(|k| k.to_owned().into()),
+/// `sandbox` (its keys fetched over HTTP, as from a real issuer), or `issuer`.
+fn identity_settings(
+    sandbox: &SocketAddr,
+    buyer_id_key: Option<&str>,
+    issuer: Option<&crate::oidc::IssuerSettings>,
+) -> Vec<(&'static str, String)> {
+    let (issuer, audience, jwks) = match issuer {
+        Some(i) => (i.issuer.clone(), i.audience.clone(), i.jwks_url.clone()),
+        None => (
+            format!("http://{sandbox}"),
+            IDENTITY_AUDIENCE.to_owned(),
+            format!("http://{sandbox}/.well-known/jwks.json"),
+        ),
+    };
+    let mut pairs = vec![
+        ("FLOODGATE_IDENTITY_ISSUER", issuer),
+        ("FLOODGATE_IDENTITY_AUDIENCE", audience),
+        ("FLOODGATE_IDENTITY_JWKS_URL", jwks),
+        ("FLOODGATE_IDENTITY_LEEWAY_SECS", "0".into()),
+    ];
+    if let Some(key) = buyer_id_key {
+        pairs.push(("FLOODGATE_BUYER_ID", "hash".into()));
+        pairs.push(("FLOODGATE_BUYER_ID_KEY", key.into()));
     }
+    pairs
+}
+
+/// The Redis settings of a service with key prefix `prefix`: `url` (a proxy, a private
+/// server), else the cluster `cluster` or the one under test, else the shared Redis.
+pub(crate) fn redis_settings(
+    prefix: &str,
+    url: Option<String>,
+    cluster: Option<&[String]>,
+    ca_file: Option<&std::path::Path>,
+) -> Vec<(&'static str, String)> {
+    let args = redis_args_on(prefix, url, cluster);
+    let mut pairs = vec![
+        ("FLOODGATE_REDIS_URL", args.redis_url),
+        ("FLOODGATE_REDIS_PREFIX", args.redis_prefix),
+    ];
+    if !args.redis_cluster_nodes.is_empty() {
+        pairs.push((
+            "FLOODGATE_REDIS_CLUSTER_NODES",
+            args.redis_cluster_nodes.join(","),
+        ));
+    }
+    if let Some(ca) = ca_file {
+        pairs.push(("FLOODGATE_REDIS_TLS_CA_FILE", ca.display().to_string()));
+    }
+    pairs
+}
+
+/// The settings a test's booking instance always has: its listeners, the app's secrets, keys
+/// and sandbox, and no drain (TestApp stops its services with its own token: no signal).
+fn booking_settings(
+    listen: &SocketAddr,
+    signer: &TokenSigner,
+    sandbox: &SocketAddr,
+    secrets: [&str; 4],
+) -> Vec<(&'static str, String)> {
+    let [payment_api_key, webhook_secret, ops_token, audit_key] = secrets;
+    vec![
+        ("FLOODGATE_BOOKING_LISTEN", listen.to_string()),
+        ("FLOODGATE_ADMIN_LISTEN", "127.0.0.1:0".into()),
+        (
+            "FLOODGATE_TOKEN_PUBLIC_KEYS",
+            format!("{}={}", signer.kid(), signer.public_base64()),
+        ),
+        (
+            "FLOODGATE_PAYMENT_PROVIDER_URL",
+            format!("http://{sandbox}"),
+        ),
+        ("FLOODGATE_PAYMENT_SANDBOX", "true".into()),
+        ("FLOODGATE_PAYMENT_API_KEY", payment_api_key.into()),
+        ("FLOODGATE_WEBHOOK_SECRET", webhook_secret.into()),
+        ("FLOODGATE_OPS_TOKEN", ops_token.into()),
+        ("FLOODGATE_AUDIT_KEY", audit_key.into()),
+        ("FLOODGATE_RECONCILE_INTERVAL_MS", "200".into()),
+        ("FLOODGATE_DRAIN_DELAY_MS", "0".into()),
+    ]
+}
+
+/// Runs a built service on `listeners` until the app's `shutdown`, as its binary would
+/// (floodgate_platform::service), but with no signal: nothing to drain.
+fn serve<S: Service>(service: S, listeners: Listeners, life: Lifecycle) {
+    tokio::spawn(async move {
+        if let Err(e) = service::serve(service, listeners, life).await {
+            eprintln!("a test's {} stopped with an error: {e:#}", S::NAME);
+        }
+    });
+}
+
+/// Binds a listener on port 0 of loopback.
+async fn bind() -> tokio::net::TcpListener {
+    tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap()
 }
 
 impl TestApp {
@@ -50,11 +138,11 @@ impl TestApp {
 
         // The gateway, booking and the sandbox provider name each other: bind all three listeners
         // before configuring any.
-        let booking_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let booking_listener = bind().await;
         let booking = booking_listener.local_addr().unwrap();
-        let sandbox_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let sandbox_listener = bind().await;
         let sandbox = sandbox_listener.local_addr().unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = bind().await;
         let gateway = listener.local_addr().unwrap();
         // The sign-in stand-in serves the identity keys the services fetch when they start.
         let sandbox_app = floodgate_sandbox::Sandbox::new(floodgate_sandbox::SandboxConfig {
@@ -77,128 +165,123 @@ impl TestApp {
             async move { sandbox_stop.cancelled().await },
         ));
 
-        let mut identity = identity_args(&sandbox, options.buyer_id_key.as_deref());
-        if let Some(issuer) = &options.identity_issuer {
-            identity.identity_issuer = Some(issuer.issuer.clone());
-            identity.identity_audience = Some(issuer.audience.clone());
-            identity.identity_jwks_url = Some(issuer.jwks_url.clone());
-        }
-        // The app's Redis: `url` (a proxy, a private server), else the cluster or the shared one,
-        // with the CA its `rediss://` connections verify against.
-        let redis_for = |url: Option<String>| RedisArgs {
-            redis_tls_ca_file: options.redis_tls_ca_file.clone(),
-            ..redis_args_on(&prefix, url, options.redis_cluster.as_deref())
+        let identity = identity_settings(
+            &sandbox,
+            options.buyer_id_key.as_deref(),
+            options.identity_issuer.as_ref(),
+        );
+        // The app's Redis for a service: `url` (a proxy, a private server), else the cluster
+        // or the shared one, with the CA its `rediss://` connections verify against.
+        let redis_for = |url: Option<String>| {
+            redis_settings(
+                &prefix,
+                url,
+                options.redis_cluster.as_deref(),
+                options.redis_tls_ca_file.as_deref(),
+            )
         };
-        let gateway_config = floodgate_gateway::Config {
-            listen: "127.0.0.1:0".into(),
-            admin_listen: "127.0.0.1:0".into(),
-            redis: redis_for(
+        let listener_settings = options.listener_settings();
+        let mut gateway_settings = vec![
+            ("FLOODGATE_GATEWAY_ADMIN_LISTEN", "127.0.0.1:0".into()),
+            ("FLOODGATE_TOKEN_KEY_ID", signer.kid().to_owned()),
+            ("FLOODGATE_TOKEN_SIGNING_KEY", signer.seed_base64()),
+            ("FLOODGATE_TICK_MS", "50".into()),
+            ("FLOODGATE_LEASE_MS", "2000".into()),
+            ("FLOODGATE_POSITION_INTERVAL_MS", "200".into()),
+            ("FLOODGATE_SEND_TIMEOUT_MS", "5000".into()),
+            ("FLOODGATE_DRAIN_DELAY_MS", "0".into()),
+            ("FLOODGATE_BOOKING_URL", format!("http://{booking}")),
+            ("FLOODGATE_INSTANCE_ID", "gw-test".into()),
+            (
+                "FLOODGATE_CHECKOUT_ORIGINS",
                 options
-                    .gateway_redis_url
+                    .checkout_origins
                     .clone()
-                    .or_else(|| options.redis_url.clone()),
+                    .unwrap_or_else(|| vec![format!("http://{sandbox}")])
+                    .join(","),
             ),
-            identity: identity.clone(),
-            token_key_id: signer.kid().to_owned(),
-            token_signing_key: signer.seed_base64().into(),
-            tick_ms: 50,
-            lease_ms: 2_000,
-            position_interval_ms: 200,
-            max_connections_per_ip: options.max_connections_per_ip,
-            joins_per_sec_per_ip: options.joins_per_sec_per_ip,
-            heartbeat_ms: options.heartbeat_ms,
-            idle_timeout_ms: options.idle_timeout_ms,
-            send_timeout_ms: 5_000,
-            grace_ms: options.grace_ms,
-            max_sessions: options.max_sessions,
-            trusted_proxies: options
-                .trusted_proxies
-                .iter()
-                .map(|ip| ipnet::IpNet::from(*ip))
-                .collect(),
-            ipv6_prefix: 64,
-            room_idle_ms: options.room_idle_ms,
-            drain_delay_ms: 0,
-            static_dir: options.static_dir.clone(),
-            signin_origins: Vec::new(),
-            booking_url: Some(format!("http://{booking}")),
-            checkout_origins: options
-                .checkout_origins
+        ];
+        gateway_settings.extend(options.gateway_settings());
+        gateway_settings.extend(redis_for(
+            options
+                .gateway_redis_url
                 .clone()
-                .unwrap_or_else(|| vec![format!("http://{sandbox}")]),
-            instance_id: Some("gw-test".into()),
-            draw_reads_per_sec: options.draw_reads_per_sec,
-            draw_requests_per_sec_per_ip: options.draw_requests_per_sec_per_ip,
-            pow_rise_above: options.pow_rise_above,
-            pow_ceiling: options.pow_ceiling,
-            listener: options.listener(),
-        };
-        let gateway_state =
-            floodgate_gateway::AppState::connect(gateway_config, shutdown.child_token())
-                .await
-                .expect("gateway state");
-        let gateway_admin_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let gateway_admin = gateway_admin_listener.local_addr().unwrap();
-        tokio::spawn(floodgate_gateway::run_admin(
-            gateway_admin_listener,
-            gateway_state.clone(),
+                .or_else(|| options.redis_url.clone()),
         ));
-        tokio::spawn(floodgate_gateway::run(listener, gateway_state));
-
-        let booking_config = floodgate_booking::Config {
-            listen: booking.to_string(),
-            redis: redis_for(
-                options
-                    .booking_redis_url
-                    .clone()
-                    .or_else(|| options.redis_url.clone()),
-            ),
-            kafka: KafkaArgs::plaintext(&brokers, &topic),
-            identity: identity.clone(),
-            listener: options.listener(),
-            delivery_timeout_ms: options.delivery_timeout_ms,
-            probe_topic: None,
-            token_public_keys: format!("{}={}", signer.kid(), signer.public_base64()),
-            payment_provider_url: Some(format!("http://{sandbox}")),
-            payment_ca_file: None,
-            payment_sandbox: true,
-            payment_api_key: Some(payment_api_key.clone().into()),
-            webhook_secret: webhook_secret.clone().into(),
-            webhook_tolerance_secs: 300,
-            admin_listen: "127.0.0.1:0".into(),
-            ops_token: ops_token.clone().into(),
-            audit_key: audit_key.clone().into(),
-            relay_interval_ms: options.relay_interval_ms,
-            reaper_interval_ms: options.reaper_interval_ms,
-            reconcile_interval_ms: 200,
-            // TestApp stops its services with its own token: no signal, nothing to drain.
-            drain_delay_ms: 0,
-            redis_min_replicas: None,
-            redis_replica_timeout_ms: 500,
-            instance_id: None,
-        };
-        let booking_state = floodgate_booking::AppState::connect(&booking_config, db.clone())
+        gateway_settings.extend(identity.iter().cloned());
+        gateway_settings.extend(listener_settings.iter().cloned());
+        let gateway_life = Lifecycle::child_of(&shutdown);
+        let gateway_service = Gateway::build(settings(&gateway_settings), &gateway_life)
             .await
-            .expect("booking state");
-        let admin_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            .expect("the gateway starts");
+        let gateway_admin_listener = bind().await;
+        let gateway_admin = gateway_admin_listener.local_addr().unwrap();
+        serve(
+            gateway_service,
+            Listeners {
+                public: Some(listener),
+                admin: gateway_admin_listener,
+            },
+            gateway_life,
+        );
+
+        let mut booking_settings = booking_settings(
+            &booking,
+            &signer,
+            &sandbox,
+            [&payment_api_key, &webhook_secret, &ops_token, &audit_key],
+        );
+        booking_settings.extend([
+            ("FLOODGATE_KAFKA_BROKERS", brokers.clone()),
+            ("FLOODGATE_RESERVATIONS_TOPIC", topic.clone()),
+            (
+                "FLOODGATE_DELIVERY_TIMEOUT_MS",
+                options.delivery_timeout_ms.to_string(),
+            ),
+            (
+                "FLOODGATE_RELAY_INTERVAL_MS",
+                options.relay_interval_ms.to_string(),
+            ),
+            (
+                "FLOODGATE_REAPER_INTERVAL_MS",
+                options.reaper_interval_ms.to_string(),
+            ),
+        ]);
+        booking_settings.extend(redis_for(
+            options
+                .booking_redis_url
+                .clone()
+                .or_else(|| options.redis_url.clone()),
+        ));
+        booking_settings.extend(identity.iter().cloned());
+        booking_settings.extend(listener_settings.iter().cloned());
+        let booking_life = Lifecycle::child_of(&shutdown);
+        let booking_service =
+            Booking::on_database(settings(&booking_settings), db.clone(), &booking_life)
+                .await
+                .expect("the booking service starts");
+        let admin_listener = bind().await;
         let admin = admin_listener.local_addr().unwrap();
-        tokio::spawn(floodgate_booking::run_admin(
-            admin_listener,
-            booking_state.clone(),
-            shutdown.child_token(),
-        ));
-        tokio::spawn(floodgate_booking::run(
-            booking_listener,
-            booking_state,
-            shutdown.child_token(),
-        ));
+        serve(
+            booking_service,
+            Listeners {
+                public: Some(booking_listener),
+                admin: admin_listener,
+            },
+            booking_life,
+        );
 
         let consumer_group = unique("floodgate-test-");
         let app = TestApp {
             db,
-            redis: floodgate_platform::runtime::connect_redis(&redis_for(
-                options.redis_url.clone(),
-            ))
+            redis: floodgate_platform::runtime::connect_redis(&RedisArgs {
+                redis_tls_ca_file: options.redis_tls_ca_file.clone(),
+                ..redis_args_on(
+                    &prefix,
+                    options.redis_url.clone(),
+                    options.redis_cluster.as_deref(),
+                )
+            })
             .await
             .expect("redis"),
             keys: Keys::new(prefix),
@@ -229,22 +312,25 @@ impl TestApp {
         app
     }
 
-    /// Starts the consumer (in-process) on this app's topic and group.
+    /// Starts the consumer (in-process, as its binary runs it) on this app's topic and group.
     pub fn start_consumer(&self) {
-        let config = floodgate_consumer::Config {
-            kafka: KafkaArgs::plaintext(&self.kafka_brokers, &self.topic),
-            group: self.consumer_group.clone(),
-            instance_id: Some("consumer-1".into()),
-            dlq_topic: None,
-            batch_max: 500,
-            batch_linger_ms: 10,
-            session_timeout_ms: 45_000,
-        };
-        let (db, stop) = (self.db.clone(), self.shutdown.child_token());
+        let config: floodgate_consumer::Config = settings(&[
+            ("FLOODGATE_KAFKA_BROKERS", self.kafka_brokers.clone()),
+            ("FLOODGATE_RESERVATIONS_TOPIC", self.topic.clone()),
+            ("FLOODGATE_CONSUMER_GROUP", self.consumer_group.clone()),
+            ("FLOODGATE_CONSUMER_INSTANCE_ID", "consumer-1".into()),
+        ]);
+        let (db, life) = (self.db.clone(), Lifecycle::child_of(&self.shutdown));
         tokio::spawn(async move {
-            floodgate_consumer::run(&config, db, stop)
+            let consumer = floodgate_consumer::Consumer::on_database(config, db, &life)
+                .expect("the consumer starts");
+            let listeners = Listeners {
+                public: None,
+                admin: bind().await,
+            };
+            service::serve(consumer, listeners, life)
                 .await
-                .expect("consumer runs")
+                .expect("the consumer runs")
         });
     }
 
@@ -253,44 +339,49 @@ impl TestApp {
     /// `delivery_timeout_ms`: a second instance that can see a broker the first cannot (or the
     /// other way round). Stops with the app.
     pub async fn extra_booking(&self, kafka_brokers: &str, delivery_timeout_ms: u64) -> SocketAddr {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = bind().await;
         let addr = listener.local_addr().unwrap();
-        let config = floodgate_booking::Config {
-            listen: addr.to_string(),
-            // The app's own Redis: its private cluster, if it runs on one.
-            redis: redis_args_on(self.keys.prefix(), None, self.redis_cluster.as_deref()),
-            kafka: KafkaArgs::plaintext(kafka_brokers, &self.topic),
-            identity: identity_args(&self.sandbox, None),
-            listener: Default::default(),
-            delivery_timeout_ms,
-            probe_topic: None,
-            token_public_keys: format!("{}={}", self.signer.kid(), self.signer.public_base64()),
-            payment_provider_url: Some(format!("http://{}", self.sandbox)),
-            payment_ca_file: None,
-            payment_sandbox: true,
-            payment_api_key: Some(self.payment_api_key.clone().into()),
-            webhook_secret: self.webhook_secret.clone().into(),
-            webhook_tolerance_secs: 300,
-            admin_listen: "127.0.0.1:0".into(),
-            ops_token: self.ops_token.clone().into(),
-            audit_key: self.audit_key.clone().into(),
-            relay_interval_ms: 100,
-            reaper_interval_ms: 100,
-            reconcile_interval_ms: 200,
-            // TestApp stops its services with its own token: no signal, nothing to drain.
-            drain_delay_ms: 0,
-            redis_min_replicas: None,
-            redis_replica_timeout_ms: 500,
-            instance_id: None,
-        };
-        let state = floodgate_booking::AppState::connect(&config, self.db.clone())
+        let mut pairs = booking_settings(
+            &addr,
+            &self.signer,
+            &self.sandbox,
+            [
+                &self.payment_api_key,
+                &self.webhook_secret,
+                &self.ops_token,
+                &self.audit_key,
+            ],
+        );
+        pairs.extend([
+            ("FLOODGATE_KAFKA_BROKERS", kafka_brokers.to_owned()),
+            ("FLOODGATE_RESERVATIONS_TOPIC", self.topic.clone()),
+            (
+                "FLOODGATE_DELIVERY_TIMEOUT_MS",
+                delivery_timeout_ms.to_string(),
+            ),
+            ("FLOODGATE_RELAY_INTERVAL_MS", "100".into()),
+            ("FLOODGATE_REAPER_INTERVAL_MS", "100".into()),
+        ]);
+        // The app's own Redis: its private cluster, if it runs on one.
+        pairs.extend(redis_settings(
+            self.keys.prefix(),
+            None,
+            self.redis_cluster.as_deref(),
+            None,
+        ));
+        pairs.extend(identity_settings(&self.sandbox, None, None));
+        let life = Lifecycle::child_of(&self.shutdown);
+        let booking = Booking::on_database(settings(&pairs), self.db.clone(), &life)
             .await
             .expect("booking state");
-        tokio::spawn(floodgate_booking::run(
-            listener,
-            state,
-            self.shutdown.child_token(),
-        ));
+        serve(
+            booking,
+            Listeners {
+                public: Some(listener),
+                admin: bind().await,
+            },
+            life,
+        );
         addr
     }
 }

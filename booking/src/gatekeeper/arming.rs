@@ -3,13 +3,68 @@
 //! reaper walk. Both scripts refuse once the sale has opened by Redis' clock (`lua/clock.lua`).
 
 use floodgate_platform::keys::{Keys, PoolKeys};
-use floodgate_platform::lua::clocked_script;
 use floodgate_platform::runtime::RedisConn;
+use floodgate_platform::script::{ArgLayout, Call, KeyLayout, LuaScript as _};
 use floodgate_protocol::settings::Door;
 use floodgate_protocol::UnixMillis;
 use redis::RedisResult;
 
+use super::scripts::{ArmPool, ArmSale};
+
+/// A pool's state keys, the first six `KEYS` of `arm_pool.lua` and `rebuild_pool.lua`: config,
+/// available, held, sold, holds, expiries.
+pub struct PoolStateKeys<'a>(pub &'a PoolKeys);
+
+impl KeyLayout for PoolStateKeys<'_> {
+    const KEYS: &'static [(&'static str, &'static str)] = &[
+        ("config", "cfg hash"),
+        ("available", "available"),
+        ("held", "held"),
+        ("sold", "sold"),
+        ("holds", "holds hash"),
+        ("expiries", "expiries zset"),
+    ];
+
+    fn write<C: Call>(&self, call: &mut C) {
+        let k = self.0;
+        for key in [
+            k.config(),
+            k.available(),
+            k.held(),
+            k.sold(),
+            k.holds(),
+            k.expiries(),
+        ] {
+            call.key(&key);
+        }
+    }
+}
+
+/// A pool's configuration, the first seven `ARGV` of `arm_pool.lua` and `rebuild_pool.lua`.
+impl ArgLayout for PoolArming<'_> {
+    const ARGS: &'static [(&'static str, &'static str)] = &[
+        ("capacity", "capacity"),
+        ("hold_ttl_ms", "hold TTL (ms)"),
+        ("opens_at_ms", "opens_at (Unix ms)"),
+        ("sale", "sale id"),
+        ("pool", "pool id"),
+        ("fare_minor", "fare per seat"),
+        ("currency", "currency"),
+    ];
+
+    fn write<C: Call>(&self, call: &mut C) {
+        call.arg(&self.capacity);
+        call.arg(&self.hold_ttl_ms);
+        call.arg(&self.opens_at_ms);
+        call.arg(&self.sale);
+        call.arg(&self.pool);
+        call.arg(&self.fare_minor);
+        call.arg(&self.currency);
+    }
+}
+
 /// One pool's settings, as armed.
+#[derive(Clone, Copy, Debug)]
 pub struct PoolArming<'a> {
     pub sale: &'a str,
     pub pool: &'a str,
@@ -43,49 +98,19 @@ pub enum Armed {
     Opened(UnixMillis),
 }
 
-/// Adds a pool's state keys, in the order arm_pool.lua and rebuild_pool.lua take them: config,
-/// available, held, sold, holds, expiries.
-pub(super) fn with_state_keys<'a, 'b>(
-    invocation: &'b mut redis::ScriptInvocation<'a>,
-    k: &PoolKeys,
-) -> &'b mut redis::ScriptInvocation<'a> {
-    invocation
-        .key(k.config())
-        .key(k.available())
-        .key(k.held())
-        .key(k.sold())
-        .key(k.holds())
-        .key(k.expiries())
-}
-
-/// Adds a pool's config, in the order arm_pool.lua and rebuild_pool.lua take it (their ARGV[1]
-/// to ARGV[7]): capacity, hold TTL, opening, sale, pool, fare, currency.
-pub(super) fn with_pool_config<'a, 'b>(
-    invocation: &'b mut redis::ScriptInvocation<'a>,
-    pool: &PoolArming<'_>,
-) -> &'b mut redis::ScriptInvocation<'a> {
-    invocation
-        .arg(pool.capacity)
-        .arg(pool.hold_ttl_ms)
-        .arg(pool.opens_at_ms)
-        .arg(pool.sale)
-        .arg(pool.pool)
-        .arg(pool.fare_minor)
-        .arg(pool.currency)
-}
-
 /// Loads one pool's counters (`available` = capacity, nothing held or sold) and config.
 pub async fn arm_pool(
     conn: &mut RedisConn,
     keys: &Keys,
     pool: &PoolArming<'_>,
 ) -> RedisResult<Armed> {
-    let script = clocked_script(include_str!("../../../lua/arm_pool.lua"));
-    let mut invocation = script.prepare_invoke();
-    with_state_keys(&mut invocation, &keys.pool(pool.sale, pool.pool));
-    let reply: Vec<String> = with_pool_config(&mut invocation, pool)
-        .invoke_async(conn)
-        .await?;
+    let k = keys.pool(pool.sale, pool.pool);
+    let reply = ArmPool {
+        state: PoolStateKeys(&k),
+        pool_config: *pool,
+    }
+    .run(conn)
+    .await?;
     parse_armed("arm_pool", &reply)
 }
 
@@ -100,27 +125,28 @@ pub async fn arm_sale(
     let k = keys.sale(sale.sale);
     let secret: [u8; 32] = rand::random();
     let commitment = floodgate_protocol::lottery::commitment(&secret);
-    let reply: Vec<String> = clocked_script(include_str!("../../../lua/arm_sale.lua"))
-        .key(k.meta())
-        .key(k.seq())
-        .key(k.frontier())
-        .arg(sale.opens_at_ms)
-        .arg(sale.rate)
-        .arg(sale.token_ttl_ms)
-        .arg(sale.max_seats)
-        .arg(sale.active_cap)
-        .arg(sale.pools.join(","))
-        .arg(if sale.paused { "1" } else { "0" })
-        .arg(sale.stock_factor)
-        .arg(hex::encode(secret))
-        .arg(hex::encode(commitment))
-        .arg(sale.door.identity.as_str())
-        .arg(sale.door.challenge.as_str())
-        .arg(sale.door.pow_difficulty)
-        .arg(sale.door.max_seats_per_buyer.unwrap_or(0))
-        .arg(sale.door.grace_secs.unwrap_or(0))
-        .invoke_async(conn)
-        .await?;
+    let reply = ArmSale {
+        meta: k.meta(),
+        seq: k.seq(),
+        frontier: k.frontier(),
+        opens_at_ms: sale.opens_at_ms,
+        rate: sale.rate,
+        token_ttl_ms: sale.token_ttl_ms,
+        max_seats: sale.max_seats,
+        active_cap: sale.active_cap,
+        pools: sale.pools.join(","),
+        paused: if sale.paused { "1" } else { "0" },
+        stock_factor: sale.stock_factor,
+        seed: hex::encode(secret),
+        commitment: hex::encode(commitment),
+        identity: sale.door.identity.as_str(),
+        challenge: sale.door.challenge.as_str(),
+        pow_difficulty: sale.door.pow_difficulty,
+        max_seats_per_buyer: sale.door.max_seats_per_buyer.unwrap_or(0),
+        grace_secs: sale.door.grace_secs.unwrap_or(0),
+    }
+    .run(conn)
+    .await?;
     let armed = parse_armed("arm_sale", &reply)?;
     if armed == Armed::Armed {
         // Known to the relay and the reaper from now on.

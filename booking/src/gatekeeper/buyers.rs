@@ -12,6 +12,9 @@
 use floodgate_platform::keys::Keys;
 use floodgate_protocol::identity::BuyerId;
 
+use floodgate_platform::script::LuaScript as _;
+
+use super::scripts::BuyerSeats;
 use super::{Gatekeeper, ReserveError, ReserveRequest};
 
 impl Gatekeeper {
@@ -26,17 +29,17 @@ impl Gatekeeper {
             return Ok(());
         };
         let buyer = BuyerId::new(buyer.clone());
-        let reply: Vec<String> = self
-            .scripts
-            .buyer_seats
-            .key(self.keys.buyer(&req.claims.sale, &buyer))
-            .arg("take")
-            .arg(&req.claims.jti)
-            .arg(req.seats)
-            .arg(limit)
-            .arg(Keys::BUYER_RECORD_LIFETIME.as_millis() as u64)
-            .invoke_async(&mut self.redis.clone())
-            .await?;
+        let reply = BuyerSeats {
+            record: self.keys.buyer(&req.claims.sale, &buyer),
+            op: "take",
+            jti: &req.claims.jti,
+            seats: req.seats,
+            limit,
+            lifetime_ms: Keys::BUYER_RECORD_LIFETIME.as_millis() as u64,
+        }
+        .run(&mut self.redis.clone())
+        .await
+        .map_err(redis::RedisError::from)?;
         match reply.as_slice() {
             [ok] if ok == "ok" => Ok(()),
             [over, counted] if over == "over" => Err(ReserveError::BuyerLimit {
@@ -66,14 +69,17 @@ impl Gatekeeper {
         buyer: &str,
         jti: &str,
     ) -> redis::RedisResult<()> {
-        let _: Vec<String> = self
-            .scripts
-            .buyer_seats
-            .key(self.keys.buyer(sale, &BuyerId::new(buyer)))
-            .arg("give")
-            .arg(jti)
-            .invoke_async(&mut self.redis.clone())
-            .await?;
+        // Giving back reads only the token's id: the rest is what a take would count.
+        BuyerSeats {
+            record: self.keys.buyer(sale, &BuyerId::new(buyer)),
+            op: "give",
+            jti,
+            seats: 0,
+            limit: 0,
+            lifetime_ms: Keys::BUYER_RECORD_LIFETIME.as_millis() as u64,
+        }
+        .run(&mut self.redis.clone())
+        .await?;
         Ok(())
     }
 }

@@ -3,13 +3,14 @@
 //! decisions (may it end, may it be purged) are `crate::ending`'s; this is how Redis is asked.
 
 use floodgate_platform::keys::{Keys, PoolKeys, SaleKeys};
-use floodgate_platform::lua::pool_script;
 use floodgate_platform::runtime::RedisConn;
+use floodgate_platform::script::LuaScript as _;
 use floodgate_platform::state::{writes, SaleMeta};
 use floodgate_protocol::UnixMillis;
 use redis::RedisResult;
 
 use super::replies::protocol_error;
+use super::scripts::EndPool;
 
 /// What ending one pool found (`lua/end_pool.lua`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,12 +58,13 @@ pub async fn mark_sale_ended(
 
 /// Ends one pool: no new hold from now on, if nothing is left in flight there.
 pub async fn end_pool(conn: &mut RedisConn, pool: &PoolKeys) -> RedisResult<PoolEnd> {
-    let reply: Vec<String> = pool_script(include_str!("../../../lua/end_pool.lua"))
-        .key(pool.config())
-        .key(pool.held())
-        .key(pool.outbox())
-        .invoke_async(conn)
-        .await?;
+    let reply = EndPool {
+        config: pool.config(),
+        held: pool.held(),
+        outbox: pool.outbox(),
+    }
+    .run(conn)
+    .await?;
     parse_end(&reply)
 }
 

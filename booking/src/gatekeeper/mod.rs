@@ -45,17 +45,17 @@ pub mod repair;
 mod replies;
 mod requests;
 mod reserving;
-mod scripts;
+pub mod scripts;
 mod upkeep;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use floodgate_platform::keys::{Keys, PoolKeys};
+use floodgate_platform::keys::Keys;
 use floodgate_platform::replicas::{NotReplicated, Replication};
 use floodgate_platform::runtime::RedisConn;
+use floodgate_platform::script::LuaScript as _;
+use floodgate_platform::scripts::PoolLayout;
 use floodgate_protocol::reservation::ReservationState;
-use redis::Script;
 
 pub use holds::{Hold, ReserveError};
 pub use ops::{SaleFigures, LATELY_MS};
@@ -64,14 +64,7 @@ use replies::{
 };
 pub use replies::{Abort, Ack, Confirmation, PaymentStart, Release, StoredReservation};
 pub use requests::{Paid, ReserveRequest, WebhookTarget};
-pub use scripts::{Scripts, ATTEMPT_LIFETIME_MS};
-
-impl Gatekeeper {
-    /// The scripts it runs (their SHA-1s name them in `EVALSHA`).
-    pub fn scripts(&self) -> &Scripts {
-        &self.scripts
-    }
-}
+pub use scripts::{preload, ATTEMPT_LIFETIME_MS};
 pub use upkeep::{OutboxEntry, Sequence};
 
 /// Runs the gatekeeper's scripts; cheap to clone.
@@ -79,7 +72,6 @@ pub use upkeep::{OutboxEntry, Sequence};
 pub struct Gatekeeper {
     redis: RedisConn,
     keys: Keys,
-    scripts: Arc<Scripts>,
     /// Whether (and how long) a write waits for replicas before anything is promised on it.
     replication: Replication,
 }
@@ -96,13 +88,11 @@ impl Gatekeeper {
 
     /// Builds the gatekeeper and loads its scripts into Redis.
     pub async fn connect(redis: RedisConn, keys: Keys) -> redis::RedisResult<Self> {
-        let scripts = Scripts::default();
-        scripts.preload(&mut redis.clone()).await?;
+        preload(&mut redis.clone()).await?;
         Ok(Self {
             replication: Replication::new(redis.clone(), 0, Duration::ZERO, keys.prefix()),
             redis,
             keys,
-            scripts: Arc::new(scripts),
         })
     }
 
@@ -154,18 +144,6 @@ impl Gatekeeper {
         }
     }
 
-    /// Invokes a pool script with the common KEYS layout (see `lua/lib.lua`).
-    fn pool_invocation<'a>(
-        script: &'a Script,
-        pool: &PoolKeys,
-        reservation_id: &str,
-        extra: &str,
-    ) -> redis::ScriptInvocation<'a> {
-        let mut invocation = script.prepare_invoke();
-        calls::pool_keys(&mut invocation, pool, reservation_id, extra.to_owned());
-        invocation
-    }
-
     /// Records that a reservation's `SeatReserved` was acknowledged (`ack.lua`): it is durable,
     /// can no longer be aborted, and its outbox entry goes.
     #[tracing::instrument(skip_all, fields(%reservation_id))]
@@ -177,9 +155,9 @@ impl Gatekeeper {
         outbox_entry: &str,
     ) -> redis::RedisResult<Ack> {
         let keys = self.keys.pool(sale, pool);
-        let mut invocation = self.scripts.ack.prepare_invoke();
-        calls::ack(&mut invocation, &keys, reservation_id, outbox_entry);
-        let reply: Vec<String> = invocation.invoke_async(&mut self.redis.clone()).await?;
+        let reply = calls::ack(&keys, reservation_id, outbox_entry)
+            .run(&mut self.redis.clone())
+            .await?;
         parse_ack(&reply)
     }
 
@@ -194,36 +172,30 @@ impl Gatekeeper {
         reservation_id: &str,
     ) -> redis::RedisResult<Abort> {
         let keys = self.keys.pool(sale, pool);
-        let reply: Vec<String> = Self::pool_invocation(
-            &self.scripts.abort,
-            &keys,
-            reservation_id,
-            &keys.token_reservation(jti),
-        )
-        .invoke_async(&mut self.redis.clone())
+        let reply = scripts::Abort {
+            pool: PoolLayout::new(&keys, reservation_id),
+            pointer: keys.token_reservation(jti),
+        }
+        .run(&mut self.redis.clone())
         .await?;
         parse_abort(&reply)
     }
 
-    /// Runs a webhook script (`confirm`, `release`, `refund_result`): its KEYS[9] remembers the
-    /// provider's event, so a redelivery changes nothing.
-    async fn webhook_script(
+    /// Runs a webhook script (`confirm`, `release`, `refund_result`), made by `script` from the
+    /// target's layout and its key that remembers the provider's event (so a redelivery changes
+    /// nothing).
+    async fn webhook_script<S: floodgate_platform::script::LuaScript<Reply = Vec<String>>>(
         &self,
-        script: &Script,
         target: &WebhookTarget<'_>,
-        args: &[&str],
+        script: impl FnOnce(PoolLayout, String) -> S,
     ) -> redis::RedisResult<Vec<String>> {
         let keys = self.keys.pool(target.sale, target.pool);
-        let mut invocation = Self::pool_invocation(
-            script,
-            &keys,
-            target.reservation_id,
-            &keys.webhook(target.event),
-        );
-        for arg in args {
-            invocation.arg(*arg);
-        }
-        let reply = invocation.invoke_async(&mut self.redis.clone()).await?;
+        let reply = script(
+            PoolLayout::new(&keys, target.reservation_id),
+            keys.webhook(target.event),
+        )
+        .run(&mut self.redis.clone())
+        .await?;
         // The provider is answered 2xx only on a decision a failover cannot undo; otherwise it
         // redelivers, and the script (idempotent per provider event) answers the same.
         self.pool_replicated(target.sale, target.pool)
@@ -240,13 +212,14 @@ impl Gatekeeper {
         target: &WebhookTarget<'_>,
         paid: &Paid<'_>,
     ) -> redis::RedisResult<Confirmation> {
-        let amount = paid.amount_minor.to_string();
         let reply = self
-            .webhook_script(
-                &self.scripts.confirm,
-                target,
-                &[paid.payment_id, &amount, paid.currency],
-            )
+            .webhook_script(target, |pool, event| scripts::Confirm {
+                pool,
+                event,
+                payment_id: paid.payment_id,
+                amount_minor: paid.amount_minor,
+                currency: paid.currency,
+            })
             .await?;
         parse_confirm(&reply)
     }
@@ -259,7 +232,11 @@ impl Gatekeeper {
         payment_id: &str,
     ) -> redis::RedisResult<Release> {
         let reply = self
-            .webhook_script(&self.scripts.release, target, &[payment_id])
+            .webhook_script(target, |pool, event| scripts::Release {
+                pool,
+                event,
+                payment_id,
+            })
             .await?;
         parse_release(&reply)
     }
@@ -273,7 +250,12 @@ impl Gatekeeper {
     ) -> redis::RedisResult<String> {
         let outcome = if succeeded { "succeeded" } else { "failed" };
         let reply = self
-            .webhook_script(&self.scripts.refund_result, target, &[payment_id, outcome])
+            .webhook_script(target, |pool, event| scripts::RefundResult {
+                pool,
+                event,
+                payment_id,
+                outcome,
+            })
             .await?;
         let outcome = reply
             .into_iter()
@@ -297,11 +279,13 @@ impl Gatekeeper {
         reservation_id: &str,
     ) -> redis::RedisResult<bool> {
         let keys = self.keys.pool(sale, pool);
-        let reply: Vec<String> =
-            Self::pool_invocation(&self.scripts.expire, &keys, reservation_id, &keys.relay())
-                .arg(reservation_id)
-                .invoke_async(&mut self.redis.clone())
-                .await?;
+        let reply = scripts::Expire {
+            pool: PoolLayout::new(&keys, reservation_id),
+            unused: keys.relay(),
+            reservation_id,
+        }
+        .run(&mut self.redis.clone())
+        .await?;
         // "not_armed" (a lost pool) expires nothing: the rebuild restores the hold's expiry.
         Ok(reply.first().map(String::as_str) == Some("expired"))
     }
@@ -362,14 +346,12 @@ impl Gatekeeper {
         payment_id: &str,
     ) -> redis::RedisResult<PaymentStart> {
         let keys = self.keys.pool(sale, pool);
-        let reply: Vec<String> = Self::pool_invocation(
-            &self.scripts.start_payment,
-            &keys,
-            reservation_id,
-            &keys.relay(),
-        )
-        .arg(payment_id)
-        .invoke_async(&mut self.redis.clone())
+        let reply = scripts::StartPayment {
+            pool: PoolLayout::new(&keys, reservation_id),
+            unused: keys.relay(),
+            payment_id,
+        }
+        .run(&mut self.redis.clone())
         .await?;
         self.pool_replicated(sale, pool)
             .await

@@ -8,8 +8,11 @@ use floodgate_platform::runtime::RedisConn;
 use floodgate_protocol::UnixMillis;
 use redis::RedisResult;
 
-use super::arming::{with_pool_config, with_state_keys, PoolArming};
+use floodgate_platform::script::LuaScript as _;
+
+use super::arming::{PoolArming, PoolStateKeys};
 use super::replies::protocol_error;
+use super::scripts::{RebuildPool, RepairPool};
 
 /// A pool's counters and the seats in its live holds, read together; `None` from
 /// [`read_pool`] when its state is missing.
@@ -67,16 +70,16 @@ pub async fn repair_pool(
     read: (i64, i64),
     to: (i64, i64),
 ) -> RedisResult<bool> {
-    let outcome: String =
-        floodgate_platform::lua::script(include_str!("../../../lua/repair_pool.lua"))
-            .key(pool.available())
-            .key(pool.sold())
-            .arg(read.0)
-            .arg(read.1)
-            .arg(to.0)
-            .arg(to.1)
-            .invoke_async(conn)
-            .await?;
+    let outcome = RepairPool {
+        available: pool.available(),
+        sold: pool.sold(),
+        read_available: read.0,
+        read_sold: read.1,
+        available_now: to.0,
+        sold_now: to.1,
+    }
+    .run(conn)
+    .await?;
     match outcome.as_str() {
         "repaired" => Ok(true),
         "moved" => Ok(false),
@@ -138,37 +141,46 @@ pub async fn rebuild_pool(
     records: &[RestoredRecord],
 ) -> RedisResult<Rebuild> {
     let k = keys.pool(pool.sale, pool.pool);
-    let rebuild_pool =
-        floodgate_platform::lua::script(include_str!("../../../lua/rebuild_pool.lua"));
-    let mut script = rebuild_pool.prepare_invoke();
-    with_state_keys(&mut script, &k).key(k.outbox());
-    with_pool_config(&mut script, pool)
-        .arg(sold)
-        .arg(seq)
-        .arg(holds.len());
+    // ARGV[10..]: the holds' count and triples, then each record's ten values, in the order of
+    // the records' keys.
+    let mut restored = vec![holds.len().to_string()];
     for hold in holds {
-        script
-            .arg(&hold.reservation_id)
-            .arg(hold.seats)
-            .arg(hold.expires_at_ms);
+        restored.extend([
+            hold.reservation_id.clone(),
+            hold.seats.to_string(),
+            hold.expires_at_ms.to_string(),
+        ]);
     }
+    let mut record_keys = Vec::with_capacity(records.len() * 2);
     for r in records {
-        script
-            .key(k.reservation(&r.reservation_id))
-            .key(k.token_reservation(&r.token_id));
-        script
-            .arg(&r.reservation_id)
-            .arg(&r.token_id)
-            .arg(&r.secret)
-            .arg(r.seats)
-            .arg(r.ticket)
-            .arg(r.expires_at_ms)
-            .arg(r.reserved_at_ms)
-            .arg(r.state)
-            .arg(r.payment_id.as_deref().unwrap_or_default())
-            .arg(r.buyer.as_deref().unwrap_or_default());
+        record_keys.extend([
+            k.reservation(&r.reservation_id),
+            k.token_reservation(&r.token_id),
+        ]);
+        restored.extend([
+            r.reservation_id.clone(),
+            r.token_id.clone(),
+            r.secret.clone(),
+            r.seats.to_string(),
+            r.ticket.to_string(),
+            r.expires_at_ms.to_string(),
+            r.reserved_at_ms.to_string(),
+            r.state.to_owned(),
+            r.payment_id.clone().unwrap_or_default(),
+            r.buyer.clone().unwrap_or_default(),
+        ]);
     }
-    let reply: Vec<String> = script.invoke_async(conn).await?;
+    let reply = RebuildPool {
+        state: PoolStateKeys(&k),
+        outbox: k.outbox(),
+        records: record_keys,
+        pool_config: *pool,
+        sold_seats: sold,
+        seq,
+        restored,
+    }
+    .run(conn)
+    .await?;
     parse_rebuild(&reply)
 }
 

@@ -3,9 +3,11 @@
 //! module above for the steps and their crash points).
 
 use floodgate_platform::replicas::NotReplicated;
+use floodgate_platform::script::LuaScript as _;
 
 use super::claims::{Claim, Claimed, Released};
 use super::holds::{parse_reserve, Refusal};
+use super::scripts::ReleaseClaim;
 use super::{calls, Gatekeeper, Hold, ReserveError, ReserveRequest};
 
 impl Gatekeeper {
@@ -31,20 +33,15 @@ impl Gatekeeper {
             return Err(self.settle(req, &claimed, refusal).await);
         }
         let pool_keys = self.keys.pool(&req.claims.sale, req.pool);
-        let mut invocation = self.scripts.reserve.prepare_invoke();
         let attempt = calls::Attempt {
             deadline_ms: claimed.deadline_ms,
             stamp: claimed.attempt,
             retry: claimed.claim == Claim::Retry,
         };
-        calls::reserve(
-            &mut invocation,
-            &pool_keys,
-            req,
-            (new_id, new_secret),
-            &attempt,
-        );
-        let reply: Vec<String> = invocation.invoke_async(&mut self.redis.clone()).await?;
+        let reply = calls::reserve(&pool_keys, req, (new_id, new_secret), &attempt)
+            .run(&mut self.redis.clone())
+            .await
+            .map_err(redis::RedisError::from)?;
 
         match parse_reserve(&reply) {
             Ok(mut hold) => {
@@ -113,9 +110,10 @@ impl Gatekeeper {
     /// fingerprint, and registers the attempt with its deadline and stamp.
     async fn claim(&self, req: &ReserveRequest<'_>) -> Result<Claimed, ReserveError> {
         let sale_keys = self.keys.sale(&req.claims.sale);
-        let mut invocation = self.scripts.claim_token.prepare_invoke();
-        calls::claim(&mut invocation, &sale_keys, req);
-        let claim: Vec<String> = invocation.invoke_async(&mut self.redis.clone()).await?;
+        let claim = calls::claim(&sale_keys, req)
+            .run(&mut self.redis.clone())
+            .await
+            .map_err(redis::RedisError::from)?;
         Claim::parse(&claim)
     }
 
@@ -132,22 +130,20 @@ impl Gatekeeper {
         // Without the pool's word, the script reasons from its own clock ("now").
         let refused_at = refused_at.map_or_else(|| "now".to_owned(), |at| at.to_string());
         let sale_keys = self.keys.sale(&req.claims.sale);
-        let released: i64 = self
-            .scripts
-            .release_claim
-            .key(sale_keys.token(&req.claims.jti))
-            .key(sale_keys.meta())
-            .key(sale_keys.tokens())
-            .arg(req.idempotency_key)
-            .arg(req.claims.exp_ms)
-            .arg(attempt)
-            .arg(refused_at)
-            .arg(if fenced { "1" } else { "0" })
-            .invoke_async(&mut self.redis.clone())
-            .await
-            .inspect_err(
-                |e| tracing::warn!(error = %e, "token claim not released after refusal"),
-            )?;
+        let released = ReleaseClaim {
+            record: sale_keys.token(&req.claims.jti),
+            meta: sale_keys.meta(),
+            unspent: sale_keys.tokens(),
+            idempotency_key: req.idempotency_key,
+            expires_ms: req.claims.exp_ms,
+            attempt,
+            refused_at,
+            fenced: if fenced { "1" } else { "0" },
+        }
+        .run(&mut self.redis.clone())
+        .await
+        .map_err(redis::RedisError::from)
+        .inspect_err(|e| tracing::warn!(error = %e, "token claim not released after refusal"))?;
         Released::parse(released)
     }
 

@@ -1,10 +1,15 @@
-//! The gatekeeper's Lua scripts, loaded once: every pool script starts with `lua/clock.lua` and
-//! `lua/lib.lua`, the sale-slot claim with `lua/clock.lua` and `lua/sale_lib.lua`
-//! (`floodgate_platform::lua` puts them together).
+//! The booking service's Lua scripts, each declared once (`floodgate_platform::script`): its
+//! keys and arguments by name, in the order of its header, and the type of its reply. Every pool
+//! script starts with `lua/clock.lua` and `lua/lib.lua` and takes the pool's common layout of
+//! keys first ([`PoolLayout`]); the sale-slot claim starts with `lua/clock.lua` and
+//! `lua/sale_lib.lua`. `lua/lease.lua`, which the gateway runs too, is declared in
+//! `floodgate_platform::scripts`.
 
-use floodgate_platform::lua::{pool_script, sale_script};
 use floodgate_platform::runtime::RedisConn;
-use redis::Script;
+use floodgate_platform::script::{Declaration, LuaScript};
+use floodgate_platform::scripts::{Lease, PoolLayout};
+
+use super::arming::{PoolArming, PoolStateKeys};
 
 /// How long one attempt (one request's claim) may take to reach the pool: it can make a new
 /// hold only this long after its claim. A healthy request takes one Redis round trip between
@@ -12,73 +17,367 @@ use redis::Script;
 /// releasing its token's claim (for another attempt with the same key) this long at most.
 pub const ATTEMPT_LIFETIME_MS: u64 = 10_000;
 
-/// The Lua scripts this service runs, loaded once.
-#[derive(Clone)]
-pub struct Scripts {
-    pub(super) claim_token: Script,
-    pub(super) release_claim: Script,
-    pub(super) reserve: Script,
-    pub(super) ack: Script,
-    pub(super) abort: Script,
-    pub(super) start_payment: Script,
-    pub(super) confirm: Script,
-    pub(super) release: Script,
-    pub(super) expire: Script,
-    pub(super) refund_result: Script,
-    /// A lease (`lua/lease.lua`), for the relay of each pool's outbox.
-    pub(super) lease: Script,
-    /// A buyer's seats in a sale (`lua/buyer_seats.lua`), in the buyer's own slot.
-    pub(super) buyer_seats: Script,
-    /// Refuses a pool that lost writes (`lua/diverge.lua`).
-    pub(super) diverge: Script,
-}
-
-impl Default for Scripts {
-    fn default() -> Self {
-        Self {
-            claim_token: sale_script(include_str!("../../../lua/claim_token.lua")),
-            release_claim: floodgate_platform::lua::clocked_script(include_str!(
-                "../../../lua/release_claim.lua"
-            )),
-            reserve: pool_script(include_str!("../../../lua/reserve.lua")),
-            ack: pool_script(include_str!("../../../lua/ack.lua")),
-            abort: pool_script(include_str!("../../../lua/abort.lua")),
-            start_payment: pool_script(include_str!("../../../lua/start_payment.lua")),
-            confirm: pool_script(include_str!("../../../lua/confirm.lua")),
-            release: pool_script(include_str!("../../../lua/release.lua")),
-            expire: pool_script(include_str!("../../../lua/expire.lua")),
-            refund_result: pool_script(include_str!("../../../lua/refund_result.lua")),
-            lease: floodgate_platform::lua::script(include_str!("../../../lua/lease.lua")),
-            buyer_seats: floodgate_platform::lua::script(include_str!(
-                "../../../lua/buyer_seats.lua"
-            )),
-            diverge: floodgate_platform::lua::script(include_str!("../../../lua/diverge.lua")),
+floodgate_platform::lua_script! {
+    /// `lua/claim_token.lua`: binds an admission token to a request's key and fingerprint, and
+    /// registers the attempt.
+    pub struct ClaimToken<'a> {
+        file: "claim_token.lua",
+        helpers: Sale,
+        reply: Vec<String>,
+        keys {
+            meta: "sale meta hash",
+            record: "the token's use record (hash)",
+            unspent: "unspent tokens per admission batch",
+        }
+        args {
+            idempotency_key: &'a str = "Idempotency-Key",
+            fingerprint: String = "request fingerprint (pool and seats)",
+            keep_until_ms: i64 = "when the record may go",
+            pool: &'a str = "the pool asked for",
+            expires_ms: i64 = "the token's expiry",
+            attempt_lifetime_ms: u64 = "the attempt's lifetime (ms)",
         }
     }
 }
 
-impl Scripts {
-    /// Loads every script into Redis' script cache up front. Without it, the first burst of
-    /// requests after a start (or a Redis restart) all miss with NOSCRIPT and each sends the
-    /// whole script text again: thousands of loads exactly when the rush begins.
-    pub async fn preload(&self, conn: &mut RedisConn) -> redis::RedisResult<()> {
-        for script in [
-            &self.claim_token,
-            &self.release_claim,
-            &self.reserve,
-            &self.ack,
-            &self.abort,
-            &self.start_payment,
-            &self.confirm,
-            &self.release,
-            &self.expire,
-            &self.refund_result,
-            &self.lease,
-            &self.buyer_seats,
-            &self.diverge,
-        ] {
-            script.load_async(conn).await?;
+floodgate_platform::lua_script! {
+    /// `lua/release_claim.lua`: gives a token back after an attempt that made no hold.
+    pub struct ReleaseClaim<'a> {
+        file: "release_claim.lua",
+        helpers: Clock,
+        reply: i64,
+        keys {
+            record: "the token's use record (hash)",
+            meta: "sale meta hash",
+            unspent: "unspent tokens per admission batch",
         }
-        Ok(())
+        args {
+            idempotency_key: &'a str = "the Idempotency-Key that claimed it",
+            expires_ms: i64 = "the token's expiry",
+            attempt: i64 = "the refused attempt's stamp",
+            refused_at: String = "when the pool refused it",
+            fenced: &'a str = "\"1\" if the pool fenced off the key's earlier attempts",
+        }
     }
+}
+
+floodgate_platform::lua_script! {
+    /// `lua/reserve.lua`: the pool step of a reservation: takes the seats and records the hold.
+    pub struct Reserve<'a> {
+        file: "reserve.lua",
+        helpers: Pool,
+        reply: Vec<String>,
+        layout { pool: PoolLayout }
+        keys {
+            pointer: "the token's pointer in this pool",
+        }
+        args {
+            jti: &'a str = "token id (jti)",
+            idempotency_key: &'a str = "Idempotency-Key",
+            seats: u32 = "seats",
+            reservation_id: &'a str = "new reservation id",
+            secret: &'a str = "new secret",
+            ticket: u64 = "ticket",
+            deadline_ms: i64 = "the attempt's deadline",
+            buyer: &'a str = "the buyer the admission token names",
+            stamp: i64 = "the attempt's stamp",
+            retry: &'a str = "\"1\" if the attempt is a retry of its key",
+            claim_until_ms: i64 = "when the token's claim may go",
+        }
+    }
+}
+
+floodgate_platform::lua_script! {
+    /// `lua/ack.lua`: a reservation's SeatReserved was acknowledged: it is durable.
+    pub struct Ack<'a> {
+        file: "ack.lua",
+        helpers: Pool,
+        reply: Vec<String>,
+        layout { pool: PoolLayout }
+        keys {
+            unused: "is not used",
+        }
+        args {
+            outbox_entry: &'a str = "the SeatReserved's outbox entry",
+        }
+    }
+}
+
+floodgate_platform::lua_script! {
+    /// `lua/abort.lua`: takes back a hold whose SeatReserved could not be made durable.
+    pub struct Abort {
+        file: "abort.lua",
+        helpers: Pool,
+        reply: Vec<String>,
+        layout { pool: PoolLayout }
+        keys {
+            pointer: "is the token's pointer in this pool",
+        }
+        args {}
+    }
+}
+
+floodgate_platform::lua_script! {
+    /// `lua/start_payment.lua`: records the one payment that may buy a hold.
+    pub struct StartPayment<'a> {
+        file: "start_payment.lua",
+        helpers: Pool,
+        reply: Vec<String>,
+        layout { pool: PoolLayout }
+        keys {
+            unused: "is not used",
+        }
+        args {
+            payment_id: &'a str = "the provider's payment id",
+        }
+    }
+}
+
+floodgate_platform::lua_script! {
+    /// `lua/confirm.lua`: a payment succeeded; it buys the hold if it is the one started.
+    pub struct Confirm<'a> {
+        file: "confirm.lua",
+        helpers: Pool,
+        reply: Vec<String>,
+        layout { pool: PoolLayout }
+        keys {
+            event: "the webhook event's memory",
+        }
+        args {
+            payment_id: &'a str = "the provider's payment id",
+            amount_minor: i64 = "the amount paid (minor units)",
+            currency: &'a str = "currency",
+        }
+    }
+}
+
+floodgate_platform::lua_script! {
+    /// `lua/release.lua`: a payment failed; the seats go back.
+    pub struct Release<'a> {
+        file: "release.lua",
+        helpers: Pool,
+        reply: Vec<String>,
+        layout { pool: PoolLayout }
+        keys {
+            event: "the webhook event's memory",
+        }
+        args {
+            payment_id: &'a str = "the provider's payment id",
+        }
+    }
+}
+
+floodgate_platform::lua_script! {
+    /// `lua/refund_result.lua`: the provider's verdict on a refund.
+    pub struct RefundResult<'a> {
+        file: "refund_result.lua",
+        helpers: Pool,
+        reply: Vec<String>,
+        layout { pool: PoolLayout }
+        keys {
+            event: "the webhook event's memory",
+        }
+        args {
+            payment_id: &'a str = "the provider's payment id",
+            outcome: &'a str = "\"succeeded\" or \"failed\"",
+        }
+    }
+}
+
+floodgate_platform::lua_script! {
+    /// `lua/expire.lua`: expires one due hold.
+    pub struct Expire<'a> {
+        file: "expire.lua",
+        helpers: Pool,
+        reply: Vec<String>,
+        layout { pool: PoolLayout }
+        keys {
+            unused: "is not used",
+        }
+        args {
+            reservation_id: &'a str = "the reservation id",
+        }
+    }
+}
+
+floodgate_platform::lua_script! {
+    /// `lua/buyer_seats.lua`: a buyer's seats in a sale, counted against the sale's limit.
+    pub struct BuyerSeats<'a> {
+        file: "buyer_seats.lua",
+        helpers: None,
+        reply: Vec<String>,
+        keys {
+            record: "the buyer's record",
+        }
+        args {
+            op: &'a str = "\"take\" or \"give\"",
+            jti: &'a str = "the admission token's id",
+            seats: u32 = "seats asked (take)",
+            limit: u32 = "the sale's limit (take)",
+            lifetime_ms: u64 = "the record's lifetime (ms)",
+        }
+    }
+}
+
+floodgate_platform::lua_script! {
+    /// `lua/diverge.lua`: refuses a pool that lost writes, until it is rebuilt.
+    pub struct Diverge {
+        file: "diverge.lua",
+        helpers: None,
+        reply: i64,
+        keys {
+            config: "cfg hash",
+        }
+        args {
+            delivered: i64 = "the highest sequence number Kafka delivered for the pool",
+            repeated: &'static str = "'1' if PostgreSQL saw a number twice",
+        }
+    }
+}
+
+floodgate_platform::lua_script! {
+    /// `lua/arm_pool.lua`: loads one pool's counters and config.
+    pub struct ArmPool<'a> {
+        file: "arm_pool.lua",
+        helpers: Clock,
+        reply: Vec<String>,
+        layout { state: PoolStateKeys<'a> }
+        keys {}
+        arg_layout { pool_config: PoolArming<'a> }
+        args {}
+    }
+}
+
+floodgate_platform::lua_script! {
+    /// `lua/arm_sale.lua`: publishes a sale's settings to the waiting room.
+    pub struct ArmSale<'a> {
+        file: "arm_sale.lua",
+        helpers: Clock,
+        reply: Vec<String>,
+        keys {
+            meta: "sale meta hash",
+            seq: "ticket sequence",
+            frontier: "frontier",
+        }
+        args {
+            opens_at_ms: i64 = "opens_at (Unix ms)",
+            rate: f64 = "admission rate (per second)",
+            token_ttl_ms: i64 = "token TTL (ms)",
+            max_seats: u32 = "max seats per booking",
+            active_cap: u32 = "active cap",
+            pools: String = "pool ids, comma-separated",
+            paused: &'a str = "paused (0/1)",
+            stock_factor: f64 = "stock factor",
+            seed: String = "a fresh lottery secret seed (hex)",
+            commitment: String = "its commitment (SHA-256 hex)",
+            identity: &'a str = "identity (optional/required)",
+            challenge: &'a str = "challenge (none/pow)",
+            pow_difficulty: u8 = "proof-of-work difficulty (bits)",
+            max_seats_per_buyer: u32 = "most seats per buyer (0: no limit)",
+            grace_secs: u32 = "the sale's grace in seconds",
+        }
+    }
+}
+
+floodgate_platform::lua_script! {
+    /// `lua/end_pool.lua`: no new hold in a pool from now on, if nothing is in flight there.
+    pub struct EndPool {
+        file: "end_pool.lua",
+        helpers: Pool,
+        reply: Vec<String>,
+        keys {
+            config: "cfg hash",
+            held: "held (integer)",
+            outbox: "outbox (stream)",
+        }
+        args {}
+    }
+}
+
+floodgate_platform::lua_script! {
+    /// `lua/repair_pool.lua`: sets a pool's counters, only if they are still as read.
+    pub struct RepairPool {
+        file: "repair_pool.lua",
+        helpers: None,
+        reply: String,
+        keys {
+            available: "available",
+            sold: "sold",
+        }
+        args {
+            read_available: i64 = "available as read",
+            read_sold: i64 = "sold as read",
+            available_now: i64 = "new available",
+            sold_now: i64 = "new sold",
+        }
+    }
+}
+
+floodgate_platform::lua_script! {
+    /// `lua/rebuild_pool.lua`: restores a lost pool, or one refused for lost writes.
+    pub struct RebuildPool<'a> {
+        file: "rebuild_pool.lua",
+        helpers: None,
+        reply: Vec<String>,
+        layout { state: PoolStateKeys<'a> }
+        keys {
+            outbox: "outbox",
+        }
+        rest_keys { records = "per restored reservation, its record then its token's pointer" }
+        arg_layout { pool_config: PoolArming<'a> }
+        args {
+            sold_seats: i64 = "seats sold",
+            seq: i64 = "the highest event sequence number PostgreSQL holds for the pool",
+        }
+        rest {
+            restored: Vec<String> =
+                "number of live holds H, then H triples: reservation id, seats, hold expiry"
+        }
+    }
+}
+
+/// The scripts the booking service declares (with `lua/lease.lua`,
+/// `floodgate_platform::scripts`).
+pub const DECLARED: &[&Declaration] = &[
+    ClaimToken::DECLARATION,
+    ReleaseClaim::DECLARATION,
+    Reserve::DECLARATION,
+    Ack::DECLARATION,
+    Abort::DECLARATION,
+    StartPayment::DECLARATION,
+    Confirm::DECLARATION,
+    Release::DECLARATION,
+    RefundResult::DECLARATION,
+    Expire::DECLARATION,
+    BuyerSeats::DECLARATION,
+    Diverge::DECLARATION,
+    ArmPool::DECLARATION,
+    ArmSale::DECLARATION,
+    EndPool::DECLARATION,
+    RepairPool::DECLARATION,
+    RebuildPool::DECLARATION,
+];
+
+/// Loads every script a request may run into Redis' script cache up front. Without it, the
+/// first burst of requests after a start (or a Redis restart) all miss with NOSCRIPT and each
+/// sends the whole script text again: thousands of loads exactly when the rush begins.
+pub async fn preload(conn: &mut RedisConn) -> redis::RedisResult<()> {
+    for script in [
+        ClaimToken::script(),
+        ReleaseClaim::script(),
+        Reserve::script(),
+        Ack::script(),
+        Abort::script(),
+        StartPayment::script(),
+        Confirm::script(),
+        Release::script(),
+        RefundResult::script(),
+        Expire::script(),
+        Lease::script(),
+        BuyerSeats::script(),
+        Diverge::script(),
+    ] {
+        script.load_async(conn).await?;
+    }
+    Ok(())
 }

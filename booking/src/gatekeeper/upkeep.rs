@@ -2,10 +2,13 @@
 //! and its relay lease, the holds that are due. Each is one typed call here, so the workers hold
 //! no key or command of their own.
 
+use floodgate_platform::script::LuaScript as _;
+use floodgate_platform::scripts::Lease;
 use floodgate_platform::state::{pool_list, redis_time_ms};
 use floodgate_protocol::UnixMillis;
 use redis::streams::StreamRangeReply;
 
+use super::scripts::Diverge;
 use super::Gatekeeper;
 
 /// One event waiting in a pool's outbox.
@@ -52,14 +55,13 @@ impl Gatekeeper {
         reused: bool,
     ) -> redis::RedisResult<Sequence> {
         let keys = self.keys.pool(sale, pool);
-        let found: i64 = self
-            .scripts
-            .diverge
-            .key(keys.config())
-            .arg(kafka_seq)
-            .arg(if reused { "1" } else { "0" })
-            .invoke_async(&mut self.redis.clone())
-            .await?;
+        let found = Diverge {
+            config: keys.config(),
+            delivered: kafka_seq,
+            repeated: if reused { "1" } else { "0" },
+        }
+        .run(&mut self.redis.clone())
+        .await?;
         Ok(match found {
             0 => Sequence::InStep,
             1 => Sequence::Refused { newly: true },
@@ -175,15 +177,14 @@ impl Gatekeeper {
         lease_ms: u64,
     ) -> redis::RedisResult<bool> {
         let keys = self.keys.pool(sale, pool);
-        let fence: String = self
-            .scripts
-            .lease
-            .key(keys.relay())
-            .key(keys.relay_epoch())
-            .arg(instance)
-            .arg(lease_ms)
-            .invoke_async(&mut self.redis.clone())
-            .await?;
+        let fence = Lease {
+            leader: keys.relay(),
+            epoch: keys.relay_epoch(),
+            instance,
+            lease_ms,
+        }
+        .run(&mut self.redis.clone())
+        .await?;
         Ok(!fence.is_empty())
     }
 

@@ -15,8 +15,8 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use super::view::RoomView;
 use super::Shared;
 use crate::places::Batch;
-use crate::scripts::room::{Advanced, Swept};
-use crate::scripts::Scripts;
+use crate::scripts;
+use crate::scripts::leader::{Advanced, Swept};
 
 /// The controller's local half: the rate limiter, rebuilt when the rate changes.
 ///
@@ -28,12 +28,11 @@ pub(super) struct Controller {
     limiter: Option<(f64, DefaultDirectRateLimiter)>,
 }
 
-/// What the leader's tick needs of its room: the sale, its scripts, this gateway's name and the
+/// What the leader's tick needs of its room: the sale, its keys, this gateway's name and the
 /// gateway's own settings. (The room's task lends it; the controller never sees the task.)
 pub(super) struct Leading<'a> {
     pub sale: &'a str,
     pub keys: &'a Keys,
-    pub scripts: &'a Scripts,
     pub instance_id: &'a str,
     pub tick: Duration,
     pub grace: Duration,
@@ -70,10 +69,7 @@ impl Controller {
             .iter()
             .map(|pool| driver.keys.pool(driver.sale, pool))
             .collect();
-        let read = driver
-            .scripts
-            .read_for_leader(conn, keys, &pools, now)
-            .await?;
+        let read = scripts::room::read_for_leader(conn, keys, &pools, now).await?;
         let stock = stock_from(&read.pools);
         let opened = now >= view.opens_at_ms;
         if opened && !view.sold_out && stock.complete && stock.available == 0 && stock.holds == 0 {
@@ -82,7 +78,7 @@ impl Controller {
             tracing::info!(sale = %driver.sale, "sold out: the room closes");
             view.sold_out = true;
         }
-        bury(driver, conn, keys, shared, &read.due).await?;
+        bury(conn, keys, shared, &read.due).await?;
         let grace = view.door.grace(driver.grace);
         sweep(driver, conn, keys, &read.gateways, grace).await?;
         let permits = if opened && !view.paused && !view.sold_out {
@@ -92,7 +88,7 @@ impl Controller {
         };
         report(driver.sale, view, &read.pools);
         // Called every tick, even with no permits: it also expires unspent tokens.
-        let advanced = driver.scripts.advance(conn, keys, fence, permits).await?;
+        let advanced = scripts::leader::advance(conn, keys, fence, permits).await?;
         let Advanced::Moved {
             admitted,
             frontier,
@@ -156,7 +152,6 @@ impl Controller {
 
 /// Declares dead the `due` tickets whose grace ran out, once the draw tells their places.
 async fn bury(
-    driver: &Leading<'_>,
     conn: &mut RedisConn,
     keys: &SaleKeys,
     shared: &Shared,
@@ -166,7 +161,7 @@ async fn bury(
         return Ok(());
     };
     let places: Vec<(u64, u64)> = due.iter().map(|t| (*t, draw.place(*t))).collect();
-    let buried = driver.scripts.bury(conn, keys, &places).await?;
+    let buried = scripts::leader::bury(conn, keys, &places).await?;
     if buried > 0 {
         metrics::counter!("floodgate_tickets_skipped_total").increment(buried);
     }
@@ -189,12 +184,12 @@ async fn sweep(
     if others.is_empty() {
         return Ok(());
     }
-    let alive = driver.scripts.alive(conn, keys, &others).await?;
+    let alive = scripts::leader::alive(conn, keys, &others).await?;
     for (gateway, alive) in others.into_iter().zip(alive) {
         if alive {
             continue;
         }
-        let swept = driver.scripts.sweep(conn, keys, gateway, grace);
+        let swept = scripts::leader::sweep(conn, keys, gateway, grace);
         if let Swept::Handed(swept @ 1..) = swept.await? {
             tracing::info!(%gateway, swept, "a gateway died: its clients' grace has started");
         }

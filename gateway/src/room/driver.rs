@@ -13,15 +13,14 @@ use tokio_util::sync::CancellationToken;
 use super::controller::{Controller, Leading};
 use super::view::{draw_from, view_from, RoomView};
 use super::{Room, Shared};
+use crate::scripts;
 use crate::scripts::room::Cursor;
-use crate::scripts::Scripts;
 
 /// Everything the room's task needs; built by the gateway state.
 pub struct RoomDriver {
     pub sale: String,
     pub keys: Keys,
     pub redis: RedisConn,
-    pub scripts: Arc<Scripts>,
     /// This process' name in the lease and the session registry (unique per run).
     pub instance_id: Arc<str>,
     pub tick: Duration,
@@ -119,11 +118,7 @@ impl RoomDriver {
     /// registry entry.
     async fn retire(&self, keys: &SaleKeys) {
         let mut conn = self.redis.clone();
-        match self
-            .scripts
-            .retire(&mut conn, keys, &self.instance_id)
-            .await
-        {
+        match scripts::leader::retire(&mut conn, keys, &self.instance_id).await {
             Ok(_) => {
                 tracing::info!(sale = %self.sale, "room retired: no session for its idle time")
             }
@@ -143,15 +138,12 @@ impl RoomDriver {
     ) -> redis::RedisResult<RoomView> {
         let mut conn = self.redis.clone();
         let mut view = self.read(&mut conn, keys, shared, cursor).await?;
-        let lease = self
-            .scripts
-            .lease(&mut conn, keys, &self.instance_id, self.lease);
+        let lease = scripts::leader::lease(&mut conn, keys, &self.instance_id, self.lease);
         match lease.await? {
             Some(fence) => {
                 let leading = Leading {
                     sale: &self.sale,
                     keys: &self.keys,
-                    scripts: &self.scripts,
                     instance_id: &self.instance_id,
                     tick: self.tick,
                     grace: self.grace,
@@ -179,10 +171,8 @@ impl RoomDriver {
         shared: &Shared,
         cursor: &mut Cursor,
     ) -> redis::RedisResult<RoomView> {
-        let read = self
-            .scripts
-            .read_tick(conn, keys, &self.instance_id, self.lease, cursor)
-            .await?;
+        let read =
+            scripts::room::read_tick(conn, keys, &self.instance_id, self.lease, cursor).await?;
         if !read.deaths.is_empty() {
             let mut dead = shared.dead.write().expect("lock");
             for place in &read.deaths {

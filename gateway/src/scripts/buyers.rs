@@ -11,6 +11,8 @@ use floodgate_protocol::api::code;
 use floodgate_protocol::identity::BuyerId;
 use floodgate_protocol::resume::BuyerMark;
 
+use floodgate_platform::script::LuaScript as _;
+
 use super::takeback::{self, Taker};
 use super::tickets::{self, Taken};
 use super::SaleScope;
@@ -213,6 +215,25 @@ async fn adoptable(join: &Joining<'_>) -> Result<Option<Taken>, ApiError> {
     Ok(Some(taken))
 }
 
+floodgate_platform::lua_script! {
+    /// `lua/buyer_place.lua`: a buyer's one place in line (find, bind, release, restore).
+    pub(super) struct BuyerPlace<'a> {
+        file: "buyer_place.lua",
+        helpers: Clock,
+        reply: Vec<String>,
+        keys {
+            record: "the buyer's record",
+        }
+        args {
+            op: &'a str = "\"find\", \"bind\", \"release\" or \"restore\"",
+            session_id: &'a str = "the session's id",
+            ticket: String = "find: a ticket the caller found dead",
+            lifetime_ms: u64 = "the record's lifetime (ms)",
+            join_hold_ms: u64 = "how long a join may hold the record (ms)",
+        }
+    }
+}
+
 async fn place(
     scope: &SaleScope,
     buyer: &BuyerId,
@@ -220,21 +241,20 @@ async fn place(
     session_id: &str,
     ticket: u64,
 ) -> Result<Place, ApiError> {
-    let reply: Vec<String> = scope
-        .scripts
-        .buyer_place
-        .key(scope.root_keys.buyer(&scope.sale, buyer))
-        .arg(op)
-        .arg(session_id)
-        .arg(if ticket == 0 {
+    let reply = BuyerPlace {
+        record: scope.root_keys.buyer(&scope.sale, buyer),
+        op,
+        session_id,
+        ticket: if ticket == 0 {
             String::new()
         } else {
             ticket.to_string()
-        })
-        .arg(Keys::BUYER_RECORD_LIFETIME.as_millis() as u64)
-        .arg(JOIN_HOLD.as_millis() as u64)
-        .invoke_async(&mut scope.redis.clone())
-        .await?;
+        },
+        lifetime_ms: Keys::BUYER_RECORD_LIFETIME.as_millis() as u64,
+        join_hold_ms: JOIN_HOLD.as_millis() as u64,
+    }
+    .run(&mut scope.redis.clone())
+    .await?;
     parse_place(&reply)
 }
 

@@ -6,9 +6,58 @@ use floodgate_protocol::api::code;
 use floodgate_protocol::resume::BuyerMark;
 use floodgate_protocol::UnixMillis;
 
+use floodgate_platform::script::LuaScript as _;
+
 use super::tickets::{number, Taken};
 use super::SaleScope;
 use crate::error::ApiError;
+
+floodgate_platform::lua_script! {
+    /// `lua/resume.lua`: takes a ticket back on a session of this gateway.
+    pub(super) struct Resume<'a> {
+        file: "resume.lua",
+        helpers: Sale,
+        reply: Vec<String>,
+        keys {
+            meta: "sale meta hash",
+            seq: "ticket sequence",
+            gone: "gone (sorted set)",
+            holders: "holders (hash)",
+            sessions: "this gateway's session set",
+            frontier: "frontier",
+            alive: "this gateway's liveness key",
+            gateways: "the sale's gateway registry (set)",
+            owners: "owners (hash: ticket -> buyer mark",
+        }
+        args {
+            ticket: u64 = "ticket",
+            session_id: &'a str = "the new session's id",
+            instance: &'a str = "this gateway's instance id",
+            lease_ms: u64 = "the liveness key's lifetime (ms)",
+            buyer: &'a str = "the mark of the buyer taking the ticket back",
+            adopt: &'a str = "\"adopt\"",
+        }
+    }
+}
+
+floodgate_platform::lua_script! {
+    /// `lua/standing.lua`: whether a ticket still stands for the holder of its token.
+    pub(super) struct StandingCall<'a> {
+        file: "standing.lua",
+        helpers: Sale,
+        reply: Vec<String>,
+        keys {
+            meta: "sale meta hash",
+            seq: "ticket sequence",
+            gone: "gone (sorted set)",
+            owners: "owners (hash: ticket -> buyer mark)",
+        }
+        args {
+            ticket: u64 = "ticket",
+            buyer: &'a str = "the mark of the buyer asking",
+        }
+    }
+}
 
 /// Who takes a ticket back.
 #[derive(Clone, Copy)]
@@ -28,26 +77,25 @@ pub async fn resume(
     taker: Taker<'_>,
 ) -> Result<Taken, ApiError> {
     let keys = &scope.keys;
-    let reply: Vec<String> = scope
-        .scripts
-        .resume
-        .key(keys.meta())
-        .key(keys.seq())
-        .key(keys.gone())
-        .key(keys.holders())
-        .key(keys.gateway_sessions(&scope.instance_id))
-        .key(keys.frontier())
-        .key(keys.gateway_alive(&scope.instance_id))
-        .key(keys.gateways())
-        .key(keys.owners())
-        .arg(ticket)
-        .arg(session_id)
-        .arg(&*scope.instance_id)
-        .arg(scope.lease.as_millis() as u64)
-        .arg(taker.buyer.map_or("", BuyerMark::as_str))
-        .arg(if taker.adopt { "adopt" } else { "" })
-        .invoke_async(&mut scope.redis.clone())
-        .await?;
+    let reply = Resume {
+        meta: keys.meta(),
+        seq: keys.seq(),
+        gone: keys.gone(),
+        holders: keys.holders(),
+        sessions: keys.gateway_sessions(&scope.instance_id),
+        frontier: keys.frontier(),
+        alive: keys.gateway_alive(&scope.instance_id),
+        gateways: keys.gateways(),
+        owners: keys.owners(),
+        ticket,
+        session_id,
+        instance: &scope.instance_id,
+        lease_ms: scope.lease.as_millis() as u64,
+        buyer: taker.buyer.map_or("", BuyerMark::as_str),
+        adopt: if taker.adopt { "adopt" } else { "" },
+    }
+    .run(&mut scope.redis.clone())
+    .await?;
     let taken = parse_resume(ticket, &reply)?;
     metrics::counter!("floodgate_tickets_resumed_total").increment(1);
     Ok(taken)
@@ -84,17 +132,16 @@ pub async fn standing(
     taker: Taker<'_>,
 ) -> Result<Standing, ApiError> {
     let keys = &scope.keys;
-    let reply: Vec<String> = scope
-        .scripts
-        .standing
-        .key(keys.meta())
-        .key(keys.seq())
-        .key(keys.gone())
-        .key(keys.owners())
-        .arg(ticket)
-        .arg(taker.buyer.map_or("", BuyerMark::as_str))
-        .invoke_async(&mut scope.redis.clone())
-        .await?;
+    let reply = StandingCall {
+        meta: keys.meta(),
+        seq: keys.seq(),
+        gone: keys.gone(),
+        owners: keys.owners(),
+        ticket,
+        buyer: taker.buyer.map_or("", BuyerMark::as_str),
+    }
+    .run(&mut scope.redis.clone())
+    .await?;
     parse_standing(&reply)
 }
 

@@ -18,7 +18,9 @@ use floodgate_platform::redis_conn::RedisConn;
 use floodgate_protocol::{lottery, UnixMillis};
 use futures::future::{BoxFuture, FutureExt};
 
-use super::{SaleScope, Scripts};
+use floodgate_platform::script::{FromReply, LuaScript as _, ScriptError};
+
+use super::SaleScope;
 use crate::error::ApiError;
 
 /// The most joins (or departures) one script run takes: far under Lua's `unpack` limit (about
@@ -43,7 +45,7 @@ pub struct Taken {
 /// What `join.lua` answered for a whole batch: its tickets are `first`, `first + 1`, ... in the
 /// order its joins arrived.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct JoinedBatch {
+pub(super) struct JoinedBatch {
     first: u64,
     opens_at_ms: UnixMillis,
     in_prequeue: bool,
@@ -66,7 +68,6 @@ impl JoinedBatch {
 /// What the batches of one sale on this gateway send with: the sale's keys and this gateway's.
 struct Line {
     redis: RedisConn,
-    scripts: Arc<Scripts>,
     keys: SaleKeys,
     instance_id: Arc<str>,
     lease: Duration,
@@ -79,16 +80,9 @@ pub struct Lines {
 }
 
 impl Lines {
-    pub fn new(
-        redis: RedisConn,
-        scripts: Arc<Scripts>,
-        keys: SaleKeys,
-        instance_id: Arc<str>,
-        lease: Duration,
-    ) -> Self {
+    pub fn new(redis: RedisConn, keys: SaleKeys, instance_id: Arc<str>, lease: Duration) -> Self {
         let line = Arc::new(Line {
             redis,
-            scripts,
             keys,
             instance_id,
             lease,
@@ -143,43 +137,91 @@ impl Flush for Joins {
     }
 }
 
+floodgate_platform::lua_script! {
+    /// `lua/join.lua`: the next tickets of a sale, one per join of a batch, in the order of
+    /// their draw nonces.
+    pub(super) struct Join<'a> {
+        file: "join.lua",
+        helpers: Sale,
+        reply: JoinReply,
+        keys {
+            meta: "sale meta hash",
+            seq: "ticket sequence",
+            prequeue: "pre-queue nonce list",
+            sessions: "this gateway's session set",
+            alive: "this gateway's liveness key",
+            gateways: "the sale's gateway registry (set)",
+            batches: "the pre-queue's batches (sorted set)",
+        }
+        args {
+            root: String = "the batch's Merkle root",
+            instance: &'a str = "this gateway's instance id",
+            lease_ms: u64 = "the liveness key's lifetime (ms)",
+        }
+        rest { nonces: &'a [String] = "the draw nonces of the batch's joins" }
+    }
+}
+
+floodgate_platform::lua_script! {
+    /// `lua/leave.lua`: the sessions of a batch ended; each ticket keeps its place for its
+    /// grace, or is skipped at once.
+    pub(super) struct Leave {
+        file: "leave.lua",
+        helpers: Sale,
+        reply: i64,
+        keys {
+            gone: "gone (sorted set)",
+            holders: "holders (hash)",
+            sessions: "the gateway's session set",
+        }
+        args {}
+        rest {
+            departures: Vec<(u64, String, i64)> =
+                "three per departure: ticket, the session's id, grace (ms) or -1"
+        }
+    }
+}
+
 impl Line {
     async fn join(&self, nonces: &[String]) -> Result<JoinedBatch, ApiError> {
         let keys = &self.keys;
         let leaves: Vec<_> = nonces.iter().map(|n| lottery::leaf_hash(n)).collect();
-        let root = hex::encode(lottery::merkle_root(&leaves));
-        let reply: Vec<String> = self
-            .scripts
-            .join
-            .key(keys.meta())
-            .key(keys.seq())
-            .key(keys.prequeue())
-            .key(keys.gateway_sessions(&self.instance_id))
-            .key(keys.gateway_alive(&self.instance_id))
-            .key(keys.gateways())
-            .key(keys.prequeue_batches())
-            .arg(root)
-            .arg(&*self.instance_id)
-            .arg(self.lease.as_millis() as u64)
-            .arg(nonces)
-            .invoke_async(&mut self.redis.clone())
-            .await?;
-        let batch = parse_join(&reply)?;
+        let joined = Join {
+            meta: keys.meta(),
+            seq: keys.seq(),
+            prequeue: keys.prequeue(),
+            sessions: keys.gateway_sessions(&self.instance_id),
+            alive: keys.gateway_alive(&self.instance_id),
+            gateways: keys.gateways(),
+            batches: keys.prequeue_batches(),
+            root: hex::encode(lottery::merkle_root(&leaves)),
+            instance: &self.instance_id,
+            lease_ms: self.lease.as_millis() as u64,
+            nonces,
+        }
+        .run(&mut self.redis.clone())
+        .await?;
+        let JoinReply::Joined(batch) = joined else {
+            return Err(ApiError::unknown_sale());
+        };
         metrics::counter!("floodgate_join_batches_total").increment(1);
         metrics::counter!("floodgate_tickets_issued_total").increment(nonces.len() as u64);
         Ok(batch)
     }
 
-    async fn leave(&self, departures: &[Departure]) -> redis::RedisResult<i64> {
+    async fn leave(&self, departures: &[Departure]) -> Result<i64, ScriptError> {
         let keys = &self.keys;
-        let mut call = self.scripts.leave.prepare_invoke();
-        call.key(keys.gone())
-            .key(keys.holders())
-            .key(keys.gateway_sessions(&self.instance_id));
-        for d in departures {
-            call.arg(d.ticket).arg(&d.session_id).arg(d.grace_ms);
+        Leave {
+            gone: keys.gone(),
+            holders: keys.holders(),
+            sessions: keys.gateway_sessions(&self.instance_id),
+            departures: departures
+                .iter()
+                .map(|d| (d.ticket, d.session_id.clone(), d.grace_ms))
+                .collect(),
         }
-        call.invoke_async(&mut self.redis.clone()).await
+        .run(&mut self.redis.clone())
+        .await
     }
 }
 
@@ -213,18 +255,32 @@ impl Drop for JoinInFlight {
     }
 }
 
+/// What `join.lua` answered.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum JoinReply {
+    Joined(JoinedBatch),
+    /// The sale is not armed: no ticket number was taken.
+    UnknownSale,
+}
+
 /// `join.lua`'s reply: `{first ticket, opens_at_ms, in pre-queue, sold_out, commitment}`, or
 /// `{}` for a sale that is not armed.
-fn parse_join(reply: &[String]) -> Result<JoinedBatch, ApiError> {
-    let [first, opens, in_prequeue, _sold_out, commitment] = reply else {
-        return Err(ApiError::unknown_sale());
-    };
-    Ok(JoinedBatch {
-        first: number(first)?,
-        opens_at_ms: number(opens)?,
-        in_prequeue: in_prequeue == "1",
-        commitment: commitment.clone(),
-    })
+impl FromReply for JoinReply {
+    fn from_reply(value: redis::Value) -> Result<Self, String> {
+        let reply = floodgate_platform::script::strings(value)?;
+        let [first, opens, in_prequeue, _sold_out, commitment] = &reply[..] else {
+            return match &reply[..] {
+                [] => Ok(Self::UnknownSale),
+                _ => Err(format!("{reply:?}")),
+            };
+        };
+        Ok(Self::Joined(JoinedBatch {
+            first: first.parse().map_err(|_| format!("{reply:?}"))?,
+            opens_at_ms: opens.parse().map_err(|_| format!("{reply:?}"))?,
+            in_prequeue: in_prequeue == "1",
+            commitment: commitment.clone(),
+        }))
+    }
 }
 
 /// A session that ended, as `leave.lua` takes it.
@@ -280,14 +336,26 @@ pub(super) fn number<T: std::str::FromStr>(text: &str) -> Result<T, ApiError> {
 
 #[cfg(test)]
 mod tests {
-    use floodgate_protocol::api::code;
-
-    use super::super::strings;
     use super::*;
+
+    fn parse_join(reply: &[&str]) -> Result<JoinReply, String> {
+        let reply = reply
+            .iter()
+            .map(|s| redis::Value::BulkString(s.as_bytes().to_vec()))
+            .collect();
+        JoinReply::from_reply(redis::Value::Array(reply))
+    }
+
+    fn joined(reply: &[&str]) -> JoinedBatch {
+        match parse_join(reply) {
+            Ok(JoinReply::Joined(batch)) => batch,
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn join_replies_parse_into_tickets_or_an_unknown_sale() {
-        let batch = parse_join(&strings(&["7", "1000", "1", "0", "c0ffee"])).unwrap();
+        let batch = joined(&["7", "1000", "1", "0", "c0ffee"]);
         // The third join of the batch has the batch's third ticket.
         assert_eq!(
             batch.taken(2, "ab12".into()),
@@ -299,19 +367,17 @@ mod tests {
                 frontier_floor: 0,
             }
         );
-        let late = parse_join(&strings(&["8", "1000", "0", "0", "c0ffee"])).unwrap();
+        let late = joined(&["8", "1000", "0", "0", "c0ffee"]);
         assert_eq!(
             late.taken(0, "ab12".into()).draw_nonce,
             None,
             "after the opening no nonce is drawn"
         );
-        assert!(matches!(
-            parse_join(&[]),
-            Err(ApiError::NotFound(code::UNKNOWN_SALE, _))
-        ));
-        assert!(matches!(
-            parse_join(&strings(&["x", "1000", "0", "0", ""])),
-            Err(ApiError::Unavailable(..))
-        ));
+        assert_eq!(parse_join(&[]), Ok(JoinReply::UnknownSale));
+        assert!(
+            parse_join(&["x", "1000", "0", "0", ""]).is_err(),
+            "an odd reply"
+        );
+        assert!(parse_join(&["7"]).is_err(), "an odd reply");
     }
 }

@@ -41,8 +41,13 @@ pub struct IdentityArgs {
     #[arg(long, env = "FLOODGATE_IDENTITY_ALGORITHMS", default_value = DEFAULT_ALGORITHMS)]
     pub identity_algorithms: String,
     /// Clock skew allowed on a token's `exp` and `nbf`, seconds.
-    #[arg(long, env = "FLOODGATE_IDENTITY_LEEWAY_SECS", default_value_t = 30)]
-    pub identity_leeway_secs: u64,
+    #[arg(
+        long = "identity-leeway-secs",
+        env = "FLOODGATE_IDENTITY_LEEWAY_SECS",
+        default_value = "30",
+        value_parser = crate::settings::secs
+    )]
+    pub identity_leeway: Duration,
     /// What Floodgate stores as the buyer: `subject` (the issuer's `sub`) or `hash` (a keyed
     /// hash of issuer and subject, with FLOODGATE_BUYER_ID_KEY).
     #[arg(long, env = "FLOODGATE_BUYER_ID", default_value = "subject")]
@@ -91,7 +96,7 @@ impl IdentityArgs {
             issuer,
             audience,
             algorithms: parse_algorithms(&self.identity_algorithms)?,
-            leeway: Duration::from_secs(self.identity_leeway_secs),
+            leeway: self.identity_leeway,
             buyer_id,
             keys,
         }))

@@ -11,7 +11,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use floodgate_platform::keys::pool_partition_key;
-use floodgate_platform::runtime::KafkaArgs;
 use floodgate_protocol::events::Event;
 use floodgate_tests::chaos::ChaosProxy;
 use floodgate_tests::{
@@ -34,15 +33,16 @@ async fn topics() -> String {
 }
 
 fn config(topic: &str) -> floodgate_consumer::Config {
-    floodgate_consumer::Config {
-        kafka: KafkaArgs::plaintext(&kafka_brokers(), topic),
-        group: unique("floodgate-consumer-test-"),
-        instance_id: Some("consumer-1".into()),
-        dlq_topic: None,
-        batch_max: 100,
-        batch_linger_ms: 10,
-        session_timeout_ms: 45_000,
-    }
+    floodgate_tests::settings(&[
+        ("FLOODGATE_KAFKA_BROKERS", kafka_brokers()),
+        ("FLOODGATE_RESERVATIONS_TOPIC", topic.into()),
+        (
+            "FLOODGATE_CONSUMER_GROUP",
+            unique("floodgate-consumer-test-"),
+        ),
+        ("FLOODGATE_CONSUMER_INSTANCE_ID", "consumer-1".into()),
+        ("FLOODGATE_CONSUMER_BATCH", "100".into()),
+    ])
 }
 
 fn encoded(

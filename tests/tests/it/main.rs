@@ -17,6 +17,8 @@
 //! - [`secrets`], [`tls`], [`kafka_settings`], [`probes`], [`topics`]: what a deployment sets:
 //!   secrets from files and their rotation, TLS to every dependency, any librdkafka setting, the
 //!   probes, the topics.
+//! - [`script_headers`]: every Lua script's header against its declaration in Rust.
+//! - [`settings_reference`]: docs/settings.md, generated from every service's settings.
 //! - [`sale_end`]: the end of a sale and the purge of its Redis state.
 //! - [`slow_clients`]: what a stranger's silent or trickling connection costs every listener;
 //!   [`draw_costs`]: what asking for the draw's public record costs the sale's Redis.
@@ -73,7 +75,9 @@ mod reconcile;
 mod reservations;
 mod room_fleet;
 mod sale_end;
+mod script_headers;
 mod secrets;
+mod settings_reference;
 mod slow_clients;
 mod tls;
 mod topics;

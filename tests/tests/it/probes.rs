@@ -270,3 +270,46 @@ async fn a_stopping_booking_instance_turns_unready_and_keeps_serving_for_its_dra
     .await;
     assert!(exited.success(), "{exited:?}");
 }
+
+/// The consumer stops like the other two: unready at once (`/readyz` 503 `draining`), its admin
+/// listener still answering for the drain delay it is given, then its listener closes
+/// gracefully, its group is told goodbye and the process exits cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_consumer_turns_unready_then_ends_cleanly() {
+    let (url, db) = fresh_database().await;
+    let app = TestApp::spawn(db).await;
+    let admin = free_port();
+    let mut consumer = Stopped(
+        Command::new(binary("floodgate-consumer"))
+            .env("FLOODGATE_DATABASE_URL", &url)
+            .env("FLOODGATE_KAFKA_BROKERS", kafka_brokers())
+            .env("FLOODGATE_RESERVATIONS_TOPIC", &app.topic)
+            .env("FLOODGATE_CONSUMER_GROUP", unique("draining-"))
+            .env("FLOODGATE_CONSUMER_METRICS_LISTEN", admin.to_string())
+            .env("FLOODGATE_CONSUMER_DRAIN_DELAY_MS", "3000")
+            .env("RUST_LOG", "error")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("the consumer binary starts"),
+    );
+    let ready = format!("http://{admin}/readyz");
+    eventually("ready", WAIT, async || answers(&ready, 200, None).await).await;
+
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(consumer.0.id().to_string())
+        .status();
+    eventually("unready while draining", WAIT, async || {
+        answers(&ready, 503, Some("draining")).await
+    })
+    .await;
+    let metrics = reqwest::get(format!("http://{admin}/metrics"))
+        .await
+        .expect("the admin listener answers during the drain");
+    assert_eq!(metrics.status(), 200);
+    let exited = eventually("exits after the drain", WAIT, async || {
+        consumer.0.try_wait().ok().flatten()
+    })
+    .await;
+    assert!(exited.success(), "{exited:?}");
+}

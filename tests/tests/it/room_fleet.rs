@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use floodgate_gateway::scripts::room::Advanced;
+use floodgate_gateway::scripts::leader::Advanced;
 use floodgate_protocol::ws::close;
 use floodgate_tests::client::{Heard, RoomClient};
 use floodgate_tests::eventually;
@@ -266,18 +266,18 @@ async fn a_former_leader_cannot_advance_with_its_old_fencing_token(db: sqlx::PgP
         .query_async(&mut conn)
         .await
         .unwrap();
-    let scripts = floodgate_gateway::scripts::Scripts::default();
+    use floodgate_gateway::scripts::leader;
     let lease = |id: &'static str, ms: u64| {
-        let (mut conn, scripts, keys) = (app.redis.clone(), &scripts, &keys);
+        let (mut conn, keys) = (app.redis.clone(), &keys);
         async move {
-            let lease = scripts.lease(&mut conn, keys, id, Duration::from_millis(ms));
+            let lease = leader::lease(&mut conn, keys, id, Duration::from_millis(ms));
             lease.await.unwrap().unwrap_or_default()
         }
     };
     let advance = |fence: String| {
-        let (mut conn, scripts, keys) = (app.redis.clone(), &scripts, &keys);
+        let (mut conn, keys) = (app.redis.clone(), &keys);
         async move {
-            match scripts.advance(&mut conn, keys, &fence, 1).await.unwrap() {
+            match leader::advance(&mut conn, keys, &fence, 1).await.unwrap() {
                 Advanced::Moved { admitted, .. } => admitted as i64,
                 Advanced::NotLeader => -1,
                 Advanced::NotArmed => -2,

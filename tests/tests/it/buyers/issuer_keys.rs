@@ -46,7 +46,7 @@ fn args(issuer: &str, jwks_url: &str) -> IdentityArgs {
         identity_jwks_file: None,
         identity_jwks_allow_http: false,
         identity_algorithms: "EdDSA".into(),
-        identity_leeway_secs: 30,
+        identity_leeway: Duration::from_secs(30),
         buyer_id: "subject".into(),
         buyer_id_key: None,
     }

@@ -1,0 +1,274 @@
+//! The room's scripts: the controller lease (`lua/lease.lua`), and the leader's steps
+//! (`bury.lua`, `sweep.lua`, `advance.lua`) and a room's goodbye (`retire.lua`), each declared
+//! once and called one way, its reply decoded into a type.
+
+use std::time::Duration;
+
+use floodgate_platform::keys::SaleKeys;
+use floodgate_platform::runtime::RedisConn;
+use floodgate_platform::script::{FromReply, LuaScript as _};
+use floodgate_platform::scripts::Lease;
+use floodgate_protocol::UnixMillis;
+use redis::RedisResult;
+
+use super::room::HOUSEKEEPING_BATCH;
+
+/// What `advance.lua` did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Advanced {
+    /// The caller's fencing token is not the lease's: nothing changed.
+    NotLeader,
+    /// The sale is not armed: nothing changed.
+    NotArmed,
+    /// `admitted` live tickets (maybe none) were admitted; the frontier is now `frontier`, and
+    /// their tokens expire at `exp_ms` (0 if none).
+    Moved {
+        admitted: u64,
+        frontier: u64,
+        exp_ms: UnixMillis,
+    },
+}
+
+/// What `sweep.lua` did with a gateway that looked dead.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Swept {
+    /// Its liveness came back: nothing was handed over.
+    Alive,
+    /// This many of its tickets started their grace.
+    Handed(u64),
+}
+
+floodgate_platform::lua_script! {
+    /// `lua/bury.lua`: the tickets whose grace ran out are dead, at their places in line.
+    pub(super) struct Bury {
+        file: "bury.lua",
+        helpers: Sale,
+        reply: u64,
+        keys {
+            meta: "sale meta hash",
+            frontier: "frontier",
+            gone: "gone (sorted set)",
+            dead: "dead places",
+            deaths: "deaths stream",
+        }
+        args {}
+        rest { due: Vec<(u64, u64)> = "pairs: ticket, its place in line" }
+    }
+}
+
+floodgate_platform::lua_script! {
+    /// `lua/sweep.lua`: a dead gateway's tickets handed to the grace period.
+    pub(super) struct Sweep<'a> {
+        file: "sweep.lua",
+        helpers: Sale,
+        reply: i64,
+        keys {
+            alive: "the dead gateway's liveness key",
+            sessions: "its session set",
+            holders: "holders (hash)",
+            gone: "gone (sorted set)",
+            gateways: "the sale's gateway registry (set)",
+        }
+        args {
+            gateway: &'a str = "the dead gateway's id",
+            grace_ms: u64 = "grace (ms)",
+            most: usize = "most tickets to handle now",
+        }
+    }
+}
+
+floodgate_platform::lua_script! {
+    /// `lua/advance.lua`: one step of the admission controller.
+    pub(super) struct Advance<'a> {
+        file: "advance.lua",
+        helpers: Sale,
+        reply: Advanced,
+        keys {
+            meta: "sale meta hash",
+            seq: "ticket sequence",
+            frontier: "frontier",
+            leader: "leader key",
+            dead: "dead places",
+            admits: "admits stream",
+            batches: "batches (sorted set)",
+            tokens: "tokens",
+        }
+        args {
+            fence: &'a str = "the caller's fencing token",
+            permits: u64 = "most live tickets to admit now",
+        }
+    }
+}
+
+floodgate_platform::lua_script! {
+    /// `lua/retire.lua`: this gateway leaves a sale it has no session in.
+    pub(super) struct Retire<'a> {
+        file: "retire.lua",
+        helpers: None,
+        reply: i64,
+        keys {
+            alive: "this gateway's liveness key",
+            sessions: "its session set",
+            gateways: "the sale's gateway registry (set)",
+            lease: "the controller lease",
+        }
+        args {
+            instance: &'a str = "this gateway's instance id",
+        }
+    }
+}
+
+/// Which of `gateways` of `keys`' sale have their liveness key.
+pub async fn alive(
+    conn: &mut RedisConn,
+    keys: &SaleKeys,
+    gateways: &[&str],
+) -> RedisResult<Vec<bool>> {
+    let mut pipe = redis::pipe();
+    for gateway in gateways {
+        pipe.exists(keys.gateway_alive(gateway));
+    }
+    pipe.query_async(conn).await
+}
+
+/// Takes or renews `keys`' sale's controller lease for `instance` (`lua/lease.lua`): the
+/// fencing token if `instance` leads, `None` if another does.
+pub async fn lease(
+    conn: &mut RedisConn,
+    keys: &SaleKeys,
+    instance: &str,
+    lease: Duration,
+) -> RedisResult<Option<String>> {
+    let fence = Lease {
+        leader: keys.leader(),
+        epoch: keys.epoch(),
+        instance,
+        lease_ms: lease.as_millis() as u64,
+    }
+    .run(conn)
+    .await?;
+    Ok(Some(fence).filter(|f| !f.is_empty()))
+}
+
+/// Declares the `(ticket, place)` pairs whose grace ran out dead (`lua/bury.lua`): how many
+/// were (a ticket resumed meanwhile is not).
+pub async fn bury(conn: &mut RedisConn, keys: &SaleKeys, due: &[(u64, u64)]) -> RedisResult<u64> {
+    Ok(Bury {
+        meta: keys.meta(),
+        frontier: keys.frontier(),
+        gone: keys.gone(),
+        dead: keys.dead(),
+        deaths: keys.deaths(),
+        due: due.to_vec(),
+    }
+    .run(conn)
+    .await?)
+}
+
+/// Hands the tickets of `gateway`, which looked dead, to the grace period (`lua/sweep.lua`),
+/// at most [`HOUSEKEEPING_BATCH`] of them.
+pub async fn sweep(
+    conn: &mut RedisConn,
+    keys: &SaleKeys,
+    gateway: &str,
+    grace: Duration,
+) -> RedisResult<Swept> {
+    let swept = Sweep {
+        alive: keys.gateway_alive(gateway),
+        sessions: keys.gateway_sessions(gateway),
+        holders: keys.holders(),
+        gone: keys.gone(),
+        gateways: keys.gateways(),
+        gateway,
+        grace_ms: grace.as_millis() as u64,
+        most: HOUSEKEEPING_BATCH,
+    }
+    .run(conn)
+    .await?;
+    Ok(u64::try_from(swept).map_or(Swept::Alive, Swept::Handed))
+}
+
+/// One step of the admission controller with fencing token `fence` (`lua/advance.lua`),
+/// admitting at most `permits` live tickets; also expires unspent tokens.
+pub async fn advance(
+    conn: &mut RedisConn,
+    keys: &SaleKeys,
+    fence: &str,
+    permits: u64,
+) -> RedisResult<Advanced> {
+    Ok(Advance {
+        meta: keys.meta(),
+        seq: keys.seq(),
+        frontier: keys.frontier(),
+        leader: keys.leader(),
+        dead: keys.dead(),
+        admits: keys.admits(),
+        batches: keys.batches(),
+        tokens: keys.tokens(),
+        fence,
+        permits,
+    }
+    .run(conn)
+    .await?)
+}
+
+/// Removes `instance`'s liveness, its place in the sale's registry and any lease it holds
+/// (`lua/retire.lua`): false if a session registered meanwhile (then nothing changed).
+pub async fn retire(conn: &mut RedisConn, keys: &SaleKeys, instance: &str) -> RedisResult<bool> {
+    let retired = Retire {
+        alive: keys.gateway_alive(instance),
+        sessions: keys.gateway_sessions(instance),
+        gateways: keys.gateways(),
+        lease: keys.leader(),
+        instance,
+    }
+    .run(conn)
+    .await?;
+    Ok(retired == 1)
+}
+
+/// `advance.lua`'s reply `{admitted, frontier, exp}`, with its negative markers.
+impl FromReply for Advanced {
+    fn from_reply(value: redis::Value) -> Result<Self, String> {
+        <(i64, u64, i64)>::from_reply(value).map(advanced)
+    }
+}
+
+fn advanced((admitted, frontier, exp_ms): (i64, u64, i64)) -> Advanced {
+    match admitted {
+        -1 => Advanced::NotLeader,
+        n if n < 0 => Advanced::NotArmed,
+        n => Advanced::Moved {
+            admitted: n as u64,
+            frontier,
+            exp_ms,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advance_replies_read_into_their_outcomes() {
+        assert_eq!(advanced((-1, 0, 0)), Advanced::NotLeader);
+        assert_eq!(advanced((-2, 0, 0)), Advanced::NotArmed);
+        assert_eq!(
+            advanced((3, 17, 9_000)),
+            Advanced::Moved {
+                admitted: 3,
+                frontier: 17,
+                exp_ms: 9_000
+            }
+        );
+        assert_eq!(
+            advanced((0, 17, 0)),
+            Advanced::Moved {
+                admitted: 0,
+                frontier: 17,
+                exp_ms: 0
+            }
+        );
+    }
+}
