@@ -34,6 +34,16 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// What the gateway answers when a script's reply is not the shape it documents: logged
+    /// with the reply, and a retryable 503 for the client.
+    pub fn odd_reply(script: &str, reply: &str) -> Self {
+        tracing::error!(script, %reply, "a waiting-room script answered oddly");
+        ApiError::Unavailable(
+            code::REDIS_UNAVAILABLE,
+            "the waiting room answered oddly; retry in a second".into(),
+        )
+    }
+
     /// A sale id that is not armed (or not an id at all), as every endpoint answers it.
     pub fn unknown_sale() -> Self {
         ApiError::NotFound(code::UNKNOWN_SALE, UNKNOWN_SALE_MESSAGE.into())
@@ -93,7 +103,7 @@ impl From<floodgate_platform::script::ScriptError> for ApiError {
         match e {
             floodgate_platform::script::ScriptError::Redis(e) => e.into(),
             floodgate_platform::script::ScriptError::Odd(odd) => {
-                crate::scripts::odd_reply(odd.script, &odd.reply)
+                ApiError::odd_reply(odd.script, &odd.reply)
             }
         }
     }

@@ -29,7 +29,9 @@
 //! - [`bookings`]: the booking paths on the page's own origin, passed to the booking service.
 //! - [`door`]: who is joining (the buyer's identity) and the bot check at the door.
 //! - [`error`]: JSON errors answered before an upgrade.
-//! - [`probes`]: `/healthz`, `/readyz` and the drain that turns a stopping gateway unready first.
+//! - [`probes`]: `/healthz` and `/readyz` (unready from the moment the gateway is told to stop);
+//!   `service`: the gateway as `floodgate_platform::service` runs it (its background work, its
+//!   listeners, its sessions' goodbye).
 //!
 //! A gateway never decides a seat: it only hands out tickets and admission tokens.
 

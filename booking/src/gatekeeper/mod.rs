@@ -30,6 +30,9 @@
 //! each writes its event in the same step. Every reply is turned into a Rust type in exactly one
 //! function (`holds`, `replies`, `claims`).
 //!
+//! Every script is declared once in [`scripts`] (the keys and arguments several share, in
+//! `layouts`); the reservation's own calls are made in [`calls`].
+//!
 //! Besides the hot path: [`arming`] (loading a sale into Redis), [`repair`] (reconciliation and
 //! rebuilding a lost pool), [`ending`] (a sale's end and the purge of its state), and the relay's, reaper's and ops API's typed calls (`upkeep`,
 //! `ops`). Nothing outside this module reads a pool's keys or a script's reply.
@@ -40,6 +43,7 @@ pub mod calls;
 mod claims;
 pub mod ending;
 mod holds;
+mod layouts;
 mod ops;
 pub mod repair;
 mod replies;

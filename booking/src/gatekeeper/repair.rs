@@ -10,7 +10,7 @@ use redis::RedisResult;
 
 use floodgate_platform::script::LuaScript as _;
 
-use super::arming::{PoolArming, PoolStateKeys};
+use super::layouts::{PoolArming, PoolStateKeys};
 use super::replies::protocol_error;
 use super::scripts::{RebuildPool, RepairPool};
 

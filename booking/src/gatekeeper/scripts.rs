@@ -9,7 +9,7 @@ use floodgate_platform::runtime::RedisConn;
 use floodgate_platform::script::{Declaration, LuaScript};
 use floodgate_platform::scripts::{Lease, PoolLayout};
 
-use super::arming::{PoolArming, PoolStateKeys};
+use super::layouts::{PoolArming, PoolStateKeys};
 
 /// How long one attempt (one request's claim) may take to reach the pool: it can make a new
 /// hold only this long after its claim. A healthy request takes one Redis round trip between

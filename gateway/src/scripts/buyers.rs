@@ -275,7 +275,7 @@ fn parse_place(reply: &[String]) -> Result<Place, ApiError> {
 }
 
 fn odd(reply: &str) -> ApiError {
-    super::odd_reply("buyer_place.lua", reply)
+    ApiError::odd_reply("buyer_place.lua", reply)
 }
 
 #[cfg(test)]

@@ -54,16 +54,6 @@ pub const DECLARED: &[&Declaration] = &[
     <leader::Retire<'_> as LuaScript>::DECLARATION,
 ];
 
-/// What the gateway answers when a script's reply is not the shape it documents: logged with
-/// the reply, and a retryable 503 for the client.
-pub(crate) fn odd_reply(script: &str, reply: &str) -> crate::error::ApiError {
-    tracing::error!(script, %reply, "a waiting-room script answered oddly");
-    crate::error::ApiError::Unavailable(
-        floodgate_protocol::api::code::REDIS_UNAVAILABLE,
-        "the waiting room answered oddly; retry in a second".into(),
-    )
-}
-
 /// A script's reply as the tests of its parser write it.
 #[cfg(test)]
 pub(crate) fn strings(items: &[&str]) -> Vec<String> {

@@ -163,7 +163,7 @@ fn parse_standing(reply: &[String]) -> Result<Standing, ApiError> {
 }
 
 fn odd_standing(reply: &[String]) -> ApiError {
-    super::odd_reply("standing.lua", &reply.join(" "))
+    ApiError::odd_reply("standing.lua", &reply.join(" "))
 }
 
 /// Whether a buyer made `ticket` theirs by taking it with its buyerless token (the sale's
