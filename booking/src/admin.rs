@@ -63,17 +63,17 @@ pub(crate) async fn require_ops_token(
     // A request without the header is refused as such, never compared with anything (an empty
     // token once matched an empty setting); the token itself is never empty (Config::validate).
     let presented = bearer(request.headers()).map_err(|e| match e {
-        BearerError::Missing => ApiError::Unauthorized(
+        BearerError::Missing => ApiError::new(
             code::OPS_TOKEN_MISSING,
             "this API needs the ops token: Authorization: Bearer <ops token>".into(),
         ),
-        BearerError::Malformed => ApiError::Unauthorized(
+        BearerError::Malformed => ApiError::new(
             code::OPS_TOKEN_INVALID,
             "this API needs the ops token: Authorization: Bearer <ops token>".into(),
         ),
     })?;
     let Some(token) = which_secret(presented.as_bytes(), &tokens) else {
-        return Err(ApiError::Unauthorized(
+        return Err(ApiError::new(
             code::OPS_TOKEN_INVALID,
             "this API needs the ops token".into(),
         ));
@@ -86,7 +86,7 @@ pub(crate) async fn require_ops_token(
 
 fn db_error(e: sqlx::Error) -> ApiError {
     tracing::warn!(error = %e, "catalog write failed");
-    ApiError::Unavailable(
+    ApiError::new(
         code::CATALOG_UNAVAILABLE,
         "the catalog is unavailable; retry shortly".into(),
     )
@@ -133,9 +133,8 @@ pub async fn update_sale(
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Json<OpsFigures>, ApiError> {
     check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
-    let body = body.map_err(|_| {
-        ApiError::PayloadTooLarge(code::BODY_TOO_LARGE, "the request body is too large".into())
-    })?;
+    let body = body
+        .map_err(|_| ApiError::new(code::BODY_TOO_LARGE, "the request body is too large".into()))?;
     let update = SaleUpdate::parse(&body)?;
     let asked = serde_json::from_slice(&body).unwrap_or_default();
     let change = async {
@@ -269,7 +268,7 @@ pub async fn open_now(
         let now_ms = state.gatekeeper.open_now(&sale, &pools).await?;
         let opens_at =
             time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(now_ms) * 1_000_000)
-                .map_err(|_| ApiError::Internal("clock out of range".into()))?;
+                .map_err(|_| ApiError::internal("clock out of range"))?;
         sqlx::query("update sales set opens_at = $2, updated_at = now() where id = $1")
             .bind(&sale)
             .bind(opens_at)

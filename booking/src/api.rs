@@ -83,10 +83,9 @@ pub async fn create_reservation(
     let claims = authenticate(&state, &headers, &sale).await?;
     let idempotency_key = idempotency_key(&headers)?;
     let request = parse_body(body)?;
-    check_pool_id(&request.pool)
-        .map_err(|e| ApiError::NotFound(code::UNKNOWN_POOL, e.to_string()))?;
+    check_pool_id(&request.pool).map_err(|e| ApiError::new(code::UNKNOWN_POOL, e.to_string()))?;
     if request.seats == 0 || request.seats > claims.max_seats {
-        return Err(ApiError::Unprocessable(
+        return Err(ApiError::new(
             code::INVALID_SEATS,
             format!("seats must be between 1 and {}", claims.max_seats),
         ));
@@ -95,7 +94,7 @@ pub async fn create_reservation(
     // A broker known to be down could not make a hold durable: say so at once, before the
     // pass is claimed or a seat taken (crate::broker_health).
     if !state.publisher.health().admit() {
-        return Err(ApiError::Unavailable(
+        return Err(ApiError::new(
             code::BROKER_UNAVAILABLE,
             "reservations cannot be made durable now (the event broker is down); nothing was changed, retry shortly with the same Idempotency-Key".into(),
         ));
@@ -157,7 +156,7 @@ async fn unknown_or_lost_sale(state: &AppState, sale: &str) -> ApiError {
         Ok(Some((_, true))) => ReserveError::SaleEnded.into(),
         Ok(Some((true, false))) => {
             tracing::error!(%sale, "armed sale missing from Redis: its state was lost");
-            ApiError::Unavailable(
+            ApiError::new(
                 code::SALE_UNAVAILABLE,
                 "this sale is temporarily unavailable; retry shortly".into(),
             )
@@ -165,7 +164,7 @@ async fn unknown_or_lost_sale(state: &AppState, sale: &str) -> ApiError {
         Ok(_) => ApiError::unknown_sale(),
         Err(e) => {
             tracing::warn!(error = %e, "catalog unreachable");
-            ApiError::Unavailable(code::CATALOG_UNAVAILABLE, "retry shortly".into())
+            ApiError::new(code::CATALOG_UNAVAILABLE, "retry shortly".into())
         }
     }
 }
@@ -178,25 +177,25 @@ async fn authenticate(
     sale: &str,
 ) -> Result<AdmissionClaims, ApiError> {
     let token = bearer(headers).map_err(|e| match e {
-        BearerError::Missing => ApiError::Unauthorized(
+        BearerError::Missing => ApiError::new(
             code::TOKEN_MISSING,
             "an admission token is required: Authorization: Bearer <token>".into(),
         ),
-        BearerError::Malformed => ApiError::Unauthorized(
+        BearerError::Malformed => ApiError::new(
             code::TOKEN_MALFORMED,
             "expected Authorization: Bearer <token>".into(),
         ),
     })?;
     let claims = state.verifier.verify(token, now_millis())?;
     if claims.sale != sale {
-        return Err(ApiError::Forbidden(
+        return Err(ApiError::new(
             code::TOKEN_WRONG_SALE,
             "this admission token was issued for another sale".into(),
         ));
     }
     if let Some(bound) = &claims.buyer {
         let buyer = identify(state, headers).await?.ok_or_else(|| {
-            ApiError::Unauthorized(
+            ApiError::new(
                 code::IDENTITY_REQUIRED,
                 "this admission token belongs to a signed-in buyer: send their identity token \
                  in Floodgate-Identity"
@@ -204,7 +203,7 @@ async fn authenticate(
             )
         })?;
         if buyer.as_str() != bound {
-            return Err(ApiError::Forbidden(
+            return Err(ApiError::new(
                 code::BUYER_MISMATCH,
                 "this admission token was issued to another buyer".into(),
             ));
@@ -215,7 +214,7 @@ async fn authenticate(
 
 fn idempotency_key(headers: &HeaderMap) -> Result<&str, ApiError> {
     let value = headers.get("idempotency-key").ok_or_else(|| {
-        ApiError::BadRequest(
+        ApiError::new(
             code::IDEMPOTENCY_KEY_MISSING,
             "an Idempotency-Key header is required (a fresh UUID per reservation attempt)".into(),
         )
@@ -225,7 +224,7 @@ fn idempotency_key(headers: &HeaderMap) -> Result<&str, ApiError> {
         && key.len() <= MAX_IDEMPOTENCY_KEY_LEN
         && key.bytes().all(|b| b.is_ascii_graphic());
     if !valid {
-        return Err(ApiError::BadRequest(
+        return Err(ApiError::new(
             code::IDEMPOTENCY_KEY_INVALID,
             format!(
                 "Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY_LEN} visible ASCII characters"
@@ -240,20 +239,20 @@ fn idempotency_key(headers: &HeaderMap) -> Result<&str, ApiError> {
 fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<ReservationRequest, ApiError> {
     let body = body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge(code::BODY_TOO_LARGE, "the request body is too large".into())
+            ApiError::new(code::BODY_TOO_LARGE, "the request body is too large".into())
         } else {
-            ApiError::BadRequest(code::BAD_BODY, "the request body could not be read".into())
+            ApiError::new(code::BAD_BODY, "the request body could not be read".into())
         }
     })?;
     let value: serde_json::Value = serde_json::from_slice(&body).map_err(|_| {
-        ApiError::BadRequest(
+        ApiError::new(
             code::BAD_JSON,
             "the body is not valid JSON; send {\"pool\": \"<pool id>\", \"seats\": <number>}"
                 .into(),
         )
     })?;
     let serde_json::Value::Object(fields) = value else {
-        return Err(ApiError::Unprocessable(
+        return Err(ApiError::new(
             code::INVALID_REQUEST,
             "the body must be a JSON object: {\"pool\": \"<pool id>\", \"seats\": <number>}".into(),
         ));
@@ -262,7 +261,7 @@ fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<ReservationRequest,
         .keys()
         .find(|k| !matches!(k.as_str(), "pool" | "seats"))
     {
-        return Err(ApiError::Unprocessable(
+        return Err(ApiError::new(
             code::INVALID_REQUEST,
             format!("unknown field {unknown:?}: a reservation takes only pool and seats"),
         ));
@@ -270,7 +269,7 @@ fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<ReservationRequest,
     let pool = match fields.get("pool") {
         Some(serde_json::Value::String(pool)) => pool.clone(),
         _ => {
-            return Err(ApiError::Unprocessable(
+            return Err(ApiError::new(
                 code::INVALID_POOL,
                 "pool must be the id of one of the sale's pools, as a string".into(),
             ))
@@ -283,7 +282,7 @@ fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<ReservationRequest,
         .and_then(serde_json::Value::as_u64)
         .and_then(|n| u32::try_from(n).ok())
         .ok_or_else(|| {
-            ApiError::Unprocessable(
+            ApiError::new(
                 code::INVALID_SEATS,
                 "seats must be a whole number of seats, at least 1".into(),
             )
@@ -300,5 +299,5 @@ fn new_secret() -> String {
 
 /// Any route not defined: a JSON 404 like every other error.
 pub async fn not_found() -> ApiError {
-    ApiError::NotFound(code::NOT_FOUND, "no such endpoint".into())
+    ApiError::new(code::NOT_FOUND, "no such endpoint".into())
 }

@@ -40,24 +40,16 @@ pub async fn identify(state: &AppState, headers: &HeaderMap) -> Result<Option<Bu
     };
     let token = value
         .to_str()
-        .map_err(|_| identity_refusal(IdentityError::Malformed))?;
+        .map_err(|_| ApiError::from(IdentityError::Malformed))?;
     let Some(verifier) = &state.identity else {
         tracing::error!("a request presents an identity, and no issuer is configured (FLOODGATE_IDENTITY_ISSUER)");
-        return Err(identity_refusal(IdentityError::Unavailable));
+        return Err(ApiError::from(IdentityError::Unavailable));
     };
     verifier
         .verify(token.trim())
         .await
         .map(Some)
-        .map_err(identity_refusal)
-}
-
-fn identity_refusal(e: IdentityError) -> ApiError {
-    if e.is_client_error() {
-        ApiError::Unauthorized(e.code(), e.to_string())
-    } else {
-        ApiError::Unavailable(e.code(), e.to_string())
-    }
+        .map_err(ApiError::from)
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ pub async fn buyer_reservations(
     let Path(sale) = sale.map_err(|_| ApiError::unknown_sale())?;
     check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
     let buyer = identify(&state, &headers).await?.ok_or_else(|| {
-        ApiError::Unauthorized(
+        ApiError::new(
             code::IDENTITY_REQUIRED,
             "sign in: send your identity token in Floodgate-Identity".into(),
         )
@@ -61,7 +61,7 @@ pub async fn buyer_reservations(
     .await
     .map_err(|e| {
         tracing::warn!(error = %e, "bookings unreadable");
-        ApiError::Unavailable(code::CATALOG_UNAVAILABLE, "retry shortly".into())
+        ApiError::new(code::CATALOG_UNAVAILABLE, "retry shortly".into())
     })?;
     let ms = |t: time::OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
     let reservations = rows

@@ -46,12 +46,12 @@ async fn authorized_reservation(
     headers: &HeaderMap,
 ) -> Result<(String, StoredReservation), ApiError> {
     let presented = bearer(headers).map_err(|_| {
-        ApiError::Unauthorized(
+        ApiError::new(
             code::SECRET_MISSING,
             "present the reservation's secret: Authorization: Bearer <secret>".into(),
         )
     })?;
-    let not_found = || ApiError::NotFound(code::UNKNOWN_RESERVATION, "no such reservation".into());
+    let not_found = || ApiError::new(code::UNKNOWN_RESERVATION, "no such reservation".into());
     check_sale_id(sale).map_err(|_| not_found())?;
     let pool = reservation_pool(id).ok_or_else(not_found)?.to_owned();
     let stored = state
@@ -110,7 +110,7 @@ pub async fn start_payment(
 ) -> Result<(StatusCode, Json<PaymentStarted>), ApiError> {
     let (pool, stored) = authorized_reservation(&state, &sale, &id, &headers).await?;
     if stored.state != ReservationState::Held {
-        return Err(ApiError::Conflict(
+        return Err(ApiError::new(
             code::NOT_PAYABLE,
             format!(
                 "this reservation is {}; only a held reservation can be paid",
@@ -130,7 +130,7 @@ pub async fn start_payment(
         .await
         .map_err(|e| {
             tracing::warn!(error = %e, "payment provider call failed");
-            ApiError::Unavailable(
+            ApiError::new(
                 code::PAYMENT_PROVIDER_UNAVAILABLE,
                 "the payment provider is unavailable; retry shortly".into(),
             )
@@ -144,13 +144,13 @@ pub async fn start_payment(
     {
         PaymentStart::Pending => {}
         PaymentStart::NotHeld { state: now } => {
-            return Err(ApiError::Conflict(
+            return Err(ApiError::new(
                 code::NOT_PAYABLE,
                 format!("this reservation is {now} now; only a held reservation can be paid"),
             ))
         }
         PaymentStart::Unknown => {
-            return Err(ApiError::NotFound(
+            return Err(ApiError::new(
                 code::UNKNOWN_RESERVATION,
                 "no such reservation".into(),
             ))

@@ -36,14 +36,14 @@ impl SaleUpdate {
     /// is checked against the bounds the controller relies on ([`floodgate_protocol::settings`]).
     pub fn parse(body: &[u8]) -> Result<Self, ApiError> {
         let value: Value = serde_json::from_slice(body).map_err(|_| {
-            ApiError::BadRequest(
+            ApiError::new(
                 code::BAD_JSON,
                 "the body is not valid JSON; send {\"admission_rate\": 20.0, \"active_cap\": 500} (either)"
                     .into(),
             )
         })?;
         let Value::Object(fields) = value else {
-            return Err(ApiError::Unprocessable(
+            return Err(ApiError::new(
                 code::INVALID_REQUEST,
                 "the body must be a JSON object with admission_rate and/or active_cap".into(),
             ));
@@ -56,7 +56,7 @@ impl SaleUpdate {
                         .as_f64()
                         .ok_or_else(|| String::from("admission_rate must be a number"))
                         .and_then(floodgate_protocol::settings::check_admission_rate)
-                        .map_err(|m| ApiError::Unprocessable(code::INVALID_RATE, m))?;
+                        .map_err(|m| ApiError::new(code::INVALID_RATE, m))?;
                     update.admission_rate = Some(rate);
                 }
                 "active_cap" => {
@@ -64,9 +64,9 @@ impl SaleUpdate {
                         .as_u64()
                         .ok_or_else(|| String::from("active_cap must be a whole number"))
                         .and_then(floodgate_protocol::settings::check_active_cap)
-                        .map_err(|m| ApiError::Unprocessable(code::INVALID_CAP, m))?;
+                        .map_err(|m| ApiError::new(code::INVALID_CAP, m))?;
                     update.active_cap = Some(u32::try_from(cap).map_err(|_| {
-                        ApiError::Unprocessable(code::INVALID_CAP, "active_cap is too large".into())
+                        ApiError::new(code::INVALID_CAP, "active_cap is too large".into())
                     })?);
                 }
                 "challenge" => {
@@ -74,7 +74,7 @@ impl SaleUpdate {
                         .as_str()
                         .ok_or_else(|| String::from("challenge must be \"none\" or \"pow\""))
                         .and_then(ChallengeRule::parse)
-                        .map_err(|m| ApiError::Unprocessable(code::INVALID_REQUEST, m))?;
+                        .map_err(|m| ApiError::new(code::INVALID_REQUEST, m))?;
                     update.challenge = Some(rule);
                 }
                 "pow_difficulty" => {
@@ -82,11 +82,11 @@ impl SaleUpdate {
                         .as_i64()
                         .ok_or_else(|| String::from("pow_difficulty must be a whole number of bits"))
                         .and_then(floodgate_protocol::challenge::check_difficulty)
-                        .map_err(|m| ApiError::Unprocessable(code::INVALID_DIFFICULTY, m))?;
+                        .map_err(|m| ApiError::new(code::INVALID_DIFFICULTY, m))?;
                     update.pow_difficulty = Some(bits);
                 }
                 other => {
-                    return Err(ApiError::Unprocessable(
+                    return Err(ApiError::new(
                         code::INVALID_REQUEST,
                         format!("unknown field {other:?}: the sale's admission_rate, active_cap, challenge and pow_difficulty can be changed"),
                     ))
@@ -94,7 +94,7 @@ impl SaleUpdate {
             }
         }
         if update == SaleUpdate::default() {
-            return Err(ApiError::Unprocessable(
+            return Err(ApiError::new(
                 code::INVALID_REQUEST,
                 "name admission_rate, active_cap, challenge or pow_difficulty to change".into(),
             ));

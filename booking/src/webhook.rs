@@ -39,9 +39,8 @@ pub async fn receive_webhook(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<WebhookAnswer>, ApiError> {
-    let body = body.map_err(|_| {
-        ApiError::PayloadTooLarge(code::BODY_TOO_LARGE, "the webhook body is too large".into())
-    })?;
+    let body = body
+        .map_err(|_| ApiError::new(code::BODY_TOO_LARGE, "the webhook body is too large".into()))?;
     let signature = headers.get(SIGNATURE_HEADER).and_then(|v| v.to_str().ok());
     let now_secs = floodgate_protocol::now_millis() / 1000;
     verify(
@@ -52,17 +51,15 @@ pub async fn receive_webhook(
         state.webhook_tolerance.as_secs(),
     )
     .map_err(|e| match e {
-        SignatureError::Missing => ApiError::BadRequest(code::SIGNATURE_MISSING, e.to_string()),
-        SignatureError::Malformed => ApiError::BadRequest(code::SIGNATURE_MALFORMED, e.to_string()),
-        SignatureError::Stale => {
-            ApiError::BadRequest(code::TIMESTAMP_OUTSIDE_TOLERANCE, e.to_string())
-        }
-        SignatureError::Invalid => ApiError::Unauthorized(code::SIGNATURE_INVALID, e.to_string()),
+        SignatureError::Missing => ApiError::new(code::SIGNATURE_MISSING, e.to_string()),
+        SignatureError::Malformed => ApiError::new(code::SIGNATURE_MALFORMED, e.to_string()),
+        SignatureError::Stale => ApiError::new(code::TIMESTAMP_OUTSIDE_TOLERANCE, e.to_string()),
+        SignatureError::Invalid => ApiError::new(code::SIGNATURE_INVALID, e.to_string()),
     })?;
 
     // Only a correctly signed body is parsed.
     let event: WebhookEvent = serde_json::from_slice(&body).map_err(|_| {
-        ApiError::BadRequest(
+        ApiError::new(
             code::BAD_JSON,
             "the webhook body is not a payment event".into(),
         )
@@ -77,7 +74,7 @@ pub async fn receive_webhook(
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     if !id_ok {
-        return Err(ApiError::Unprocessable(
+        return Err(ApiError::new(
             code::INVALID_EVENT,
             "the event id must be 1 to 128 letters, digits, '_' or '-'".into(),
         ));
@@ -222,7 +219,7 @@ async fn pool_lost_or_unknown(
     .map_err(catalog_unavailable)?;
     if known.is_some() {
         tracing::error!(sale = %target.sale, pool = %target.pool, "a payment for a pool whose Redis state is lost: refused until it is rebuilt");
-        return Err(ApiError::Unavailable(
+        return Err(ApiError::new(
             code::POOL_UNAVAILABLE,
             "this reservation's pool is being restored; redeliver".into(),
         ));
@@ -270,7 +267,7 @@ async fn refund_unmatched(
 
 fn catalog_unavailable(e: sqlx::Error) -> ApiError {
     tracing::warn!(error = %e, "catalog unreachable");
-    ApiError::Unavailable(
+    ApiError::new(
         code::CATALOG_UNAVAILABLE,
         "the payment could not be recorded; redeliver".into(),
     )
@@ -279,7 +276,7 @@ fn catalog_unavailable(e: sqlx::Error) -> ApiError {
 async fn request_refund(state: &AppState, payment: &str) -> Result<(), ApiError> {
     state.provider.refund(payment).await.map_err(|e| {
         tracing::warn!(error = %e, %payment, "refund request failed; the provider will redeliver");
-        ApiError::Unavailable(
+        ApiError::new(
             code::PAYMENT_PROVIDER_UNAVAILABLE,
             "refund not yet requested; redeliver".into(),
         )

@@ -233,7 +233,7 @@ pub async fn asset(
         .assets
         .by_name
         .get(&name)
-        .ok_or_else(|| ApiError::NotFound(code::NOT_FOUND, "no such asset".into()))?;
+        .ok_or_else(|| ApiError::new(code::NOT_FOUND, "no such asset".into()))?;
     Ok(respond(asset, &headers, IMMUTABLE))
 }
 
@@ -246,7 +246,7 @@ pub async fn index(
         .assets
         .index
         .as_ref()
-        .ok_or_else(|| ApiError::NotFound(code::NOT_FOUND, "no page is served here".into()))?;
+        .ok_or_else(|| ApiError::new(code::NOT_FOUND, "no page is served here".into()))?;
     Ok(respond(page, &headers, "no-cache"))
 }
 

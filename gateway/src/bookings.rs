@@ -72,7 +72,7 @@ pub async fn forward(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let Some(route) = &state.booking else {
-        return Err(ApiError::NotFound(
+        return Err(ApiError::new(
             code::NOT_FOUND,
             "bookings are not served by this gateway; the site's own origin routes them".into(),
         ));
@@ -90,7 +90,7 @@ pub async fn forward(
     request = request.header("x-forwarded-for", peer.ip().to_string());
     let answer = request.send().await.map_err(|e| {
         tracing::warn!(error = %e, "booking service unreachable");
-        ApiError::Unavailable(
+        ApiError::new(
             code::BOOKING_UNAVAILABLE,
             "the booking service is briefly unavailable; retry with the same Idempotency-Key"
                 .into(),
@@ -108,7 +108,7 @@ pub async fn forward(
     }
     let body = answer.bytes().await.map_err(|e| {
         tracing::warn!(error = %e, "booking service's answer cut short");
-        ApiError::Unavailable(
+        ApiError::new(
             code::BOOKING_UNAVAILABLE,
             "the booking service's answer was lost; retry with the same Idempotency-Key".into(),
         )

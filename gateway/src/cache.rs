@@ -164,14 +164,14 @@ pub(crate) async fn static_headers(
     match response.status() {
         StatusCode::OK => {}
         StatusCode::METHOD_NOT_ALLOWED => {
-            return ApiError::MethodNotAllowed(
+            return ApiError::new(
                 code::METHOD_NOT_ALLOWED,
                 "static files are read with GET or HEAD".into(),
             )
             .into_response()
         }
         status if status.is_client_error() => {
-            return ApiError::NotFound(code::NOT_FOUND, "no such file".into()).into_response()
+            return ApiError::new(code::NOT_FOUND, "no such file".into()).into_response()
         }
         _ => return response,
     }

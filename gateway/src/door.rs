@@ -53,7 +53,7 @@ pub async fn identify(
     let required = door.identity == IdentityRule::Required;
     let Some(token) = token else {
         return if required {
-            Err(ApiError::Unauthorized(
+            Err(ApiError::new(
                 code::IDENTITY_REQUIRED,
                 "this sale is for signed-in buyers: sign in, then join with your identity token"
                     .into(),
@@ -65,7 +65,7 @@ pub async fn identify(
     let Some(verifier) = &state.identity else {
         if required {
             tracing::error!("a sale requires identities, and this gateway has no issuer configured (FLOODGATE_IDENTITY_ISSUER)");
-            return Err(identity_refusal(IdentityError::Unavailable));
+            return Err(ApiError::from(IdentityError::Unavailable));
         }
         return Ok(None);
     };
@@ -73,16 +73,7 @@ pub async fn identify(
         .verify(token)
         .await
         .map(Some)
-        .map_err(identity_refusal)
-}
-
-/// The answer to a refused identity token, for joins and booking requests alike.
-pub fn identity_refusal(e: IdentityError) -> ApiError {
-    if e.is_client_error() {
-        ApiError::Unauthorized(e.code(), e.to_string())
-    } else {
-        ApiError::Unavailable(e.code(), e.to_string())
-    }
+        .map_err(ApiError::from)
 }
 
 /// Checks the bot-check answer of a join to a sale that asks for one, and marks a solved puzzle
@@ -97,8 +88,8 @@ pub async fn pass_challenge(
         return Ok(());
     };
     let refused = |e: ChallengeError| match e {
-        ChallengeError::Unavailable => ApiError::Unavailable(e.code(), e.to_string()),
-        _ => ApiError::Forbidden(e.code(), e.to_string()),
+        ChallengeError::Unavailable => ApiError::new(e.code(), e.to_string()),
+        _ => ApiError::new(e.code(), e.to_string()),
     };
     let answer = answer.ok_or_else(|| refused(ChallengeError::Required))?;
     // Checked against the easiest the puzzles were in the last few seconds: a puzzle handed
@@ -174,7 +165,7 @@ fn auto_difficulty(state: &AppState) -> AutoDifficulty {
 /// The door of `ctx`'s sale, from its room's view.
 pub async fn door_of(ctx: &Context) -> Result<Door, ApiError> {
     ctx.room.door().await.ok_or_else(|| {
-        ApiError::Unavailable(
+        ApiError::new(
             code::REDIS_UNAVAILABLE,
             "the waiting room is briefly unavailable; retry in a second".into(),
         )

@@ -96,7 +96,7 @@ impl Asked<'_> {
 }
 
 fn damaged() -> ApiError {
-    ApiError::Unavailable(code::DRAW_UNAVAILABLE, "the draw record is damaged".into())
+    ApiError::new(code::DRAW_UNAVAILABLE, "the draw record is damaged".into())
 }
 
 /// `GET /v1/sales/{sale}/draw`: the commitment while the pre-queue is open; once it has closed,
@@ -187,7 +187,7 @@ pub async fn nonces(
 ) -> Result<Response, ApiError> {
     check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
     let (from, count) = Page::check(page, MAX_NONCES).ok_or_else(|| {
-        ApiError::BadRequest(
+        ApiError::new(
             code::BAD_PAGE,
             format!("from is a ticket number from 1 to {MAX_TICKET}; count is 1 to {MAX_NONCES}"),
         )
@@ -236,7 +236,7 @@ pub async fn batches(
 ) -> Result<Response, ApiError> {
     check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
     let (from, count) = Page::check(page, MAX_BATCHES).ok_or_else(|| {
-        ApiError::BadRequest(
+        ApiError::new(
             code::BAD_PAGE,
             format!("from is a batch number from 1; count is 1 to {MAX_BATCHES}"),
         )
@@ -328,7 +328,7 @@ pub async fn proof(
         .ok()
         .filter(|q| (1..=MAX_TICKET).contains(&q.ticket))
         .ok_or_else(|| {
-            ApiError::BadRequest(code::BAD_TICKET, "ticket is a ticket number from 1".into())
+            ApiError::new(code::BAD_TICKET, "ticket is a ticket number from 1".into())
         })?;
     let asked = Asked {
         state: &state,
@@ -348,7 +348,7 @@ async fn read_proof(state: &AppState, sale: &str, ticket: u64) -> Result<Part, A
         return Err(ApiError::unknown_sale());
     }
     let not_drawn = || {
-        ApiError::NotFound(
+        ApiError::new(
             code::NOT_IN_PREQUEUE,
             format!("ticket {ticket} did not join the pre-queue, so the draw did not place it"),
         )

@@ -77,7 +77,7 @@ pub async fn join_queue(
 ) -> Result<Response, ApiError> {
     let request = JoinRequest::read(&state, params, &headers)?;
     let upgrade = upgrade.map_err(|e| {
-        ApiError::UpgradeRequired(
+        ApiError::new(
             code::WEBSOCKET_REQUIRED,
             format!("this endpoint speaks WebSocket only: {e}"),
         )
@@ -115,7 +115,7 @@ pub async fn join_queue(
     );
     let session = tokio::spawn(taking).await.map_err(|e| {
         tracing::error!(error = %e, "taking a ticket failed");
-        ApiError::Unavailable(
+        ApiError::new(
             code::REDIS_UNAVAILABLE,
             "the waiting room is briefly unavailable; retry in a second".into(),
         )
@@ -168,7 +168,7 @@ impl JoinRequest {
             nonce,
             challenge,
         }) = params.map_err(|_| {
-            ApiError::BadRequest(
+            ApiError::new(
                 code::SALE_MISSING,
                 "name the sale to join: /ws?sale=<sale id>".into(),
             )
@@ -176,11 +176,11 @@ impl JoinRequest {
         check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
         if let Some(nonce) = &nonce {
             floodgate_protocol::lottery::check_nonce(nonce)
-                .map_err(|m| ApiError::BadRequest(code::BAD_NONCE, m))?;
+                .map_err(|m| ApiError::new(code::BAD_NONCE, m))?;
         }
         let nonce = nonce.unwrap_or_else(floodgate_protocol::lottery::random_nonce);
         if resume.is_some() {
-            return Err(ApiError::BadRequest(
+            return Err(ApiError::new(
                 code::RESUME_IN_URL,
                 "a resume token never goes in a URL (it would land in proxy and CDN logs): send \
                  it in the Floodgate-Resume header or as the floodgate-resume.<token> subprotocol"
@@ -210,12 +210,12 @@ fn admit(
     headers: &HeaderMap,
 ) -> Result<(limits::ConnectionSlot, limits::BudgetSlot), ApiError> {
     if state.draining.is_cancelled() {
-        return Err(ApiError::Busy(
+        return Err(ApiError::new(
             code::GATEWAY_DRAINING,
             "this gateway is shutting down; reconnect, another gateway will take you".into(),
         ));
     }
-    let budget = state.budget.take().ok_or(ApiError::Busy(
+    let budget = state.budget.take().ok_or(ApiError::new(
         code::GATEWAY_FULL,
         "this gateway is full; retry after the delay (with jitter), or another gateway".into(),
     ))?;
@@ -226,11 +226,11 @@ fn admit(
         .collect();
     let client = limits::client_address(peer.ip(), &forwarded, &state.config.trusted_proxies);
     let slot = state.limits.admit(client).map_err(|e| match e {
-        limits::LimitError::TooManyConnections => ApiError::TooManyRequests(
+        limits::LimitError::TooManyConnections => ApiError::new(
             code::TOO_MANY_CONNECTIONS,
             "too many open connections from this address".into(),
         ),
-        limits::LimitError::JoiningTooFast => ApiError::TooManyRequests(
+        limits::LimitError::JoiningTooFast => ApiError::new(
             code::JOIN_RATE_LIMITED,
             "joining too fast from this address; retry in a second".into(),
         ),
@@ -241,11 +241,11 @@ fn admit(
 /// The answer to a resume token that is not genuine, or not for `sale`.
 pub(crate) fn resume_refusal(e: ResumeError, sale: &str) -> ApiError {
     match e {
-        ResumeError::Invalid => ApiError::Unauthorized(
+        ResumeError::Invalid => ApiError::new(
             code::RESUME_INVALID,
             "the resume token is not genuine; join without it for a new ticket".into(),
         ),
-        ResumeError::OtherSale(other) => ApiError::BadRequest(
+        ResumeError::OtherSale(other) => ApiError::new(
             code::RESUME_OTHER_SALE,
             format!("the resume token is for sale {other}, not {sale}"),
         ),

@@ -51,14 +51,14 @@ pub fn public(state: AppState) -> Router {
                 .service(files),
         );
     } else {
-        router = router
-            .fallback(|| async { ApiError::NotFound(code::NOT_FOUND, "no such endpoint".into()) });
+        router =
+            router.fallback(|| async { ApiError::new(code::NOT_FOUND, "no such endpoint".into()) });
     }
     let router = router
         // Booking bodies are a few dozen bytes (the booking service's own limit is 4 KiB).
         .layer(axum::extract::DefaultBodyLimit::max(4 * 1024))
         .method_not_allowed_fallback(|| async {
-            ApiError::MethodNotAllowed(
+            ApiError::new(
                 code::METHOD_NOT_ALLOWED,
                 "this endpoint does not take that method".into(),
             )
@@ -77,7 +77,7 @@ pub fn admin(state: AppState) -> Router {
         )
         .route("/healthz", get(probes::health))
         .route("/readyz", get(probes::ready))
-        .fallback(|| async { ApiError::NotFound(code::NOT_FOUND, "no such endpoint".into()) })
+        .fallback(|| async { ApiError::new(code::NOT_FOUND, "no such endpoint".into()) })
         .with_state(state);
     floodgate_platform::telemetry::instrument(router, "gateway_admin")
 }

@@ -135,5 +135,5 @@ pub async fn seats_file(
 
 /// Any other file under a sale: a JSON 404, like every unknown path.
 pub async fn no_such_file() -> ApiError {
-    ApiError::NotFound(code::NOT_FOUND, "no such endpoint".into())
+    ApiError::new(code::NOT_FOUND, "no such endpoint".into())
 }

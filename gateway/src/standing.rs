@@ -50,7 +50,7 @@ pub async fn place(
 ) -> Result<Response, ApiError> {
     check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
     let token = resume_token(&headers).ok_or_else(|| {
-        ApiError::Unauthorized(
+        ApiError::new(
             code::RESUME_REQUIRED,
             "send the place's resume token in the Floodgate-Resume header".into(),
         )
@@ -92,7 +92,7 @@ fn place_of(
     now_ms: i64,
 ) -> Result<PlaceStanding, ApiError> {
     if !view.loaded {
-        return Err(ApiError::Unavailable(
+        return Err(ApiError::new(
             code::REDIS_UNAVAILABLE,
             "the waiting room is briefly unavailable; retry in a second".into(),
         ));
@@ -116,7 +116,7 @@ fn place_of(
         // Opened, but this gateway's room has not learnt the draw yet (it started just now):
         // saying "pre-queue" would be wrong.
         None if now_ms >= view.opens_at_ms => {
-            return Err(ApiError::Unavailable(
+            return Err(ApiError::new(
                 code::REDIS_UNAVAILABLE,
                 "the waiting room is catching up; retry in a second".into(),
             ))

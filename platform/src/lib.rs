@@ -5,6 +5,8 @@
 //! dependency.
 //!
 //! # Layout
+//! - [`http`]: the one way every service refuses a request ([`http::ApiError`]: a protocol
+//!   `Refusal`, its status from its code, `Retry-After` where a retry is due).
 //! - [`identity`]: buyer identity from the operator's sign-in (JWT/JWKS): the check and its settings.
 //! - [`service`]: one service process's life, for every `main` and the tests alike: build,
 //!   listen (public and admin), serve, drain (unready at once, still serving for its drain
@@ -41,6 +43,7 @@
 //! change of every process that reads them, and of the Lua scripts in `lua/`.
 
 pub mod batch;
+pub mod http;
 pub mod identity;
 pub mod kafka;
 pub mod keys;

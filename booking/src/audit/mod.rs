@@ -164,7 +164,7 @@ where
 /// The audit trail's table could not be used: 503, with what to do.
 fn unavailable(e: sqlx::Error, then: &str) -> ApiError {
     tracing::warn!(error = %e, "the audit trail is unavailable");
-    ApiError::Unavailable(
+    ApiError::new(
         code::CATALOG_UNAVAILABLE,
         format!("the audit trail is unavailable; {then}"),
     )
@@ -225,7 +225,7 @@ pub async fn list(
         Ok(Query(AuditQuery { limit: None })) => 100,
         Ok(Query(AuditQuery { limit: Some(n) })) if (1..=100).contains(&n) => n,
         _ => {
-            return Err(ApiError::BadRequest(
+            return Err(ApiError::new(
                 code::BAD_PAGE,
                 "limit must be a whole number from 1 to 100".into(),
             ))

@@ -127,11 +127,12 @@ pub async fn take(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
                     // made theirs (its owner's mark was lost in a failover and someone adopted it
                     // with its old buyerless token) is not this buyer's any more either: it is
                     // forgotten, so it never locks them out.
-                    Err(
-                        ApiError::Gone(..)
-                        | ApiError::NotFound(code::UNKNOWN_TICKET, _)
-                        | ApiError::Forbidden(code::RESUME_OTHER_BUYER, _),
-                    ) => {
+                    Err(e)
+                        if matches!(
+                            e.code(),
+                            code::TICKET_EXPIRED | code::UNKNOWN_TICKET | code::RESUME_OTHER_BUYER
+                        ) =>
+                    {
                         dead = Some(ticket);
                     }
                     Err(e) => return Err(e),
@@ -140,7 +141,7 @@ pub async fn take(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
             Place::Take => return take_new(join).await,
             Place::Wait | Place::Bound | Place::Released | Place::Restored | Place::Kept => {
                 if started.elapsed() > WAIT_FOR_OTHER {
-                    return Err(ApiError::Unavailable(
+                    return Err(ApiError::new(
                         code::REDIS_UNAVAILABLE,
                         "another of your connections is joining this sale; retry in a second"
                             .into(),
@@ -205,7 +206,8 @@ async fn adoptable(join: &Joining<'_>) -> Result<Option<Taken>, ApiError> {
     let taken = match takeback::resume(join.scope, ticket, join.session_id, join.taker(true)).await
     {
         Ok(taken) => taken,
-        Err(ApiError::Gone(..) | ApiError::NotFound(..)) => return Ok(None),
+        // Gone or unknown (410, 404): nothing to adopt.
+        Err(e) if matches!(e.status().as_u16(), 404 | 410) => return Ok(None),
         Err(e) => return Err(e),
     };
     if (join.turn_over)(ticket) {
@@ -275,7 +277,7 @@ fn parse_place(reply: &[String]) -> Result<Place, ApiError> {
 }
 
 fn odd(reply: &str) -> ApiError {
-    ApiError::odd_reply("buyer_place.lua", reply)
+    crate::error::odd_reply("buyer_place.lua", reply)
 }
 
 #[cfg(test)]

@@ -234,7 +234,7 @@ pub async fn join(scope: &SaleScope, nonce: &str) -> Result<Taken, ApiError> {
         .joins
         .submit((), nonce.to_owned())
         .await
-        .map_err(|e| ApiError::odd_reply("join.lua", &e.to_string()))?;
+        .map_err(|e| crate::error::odd_reply("join.lua", &e.to_string()))?;
     Ok(batch?.taken(position, nonce.to_owned()))
 }
 
@@ -331,7 +331,7 @@ pub async fn leave(scope: &SaleScope, ticket: u64, session_id: &str, grace_ms: i
 
 pub(super) fn number<T: std::str::FromStr>(text: &str) -> Result<T, ApiError> {
     text.parse()
-        .map_err(|_| ApiError::odd_reply("a ticket script", text))
+        .map_err(|_| crate::error::odd_reply("a ticket script", text))
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@
 //! - [`loadgen`]: the load generator's scenarios; [`benchmarks`]: the benchmarks' own tools.
 //! - [`metrics`]: what the services measure, as histograms, accepted by `promtool`;
 //!   [`traces`]: one reservation's spans in one trace, from the booking handler to the consumer.
+//! - [`error_codes`]: docs/protocol.md's table of error codes, generated from their declarations.
 //! - [`openapi`]: the OpenAPI documents, validated and fuzzed against the live APIs;
 //!   [`asyncapi`]: the WebSocket's AsyncAPI document, complete and valid; [`clients`]: the
 //!   JavaScript client module (in Node, and live against the document) and the Rust client.
@@ -55,6 +56,7 @@ mod crate_graph;
 mod deployment;
 mod draw_costs;
 mod edge;
+mod error_codes;
 mod failover;
 mod fairness;
 mod join_batches;
