@@ -12,6 +12,7 @@
 //! Committed copies live in `docs/openapi/` (a test fails when they differ from what the code
 //! makes, and says how to refresh them).
 
+use floodgate_protocol::api::code;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{self, RefOr};
 use utoipa::{IntoParams, Modify, OpenApi};
@@ -145,84 +146,140 @@ pub struct ReservationPath {
 
 floodgate_platform::refusals!(
     /// What `POST /v1/sales/{sale}/reservations` refuses with.
-    ReserveRefusals {
-        400 => "The Idempotency-Key is missing or invalid, or the body is not JSON.",
-        401 => "The admission token (or a required identity token) is missing, malformed, invalid or expired.",
-        403 => "The token was issued for another sale or another buyer, the buyer's limit is reached, or the token was spent.",
-        404 => "No such sale is armed, or no such pool.",
-        409 => "Sold out, the sale has ended, or the Idempotency-Key was used with another body.",
-        413 => "The body is larger than 4 KiB.",
-        422 => "The body is not {pool, seats}, or seats is out of range.",
-        503 => "Redis, the broker or the catalog is unavailable: nothing was reserved; retry.",
-    }
+    ReserveRefusals [
+        code::IDEMPOTENCY_KEY_MISSING,
+        code::IDEMPOTENCY_KEY_INVALID,
+        code::BAD_JSON,
+        code::TOKEN_MISSING,
+        code::TOKEN_MALFORMED,
+        code::TOKEN_INVALID,
+        code::TOKEN_EXPIRED,
+        code::IDENTITY_REQUIRED,
+        code::IDENTITY_MALFORMED,
+        code::IDENTITY_ALGORITHM,
+        code::IDENTITY_UNKNOWN_KEY,
+        code::IDENTITY_INVALID,
+        code::IDENTITY_EXPIRED,
+        code::IDENTITY_NOT_YET_VALID,
+        code::IDENTITY_WRONG_ISSUER,
+        code::IDENTITY_WRONG_AUDIENCE,
+        code::IDENTITY_NO_SUBJECT,
+        code::IDENTITY_UNAVAILABLE,
+        code::TOKEN_WRONG_SALE,
+        code::BUYER_MISMATCH,
+        code::UNKNOWN_SALE,
+        code::UNKNOWN_POOL,
+        code::SOLD_OUT,
+        code::SALE_ENDED,
+        code::TOKEN_SPENT,
+        code::BUYER_LIMIT,
+        code::BODY_TOO_LARGE,
+        code::INVALID_REQUEST,
+        code::INVALID_POOL,
+        code::INVALID_SEATS,
+        code::IDEMPOTENCY_KEY_REUSED,
+        code::REDIS_UNAVAILABLE,
+        code::BROKER_UNAVAILABLE,
+        code::REPLICA_UNAVAILABLE,
+        code::POOL_UNAVAILABLE,
+        code::SALE_UNAVAILABLE,
+        code::CATALOG_UNAVAILABLE,
+        code::RESERVATION_LATE,
+        code::RESERVATION_UNSETTLED,
+    ]
 );
 
 floodgate_platform::refusals!(
     /// What `GET /v1/sales/{sale}/reservations` refuses with.
-    ListRefusals {
-        401 => "The identity token is missing, malformed, invalid or expired.",
-        404 => "The sale id is not an id.",
-        503 => "The durable record or the identity issuer is unavailable; retry.",
-    }
+    ListRefusals [
+        code::IDENTITY_REQUIRED,
+        code::IDENTITY_MALFORMED,
+        code::IDENTITY_ALGORITHM,
+        code::IDENTITY_UNKNOWN_KEY,
+        code::IDENTITY_INVALID,
+        code::IDENTITY_EXPIRED,
+        code::IDENTITY_NOT_YET_VALID,
+        code::IDENTITY_WRONG_ISSUER,
+        code::IDENTITY_WRONG_AUDIENCE,
+        code::IDENTITY_NO_SUBJECT,
+        code::IDENTITY_UNAVAILABLE,
+        code::UNKNOWN_SALE,
+        code::CATALOG_UNAVAILABLE,
+    ]
 );
 
 floodgate_platform::refusals!(
     /// What a reservation's own routes refuse with.
-    ReservationRefusals {
-        401 => "No secret was presented.",
-        404 => "No such reservation, or the secret does not match it (the same answer for both).",
-        503 => "Redis is unavailable; retry.",
-    }
+    ReservationRefusals [
+        code::SECRET_MISSING,
+        code::UNKNOWN_RESERVATION,
+        code::REDIS_UNAVAILABLE,
+    ]
 );
 
 floodgate_platform::refusals!(
     /// What `POST .../payment` refuses with.
-    PaymentRefusals {
-        401 => "No secret was presented.",
-        404 => "No such reservation, or the secret does not match it.",
-        409 => "The reservation is not held (paid, expired, released).",
-        503 => "Redis or the payment provider is unavailable; retry.",
-    }
+    PaymentRefusals [
+        code::SECRET_MISSING,
+        code::UNKNOWN_RESERVATION,
+        code::NOT_PAYABLE,
+        code::REDIS_UNAVAILABLE,
+        code::PAYMENT_PROVIDER_UNAVAILABLE,
+    ]
 );
 
 floodgate_platform::refusals!(
     /// What the webhook refuses with; the provider redelivers after anything but a 2xx.
-    WebhookRefusals {
-        400 => "The signature header is missing, malformed or outside the time window, or the body is not an event.",
-        401 => "The signature does not match the body.",
-        413 => "The body is larger than the limit.",
-        422 => "The event's id is not 1 to 128 letters, digits, '_' or '-'.",
-        503 => "The outcome could not be recorded yet; redeliver.",
-    }
+    WebhookRefusals [
+        code::SIGNATURE_MISSING,
+        code::SIGNATURE_MALFORMED,
+        code::TIMESTAMP_OUTSIDE_TOLERANCE,
+        code::BAD_JSON,
+        code::SIGNATURE_INVALID,
+        code::BODY_TOO_LARGE,
+        code::INVALID_EVENT,
+        code::REDIS_UNAVAILABLE,
+        code::POOL_UNAVAILABLE,
+        code::CATALOG_UNAVAILABLE,
+        code::PAYMENT_PROVIDER_UNAVAILABLE,
+    ]
 );
 
 floodgate_platform::refusals!(
     /// What every ops route refuses with.
-    OpsRefusals {
-        401 => "The ops token is missing or not one of FLOODGATE_OPS_TOKEN's.",
-        404 => "No such sale is armed.",
-        503 => "Redis or the catalog is unavailable; retry.",
-    }
+    OpsRefusals [
+        code::OPS_TOKEN_MISSING,
+        code::OPS_TOKEN_INVALID,
+        code::UNKNOWN_SALE,
+        code::REDIS_UNAVAILABLE,
+        code::CATALOG_UNAVAILABLE,
+    ]
 );
 
 floodgate_platform::refusals!(
     /// What `GET /admin/v1/sales/{sale}/audit` refuses with.
-    AuditRefusals {
-        400 => "limit is not a whole number from 1 to 100.",
-        401 => "The ops token is missing or not one of FLOODGATE_OPS_TOKEN's.",
-        404 => "No such sale is armed.",
-        503 => "The audit trail is unavailable; retry.",
-    }
+    AuditRefusals [
+        code::BAD_PAGE,
+        code::OPS_TOKEN_MISSING,
+        code::OPS_TOKEN_INVALID,
+        code::UNKNOWN_SALE,
+        code::CATALOG_UNAVAILABLE,
+    ]
 );
 
 floodgate_platform::refusals!(
     /// What `PATCH /admin/v1/sales/{sale}` refuses with.
-    UpdateRefusals {
-        400 => "The body is not JSON.",
-        401 => "The ops token is missing or not one of FLOODGATE_OPS_TOKEN's.",
-        404 => "No such sale is armed.",
-        413 => "The body is larger than 4 KiB.",
-        422 => "A field is unknown or out of its range, or none was named.",
-        503 => "Redis or the catalog is unavailable; retry.",
-    }
+    UpdateRefusals [
+        code::BAD_JSON,
+        code::OPS_TOKEN_MISSING,
+        code::OPS_TOKEN_INVALID,
+        code::UNKNOWN_SALE,
+        code::BODY_TOO_LARGE,
+        code::INVALID_REQUEST,
+        code::INVALID_RATE,
+        code::INVALID_CAP,
+        code::INVALID_DIFFICULTY,
+        code::REDIS_UNAVAILABLE,
+        code::CATALOG_UNAVAILABLE,
+    ]
 );

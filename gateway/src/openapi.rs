@@ -5,6 +5,7 @@
 //! docs/asyncapi.yaml; the booking paths the gateway forwards are in docs/openapi/booking.json.
 
 use floodgate_platform::refusals;
+use floodgate_protocol::api::code;
 use utoipa::OpenApi;
 
 #[derive(OpenApi)]
@@ -30,54 +31,96 @@ pub struct GatewayApi;
 
 refusals!(
     /// What `GET /ws` refuses with, before any upgrade (a plain HTTP answer a client can read).
-    JoinRefusals {
-        400 => "No sale named, a bad draw nonce, a resume token in the URL, or a resume token for another sale.",
-        401 => "The resume token or the identity token is not genuine, or expired.",
-        403 => "The bot check failed, expired or was reused, or the resume token's place is another buyer's.",
-        404 => "No such sale is armed, or the resume token's ticket was never handed out.",
-        410 => "The resume token's ticket is dead (its grace ran out, or the sale ended): join without it.",
-        426 => "Not a WebSocket upgrade.",
-        429 => "Too many connections, or joins too fast, from this address.",
-        503 => "The gateway is full or draining (Retry-After spreads the retries), or Redis is unavailable.",
-    }
+    JoinRefusals [
+        code::SALE_MISSING,
+        code::BAD_NONCE,
+        code::RESUME_IN_URL,
+        code::RESUME_OTHER_SALE,
+        code::RESUME_INVALID,
+        code::IDENTITY_REQUIRED,
+        code::IDENTITY_MALFORMED,
+        code::IDENTITY_ALGORITHM,
+        code::IDENTITY_UNKNOWN_KEY,
+        code::IDENTITY_INVALID,
+        code::IDENTITY_EXPIRED,
+        code::IDENTITY_NOT_YET_VALID,
+        code::IDENTITY_WRONG_ISSUER,
+        code::IDENTITY_WRONG_AUDIENCE,
+        code::IDENTITY_NO_SUBJECT,
+        code::IDENTITY_UNAVAILABLE,
+        code::CHALLENGE_REQUIRED,
+        code::CHALLENGE_FAILED,
+        code::CHALLENGE_EXPIRED,
+        code::CHALLENGE_REUSED,
+        code::CHALLENGE_UNAVAILABLE,
+        code::RESUME_OTHER_BUYER,
+        code::UNKNOWN_SALE,
+        code::UNKNOWN_TICKET,
+        code::TICKET_EXPIRED,
+        code::WEBSOCKET_REQUIRED,
+        code::TOO_MANY_CONNECTIONS,
+        code::JOIN_RATE_LIMITED,
+        code::GATEWAY_FULL,
+        code::GATEWAY_DRAINING,
+        code::REDIS_UNAVAILABLE,
+    ]
 );
 
 refusals!(
     /// What a place's standing refuses with.
-    PlaceRefusals {
-        400 => "The resume token is for another sale.",
-        401 => "No resume token, or it (or the identity token) is not genuine.",
-        403 => "The place is another buyer's.",
-        404 => "No such sale is armed, or no such ticket.",
-        410 => "The ticket is dead (its grace ran out, or the sale ended): join again.",
-        503 => "Redis is unavailable; retry.",
-    }
+    PlaceRefusals [
+        code::RESUME_OTHER_SALE,
+        code::RESUME_REQUIRED,
+        code::RESUME_INVALID,
+        code::IDENTITY_REQUIRED,
+        code::IDENTITY_MALFORMED,
+        code::IDENTITY_ALGORITHM,
+        code::IDENTITY_UNKNOWN_KEY,
+        code::IDENTITY_INVALID,
+        code::IDENTITY_EXPIRED,
+        code::IDENTITY_NOT_YET_VALID,
+        code::IDENTITY_WRONG_ISSUER,
+        code::IDENTITY_WRONG_AUDIENCE,
+        code::IDENTITY_NO_SUBJECT,
+        code::IDENTITY_UNAVAILABLE,
+        code::RESUME_OTHER_BUYER,
+        code::UNKNOWN_SALE,
+        code::UNKNOWN_TICKET,
+        code::TICKET_EXPIRED,
+        code::REDIS_UNAVAILABLE,
+    ]
 );
 
 refusals!(
     /// What a sale's public reads refuse with.
-    SaleRefusals {
-        404 => "No such sale is armed.",
-        503 => "Redis is unavailable, or the record is damaged; retry.",
-    }
+    SaleRefusals [
+        code::UNKNOWN_SALE,
+        code::REDIS_UNAVAILABLE,
+        code::DRAW_UNAVAILABLE,
+    ]
 );
 
 refusals!(
     /// What a page of the draw's record refuses with.
-    PageRefusals {
-        400 => "from or count is out of range.",
-        404 => "No such sale is armed.",
-        429 => "This address asks for the record too fast (`draw_rate_limited`); retry after Retry-After.",
-        503 => "This gateway's budget of reads of the record is spent for now (`draw_busy`), Redis is unavailable, or the record is damaged; retry after Retry-After.",
-    }
+    PageRefusals [
+        code::BAD_PAGE,
+        code::UNKNOWN_SALE,
+        code::DRAW_RATE_LIMITED,
+        code::DRAW_BUSY,
+        code::REDIS_UNAVAILABLE,
+        code::DRAW_UNAVAILABLE,
+    ]
 );
 
 refusals!(
     /// What a ticket's proof refuses with.
-    ProofRefusals {
-        400 => "ticket is not a ticket number from 1.",
-        404 => "No such sale is armed, or the ticket did not join the pre-queue.",
-        429 => "This address asks for the record too fast (`draw_rate_limited`); retry after Retry-After.",
-        503 => "This gateway's budget of reads of the record is spent for now (`draw_busy`), Redis is unavailable, or the record is damaged; retry after Retry-After.",
-    }
+    ProofRefusals [
+        code::BAD_TICKET,
+        code::UNKNOWN_SALE,
+        code::NOT_IN_PREQUEUE,
+        code::DRAW_RATE_LIMITED,
+        code::DRAW_BUSY,
+        code::REDIS_UNAVAILABLE,
+        code::DRAW_UNAVAILABLE,
+    ]
 );

@@ -36,7 +36,7 @@ pub fn serve_document<S: Clone + Send + Sync + 'static>(
     })
 }
 
-/// One error response: the error body, and `Retry-After` on a 503.
+/// One error response: the error body, and `Retry-After` on a 429 or a 503.
 pub fn refusal(status: u16, description: &str) -> RefOr<openapi::Response> {
     let content = openapi::ContentBuilder::new()
         .schema(Some(openapi::Ref::from_schema_name("ErrorBody")))
@@ -44,7 +44,7 @@ pub fn refusal(status: u16, description: &str) -> RefOr<openapi::Response> {
     let mut response = openapi::ResponseBuilder::new()
         .description(description)
         .content("application/json", content);
-    if status == 503 {
+    if status == 503 || status == 429 {
         response = response.header(
             "Retry-After",
             openapi::HeaderBuilder::new()
@@ -60,11 +60,38 @@ pub fn refusal(status: u16, description: &str) -> RefOr<openapi::Response> {
     response.build().into()
 }
 
-/// Declares a set of error responses an operation may answer with, each a status and what it
-/// means (the codes behind each are in docs/protocol.md).
+/// The error responses of an operation that refuses with `codes`: one per status, each status
+/// and its description made from the codes' declarations (`floodgate_protocol::api::code`), so
+/// a document cannot say a code comes with a status the services do not answer it with.
+///
+/// # Panics
+/// On a code that is not declared: a document is built by the tests, so this is a test's
+/// failure, never a request's.
+pub fn refusal_responses(
+    codes: &[&str],
+) -> std::collections::BTreeMap<String, RefOr<openapi::Response>> {
+    let mut by_status: std::collections::BTreeMap<u16, Vec<String>> = Default::default();
+    for name in codes {
+        let code = floodgate_protocol::api::code::ALL
+            .iter()
+            .find(|c| c.name == *name)
+            .unwrap_or_else(|| panic!("{name} is not a declared error code"));
+        by_status
+            .entry(code.status)
+            .or_default()
+            .push(format!("`{}`: {}.", code.name, code.meaning));
+    }
+    by_status
+        .into_iter()
+        .map(|(status, lines)| (status.to_string(), refusal(status, &lines.join(" "))))
+        .collect()
+}
+
+/// Declares the codes an operation may refuse with; its error responses (a status each, and
+/// what each code means) are made from the codes' declarations ([`refusal_responses`]).
 #[macro_export]
 macro_rules! refusals {
-    ($(#[$doc:meta])* $name:ident { $($status:literal => $why:literal),+ $(,)? }) => {
+    ($(#[$doc:meta])* $name:ident [$($code:expr),+ $(,)?]) => {
         $(#[$doc])*
         pub struct $name;
 
@@ -73,12 +100,7 @@ macro_rules! refusals {
                 String,
                 utoipa::openapi::RefOr<utoipa::openapi::Response>,
             > {
-                [$(($status, $why)),+]
-                    .into_iter()
-                    .map(|(status, why)| {
-                        (status.to_string(), $crate::openapi::refusal(status, why))
-                    })
-                    .collect()
+                $crate::openapi::refusal_responses(&[$($code),+])
             }
         }
     };
@@ -168,4 +190,39 @@ fn unknown_parameter(allowed: &Allowed, request: &axum::extract::Request) -> Opt
         .map(|pair| pair.split_once('=').map_or(pair, |(name, _)| name))
         .find(|name| !name.is_empty() && !names.iter().any(|known| known == name))
         .map(|name| name.chars().take(64).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use floodgate_protocol::api::code;
+
+    use super::*;
+
+    fn description(response: &RefOr<openapi::Response>) -> &str {
+        match response {
+            RefOr::T(response) => &response.description,
+            RefOr::Ref(_) => panic!("a reference"),
+        }
+    }
+
+    #[test]
+    fn refusals_are_grouped_under_each_codes_own_status() {
+        let responses = refusal_responses(&[
+            code::SOLD_OUT,
+            code::TOKEN_SPENT,
+            code::BAD_JSON,
+            code::DRAW_BUSY,
+        ]);
+        let statuses: Vec<&str> = responses.keys().map(String::as_str).collect();
+        assert_eq!(statuses, ["400", "409", "503"]);
+        let conflict = description(&responses["409"]);
+        assert!(conflict.contains("`sold_out`") && conflict.contains("`token_spent`"));
+        assert!(description(&responses["400"]).contains("`bad_json`: the body is not JSON."));
+    }
+
+    #[test]
+    #[should_panic(expected = "not a declared error code")]
+    fn an_undeclared_code_cannot_be_documented() {
+        let _ = refusal_responses(&["no_such_code"]);
+    }
 }
