@@ -29,6 +29,14 @@ use utoipa::OpenApi;
 )]
 pub struct GatewayApi;
 
+/// What reading the draw's record may refuse with, whichever part is read.
+const DRAW_READS: &[&str] = &[
+    code::DRAW_RATE_LIMITED,
+    code::DRAW_BUSY,
+    code::REDIS_UNAVAILABLE,
+    code::DRAW_UNAVAILABLE,
+];
+
 refusals!(
     /// What `GET /ws` refuses with, before any upgrade (a plain HTTP answer a client can read).
     JoinRefusals [
@@ -37,17 +45,7 @@ refusals!(
         code::RESUME_IN_URL,
         code::RESUME_OTHER_SALE,
         code::RESUME_INVALID,
-        code::IDENTITY_REQUIRED,
-        code::IDENTITY_MALFORMED,
-        code::IDENTITY_ALGORITHM,
-        code::IDENTITY_UNKNOWN_KEY,
-        code::IDENTITY_INVALID,
-        code::IDENTITY_EXPIRED,
-        code::IDENTITY_NOT_YET_VALID,
-        code::IDENTITY_WRONG_ISSUER,
-        code::IDENTITY_WRONG_AUDIENCE,
-        code::IDENTITY_NO_SUBJECT,
-        code::IDENTITY_UNAVAILABLE,
+        code::IDENTITY,
         code::CHALLENGE_REQUIRED,
         code::CHALLENGE_FAILED,
         code::CHALLENGE_EXPIRED,
@@ -72,17 +70,7 @@ refusals!(
         code::RESUME_OTHER_SALE,
         code::RESUME_REQUIRED,
         code::RESUME_INVALID,
-        code::IDENTITY_REQUIRED,
-        code::IDENTITY_MALFORMED,
-        code::IDENTITY_ALGORITHM,
-        code::IDENTITY_UNKNOWN_KEY,
-        code::IDENTITY_INVALID,
-        code::IDENTITY_EXPIRED,
-        code::IDENTITY_NOT_YET_VALID,
-        code::IDENTITY_WRONG_ISSUER,
-        code::IDENTITY_WRONG_AUDIENCE,
-        code::IDENTITY_NO_SUBJECT,
-        code::IDENTITY_UNAVAILABLE,
+        code::IDENTITY,
         code::RESUME_OTHER_BUYER,
         code::UNKNOWN_SALE,
         code::UNKNOWN_TICKET,
@@ -105,10 +93,7 @@ refusals!(
     PageRefusals [
         code::BAD_PAGE,
         code::UNKNOWN_SALE,
-        code::DRAW_RATE_LIMITED,
-        code::DRAW_BUSY,
-        code::REDIS_UNAVAILABLE,
-        code::DRAW_UNAVAILABLE,
+        DRAW_READS,
     ]
 );
 
@@ -118,9 +103,6 @@ refusals!(
         code::BAD_TICKET,
         code::UNKNOWN_SALE,
         code::NOT_IN_PREQUEUE,
-        code::DRAW_RATE_LIMITED,
-        code::DRAW_BUSY,
-        code::REDIS_UNAVAILABLE,
-        code::DRAW_UNAVAILABLE,
+        DRAW_READS,
     ]
 );

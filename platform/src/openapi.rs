@@ -87,8 +87,27 @@ pub fn refusal_responses(
         .collect()
 }
 
-/// Declares the codes an operation may refuse with; its error responses (a status each, and
-/// what each code means) are made from the codes' declarations ([`refusal_responses`]).
+/// A code, or a group of codes (`floodgate_protocol::api::code::IDENTITY`), in a list of
+/// refusals.
+pub trait Codes {
+    fn codes(&self) -> &[&'static str];
+}
+
+impl Codes for &'static str {
+    fn codes(&self) -> &[&'static str] {
+        std::slice::from_ref(self)
+    }
+}
+
+impl Codes for &'static [&'static str] {
+    fn codes(&self) -> &[&'static str] {
+        self
+    }
+}
+
+/// Declares the codes an operation may refuse with (codes, or groups of them); its error
+/// responses (a status each, and what each code means) are made from the codes' declarations
+/// ([`refusal_responses`]).
 #[macro_export]
 macro_rules! refusals {
     ($(#[$doc:meta])* $name:ident [$($code:expr),+ $(,)?]) => {
@@ -100,7 +119,8 @@ macro_rules! refusals {
                 String,
                 utoipa::openapi::RefOr<utoipa::openapi::Response>,
             > {
-                $crate::openapi::refusal_responses(&[$($code),+])
+                let codes: Vec<&str> = [$($crate::openapi::Codes::codes(&$code)),+].concat();
+                $crate::openapi::refusal_responses(&codes)
             }
         }
     };

@@ -119,6 +119,21 @@ codes! {
     INTERNAL = "internal", 500, "an unexpected error (logged; nothing about it is sent)";
 }
 
+/// Every refusal of a buyer's identity token (the check is the same wherever one is taken).
+pub const IDENTITY: &[&str] = &[
+    IDENTITY_REQUIRED,
+    IDENTITY_MALFORMED,
+    IDENTITY_ALGORITHM,
+    IDENTITY_UNKNOWN_KEY,
+    IDENTITY_INVALID,
+    IDENTITY_EXPIRED,
+    IDENTITY_NOT_YET_VALID,
+    IDENTITY_WRONG_ISSUER,
+    IDENTITY_WRONG_AUDIENCE,
+    IDENTITY_NO_SUBJECT,
+    IDENTITY_UNAVAILABLE,
+];
+
 /// The status `code` is answered with (500 for a code that is not one of [`ALL`]: a bug).
 pub fn status_of(code: &str) -> u16 {
     ALL.iter()
