@@ -3,15 +3,15 @@
 //! open now). Every change is written to Redis, where every gateway's controller reads it on its
 //! next tick, and back to the catalog, so a re-arm or a restart keeps it.
 
+use floodgate_platform::http::SaleId;
 use std::sync::Arc;
 
-use axum::extract::{Path, Request, State};
+use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::IntoResponse as _;
 use axum::response::Response;
 use axum::{Extension, Json};
 use floodgate_protocol::api::code;
-use floodgate_protocol::ids::check_sale_id;
 
 use crate::audit::Operator;
 use crate::auth::{bearer, BearerError};
@@ -106,9 +106,8 @@ fn db_error(e: sqlx::Error) -> ApiError {
 )]
 pub async fn sale_figures(
     State(state): State<AppState>,
-    Path(sale): Path<String>,
+    SaleId(sale): SaleId,
 ) -> Result<Json<OpsFigures>, ApiError> {
-    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
     figures::read(&state, &sale).await.map(Json)
 }
 
@@ -128,11 +127,10 @@ pub async fn sale_figures(
 )]
 pub async fn update_sale(
     State(state): State<AppState>,
-    Path(sale): Path<String>,
+    SaleId(sale): SaleId,
     Extension(operator): Extension<Operator>,
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Json<OpsFigures>, ApiError> {
-    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
     let body = body
         .map_err(|_| ApiError::new(code::BODY_TOO_LARGE, "the request body is too large".into()))?;
     let update = SaleUpdate::parse(&body)?;
@@ -174,7 +172,6 @@ async fn set_paused(
     sale: &str,
     paused: bool,
 ) -> Result<Json<OpsFigures>, ApiError> {
-    check_sale_id(sale).map_err(|_| ApiError::unknown_sale())?;
     let change = async {
         state.gatekeeper.set_paused(sale, paused).await?;
         sqlx::query("update sales set paused = $2, updated_at = now() where id = $1")
@@ -212,7 +209,7 @@ async fn set_paused(
 )]
 pub async fn pause(
     State(state): State<AppState>,
-    Path(sale): Path<String>,
+    SaleId(sale): SaleId,
     Extension(operator): Extension<Operator>,
 ) -> Result<Json<OpsFigures>, ApiError> {
     set_paused(&state, &operator, &sale, true).await
@@ -232,7 +229,7 @@ pub async fn pause(
 )]
 pub async fn resume(
     State(state): State<AppState>,
-    Path(sale): Path<String>,
+    SaleId(sale): SaleId,
     Extension(operator): Extension<Operator>,
 ) -> Result<Json<OpsFigures>, ApiError> {
     set_paused(&state, &operator, &sale, false).await
@@ -255,10 +252,9 @@ pub async fn resume(
 )]
 pub async fn open_now(
     State(state): State<AppState>,
-    Path(sale): Path<String>,
+    SaleId(sale): SaleId,
     Extension(operator): Extension<Operator>,
 ) -> Result<Json<OpsFigures>, ApiError> {
-    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
     let current = figures::read(&state, &sale).await?;
     if current.open {
         return Ok(Json(current));

@@ -2,30 +2,24 @@
 //! token and the idempotency key to the durable 201 (a reservation's own routes, behind its
 //! secret, are `paying`'s).
 
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection};
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::State;
+use axum::http::StatusCode;
 use axum::Json;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine as _;
+use floodgate_platform::http::{JsonObject, Shape};
+use floodgate_platform::trace::TraceContext;
 use floodgate_protocol::api::booking::ReservationCreated;
 use floodgate_protocol::api::code;
-use floodgate_protocol::ids::{check_pool_id, check_sale_id, reservation_id};
-use floodgate_protocol::now_millis;
+use floodgate_protocol::ids::{check_pool_id, reservation_id};
 use floodgate_protocol::reservation::ReservationState;
-use floodgate_protocol::token::AdmissionClaims;
 use rand::RngCore;
 
-use crate::auth::{bearer, identify, BearerError};
 use crate::error::ApiError;
+use crate::extract::{Admitted, IdempotencyKey};
 use crate::gatekeeper::{ReserveError, ReserveRequest};
 use crate::reservations::{reserve_durably, NotReserved};
 use crate::AppState;
-
-/// The longest `Idempotency-Key` accepted. A UUID is 36 characters; 128 leaves room for any
-/// client's scheme without letting one bloat Redis.
-pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 128;
 
 /// What to reserve: a pool and a number of seats.
 // Read field by field (`parse_body`), so each mistake gets its own code; the derives document it.
@@ -70,19 +64,16 @@ pub struct ReservationRequest {
 #[tracing::instrument(skip_all, fields(sale))]
 pub async fn create_reservation(
     State(state): State<AppState>,
-    sale: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    trace: TraceContext,
+    Admitted { sale, claims }: Admitted,
+    IdempotencyKey(idempotency_key): IdempotencyKey,
+    body: JsonObject<ReservationShape>,
 ) -> Result<(StatusCode, Json<ReservationCreated>), ApiError> {
-    let Path(sale) = sale.map_err(|_| ApiError::unknown_sale())?;
     tracing::Span::current().record("sale", sale.as_str());
     // A trace begun by the caller (a `traceparent` header) goes on here.
-    floodgate_platform::trace::continue_from_http(&tracing::Span::current(), &headers);
-    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
+    trace.continue_in(&tracing::Span::current());
 
-    let claims = authenticate(&state, &headers, &sale).await?;
-    let idempotency_key = idempotency_key(&headers)?;
-    let request = parse_body(body)?;
+    let request = parse_body(&body)?;
     check_pool_id(&request.pool).map_err(|e| ApiError::new(code::UNKNOWN_POOL, e.to_string()))?;
     if request.seats == 0 || request.seats > claims.max_seats {
         return Err(ApiError::new(
@@ -108,7 +99,7 @@ pub async fn create_reservation(
             claims: &claims,
             pool: &request.pool,
             seats: request.seats,
-            idempotency_key,
+            idempotency_key: &idempotency_key,
         },
         &new_id,
         &new_secret(),
@@ -169,103 +160,21 @@ async fn unknown_or_lost_sale(state: &AppState, sale: &str) -> ApiError {
     }
 }
 
-/// Verifies the bearer admission token, that it was issued for this sale, and, for a token
-/// bound to a buyer, that the buyer's own identity token comes with it.
-async fn authenticate(
-    state: &AppState,
-    headers: &HeaderMap,
-    sale: &str,
-) -> Result<AdmissionClaims, ApiError> {
-    let token = bearer(headers).map_err(|e| match e {
-        BearerError::Missing => ApiError::new(
-            code::TOKEN_MISSING,
-            "an admission token is required: Authorization: Bearer <token>".into(),
-        ),
-        BearerError::Malformed => ApiError::new(
-            code::TOKEN_MALFORMED,
-            "expected Authorization: Bearer <token>".into(),
-        ),
-    })?;
-    let claims = state.verifier.verify(token, now_millis())?;
-    if claims.sale != sale {
-        return Err(ApiError::new(
-            code::TOKEN_WRONG_SALE,
-            "this admission token was issued for another sale".into(),
-        ));
-    }
-    if let Some(bound) = &claims.buyer {
-        let buyer = identify(state, headers).await?.ok_or_else(|| {
-            ApiError::new(
-                code::IDENTITY_REQUIRED,
-                "this admission token belongs to a signed-in buyer: send their identity token \
-                 in Floodgate-Identity"
-                    .into(),
-            )
-        })?;
-        if buyer.as_str() != bound {
-            return Err(ApiError::new(
-                code::BUYER_MISMATCH,
-                "this admission token was issued to another buyer".into(),
-            ));
-        }
-    }
-    Ok(claims)
-}
+/// What a reservation's body looks like.
+pub struct ReservationShape;
 
-fn idempotency_key(headers: &HeaderMap) -> Result<&str, ApiError> {
-    let value = headers.get("idempotency-key").ok_or_else(|| {
-        ApiError::new(
-            code::IDEMPOTENCY_KEY_MISSING,
-            "an Idempotency-Key header is required (a fresh UUID per reservation attempt)".into(),
-        )
-    })?;
-    let key = value.to_str().unwrap_or_default();
-    let valid = !key.is_empty()
-        && key.len() <= MAX_IDEMPOTENCY_KEY_LEN
-        && key.bytes().all(|b| b.is_ascii_graphic());
-    if !valid {
-        return Err(ApiError::new(
-            code::IDEMPOTENCY_KEY_INVALID,
-            format!(
-                "Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY_LEN} visible ASCII characters"
-            ),
-        ));
-    }
-    Ok(key)
+impl Shape for ReservationShape {
+    const EXAMPLE: &'static str = r#"{"pool": "<pool id>", "seats": <number>}"#;
 }
 
 /// Reads the body field by field, so that each mistake gets its field's code and a sentence a
 /// person can act on, never the JSON parser's wording.
-fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<ReservationRequest, ApiError> {
-    let body = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(code::BODY_TOO_LARGE, "the request body is too large".into())
-        } else {
-            ApiError::new(code::BAD_BODY, "the request body could not be read".into())
-        }
-    })?;
-    let value: serde_json::Value = serde_json::from_slice(&body).map_err(|_| {
-        ApiError::new(
-            code::BAD_JSON,
-            "the body is not valid JSON; send {\"pool\": \"<pool id>\", \"seats\": <number>}"
-                .into(),
-        )
-    })?;
-    let serde_json::Value::Object(fields) = value else {
-        return Err(ApiError::new(
-            code::INVALID_REQUEST,
-            "the body must be a JSON object: {\"pool\": \"<pool id>\", \"seats\": <number>}".into(),
-        ));
-    };
-    if let Some(unknown) = fields
-        .keys()
-        .find(|k| !matches!(k.as_str(), "pool" | "seats"))
-    {
-        return Err(ApiError::new(
-            code::INVALID_REQUEST,
-            format!("unknown field {unknown:?}: a reservation takes only pool and seats"),
-        ));
-    }
+fn parse_body(body: &JsonObject<ReservationShape>) -> Result<ReservationRequest, ApiError> {
+    body.only(
+        &["pool", "seats"],
+        "a reservation takes only pool and seats",
+    )?;
+    let fields = &body.fields;
     let pool = match fields.get("pool") {
         Some(serde_json::Value::String(pool)) => pool.clone(),
         _ => {

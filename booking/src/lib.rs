@@ -17,7 +17,9 @@
 //! - `service`: the service as `floodgate_platform::service` runs it: its background work,
 //!   its listeners' routes, its ending (the producer flushed).
 //! - [`worker`]: the outbox relay and the hold reaper, run by every instance.
-//! - [`auth`]: reading bearer credentials and the buyer's identity token.
+//! - [`auth`]: reading bearer credentials and the buyer's identity token; [`extract`]: what
+//!   handlers take from a request (the admission token, the Idempotency-Key, a reservation's
+//!   secret, the signed-in buyer), each refused with its own code before the handler runs.
 //! - [`probes`]: `/healthz` and `/readyz` (the broker reported, never gating).
 //! - [`error`]: [`error::ApiError`], the one mapping from failures to statuses and JSON bodies.
 //! - [`gatekeeper`]: every Lua script of this service and its reply as a Rust type: the
@@ -44,6 +46,7 @@ pub mod catalog;
 pub mod config;
 pub mod ending;
 pub mod error;
+pub mod extract;
 pub mod figures;
 pub mod gatekeeper;
 pub mod listing;

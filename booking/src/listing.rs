@@ -1,16 +1,14 @@
 //! `GET /v1/sales/{sale}/reservations`: a signed-in buyer's own reservations in a sale.
 
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
-use axum::http::HeaderMap;
+use axum::extract::State;
 use axum::Json;
+use floodgate_platform::http::SaleId;
 use floodgate_protocol::api::booking::{BuyerReservation, BuyerReservations};
 use floodgate_protocol::api::code;
-use floodgate_protocol::ids::check_sale_id;
 use floodgate_protocol::reservation::ReservationState;
 
-use crate::auth::identify;
 use crate::error::ApiError;
+use crate::extract::SignedIn;
 use crate::AppState;
 
 /// `GET /v1/sales/{sale}/reservations` with `Floodgate-Identity`: the buyer's own reservations in
@@ -29,17 +27,9 @@ use crate::AppState;
 #[tracing::instrument(skip_all)]
 pub async fn buyer_reservations(
     State(state): State<AppState>,
-    sale: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
+    SaleId(sale): SaleId,
+    SignedIn(buyer): SignedIn,
 ) -> Result<Json<BuyerReservations>, ApiError> {
-    let Path(sale) = sale.map_err(|_| ApiError::unknown_sale())?;
-    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
-    let buyer = identify(&state, &headers).await?.ok_or_else(|| {
-        ApiError::new(
-            code::IDENTITY_REQUIRED,
-            "sign in: send your identity token in Floodgate-Identity".into(),
-        )
-    })?;
     type Row = (
         String,
         String,

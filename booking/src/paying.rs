@@ -2,7 +2,7 @@
 //! (`GET .../reservations/{id}`) and pay for it (`POST .../reservations/{id}/payment`).
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::Json;
 use floodgate_protocol::api::booking::{PaymentStarted, RefundView, ReservationView};
 use floodgate_protocol::api::code;
@@ -11,8 +11,8 @@ use floodgate_protocol::payments::CreatePayment;
 use floodgate_protocol::reservation::ReservationState;
 use floodgate_protocol::same_secret;
 
-use crate::auth::bearer;
 use crate::error::ApiError;
+use crate::extract::ReservationSecret;
 use crate::gatekeeper::{PaymentStart, ReserveError, StoredReservation};
 use crate::AppState;
 
@@ -43,14 +43,8 @@ async fn authorized_reservation(
     state: &AppState,
     sale: &str,
     id: &str,
-    headers: &HeaderMap,
+    presented: &str,
 ) -> Result<(String, StoredReservation), ApiError> {
-    let presented = bearer(headers).map_err(|_| {
-        ApiError::new(
-            code::SECRET_MISSING,
-            "present the reservation's secret: Authorization: Bearer <secret>".into(),
-        )
-    })?;
     let not_found = || ApiError::new(code::UNKNOWN_RESERVATION, "no such reservation".into());
     check_sale_id(sale).map_err(|_| not_found())?;
     let pool = reservation_pool(id).ok_or_else(not_found)?.to_owned();
@@ -81,10 +75,10 @@ async fn authorized_reservation(
 #[tracing::instrument(skip_all, fields(%sale, %id))]
 pub async fn get_reservation(
     State(state): State<AppState>,
+    ReservationSecret(secret): ReservationSecret,
     Path((sale, id)): Path<(String, String)>,
-    headers: HeaderMap,
 ) -> Result<Json<ReservationView>, ApiError> {
-    let (pool, stored) = authorized_reservation(&state, &sale, &id, &headers).await?;
+    let (pool, stored) = authorized_reservation(&state, &sale, &id, &secret).await?;
     Ok(Json(view(&sale, &pool, stored)))
 }
 
@@ -105,10 +99,10 @@ pub async fn get_reservation(
 #[tracing::instrument(skip_all, fields(%sale, %id))]
 pub async fn start_payment(
     State(state): State<AppState>,
+    ReservationSecret(secret): ReservationSecret,
     Path((sale, id)): Path<(String, String)>,
-    headers: HeaderMap,
 ) -> Result<(StatusCode, Json<PaymentStarted>), ApiError> {
-    let (pool, stored) = authorized_reservation(&state, &sale, &id, &headers).await?;
+    let (pool, stored) = authorized_reservation(&state, &sale, &id, &secret).await?;
     if stored.state != ReservationState::Held {
         return Err(ApiError::new(
             code::NOT_PAYABLE,

@@ -3,10 +3,11 @@
 //! `GET /v1/sales/{sale}/challenge` hands out). Both are checked before a ticket is taken, so a
 //! refused join costs no Redis work beyond the single-use mark of a solved puzzle.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use floodgate_platform::http::SaleId;
 use floodgate_protocol::api::code;
 use floodgate_protocol::challenge::{
     AutoDifficulty, ChallengeError, ChallengeOffer, ChallengeVerifier,
@@ -14,7 +15,6 @@ use floodgate_protocol::challenge::{
 use floodgate_protocol::identity::{
     BuyerId, IdentityError, IDENTITY_HEADER, IDENTITY_SUBPROTOCOL_PREFIX,
 };
-use floodgate_protocol::ids::check_sale_id;
 use floodgate_protocol::now_millis;
 use floodgate_protocol::settings::{ChallengeRule, Door, IdentityRule};
 
@@ -134,9 +134,8 @@ fn verifier(state: &AppState, rule: ChallengeRule) -> Option<&dyn ChallengeVerif
     ))]
 pub async fn challenge(
     State(state): State<AppState>,
-    Path(sale): Path<String>,
+    SaleId(sale): SaleId,
 ) -> Result<Response, ApiError> {
-    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
     let ctx = state.room(&sale).await?;
     let door = door_of(&ctx).await?;
     let body = match door.challenge {

@@ -2,12 +2,13 @@
 //! and one ticket's proof. Everything a verifier needs to recompute every pre-queue place
 //! (docs/protocol.md, "Checking the draw"); the bodies are `floodgate_protocol::api::room`'s.
 
+use floodgate_platform::http::SaleId;
 use std::future::Future;
 use std::net::SocketAddr;
 
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -15,7 +16,6 @@ use floodgate_protocol::api::code;
 use floodgate_protocol::api::room::{
     BatchPage, BatchRef, DrawProof, DrawRecord, NoncePage, PrequeueBatch,
 };
-use floodgate_protocol::ids::check_sale_id;
 use floodgate_protocol::lottery::{self, draw_seed};
 use serde::{Deserialize, Serialize};
 
@@ -108,9 +108,8 @@ fn damaged() -> ApiError {
     ))]
 pub async fn draw(
     State(state): State<AppState>,
-    Path(sale): Path<String>,
+    SaleId(sale): SaleId,
 ) -> Result<Response, ApiError> {
-    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
     let keys = state.keys.sale(&sale);
     let (meta, issued) = record::meta_and_issued(&mut state.redis.clone(), &keys).await?;
     let meta = meta.ok_or_else(ApiError::unknown_sale)?;
@@ -182,10 +181,9 @@ pub async fn nonces(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
-    Path(sale): Path<String>,
+    SaleId(sale): SaleId,
     page: Result<Query<Page>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
     let (from, count) = Page::check(page, MAX_NONCES).ok_or_else(|| {
         ApiError::new(
             code::BAD_PAGE,
@@ -231,10 +229,9 @@ pub async fn batches(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
-    Path(sale): Path<String>,
+    SaleId(sale): SaleId,
     page: Result<Query<Page>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
     let (from, count) = Page::check(page, MAX_BATCHES).ok_or_else(|| {
         ApiError::new(
             code::BAD_PAGE,
@@ -320,10 +317,9 @@ pub async fn proof(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
-    Path(sale): Path<String>,
+    SaleId(sale): SaleId,
     query: Result<Query<ProofQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
     let Query(ProofQuery { ticket }) = query
         .ok()
         .filter(|q| (1..=MAX_TICKET).contains(&q.ticket))

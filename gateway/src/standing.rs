@@ -7,13 +7,13 @@
 //! bound to, then one read-only script in the sale's slot; the position is the room's own view
 //! on this gateway. Nothing is written: a poll keeps no place alive.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use floodgate_platform::http::SaleId;
 use floodgate_protocol::api::code;
 use floodgate_protocol::api::room::{PlaceStanding, PlaceState};
-use floodgate_protocol::ids::check_sale_id;
 use floodgate_protocol::now_millis;
 
 use crate::error::ApiError;
@@ -45,10 +45,9 @@ use crate::{door, AppState};
 )]
 pub async fn place(
     State(state): State<AppState>,
-    Path(sale): Path<String>,
+    SaleId(sale): SaleId,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
     let token = resume_token(&headers).ok_or_else(|| {
         ApiError::new(
             code::RESUME_REQUIRED,

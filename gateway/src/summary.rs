@@ -1,9 +1,9 @@
 //! `GET /v1/sales/{sale}`: a sale's public figures, as the waiting room knows them.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::Json;
+use floodgate_platform::http::SaleId;
 use floodgate_protocol::api::room::SaleSummary;
-use floodgate_protocol::ids::check_sale_id;
 
 use crate::error::ApiError;
 use crate::room::read_view;
@@ -14,9 +14,8 @@ use crate::AppState;
     responses((status = 200, description = "The sale's public figures.", body = SaleSummary), crate::openapi::SaleRefusals))]
 pub async fn sale_summary(
     State(state): State<AppState>,
-    Path(sale): Path<String>,
+    SaleId(sale): SaleId,
 ) -> Result<Json<SaleSummary>, ApiError> {
-    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
     let keys = state.keys.sale(&sale);
     let view = read_view(&mut state.redis.clone(), &keys)
         .await?

@@ -69,6 +69,92 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The sale a request's path names (its `{sale}`), checked: a path that does not parse, or an
+/// id that is not an id, is 404 `unknown_sale` before anything is looked up for it (a
+/// stranger's made-up sale costs no Redis work). Every route with a `{sale}` takes it this way.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SaleId(pub String);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for SaleId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        let axum::extract::Path(params) = axum::extract::Path::<
+            std::collections::HashMap<String, String>,
+        >::from_request_parts(parts, state)
+        .await
+        .map_err(|_| ApiError::unknown_sale())?;
+        let sale = params.get("sale").ok_or_else(ApiError::unknown_sale)?;
+        floodgate_protocol::ids::check_sale_id(sale).map_err(|_| ApiError::unknown_sale())?;
+        Ok(Self(sale.clone()))
+    }
+}
+
+/// What a JSON body of an endpoint looks like, for the refusal of one that is not JSON.
+pub trait Shape {
+    /// The body as a person would write it (`{"pool": "<pool id>", "seats": <number>}`).
+    const EXAMPLE: &'static str;
+}
+
+/// A request body that is a JSON object, its fields for the handler to read one by one (so each
+/// mistake gets its field's code and a sentence a person can act on, never a parser's wording).
+/// Refused: a body over the listener's limit (413 `body_too_large`), one that cannot be read
+/// (400 `bad_body`), one that is not JSON (400 `bad_json`) or not an object (422
+/// `invalid_request`), each naming the shape `S` expects.
+#[derive(Debug)]
+pub struct JsonObject<S> {
+    pub fields: serde_json::Map<String, serde_json::Value>,
+    shape: std::marker::PhantomData<S>,
+}
+
+impl<S> JsonObject<S> {
+    /// The first field that is not one of `known`, refused with 422 `invalid_request`.
+    pub fn only(&self, known: &[&str], takes: &str) -> Result<(), ApiError> {
+        match self.fields.keys().find(|k| !known.contains(&k.as_str())) {
+            None => Ok(()),
+            Some(unknown) => Err(ApiError::new(
+                code::INVALID_REQUEST,
+                format!("unknown field {unknown:?}: {takes}"),
+            )),
+        }
+    }
+}
+
+impl<S: Shape, St: Send + Sync> axum::extract::FromRequest<St> for JsonObject<S> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: axum::extract::Request, state: &St) -> Result<Self, ApiError> {
+        let body = axum::body::Bytes::from_request(request, state)
+            .await
+            .map_err(|e| {
+                if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::new(code::BODY_TOO_LARGE, "the request body is too large".into())
+                } else {
+                    ApiError::new(code::BAD_BODY, "the request body could not be read".into())
+                }
+            })?;
+        let value: serde_json::Value = serde_json::from_slice(&body).map_err(|_| {
+            ApiError::new(
+                code::BAD_JSON,
+                format!("the body is not valid JSON; send {}", S::EXAMPLE),
+            )
+        })?;
+        let serde_json::Value::Object(fields) = value else {
+            return Err(ApiError::new(
+                code::INVALID_REQUEST,
+                format!("the body must be a JSON object: {}", S::EXAMPLE),
+            ));
+        };
+        Ok(Self {
+            fields,
+            shape: std::marker::PhantomData,
+        })
+    }
+}
+
 /// Redis unreachable or failing: nothing was decided, the client may retry.
 impl From<redis::RedisError> for ApiError {
     fn from(e: redis::RedisError) -> Self {
@@ -131,6 +217,35 @@ mod tests {
             .get(header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok()?.parse().ok());
         (response.status().as_u16(), retry)
+    }
+
+    #[tokio::test]
+    async fn a_sale_path_that_is_not_an_id_is_an_unknown_sale() {
+        use tower::ServiceExt as _;
+        let app = axum::Router::new().route(
+            "/v1/sales/{sale}/things/{id}",
+            axum::routing::get(|SaleId(sale): SaleId| async move { sale }),
+        );
+        let ask = |path: &str| {
+            let app = app.clone();
+            let request = axum::http::Request::get(path)
+                .body(axum::body::Body::empty())
+                .unwrap();
+            async move { app.oneshot(request).await.unwrap() }
+        };
+        let ok = ask("/v1/sales/spring-rush/things/1").await;
+        assert_eq!(ok.status(), 200);
+        let body = axum::body::to_bytes(ok.into_body(), 1024).await.unwrap();
+        assert_eq!(&body[..], b"spring-rush");
+        for bad in ["/v1/sales/no%20such/things/1", "/v1/sales/%FF/things/1"] {
+            let refused = ask(bad).await;
+            assert_eq!(refused.status(), 404, "{bad}");
+            let body = axum::body::to_bytes(refused.into_body(), 1024)
+                .await
+                .unwrap();
+            let body: floodgate_protocol::api::ErrorBody = serde_json::from_slice(&body).unwrap();
+            assert_eq!(body.error, code::UNKNOWN_SALE, "{bad}");
+        }
     }
 
     #[test]

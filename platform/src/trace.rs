@@ -95,6 +95,36 @@ where
     Ok((Some(layer), Exporting(Some(provider))))
 }
 
+/// The trace context a request carries (`traceparent`, `tracestate`), taken as a handler's
+/// argument and continued in its span ([`TraceContext::continue_in`]): the handler's span is
+/// made only after the extractors ran.
+#[derive(Clone, Debug, Default)]
+pub struct TraceContext(axum::http::HeaderMap);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for TraceContext {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let mut carried = axum::http::HeaderMap::new();
+        for name in ["traceparent", "tracestate"] {
+            if let Some(value) = parts.headers.get(name) {
+                carried.insert(name, value.clone());
+            }
+        }
+        Ok(Self(carried))
+    }
+}
+
+impl TraceContext {
+    /// Makes `span` a child of the request's trace, if it carries one.
+    pub fn continue_in(&self, span: &tracing::Span) {
+        continue_from_http(span, &self.0);
+    }
+}
+
 /// Makes `span` a child of the trace context in `headers` (an HTTP request's), if any.
 pub fn continue_from_http(span: &tracing::Span, headers: &axum::http::HeaderMap) {
     struct Http<'a>(&'a axum::http::HeaderMap);

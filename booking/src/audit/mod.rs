@@ -9,10 +9,10 @@
 pub mod chain;
 
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::Json;
+use floodgate_platform::http::SaleId;
 use floodgate_protocol::api::code;
-use floodgate_protocol::ids::check_sale_id;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -216,10 +216,9 @@ pub struct AuditQuery {
 )]
 pub async fn list(
     State(state): State<AppState>,
-    Path(sale): Path<String>,
+    SaleId(sale): SaleId,
     query: Result<Query<AuditQuery>, QueryRejection>,
 ) -> Result<Json<Vec<AuditEntry>>, ApiError> {
-    check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
     // A limit out of its range is refused, not quietly clamped: the caller learns its mistake.
     let limit = match query {
         Ok(Query(AuditQuery { limit: None })) => 100,

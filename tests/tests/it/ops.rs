@@ -43,6 +43,29 @@ async fn the_ops_api_needs_its_token(db: sqlx::PgPool) {
         (status, body["error"].as_str()),
         (404, Some("unknown_sale"))
     );
+    // A path whose sale is not an id (not UTF-8, a space) is the same JSON 404 on every ops
+    // route, never a framework's plain-text rejection.
+    for bad in ["%FF", "a%20b"] {
+        for (method, suffix) in [
+            (reqwest::Method::GET, ""),
+            (reqwest::Method::POST, "/pause"),
+            (reqwest::Method::GET, "/audit"),
+        ] {
+            let (status, body) = app
+                .ops(
+                    method.clone(),
+                    &format!("/admin/v1/sales/{bad}{suffix}"),
+                    &app.ops_token,
+                    None,
+                )
+                .await;
+            assert_eq!(
+                (status, body["error"].as_str()),
+                (404, Some("unknown_sale")),
+                "{method} {bad}{suffix}"
+            );
+        }
+    }
 }
 
 #[sqlx::test(migrations = "../migrations")]
