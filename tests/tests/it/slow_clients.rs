@@ -80,11 +80,22 @@ async fn a_trickled_body_and_a_slow_upgrade_are_cut_off(db: sqlx::PgPool) {
         r#"{{"pool":"p1","seats":1,"padding":"{}"}}"#,
         "x".repeat(40)
     );
-    let request = format!(
-        "POST /v1/sales/s1/reservations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nAuthorization: Bearer t\r\nIdempotency-Key: k\r\n\r\n",
-        body.len()
-    );
+    // A genuine pass, so that the body is what the service waits for.
+    let token = app.token("s1", 1, 1, 600_000);
+    let request = |token: &str| {
+        format!(
+            "POST /v1/sales/s1/reservations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nAuthorization: Bearer {token}\r\nIdempotency-Key: k\r\n\r\n",
+            body.len()
+        )
+    };
+    // Without a genuine pass the request is refused at once, before its body is read: a
+    // stranger's trickle holds nothing.
+    let mut stream = TcpStream::connect(app.booking).await.unwrap();
+    stream.write_all(request("t").as_bytes()).await.unwrap();
+    let (cut, said) = trickle(stream, body.as_bytes(), Duration::from_millis(1_500)).await;
+    assert!(cut && said.starts_with("HTTP/1.1 401"), "{said}");
+    let request = request(&token);
     let mut stream = TcpStream::connect(app.booking).await.unwrap();
     stream.write_all(request.as_bytes()).await.unwrap();
     let (cut, said) = trickle(stream, body.as_bytes(), Duration::from_millis(1_500)).await;
