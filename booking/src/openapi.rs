@@ -149,6 +149,7 @@ floodgate_platform::refusals!(
     ReserveRefusals [
         code::IDEMPOTENCY_KEY_MISSING,
         code::IDEMPOTENCY_KEY_INVALID,
+        code::BAD_BODY,
         code::BAD_JSON,
         code::TOKEN_MISSING,
         code::TOKEN_MALFORMED,
@@ -160,6 +161,7 @@ floodgate_platform::refusals!(
         code::UNKNOWN_SALE,
         code::UNKNOWN_POOL,
         code::SOLD_OUT,
+        code::RESERVATION_ENDED,
         code::SALE_ENDED,
         code::TOKEN_SPENT,
         code::BUYER_LIMIT,

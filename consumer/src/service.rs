@@ -50,8 +50,14 @@ impl Service for Consumer {
 
     fn start(self, life: &Lifecycle) -> Running {
         let shutdown = life.shutdown.clone();
-        let consuming =
-            tokio::spawn(async move { crate::run(&self.config, self.db, shutdown).await });
+        let consuming = tokio::spawn(async move {
+            // The loop ending by itself (it could not start, it failed, it panicked) ends the
+            // service: the listeners close and the process exits with the error, so the
+            // platform restarts it, rather than a consumer serving /readyz while it applies
+            // nothing.
+            let _ending = shutdown.clone().drop_guard();
+            crate::run(&self.config, self.db, shutdown).await
+        });
         Running {
             public: None,
             admin: self.admin,

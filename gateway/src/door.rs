@@ -87,10 +87,9 @@ pub async fn pass_challenge(
     let Some(verifier) = verifier(state, door.challenge) else {
         return Ok(());
     };
-    let refused = |e: ChallengeError| match e {
-        ChallengeError::Unavailable => ApiError::new(e.code(), e.to_string()),
-        _ => ApiError::new(e.code(), e.to_string()),
-    };
+    // The code says which refusal it is, and its status (403, or 503 when the check cannot
+    // be made now).
+    let refused = |e: ChallengeError| ApiError::new(e.code(), e.to_string());
     let answer = answer.ok_or_else(|| refused(ChallengeError::Required))?;
     // Checked against the easiest the puzzles were in the last few seconds: a puzzle handed
     // out just before a rise is not thrown away, one hoarded before a flood is.

@@ -50,7 +50,9 @@ fn the_protocol_documents_every_error_code_as_declared() {
 fn every_code_the_endpoint_tables_name_is_declared_with_that_status() {
     let document = std::fs::read_to_string(repo().join("docs/protocol.md")).unwrap();
     let (mut wrong, mut checked) = (Vec::new(), 0);
-    for line in document.lines() {
+    // The endpoint tables only: the generated table agrees by construction.
+    let prose = with_table(&document, "");
+    for line in prose.lines() {
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
         let [_, status, codes, ..] = cells[..] else {
             continue;
@@ -75,6 +77,6 @@ fn every_code_the_endpoint_tables_name_is_declared_with_that_status() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
-    // The endpoint tables (and the generated one) name every code at least once.
-    assert!(checked >= code::ALL.len(), "only {checked} codes named");
+    // The endpoint tables name most codes (a document that lost its tables checks nothing).
+    assert!(checked >= code::ALL.len() / 2, "only {checked} codes named");
 }

@@ -313,3 +313,30 @@ async fn a_stopping_consumer_turns_unready_then_ends_cleanly() {
     .await;
     assert!(exited.success(), "{exited:?}");
 }
+
+/// A consumer whose loop cannot start (here a Kafka property its consumer client refuses) ends
+/// the process with an error, so that the platform restarts it and says so, rather than serving
+/// `/readyz` 200 while it applies nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_whose_loop_fails_exits_instead_of_idling() {
+    let (url, db) = fresh_database().await;
+    let app = TestApp::spawn(db).await;
+    let mut consumer = Stopped(
+        Command::new(binary("floodgate-consumer"))
+            .env("FLOODGATE_DATABASE_URL", &url)
+            .env("FLOODGATE_KAFKA_BROKERS", kafka_brokers())
+            .env("FLOODGATE_RESERVATIONS_TOPIC", &app.topic)
+            .env("FLOODGATE_CONSUMER_GROUP", unique("failing-"))
+            .env("FLOODGATE_CONSUMER_METRICS_LISTEN", free_port().to_string())
+            .env("FLOODGATE_KAFKA_CONSUMER_NO_SUCH_PROPERTY", "1")
+            .env("RUST_LOG", "error")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("the consumer binary starts"),
+    );
+    let exited = eventually("the consumer exits", WAIT, async || {
+        consumer.0.try_wait().ok().flatten()
+    })
+    .await;
+    assert!(!exited.success(), "{exited:?}");
+}

@@ -101,7 +101,7 @@ fn row(arg: &Arg) -> String {
 fn reference() -> String {
     let mut text = String::from(
         "# Settings\n\n\
-         Every setting of every Floodgate binary, as an environment variable (each is also a \
+         Every setting of every Floodgate service, as an environment variable (each is also a \
          flag: `FLOODGATE_TICK_MS` is `--tick-ms`). Generated from the declarations the \
          binaries parse, by `tests/tests/it/settings_reference.rs`: do not edit by hand.\n\n\
          Every binary also reads `FLOODGATE_LOG_JSON` (log JSON lines) and `RUST_LOG`; a \
