@@ -186,7 +186,16 @@ impl Drop for GatewayProcess {
 
 /// A loopback port free right now (the gateway binds it a moment later).
 pub fn free_port() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
+    // Below the kernel's ephemeral range (32768 and up by default), picked at random: a port
+    // handed out here is free now, and no listener bound to port 0 and no outgoing connection
+    // (of this test or of another running beside it) can take it before the process it is
+    // for binds it. Ports from the ephemeral range could be, and a gateway then failed to
+    // start with "Address already in use".
+    for _ in 0..1_000 {
+        let port = 20_000 + (uuid::Uuid::new_v4().as_u128() % 10_000) as u16;
+        if let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            return listener.local_addr().expect("a bound address");
+        }
+    }
+    panic!("no free port from 20000 to 29999");
 }
