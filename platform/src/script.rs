@@ -183,6 +183,21 @@ pub fn strings(value: redis::Value) -> Result<Vec<String>, String> {
     Vec::<String>::from_reply(value)
 }
 
+/// A domain type read from the list of strings most scripts answer in (`{"sold_out", "3",
+/// ...}`): the one place that knows its script's reply shape. Every such type is a
+/// [`FromReply`], so a call's `.run()` answers it, or an odd reply ([`ScriptError::Odd`]).
+pub trait FromStrings: Sized {
+    /// `None`: not a reply the script documents.
+    fn from_strings(reply: &[String]) -> Option<Self>;
+}
+
+impl<T: FromStrings> FromReply for T {
+    fn from_reply(value: redis::Value) -> Result<Self, String> {
+        let reply = strings(value)?;
+        T::from_strings(&reply).ok_or_else(|| format!("{reply:?}"))
+    }
+}
+
 /// A declared script.
 pub trait LuaScript {
     /// Its declaration.

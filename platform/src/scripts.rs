@@ -3,7 +3,7 @@
 //! `floodgate_booking::gatekeeper`).
 
 use crate::keys::PoolKeys;
-use crate::script::{Call, Declaration, KeyLayout};
+use crate::script::{Call, Declaration, FromReply, KeyLayout};
 
 /// The `KEYS` every pool script takes first, all in the pool's slot (`lua/lib.lua`): the
 /// pool's config and counters, its holds, expiries and outbox, and one reservation's record.
@@ -50,7 +50,7 @@ crate::lua_script! {
     pub struct Lease<'a> {
         file: "lease.lua",
         helpers: None,
-        reply: String,
+        reply: Leased,
         keys {
             leader: "leader key",
             epoch: "epoch counter",
@@ -64,3 +64,24 @@ crate::lua_script! {
 
 /// The scripts declared here.
 pub const DECLARED: &[&Declaration] = &[<Lease<'_> as crate::script::LuaScript>::DECLARATION];
+
+/// What `lease.lua` answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Leased {
+    /// This instance holds the lease; `fence` (`<id>#<epoch>`) fences off every earlier holder.
+    Held { fence: String },
+    /// Another instance holds it.
+    Elsewhere,
+}
+
+/// The fencing token, or `""` when another instance holds the lease.
+impl FromReply for Leased {
+    fn from_reply(value: redis::Value) -> Result<Self, String> {
+        let fence = String::from_reply(value)?;
+        Ok(if fence.is_empty() {
+            Self::Elsewhere
+        } else {
+            Self::Held { fence }
+        })
+    }
+}

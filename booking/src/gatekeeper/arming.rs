@@ -4,7 +4,7 @@
 
 use floodgate_platform::keys::Keys;
 use floodgate_platform::runtime::RedisConn;
-use floodgate_platform::script::LuaScript as _;
+use floodgate_platform::script::{FromStrings, LuaScript as _};
 use floodgate_protocol::settings::Door;
 use floodgate_protocol::UnixMillis;
 use redis::RedisResult;
@@ -49,7 +49,7 @@ pub async fn arm_pool(
     }
     .run(conn)
     .await?;
-    parse_armed("arm_pool", &reply)
+    Ok(reply)
 }
 
 /// Publishes a sale's settings to the waiting room with a fresh lottery secret (only the first
@@ -63,7 +63,7 @@ pub async fn arm_sale(
     let k = keys.sale(sale.sale);
     let secret: [u8; 32] = rand::random();
     let commitment = floodgate_protocol::lottery::commitment(&secret);
-    let reply = ArmSale {
+    let armed = ArmSale {
         meta: k.meta(),
         seq: k.seq(),
         frontier: k.frontier(),
@@ -85,7 +85,6 @@ pub async fn arm_sale(
     }
     .run(conn)
     .await?;
-    let armed = parse_armed("arm_sale", &reply)?;
     if armed == Armed::Armed {
         // Known to the relay and the reaper from now on.
         let _: i64 = redis::cmd("SADD")
@@ -98,14 +97,13 @@ pub async fn arm_sale(
 }
 
 /// `{"armed"}` or `{"opened", at_ms}`.
-fn parse_armed(script: &str, reply: &[String]) -> RedisResult<Armed> {
-    match reply {
-        [armed] if armed == "armed" => Ok(Armed::Armed),
-        [opened, at] if opened == "opened" => at
-            .parse()
-            .map(Armed::Opened)
-            .map_err(|_| super::replies::protocol_error(script, reply)),
-        _ => Err(super::replies::protocol_error(script, reply)),
+impl FromStrings for Armed {
+    fn from_strings(reply: &[String]) -> Option<Self> {
+        match reply {
+            [armed] if armed == "armed" => Some(Self::Armed),
+            [opened, at] if opened == "opened" => at.parse().ok().map(Self::Opened),
+            _ => None,
+        }
     }
 }
 
@@ -117,14 +115,14 @@ mod tests {
     #[test]
     fn arming_replies_parse() {
         assert_eq!(
-            parse_armed("a", &strings(&["armed"])).unwrap(),
+            Armed::from_strings(&strings(&["armed"])).unwrap(),
             Armed::Armed
         );
         assert_eq!(
-            parse_armed("a", &strings(&["opened", "1700"])).unwrap(),
+            Armed::from_strings(&strings(&["opened", "1700"])).unwrap(),
             Armed::Opened(1700)
         );
-        assert!(parse_armed("a", &strings(&["opened"])).is_err());
-        assert!(parse_armed("a", &strings(&["armed", "x"])).is_err());
+        assert!(Armed::from_strings(&strings(&["opened"])).is_none());
+        assert!(Armed::from_strings(&strings(&["armed", "x"])).is_none());
     }
 }

@@ -12,10 +12,36 @@
 use floodgate_platform::keys::Keys;
 use floodgate_protocol::identity::BuyerId;
 
-use floodgate_platform::script::LuaScript as _;
+use floodgate_platform::script::{FromStrings, LuaScript as _};
 
 use super::scripts::BuyerSeats;
 use super::{Gatekeeper, ReserveError, ReserveRequest};
+
+/// What `buyer_seats.lua` did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum BuyerCount {
+    /// The token's seats count against the buyer (now, or already).
+    Counted,
+    /// The buyer holds or bought `counted` seats, and these would pass the limit: nothing
+    /// changed.
+    Over { counted: u32 },
+    /// The token's seats no longer count.
+    Given,
+}
+
+/// `{"ok"}`, `{"over", counted}` or `{"given"}`.
+impl FromStrings for BuyerCount {
+    fn from_strings(reply: &[String]) -> Option<Self> {
+        match reply {
+            [ok] if ok == "ok" => Some(Self::Counted),
+            [over, counted] if over == "over" => Some(Self::Over {
+                counted: counted.parse().ok()?,
+            }),
+            [given] if given == "given" => Some(Self::Given),
+            _ => None,
+        }
+    }
+}
 
 impl Gatekeeper {
     /// Counts the request's seats against its buyer, if the token names one and the sale has
@@ -29,7 +55,7 @@ impl Gatekeeper {
             return Ok(());
         };
         let buyer = BuyerId::new(buyer.clone());
-        let reply = BuyerSeats {
+        let counted = BuyerSeats {
             record: self.keys.buyer(&req.claims.sale, &buyer),
             op: "take",
             jti: &req.claims.jti,
@@ -38,15 +64,13 @@ impl Gatekeeper {
             lifetime_ms: Keys::BUYER_RECORD_LIFETIME.as_millis() as u64,
         }
         .run(&mut self.redis.clone())
-        .await
-        .map_err(redis::RedisError::from)?;
-        match reply.as_slice() {
-            [ok] if ok == "ok" => Ok(()),
-            [over, counted] if over == "over" => Err(ReserveError::BuyerLimit {
-                limit,
-                counted: counted.parse().unwrap_or(limit),
-            }),
-            _ => Err(ReserveError::Protocol(format!("buyer_seats: {reply:?}"))),
+        .await?;
+        match counted {
+            BuyerCount::Counted => Ok(()),
+            BuyerCount::Over { counted } => Err(ReserveError::BuyerLimit { limit, counted }),
+            BuyerCount::Given => Err(ReserveError::Protocol(
+                "buyer_seats: given, for a take".into(),
+            )),
         }
     }
 
@@ -81,5 +105,21 @@ impl Gatekeeper {
         .run(&mut self.redis.clone())
         .await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::strings;
+    use super::*;
+
+    #[test]
+    fn buyer_seat_replies_parse() {
+        let count = |reply: &[&str]| BuyerCount::from_strings(&strings(reply));
+        assert_eq!(count(&["ok"]), Some(BuyerCount::Counted));
+        assert_eq!(count(&["over", "4"]), Some(BuyerCount::Over { counted: 4 }));
+        assert_eq!(count(&["given"]), Some(BuyerCount::Given));
+        assert_eq!(count(&["over", "many"]), None);
+        assert_eq!(count(&["ok", "1"]), None);
     }
 }

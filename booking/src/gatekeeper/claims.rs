@@ -1,19 +1,20 @@
 //! What `claim_token.lua` (the sale-wide step of a reservation) answers, as a Rust type.
 
+use floodgate_platform::script::{FromReply, FromStrings};
 use floodgate_protocol::UnixMillis;
 
 use super::ReserveError;
 
 /// What `claim_token.lua` said.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Claim {
+pub enum Claim {
     Claimed,
     Retry,
 }
 
 /// A claim, with the deadline of this attempt (Unix ms, Redis' clock).
 #[derive(Debug, PartialEq, Eq)]
-pub(super) struct Claimed {
+pub struct Claimed {
     pub(super) claim: Claim,
     pub(super) deadline_ms: UnixMillis,
     /// The attempt's stamp: it names the attempt, and orders it after every earlier attempt of
@@ -25,7 +26,7 @@ pub(super) struct Claimed {
 
 /// What `release_claim.lua` did with a refused attempt's claim.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Released {
+pub enum Released {
     /// Given back: the pass is not spent.
     Yes,
     /// Kept: only attempts stamped after the refused one may still take seats (they settle the
@@ -35,51 +36,47 @@ pub(super) enum Released {
     KeptForEarlier,
 }
 
-impl Released {
-    pub(super) fn parse(reply: i64) -> redis::RedisResult<Self> {
-        match reply {
+/// `1`, `0` or `-1`.
+impl FromReply for Released {
+    fn from_reply(value: redis::Value) -> Result<Self, String> {
+        match i64::from_reply(value)? {
             1 => Ok(Self::Yes),
             0 => Ok(Self::KeptForLater),
             -1 => Ok(Self::KeptForEarlier),
-            other => Err(redis::RedisError::from((
-                redis::ErrorKind::TypeError,
-                "unexpected release_claim reply",
-                other.to_string(),
-            ))),
+            other => Err(other.to_string()),
         }
     }
 }
 
-impl Claim {
-    pub(super) fn parse(reply: &[String]) -> Result<Claimed, ReserveError> {
-        let claim = match reply.first().map(String::as_str) {
-            Some("claimed") => Claim::Claimed,
-            Some("retry") => Claim::Retry,
-            Some("spent") => return Err(ReserveError::TokenSpent),
-            Some("mismatch") => return Err(ReserveError::KeyReused),
-            Some("unknown_sale") => return Err(ReserveError::UnknownSale),
-            Some("unknown_pool") => return Err(ReserveError::UnknownPool),
-            Some("ended") => return Err(ReserveError::SaleEnded),
-            _ => return Err(ReserveError::Protocol(format!("claim_token: {reply:?}"))),
+/// What `claim_token.lua` answered: a claim, or why the token cannot be claimed.
+#[derive(Debug)]
+pub enum Claiming {
+    Claimed(Claimed),
+    Refused(ReserveError),
+}
+
+/// `{"claimed" | "retry", deadline, buyer limit, stamp}`, or a refusal's word.
+impl FromStrings for Claiming {
+    fn from_strings(reply: &[String]) -> Option<Self> {
+        let claim = match reply.first()?.as_str() {
+            "claimed" => Claim::Claimed,
+            "retry" => Claim::Retry,
+            "spent" => return Some(Self::Refused(ReserveError::TokenSpent)),
+            "mismatch" => return Some(Self::Refused(ReserveError::KeyReused)),
+            "unknown_sale" => return Some(Self::Refused(ReserveError::UnknownSale)),
+            "unknown_pool" => return Some(Self::Refused(ReserveError::UnknownPool)),
+            "ended" => return Some(Self::Refused(ReserveError::SaleEnded)),
+            _ => return None,
         };
-        let deadline_ms = reply
-            .get(1)
-            .and_then(|d| d.parse().ok())
-            .ok_or_else(|| ReserveError::Protocol(format!("claim_token: {reply:?}")))?;
-        let buyer_limit = reply
-            .get(2)
-            .and_then(|l| l.parse::<u32>().ok())
-            .filter(|l| *l > 0);
-        let attempt = reply
-            .get(3)
-            .and_then(|a| a.parse().ok())
-            .ok_or_else(|| ReserveError::Protocol(format!("claim_token: {reply:?}")))?;
-        Ok(Claimed {
+        Some(Self::Claimed(Claimed {
             claim,
-            deadline_ms,
-            buyer_limit,
-            attempt,
-        })
+            deadline_ms: reply.get(1)?.parse().ok()?,
+            buyer_limit: reply
+                .get(2)
+                .and_then(|l| l.parse::<u32>().ok())
+                .filter(|l| *l > 0),
+            attempt: reply.get(3)?.parse().ok()?,
+        }))
     }
 }
 
@@ -90,16 +87,24 @@ mod tests {
 
     #[test]
     fn release_replies_parse() {
-        assert_eq!(Released::parse(1).unwrap(), Released::Yes);
-        assert_eq!(Released::parse(0).unwrap(), Released::KeptForLater);
-        assert_eq!(Released::parse(-1).unwrap(), Released::KeptForEarlier);
-        assert!(Released::parse(2).is_err());
+        let released = |n: i64| Released::from_reply(redis::Value::Int(n));
+        assert_eq!(released(1).unwrap(), Released::Yes);
+        assert_eq!(released(0).unwrap(), Released::KeptForLater);
+        assert_eq!(released(-1).unwrap(), Released::KeptForEarlier);
+        assert!(released(2).is_err());
+    }
+
+    fn claim(reply: &[&str]) -> Option<Result<Claimed, ReserveError>> {
+        Claiming::from_strings(&strings(reply)).map(|claiming| match claiming {
+            Claiming::Claimed(claimed) => Ok(claimed),
+            Claiming::Refused(e) => Err(e),
+        })
     }
 
     #[test]
     fn claim_replies_parse() {
         assert_eq!(
-            Claim::parse(&strings(&["claimed", "123", "0", "120"])).unwrap(),
+            claim(&["claimed", "123", "0", "120"]).unwrap().unwrap(),
             Claimed {
                 claim: Claim::Claimed,
                 deadline_ms: 123,
@@ -108,51 +113,44 @@ mod tests {
             }
         );
         assert_eq!(
-            Claim::parse(&strings(&["retry", "9", "4", "7"]))
+            claim(&["retry", "9", "4", "7"])
+                .unwrap()
                 .unwrap()
                 .buyer_limit,
             Some(4)
         );
         assert_eq!(
-            Claim::parse(&strings(&["retry", "9", "0", "8"]))
-                .unwrap()
-                .claim,
+            claim(&["retry", "9", "0", "8"]).unwrap().unwrap().claim,
             Claim::Retry
         );
         assert!(matches!(
-            Claim::parse(&strings(&["spent"])),
+            claim(&["spent"]).unwrap(),
             Err(ReserveError::TokenSpent)
         ));
         assert!(matches!(
-            Claim::parse(&strings(&["mismatch"])),
+            claim(&["mismatch"]).unwrap(),
             Err(ReserveError::KeyReused)
         ));
         assert!(matches!(
-            Claim::parse(&strings(&["unknown_sale"])),
+            claim(&["unknown_sale"]).unwrap(),
             Err(ReserveError::UnknownSale)
         ));
         assert!(matches!(
-            Claim::parse(&strings(&["unknown_pool"])),
+            claim(&["unknown_pool"]).unwrap(),
             Err(ReserveError::UnknownPool)
         ));
         assert!(matches!(
-            Claim::parse(&strings(&["ended"])),
+            claim(&["ended"]).unwrap(),
             Err(ReserveError::SaleEnded)
         ));
-        assert!(matches!(
-            Claim::parse(&strings(&["?"])),
-            Err(ReserveError::Protocol(_))
-        ));
+        assert!(claim(&["?"]).is_none());
         for junk in [
             vec!["claimed"],
             vec!["retry", "9", "0"],
             vec!["claimed", "9", "0", "x"],
         ] {
             assert!(
-                matches!(
-                    Claim::parse(&strings(&junk)),
-                    Err(ReserveError::Protocol(_))
-                ),
+                Claiming::from_strings(&strings(&junk)).is_none(),
                 "{junk:?}"
             );
         }

@@ -4,12 +4,11 @@
 
 use floodgate_platform::keys::{Keys, PoolKeys, SaleKeys};
 use floodgate_platform::runtime::RedisConn;
-use floodgate_platform::script::LuaScript as _;
+use floodgate_platform::script::{FromStrings, LuaScript as _};
 use floodgate_platform::state::{writes, SaleMeta};
 use floodgate_protocol::UnixMillis;
 use redis::RedisResult;
 
-use super::replies::protocol_error;
 use super::scripts::EndPool;
 
 /// What ending one pool found (`lua/end_pool.lua`).
@@ -29,21 +28,17 @@ pub enum PoolEnd {
     NotArmed,
 }
 
-fn parse_end(reply: &[String]) -> RedisResult<PoolEnd> {
-    let number = |i: usize| reply.get(i).and_then(|v| v.parse::<i64>().ok());
-    let bad = || protocol_error("end_pool", reply);
-    match reply.first().map(String::as_str) {
-        Some("ended") => number(1)
-            .map(|at_ms| PoolEnd::Ended { at_ms })
-            .ok_or_else(bad),
-        Some("holding") => number(1)
-            .map(|seats| PoolEnd::Holding { seats })
-            .ok_or_else(bad),
-        Some("relaying") => number(1)
-            .map(|events| PoolEnd::Relaying { events })
-            .ok_or_else(bad),
-        Some("not_armed") => Ok(PoolEnd::NotArmed),
-        _ => Err(bad()),
+/// `{"ended", at_ms}`, `{"holding", seats}`, `{"relaying", events}` or `{"not_armed"}`.
+impl FromStrings for PoolEnd {
+    fn from_strings(reply: &[String]) -> Option<Self> {
+        let number = || reply.get(1)?.parse::<i64>().ok();
+        Some(match reply.first()?.as_str() {
+            "ended" => Self::Ended { at_ms: number()? },
+            "holding" => Self::Holding { seats: number()? },
+            "relaying" => Self::Relaying { events: number()? },
+            "not_armed" => Self::NotArmed,
+            _ => return None,
+        })
     }
 }
 
@@ -58,14 +53,13 @@ pub async fn mark_sale_ended(
 
 /// Ends one pool: no new hold from now on, if nothing is left in flight there.
 pub async fn end_pool(conn: &mut RedisConn, pool: &PoolKeys) -> RedisResult<PoolEnd> {
-    let reply = EndPool {
+    Ok(EndPool {
         config: pool.config(),
         held: pool.held(),
         outbox: pool.outbox(),
     }
     .run(conn)
-    .await?;
-    parse_end(&reply)
+    .await?)
 }
 
 /// Takes an ended sale out of the walk of live sales and into that of ended ones.
@@ -193,22 +187,22 @@ mod tests {
     #[test]
     fn end_replies_parse() {
         assert_eq!(
-            parse_end(&strings(&["ended", "17"])).unwrap(),
+            PoolEnd::from_strings(&strings(&["ended", "17"])).unwrap(),
             PoolEnd::Ended { at_ms: 17 }
         );
         assert_eq!(
-            parse_end(&strings(&["holding", "3"])).unwrap(),
+            PoolEnd::from_strings(&strings(&["holding", "3"])).unwrap(),
             PoolEnd::Holding { seats: 3 }
         );
         assert_eq!(
-            parse_end(&strings(&["relaying", "2"])).unwrap(),
+            PoolEnd::from_strings(&strings(&["relaying", "2"])).unwrap(),
             PoolEnd::Relaying { events: 2 }
         );
         assert_eq!(
-            parse_end(&strings(&["not_armed"])).unwrap(),
+            PoolEnd::from_strings(&strings(&["not_armed"])).unwrap(),
             PoolEnd::NotArmed
         );
-        assert!(parse_end(&strings(&["holding"])).is_err());
-        assert!(parse_end(&strings(&["?"])).is_err());
+        assert!(PoolEnd::from_strings(&strings(&["holding"])).is_none());
+        assert!(PoolEnd::from_strings(&strings(&["?"])).is_none());
     }
 }

@@ -1,6 +1,8 @@
 //! What `reserve.lua` answers, as Rust types: a hold, or a refusal and what it proves about the
-//! key's other attempts (the one function that knows the reply's shape is [`parse_reserve`]).
+//! key's other attempts (the one place that knows the reply's shape is [`Reserved`]'s
+//! `FromStrings`).
 
+use floodgate_platform::script::{FromStrings, OddReply, ScriptError};
 use floodgate_protocol::UnixMillis;
 
 /// A hold on seats, as granted (or replayed) by `reserve.lua`.
@@ -55,13 +57,26 @@ pub enum ReserveError {
     BuyerLimit { limit: u32, counted: u32 },
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
+    /// A reply or record that is not what the scripts write: a bug, never the client's doing.
     #[error("unexpected script reply: {0}")]
     Protocol(String),
 }
 
+/// A script's call failed (Redis' error), or its reply was not one it documents (a bug).
+impl From<ScriptError> for ReserveError {
+    fn from(e: ScriptError) -> Self {
+        match e {
+            ScriptError::Redis(e) => Self::Redis(e),
+            ScriptError::Odd(OddReply { script, reply }) => {
+                Self::Protocol(format!("{script}: {reply}"))
+            }
+        }
+    }
+}
+
 /// Why the pool made no hold, and what that proves about other attempts (release_claim.lua).
 #[derive(Debug)]
-pub(super) struct Refusal {
+pub struct Refusal {
     pub(super) error: ReserveError,
     /// When the pool refused, by its Redis' clock, or `None` if the refusal proves nothing
     /// about the key's other attempts (a lost pool, a sale that ended, the buyer's limit).
@@ -71,75 +86,74 @@ pub(super) struct Refusal {
     pub(super) fenced: bool,
 }
 
-/// Turns `reserve.lua`'s reply into a hold or a refusal: the one place that knows its shape.
-/// A refusal that made no hold comes with what the claim's release needs ([`Refusal`]).
-pub(super) fn parse_reserve(reply: &[String]) -> Result<Hold, Result<Refusal, ReserveError>> {
-    let bad = || Err(ReserveError::Protocol(format!("reserve: {reply:?}")));
-    let int = |i: usize| -> Option<i64> { reply.get(i).and_then(|s| s.parse().ok()) };
-    let flag = |i: usize| match reply.get(i).map(String::as_str) {
-        Some("1") => Some(true),
-        Some("0") => Some(false),
-        _ => None,
-    };
-    match reply.first().map(String::as_str) {
-        Some(kind @ ("reserved" | "replay")) if reply.len() == 8 => {
-            let (Some(seats), Some(expires), Some(at)) = (int(3), int(4), int(5)) else {
-                return Err(bad());
-            };
-            Ok(Hold {
+impl Refusal {
+    /// A refusal that proves nothing about the key's other attempts.
+    pub(super) fn alone(error: ReserveError) -> Self {
+        Self {
+            error,
+            at_ms: None,
+            fenced: false,
+        }
+    }
+}
+
+/// What `reserve.lua` answered.
+#[derive(Debug)]
+pub enum Reserved {
+    Hold(Hold),
+    /// No hold: the claim is given back as the refusal allows ([`Refusal`]).
+    Refused(Refusal),
+    /// The token was spent by another key's reservation in this pool.
+    Spent,
+}
+
+/// `{"reserved" | "replay", id, secret, seats, expiry, at, outbox entry, event}`, or a refusal:
+/// `{"sold_out", available, at, fenced}`, `{"late", at, fenced}`, `{"superseded", at}`,
+/// `{"spent"}`, `{"not_armed" | "diverged"}`, `{"ended"}`.
+impl FromStrings for Reserved {
+    fn from_strings(reply: &[String]) -> Option<Self> {
+        let int = |i: usize| -> Option<i64> { reply.get(i)?.parse().ok() };
+        let flag = |i: usize| match reply.get(i)?.as_str() {
+            "1" => Some(true),
+            "0" => Some(false),
+            _ => None,
+        };
+        let refused = |error, at_ms, fenced| {
+            Some(Self::Refused(Refusal {
+                error,
+                at_ms: Some(at_ms),
+                fenced,
+            }))
+        };
+        match reply.first()?.as_str() {
+            kind @ ("reserved" | "replay") if reply.len() == 8 => Some(Self::Hold(Hold {
                 reservation_id: reply[1].clone(),
                 secret: reply[2].clone(),
-                seats: u32::try_from(seats).map_err(|_| bad())?,
-                hold_expires_at_ms: expires,
-                reserved_at_ms: at,
+                seats: u32::try_from(int(3)?).ok()?,
+                hold_expires_at_ms: int(4)?,
+                reserved_at_ms: int(5)?,
                 outbox_entry: reply[6].clone(),
                 pending_event: Some(reply[7].clone()).filter(|e| !e.is_empty()),
                 replayed: kind == "replay",
                 buyer_record: None,
-            })
+            })),
+            "sold_out" => {
+                let available = u32::try_from(int(1)?.max(0)).unwrap_or(u32::MAX);
+                refused(ReserveError::SoldOut { available }, int(2)?, flag(3)?)
+            }
+            "late" => refused(ReserveError::Late, int(1)?, flag(2)?),
+            // A later attempt of the same key was refused first: this one is as good as late,
+            // and proves nothing about the others (the later one may still be retried).
+            "superseded" => refused(ReserveError::Late, int(1)?, false),
+            "spent" => Some(Self::Spent),
+            // The sale lists the pool (claim_token checked), yet its state is missing (lost) or
+            // it lost writes (diverged): the refusal proves nothing about other attempts.
+            "not_armed" | "diverged" => {
+                Some(Self::Refused(Refusal::alone(ReserveError::PoolUnavailable)))
+            }
+            "ended" => Some(Self::Refused(Refusal::alone(ReserveError::SaleEnded))),
+            _ => None,
         }
-        Some("sold_out") => match (int(1), int(2), flag(3)) {
-            (Some(available), Some(at_ms), Some(fenced)) => Err(Ok(Refusal {
-                error: ReserveError::SoldOut {
-                    available: u32::try_from(available.max(0)).unwrap_or(u32::MAX),
-                },
-                at_ms: Some(at_ms),
-                fenced,
-            })),
-            _ => Err(bad()),
-        },
-        Some("late") => match (int(1), flag(2)) {
-            (Some(at_ms), Some(fenced)) => Err(Ok(Refusal {
-                error: ReserveError::Late,
-                at_ms: Some(at_ms),
-                fenced,
-            })),
-            _ => Err(bad()),
-        },
-        // A later attempt of the same key was refused first: this one is as good as late, and
-        // proves nothing about the others (the later one may still be retried).
-        Some("superseded") => match int(1) {
-            Some(at_ms) => Err(Ok(Refusal {
-                error: ReserveError::Late,
-                at_ms: Some(at_ms),
-                fenced: false,
-            })),
-            None => Err(bad()),
-        },
-        Some("spent") => Err(Err(ReserveError::TokenSpent)),
-        // The sale lists the pool (claim_token checked), yet its state is missing (lost) or it
-        // lost writes (diverged): the refusal proves nothing about other attempts.
-        Some("not_armed" | "diverged") => Err(Ok(Refusal {
-            error: ReserveError::PoolUnavailable,
-            at_ms: None,
-            fenced: false,
-        })),
-        Some("ended") => Err(Ok(Refusal {
-            error: ReserveError::SaleEnded,
-            at_ms: None,
-            fenced: false,
-        })),
-        _ => Err(bad()),
     }
 }
 
@@ -149,24 +163,25 @@ mod tests {
     use super::*;
 
     fn refusal(reply: &[&str]) -> Refusal {
-        match parse_reserve(&strings(reply)) {
-            Err(Ok(refusal)) => refusal,
+        match Reserved::from_strings(&strings(reply)) {
+            Some(Reserved::Refused(refusal)) => refusal,
             other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    fn held(reply: &[&str]) -> Hold {
+        match Reserved::from_strings(&strings(reply)) {
+            Some(Reserved::Hold(hold)) => hold,
+            other => panic!("expected a hold, got {other:?}"),
         }
     }
 
     #[test]
     fn reserve_replies_parse_into_holds_and_refusals() {
-        let hold = parse_reserve(&strings(&[
-            "reserved", "r1", "s1", "2", "900", "100", "1-0", "{}",
-        ]))
-        .unwrap();
+        let hold = held(&["reserved", "r1", "s1", "2", "900", "100", "1-0", "{}"]);
         assert_eq!((hold.seats, hold.outbox_entry.as_str()), (2, "1-0"));
         assert!(!hold.replayed);
-        let replay = parse_reserve(&strings(&[
-            "replay", "r1", "s1", "2", "900", "100", "1-0", "",
-        ]))
-        .unwrap();
+        let replay = held(&["replay", "r1", "s1", "2", "900", "100", "1-0", ""]);
         assert!(replay.replayed);
         assert_eq!(
             (hold.pending_event.as_deref(), replay.pending_event),
@@ -215,8 +230,8 @@ mod tests {
             "a lost pool proves nothing about other attempts"
         );
         assert!(matches!(
-            parse_reserve(&strings(&["spent"])),
-            Err(Err(ReserveError::TokenSpent))
+            Reserved::from_strings(&strings(&["spent"])),
+            Some(Reserved::Spent)
         ));
         for junk in [
             vec!["reserved", "r1"],
@@ -228,10 +243,7 @@ mod tests {
             vec!["superseded"],
         ] {
             assert!(
-                matches!(
-                    parse_reserve(&strings(&junk)),
-                    Err(Err(ReserveError::Protocol(_)))
-                ),
+                Reserved::from_strings(&strings(&junk)).is_none(),
                 "{junk:?}"
             );
         }

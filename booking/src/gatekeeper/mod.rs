@@ -63,10 +63,9 @@ use floodgate_protocol::reservation::ReservationState;
 
 pub use holds::{Hold, ReserveError};
 pub use ops::{SaleFigures, LATELY_MS};
-use replies::{
-    parse_abort, parse_ack, parse_confirm, parse_release, parse_start_payment, protocol_error,
+pub use replies::{
+    Abort, Ack, Confirmation, Expiry, PaymentStart, RefundVerdict, Release, StoredReservation,
 };
-pub use replies::{Abort, Ack, Confirmation, PaymentStart, Release, StoredReservation};
 pub use requests::{Paid, ReserveRequest, WebhookTarget};
 pub use scripts::{preload, ATTEMPT_LIFETIME_MS};
 pub use upkeep::{OutboxEntry, Sequence};
@@ -159,10 +158,9 @@ impl Gatekeeper {
         outbox_entry: &str,
     ) -> redis::RedisResult<Ack> {
         let keys = self.keys.pool(sale, pool);
-        let reply = calls::ack(&keys, reservation_id, outbox_entry)
+        Ok(calls::ack(&keys, reservation_id, outbox_entry)
             .run(&mut self.redis.clone())
-            .await?;
-        parse_ack(&reply)
+            .await?)
     }
 
     /// Takes back a hold whose `SeatReserved` could not be acknowledged (`abort.lua`), unless it
@@ -176,23 +174,22 @@ impl Gatekeeper {
         reservation_id: &str,
     ) -> redis::RedisResult<Abort> {
         let keys = self.keys.pool(sale, pool);
-        let reply = scripts::Abort {
+        Ok(scripts::Abort {
             pool: PoolLayout::new(&keys, reservation_id),
             pointer: keys.token_reservation(jti),
         }
         .run(&mut self.redis.clone())
-        .await?;
-        parse_abort(&reply)
+        .await?)
     }
 
     /// Runs a webhook script (`confirm`, `release`, `refund_result`), made by `script` from the
     /// target's layout and its key that remembers the provider's event (so a redelivery changes
     /// nothing).
-    async fn webhook_script<S: floodgate_platform::script::LuaScript<Reply = Vec<String>>>(
+    async fn webhook_script<S: floodgate_platform::script::LuaScript>(
         &self,
         target: &WebhookTarget<'_>,
         script: impl FnOnce(PoolLayout, String) -> S,
-    ) -> redis::RedisResult<Vec<String>> {
+    ) -> redis::RedisResult<S::Reply> {
         let keys = self.keys.pool(target.sale, target.pool);
         let reply = script(
             PoolLayout::new(&keys, target.reservation_id),
@@ -216,16 +213,14 @@ impl Gatekeeper {
         target: &WebhookTarget<'_>,
         paid: &Paid<'_>,
     ) -> redis::RedisResult<Confirmation> {
-        let reply = self
-            .webhook_script(target, |pool, event| scripts::Confirm {
-                pool,
-                event,
-                payment_id: paid.payment_id,
-                amount_minor: paid.amount_minor,
-                currency: paid.currency,
-            })
-            .await?;
-        parse_confirm(&reply)
+        self.webhook_script(target, |pool, event| scripts::Confirm {
+            pool,
+            event,
+            payment_id: paid.payment_id,
+            amount_minor: paid.amount_minor,
+            currency: paid.currency,
+        })
+        .await
     }
 
     /// A payment failed (`release.lua`).
@@ -235,25 +230,23 @@ impl Gatekeeper {
         target: &WebhookTarget<'_>,
         payment_id: &str,
     ) -> redis::RedisResult<Release> {
-        let reply = self
-            .webhook_script(target, |pool, event| scripts::Release {
-                pool,
-                event,
-                payment_id,
-            })
-            .await?;
-        parse_release(&reply)
+        self.webhook_script(target, |pool, event| scripts::Release {
+            pool,
+            event,
+            payment_id,
+        })
+        .await
     }
 
-    /// The provider's verdict on a refund (`refund_result.lua`). Returns its outcome word.
+    /// The provider's verdict on a refund (`refund_result.lua`).
     pub async fn refund_result(
         &self,
         target: &WebhookTarget<'_>,
         payment_id: &str,
         succeeded: bool,
-    ) -> redis::RedisResult<String> {
+    ) -> redis::RedisResult<RefundVerdict> {
         let outcome = if succeeded { "succeeded" } else { "failed" };
-        let reply = self
+        let verdict = self
             .webhook_script(target, |pool, event| scripts::RefundResult {
                 pool,
                 event,
@@ -261,18 +254,14 @@ impl Gatekeeper {
                 outcome,
             })
             .await?;
-        let outcome = reply
-            .into_iter()
-            .next()
-            .ok_or_else(|| protocol_error("refund_result", &[]))?;
-        if outcome == "not_armed" {
+        if verdict == RefundVerdict::PoolUnavailable {
             // Nothing decided: the provider redelivers until the pool is rebuilt.
             return Err(redis::RedisError::from((
                 redis::ErrorKind::ResponseError,
                 "the pool's state is missing",
             )));
         }
-        Ok(outcome)
+        Ok(verdict)
     }
 
     /// Expires one due hold (`expire.lua`); true if this call expired it.
@@ -283,15 +272,14 @@ impl Gatekeeper {
         reservation_id: &str,
     ) -> redis::RedisResult<bool> {
         let keys = self.keys.pool(sale, pool);
-        let reply = scripts::Expire {
+        let expiry = scripts::Expire {
             pool: PoolLayout::new(&keys, reservation_id),
             unused: keys.relay(),
             reservation_id,
         }
         .run(&mut self.redis.clone())
         .await?;
-        // "not_armed" (a lost pool) expires nothing: the rebuild restores the hold's expiry.
-        Ok(reply.first().map(String::as_str) == Some("expired"))
+        Ok(expiry == Expiry::Expired)
     }
 
     /// Reads a reservation, with its pool's fare.
@@ -321,10 +309,7 @@ impl Gatekeeper {
             .collect();
         refunds.sort();
         let Some(state) = ReservationState::from_lua(&get("state")) else {
-            return Err(replies::protocol_error(
-                "the reservation's record",
-                &[get("state")],
-            ));
+            return Err(replies::odd_record(&get("state")));
         };
         Ok(Some(StoredReservation {
             id: get("id"),
@@ -350,7 +335,7 @@ impl Gatekeeper {
         payment_id: &str,
     ) -> redis::RedisResult<PaymentStart> {
         let keys = self.keys.pool(sale, pool);
-        let reply = scripts::StartPayment {
+        let started = scripts::StartPayment {
             pool: PoolLayout::new(&keys, reservation_id),
             unused: keys.relay(),
             payment_id,
@@ -360,7 +345,7 @@ impl Gatekeeper {
         self.pool_replicated(sale, pool)
             .await
             .map_err(not_replicated)?;
-        parse_start_payment(&reply)
+        Ok(started)
     }
 }
 

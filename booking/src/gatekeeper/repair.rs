@@ -8,10 +8,9 @@ use floodgate_platform::runtime::RedisConn;
 use floodgate_protocol::UnixMillis;
 use redis::RedisResult;
 
-use floodgate_platform::script::LuaScript as _;
+use floodgate_platform::script::{FromReply, FromStrings, LuaScript as _};
 
 use super::layouts::{PoolArming, PoolStateKeys};
-use super::replies::protocol_error;
 use super::scripts::{RebuildPool, RepairPool};
 
 /// A pool's counters and the seats in its live holds, read together; `None` from
@@ -70,7 +69,7 @@ pub async fn repair_pool(
     read: (i64, i64),
     to: (i64, i64),
 ) -> RedisResult<bool> {
-    let outcome = RepairPool {
+    let repaired = RepairPool {
         available: pool.available(),
         sold: pool.sold(),
         read_available: read.0,
@@ -80,10 +79,25 @@ pub async fn repair_pool(
     }
     .run(conn)
     .await?;
-    match outcome.as_str() {
-        "repaired" => Ok(true),
-        "moved" => Ok(false),
-        _ => Err(protocol_error("repair_pool", &[outcome])),
+    Ok(repaired == Repaired::Repaired)
+}
+
+/// What `repair_pool.lua` did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Repaired {
+    Repaired,
+    /// The counters moved since they were read: nothing changed.
+    Moved,
+}
+
+/// `"repaired"` or `"moved"`.
+impl FromReply for Repaired {
+    fn from_reply(value: redis::Value) -> Result<Self, String> {
+        match String::from_reply(value)?.as_str() {
+            "repaired" => Ok(Self::Repaired),
+            "moved" => Ok(Self::Moved),
+            other => Err(other.to_owned()),
+        }
     }
 }
 
@@ -170,7 +184,7 @@ pub async fn rebuild_pool(
             r.buyer.clone().unwrap_or_default(),
         ]);
     }
-    let reply = RebuildPool {
+    Ok(RebuildPool {
         state: PoolStateKeys(&k),
         outbox: k.outbox(),
         records: record_keys,
@@ -180,24 +194,24 @@ pub async fn rebuild_pool(
         restored,
     }
     .run(conn)
-    .await?;
-    parse_rebuild(&reply)
+    .await?)
 }
 
 /// `{"rebuilt", available, held, sold}`, `{"intact"}`, `{"busy"}` or
 /// `{"overcommitted", available}`.
-fn parse_rebuild(reply: &[String]) -> RedisResult<Rebuild> {
-    let bad = || protocol_error("rebuild_pool", reply);
-    match reply {
-        [rebuilt, available, held, sold] if rebuilt == "rebuilt" => Ok(Rebuild::Rebuilt {
-            available: available.parse().map_err(|_| bad())?,
-            held: held.parse().map_err(|_| bad())?,
-            sold: sold.parse().map_err(|_| bad())?,
-        }),
-        [intact] if intact == "intact" => Ok(Rebuild::Intact),
-        [busy] if busy == "busy" => Ok(Rebuild::Busy),
-        [over, ..] if over == "overcommitted" => Ok(Rebuild::Overcommitted),
-        _ => Err(bad()),
+impl FromStrings for Rebuild {
+    fn from_strings(reply: &[String]) -> Option<Self> {
+        match reply {
+            [rebuilt, available, held, sold] if rebuilt == "rebuilt" => Some(Self::Rebuilt {
+                available: available.parse().ok()?,
+                held: held.parse().ok()?,
+                sold: sold.parse().ok()?,
+            }),
+            [intact] if intact == "intact" => Some(Self::Intact),
+            [busy] if busy == "busy" => Some(Self::Busy),
+            [over, ..] if over == "overcommitted" => Some(Self::Overcommitted),
+            _ => None,
+        }
     }
 }
 
@@ -209,7 +223,7 @@ mod tests {
     #[test]
     fn rebuild_replies_parse() {
         assert_eq!(
-            parse_rebuild(&strings(&["rebuilt", "5", "2", "3"])).unwrap(),
+            Rebuild::from_strings(&strings(&["rebuilt", "5", "2", "3"])).unwrap(),
             Rebuild::Rebuilt {
                 available: 5,
                 held: 2,
@@ -217,14 +231,17 @@ mod tests {
             }
         );
         assert_eq!(
-            parse_rebuild(&strings(&["intact"])).unwrap(),
+            Rebuild::from_strings(&strings(&["intact"])).unwrap(),
             Rebuild::Intact
         );
-        assert_eq!(parse_rebuild(&strings(&["busy"])).unwrap(), Rebuild::Busy);
         assert_eq!(
-            parse_rebuild(&strings(&["overcommitted", "-1"])).unwrap(),
+            Rebuild::from_strings(&strings(&["busy"])).unwrap(),
+            Rebuild::Busy
+        );
+        assert_eq!(
+            Rebuild::from_strings(&strings(&["overcommitted", "-1"])).unwrap(),
             Rebuild::Overcommitted
         );
-        assert!(parse_rebuild(&strings(&["rebuilt", "x", "2", "3"])).is_err());
+        assert!(Rebuild::from_strings(&strings(&["rebuilt", "x", "2", "3"])).is_none());
     }
 }

@@ -1,5 +1,7 @@
-//! What the gatekeeper's scripts answer, as Rust types, each reply parsed in one function.
+//! What the gatekeeper's scripts answer, as Rust types, each read from its script's reply in
+//! one place (`FromStrings`: `None` is a reply the script does not document).
 
+use floodgate_platform::script::FromStrings;
 use floodgate_protocol::reservation::ReservationState;
 use floodgate_protocol::UnixMillis;
 
@@ -19,16 +21,21 @@ pub enum Ack {
     Unknown,
 }
 
-pub(super) fn parse_ack(reply: &[String]) -> Result<Ack, redis::RedisError> {
-    let (outcome, state) = pair("ack", reply)?;
-    let state = || record_state("ack", reply, &state);
-    Ok(match outcome.as_str() {
-        "acked" => Ack::Acked { state: state()? },
-        "already" => Ack::Already { state: state()? },
-        "aborted" => Ack::Aborted,
-        "unknown" => Ack::Unknown,
-        _ => return Err(protocol_error("ack", reply)),
-    })
+/// `{outcome, state}`.
+impl FromStrings for Ack {
+    fn from_strings(reply: &[String]) -> Option<Self> {
+        let [outcome, state] = reply else {
+            return None;
+        };
+        let state = || ReservationState::from_lua(state);
+        Some(match outcome.as_str() {
+            "acked" => Self::Acked { state: state()? },
+            "already" => Self::Already { state: state()? },
+            "aborted" => Self::Aborted,
+            "unknown" => Self::Unknown,
+            _ => return None,
+        })
+    }
 }
 
 /// What `abort.lua` did.
@@ -44,19 +51,22 @@ pub enum Abort {
     PoolUnavailable,
 }
 
-pub(super) fn parse_abort(reply: &[String]) -> Result<Abort, redis::RedisError> {
-    let detail = || reply.get(1).map_or("", String::as_str);
-    Ok(match reply.first().map(String::as_str) {
-        Some("aborted") => Abort::Aborted,
-        Some("durable") => Abort::Durable {
-            state: record_state("abort", reply, detail())?,
-        },
-        Some("not_held") => Abort::NotHeld {
-            state: ReservationState::from_lua(detail()),
-        },
-        Some("not_armed") => Abort::PoolUnavailable,
-        _ => return Err(protocol_error("abort", reply)),
-    })
+/// `{outcome}` or `{outcome, state}`.
+impl FromStrings for Abort {
+    fn from_strings(reply: &[String]) -> Option<Self> {
+        let detail = || reply.get(1).map_or("", String::as_str);
+        Some(match reply.first()?.as_str() {
+            "aborted" => Self::Aborted,
+            "durable" => Self::Durable {
+                state: ReservationState::from_lua(detail())?,
+            },
+            "not_held" => Self::NotHeld {
+                state: ReservationState::from_lua(detail()),
+            },
+            "not_armed" => Self::PoolUnavailable,
+            _ => return None,
+        })
+    }
 }
 
 /// What `start_payment.lua` said.
@@ -71,20 +81,19 @@ pub enum PaymentStart {
     PoolUnavailable,
 }
 
-pub(super) fn parse_start_payment(reply: &[String]) -> Result<PaymentStart, redis::RedisError> {
-    Ok(match reply.first().map(String::as_str) {
-        Some("pending") => PaymentStart::Pending,
-        Some("not_held") => PaymentStart::NotHeld {
-            state: record_state(
-                "start_payment",
-                reply,
-                reply.get(1).map_or("", String::as_str),
-            )?,
-        },
-        Some("unknown") => PaymentStart::Unknown,
-        Some("not_armed") => PaymentStart::PoolUnavailable,
-        _ => return Err(protocol_error("start_payment", reply)),
-    })
+/// `{outcome}` or `{"not_held", state}`.
+impl FromStrings for PaymentStart {
+    fn from_strings(reply: &[String]) -> Option<Self> {
+        Some(match reply.first()?.as_str() {
+            "pending" => Self::Pending,
+            "not_held" => Self::NotHeld {
+                state: ReservationState::from_lua(reply.get(1)?)?,
+            },
+            "unknown" => Self::Unknown,
+            "not_armed" => Self::PoolUnavailable,
+            _ => return None,
+        })
+    }
 }
 
 /// Outcome of a successful payment's webhook (`confirm.lua`).
@@ -117,52 +126,111 @@ pub enum Release {
     Unknown,
 }
 
-pub(super) fn pair(script: &str, reply: &[String]) -> Result<(String, String), redis::RedisError> {
-    match reply {
-        [a, b] => Ok((a.clone(), b.clone())),
-        _ => Err(protocol_error(script, reply)),
+/// `{outcome, detail}`.
+impl FromStrings for Confirmation {
+    fn from_strings(reply: &[String]) -> Option<Self> {
+        let [outcome, detail] = reply else {
+            return None;
+        };
+        Some(match outcome.as_str() {
+            "confirmed" => Self::Confirmed,
+            "refund_required" => Self::RefundRequired {
+                reason: detail.clone(),
+            },
+            "duplicate" => Self::Duplicate(detail.clone()),
+            "not_armed" => Self::PoolUnavailable,
+            "unknown" => Self::Unknown,
+            _ => return None,
+        })
     }
 }
 
-/// A record's state in `script`'s `reply`; any other word is a protocol error.
-fn record_state(
-    script: &str,
-    reply: &[String],
-    state: &str,
-) -> Result<ReservationState, redis::RedisError> {
-    ReservationState::from_lua(state).ok_or_else(|| protocol_error(script, reply))
+/// `{outcome, detail}`.
+impl FromStrings for Release {
+    fn from_strings(reply: &[String]) -> Option<Self> {
+        let [outcome, detail] = reply else {
+            return None;
+        };
+        Some(match outcome.as_str() {
+            "released" => Self::Released,
+            "ignored" => Self::Ignored(detail.clone()),
+            "duplicate" => Self::Duplicate(detail.clone()),
+            "not_armed" => Self::PoolUnavailable,
+            "unknown" => Self::Unknown,
+            _ => return None,
+        })
+    }
 }
 
-pub(super) fn protocol_error(script: &str, reply: &[String]) -> redis::RedisError {
+/// What `refund_result.lua` recorded of the provider's verdict on a refund.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefundVerdict {
+    /// `RefundSucceeded` or `RefundFailed` emitted.
+    Recorded,
+    /// No refund of this payment was pending: nothing changed.
+    NotPending,
+    /// This webhook event was processed before.
+    Duplicate,
+    /// The pool's state is missing: nothing can be decided until it is rebuilt.
+    PoolUnavailable,
+    Unknown,
+}
+
+impl RefundVerdict {
+    /// The word the provider is answered with.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Recorded => "recorded",
+            Self::NotPending => "not_pending",
+            Self::Duplicate => "duplicate",
+            Self::PoolUnavailable => "not_armed",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+/// `{outcome, ...}`.
+impl FromStrings for RefundVerdict {
+    fn from_strings(reply: &[String]) -> Option<Self> {
+        Some(match reply.first()?.as_str() {
+            "recorded" => Self::Recorded,
+            "not_pending" => Self::NotPending,
+            "duplicate" => Self::Duplicate,
+            "not_armed" => Self::PoolUnavailable,
+            "unknown" => Self::Unknown,
+            _ => return None,
+        })
+    }
+}
+
+/// What `expire.lua` did with one due hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expiry {
+    /// This call expired it: its seats are back.
+    Expired,
+    /// Not live and due (sold, released, expired by another reaper, not yet due), or its pool's
+    /// state is missing (the rebuild restores the hold's expiry): nothing changed.
+    Skipped,
+}
+
+/// `{"expired"}`, `{"skipped", state}` or `{"not_armed"}`.
+impl FromStrings for Expiry {
+    fn from_strings(reply: &[String]) -> Option<Self> {
+        match reply.first()?.as_str() {
+            "expired" => Some(Self::Expired),
+            "skipped" | "not_armed" => Some(Self::Skipped),
+            _ => None,
+        }
+    }
+}
+
+/// A record whose state is not one the scripts write, as the Redis error it is to callers.
+pub(super) fn odd_record(state: &str) -> redis::RedisError {
     redis::RedisError::from((
         redis::ErrorKind::TypeError,
-        "unexpected script reply",
-        format!("{script}: {reply:?}"),
+        "odd reservation record",
+        format!("state {state:?}"),
     ))
-}
-
-pub(super) fn parse_confirm(reply: &[String]) -> Result<Confirmation, redis::RedisError> {
-    let (outcome, detail) = pair("confirm", reply)?;
-    Ok(match outcome.as_str() {
-        "confirmed" => Confirmation::Confirmed,
-        "refund_required" => Confirmation::RefundRequired { reason: detail },
-        "duplicate" => Confirmation::Duplicate(detail),
-        "not_armed" => Confirmation::PoolUnavailable,
-        "unknown" => Confirmation::Unknown,
-        _ => return Err(protocol_error("confirm", reply)),
-    })
-}
-
-pub(super) fn parse_release(reply: &[String]) -> Result<Release, redis::RedisError> {
-    let (outcome, detail) = pair("release", reply)?;
-    Ok(match outcome.as_str() {
-        "released" => Release::Released,
-        "ignored" => Release::Ignored(detail),
-        "duplicate" => Release::Duplicate(detail),
-        "not_armed" => Release::PoolUnavailable,
-        "unknown" => Release::Unknown,
-        _ => return Err(protocol_error("release", reply)),
-    })
 }
 
 /// A reservation as stored in Redis.
@@ -189,55 +257,81 @@ mod tests {
     #[test]
     fn confirm_release_ack_and_abort_replies_parse() {
         assert_eq!(
-            parse_confirm(&strings(&["confirmed", "held"])).unwrap(),
+            Confirmation::from_strings(&strings(&["confirmed", "held"])).unwrap(),
             Confirmation::Confirmed
         );
         assert_eq!(
-            parse_confirm(&strings(&["refund_required", "expired"])).unwrap(),
+            Confirmation::from_strings(&strings(&["refund_required", "expired"])).unwrap(),
             Confirmation::RefundRequired {
                 reason: "expired".into()
             }
         );
         assert_eq!(
-            parse_confirm(&strings(&["not_armed", ""])).unwrap(),
+            Confirmation::from_strings(&strings(&["not_armed", ""])).unwrap(),
             Confirmation::PoolUnavailable
         );
-        assert!(parse_confirm(&strings(&["confirmed"])).is_err());
+        assert!(Confirmation::from_strings(&strings(&["confirmed"])).is_none());
         assert_eq!(
-            parse_release(&strings(&["ignored", "sold"])).unwrap(),
+            Release::from_strings(&strings(&["ignored", "sold"])).unwrap(),
             Release::Ignored("sold".into())
         );
-        assert!(parse_release(&strings(&["what", "x"])).is_err());
+        assert!(Release::from_strings(&strings(&["what", "x"])).is_none());
         assert_eq!(
-            parse_ack(&strings(&["acked", "held"])).unwrap(),
+            Ack::from_strings(&strings(&["acked", "held"])).unwrap(),
             Ack::Acked {
                 state: ReservationState::Held
             }
         );
         assert_eq!(
-            parse_ack(&strings(&["already", "sold"])).unwrap(),
+            Ack::from_strings(&strings(&["already", "sold"])).unwrap(),
             Ack::Already {
                 state: ReservationState::Confirmed
             }
         );
-        assert_eq!(parse_ack(&strings(&["aborted", ""])).unwrap(), Ack::Aborted);
-        assert!(parse_ack(&strings(&["acked"])).is_err());
         assert_eq!(
-            parse_abort(&strings(&["durable", "held"])).unwrap(),
+            Ack::from_strings(&strings(&["aborted", ""])).unwrap(),
+            Ack::Aborted
+        );
+        assert!(Ack::from_strings(&strings(&["acked"])).is_none());
+        assert_eq!(
+            Abort::from_strings(&strings(&["durable", "held"])).unwrap(),
             Abort::Durable {
                 state: ReservationState::Held
             }
         );
         assert_eq!(
-            parse_abort(&strings(&["not_armed"])).unwrap(),
+            Abort::from_strings(&strings(&["not_armed"])).unwrap(),
             Abort::PoolUnavailable
         );
-        assert!(parse_abort(&strings(&["?"])).is_err());
+        assert!(Abort::from_strings(&strings(&["?"])).is_none());
         assert_eq!(
-            parse_start_payment(&strings(&["not_held", "sold"])).unwrap(),
+            PaymentStart::from_strings(&strings(&["not_held", "sold"])).unwrap(),
             PaymentStart::NotHeld {
                 state: ReservationState::Confirmed
             }
         );
+        assert!(PaymentStart::from_strings(&strings(&["not_held", "lost"])).is_none());
+    }
+
+    #[test]
+    fn refund_and_expiry_replies_parse() {
+        assert_eq!(
+            RefundVerdict::from_strings(&strings(&["duplicate", "recorded"])),
+            Some(RefundVerdict::Duplicate)
+        );
+        assert_eq!(
+            RefundVerdict::from_strings(&strings(&["not_armed", ""])),
+            Some(RefundVerdict::PoolUnavailable)
+        );
+        assert_eq!(RefundVerdict::from_strings(&strings(&["done"])), None);
+        assert_eq!(
+            Expiry::from_strings(&strings(&["skipped", "sold"])),
+            Some(Expiry::Skipped)
+        );
+        assert_eq!(
+            Expiry::from_strings(&strings(&["expired"])),
+            Some(Expiry::Expired)
+        );
+        assert_eq!(Expiry::from_strings(&strings(&[])), None);
     }
 }

@@ -5,8 +5,8 @@
 use floodgate_platform::replicas::NotReplicated;
 use floodgate_platform::script::LuaScript as _;
 
-use super::claims::{Claim, Claimed, Released};
-use super::holds::{parse_reserve, Refusal};
+use super::claims::{Claim, Claimed, Claiming, Released};
+use super::holds::{Refusal, Reserved};
 use super::scripts::ReleaseClaim;
 use super::{calls, Gatekeeper, Hold, ReserveError, ReserveRequest};
 
@@ -25,12 +25,7 @@ impl Gatekeeper {
         if let Err(refused) = counted {
             // Nothing of this attempt reached the pool: its refusal proves nothing about the
             // key's other attempts (one may have counted and reserved).
-            let refusal = Refusal {
-                error: refused,
-                at_ms: None,
-                fenced: false,
-            };
-            return Err(self.settle(req, &claimed, refusal).await);
+            return Err(self.settle(req, &claimed, Refusal::alone(refused)).await);
         }
         let pool_keys = self.keys.pool(&req.claims.sale, req.pool);
         let attempt = calls::Attempt {
@@ -38,21 +33,19 @@ impl Gatekeeper {
             stamp: claimed.attempt,
             retry: claimed.claim == Claim::Retry,
         };
-        let reply = calls::reserve(&pool_keys, req, (new_id, new_secret), &attempt)
+        let reserved = calls::reserve(&pool_keys, req, (new_id, new_secret), &attempt)
             .run(&mut self.redis.clone())
-            .await
-            .map_err(redis::RedisError::from)?;
-
-        match parse_reserve(&reply) {
-            Ok(mut hold) => {
+            .await?;
+        match reserved {
+            Reserved::Hold(mut hold) => {
                 if let (Some(buyer), Some(_)) = (&req.claims.buyer, claimed.buyer_limit) {
                     let buyer = floodgate_protocol::identity::BuyerId::new(buyer.clone());
                     hold.buyer_record = Some(self.keys.buyer(&req.claims.sale, &buyer));
                 }
                 Ok(hold)
             }
-            Err(Err(e)) => Err(e),
-            Err(Ok(refusal)) => Err(self.settle(req, &claimed, refusal).await),
+            Reserved::Spent => Err(ReserveError::TokenSpent),
+            Reserved::Refused(refusal) => Err(self.settle(req, &claimed, refusal).await),
         }
     }
 
@@ -110,11 +103,13 @@ impl Gatekeeper {
     /// fingerprint, and registers the attempt with its deadline and stamp.
     async fn claim(&self, req: &ReserveRequest<'_>) -> Result<Claimed, ReserveError> {
         let sale_keys = self.keys.sale(&req.claims.sale);
-        let claim = calls::claim(&sale_keys, req)
+        match calls::claim(&sale_keys, req)
             .run(&mut self.redis.clone())
-            .await
-            .map_err(redis::RedisError::from)?;
-        Claim::parse(&claim)
+            .await?
+        {
+            Claiming::Claimed(claimed) => Ok(claimed),
+            Claiming::Refused(refused) => Err(refused),
+        }
     }
 
     /// Gives the token back after `attempt` made no hold (`release_claim.lua`), unless another
@@ -130,7 +125,7 @@ impl Gatekeeper {
         // Without the pool's word, the script reasons from its own clock ("now").
         let refused_at = refused_at.map_or_else(|| "now".to_owned(), |at| at.to_string());
         let sale_keys = self.keys.sale(&req.claims.sale);
-        let released = ReleaseClaim {
+        ReleaseClaim {
             record: sale_keys.token(&req.claims.jti),
             meta: sale_keys.meta(),
             unspent: sale_keys.tokens(),
@@ -143,8 +138,7 @@ impl Gatekeeper {
         .run(&mut self.redis.clone())
         .await
         .map_err(redis::RedisError::from)
-        .inspect_err(|e| tracing::warn!(error = %e, "token claim not released after refusal"))?;
-        Released::parse(released)
+        .inspect_err(|e| tracing::warn!(error = %e, "token claim not released after refusal"))
     }
 
     /// Every write this process made in the sale's slot (a token's claim given back) is on

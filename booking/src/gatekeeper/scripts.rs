@@ -9,7 +9,15 @@ use floodgate_platform::runtime::RedisConn;
 use floodgate_platform::script::{Declaration, LuaScript};
 use floodgate_platform::scripts::{Lease, PoolLayout};
 
+use super::arming::Armed;
+use super::buyers::BuyerCount;
+use super::claims::{Claiming, Released};
+use super::ending::PoolEnd;
+use super::holds::Reserved;
 use super::layouts::{PoolArming, PoolStateKeys};
+use super::repair::{Rebuild, Repaired};
+use super::replies;
+use super::upkeep::Sequence;
 
 /// How long one attempt (one request's claim) may take to reach the pool: it can make a new
 /// hold only this long after its claim. A healthy request takes one Redis round trip between
@@ -23,7 +31,7 @@ floodgate_platform::lua_script! {
     pub struct ClaimToken<'a> {
         file: "claim_token.lua",
         helpers: Sale,
-        reply: Vec<String>,
+        reply: Claiming,
         keys {
             meta: "sale meta hash",
             record: "the token's use record (hash)",
@@ -45,7 +53,7 @@ floodgate_platform::lua_script! {
     pub struct ReleaseClaim<'a> {
         file: "release_claim.lua",
         helpers: Clock,
-        reply: i64,
+        reply: Released,
         keys {
             record: "the token's use record (hash)",
             meta: "sale meta hash",
@@ -66,7 +74,7 @@ floodgate_platform::lua_script! {
     pub struct Reserve<'a> {
         file: "reserve.lua",
         helpers: Pool,
-        reply: Vec<String>,
+        reply: Reserved,
         layout { pool: PoolLayout }
         keys {
             pointer: "the token's pointer in this pool",
@@ -92,7 +100,7 @@ floodgate_platform::lua_script! {
     pub struct Ack<'a> {
         file: "ack.lua",
         helpers: Pool,
-        reply: Vec<String>,
+        reply: replies::Ack,
         layout { pool: PoolLayout }
         keys {
             unused: "is not used",
@@ -108,7 +116,7 @@ floodgate_platform::lua_script! {
     pub struct Abort {
         file: "abort.lua",
         helpers: Pool,
-        reply: Vec<String>,
+        reply: replies::Abort,
         layout { pool: PoolLayout }
         keys {
             pointer: "is the token's pointer in this pool",
@@ -122,7 +130,7 @@ floodgate_platform::lua_script! {
     pub struct StartPayment<'a> {
         file: "start_payment.lua",
         helpers: Pool,
-        reply: Vec<String>,
+        reply: replies::PaymentStart,
         layout { pool: PoolLayout }
         keys {
             unused: "is not used",
@@ -138,7 +146,7 @@ floodgate_platform::lua_script! {
     pub struct Confirm<'a> {
         file: "confirm.lua",
         helpers: Pool,
-        reply: Vec<String>,
+        reply: replies::Confirmation,
         layout { pool: PoolLayout }
         keys {
             event: "the webhook event's memory",
@@ -156,7 +164,7 @@ floodgate_platform::lua_script! {
     pub struct Release<'a> {
         file: "release.lua",
         helpers: Pool,
-        reply: Vec<String>,
+        reply: replies::Release,
         layout { pool: PoolLayout }
         keys {
             event: "the webhook event's memory",
@@ -172,7 +180,7 @@ floodgate_platform::lua_script! {
     pub struct RefundResult<'a> {
         file: "refund_result.lua",
         helpers: Pool,
-        reply: Vec<String>,
+        reply: replies::RefundVerdict,
         layout { pool: PoolLayout }
         keys {
             event: "the webhook event's memory",
@@ -189,7 +197,7 @@ floodgate_platform::lua_script! {
     pub struct Expire<'a> {
         file: "expire.lua",
         helpers: Pool,
-        reply: Vec<String>,
+        reply: replies::Expiry,
         layout { pool: PoolLayout }
         keys {
             unused: "is not used",
@@ -205,7 +213,7 @@ floodgate_platform::lua_script! {
     pub struct BuyerSeats<'a> {
         file: "buyer_seats.lua",
         helpers: None,
-        reply: Vec<String>,
+        reply: BuyerCount,
         keys {
             record: "the buyer's record",
         }
@@ -224,7 +232,7 @@ floodgate_platform::lua_script! {
     pub struct Diverge {
         file: "diverge.lua",
         helpers: None,
-        reply: i64,
+        reply: Sequence,
         keys {
             config: "cfg hash",
         }
@@ -240,7 +248,7 @@ floodgate_platform::lua_script! {
     pub struct ArmPool<'a> {
         file: "arm_pool.lua",
         helpers: Clock,
-        reply: Vec<String>,
+        reply: Armed,
         layout { state: PoolStateKeys<'a> }
         keys {}
         arg_layout { pool_config: PoolArming<'a> }
@@ -253,7 +261,7 @@ floodgate_platform::lua_script! {
     pub struct ArmSale<'a> {
         file: "arm_sale.lua",
         helpers: Clock,
-        reply: Vec<String>,
+        reply: Armed,
         keys {
             meta: "sale meta hash",
             seq: "ticket sequence",
@@ -284,7 +292,7 @@ floodgate_platform::lua_script! {
     pub struct EndPool {
         file: "end_pool.lua",
         helpers: Pool,
-        reply: Vec<String>,
+        reply: PoolEnd,
         keys {
             config: "cfg hash",
             held: "held (integer)",
@@ -299,7 +307,7 @@ floodgate_platform::lua_script! {
     pub struct RepairPool {
         file: "repair_pool.lua",
         helpers: None,
-        reply: String,
+        reply: Repaired,
         keys {
             available: "available",
             sold: "sold",
@@ -318,7 +326,7 @@ floodgate_platform::lua_script! {
     pub struct RebuildPool<'a> {
         file: "rebuild_pool.lua",
         helpers: None,
-        reply: Vec<String>,
+        reply: Rebuild,
         layout { state: PoolStateKeys<'a> }
         keys {
             outbox: "outbox",

@@ -2,8 +2,8 @@
 //! and its relay lease, the holds that are due. Each is one typed call here, so the workers hold
 //! no key or command of their own.
 
-use floodgate_platform::script::LuaScript as _;
-use floodgate_platform::scripts::Lease;
+use floodgate_platform::script::{FromReply, LuaScript as _};
+use floodgate_platform::scripts::{Lease, Leased};
 use floodgate_platform::state::{pool_list, redis_time_ms};
 use floodgate_protocol::UnixMillis;
 use redis::streams::StreamRangeReply;
@@ -43,6 +43,19 @@ pub enum Sequence {
     NotArmed,
 }
 
+/// `diverge.lua`'s `1` (marked now), `2` (marked before), `0` (in step) or `-1` (not armed).
+impl FromReply for Sequence {
+    fn from_reply(value: redis::Value) -> Result<Self, String> {
+        match i64::from_reply(value)? {
+            0 => Ok(Self::InStep),
+            1 => Ok(Self::Refused { newly: true }),
+            2 => Ok(Self::Refused { newly: false }),
+            -1 => Ok(Self::NotArmed),
+            other => Err(other.to_string()),
+        }
+    }
+}
+
 impl Gatekeeper {
     /// Compares `pool`'s event sequence with `kafka_seq`, the highest number Kafka delivered
     /// (`reused`: PostgreSQL saw a number twice), and refuses it if it lost writes
@@ -55,19 +68,13 @@ impl Gatekeeper {
         reused: bool,
     ) -> redis::RedisResult<Sequence> {
         let keys = self.keys.pool(sale, pool);
-        let found = Diverge {
+        Ok(Diverge {
             config: keys.config(),
             delivered: kafka_seq,
             repeated: if reused { "1" } else { "0" },
         }
         .run(&mut self.redis.clone())
-        .await?;
-        Ok(match found {
-            0 => Sequence::InStep,
-            1 => Sequence::Refused { newly: true },
-            2 => Sequence::Refused { newly: false },
-            _ => Sequence::NotArmed,
-        })
+        .await?)
     }
 
     /// Every pool of every armed sale that has not ended, as `(sale, pool)`.
@@ -177,7 +184,7 @@ impl Gatekeeper {
         lease_ms: u64,
     ) -> redis::RedisResult<bool> {
         let keys = self.keys.pool(sale, pool);
-        let fence = Lease {
+        let leased = Lease {
             leader: keys.relay(),
             epoch: keys.relay_epoch(),
             instance,
@@ -185,7 +192,7 @@ impl Gatekeeper {
         }
         .run(&mut self.redis.clone())
         .await?;
-        Ok(!fence.is_empty())
+        Ok(matches!(leased, Leased::Held { .. }))
     }
 
     /// Holds of the pool whose expiry has passed by `now_ms` (the oldest `max`), to be expired
@@ -228,5 +235,15 @@ mod tests {
             event: None,
         };
         assert_eq!(entry.written_ms(), 1_700_000_000_123);
+    }
+
+    #[test]
+    fn divergence_replies_parse() {
+        let found = |n: i64| Sequence::from_reply(redis::Value::Int(n));
+        assert_eq!(found(0), Ok(Sequence::InStep));
+        assert_eq!(found(1), Ok(Sequence::Refused { newly: true }));
+        assert_eq!(found(2), Ok(Sequence::Refused { newly: false }));
+        assert_eq!(found(-1), Ok(Sequence::NotArmed));
+        assert!(found(3).is_err());
     }
 }

@@ -11,7 +11,7 @@ use floodgate_protocol::api::code;
 use floodgate_protocol::identity::BuyerId;
 use floodgate_protocol::resume::BuyerMark;
 
-use floodgate_platform::script::LuaScript as _;
+use floodgate_platform::script::{FromStrings, LuaScript as _, OddReply, ScriptError};
 
 use super::takeback::{self, Taker};
 use super::tickets::{self, Taken};
@@ -30,7 +30,7 @@ const MAX_ROUNDS: usize = 200;
 
 /// What `buyer_place.lua` answered.
 #[derive(Debug, PartialEq, Eq)]
-enum Place {
+pub(super) enum Place {
     /// The buyer's ticket.
     Ticket(u64),
     /// None yet: this join takes one.
@@ -67,7 +67,7 @@ pub async fn restore(
     match place(scope, buyer, "restore", "", ticket).await? {
         Place::Restored => Ok(Restored::Written),
         Place::Kept => Ok(Restored::Kept),
-        other => Err(odd(&format!("{other:?}"))),
+        other => Err(odd("restore", other)),
     }
 }
 
@@ -151,7 +151,16 @@ pub async fn take(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
             }
         }
     }
-    Err(odd("no place after many rounds"))
+    // Only a record that changes under every round (a bug between this loop and the script)
+    // gets here.
+    tracing::error!(
+        rounds = MAX_ROUNDS,
+        "a buyer's join found no place in its rounds"
+    );
+    Err(ApiError::new(
+        code::REDIS_UNAVAILABLE,
+        "the waiting room could not settle your place; retry in a second".into(),
+    ))
 }
 
 /// Makes a ticket the buyer's: the one their resume token names if it is still in line, else a
@@ -192,7 +201,7 @@ async fn take_new(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
         other => {
             // Not bound: the new ticket must not stay live with nobody's name on it.
             tickets::leave(scope, taken.ticket, session_id, 0).await;
-            other.and_then(|p| Err(odd(&format!("{p:?}"))))
+            other.and_then(|p| Err(odd("bind", p)))
         }
     }
 }
@@ -222,7 +231,7 @@ floodgate_platform::lua_script! {
     pub(super) struct BuyerPlace<'a> {
         file: "buyer_place.lua",
         helpers: Clock,
-        reply: Vec<String>,
+        reply: Place,
         keys {
             record: "the buyer's record",
         }
@@ -243,7 +252,7 @@ async fn place(
     session_id: &str,
     ticket: u64,
 ) -> Result<Place, ApiError> {
-    let reply = BuyerPlace {
+    Ok(BuyerPlace {
         record: scope.root_keys.buyer(&scope.sale, buyer),
         op,
         session_id,
@@ -256,28 +265,36 @@ async fn place(
         join_hold_ms: JOIN_HOLD.as_millis() as u64,
     }
     .run(&mut scope.redis.clone())
-    .await?;
-    parse_place(&reply)
+    .await?)
 }
 
-fn parse_place(reply: &[String]) -> Result<Place, ApiError> {
-    match reply {
-        [ticket, n] if ticket == "ticket" => n
-            .parse()
-            .map(Place::Ticket)
-            .map_err(|_| odd(&reply.join(" "))),
-        [take] if take == "take" => Ok(Place::Take),
-        [wait] if wait == "wait" => Ok(Place::Wait),
-        [bound] if bound == "bound" => Ok(Place::Bound),
-        [released] if released == "released" => Ok(Place::Released),
-        [restored] if restored == "restored" => Ok(Place::Restored),
-        [kept, n] if kept == "kept" && n.parse::<u64>().is_ok() => Ok(Place::Kept),
-        _ => Err(odd(&reply.join(" "))),
+/// `{"ticket", n}`, `{"kept", n}` or a word.
+impl FromStrings for Place {
+    fn from_strings(reply: &[String]) -> Option<Self> {
+        match reply {
+            [ticket, n] if ticket == "ticket" => n.parse().ok().map(Self::Ticket),
+            [kept, n] if kept == "kept" && n.parse::<u64>().is_ok() => Some(Self::Kept),
+            [word] => match word.as_str() {
+                "take" => Some(Self::Take),
+                "wait" => Some(Self::Wait),
+                "bound" => Some(Self::Bound),
+                "released" => Some(Self::Released),
+                "restored" => Some(Self::Restored),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 }
 
-fn odd(reply: &str) -> ApiError {
-    crate::error::odd_reply("buyer_place.lua", reply)
+/// A reply `buyer_place.lua` documents, but not for the operation asked: a bug between the
+/// script and this module, answered as any odd reply is.
+fn odd(op: &str, place: Place) -> ApiError {
+    ScriptError::Odd(OddReply {
+        script: "buyer_place.lua",
+        reply: format!("{op} answered {place:?}"),
+    })
+    .into()
 }
 
 #[cfg(test)]
@@ -288,23 +305,35 @@ mod tests {
     #[test]
     fn place_replies_parse() {
         assert_eq!(
-            parse_place(&strings(&["ticket", "12"])).unwrap(),
+            Place::from_strings(&strings(&["ticket", "12"])).unwrap(),
             Place::Ticket(12)
         );
-        assert_eq!(parse_place(&strings(&["take"])).unwrap(), Place::Take);
-        assert_eq!(parse_place(&strings(&["wait"])).unwrap(), Place::Wait);
-        assert_eq!(parse_place(&strings(&["bound"])).unwrap(), Place::Bound);
         assert_eq!(
-            parse_place(&strings(&["released"])).unwrap(),
+            Place::from_strings(&strings(&["take"])).unwrap(),
+            Place::Take
+        );
+        assert_eq!(
+            Place::from_strings(&strings(&["wait"])).unwrap(),
+            Place::Wait
+        );
+        assert_eq!(
+            Place::from_strings(&strings(&["bound"])).unwrap(),
+            Place::Bound
+        );
+        assert_eq!(
+            Place::from_strings(&strings(&["released"])).unwrap(),
             Place::Released
         );
         assert_eq!(
-            parse_place(&strings(&["restored"])).unwrap(),
+            Place::from_strings(&strings(&["restored"])).unwrap(),
             Place::Restored
         );
-        assert_eq!(parse_place(&strings(&["kept", "7"])).unwrap(), Place::Kept);
-        assert!(parse_place(&strings(&["ticket", "x"])).is_err());
-        assert!(parse_place(&strings(&["kept"])).is_err());
-        assert!(parse_place(&[]).is_err());
+        assert_eq!(
+            Place::from_strings(&strings(&["kept", "7"])).unwrap(),
+            Place::Kept
+        );
+        assert!(Place::from_strings(&strings(&["ticket", "x"])).is_none());
+        assert!(Place::from_strings(&strings(&["kept"])).is_none());
+        assert!(Place::from_strings(&[]).is_none());
     }
 }

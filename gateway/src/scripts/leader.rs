@@ -7,7 +7,7 @@ use std::time::Duration;
 use floodgate_platform::keys::SaleKeys;
 use floodgate_platform::runtime::RedisConn;
 use floodgate_platform::script::{FromReply, LuaScript as _};
-use floodgate_platform::scripts::Lease;
+use floodgate_platform::scripts::{Lease, Leased};
 use floodgate_protocol::UnixMillis;
 use redis::RedisResult;
 
@@ -61,7 +61,7 @@ floodgate_platform::lua_script! {
     pub(super) struct Sweep<'a> {
         file: "sweep.lua",
         helpers: Sale,
-        reply: i64,
+        reply: Swept,
         keys {
             alive: "the dead gateway's liveness key",
             sessions: "its session set",
@@ -105,7 +105,7 @@ floodgate_platform::lua_script! {
     pub(super) struct Retire<'a> {
         file: "retire.lua",
         helpers: None,
-        reply: i64,
+        reply: Retired,
         keys {
             alive: "this gateway's liveness key",
             sessions: "its session set",
@@ -139,7 +139,7 @@ pub async fn lease(
     instance: &str,
     lease: Duration,
 ) -> RedisResult<Option<String>> {
-    let fence = Lease {
+    let leased = Lease {
         leader: keys.leader(),
         epoch: keys.epoch(),
         instance,
@@ -147,7 +147,10 @@ pub async fn lease(
     }
     .run(conn)
     .await?;
-    Ok(Some(fence).filter(|f| !f.is_empty()))
+    Ok(match leased {
+        Leased::Held { fence } => Some(fence),
+        Leased::Elsewhere => None,
+    })
 }
 
 /// Declares the `(ticket, place)` pairs whose grace ran out dead (`lua/bury.lua`): how many
@@ -173,7 +176,7 @@ pub async fn sweep(
     gateway: &str,
     grace: Duration,
 ) -> RedisResult<Swept> {
-    let swept = Sweep {
+    Ok(Sweep {
         alive: keys.gateway_alive(gateway),
         sessions: keys.gateway_sessions(gateway),
         holders: keys.holders(),
@@ -184,8 +187,7 @@ pub async fn sweep(
         most: HOUSEKEEPING_BATCH,
     }
     .run(conn)
-    .await?;
-    Ok(u64::try_from(swept).map_or(Swept::Alive, Swept::Handed))
+    .await?)
 }
 
 /// One step of the admission controller with fencing token `fence` (`lua/advance.lua`),
@@ -224,7 +226,39 @@ pub async fn retire(conn: &mut RedisConn, keys: &SaleKeys, instance: &str) -> Re
     }
     .run(conn)
     .await?;
-    Ok(retired == 1)
+    Ok(retired == Retired::Retired)
+}
+
+/// `sweep.lua`'s count of tickets handed over, or -1 for a gateway alive after all.
+impl FromReply for Swept {
+    fn from_reply(value: redis::Value) -> Result<Self, String> {
+        match i64::from_reply(value)? {
+            -1 => Ok(Self::Alive),
+            n => u64::try_from(n)
+                .map(Self::Handed)
+                .map_err(|_| n.to_string()),
+        }
+    }
+}
+
+/// What `retire.lua` did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Retired {
+    /// This gateway's liveness, registry entry and any lease it held are gone.
+    Retired,
+    /// A session registered meanwhile: nothing changed.
+    StillServing,
+}
+
+/// `1` or `0`.
+impl FromReply for Retired {
+    fn from_reply(value: redis::Value) -> Result<Self, String> {
+        match i64::from_reply(value)? {
+            1 => Ok(Self::Retired),
+            0 => Ok(Self::StillServing),
+            n => Err(n.to_string()),
+        }
+    }
 }
 
 /// `advance.lua`'s reply `{admitted, frontier, exp}`, with its negative markers.
@@ -249,6 +283,19 @@ fn advanced((admitted, frontier, exp_ms): (i64, u64, i64)) -> Advanced {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sweep_and_retire_replies_read_into_their_outcomes() {
+        let swept = |n: i64| Swept::from_reply(redis::Value::Int(n));
+        assert_eq!(swept(-1), Ok(Swept::Alive));
+        assert_eq!(swept(0), Ok(Swept::Handed(0)));
+        assert_eq!(swept(12), Ok(Swept::Handed(12)));
+        assert!(swept(-2).is_err());
+        let retired = |n: i64| Retired::from_reply(redis::Value::Int(n));
+        assert_eq!(retired(1), Ok(Retired::Retired));
+        assert_eq!(retired(0), Ok(Retired::StillServing));
+        assert!(retired(2).is_err());
+    }
 
     #[test]
     fn advance_replies_read_into_their_outcomes() {

@@ -6,9 +6,9 @@ use floodgate_protocol::api::code;
 use floodgate_protocol::resume::BuyerMark;
 use floodgate_protocol::UnixMillis;
 
-use floodgate_platform::script::LuaScript as _;
+use floodgate_platform::script::{FromStrings, LuaScript as _};
 
-use super::tickets::{number, Taken};
+use super::tickets::Taken;
 use super::SaleScope;
 use crate::error::ApiError;
 
@@ -17,7 +17,7 @@ floodgate_platform::lua_script! {
     pub(super) struct Resume<'a> {
         file: "resume.lua",
         helpers: Sale,
-        reply: Vec<String>,
+        reply: Resumed,
         keys {
             meta: "sale meta hash",
             seq: "ticket sequence",
@@ -45,7 +45,7 @@ floodgate_platform::lua_script! {
     pub(super) struct StandingCall<'a> {
         file: "standing.lua",
         helpers: Sale,
-        reply: Vec<String>,
+        reply: Stands,
         keys {
             meta: "sale meta hash",
             seq: "ticket sequence",
@@ -55,6 +55,92 @@ floodgate_platform::lua_script! {
         args {
             ticket: u64 = "ticket",
             buyer: &'a str = "the mark of the buyer asking",
+        }
+    }
+}
+
+/// Why a ticket cannot be taken back, or does not stand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Gone {
+    /// Its grace ran out, or the sale ended: dead for good.
+    Expired,
+    /// Another buyer made it theirs.
+    Foreign,
+    /// The sale is not armed, or never handed it out (or its state was lost).
+    Unknown,
+}
+
+impl Gone {
+    fn from_word(word: &str) -> Option<Self> {
+        match word {
+            "expired" => Some(Self::Expired),
+            "foreign" => Some(Self::Foreign),
+            "unknown" => Some(Self::Unknown),
+            _ => None,
+        }
+    }
+
+    fn refusal(self) -> ApiError {
+        match self {
+            Self::Expired => expired(),
+            Self::Foreign => other_buyers(),
+            Self::Unknown => unknown_ticket(),
+        }
+    }
+}
+
+/// What `resume.lua` answered.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Resumed {
+    /// The ticket keeps its place, and the new session holds it.
+    Resumed {
+        opens_at_ms: UnixMillis,
+        commitment: String,
+        /// The frontier as the script read it: the new session's positions start from it.
+        frontier: u64,
+    },
+    Gone(Gone),
+}
+
+/// `{"resumed", opens_at_ms, sold_out, commitment, frontier}`, or `{status, ...}` for a ticket
+/// that is gone.
+impl FromStrings for Resumed {
+    fn from_strings(reply: &[String]) -> Option<Self> {
+        match reply {
+            [status, opens, _sold_out, commitment, frontier] if status == "resumed" => {
+                Some(Self::Resumed {
+                    opens_at_ms: opens.parse().ok()?,
+                    commitment: commitment.clone(),
+                    frontier: frontier.parse().ok()?,
+                })
+            }
+            [status, ..] => Gone::from_word(status).map(Self::Gone),
+            [] => None,
+        }
+    }
+}
+
+/// What `standing.lua` answered.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Stands {
+    Alive(Standing),
+    Gone(Gone),
+}
+
+/// `{"alive", until}` (`until` empty while a session holds it) or `{status}`.
+impl FromStrings for Stands {
+    fn from_strings(reply: &[String]) -> Option<Self> {
+        match reply {
+            [status, until] if status == "alive" => Some(Self::Alive(Standing {
+                kept_until_ms: if until.is_empty() {
+                    None
+                } else {
+                    // A sorted set's score comes back as a float's text.
+                    Some(until.parse::<f64>().ok()? as UnixMillis)
+                },
+            })),
+            [status] => Gone::from_word(status).map(Self::Gone),
+            _ => None,
         }
     }
 }
@@ -77,7 +163,7 @@ pub async fn resume(
     taker: Taker<'_>,
 ) -> Result<Taken, ApiError> {
     let keys = &scope.keys;
-    let reply = Resume {
+    let resumed = Resume {
         meta: keys.meta(),
         seq: keys.seq(),
         gone: keys.gone(),
@@ -96,25 +182,22 @@ pub async fn resume(
     }
     .run(&mut scope.redis.clone())
     .await?;
-    let taken = parse_resume(ticket, &reply)?;
-    metrics::counter!("floodgate_tickets_resumed_total").increment(1);
-    Ok(taken)
-}
-
-/// `resume.lua`'s reply: `{"resumed", opens_at_ms, sold_out, commitment, frontier}`, or
-/// `{"expired", ...}` / `{"foreign", ...}` / `{"unknown", ...}`.
-fn parse_resume(ticket: u64, reply: &[String]) -> Result<Taken, ApiError> {
-    match reply {
-        [status, opens, _sold_out, commitment, frontier] if status == "resumed" => Ok(Taken {
-            ticket,
-            opens_at_ms: number(opens)?,
-            draw_nonce: None,
-            commitment: commitment.clone(),
-            frontier_floor: number(frontier)?,
-        }),
-        [status, ..] if status == "expired" => Err(expired()),
-        [status, ..] if status == "foreign" => Err(other_buyers()),
-        _ => Err(unknown_ticket()),
+    match resumed {
+        Resumed::Resumed {
+            opens_at_ms,
+            commitment,
+            frontier,
+        } => {
+            metrics::counter!("floodgate_tickets_resumed_total").increment(1);
+            Ok(Taken {
+                ticket,
+                opens_at_ms,
+                draw_nonce: None,
+                commitment,
+                frontier_floor: frontier,
+            })
+        }
+        Resumed::Gone(gone) => Err(gone.refusal()),
     }
 }
 
@@ -132,7 +215,7 @@ pub async fn standing(
     taker: Taker<'_>,
 ) -> Result<Standing, ApiError> {
     let keys = &scope.keys;
-    let reply = StandingCall {
+    let stands = StandingCall {
         meta: keys.meta(),
         seq: keys.seq(),
         gone: keys.gone(),
@@ -142,28 +225,10 @@ pub async fn standing(
     }
     .run(&mut scope.redis.clone())
     .await?;
-    parse_standing(&reply)
-}
-
-fn parse_standing(reply: &[String]) -> Result<Standing, ApiError> {
-    match reply {
-        [status, until] if status == "alive" => Ok(Standing {
-            kept_until_ms: if until.is_empty() {
-                None
-            } else {
-                // A sorted set's score comes back as a float's text.
-                Some(until.parse::<f64>().map_err(|_| odd_standing(reply))? as UnixMillis)
-            },
-        }),
-        [status] if status == "expired" => Err(expired()),
-        [status] if status == "foreign" => Err(other_buyers()),
-        [status] if status == "unknown" => Err(unknown_ticket()),
-        _ => Err(odd_standing(reply)),
+    match stands {
+        Stands::Alive(standing) => Ok(standing),
+        Stands::Gone(gone) => Err(gone.refusal()),
     }
-}
-
-fn odd_standing(reply: &[String]) -> ApiError {
-    crate::error::odd_reply("standing.lua", &reply.join(" "))
 }
 
 /// Whether a buyer made `ticket` theirs by taking it with its buyerless token (the sale's
@@ -209,54 +274,72 @@ mod tests {
     use super::super::strings;
     use super::*;
 
-    #[test]
-    fn standing_replies_parse_into_a_grace_or_refusals() {
-        assert_eq!(
-            parse_standing(&strings(&["alive", ""])).unwrap(),
-            Standing {
-                kept_until_ms: None
-            }
-        );
-        assert_eq!(
-            parse_standing(&strings(&["alive", "1700000000123"]))
-                .unwrap()
-                .kept_until_ms,
-            Some(1_700_000_000_123)
-        );
-        for (reply, status) in [("expired", 410), ("foreign", 403), ("unknown", 404)] {
-            let refused = parse_standing(&strings(&[reply])).unwrap_err();
-            let answered = axum::response::IntoResponse::into_response(refused);
-            assert_eq!(answered.status().as_u16(), status, "{reply}");
-        }
-        assert_eq!(
-            parse_standing(&strings(&["alive", "soon"]))
-                .map_err(|e| e.status().as_u16())
-                .err(),
-            Some(503)
-        );
+    fn stands(reply: &[&str]) -> Option<Stands> {
+        Stands::from_strings(&strings(reply))
+    }
+
+    fn resumed(reply: &[&str]) -> Option<Resumed> {
+        Resumed::from_strings(&strings(reply))
     }
 
     #[test]
-    fn resume_replies_parse_into_tickets_or_refusals() {
-        let taken = parse_resume(3, &strings(&["resumed", "1000", "0", "c0", "2"])).unwrap();
-        assert_eq!((taken.ticket, taken.frontier_floor), (3, 2));
+    fn standing_replies_parse_into_a_grace_or_a_ticket_gone() {
         assert_eq!(
-            parse_resume(3, &strings(&["expired", "1000", "0", ""]))
-                .map_err(|e| e.code())
-                .err(),
-            Some(code::TICKET_EXPIRED)
+            stands(&["alive", ""]),
+            Some(Stands::Alive(Standing {
+                kept_until_ms: None
+            }))
         );
         assert_eq!(
-            parse_resume(3, &strings(&["foreign", "1000", "0", ""]))
-                .map_err(|e| e.code())
-                .err(),
-            Some(code::RESUME_OTHER_BUYER)
+            stands(&["alive", "1700000000123"]),
+            Some(Stands::Alive(Standing {
+                kept_until_ms: Some(1_700_000_000_123)
+            }))
+        );
+        assert_eq!(stands(&["expired"]), Some(Stands::Gone(Gone::Expired)));
+        assert_eq!(stands(&["foreign"]), Some(Stands::Gone(Gone::Foreign)));
+        assert_eq!(stands(&["unknown"]), Some(Stands::Gone(Gone::Unknown)));
+        for odd in [&["alive", "soon"][..], &["gone"], &["alive"], &[]] {
+            assert_eq!(stands(odd), None, "{odd:?}");
+        }
+    }
+
+    #[test]
+    fn resume_replies_parse_into_tickets_or_a_ticket_gone() {
+        assert_eq!(
+            resumed(&["resumed", "1000", "0", "c0", "2"]),
+            Some(Resumed::Resumed {
+                opens_at_ms: 1000,
+                commitment: "c0".into(),
+                frontier: 2
+            })
         );
         assert_eq!(
-            parse_resume(3, &strings(&["unknown", "0", "0", ""]))
-                .map_err(|e| e.code())
-                .err(),
-            Some(code::UNKNOWN_TICKET)
+            resumed(&["expired", "1000", "0", ""]),
+            Some(Resumed::Gone(Gone::Expired))
         );
+        assert_eq!(
+            resumed(&["foreign", "1000", "0", ""]),
+            Some(Resumed::Gone(Gone::Foreign))
+        );
+        assert_eq!(
+            resumed(&["unknown", "0", "0", ""]),
+            Some(Resumed::Gone(Gone::Unknown))
+        );
+        for odd in [&["resumed", "x", "0", "c0", "2"][..], &["lost", "0"], &[]] {
+            assert_eq!(resumed(odd), None, "{odd:?}");
+        }
+    }
+
+    #[test]
+    fn a_ticket_gone_is_refused_with_its_own_code() {
+        for (gone, code, status) in [
+            (Gone::Expired, code::TICKET_EXPIRED, 410),
+            (Gone::Foreign, code::RESUME_OTHER_BUYER, 403),
+            (Gone::Unknown, code::UNKNOWN_TICKET, 404),
+        ] {
+            let refused = gone.refusal();
+            assert_eq!((refused.code(), refused.status().as_u16()), (code, status));
+        }
     }
 }

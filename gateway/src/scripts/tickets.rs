@@ -15,10 +15,11 @@ use std::time::Duration;
 use floodgate_platform::batch::{Batcher, Flush};
 use floodgate_platform::keys::SaleKeys;
 use floodgate_platform::redis_conn::RedisConn;
+use floodgate_protocol::api::code;
 use floodgate_protocol::{lottery, UnixMillis};
 use futures::future::{BoxFuture, FutureExt};
 
-use floodgate_platform::script::{FromReply, LuaScript as _, ScriptError};
+use floodgate_platform::script::{FromStrings, LuaScript as _, ScriptError};
 
 use super::SaleScope;
 use crate::error::ApiError;
@@ -234,7 +235,14 @@ pub async fn join(scope: &SaleScope, nonce: &str) -> Result<Taken, ApiError> {
         .joins
         .submit((), nonce.to_owned())
         .await
-        .map_err(|e| crate::error::odd_reply("join.lua", &e.to_string()))?;
+        .map_err(|unanswered| {
+            // Its batch's task panicked, or the gateway is stopping: nothing the client did.
+            tracing::error!(error = %unanswered, "a join's batch was never answered");
+            ApiError::new(
+                code::REDIS_UNAVAILABLE,
+                "the waiting room could not take this join; retry in a second".into(),
+            )
+        })?;
     Ok(batch?.taken(position, nonce.to_owned()))
 }
 
@@ -265,21 +273,18 @@ pub(super) enum JoinReply {
 
 /// `join.lua`'s reply: `{first ticket, opens_at_ms, in pre-queue, sold_out, commitment}`, or
 /// `{}` for a sale that is not armed.
-impl FromReply for JoinReply {
-    fn from_reply(value: redis::Value) -> Result<Self, String> {
-        let reply = floodgate_platform::script::strings(value)?;
-        let [first, opens, in_prequeue, _sold_out, commitment] = &reply[..] else {
-            return match &reply[..] {
-                [] => Ok(Self::UnknownSale),
-                _ => Err(format!("{reply:?}")),
-            };
-        };
-        Ok(Self::Joined(JoinedBatch {
-            first: first.parse().map_err(|_| format!("{reply:?}"))?,
-            opens_at_ms: opens.parse().map_err(|_| format!("{reply:?}"))?,
-            in_prequeue: in_prequeue == "1",
-            commitment: commitment.clone(),
-        }))
+impl FromStrings for JoinReply {
+    fn from_strings(reply: &[String]) -> Option<Self> {
+        match reply {
+            [first, opens, in_prequeue, _sold_out, commitment] => Some(Self::Joined(JoinedBatch {
+                first: first.parse().ok()?,
+                opens_at_ms: opens.parse().ok()?,
+                in_prequeue: in_prequeue == "1",
+                commitment: commitment.clone(),
+            })),
+            [] => Some(Self::UnknownSale),
+            _ => None,
+        }
     }
 }
 
@@ -329,13 +334,10 @@ pub async fn leave(scope: &SaleScope, ticket: u64, session_id: &str, grace_ms: i
     }
 }
 
-pub(super) fn number<T: std::str::FromStr>(text: &str) -> Result<T, ApiError> {
-    text.parse()
-        .map_err(|_| crate::error::odd_reply("a ticket script", text))
-}
-
 #[cfg(test)]
 mod tests {
+    use floodgate_platform::script::FromReply;
+
     use super::*;
 
     fn parse_join(reply: &[&str]) -> Result<JoinReply, String> {
