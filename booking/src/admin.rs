@@ -3,7 +3,7 @@
 //! open now). Every change is written to Redis, where every gateway's controller reads it on its
 //! next tick, and back to the catalog, so a re-arm or a restart keeps it.
 
-use floodgate_platform::http::SaleId;
+use floodgate_platform::http::{JsonObject, SaleId};
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -129,12 +129,10 @@ pub async fn update_sale(
     State(state): State<AppState>,
     SaleId(sale): SaleId,
     Extension(operator): Extension<Operator>,
-    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+    body: JsonObject<SaleUpdate>,
 ) -> Result<Json<OpsFigures>, ApiError> {
-    let body = body
-        .map_err(|_| ApiError::new(code::BODY_TOO_LARGE, "the request body is too large".into()))?;
-    let update = SaleUpdate::parse(&body)?;
-    let asked = serde_json::from_slice(&body).unwrap_or_default();
+    let update = SaleUpdate::read(&body)?;
+    let asked = serde_json::Value::Object(body.fields);
     let change = async {
         state
             .gatekeeper

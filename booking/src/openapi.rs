@@ -57,7 +57,7 @@ pub struct PublicApi;
 )]
 pub struct OpsApi;
 
-/// A sale update names at least one setting (`SaleUpdate::parse` refuses an empty one).
+/// A sale update names at least one setting (`SaleUpdate::read` refuses an empty one).
 pub struct AtLeastOneSetting;
 
 impl Modify for AtLeastOneSetting {
@@ -217,6 +217,7 @@ floodgate_platform::refusals!(
         code::SIGNATURE_MALFORMED,
         code::TIMESTAMP_OUTSIDE_TOLERANCE,
         code::BAD_JSON,
+        code::BAD_BODY,
         code::SIGNATURE_INVALID,
         code::BODY_TOO_LARGE,
         code::INVALID_EVENT,
@@ -253,6 +254,7 @@ floodgate_platform::refusals!(
     /// What `PATCH /admin/v1/sales/{sale}` refuses with.
     UpdateRefusals [
         code::BAD_JSON,
+        code::BAD_BODY,
         code::OPS_TOKEN_MISSING,
         code::OPS_TOKEN_INVALID,
         code::UNKNOWN_SALE,

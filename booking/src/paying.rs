@@ -1,18 +1,17 @@
 //! A reservation's own routes, behind the secret its 201 gave once: read it
 //! (`GET .../reservations/{id}`) and pay for it (`POST .../reservations/{id}/payment`).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use floodgate_protocol::api::booking::{PaymentStarted, RefundView, ReservationView};
 use floodgate_protocol::api::code;
-use floodgate_protocol::ids::{check_sale_id, reservation_pool};
 use floodgate_protocol::payments::CreatePayment;
 use floodgate_protocol::reservation::ReservationState;
 use floodgate_protocol::same_secret;
 
 use crate::error::ApiError;
-use crate::extract::ReservationSecret;
+use crate::extract::{ReservationRef, ReservationSecret};
 use crate::gatekeeper::{PaymentStart, ReserveError, StoredReservation};
 use crate::AppState;
 
@@ -41,23 +40,19 @@ fn view(sale: &str, pool: &str, r: StoredReservation) -> ReservationView {
 /// so the API never confirms that someone else's reservation exists.
 async fn authorized_reservation(
     state: &AppState,
-    sale: &str,
-    id: &str,
+    at: &ReservationRef,
     presented: &str,
-) -> Result<(String, StoredReservation), ApiError> {
-    let not_found = || ApiError::new(code::UNKNOWN_RESERVATION, "no such reservation".into());
-    check_sale_id(sale).map_err(|_| not_found())?;
-    let pool = reservation_pool(id).ok_or_else(not_found)?.to_owned();
+) -> Result<StoredReservation, ApiError> {
     let stored = state
         .gatekeeper
-        .reservation(sale, &pool, id)
+        .reservation(&at.sale, &at.pool, &at.id)
         .await
         .map_err(ReserveError::from)?
-        .ok_or_else(not_found)?;
+        .ok_or_else(ReservationRef::not_found)?;
     if !same_secret(presented.as_bytes(), stored.secret.as_bytes()) {
-        return Err(not_found());
+        return Err(ReservationRef::not_found());
     }
-    Ok((pool, stored))
+    Ok(stored)
 }
 
 /// `GET /v1/sales/{sale}/reservations/{id}` with `Authorization: Bearer <secret>`.
@@ -72,14 +67,14 @@ async fn authorized_reservation(
     ),
     security(("reservation_secret" = [])),
 )]
-#[tracing::instrument(skip_all, fields(%sale, %id))]
+#[tracing::instrument(skip_all, fields(sale = %at.sale, id = %at.id))]
 pub async fn get_reservation(
     State(state): State<AppState>,
     ReservationSecret(secret): ReservationSecret,
-    Path((sale, id)): Path<(String, String)>,
+    at: ReservationRef,
 ) -> Result<Json<ReservationView>, ApiError> {
-    let (pool, stored) = authorized_reservation(&state, &sale, &id, &secret).await?;
-    Ok(Json(view(&sale, &pool, stored)))
+    let stored = authorized_reservation(&state, &at, &secret).await?;
+    Ok(Json(view(&at.sale, &at.pool, stored)))
 }
 
 /// `POST /v1/sales/{sale}/reservations/{id}/payment` with `Authorization: Bearer <secret>`:
@@ -96,13 +91,14 @@ pub async fn get_reservation(
     ),
     security(("reservation_secret" = [])),
 )]
-#[tracing::instrument(skip_all, fields(%sale, %id))]
+#[tracing::instrument(skip_all, fields(sale = %at.sale, id = %at.id))]
 pub async fn start_payment(
     State(state): State<AppState>,
     ReservationSecret(secret): ReservationSecret,
-    Path((sale, id)): Path<(String, String)>,
+    at: ReservationRef,
 ) -> Result<(StatusCode, Json<PaymentStarted>), ApiError> {
-    let (pool, stored) = authorized_reservation(&state, &sale, &id, &secret).await?;
+    let stored = authorized_reservation(&state, &at, &secret).await?;
+    let ReservationRef { sale, id, pool } = at;
     if stored.state != ReservationState::Held {
         return Err(ApiError::new(
             code::NOT_PAYABLE,

@@ -2,14 +2,15 @@
 
 use floodgate_protocol::api::code;
 use floodgate_protocol::settings::ChallengeRule;
-use serde_json::Value;
+
+use floodgate_platform::http::{JsonObject, Shape};
 
 use crate::error::ApiError;
 
 /// Body of `PATCH /admin/v1/sales/{sale}`: the settings to change (at least one).
 #[derive(Debug, Default, PartialEq, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-// documented as additionalProperties: false, as parse is
+// documented as additionalProperties: false, as `read` is
 // minProperties: 1 is set on the document (`crate::openapi`): utoipa 5.5 writes
 // `min_properties` as maxProperties.
 #[schema(
@@ -30,26 +31,18 @@ pub struct SaleUpdate {
     pub pow_difficulty: Option<u8>,
 }
 
+impl Shape for SaleUpdate {
+    const EXAMPLE: &'static str = "{\"admission_rate\": 20.0, \"active_cap\": 500} (either)";
+}
+
 impl SaleUpdate {
-    /// Reads the body field by field, so each mistake gets its field's code (`invalid_rate`,
-    /// `invalid_cap`) and a sentence for people rather than the JSON parser's wording. Every value
-    /// is checked against the bounds the controller relies on ([`floodgate_protocol::settings`]).
-    pub fn parse(body: &[u8]) -> Result<Self, ApiError> {
-        let value: Value = serde_json::from_slice(body).map_err(|_| {
-            ApiError::new(
-                code::BAD_JSON,
-                "the body is not valid JSON; send {\"admission_rate\": 20.0, \"active_cap\": 500} (either)"
-                    .into(),
-            )
-        })?;
-        let Value::Object(fields) = value else {
-            return Err(ApiError::new(
-                code::INVALID_REQUEST,
-                "the body must be a JSON object with admission_rate and/or active_cap".into(),
-            ));
-        };
+    /// Reads the body's fields one by one, so each mistake gets its field's code
+    /// (`invalid_rate`, `invalid_cap`) and a sentence for people rather than the JSON parser's
+    /// wording. Every value is checked against the bounds the controller relies on
+    /// ([`floodgate_protocol::settings`]).
+    pub fn read(body: &JsonObject<SaleUpdate>) -> Result<Self, ApiError> {
         let mut update = SaleUpdate::default();
-        for (name, value) in &fields {
+        for (name, value) in &body.fields {
             match name.as_str() {
                 "admission_rate" => {
                     let rate = value

@@ -6,20 +6,17 @@
 //! retry finds the work half done and finishes it. Money is never acknowledged and kept: it buys
 //! the hold it was started for, at its price, or it is refunded.
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::Json;
 use floodgate_protocol::api::booking::WebhookAnswer;
 use floodgate_protocol::api::code;
 use floodgate_protocol::ids::{check_sale_id, reservation_pool};
-use secrecy::ExposeSecret;
 
 use crate::error::ApiError;
+use crate::extract::SignedEvent;
 use crate::gatekeeper::{Confirmation, Paid, Release, ReserveError, WebhookTarget};
 use crate::AppState;
-use floodgate_protocol::payments::{verify, SignatureError, WebhookEvent, SIGNATURE_HEADER};
+use floodgate_protocol::payments::WebhookEvent;
 
 /// `POST /v1/payments/webhook`: the provider reports a payment's or a refund's outcome.
 #[utoipa::path(
@@ -36,49 +33,11 @@ use floodgate_protocol::payments::{verify, SignatureError, WebhookEvent, SIGNATU
 #[tracing::instrument(skip_all, fields(event, kind))]
 pub async fn receive_webhook(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    SignedEvent(event): SignedEvent,
 ) -> Result<Json<WebhookAnswer>, ApiError> {
-    let body = body
-        .map_err(|_| ApiError::new(code::BODY_TOO_LARGE, "the webhook body is too large".into()))?;
-    let signature = headers.get(SIGNATURE_HEADER).and_then(|v| v.to_str().ok());
-    let now_secs = floodgate_protocol::now_millis() / 1000;
-    verify(
-        state.webhook_secret.expose_secret().as_bytes(),
-        signature,
-        &body,
-        now_secs,
-        state.webhook_tolerance.as_secs(),
-    )
-    .map_err(|e| match e {
-        SignatureError::Missing => ApiError::new(code::SIGNATURE_MISSING, e.to_string()),
-        SignatureError::Malformed => ApiError::new(code::SIGNATURE_MALFORMED, e.to_string()),
-        SignatureError::Stale => ApiError::new(code::TIMESTAMP_OUTSIDE_TOLERANCE, e.to_string()),
-        SignatureError::Invalid => ApiError::new(code::SIGNATURE_INVALID, e.to_string()),
-    })?;
-
-    // Only a correctly signed body is parsed.
-    let event: WebhookEvent = serde_json::from_slice(&body).map_err(|_| {
-        ApiError::new(
-            code::BAD_JSON,
-            "the webhook body is not a payment event".into(),
-        )
-    })?;
     let span = tracing::Span::current();
     span.record("event", event.id.as_str());
     span.record("kind", event.kind.as_str());
-    let id_ok = !event.id.is_empty()
-        && event.id.len() <= 128
-        && event
-            .id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if !id_ok {
-        return Err(ApiError::new(
-            code::INVALID_EVENT,
-            "the event id must be 1 to 128 letters, digits, '_' or '-'".into(),
-        ));
-    }
     let result = match event.kind.as_str() {
         "payment.succeeded" => payment_succeeded(&state, &event).await?,
         "payment.failed" => payment_failed(&state, &event).await?,
@@ -192,7 +151,7 @@ async fn refund_result(state: &AppState, event: &WebhookEvent) -> Result<Webhook
         .refund_result(&target, &data.payment_id, succeeded)
         .await
     {
-        Ok(outcome) => Ok(WebhookAnswer::result(outcome)),
+        Ok(verdict) => Ok(WebhookAnswer::result(verdict.as_str())),
         Err(e) => {
             pool_lost_or_unknown(state, &target).await?;
             tracing::debug!(error = %e, "refund result for a pool the catalog does not know");

@@ -84,7 +84,7 @@ pub struct Config {
         long,
         env = "FLOODGATE_TRUSTED_PROXIES",
         value_delimiter = ',',
-        value_parser = crate::limits::parse_trusted_proxy
+        value_parser = crate::clients::parse_trusted_proxy
     )]
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// The per-address limits count an IPv6 client by this many leading bits of its address:

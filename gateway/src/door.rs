@@ -3,7 +3,8 @@
 //! `GET /v1/sales/{sale}/challenge` hands out). Both are checked before a ticket is taken, so a
 //! refused join costs no Redis work beyond the single-use mark of a solved puzzle.
 
-use axum::extract::State;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -16,23 +17,45 @@ use floodgate_protocol::identity::{
     BuyerId, IdentityError, IDENTITY_HEADER, IDENTITY_SUBPROTOCOL_PREFIX,
 };
 use floodgate_protocol::now_millis;
+use floodgate_protocol::resume::{RESUME_HEADER, RESUME_SUBPROTOCOL_PREFIX};
 use floodgate_protocol::settings::{ChallengeRule, Door, IdentityRule};
 
 use crate::error::ApiError;
 use crate::sale::Context;
 use crate::AppState;
 
-/// The identity token a join presents: the `Floodgate-Identity` header (apps, scripts), or the
-/// subprotocol `floodgate-identity.<token>` a browser offers beside `floodgate`.
-pub fn identity_token(headers: &HeaderMap) -> Option<&str> {
-    carried(headers, IDENTITY_HEADER, IDENTITY_SUBPROTOCOL_PREFIX)
+/// The credentials a join or a poll of a place carries, each in its header (apps, scripts) or
+/// else as a subprotocol `<prefix><value>` beside `floodgate` (a browser cannot set headers on a
+/// WebSocket): a buyer's identity token (`Floodgate-Identity`, `floodgate-identity.<token>`),
+/// and the resume token of a place taken before (`Floodgate-Resume`, `floodgate-resume.<token>`).
+/// Read only here; each is checked later, against the sale's door and the sale.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Carried {
+    pub identity: Option<String>,
+    pub resume: Option<String>,
 }
 
-/// A credential a join carries in header `name` (apps, scripts), or else as the subprotocol
-/// `<prefix><value>` (a browser cannot set headers on a WebSocket).
-pub fn carried<'h>(headers: &'h HeaderMap, name: &str, prefix: &str) -> Option<&'h str> {
+impl Carried {
+    fn read(headers: &HeaderMap) -> Self {
+        Self {
+            identity: carried(headers, IDENTITY_HEADER, IDENTITY_SUBPROTOCOL_PREFIX),
+            resume: carried(headers, RESUME_HEADER, RESUME_SUBPROTOCOL_PREFIX),
+        }
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Carried {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self::read(&parts.headers))
+    }
+}
+
+/// A credential in header `name`, or else as the subprotocol `<prefix><value>`.
+fn carried(headers: &HeaderMap, name: &str, prefix: &str) -> Option<String> {
     if let Some(value) = headers.get(name) {
-        return value.to_str().ok().map(str::trim);
+        return value.to_str().ok().map(|v| v.trim().to_owned());
     }
     headers
         .get_all(header::SEC_WEBSOCKET_PROTOCOL)
@@ -40,6 +63,7 @@ pub fn carried<'h>(headers: &'h HeaderMap, name: &str, prefix: &str) -> Option<&
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .find_map(|p| p.trim().strip_prefix(prefix))
+        .map(str::to_owned)
 }
 
 /// The buyer a join's identity token names (`None`: no token, on a sale that does not require
@@ -168,4 +192,40 @@ pub async fn door_of(ctx: &Context) -> Result<Door, ApiError> {
             "the waiting room is briefly unavailable; retry in a second".into(),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(*name, HeaderValue::from_str(value).unwrap());
+        }
+        headers
+    }
+
+    #[test]
+    fn credentials_come_from_their_headers_or_else_the_subprotocols() {
+        assert_eq!(Carried::read(&HeaderMap::new()), Carried::default());
+        let browser = headers(&[(
+            "sec-websocket-protocol",
+            "floodgate, floodgate-identity.id-1 , floodgate-resume.r-2",
+        )]);
+        assert_eq!(
+            Carried::read(&browser),
+            Carried {
+                identity: Some("id-1".into()),
+                resume: Some("r-2".into()),
+            }
+        );
+        // A header is the app's own word: it wins over a subprotocol.
+        let app = headers(&[
+            ("floodgate-resume", " r-header "),
+            ("sec-websocket-protocol", "floodgate-resume.r-sub"),
+        ]);
+        assert_eq!(Carried::read(&app).resume.as_deref(), Some("r-header"));
+        assert_eq!(Carried::read(&app).identity, None);
+    }
 }

@@ -4,12 +4,12 @@
 
 use floodgate_platform::http::SaleId;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::IpAddr;
 
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{ConnectInfo, Query, State};
-use axum::http::{header, HeaderMap, HeaderValue};
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use floodgate_protocol::api::code;
@@ -19,6 +19,7 @@ use floodgate_protocol::api::room::{
 use floodgate_protocol::lottery::{self, draw_seed};
 use serde::{Deserialize, Serialize};
 
+use crate::clients::ClientAddress;
 use crate::error::ApiError;
 use crate::scripts::draw::{self as record, JoinBatch};
 use crate::AppState;
@@ -61,8 +62,7 @@ fn part(body: &impl Serialize, closed: bool) -> Result<Part, ApiError> {
 /// which answer (`key`, under which a final one is kept).
 struct Asked<'a> {
     state: &'a AppState,
-    peer: SocketAddr,
-    headers: &'a HeaderMap,
+    client: IpAddr,
     key: String,
 }
 
@@ -74,8 +74,7 @@ impl Asked<'_> {
         read: impl FnOnce() -> F,
     ) -> Result<Response, ApiError> {
         let guard = &self.state.draw;
-        let trusted = &self.state.config.trusted_proxies;
-        guard.admit(&self.state.limits, self.peer, self.headers, trusted)?;
+        guard.admit(&self.state.limits, self.client)?;
         let (body, closed) = match guard.kept(&self.key) {
             Some(body) => (body, true),
             None => {
@@ -179,8 +178,7 @@ impl Page {
     responses((status = 200, description = "The draw nonces of consecutive tickets.", body = NoncePage), crate::openapi::PageRefusals))]
 pub async fn nonces(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
+    ClientAddress(client): ClientAddress,
     SaleId(sale): SaleId,
     page: Result<Query<Page>, QueryRejection>,
 ) -> Result<Response, ApiError> {
@@ -192,8 +190,7 @@ pub async fn nonces(
     })?;
     let asked = Asked {
         state: &state,
-        peer,
-        headers: &headers,
+        client,
         key: format!("nonces {sale} {from} {count}"),
     };
     asked
@@ -227,8 +224,7 @@ pub async fn nonces(
     responses((status = 200, description = "The pre-queue's batches of joins, in ticket order.", body = BatchPage), crate::openapi::PageRefusals))]
 pub async fn batches(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
+    ClientAddress(client): ClientAddress,
     SaleId(sale): SaleId,
     page: Result<Query<Page>, QueryRejection>,
 ) -> Result<Response, ApiError> {
@@ -240,8 +236,7 @@ pub async fn batches(
     })?;
     let asked = Asked {
         state: &state,
-        peer,
-        headers: &headers,
+        client,
         key: format!("batches {sale} {from} {count}"),
     };
     asked
@@ -315,8 +310,7 @@ pub struct ProofQuery {
     responses((status = 200, description = "What the ticket needs to check, on its own, that the draw counted its nonce.", body = DrawProof), crate::openapi::ProofRefusals))]
 pub async fn proof(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
+    ClientAddress(client): ClientAddress,
     SaleId(sale): SaleId,
     query: Result<Query<ProofQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
@@ -328,8 +322,7 @@ pub async fn proof(
         })?;
     let asked = Asked {
         state: &state,
-        peer,
-        headers: &headers,
+        client,
         key: format!("proof {sale} {ticket}"),
     };
     asked.answer(|| read_proof(&state, &sale, ticket)).await

@@ -12,17 +12,16 @@
 //!   twice that): past it, 429 `draw_rate_limited`, so one address cannot spend the budget alone.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::Mutex;
 
 use axum::body::Bytes;
-use axum::http::HeaderMap;
 use floodgate_protocol::api::code;
 use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use crate::error::ApiError;
-use crate::limits::{client_address, IpLimits};
+use crate::limits::IpLimits;
 
 /// Most bytes of final pages kept per gateway: a 2-million-ticket pre-queue's whole record is
 /// about 80 MB, and a CDN in front keeps the rest.
@@ -58,21 +57,9 @@ impl DrawGuard {
         }
     }
 
-    /// Lets one request of `peer` (or the client a trusted proxy forwards for) in, or says why
-    /// not.
-    pub fn admit(
-        &self,
-        limits: &IpLimits,
-        peer: SocketAddr,
-        headers: &HeaderMap,
-        trusted: &[ipnet::IpNet],
-    ) -> Result<(), ApiError> {
-        let forwarded: Vec<&str> = headers
-            .get_all("x-forwarded-for")
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .collect();
-        let client = limits.client_of(client_address(peer.ip(), &forwarded, trusted));
+    /// Lets one request of `client` in, or says why not.
+    pub fn admit(&self, limits: &IpLimits, client: IpAddr) -> Result<(), ApiError> {
+        let client = limits.client_of(client);
         self.per_client.check_key(&client).map_err(|_| {
             ApiError::new(
                 code::DRAW_RATE_LIMITED,

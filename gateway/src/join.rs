@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::{ConnectInfo, Query, State, WebSocketUpgrade};
-use axum::http::HeaderMap;
+use axum::extract::{Query, State, WebSocketUpgrade};
 use axum::response::{IntoResponse, Response};
 use floodgate_protocol::api::code;
 use floodgate_protocol::identity::BuyerId;
@@ -18,17 +17,19 @@ use floodgate_protocol::ws::{MAX_CLIENT_MESSAGE, SUBPROTOCOL};
 use serde::Deserialize;
 use tracing::Instrument as _;
 
+use crate::clients::ClientAddress;
 use crate::door;
 use crate::error::ApiError;
+use crate::limits;
 use crate::scripts::{buyers, takeback, tickets};
 use crate::session::{Hello, Session};
-use crate::{limits, AppState};
+use crate::AppState;
 
 #[derive(Deserialize)]
 pub struct JoinParams {
     sale: String,
     /// Named only to refuse it: a resume token in a URL lands in every proxy's and CDN's log, so
-    /// it travels in a header or a subprotocol ([`resume_token`]).
+    /// it travels in a header or a subprotocol ([`door::Carried`]).
     resume: Option<String>,
     /// The client's own draw nonce for the pre-queue lottery (16 to 64 lowercase hex
     /// characters); the gateway picks one for a client that sends none.
@@ -70,22 +71,22 @@ pub struct JoinParams {
 #[tracing::instrument(skip_all)]
 pub async fn join_queue(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
-    headers: HeaderMap,
+    ClientAddress(client): ClientAddress,
+    carried: door::Carried,
     params: Result<Query<JoinParams>, QueryRejection>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    let request = JoinRequest::read(&state, params, &headers)?;
+    let request = JoinRequest::read(&state, params, carried.resume.as_deref())?;
     let upgrade = upgrade.map_err(|e| {
         ApiError::new(
             code::WEBSOCKET_REQUIRED,
             format!("this endpoint speaks WebSocket only: {e}"),
         )
     })?;
-    let (slot, budget) = admit(&state, peer, &headers)?;
+    let (slot, budget) = admit(&state, client)?;
     let ctx = state.room(&request.sale).await?;
     let door = door::door_of(&ctx).await?;
-    let buyer = door::identify(&state, &door, door::identity_token(&headers)).await?;
+    let buyer = door::identify(&state, &door, carried.identity.as_deref()).await?;
     let mark = buyer.as_ref().map(|b| state.resume.buyer_mark(b.as_str()));
     if let Some(claim) = &request.resumed {
         if !claim.may_be_taken_by(mark.as_ref()) {
@@ -160,11 +161,11 @@ impl JoinRequest {
     fn read(
         state: &AppState,
         params: Result<Query<JoinParams>, QueryRejection>,
-        headers: &HeaderMap,
+        resume: Option<&str>,
     ) -> Result<Self, ApiError> {
         let Query(JoinParams {
             sale,
-            resume,
+            resume: resume_in_url,
             nonce,
             challenge,
         }) = params.map_err(|_| {
@@ -179,7 +180,7 @@ impl JoinRequest {
                 .map_err(|m| ApiError::new(code::BAD_NONCE, m))?;
         }
         let nonce = nonce.unwrap_or_else(floodgate_protocol::lottery::random_nonce);
-        if resume.is_some() {
+        if resume_in_url.is_some() {
             return Err(ApiError::new(
                 code::RESUME_IN_URL,
                 "a resume token never goes in a URL (it would land in proxy and CDN logs): send \
@@ -187,7 +188,7 @@ impl JoinRequest {
                     .into(),
             ));
         }
-        let resumed = resume_token(headers)
+        let resumed = resume
             .map(|token| state.resume.verify(token, &sale))
             .transpose()
             .map_err(|e| resume_refusal(e, &sale))?;
@@ -206,8 +207,7 @@ impl JoinRequest {
 /// (cdn.conf does).
 fn admit(
     state: &AppState,
-    peer: std::net::SocketAddr,
-    headers: &HeaderMap,
+    client: std::net::IpAddr,
 ) -> Result<(limits::ConnectionSlot, limits::BudgetSlot), ApiError> {
     if state.draining.is_cancelled() {
         return Err(ApiError::new(
@@ -219,12 +219,6 @@ fn admit(
         code::GATEWAY_FULL,
         "this gateway is full; retry after the delay (with jitter), or another gateway".into(),
     ))?;
-    let forwarded: Vec<&str> = headers
-        .get_all("x-forwarded-for")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    let client = limits::client_address(peer.ip(), &forwarded, &state.config.trusted_proxies);
     let slot = state.limits.admit(client).map_err(|e| match e {
         limits::LimitError::TooManyConnections => ApiError::new(
             code::TOO_MANY_CONNECTIONS,
@@ -250,16 +244,6 @@ pub(crate) fn resume_refusal(e: ResumeError, sale: &str) -> ApiError {
             format!("the resume token is for sale {other}, not {sale}"),
         ),
     }
-}
-
-/// The resume token a request presents: the `Floodgate-Resume` header (apps, scripts), or the
-/// subprotocol `floodgate-resume.<token>` a browser offers beside `floodgate`.
-pub(crate) fn resume_token(headers: &HeaderMap) -> Option<&str> {
-    door::carried(
-        headers,
-        resume::RESUME_HEADER,
-        resume::RESUME_SUBPROTOCOL_PREFIX,
-    )
 }
 
 /// What a join lays claim to: a ticket named by a resume token, a signed-in buyer's place (with

@@ -15,7 +15,8 @@
 //!   answer: the tickets (join, resume, leave) and the room's tick.
 //! - [`places`]: dead places and admission batches, as the room learns them from Redis.
 //! - [`limits`]: the connection budget and per-IP connection and join-rate limits; `budget`: how
-//!   many sessions the budget is (the open files and the memory limit allow).
+//!   many sessions the budget is (the open files and the memory limit allow); [`clients`]:
+//!   who a request is from (the peer, or the client a trusted proxy forwards for).
 //! - `records`: signed-in buyers' records written again after a Redis failover.
 //! - [`router`]: where every route of both listeners is mounted, and the OpenAPI document
 //!   collected from them; [`openapi`]: what the document says beside the routes (its title,
@@ -39,6 +40,7 @@ pub mod assets;
 pub mod bookings;
 mod budget;
 mod cache;
+pub mod clients;
 pub mod config;
 pub mod door;
 pub mod error;

@@ -8,7 +8,7 @@
 //! on this gateway. Nothing is written: a poll keeps no place alive.
 
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue};
+use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use floodgate_platform::http::SaleId;
@@ -17,7 +17,7 @@ use floodgate_protocol::api::room::{PlaceStanding, PlaceState};
 use floodgate_protocol::now_millis;
 
 use crate::error::ApiError;
-use crate::join::{resume_refusal, resume_token};
+use crate::join::resume_refusal;
 use crate::room::{Room, RoomView};
 use crate::scripts::takeback::{self, Taker};
 use crate::{door, AppState};
@@ -46,9 +46,9 @@ use crate::{door, AppState};
 pub async fn place(
     State(state): State<AppState>,
     SaleId(sale): SaleId,
-    headers: HeaderMap,
+    carried: door::Carried,
 ) -> Result<Response, ApiError> {
-    let token = resume_token(&headers).ok_or_else(|| {
+    let token = carried.resume.as_deref().ok_or_else(|| {
         ApiError::new(
             code::RESUME_REQUIRED,
             "send the place's resume token in the Floodgate-Resume header".into(),
@@ -60,7 +60,7 @@ pub async fn place(
         .map_err(|e| resume_refusal(e, &sale))?;
     let ctx = state.room(&sale).await?;
     let door = door::door_of(&ctx).await?;
-    let buyer = door::identify(&state, &door, door::identity_token(&headers)).await?;
+    let buyer = door::identify(&state, &door, carried.identity.as_deref()).await?;
     let mark = buyer.map(|b| state.resume.buyer_mark(b.as_str()));
     if !claim.may_be_taken_by(mark.as_ref()) {
         return Err(takeback::other_buyers());

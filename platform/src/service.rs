@@ -163,7 +163,15 @@ pub async fn main<S: Service>(settings: S::Settings) -> anyhow::Result<()> {
     );
     let (public, admin) = S::addresses(&settings);
     let (public, admin) = (public.map(str::to_owned), admin.to_owned());
-    let service = S::build(settings, &life).await?;
+    // Told to stop while still starting (its dependencies slow to answer), it stops now: there
+    // is nothing to drain, and waiting out the build could take the whole stop grace.
+    let service = tokio::select! {
+        built = S::build(settings, &life) => built?,
+        () = life.draining.cancelled() => {
+            tracing::info!(service = S::NAME, "told to stop while starting: stopped");
+            return Ok(());
+        }
+    };
     let listeners = Listeners::bind(public.as_deref(), &admin).await?;
     serve(service, listeners, life).await
 }

@@ -431,6 +431,30 @@ async fn only_the_secret_opens_a_reservation(db: sqlx::PgPool) {
         .await
         .unwrap();
     assert_eq!(res.status(), 404);
+    // A path naming no reservation (not even text, once decoded) is the same JSON 404, never a
+    // framework's plain-text 400 that tells a prober its id did not parse.
+    for (sale, id) in [
+        (b.sale.as_str(), "%FF"),
+        (b.sale.as_str(), "no-such-shape"),
+        ("%FF", b.id.as_str()),
+    ] {
+        let res = app
+            .http
+            .get(format!(
+                "http://{}/v1/sales/{sale}/reservations/{id}",
+                app.booking
+            ))
+            .bearer_auth(&b.secret)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 404, "{sale}/{id}");
+        assert_eq!(
+            res.json::<Value>().await.unwrap()["error"],
+            "unknown_reservation",
+            "{sale}/{id}"
+        );
+    }
     let v = view(&app, &b).await;
     assert_eq!(
         (

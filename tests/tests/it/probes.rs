@@ -340,3 +340,42 @@ async fn a_consumer_whose_loop_fails_exits_instead_of_idling() {
     .await;
     assert!(!exited.success(), "{exited:?}");
 }
+
+/// A service told to stop while it is still starting (here a consumer whose PostgreSQL accepted
+/// the connection and never answered) stops at once, cleanly, rather than going on waiting for
+/// its dependencies and then failing: an orchestrator's stop during a slow start must not take
+/// the whole grace period and end in a SIGKILL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_told_to_stop_while_starting_stops_at_once() {
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let database = format!(
+        "postgres://postgres@{}/silent?sslmode=disable",
+        silent.local_addr().unwrap()
+    );
+    let mut consumer = Stopped(
+        Command::new(binary("floodgate-consumer"))
+            .env("FLOODGATE_DATABASE_URL", &database)
+            .env("FLOODGATE_KAFKA_BROKERS", kafka_brokers())
+            .env("FLOODGATE_CONSUMER_GROUP", unique("starting-"))
+            .env("FLOODGATE_CONSUMER_METRICS_LISTEN", free_port().to_string())
+            .env("RUST_LOG", "error")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("the consumer binary starts"),
+    );
+    // Its build is under way: it is waiting for the database's first word.
+    let (_held, _) = tokio::time::timeout(WAIT, silent.accept())
+        .await
+        .expect("the consumer connects to its database")
+        .unwrap();
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(consumer.0.id().to_string())
+        .status();
+    // The pool's own timeout is 30 s: an exit well before it is the stop's doing.
+    let exited = eventually("exits while starting", WAIT, async || {
+        consumer.0.try_wait().ok().flatten()
+    })
+    .await;
+    assert!(exited.success(), "{exited:?}");
+}
