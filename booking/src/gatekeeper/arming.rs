@@ -4,13 +4,14 @@
 
 use floodgate_platform::keys::Keys;
 use floodgate_platform::runtime::RedisConn;
-use floodgate_platform::script::{FromStrings, LuaScript as _};
+use floodgate_platform::script::LuaScript as _;
 use floodgate_protocol::settings::Door;
 use floodgate_protocol::UnixMillis;
 use redis::RedisResult;
 
 pub use super::layouts::PoolArming;
 use super::layouts::PoolStateKeys;
+pub use super::outcomes::Armed;
 use super::scripts::{ArmPool, ArmSale};
 
 /// A sale's settings for the waiting room, as armed.
@@ -25,15 +26,6 @@ pub struct SaleArming<'a> {
     pub paused: bool,
     pub stock_factor: f64,
     pub door: Door,
-}
-
-/// What an arming script did.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Armed {
-    /// Written (again: arming is idempotent before the opening).
-    Armed,
-    /// Refused: the sale opened at this instant (as armed before, or as asked now).
-    Opened(UnixMillis),
 }
 
 /// Loads one pool's counters (`available` = capacity, nothing held or sold) and config.
@@ -96,20 +88,11 @@ pub async fn arm_sale(
     Ok(armed)
 }
 
-/// `{"armed"}` or `{"opened", at_ms}`.
-impl FromStrings for Armed {
-    fn from_strings(reply: &[String]) -> Option<Self> {
-        match reply {
-            [armed] if armed == "armed" => Some(Self::Armed),
-            [opened, at] if opened == "opened" => at.parse().ok().map(Self::Opened),
-            _ => None,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::strings;
+    use floodgate_platform::script::FromStrings;
+
     use super::*;
 
     #[test]

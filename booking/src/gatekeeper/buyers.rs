@@ -12,36 +12,11 @@
 use floodgate_platform::keys::Keys;
 use floodgate_protocol::identity::BuyerId;
 
-use floodgate_platform::script::{FromStrings, LuaScript as _};
+use floodgate_platform::script::LuaScript as _;
 
+use super::outcomes::BuyerCount;
 use super::scripts::BuyerSeats;
 use super::{Gatekeeper, ReserveError, ReserveRequest};
-
-/// What `buyer_seats.lua` did.
-#[derive(Debug, PartialEq, Eq)]
-pub enum BuyerCount {
-    /// The token's seats count against the buyer (now, or already).
-    Counted,
-    /// The buyer holds or bought `counted` seats, and these would pass the limit: nothing
-    /// changed.
-    Over { counted: u32 },
-    /// The token's seats no longer count.
-    Given,
-}
-
-/// `{"ok"}`, `{"over", counted}` or `{"given"}`.
-impl FromStrings for BuyerCount {
-    fn from_strings(reply: &[String]) -> Option<Self> {
-        match reply {
-            [ok] if ok == "ok" => Some(Self::Counted),
-            [over, counted] if over == "over" => Some(Self::Over {
-                counted: counted.parse().ok()?,
-            }),
-            [given] if given == "given" => Some(Self::Given),
-            _ => None,
-        }
-    }
-}
 
 impl Gatekeeper {
     /// Counts the request's seats against its buyer, if the token names one and the sale has
@@ -111,6 +86,8 @@ impl Gatekeeper {
 #[cfg(test)]
 mod tests {
     use super::super::strings;
+    use floodgate_platform::script::FromStrings;
+
     use super::*;
 
     #[test]

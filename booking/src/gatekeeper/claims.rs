@@ -71,10 +71,8 @@ impl FromStrings for Claiming {
         Some(Self::Claimed(Claimed {
             claim,
             deadline_ms: reply.get(1)?.parse().ok()?,
-            buyer_limit: reply
-                .get(2)
-                .and_then(|l| l.parse::<u32>().ok())
-                .filter(|l| *l > 0),
+            // 0: the sale sets no limit.
+            buyer_limit: Some(reply.get(2)?.parse::<u32>().ok()?).filter(|l| *l > 0),
             attempt: reply.get(3)?.parse().ok()?,
         }))
     }

@@ -4,43 +4,13 @@
 
 use floodgate_platform::keys::{Keys, PoolKeys, SaleKeys};
 use floodgate_platform::runtime::RedisConn;
-use floodgate_platform::script::{FromStrings, LuaScript as _};
+use floodgate_platform::script::LuaScript as _;
 use floodgate_platform::state::{writes, SaleMeta};
 use floodgate_protocol::UnixMillis;
 use redis::RedisResult;
 
+pub use super::outcomes::PoolEnd;
 use super::scripts::EndPool;
-
-/// What ending one pool found (`lua/end_pool.lua`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PoolEnd {
-    Ended {
-        at_ms: UnixMillis,
-    },
-    /// Seats in live holds (reserved or being paid): they are paid or expire first.
-    Holding {
-        seats: i64,
-    },
-    /// Events still in the outbox: the relay publishes them first.
-    Relaying {
-        events: i64,
-    },
-    NotArmed,
-}
-
-/// `{"ended", at_ms}`, `{"holding", seats}`, `{"relaying", events}` or `{"not_armed"}`.
-impl FromStrings for PoolEnd {
-    fn from_strings(reply: &[String]) -> Option<Self> {
-        let number = || reply.get(1)?.parse::<i64>().ok();
-        Some(match reply.first()?.as_str() {
-            "ended" => Self::Ended { at_ms: number()? },
-            "holding" => Self::Holding { seats: number()? },
-            "relaying" => Self::Relaying { events: number()? },
-            "not_armed" => Self::NotArmed,
-            _ => return None,
-        })
-    }
-}
 
 /// Marks the sale over in its slot: from now on no admission token makes a first claim.
 pub async fn mark_sale_ended(
@@ -182,6 +152,8 @@ async fn unlink(conn: &mut RedisConn, doomed: &[String]) -> RedisResult<u64> {
 #[cfg(test)]
 mod tests {
     use super::super::strings;
+    use floodgate_platform::script::FromStrings;
+
     use super::*;
 
     #[test]

@@ -28,7 +28,8 @@
 //! The steps and the answer to a refusal are in [`reserving`]. The other pool scripts (`abort`,
 //! `confirm`, `release`, `expire`, `refund_result`) move a reservation through its lifecycle;
 //! each writes its event in the same step. Every reply is turned into a Rust type in exactly one
-//! function (`holds`, `replies`, `claims`).
+//! impl beside the type (`holds`, `replies`, `claims`, and `outcomes` for the pool-keeping
+//! scripts').
 //!
 //! Every script is declared once in [`scripts`] (the keys and arguments several share, in
 //! `layouts`); the reservation's own calls are made in [`calls`].
@@ -45,6 +46,7 @@ pub mod ending;
 mod holds;
 mod layouts;
 mod ops;
+mod outcomes;
 pub mod repair;
 mod replies;
 mod requests;

@@ -8,9 +8,10 @@ use floodgate_platform::runtime::RedisConn;
 use floodgate_protocol::UnixMillis;
 use redis::RedisResult;
 
-use floodgate_platform::script::{FromReply, FromStrings, LuaScript as _};
+use floodgate_platform::script::LuaScript as _;
 
 use super::layouts::{PoolArming, PoolStateKeys};
+pub use super::outcomes::{Rebuild, Repaired};
 use super::scripts::{RebuildPool, RepairPool};
 
 /// A pool's counters and the seats in its live holds, read together; `None` from
@@ -82,25 +83,6 @@ pub async fn repair_pool(
     Ok(repaired == Repaired::Repaired)
 }
 
-/// What `repair_pool.lua` did.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Repaired {
-    Repaired,
-    /// The counters moved since they were read: nothing changed.
-    Moved,
-}
-
-/// `"repaired"` or `"moved"`.
-impl FromReply for Repaired {
-    fn from_reply(value: redis::Value) -> Result<Self, String> {
-        match String::from_reply(value)?.as_str() {
-            "repaired" => Ok(Self::Repaired),
-            "moved" => Ok(Self::Moved),
-            other => Err(other.to_owned()),
-        }
-    }
-}
-
 /// A live hold to restore.
 pub struct RestoredHold {
     pub reservation_id: String,
@@ -123,24 +105,6 @@ pub struct RestoredRecord {
     pub payment_id: Option<String>,
     /// The buyer the reservation was made for, if its pass named one.
     pub buyer: Option<String>,
-}
-
-/// What a rebuild did.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Rebuild {
-    /// Restored, with these counters.
-    Rebuilt {
-        available: i64,
-        held: i64,
-        sold: i64,
-    },
-    /// The pool has its state: nothing was written.
-    Intact,
-    /// The pool was refused for lost writes and still has events to relay: nothing was written
-    /// (PostgreSQL does not know all of its decisions yet).
-    Busy,
-    /// Sold and held exceed the capacity: nothing was written, a person must look.
-    Overcommitted,
 }
 
 /// Restores a lost pool, or one refused for lost writes, in one atomic step: its records, live
@@ -197,27 +161,11 @@ pub async fn rebuild_pool(
     .await?)
 }
 
-/// `{"rebuilt", available, held, sold}`, `{"intact"}`, `{"busy"}` or
-/// `{"overcommitted", available}`.
-impl FromStrings for Rebuild {
-    fn from_strings(reply: &[String]) -> Option<Self> {
-        match reply {
-            [rebuilt, available, held, sold] if rebuilt == "rebuilt" => Some(Self::Rebuilt {
-                available: available.parse().ok()?,
-                held: held.parse().ok()?,
-                sold: sold.parse().ok()?,
-            }),
-            [intact] if intact == "intact" => Some(Self::Intact),
-            [busy] if busy == "busy" => Some(Self::Busy),
-            [over, ..] if over == "overcommitted" => Some(Self::Overcommitted),
-            _ => None,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::strings;
+    use floodgate_platform::script::FromStrings;
+
     use super::*;
 
     #[test]

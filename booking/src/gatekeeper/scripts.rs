@@ -9,15 +9,11 @@ use floodgate_platform::runtime::RedisConn;
 use floodgate_platform::script::{Declaration, LuaScript};
 use floodgate_platform::scripts::{Lease, PoolLayout};
 
-use super::arming::Armed;
-use super::buyers::BuyerCount;
 use super::claims::{Claiming, Released};
-use super::ending::PoolEnd;
 use super::holds::Reserved;
 use super::layouts::{PoolArming, PoolStateKeys};
-use super::repair::{Rebuild, Repaired};
+use super::outcomes::{Armed, BuyerCount, PoolEnd, Rebuild, Repaired, Sequence};
 use super::replies;
-use super::upkeep::Sequence;
 
 /// How long one attempt (one request's claim) may take to reach the pool: it can make a new
 /// hold only this long after its claim. A healthy request takes one Redis round trip between

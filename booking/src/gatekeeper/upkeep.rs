@@ -2,12 +2,13 @@
 //! and its relay lease, the holds that are due. Each is one typed call here, so the workers hold
 //! no key or command of their own.
 
-use floodgate_platform::script::{FromReply, LuaScript as _};
+use floodgate_platform::script::LuaScript as _;
 use floodgate_platform::scripts::{Lease, Leased};
 use floodgate_platform::state::{pool_list, redis_time_ms};
 use floodgate_protocol::UnixMillis;
 use redis::streams::StreamRangeReply;
 
+pub use super::outcomes::Sequence;
 use super::scripts::Diverge;
 use super::Gatekeeper;
 
@@ -28,31 +29,6 @@ impl OutboxEntry {
             .next()
             .and_then(|ms| ms.parse().ok())
             .unwrap_or(0)
-    }
-}
-
-/// Whether a pool's Redis is in step with the event sequence Kafka delivered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Sequence {
-    InStep,
-    /// It lost writes and is refused; `newly` if this check found it.
-    Refused {
-        newly: bool,
-    },
-    /// Not armed (a lost pool is refused anyway).
-    NotArmed,
-}
-
-/// `diverge.lua`'s `1` (marked now), `2` (marked before), `0` (in step) or `-1` (not armed).
-impl FromReply for Sequence {
-    fn from_reply(value: redis::Value) -> Result<Self, String> {
-        match i64::from_reply(value)? {
-            0 => Ok(Self::InStep),
-            1 => Ok(Self::Refused { newly: true }),
-            2 => Ok(Self::Refused { newly: false }),
-            -1 => Ok(Self::NotArmed),
-            other => Err(other.to_string()),
-        }
     }
 }
 
@@ -226,6 +202,8 @@ impl Gatekeeper {
 
 #[cfg(test)]
 mod tests {
+    use floodgate_platform::script::FromReply;
+
     use super::*;
 
     #[test]

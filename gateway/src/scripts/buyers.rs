@@ -139,7 +139,11 @@ pub async fn take(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
                 }
             }
             Place::Take => return take_new(join).await,
-            Place::Wait | Place::Bound | Place::Released | Place::Restored | Place::Kept => {
+            // Answers of the other operations, never of `find`: a bug.
+            other @ (Place::Bound | Place::Released | Place::Restored | Place::Kept) => {
+                return Err(odd("find", other));
+            }
+            Place::Wait => {
                 if started.elapsed() > WAIT_FOR_OTHER {
                     return Err(ApiError::new(
                         code::REDIS_UNAVAILABLE,

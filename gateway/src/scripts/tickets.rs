@@ -1,7 +1,7 @@
 //! A place in line: taking a new ticket (`lua/join.lua`), taking an earlier one back with a
 //! resume token (`lua/resume.lua`, in [`super::takeback`]), and recording that its session
 //! ended (`lua/leave.lua`).
-//! Each script is called one way, here, and its reply read into a type in one function.
+//! Each script is called one way, here, and its reply read into a type in one impl beside the type.
 //!
 //! Joins and departures are what the rush is made of, and both land on the sale's slot, so each
 //! is sent in batches ([`Lines`], `platform::batch`): the joins this gateway receives while its
