@@ -160,10 +160,17 @@ service_procs() {
   local procs=("redis=$(redis_pid)") pid i
   pid=$(cat "$FLOODGATE_HOME/tansu.pid" 2>/dev/null || true)
   [ -n "$pid" ] && procs+=("broker=$pid")
-  [ -n "$BACKEND_UP" ] && procs+=("booking=$BOOKING_PID" "consumer=$CONSUMER_PID" "sandbox=$SANDBOX_PID")
+  [ -n "$BACKEND_UP" ] && procs+=("booking=$BOOKING_PID" $(consumer_procs) "sandbox=$SANDBOX_PID")
   for i in "${!GATEWAY_PIDS[@]}"; do procs+=("gateway-$((i + 1))=${GATEWAY_PIDS[$i]}"); done
   for pid in $(pgrep -x postgres); do procs+=("postgres-$pid=$pid"); done
   printf '%s\n' "${procs[@]}"
+}
+# The consumer's two processes: its supervisor and the worker that does the work (the same
+# binary, its child: consumer/src/supervise.rs), both under the role "consumer".
+consumer_procs() {
+  echo "consumer=$CONSUMER_PID"
+  local worker
+  for worker in $(pgrep -P "$CONSUMER_PID" 2>/dev/null); do echo "consumer-worker$worker=$worker"; done
 }
 # A counter's value summed over all its series and the admin listeners given.
 metric_sum() { # <metric> <admin address>...
@@ -384,7 +391,7 @@ raw() {
     read -r -a evalsha0 < <(redis_cmdstat evalsha)
     events0=$(metric_sum floodgate_consumer_events_total 127.0.0.1:19180)
     cpu_begin "raw-booking-$inflight" "${procs[@]}"
-    cpu_begin "raw-consume-$inflight" "consumer=$CONSUMER_PID" $(printf '%s\n' "${procs[@]}" | grep '^postgres')
+    cpu_begin "raw-consume-$inflight" $(consumer_procs) $(printf '%s\n' "${procs[@]}" | grep '^postgres')
     "$BIN/floodgate-loadgen" reserve --booking 127.0.0.1:18081 --sale "$sale" \
       --pool "$pool" --requests 20000 --concurrency "$inflight" \
       --first-ticket "$first" --json "$RESULTS/raw-booking-$inflight.json" \
