@@ -139,6 +139,12 @@ cpu_end() {
   local phase=$1 counts=${2:-"{}"} names
   mapfile -t names <"$RESULTS/.cpu-$phase.names"
   cpu_mark "$RESULTS/.cpu-$phase.end" "${names[@]}"
+  # A process gone by now (the consumer's worker restarted, a service died) is left out of the
+  # phase: say so, rather than let its role's figure look cheap.
+  local np
+  for np in "${names[@]}"; do
+    [ -r "/proc/${np#*=}/stat" ] || say "warning: ${np%%=*} (pid ${np#*=}) ended during $phase: its CPU is not counted"
+  done
   awk -v hz="$(getconf CLK_TCK)" '
     FNR == 1 { t[FILENAME == ARGV[1]] = $1; next }
     FILENAME == ARGV[1] { u[$1] = $2; s[$1] = $3; next }
