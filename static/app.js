@@ -50,6 +50,10 @@ const state = {
   firstPosition: null,
   room: null, // the WaitingRoom while queued
   spoken: { position: null, at: 0 },
+  // When the last ETA said the turn would come (ms since the epoch): counted down between
+  // messages, which far back in line come only every 15 s (docs/protocol.md, the freshness
+  // contract).
+  etaUntil: null,
   door: null, // the sale's door from its summary: identity required? a bot check?
 };
 
@@ -455,11 +459,14 @@ function onPosition(msg) {
   $("bar-fill").style.width = `${done}%`;
   $("bar").setAttribute("aria-valuenow", String(done));
   let eta;
+  state.etaUntil = msg.eta_secs != null ? Date.now() + msg.eta_secs * 1000 : null;
   if (msg.eta_secs != null) eta = `Estimated wait: ${aboutSecs(msg.eta_secs)}.`;
   else if (Date.now() >= state.opensAt) eta = "Admission is paused for a moment. You keep your place.";
   else eta = "Waiting for the opening.";
   $("eta").textContent = eta;
-  setStatus(position === 1 ? "You are next." : `${(position - 1).toLocaleString()} ${position === 2 ? "person is" : "people are"} ahead of you.`);
+  // Beyond the front 1,000 the gateway rounds the place up to within 1 %: say "about".
+  const ahead = `${(position - 1).toLocaleString()} ${position === 2 ? "person is" : "people are"} ahead of you.`;
+  setStatus(position === 1 ? "You are next." : position > 1000 ? `About ${ahead}` : ahead);
   document.title = `(${position.toLocaleString()}) ${state.catalog?.name ?? "Waiting"} · Floodgate`;
   // Speak the place when it first arrives, then when it has moved a good deal (a tenth) and at
   // least 20 s have passed, and at every step of the last ten: often enough to follow, never a
@@ -472,9 +479,17 @@ function onPosition(msg) {
   }
 }
 
+// The ETA counts down between messages.
+setInterval(() => {
+  if (state.etaUntil === null) return;
+  const left = Math.max(0, Math.round((state.etaUntil - Date.now()) / 1000));
+  $("eta").textContent = `Estimated wait: ${aboutSecs(left)}.`;
+}, 1000);
+
 function onAdmitted(msg) {
   // The token is here: whatever the socket does next, this session is done.
   state.room?.stop();
+  state.etaUntil = null;
   state.mode = "choose";
   state.token = msg.token;
   state.tokenExpires = msg.expires_at_ms;
@@ -531,6 +546,7 @@ function soldOut() {
 }
 
 function over(text, canRejoin) {
+  state.etaUntil = null;
   state.mode = "over";
   state.room?.stop();
   sessionStorage.removeItem(resumeKey);

@@ -4,23 +4,45 @@
 // reads them as it reads a gateway's), and holds the connection.
 //
 // For the fan-out comparison it plays the ops API's resume as the load generator sends it
-// (`POST /admin/v1/sales/<sale>/resume`): every client is sent its own new place, one
-// JSON.stringify and one send per client, as Floodgate's gateway sends each client a message of
-// its own. `GET /stats` answers how many position messages it has sent.
+// (`POST /admin/v1/sales/<sale>/resume`): every client is sent its new place by the same
+// freshness contract as Floodgate's gateway (docs/protocol.md: exact in the front 1,000, rounded
+// up to the 1 % grid beyond), each distinct message serialised once and its bytes shared, as the
+// gateway shares them. `GET /stats` answers how many position messages it has sent.
 //
 //   node server.mjs <port>
 import { createServer } from "node:http";
 import { WebSocketServer } from "ws";
 
 const port = Number(process.argv[2] || 18090);
+
+// The freshness grid (floodgate_protocol::freshness::shown): exact up to 1,000, then rounded up
+// to a hundredth of the segment (cut at 1, 2 and 5 times a power of ten).
+function shown(position) {
+  if (position <= 1000) return position;
+  let low = 1000;
+  for (;;) {
+    const next = String(low)[0] === "2" ? (low / 2) * 5 : low * 2;
+    if (position <= next) break;
+    low = next;
+  }
+  const step = low / 100;
+  return Math.ceil(position / step) * step;
+}
 let sent = 0;
 const http = createServer((request, response) => {
   if (request.method === "POST" && /^\/admin\/v1\/sales\/[^/]+\/resume$/.test(request.url)) {
     const started = process.hrtime.bigint();
     let count = 0;
+    const frames = new Map();
     for (const socket of wss.clients) {
       socket.place = Math.max(1, socket.place - 1);
-      socket.send(JSON.stringify({ type: "position", position: socket.place, eta_secs: socket.place }));
+      const position = shown(socket.place);
+      let frame = frames.get(position);
+      if (frame === undefined) {
+        frame = Buffer.from(JSON.stringify({ type: "position", position, eta_secs: position }));
+        frames.set(position, frame);
+      }
+      socket.send(frame, { binary: false });
       count += 1;
     }
     sent += count;

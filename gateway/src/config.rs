@@ -58,14 +58,6 @@ pub struct Config {
         value_parser = floodgate_platform::settings::millis
     )]
     pub lease: Duration,
-    /// Least time between two position messages to one client. Admission is pushed at once.
-    #[arg(
-        long = "position-interval-ms",
-        env = "FLOODGATE_POSITION_INTERVAL_MS",
-        default_value = "1000",
-        value_parser = floodgate_platform::settings::millis
-    )]
-    pub position_interval: Duration,
     /// Most simultaneous WebSocket sessions from one IP address. A household or an office behind
     /// one NAT shares an address, so this is generous; it stops one host from holding thousands
     /// of places in line.
@@ -114,7 +106,10 @@ pub struct Config {
     /// whose own difficulty is higher keeps its own.
     #[arg(long, env = "FLOODGATE_POW_CEILING", default_value_t = 17)]
     pub pow_ceiling: u8,
-    /// How often the gateway pings each client (protocol-level ping; browsers answer by themselves).
+    /// How often each waiting client hears from the gateway at least: a protocol-level ping
+    /// (browsers answer it by themselves) and its position with a fresh ETA, in one write. The
+    /// freshness contract (docs/protocol.md) promises 15 s at most; a longer one is refused. Each
+    /// tick pings one group of sessions, so the pings are spread over the heartbeat.
     #[arg(
         long = "heartbeat-ms",
         env = "FLOODGATE_HEARTBEAT_MS",
@@ -207,6 +202,12 @@ impl Config {
         anyhow::ensure!(
             !self.tick.is_zero() && self.lease >= 5 * self.tick,
             "the lease must be at least five ticks long"
+        );
+        anyhow::ensure!(
+            self.heartbeat <= floodgate_protocol::freshness::HEARTBEAT
+                && self.heartbeat >= self.tick,
+            "FLOODGATE_HEARTBEAT_MS must be from one tick to 15000 (the freshness contract's \
+             longest silence)"
         );
         anyhow::ensure!(
             (32..=128).contains(&self.ipv6_prefix),

@@ -130,10 +130,11 @@ pub async fn join_queue(
         .max_frame_size(MAX_CLIENT_MESSAGE)
         // Sized for many idle sockets: the default 128 KiB read buffer is allocated per
         // connection up front. Client frames are at most 1 KiB; messages to the client are
-        // written at once (no write buffer kept), and a client that does not read is dropped
-        // by the send timeout, so nothing piles up.
+        // written at each flush (a heartbeat's ping and position go out in one write; nothing
+        // waits longer), and a client that does not read is dropped by the send timeout, so
+        // nothing piles up.
         .read_buffer_size(READ_BUFFER)
-        .write_buffer_size(0)
+        .write_buffer_size(WRITE_BATCH)
         .max_write_buffer_size(MAX_WRITE_BUFFER)
         .on_upgrade(move |socket| {
             let span =
@@ -316,6 +317,10 @@ async fn take_session(
 /// Per-connection WebSocket read buffer. Idle clients send only pongs and pings of a few bytes;
 /// a larger frame (up to [`MAX_CLIENT_MESSAGE`]) grows the buffer when it comes.
 const READ_BUFFER: usize = 128;
+/// Frames smaller than this together wait for the session's flush rather than being written one
+/// by one: a heartbeat's ping and position are one write (one system call, the largest part of
+/// a message's cost). Every session flushes what it queued before it sleeps.
+const WRITE_BATCH: usize = 256;
 /// Most bytes one connection may hold unsent: a few messages; past it the send fails and the
 /// session ends (the send timeout usually ends a slow client first).
 const MAX_WRITE_BUFFER: usize = 64 * 1024;

@@ -263,7 +263,6 @@ impl AppState {
             resume: self.resume.clone(),
             grace: config.grace,
             retire,
-            position_interval: config.position_interval,
             idle_timeout: config.idle_timeout,
             send_timeout: config.send_timeout,
             waiting: sale::Waiting::default(),

@@ -73,6 +73,30 @@ impl DeadPlaces {
     pub fn total(&self) -> u64 {
         self.total
     }
+
+    /// The furthest place `x` with at most `live` live places in `1..=x`: the inverse of
+    /// `x - up_to(x)`, by one walk down the tree (places beyond the tree are all live).
+    pub fn furthest_with_live(&self, live: u64) -> u64 {
+        let capacity = self.capacity() as usize;
+        let (mut at, mut left) = (0usize, live);
+        let mut step = capacity;
+        while step > 0 {
+            let next = at + step;
+            if next <= capacity {
+                let live_in = step as u64 - u64::from(self.tree[next]);
+                if live_in <= left {
+                    at = next;
+                    left -= live_in;
+                }
+            }
+            step >>= 1;
+        }
+        if at == capacity {
+            at as u64 + left
+        } else {
+            at as u64
+        }
+    }
 }
 
 /// One admission batch, as advance.lua wrote it to the admits stream.
@@ -154,6 +178,23 @@ mod tests {
         }
         assert_eq!(dead.up_to(u64::MAX), 6);
         assert_eq!(dead.total(), 6);
+    }
+
+    #[test]
+    fn the_furthest_place_with_so_many_live_inverts_the_count() {
+        let mut dead = DeadPlaces::default();
+        for p in [3u64, 4, 9, 1_024, 1_025, 5_000] {
+            dead.insert(p);
+        }
+        let live_up_to = |x: u64| x - dead.up_to(x);
+        for live in 0..6_000 {
+            // The naive answer: the last x whose live count is still `live`.
+            let mut x = 0;
+            while live_up_to(x + 1) <= live {
+                x += 1;
+            }
+            assert_eq!(dead.furthest_with_live(live), x, "live {live}");
+        }
     }
 
     #[test]

@@ -22,7 +22,6 @@ pub struct Context {
     pub grace: Duration,
     /// Cancelled when the room retires (it has had no session for its idle time).
     pub retire: tokio_util::sync::CancellationToken,
-    pub position_interval: Duration,
     /// How long a client may stay silent (it is pinged on the room's heartbeat), how long a
     /// send may take.
     pub idle_timeout: Duration,

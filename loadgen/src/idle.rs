@@ -2,14 +2,16 @@
 //! measure of a gateway's memory per idle connection (BENCHMARKS.md, `deploy/bench-idle.sh`).
 //! Each person is the client crate's whole wait in line ([`crate::waits`]); the process also
 //! reports its own resident memory per session, so a load test can be sized (one loadgen
-//! process holds at most the open-files limit of sessions).
+//! process holds at most the open-files limit of sessions). With `--freshness` it also measures
+//! how stale each client's shown position ever is against the truth ([`crate::freshness`]).
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::waits::{self, Plan};
+use crate::freshness::Measure;
+use crate::waits::{self, Plan, Seen};
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct IdleArgs {
@@ -35,6 +37,18 @@ pub struct IdleArgs {
     /// Also write the figures as JSON to this file.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
+    /// Measure how stale each client's shown position ever is against the frontier read from
+    /// Redis (docs/protocol.md, the freshness contract). For a sale everyone here joined after
+    /// its opening and nobody else did: a ticket's place is then its number.
+    #[arg(long)]
+    pub freshness: bool,
+    /// With `--freshness`: the truth compared is the frontier as it was this long earlier (the
+    /// gateway's tick, and the time a message takes to arrive on a busy machine).
+    #[arg(long, default_value_t = 250)]
+    pub lag_ms: u64,
+    /// Redis (with `--freshness`), and the services' key prefix.
+    #[command(flatten)]
+    pub redis: floodgate_platform::runtime::RedisArgs,
 }
 
 /// How long the sessions sit before this process reads its own memory: the first pre-queue
@@ -54,7 +68,21 @@ pub async fn run(args: IdleArgs) -> anyhow::Result<bool> {
         people: args.connections,
         concurrency: args.concurrency,
     };
-    let people = waits::wait_many(&plan, |_| |_: waits::Seen<'_>| {}).await;
+    let mut measure = if args.freshness {
+        Some(Measure::start(&args.redis, &args.sale, args.lag_ms).await?)
+    } else {
+        None
+    };
+    // Only when measured: the idle figures include what a session costs this process.
+    let people = waits::wait_many(&plan, |_| {
+        let mut watch = measure.as_mut().map(Measure::watch);
+        move |seen: Seen<'_>| {
+            if let Some(watch) = &mut watch {
+                watch(seen);
+            }
+        }
+    })
+    .await;
     let (open, failed) = (people.open, args.connections - people.open);
     let open_secs = started.elapsed().as_secs_f64();
     tokio::time::sleep(SETTLE).await;
@@ -91,5 +119,14 @@ pub async fn run(args: IdleArgs) -> anyhow::Result<bool> {
         std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
     }
     tokio::time::sleep(Duration::from_secs(args.hold_secs)).await;
+    if let Some(measure) = &measure {
+        let summary = measure.finish();
+        println!("freshness: {summary}");
+        if let Some(path) = &args.json {
+            let mut report: serde_json::Value = serde_json::from_slice(&std::fs::read(path)?)?;
+            report["freshness"] = summary;
+            std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
+        }
+    }
     Ok(failed == 0)
 }

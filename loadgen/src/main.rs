@@ -14,7 +14,8 @@
 //! # Layout
 //! - `sale/`: the rush (`person.rs`, one simulated person; `reads.rs`, what a run reads back at
 //!   its end; `checks.rs`, the invariants).
-//! - `waits`: many people waiting in line through the client crate; `idle`: idle sessions;
+//! - `waits`: many people waiting in line through the client crate; `idle`: idle sessions (and
+//!   `freshness`: how stale their shown positions ever are, against the truth);
 //!   `queue`: a crowd held in line and the fan-out of one change; `burst`: joins at the opening;
 //!   `poll`: waiting by polling, for comparison.
 //! - `reserve`: the booking endpoint end to end; `publish`: synthetic events; `naive`: the
@@ -22,6 +23,7 @@
 //! - `report`: tables and percentiles; `markdown`: the generated part of BENCHMARKS.md.
 
 mod burst;
+mod freshness;
 mod idle;
 mod markdown;
 mod naive;

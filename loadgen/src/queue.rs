@@ -3,10 +3,10 @@
 //!
 //! `queue` opens N sessions and holds them, reporting the join rate, the gateways' memory per
 //! connection (given their process ids) and, given the ops API, the fan-out: the time for one
-//! frontier change to reach every client. For the fan-out the sale must be open and paused, so
+//! admission change to reach every client. For the fan-out the sale must be open and paused, so
 //! nothing moves until the change: at the agreed instant one process resumes admission and
-//! every client notes when its next message (a position one place nearer, or its admission)
-//! arrives. Several processes measure one change together when given the same
+//! every client notes when the change reaches it (its position with an ETA again: a resume is
+//! never delayed, by the freshness contract; or its admission). Several processes measure one change together when given the same
 //! `--change-at-unix-ms` (only one of them with `--trigger`): the wall clock is the shared one.
 
 use std::net::{IpAddr, SocketAddr};
@@ -287,8 +287,10 @@ fn print_queue_report(
     Ok(())
 }
 
-/// One client's watcher: notes when it was placed and when it first heard something at or after
-/// the change (a place, or its admission).
+/// One client's watcher: notes when it was placed and when it first heard the change at or after
+/// its instant: the resume of a paused room, which every client hears at once (a position whose
+/// ETA is known again, or its admission). A heartbeat in between (a position still without an
+/// ETA) is not the change.
 fn listen(
     reached: Arc<AtomicU64>,
     change_at: Arc<AtomicU64>,
@@ -296,11 +298,12 @@ fn listen(
 ) -> impl FnMut(Seen<'_>) + Send + 'static {
     let mut placed = false;
     move |seen| {
-        let heard = matches!(
-            seen,
-            Seen::Event(RoomEvent::Position { .. } | RoomEvent::PreQueue { .. })
-                | Seen::Ended(Waited::Admitted(_))
-        );
+        let (heard, resumed) = match seen {
+            Seen::Event(RoomEvent::Position { eta_secs, .. }) => (true, eta_secs.is_some()),
+            Seen::Event(RoomEvent::PreQueue { .. }) => (true, false),
+            Seen::Ended(Waited::Admitted(_)) => (true, true),
+            _ => (false, false),
+        };
         if !heard {
             return;
         }
@@ -310,7 +313,7 @@ fn listen(
             tally.placed.fetch_add(1, Ordering::Relaxed);
         }
         let at = change_at.load(Ordering::SeqCst);
-        if at != UNSET && now >= at && reached.load(Ordering::Relaxed) == UNSET {
+        if resumed && at != UNSET && now >= at && reached.load(Ordering::Relaxed) == UNSET {
             reached.store(now, Ordering::Relaxed);
             tally.reached.fetch_add(1, Ordering::Relaxed);
         }

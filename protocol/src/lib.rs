@@ -10,6 +10,7 @@
 //!   JSON error body of every endpoint and every error code.
 //! - [`challenge`]: the bot check at the door (the verifier interface, the built-in proof of work).
 //! - [`events`]: the versioned event envelope written to Kafka and its payloads.
+//! - [`freshness`]: how stale a waiting client's shown position may be, and how often it hears.
 //! - [`identity`]: where a client carries its identity token, the buyer id, why a token is refused.
 //! - [`ids`]: validation of sale and pool identifiers (they end up inside Redis keys and URLs).
 //! - [`lottery`]: the verifiable pre-queue draw (keyed Feistel permutation, commitment).
@@ -26,6 +27,7 @@
 pub mod api;
 pub mod challenge;
 pub mod events;
+pub mod freshness;
 pub mod identity;
 pub mod ids;
 pub mod lottery;

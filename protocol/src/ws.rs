@@ -13,8 +13,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::UnixMillis;
 
-/// Version of this message set, sent in the first message so clients can check it.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// Version of this message set, sent in the first message so clients can check it. 2: the
+/// freshness contract ([`crate::freshness`]): positions rounded to the grid beyond the front
+/// 1,000, sent when they cross it and with every heartbeat, rather than every second.
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// The largest frame or message a client may send, in bytes. Clients only send tiny control
 /// messages; a small limit keeps a hostile client from making the gateway buffer megabytes.
@@ -47,10 +49,12 @@ pub enum ServerMessage {
         /// SHA-256 (hex) of the lottery's secret seed, fixed when the sale was armed.
         commitment: String,
     },
-    /// Before the opening: how many tickets are in the pre-queue so far. Sent when it changes.
+    /// Before the opening: how many tickets are in the pre-queue so far. Sent when it changes (at
+    /// most once a second) and with every heartbeat.
     PreQueue { size: u64, opens_at_ms: UnixMillis },
-    /// How many live tickets are ahead, plus one (1 = next), and a rough wait. Sent when it
-    /// changes, at most once per position interval; it never goes up.
+    /// How many live tickets are ahead, plus one (1 = next), and a rough wait: exact up to
+    /// [`crate::freshness::EXACT_UP_TO`], rounded up to the grid beyond ([`crate::freshness`]).
+    /// Sent when it changes and with every heartbeat (a fresh ETA); it never goes up.
     Position {
         position: u64,
         /// Estimated seconds until admission at the measured admission rate; absent before the

@@ -14,7 +14,6 @@ pub struct GatewayTimings {
     pub tick_ms: u64,
     pub lease_ms: u64,
     pub grace_ms: u64,
-    pub position_interval_ms: u64,
 }
 
 impl Default for GatewayTimings {
@@ -23,7 +22,6 @@ impl Default for GatewayTimings {
             tick_ms: 50,
             lease_ms: 1_500,
             grace_ms: 30_000,
-            position_interval_ms: 100,
         }
     }
 }
@@ -115,10 +113,6 @@ impl GatewayProcess {
             .env("FLOODGATE_TICK_MS", timings.tick_ms.to_string())
             .env("FLOODGATE_LEASE_MS", timings.lease_ms.to_string())
             .env("FLOODGATE_GRACE_MS", timings.grace_ms.to_string())
-            .env(
-                "FLOODGATE_POSITION_INTERVAL_MS",
-                timings.position_interval_ms.to_string(),
-            )
             .env("FLOODGATE_MAX_CONNECTIONS_PER_IP", "100000")
             .env("FLOODGATE_JOINS_PER_SEC_PER_IP", "100000")
             .stdin(Stdio::null())

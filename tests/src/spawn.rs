@@ -187,7 +187,6 @@ impl TestApp {
             ("FLOODGATE_TOKEN_SIGNING_KEY", signer.seed_base64()),
             ("FLOODGATE_TICK_MS", "50".into()),
             ("FLOODGATE_LEASE_MS", "2000".into()),
-            ("FLOODGATE_POSITION_INTERVAL_MS", "200".into()),
             ("FLOODGATE_SEND_TIMEOUT_MS", "5000".into()),
             ("FLOODGATE_DRAIN_DELAY_MS", "0".into()),
             ("FLOODGATE_BOOKING_URL", format!("http://{booking}")),

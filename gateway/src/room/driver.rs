@@ -1,5 +1,6 @@
 //! The room's task: once per tick it reads the sale's state, lets the controller lead if this
-//! gateway holds the lease, and publishes the view to every session.
+//! gateway holds the lease, publishes the view, and wakes the sessions that have something to
+//! send (the board: `board.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use floodgate_protocol::now_millis;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::board::{news, Crossings};
 use super::controller::{Controller, Leading};
 use super::view::{draw_from, view_from, RoomView};
 use super::{Room, Shared};
@@ -28,7 +30,7 @@ pub struct RoomDriver {
     /// How long a departed client keeps its place in a sale that sets no grace of its own (the
     /// sweep of dead gateways uses it too).
     pub grace: Duration,
-    /// How often sessions ping their clients.
+    /// How often each session hears from the room at least: a ping and a fresh ETA.
     pub heartbeat: Duration,
 }
 
@@ -41,7 +43,10 @@ impl RoomDriver {
         retire: CancellationToken,
     ) -> (Arc<Room>, impl std::future::Future<Output = ()>) {
         let (tx, rx) = watch::channel(RoomView::default());
-        let shared = Arc::new(Shared::default());
+        // Each tick wakes one heartbeat group: every session hears once per heartbeat, and the
+        // room's pings are spread over it.
+        let groups = (self.heartbeat.as_millis() / self.tick.as_millis().max(1)).max(1);
+        let shared = Arc::new(Shared::new(groups as usize));
         let room = Arc::new(Room {
             view: rx,
             shared: shared.clone(),
@@ -63,8 +68,9 @@ impl RoomDriver {
         let mut cursor = Cursor::default();
         let mut joins = JoinRate::default();
         let mut failing = false;
-        let started = tokio::time::Instant::now();
-        let heartbeat = self.heartbeat.max(Duration::from_millis(1));
+        let mut wakes = Wakes::default();
+        // However the task ends (shutdown, retirement, a panic), its sessions are told.
+        let _closing = Closing(shared.clone());
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
@@ -74,10 +80,11 @@ impl RoomDriver {
                 }
                 _ = ticker.tick() => {}
             }
-            let beat = (started.elapsed().as_millis() / heartbeat.as_millis()) as u64;
             let ticked = self
                 .tick_once(&keys, &shared, &mut cursor, &mut controller)
                 .await;
+            // A new tick's messages are made afresh (their ETAs move).
+            shared.frames.clear();
             match ticked {
                 Ok(view) => {
                     if failing {
@@ -86,15 +93,13 @@ impl RoomDriver {
                     }
                     let (join_rate, join_rate_low) =
                         joins.observe(tokio::time::Instant::now(), view.issued);
-                    publish(
-                        &tx,
-                        RoomView {
-                            beat,
-                            join_rate,
-                            join_rate_low,
-                            ..view
-                        },
-                    );
+                    let view = RoomView {
+                        join_rate,
+                        join_rate_low,
+                        ..view
+                    };
+                    publish(&tx, &shared, view);
+                    wakes.after(&shared, &tx.borrow());
                 }
                 // Sessions keep the last view; they are told nothing wrong, only nothing new
                 // (but the heartbeat goes on).
@@ -103,13 +108,10 @@ impl RoomDriver {
                         tracing::warn!(sale = %self.sale, error = %e, "waiting room read failed");
                         failing = true;
                     }
-                    tx.send_if_modified(|current| {
-                        let changed = current.beat != beat;
-                        current.beat = beat;
-                        changed
-                    });
                 }
             }
+            shared.board.heartbeat(wakes.tick);
+            wakes.tick += 1;
         }
     }
 
@@ -247,13 +249,67 @@ fn within_window<T>(
     seen.push_back((now, value));
 }
 
-/// Publishes `view` to the sessions, waking them only if it changed.
-fn publish(tx: &watch::Sender<RoomView>, view: RoomView) {
-    // The view is always stored (a join reads the door, the summary the figures); the sessions
-    // are woken only when it holds news for them.
-    tx.send_if_modified(|current| {
-        let news = current.news_for_sessions(&view);
+/// Stores `view` as the room's latest (for joins, the place poll and the sessions) and tells
+/// every session when it holds news for all of them.
+fn publish(tx: &watch::Sender<RoomView>, shared: &Shared, view: RoomView) {
+    let mut news = false;
+    tx.send_modify(|current| {
+        news = current.news_for_everyone(&view);
         *current = view;
-        news
     });
+    if news {
+        shared.board.tell_all(news::ROOM);
+    }
+}
+
+/// Tells every session the room has ended when the room's task ends: they close with 1012 and
+/// the resume token, so their clients take their places to another gateway.
+struct Closing(Arc<Shared>);
+
+impl Drop for Closing {
+    fn drop(&mut self) {
+        self.0.board.tell_all(news::CLOSING);
+    }
+}
+
+/// What the room task remembers between ticks to wake only the sessions with news.
+#[derive(Default)]
+struct Wakes {
+    /// Ticks so far: whose heartbeat is due.
+    tick: u64,
+    /// The grid crossings of the line (once drawn).
+    crossings: Crossings,
+    /// The pre-queue's size as last shown, and when.
+    prequeue: Option<(u64, tokio::time::Instant)>,
+}
+
+/// The least time between two pre-queue sizes pushed to everyone: the pre-queue fills within
+/// seconds of a rush and every change would wake every session.
+const PREQUEUE_EVERY: Duration = Duration::from_secs(1);
+
+impl Wakes {
+    /// Tells the sessions whose shown position the newly published `view` changed. A session
+    /// placed after this reads that view (or a newer one) itself when it places itself.
+    fn after(&mut self, shared: &Shared, view: &RoomView) {
+        if view.drawn {
+            let ranges = {
+                let dead = shared.dead.read().expect("lock");
+                self.crossings
+                    .advance(view.frontier, &dead, shared.board.furthest())
+            };
+            if !ranges.is_empty() {
+                shared.board.moved(&ranges);
+            }
+            return;
+        }
+        let size = floodgate_protocol::freshness::shown(view.issued);
+        let now = tokio::time::Instant::now();
+        let due = self
+            .prequeue
+            .is_none_or(|(shown, at)| shown != size && now.duration_since(at) >= PREQUEUE_EVERY);
+        if due {
+            self.prequeue = Some((size, now));
+            shared.board.tell_all(news::MOVED);
+        }
+    }
 }

@@ -5,12 +5,16 @@
 //! whatever the number of clients; sessions compute their own positions from it. The leader
 //! adds a few more (lease, stock and housekeeping reads, bury, advance), never per client.
 //!
-//! - [`view`]: the view sessions watch, and how it is made from the sale's state.
+//! - [`view`]: the view sessions read, and how it is made from the sale's state.
+//! - [`board`]: every session's seat, and which of them a tick wakes (the freshness contract).
+//! - [`frames`]: what a waiting client is shown, each message serialised once per tick.
 //! - [`driver`]: the room's task, one tick at a time.
 //! - `controller`: the leader's tick (stock, sold-out, bury, sweep, the fenced advance).
 
+pub mod board;
 mod controller;
 pub mod driver;
+pub mod frames;
 pub mod view;
 
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -20,7 +24,9 @@ use floodgate_protocol::settings::Door;
 use tokio::sync::watch;
 
 use crate::places::{Batches, DeadPlaces};
+use board::Board;
 pub use driver::RoomDriver;
+use frames::{Frames, Shown};
 pub use view::{read_view, RoomView};
 
 /// How long a join waits for a new room's first view.
@@ -32,17 +38,47 @@ pub struct Room {
     shared: Arc<Shared>,
 }
 
-/// What the room task learns beyond the view, too big to copy every tick.
-#[derive(Default)]
+/// What the room task learns beyond the view, too big to copy every tick, and the sessions'
+/// seats and messages.
 struct Shared {
     draw: OnceLock<Draw>,
     dead: RwLock<DeadPlaces>,
     batches: Mutex<Batches>,
+    board: Board,
+    frames: Frames,
+}
+
+impl Shared {
+    /// Heartbeats spread over `groups` ticks.
+    fn new(groups: usize) -> Self {
+        Shared {
+            draw: OnceLock::new(),
+            dead: RwLock::default(),
+            batches: Mutex::default(),
+            board: Board::new(groups),
+            frames: Frames::default(),
+        }
+    }
 }
 
 impl Room {
     pub fn subscribe(&self) -> watch::Receiver<RoomView> {
         self.view.clone()
+    }
+
+    /// The room's latest view (held briefly: the room's task waits to publish the next).
+    pub fn view(&self) -> watch::Ref<'_, RoomView> {
+        self.view.borrow()
+    }
+
+    /// The seats of the room's sessions.
+    pub fn board(&self) -> &Board {
+        &self.shared.board
+    }
+
+    /// The message showing `shown`, made once per tick for everyone shown it.
+    pub fn frame(&self, shown: Shown) -> axum::extract::ws::Utf8Bytes {
+        self.shared.frames.get(shown)
     }
 
     /// The sale's door as of the room's latest view; a room started just now is waited for
@@ -106,7 +142,7 @@ impl Room {
 impl Room {
     /// A room as its task leaves it once it has learnt `draw` and the places in `dead`.
     pub(crate) fn learnt(draw: Option<Draw>, dead: &[u64]) -> Self {
-        let shared = Shared::default();
+        let shared = Shared::new(1);
         if let Some(draw) = draw {
             let _ = shared.draw.set(draw);
         }

@@ -12,9 +12,6 @@ use floodgate_protocol::settings::Door;
 pub struct RoomView {
     /// False until the first read from Redis: sessions wait for a real view.
     pub loaded: bool,
-    /// Heartbeats since the room started: each change tells every session to ping its client
-    /// (and to check that it has heard from it lately). Counted even while Redis is unreachable.
-    pub beat: u64,
     /// Highest place in line admitted so far.
     pub frontier: u64,
     /// Highest ticket handed out so far.
@@ -51,36 +48,18 @@ pub struct RoomView {
     pub join_rate_low: f64,
 }
 
-/// How far the measured admission rate may move before sessions are told: it moves a little on
-/// every tick, and an ETA that is off by less than this is not worth waking every client's task
-/// (each wake of 100,000 sessions is 100,000 polls; BENCHMARKS.md, "The gateway's fan-out").
-const RATE_NEWS: f64 = 0.1;
-
 impl RoomView {
-    /// Whether `newer` holds anything a session acts on: its place (the frontier, the deaths
-    /// known, the draw), what it shows (the pre-queue's size, the opening, a rate that moved by
-    /// more than [`RATE_NEWS`], a pause), the end of the sale, its seats or the heartbeat. The
-    /// controller's own figures (unspent tokens, the cap, the stock factor, the pools, the door)
-    /// are stored with the view but wake nobody: joins and the controller read them when they
-    /// need them.
-    pub fn news_for_sessions(&self, newer: &RoomView) -> bool {
-        let rate_moved = match (self.measured_rate, newer.measured_rate) {
-            (Some(old), Some(new)) => (new - old).abs() > RATE_NEWS * old.abs().max(f64::EPSILON),
-            (old, new) => old.is_some() != new.is_some(),
-        };
-        rate_moved
-            || self.loaded != newer.loaded
-            || self.beat != newer.beat
-            || self.frontier != newer.frontier
-            || self.issued != newer.issued
-            || self.opens_at_ms != newer.opens_at_ms
-            || self.rate != newer.rate
+    /// Whether `newer` holds news every session acts on at once: the first view, the draw, a
+    /// pause or a resume (admission and its ETA stop or start), a new opening time, the end of
+    /// the sale. Everything else reaches a session only if it changes what that session shows
+    /// (the board wakes it) or with its next heartbeat (a fresh ETA): the freshness contract,
+    /// `floodgate_protocol::freshness`.
+    pub fn news_for_everyone(&self, newer: &RoomView) -> bool {
+        self.loaded != newer.loaded
             || self.paused != newer.paused
             || self.sold_out != newer.sold_out
             || self.drawn != newer.drawn
-            || self.dead_known != newer.dead_known
-            || self.max_seats != newer.max_seats
-            || self.commitment != newer.commitment
+            || self.opens_at_ms != newer.opens_at_ms
     }
 
     /// Seconds until `position` is admitted, at the measured rate once there is one (the set
@@ -113,7 +92,6 @@ pub(crate) fn view_from(meta: Option<&SaleMeta>, frontier: u64, issued: u64) -> 
     };
     RoomView {
         loaded: true,
-        beat: 0,
         frontier,
         issued,
         opens_at_ms: meta.opens_at_ms,
@@ -180,7 +158,7 @@ mod tests {
     }
 
     #[test]
-    fn sessions_are_woken_by_news_only() {
+    fn everyone_is_woken_by_news_for_everyone_only() {
         let view = RoomView {
             loaded: true,
             frontier: 10,
@@ -191,25 +169,23 @@ mod tests {
         let with = |change: fn(&mut RoomView)| {
             let mut newer = view.clone();
             change(&mut newer);
-            view.news_for_sessions(&newer)
+            view.news_for_everyone(&newer)
         };
         assert!(!with(|_| {}), "nothing new");
-        // The controller's figures and a rate that barely moved wake nobody.
+        // What moves positions, ETAs or the controller reaches sessions another way.
         assert!(!with(|v| v.unspent = 6));
         assert!(!with(|v| v.active_cap = 9));
-        assert!(!with(|v| v.pools = vec!["p".into()]));
-        assert!(!with(|v| v.measured_rate = Some(105.0)));
-        // What a session shows or does does.
-        assert!(with(|v| v.measured_rate = Some(120.0)));
-        assert!(with(|v| v.measured_rate = None));
-        assert!(with(|v| v.frontier = 11));
-        assert!(with(|v| v.dead_known = 1));
-        assert!(with(|v| v.issued = 1));
-        assert!(with(|v| v.beat = 1));
+        assert!(!with(|v| v.measured_rate = Some(150.0)));
+        assert!(!with(|v| v.frontier = 11));
+        assert!(!with(|v| v.dead_known = 1));
+        assert!(!with(|v| v.issued = 1));
+        assert!(!with(|v| v.max_seats = 2));
+        // What every session acts on at once does.
+        assert!(with(|v| v.loaded = false));
         assert!(with(|v| v.paused = true));
         assert!(with(|v| v.sold_out = true));
         assert!(with(|v| v.drawn = true));
-        assert!(with(|v| v.max_seats = 2));
+        assert!(with(|v| v.opens_at_ms = 7));
     }
 
     fn armed() -> SaleMeta {

@@ -1,27 +1,31 @@
 //! One client's WebSocket session in a waiting room.
 //!
-//! The session owns nothing shared: it watches its room's view, works out its own position and
-//! pushes what changed. Positions are coalesced to one message per interval and never go up;
-//! admission is sent the moment it is seen. Bad input ends only this session, with a documented
-//! close code. However it ends, the session tells Redis (leave.lua), so a client that does not
-//! come back within the grace is skipped by the controller.
+//! The session owns nothing shared: it sits on its room's board and sleeps until the room tells
+//! it something (its shown position moved, its heartbeat is due, news for everyone), then reads
+//! the room's view, works out what to show and pushes it if it changed, by the freshness
+//! contract (`floodgate_protocol::freshness`): positions never go up; admission is sent the
+//! moment it is seen. Bad input ends only this session, with a documented close code. However
+//! it ends, the session tells Redis (leave.lua), so a client that does not come back within the
+//! grace is skipped by the controller.
 
 use std::borrow::Cow;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use floodgate_protocol::now_millis;
 use floodgate_protocol::token::AdmissionClaims;
 use floodgate_protocol::ws::{close, ClientMessage, ServerMessage, PROTOCOL_VERSION};
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
+use crate::room::board::{news, Board};
+use crate::room::frames::Shown;
 use crate::room::RoomView;
 use crate::sale::Context;
 use ending::{count_close, say_goodbye, End};
-use step::{Coalescer, Standing, Step};
+use step::{Standing, Step};
 
 mod ending;
+mod sending;
 mod step;
 
 /// One client's session.
@@ -156,80 +160,72 @@ impl Session {
 
     async fn serve(&self, socket: &mut WebSocket, hello: Option<Box<Hello>>) -> End {
         let ctx = &*self.ctx;
-        let mut view = ctx.room.subscribe();
+        let room = &*ctx.room;
+        // Seated before anything is read, so nothing the room tells from here on is missed.
+        let seat = room.board().sit(self.number);
+        let mut seated = Seated {
+            board: room.board(),
+            number: self.number,
+            place: 0,
+        };
         if Box::pin(self.send_hello(socket, hello)).await.is_err() {
             return End::ClientLeft;
         }
-        // The room's heartbeat counter: one timer per room instead of one per session.
-        let mut beat = view.borrow().beat;
         let mut last_heard = Instant::now();
-        view.mark_changed();
-        // What the client was last told and what it is to be told next (coalesced): small
-        // values, because every idle session carries them.
-        let mut shown = Coalescer::new(Instant::now());
+        // What the client was last shown and where it stands: small values, because every idle
+        // session carries them.
+        let mut shown: Option<Shown> = None;
         let mut standing = Standing::default();
-        // Armed only while something is pending, and boxed: a sleep is ~100 bytes that an idle
-        // session need not carry.
-        let mut flush: Option<Pin<Box<Sleep>>> = None;
-
+        // What the room told this session since it last looked; the first look needs no news.
+        let mut told = news::ROOM;
         loop {
-            tokio::select! {
-                changed = view.changed() => {
-                    if changed.is_err() {
-                        // The room task ended, which only the gateway's shutdown does: drain.
-                        // The reason carries the resume token, so the client can take its place
-                        // to another gateway without having kept the first message. (Watching
-                        // the room rather than the shutdown token saves every idle session a
-                        // future.)
-                        return End::Closed(close::SERVICE_RESTART, Cow::Owned(self.resume_token()));
-                    }
-                    let (step, now_beat) = {
-                        let current = view.borrow_and_update();
-                        (self.step(&current, &mut standing), current.beat)
-                    };
-                    if now_beat != beat {
-                        beat = now_beat;
-                        if last_heard.elapsed() >= ctx.idle_timeout {
-                            return End::Closed(close::IDLE_TIMEOUT, Cow::Borrowed("no answer to pings; reconnect"));
-                        }
-                        let ping = Box::pin(tokio::time::timeout(
-                            ctx.send_timeout,
-                            socket.send(Message::Ping(Default::default())),
-                        ));
-                        if !matches!(ping.await, Ok(Ok(()))) {
-                            return End::ClientLeft;
-                        }
-                    }
-                    match step {
-                        Step::Wait => {}
-                        Step::SoldOut => return Box::pin(self.sold_out(socket)).await,
-                        Step::Admit { place, max_seats } => {
-                            return Box::pin(self.admit(socket, place, max_seats)).await;
-                        }
-                        Step::Show(next) => shown.offer(next),
+            if told & news::CLOSING != 0 {
+                // The room task ended, which only the gateway's shutdown does: drain. The reason
+                // carries the resume token, so the client can take its place to another gateway
+                // without having kept the first message.
+                return End::Closed(close::SERVICE_RESTART, Cow::Owned(self.resume_token()));
+            }
+            let heartbeat = told & news::HEARTBEAT != 0;
+            if heartbeat && last_heard.elapsed() >= ctx.idle_timeout {
+                return End::Closed(
+                    close::IDLE_TIMEOUT,
+                    Cow::Borrowed("no answer to pings; reconnect"),
+                );
+            }
+            if told != 0 {
+                // Placed on the board before the view is read: a tick after this wakes it.
+                if seated.place == 0 {
+                    if let Some(place) = room.place(self.ticket) {
+                        room.board().place(self.number, place, &seat);
+                        seated.place = place;
                     }
                 }
-                _ = wait_for(&mut flush) => flush = None,
+                let step = self.step(&room.view(), &mut standing);
+                let next = match step {
+                    Step::Wait => None,
+                    Step::SoldOut => return Box::pin(self.sold_out(socket)).await,
+                    Step::Admit { place, max_seats } => {
+                        return Box::pin(self.admit(socket, place, max_seats)).await;
+                    }
+                    Step::Show(next) => Some(next).filter(|next| heartbeat || shown != Some(*next)),
+                };
+                if next.is_some() || heartbeat {
+                    if Box::pin(self.push(socket, next, heartbeat)).await.is_err() {
+                        return End::ClientLeft;
+                    }
+                    shown = next.or(shown);
+                }
+            }
+            told = tokio::select! {
+                told = seat.news() => told,
                 incoming = socket.recv() => {
                     last_heard = Instant::now();
                     if let Some(end) = Box::pin(self.on_client_message(socket, incoming)).await {
                         return end;
                     }
+                    0
                 }
-            }
-            match shown.due(Instant::now()) {
-                Some(next) => {
-                    if Box::pin(self.send(socket, &next.message())).await.is_err() {
-                        return End::ClientLeft;
-                    }
-                    shown.sent(next, Instant::now() + ctx.position_interval);
-                }
-                None => {
-                    if let (Some(at), None) = (shown.waiting_until(), &flush) {
-                        flush = Some(Box::pin(tokio::time::sleep_until(at)));
-                    }
-                }
-            }
+            };
         }
     }
 
@@ -354,42 +350,17 @@ impl Session {
             End::ClientLeft
         }
     }
-
-    /// Sends one message, giving up on a client that does not read: a session never queues
-    /// more than the message in hand, so a slow client costs one socket buffer, not a backlog.
-    async fn send(&self, socket: &mut WebSocket, message: &ServerMessage) -> Result<(), ()> {
-        let text = serde_json::to_string(message).expect("server messages serialise");
-        let mut sending = std::pin::pin!(socket.send(Message::Text(text.into())));
-        // Nearly every send completes at once (the socket's buffer has room): only one that has
-        // to wait for the client arms the send timeout. A timer per message was a tenth of the
-        // gateway's own CPU in a fan-out.
-        let sent = match futures::FutureExt::now_or_never(&mut sending) {
-            Some(done) => Ok(done),
-            None => tokio::time::timeout(self.ctx.send_timeout, sending).await,
-        };
-        match sent {
-            Ok(Ok(())) => {
-                // Every position push passes here: a counter made once per message type.
-                floodgate_platform::telemetry::fixed_label_counter(
-                    "floodgate_ws_messages_sent_total",
-                    "type",
-                    message.kind(),
-                )
-                .increment(1);
-                Ok(())
-            }
-            Ok(Err(_)) => Err(()),
-            Err(_) => {
-                tracing::debug!("client not reading; disconnected");
-                Err(())
-            }
-        }
-    }
 }
 
-async fn wait_for(sleep: &mut Option<Pin<Box<Sleep>>>) {
-    match sleep {
-        Some(sleep) => sleep.await,
-        None => std::future::pending().await,
+/// A session's seat on its room's board, given up when the session ends however it ends.
+struct Seated<'a> {
+    board: &'a Board,
+    number: u64,
+    place: u64,
+}
+
+impl Drop for Seated<'_> {
+    fn drop(&mut self) {
+        self.board.leave(self.number, self.place);
     }
 }

@@ -1,12 +1,13 @@
 //! What a session shows its client, decided from the room's view alone: where it stands (its
-//! place once drawn, the lowest position so far), what a new view means (wait, show, admit,
-//! sold out), and the coalescing of what is shown to one message per interval. Pure logic,
-//! tested on its own; the session does the sending.
+//! place once drawn, the lowest position so far) and what a view means (wait, show, admit, sold
+//! out). What is shown follows the freshness contract (`floodgate_protocol::freshness`): the
+//! exact position at the front of the line, the grid's value further back. Pure logic, tested
+//! on its own; the session does the sending.
 
-use floodgate_protocol::ws::ServerMessage;
+use floodgate_protocol::freshness;
 use floodgate_protocol::UnixMillis;
-use tokio::time::Instant;
 
+use crate::room::frames::Shown;
 use crate::room::{Room, RoomView};
 
 /// Where a session stands: its place once drawn (places start at 1; 0 is "not drawn yet"), and
@@ -31,30 +32,6 @@ pub(super) enum Step {
     SoldOut,
     Admit { place: u64, max_seats: u32 },
     Show(Shown),
-}
-
-/// A coalescable message: what the client is shown while it waits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Shown {
-    PreQueue {
-        size: u64,
-        opens_at_ms: i64,
-    },
-    Position {
-        position: u64,
-        eta_secs: Option<u64>,
-    },
-}
-
-impl Shown {
-    pub(super) fn message(self) -> ServerMessage {
-        match self {
-            Shown::PreQueue { size, opens_at_ms } => ServerMessage::PreQueue { size, opens_at_ms },
-            Shown::Position { position, eta_secs } => {
-                ServerMessage::Position { position, eta_secs }
-            }
-        }
-    }
 }
 
 /// What a new `view` means for the session of `ticket` in `room` (resumed with the frontier it
@@ -93,61 +70,19 @@ pub(super) fn step(
             let frontier = view.frontier.max(frontier_floor);
             let lowest = standing.lowest.min(room.position(place, frontier));
             standing.lowest = lowest;
+            // The grid's value: the same for everyone near this place, so the message is
+            // shared, and it changes (waking this session) only when it moved by a step.
+            let position = freshness::shown(lowest);
             Step::Show(Shown::Position {
-                position: lowest,
-                eta_secs: view.eta_secs(lowest, now_ms),
+                position,
+                eta_secs: view.eta_secs(position, now_ms),
             })
         }
     }
 }
 
-/// What the client was last shown, what it is to be shown next, and when it may be: at most
-/// one message per interval, the newest value winning.
-#[derive(Debug)]
-pub(super) struct Coalescer {
-    shown: Option<Shown>,
-    pending: Option<Shown>,
-    next_at: Instant,
-}
-
-impl Coalescer {
-    /// Nothing shown yet; the first message may go at `now`.
-    pub(super) fn new(now: Instant) -> Self {
-        Self {
-            shown: None,
-            pending: None,
-            next_at: now,
-        }
-    }
-
-    /// A newer value replaces a pending one, even when it is back to what the client already
-    /// shows (then nothing is sent).
-    pub(super) fn offer(&mut self, next: Shown) {
-        self.pending = (self.shown != Some(next)).then_some(next);
-    }
-
-    /// The message to send now, if one is pending and its interval has passed.
-    pub(super) fn due(&mut self, now: Instant) -> Option<Shown> {
-        self.pending.filter(|_| now >= self.next_at)
-    }
-
-    /// `shown` was sent; the next may go at `next_at`.
-    pub(super) fn sent(&mut self, shown: Shown, next_at: Instant) {
-        self.pending = None;
-        self.shown = Some(shown);
-        self.next_at = next_at;
-    }
-
-    /// When the pending message may go, if one waits.
-    pub(super) fn waiting_until(&self) -> Option<Instant> {
-        self.pending.map(|_| self.next_at)
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use floodgate_protocol::lottery::Draw;
 
     use super::*;
@@ -254,45 +189,23 @@ mod tests {
         );
     }
 
-    fn at(position: u64) -> Shown {
-        Shown::Position {
-            position,
-            eta_secs: None,
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn positions_are_coalesced_to_one_message_per_interval_newest_first() {
-        let interval = Duration::from_millis(500);
-        let start = Instant::now();
-        let mut shown = Coalescer::new(start);
-        shown.offer(at(9));
+    #[test]
+    fn far_back_the_grid_value_is_shown_and_its_eta() {
+        let (room, draw) = drawn(30_000, &[]);
+        let ticket = (1..=30_000)
+            .find(|t| draw.place(*t) == 25_001)
+            .expect("a ticket at place 25,001");
+        let mut standing = Standing::default();
+        let Step::Show(shown) = step(&room, ticket, 0, &view(0), &mut standing, 2_000) else {
+            panic!("waiting");
+        };
         assert_eq!(
-            shown.due(Instant::now()),
-            Some(at(9)),
-            "the first goes at once"
+            shown,
+            Shown::Position {
+                position: 25_200,
+                eta_secs: Some(2_520)
+            },
+            "25,001 on a grid of 200, at 10 a second"
         );
-        shown.sent(at(9), Instant::now() + interval);
-
-        shown.offer(at(8));
-        shown.offer(at(7));
-        assert_eq!(shown.due(Instant::now()), None, "not within the interval");
-        assert_eq!(shown.waiting_until(), Some(start + interval));
-        tokio::time::advance(interval).await;
-        assert_eq!(
-            shown.due(Instant::now()),
-            Some(at(7)),
-            "only the newest is sent"
-        );
-        shown.sent(at(7), Instant::now() + interval);
-
-        tokio::time::advance(interval).await;
-        shown.offer(at(7));
-        assert_eq!(
-            shown.due(Instant::now()),
-            None,
-            "what the client shows is not sent again"
-        );
-        assert_eq!(shown.waiting_until(), None);
     }
 }

@@ -7,8 +7,9 @@
 //! - [`walking_skeleton`]: one sale through all five layers.
 //! - [`booking_api`], [`reservations`], [`lifecycle_properties`], [`payments`]: the booking API,
 //!   contention, the reservation lifecycle's interleavings, payments and webhooks.
-//! - [`waiting_room`], [`fairness`], [`join_batches`], [`room_fleet`], [`ops`]: the waiting room,
-//!   its fairness, joins sent in batches, several gateways, the ops API.
+//! - [`waiting_room`], [`fairness`], [`freshness`], [`join_batches`], [`room_fleet`], [`ops`]: the
+//!   waiting room, its fairness, the freshness contract, joins sent in batches, several gateways,
+//!   the ops API.
 //! - [`audit`]: the record of every operator action.
 //! - [`buyers`]: signed-in buyers (identity, one place each, the pass bound to its buyer, the
 //!   per-buyer limit) and the bot check at the door.
@@ -59,6 +60,7 @@ mod edge;
 mod error_codes;
 mod failover;
 mod fairness;
+mod freshness;
 mod join_batches;
 mod kafka_settings;
 mod layout;
