@@ -67,6 +67,8 @@ impl Measure {
                 Seen::Event(RoomEvent::PreQueue { .. }) => {
                     record.heard(Instant::now(), None, &truth, lag);
                 }
+                // Admitted (or gone): nothing more is owed to it.
+                Seen::Ended(_) => record.ended(Instant::now(), &truth, lag),
                 _ => {}
             }
         }
@@ -152,6 +154,8 @@ pub struct Client {
     pub worst_excess: u64,
     /// Longest time without a message.
     pub longest_silence: Duration,
+    /// Its wait is over (admitted, sold out, failed): it is owed nothing more.
+    done: bool,
 }
 
 impl Client {
@@ -168,7 +172,18 @@ impl Client {
     /// The measurement ends at `now`: the position shown since the last message is checked
     /// once more, and the silence since.
     pub fn end(&mut self, now: Instant, truth: &Truth, lag: Duration) {
-        self.check(now, truth, lag);
+        if !self.done {
+            self.check(now, truth, lag);
+        }
+    }
+
+    /// Its wait ended at `now` (its admission, or the sale's end): checked up to then, and no
+    /// further (an admitted client hears nothing more, and is not silent for it).
+    pub fn ended(&mut self, now: Instant, truth: &Truth, lag: Duration) {
+        if !self.done {
+            self.check(now, truth, lag);
+            self.done = true;
+        }
     }
 
     /// Checks the position shown until `now` against the truth `lag` earlier.
@@ -272,8 +287,14 @@ mod tests {
             ..Client::default()
         };
         client.heard(t0, Some(3), &truth, Duration::ZERO);
-        client.end(t0 + Duration::from_secs(1), &truth, Duration::ZERO);
+        client.ended(t0 + Duration::from_millis(10), &truth, Duration::ZERO);
+        client.end(t0 + Duration::from_secs(60), &truth, Duration::ZERO);
         assert_eq!((client.worst_over, client.worst_excess), (0, 0));
+        assert_eq!(
+            client.longest_silence,
+            Duration::from_millis(10),
+            "not silent once admitted"
+        );
     }
 
     #[test]

@@ -9,8 +9,9 @@
 //!   [`EXACT_UP_TO`] (and anyone admitted) when the line moved, and further back only the places
 //!   that crossed a value of the grid ([`Crossings`]); before the draw, everyone, when the
 //!   pre-queue grew by a shown step;
-//! - [`news::HEARTBEAT`] to one heartbeat group of seats: the groups take turns, so each seat
-//!   hears once per heartbeat and the room's heartbeats are spread over it rather than all at once;
+//! - [`news::HEARTBEAT`] to the heartbeat groups whose turn came since the last tick: the groups
+//!   take turns by the clock (not by ticks, which a busy gateway stretches), so each seat hears
+//!   once per heartbeat and the room's heartbeats are spread over it rather than all at once;
 //! - [`news::ROOM`] to everyone when something every session acts on changed (the first view,
 //!   the draw, a pause or a resume, the opening's time, the end of the sale);
 //! - [`news::CLOSING`] to everyone when the room's task ends (the gateway stops).
@@ -121,12 +122,15 @@ impl Board {
         }
     }
 
-    /// Tells heartbeat group `tick` (modulo the number of groups).
-    pub fn heartbeat(&self, tick: u64) {
+    /// Tells the heartbeat groups of `slots` (each slot's group is the slot modulo the number
+    /// of groups; a span longer than that tells every group once).
+    pub fn heartbeat(&self, slots: std::ops::Range<u64>) {
         let seats = self.seats.lock().expect("lock");
-        let group = (tick % seats.groups.len() as u64) as usize;
-        for seat in seats.groups[group].values() {
-            seat.tell(news::HEARTBEAT);
+        let groups = seats.groups.len() as u64;
+        for slot in slots.take(groups as usize) {
+            for seat in seats.groups[(slot % groups) as usize].values() {
+                seat.tell(news::HEARTBEAT);
+            }
         }
     }
 
@@ -348,7 +352,7 @@ mod tests {
         }
         assert_eq!(board.furthest(), 60);
         assert_eq!(board.moved(&[(15, 40)]), 3, "places 20, 30 and 40");
-        board.heartbeat(4); // group 1: sessions 1 and 4
+        board.heartbeat(4..5); // group 1: sessions 1 and 4
         assert_eq!(seats[1].news().await, news::MOVED | news::HEARTBEAT);
         assert_eq!(seats[4].news().await, news::HEARTBEAT);
         assert_eq!(seats[2].news().await, news::MOVED);
@@ -356,6 +360,10 @@ mod tests {
         assert_eq!(quiet, [0, 0], "not told");
         board.leave(5, 60);
         assert_eq!(board.furthest(), 50);
+        board.heartbeat(7..100); // every group once
+        let all =
+            [0, 1, 2, 3, 4].map(|n| seats[n].news.swap(0, Ordering::Acquire) & news::HEARTBEAT);
+        assert_eq!(all, [news::HEARTBEAT; 5]);
         board.tell_all(news::CLOSING);
         assert_eq!(seats[0].news().await, news::CLOSING);
         assert_eq!(seats[5].news.load(Ordering::Acquire), 0, "gone");

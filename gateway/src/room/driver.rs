@@ -43,10 +43,9 @@ impl RoomDriver {
         retire: CancellationToken,
     ) -> (Arc<Room>, impl std::future::Future<Output = ()>) {
         let (tx, rx) = watch::channel(RoomView::default());
-        // Each tick wakes one heartbeat group: every session hears once per heartbeat, and the
-        // room's pings are spread over it.
-        let groups = (self.heartbeat.as_millis() / self.tick.as_millis().max(1)).max(1);
-        let shared = Arc::new(Shared::new(groups as usize));
+        let shared = Arc::new(Shared::new(
+            heartbeat_groups(self.heartbeat, self.tick) as usize
+        ));
         let room = Arc::new(Room {
             view: rx,
             shared: shared.clone(),
@@ -71,6 +70,8 @@ impl RoomDriver {
         let mut wakes = Wakes::default();
         // However the task ends (shutdown, retirement, a panic), its sessions are told.
         let _closing = Closing(shared.clone());
+        let mut heartbeats =
+            Heartbeats::new(self.heartbeat, self.tick, tokio::time::Instant::now());
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
@@ -110,8 +111,9 @@ impl RoomDriver {
                     }
                 }
             }
-            shared.board.heartbeat(wakes.tick);
-            wakes.tick += 1;
+            shared
+                .board
+                .heartbeat(heartbeats.due(tokio::time::Instant::now()));
         }
     }
 
@@ -262,6 +264,40 @@ fn publish(tx: &watch::Sender<RoomView>, shared: &Shared, view: RoomView) {
     }
 }
 
+/// The heartbeat groups: one per tick of the heartbeat, so each tick pings about one group and
+/// the room's pings are spread over the heartbeat.
+fn heartbeat_groups(heartbeat: Duration, tick: Duration) -> u32 {
+    (heartbeat.as_millis() / tick.as_millis().max(1)).clamp(1, 10_000) as u32
+}
+
+/// Whose heartbeat is due, by the clock: the heartbeat is cut into one slot per group, and each
+/// tick tells the groups of the slots that began since the last. Counting ticks instead would
+/// let a slow tick (a busy gateway, a slow Redis) stretch everyone's heartbeat past the
+/// contract's 15 s.
+struct Heartbeats {
+    started: tokio::time::Instant,
+    slot: Duration,
+    told: u64,
+}
+
+impl Heartbeats {
+    fn new(heartbeat: Duration, tick: Duration, now: tokio::time::Instant) -> Self {
+        Heartbeats {
+            started: now,
+            slot: (heartbeat / heartbeat_groups(heartbeat, tick)).max(Duration::from_micros(1)),
+            told: 0,
+        }
+    }
+
+    /// The slots due at `now` and not told yet.
+    fn due(&mut self, now: tokio::time::Instant) -> std::ops::Range<u64> {
+        let reached = (now.duration_since(self.started).as_nanos() / self.slot.as_nanos()) as u64;
+        let due = self.told..reached.max(self.told);
+        self.told = due.end;
+        due
+    }
+}
+
 /// Tells every session the room has ended when the room's task ends: they close with 1012 and
 /// the resume token, so their clients take their places to another gateway.
 struct Closing(Arc<Shared>);
@@ -275,8 +311,6 @@ impl Drop for Closing {
 /// What the room task remembers between ticks to wake only the sessions with news.
 #[derive(Default)]
 struct Wakes {
-    /// Ticks so far: whose heartbeat is due.
-    tick: u64,
     /// The grid crossings of the line (once drawn).
     crossings: Crossings,
     /// The pre-queue's size as last shown, and when.
@@ -311,5 +345,32 @@ impl Wakes {
             self.prequeue = Some((size, now));
             shared.board.tell_all(news::MOVED);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slow_ticks_do_not_stretch_the_heartbeat() {
+        // A 1 s heartbeat over 100 ms ticks: ten groups. The ticks come every 250 ms.
+        let start = tokio::time::Instant::now();
+        let mut heartbeats =
+            Heartbeats::new(Duration::from_secs(1), Duration::from_millis(100), start);
+        let mut told = Vec::new();
+        for n in 1..=4 {
+            told.extend(heartbeats.due(start + Duration::from_millis(250 * n)));
+        }
+        let groups: std::collections::BTreeSet<u64> = told.iter().map(|slot| slot % 10).collect();
+        assert_eq!(
+            groups.len(),
+            10,
+            "every group within the heartbeat: {told:?}"
+        );
+        assert_eq!(told, (0..10).collect::<Vec<_>>(), "each once, in turn");
+        assert!(heartbeats
+            .due(start + Duration::from_millis(1_000))
+            .is_empty());
     }
 }
