@@ -7,7 +7,7 @@
 //! A tick tells:
 //! - [`news::MOVED`] to the seats whose shown position changed: everyone in the front
 //!   [`EXACT_UP_TO`] (and anyone admitted) when the line moved, and further back only the places
-//!   that crossed a value of the grid ([`Crossings`]); before the draw, everyone, when the
+//!   that crossed a value of the grid (`crossings.rs`); before the draw, everyone, when the
 //!   pre-queue grew by a shown step;
 //! - [`news::HEARTBEAT`] to the heartbeat groups whose turn came since the last tick: the groups
 //!   take turns by the clock (not by ticks, which a busy gateway stretches), so each seat hears
@@ -16,14 +16,12 @@
 //!   the draw, a pause or a resume, the opening's time, the end of the sale);
 //! - [`news::CLOSING`] to everyone when the room's task ends (the gateway stops).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 
-use floodgate_protocol::freshness::{next_shown, EXACT_UP_TO};
-use tokio::sync::Notify;
-
-use crate::places::DeadPlaces;
+use futures::task::AtomicWaker;
 
 /// Why a seat was woken (bits; several may arrive together).
 pub mod news {
@@ -37,30 +35,43 @@ pub mod news {
     pub const CLOSING: u8 = 8;
 }
 
-/// One session's seat: what it was told since it last looked, and the wake-up.
+/// One session's seat: what it was told since it last looked, and its task's waker. Small on
+/// purpose (every waiting client has one): the bits and an `AtomicWaker`, no queue of waiters.
 #[derive(Default)]
 pub struct Seat {
-    notify: Notify,
     news: AtomicU8,
+    waker: AtomicWaker,
 }
 
 impl Seat {
     fn tell(&self, news: u8) {
         self.news.fetch_or(news, Ordering::Release);
-        self.notify.notify_one();
+        self.waker.wake();
     }
 
     /// Waits for news and takes it. Cancel-safe: news told while nobody waits is kept in the
     /// bits, and the next call answers it at once.
-    pub async fn news(&self) -> u8 {
-        loop {
+    pub fn news(&self) -> impl std::future::Future<Output = u8> + '_ {
+        std::future::poll_fn(move |cx| {
             let news = self.news.swap(0, Ordering::Acquire);
             if news != 0 {
-                return news;
+                return Poll::Ready(news);
             }
-            self.notify.notified().await;
-        }
+            self.waker.register(cx.waker());
+            // Told between the first look and the registration: the wake went to the old
+            // waker, so look again.
+            match self.news.swap(0, Ordering::Acquire) {
+                0 => Poll::Pending,
+                news => Poll::Ready(news),
+            }
+        })
     }
+}
+
+/// A session's place on the board: its slot (which also names its heartbeat group) and seat.
+pub struct Sitting {
+    pub slot: u32,
+    pub seat: Arc<Seat>,
 }
 
 /// Every seat of one room.
@@ -68,67 +79,86 @@ pub struct Board {
     seats: Mutex<Seats>,
 }
 
-#[derive(Default)]
 struct Seats {
-    /// Every seat, in heartbeat groups by session number.
-    groups: Vec<HashMap<u64, Arc<Seat>>>,
-    /// The seats whose place is known, by place (and session number: a ticket resumed on this
-    /// gateway may briefly have two sessions).
-    placed: BTreeMap<(u64, u64), Arc<Seat>>,
+    /// Every seat, by slot; a slot's heartbeat group is the slot modulo `groups`. Freed slots
+    /// are reused first, so the groups stay even.
+    slots: Vec<Option<Arc<Seat>>>,
+    free: Vec<u32>,
+    groups: u32,
+    /// The seats whose place is known, by place (and slot: a ticket resumed on this gateway may
+    /// briefly have two sessions).
+    placed: BTreeSet<(u64, u32)>,
 }
 
 impl Board {
-    /// A board whose heartbeats are spread over `groups` ticks (at least one).
-    pub fn new(groups: usize) -> Self {
-        let groups = (0..groups.max(1)).map(|_| HashMap::new()).collect();
+    /// A board whose heartbeats are spread over `groups` slots of time (at least one).
+    pub fn new(groups: u32) -> Self {
         Board {
             seats: Mutex::new(Seats {
-                groups,
-                placed: BTreeMap::new(),
+                slots: Vec::new(),
+                free: Vec::new(),
+                groups: groups.max(1),
+                placed: BTreeSet::new(),
             }),
         }
     }
 
-    /// Seats session `number`; it is told news from now on.
-    pub fn sit(&self, number: u64) -> Arc<Seat> {
+    /// Seats a session; it is told news from now on.
+    pub fn sit(&self) -> Sitting {
         let seat = Arc::new(Seat::default());
         let mut seats = self.seats.lock().expect("lock");
-        let group = seats.group(number);
-        seats.groups[group].insert(number, seat.clone());
-        seat
+        let slot = match seats.free.pop() {
+            Some(slot) => slot,
+            None => {
+                seats.slots.push(None);
+                (seats.slots.len() - 1) as u32
+            }
+        };
+        seats.slots[slot as usize] = Some(seat.clone());
+        Sitting { slot, seat }
     }
 
-    /// Session `number`'s place is known: it is told when the line moves past it.
-    pub fn place(&self, number: u64, place: u64, seat: &Arc<Seat>) {
+    /// The session in `slot` has its place: it is told when the line moves past it.
+    pub fn place(&self, slot: u32, place: u64) {
         let mut seats = self.seats.lock().expect("lock");
-        seats.placed.insert((place, number), seat.clone());
+        seats.placed.insert((place, slot));
     }
 
-    /// Session `number` (at `place`, or 0 if it had none) has ended.
-    pub fn leave(&self, number: u64, place: u64) {
+    /// The session in `slot` (at `place`, or 0 if it had none) has ended.
+    pub fn leave(&self, slot: u32, place: u64) {
         let mut seats = self.seats.lock().expect("lock");
-        let group = seats.group(number);
-        seats.groups[group].remove(&number);
+        if let Some(seated) = seats.slots.get_mut(slot as usize) {
+            if seated.take().is_some() {
+                seats.free.push(slot);
+            }
+        }
         if place > 0 {
-            seats.placed.remove(&(place, number));
+            seats.placed.remove(&(place, slot));
         }
     }
 
     /// Tells every seat.
     pub fn tell_all(&self, news: u8) {
         let seats = self.seats.lock().expect("lock");
-        for seat in seats.groups.iter().flat_map(HashMap::values) {
+        for seat in seats.slots.iter().flatten() {
             seat.tell(news);
         }
     }
 
-    /// Tells the heartbeat groups of `slots` (each slot's group is the slot modulo the number
-    /// of groups; a span longer than that tells every group once).
-    pub fn heartbeat(&self, slots: std::ops::Range<u64>) {
+    /// Tells the heartbeat groups of the time slots `due` (each time slot's group is itself
+    /// modulo the number of groups; a span longer than that tells every group once).
+    pub fn heartbeat(&self, due: std::ops::Range<u64>) {
         let seats = self.seats.lock().expect("lock");
-        let groups = seats.groups.len() as u64;
-        for slot in slots.take(groups as usize) {
-            for seat in seats.groups[(slot % groups) as usize].values() {
+        let groups = u64::from(seats.groups);
+        for time_slot in due.take(groups as usize) {
+            let group = (time_slot % groups) as usize;
+            for seat in seats
+                .slots
+                .iter()
+                .skip(group)
+                .step_by(groups as usize)
+                .flatten()
+            {
                 seat.tell(news::HEARTBEAT);
             }
         }
@@ -140,10 +170,12 @@ impl Board {
         let seats = self.seats.lock().expect("lock");
         let mut told = 0;
         for &(from, to) in ranges {
-            let within = (from.saturating_add(1), 0)..=(to, u64::MAX);
-            for seat in seats.placed.range(within).map(|(_, seat)| seat) {
-                seat.tell(news::MOVED);
-                told += 1;
+            let within = (from.saturating_add(1), 0)..=(to, u32::MAX);
+            for (_, slot) in seats.placed.range(within) {
+                if let Some(Some(seat)) = seats.slots.get(*slot as usize) {
+                    seat.tell(news::MOVED);
+                    told += 1;
+                }
             }
         }
         told
@@ -152,221 +184,63 @@ impl Board {
     /// The furthest place seated (0: none).
     pub fn furthest(&self) -> u64 {
         let seats = self.seats.lock().expect("lock");
-        seats
-            .placed
-            .last_key_value()
-            .map_or(0, |((place, _), _)| *place)
+        seats.placed.last().map_or(0, |(place, _)| *place)
     }
 
     /// How many sessions are seated.
     #[cfg(test)]
     pub fn seated(&self) -> usize {
         let seats = self.seats.lock().expect("lock");
-        seats.groups.iter().map(HashMap::len).sum()
-    }
-}
-
-impl Seats {
-    fn group(&self, number: u64) -> usize {
-        (number % self.groups.len() as u64) as usize
-    }
-}
-
-/// Which places' shown positions a tick changed. A place's position is 1 plus the live places
-/// between the frontier and it; its shown value changes when the position crosses a value of
-/// the grid. For each grid value `g` the places shown at most `g` are a prefix of the line,
-/// `1..=reach(g)`; a tick that moved the frontier (or learnt of deaths) moved each reach
-/// forward, and the places between a reach's old and new ends are exactly those whose shown
-/// value crossed `g`. The front [`EXACT_UP_TO`] positions are shown exactly, so the whole front
-/// is told whenever the line moved at all.
-#[derive(Debug, Default)]
-pub struct Crossings {
-    /// The frontier and deaths known at the last tick; `None` before the first.
-    last: Option<(u64, u64)>,
-    /// reach(g) at the last tick, for g = EXACT_UP_TO and each grid value after it in turn.
-    reach: Vec<u64>,
-}
-
-impl Crossings {
-    /// The ranges of places (exclusive start, inclusive end) whose shown position changed since
-    /// the last call, for a line whose frontier is now `frontier` and whose known deaths are
-    /// `dead`; places past `furthest` (the last seated) are not looked at.
-    pub fn advance(&mut self, frontier: u64, dead: &DeadPlaces, furthest: u64) -> Vec<(u64, u64)> {
-        let now = (frontier, dead.total());
-        let moved = self.last.is_some_and(|last| last != now);
-        let first = self.last.is_none();
-        self.last = Some(now);
-        if !(moved || first) {
-            return Vec::new();
-        }
-        // Positions count the live places after the frontier: reach(g) is the furthest place
-        // with at most g - 1 live places between the frontier and it.
-        let before = frontier - dead.up_to(frontier);
-        let reach = |g: u64| dead.furthest_with_live(before + g - 1) + 1;
-        let mut ranges = Vec::new();
-        let mut g = EXACT_UP_TO;
-        let (mut i, mut previous) = (0, 0);
-        loop {
-            let new = reach(g);
-            let old = self.reach.get(i).copied();
-            match old {
-                _ if !moved => {}
-                _ if i == 0 => ranges.push((0, new)),
-                Some(old) if old < new => push_merged(&mut ranges, (old, new)),
-                Some(_) => {}
-                // Past the last tick's walk (seats placed since, further back than any before):
-                // no old reach to compare with, so everyone between this value and the one
-                // before is told. Only seats new since the last tick can be there.
-                None => push_merged(&mut ranges, (previous, new)),
-            }
-            previous = new;
-            match self.reach.get_mut(i) {
-                Some(slot) => *slot = new,
-                None => self.reach.push(new),
-            }
-            // Stop once every seat is within the reach walked so far (then no further grid
-            // value is crossed by anyone seated).
-            if new >= furthest && old.is_none_or(|old| old >= furthest) {
-                break;
-            }
-            g = next_shown(g);
-            i += 1;
-        }
-        self.reach.truncate(i + 1);
-        ranges
-    }
-}
-
-/// Adds `range` to `ranges`, joining it to the last one where they touch.
-fn push_merged(ranges: &mut Vec<(u64, u64)>, range: (u64, u64)) {
-    match ranges.last_mut() {
-        Some(last) if range.0 <= last.1 => last.1 = last.1.max(range.1),
-        _ => ranges.push(range),
+        seats.slots.iter().flatten().count()
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use floodgate_protocol::freshness::shown;
-
     use super::*;
-
-    /// The shown position of `place` for a line at `frontier` with `dead` known.
-    fn shown_at(place: u64, frontier: u64, dead: &DeadPlaces) -> Option<u64> {
-        (place > frontier).then(|| shown(place - frontier - dead.between(frontier, place)))
-    }
-
-    fn covered(ranges: &[(u64, u64)], place: u64) -> bool {
-        ranges
-            .iter()
-            .any(|(from, to)| place > *from && place <= *to)
-    }
-
-    /// Every place whose shown position changed is in a range told; and (past the exact front)
-    /// no place whose shown position stayed is.
-    fn check(
-        before: (u64, &DeadPlaces),
-        after: (u64, &DeadPlaces),
-        ranges: &[(u64, u64)],
-        furthest: u64,
-    ) {
-        for place in 1..=furthest {
-            let old = shown_at(place, before.0, before.1);
-            let new = shown_at(place, after.0, after.1);
-            if old != new {
-                assert!(
-                    covered(ranges, place),
-                    "place {place}: {old:?} -> {new:?} not told"
-                );
-            } else if old.is_some_and(|s| s > EXACT_UP_TO) {
-                assert!(
-                    !covered(ranges, place),
-                    "place {place} told for nothing ({old:?})"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn a_moving_frontier_tells_the_front_and_the_grid_crossings_only() {
-        let dead = DeadPlaces::default();
-        let furthest = 30_000;
-        let mut crossings = Crossings::default();
-        assert!(
-            crossings.advance(0, &dead, furthest).is_empty(),
-            "the first tick is where sessions start: nothing moved yet"
-        );
-        let mut frontier = 0;
-        for step in [1, 3, 17, 250, 1_000, 2] {
-            let ranges = crossings.advance(frontier + step, &dead, furthest);
-            check(
-                (frontier, &dead),
-                (frontier + step, &dead),
-                &ranges,
-                furthest,
-            );
-            frontier += step;
-        }
-        assert!(
-            crossings.advance(frontier, &dead, furthest).is_empty(),
-            "nothing moved"
-        );
-    }
-
-    #[test]
-    fn deaths_ahead_move_the_places_behind_them() {
-        let mut dead = DeadPlaces::default();
-        let furthest = 12_000;
-        let mut crossings = Crossings::default();
-        crossings.advance(100, &dead, furthest);
-        let before = DeadPlaces::default();
-        for place in [150, 2_000, 2_001, 5_005, 9_000, 9_001, 9_002] {
-            dead.insert(place);
-        }
-        let ranges = crossings.advance(100, &dead, furthest);
-        check((100, &before), (100, &dead), &ranges, furthest);
-        assert!(covered(&ranges, 1_050), "in the exact front");
-        assert!(!covered(&ranges, 11_955), "shown 11,900 before and after");
-    }
-
-    #[test]
-    fn the_walk_stops_at_the_furthest_seat() {
-        let dead = DeadPlaces::default();
-        let mut crossings = Crossings::default();
-        crossings.advance(0, &dead, 5_000);
-        let ranges = crossings.advance(5_000, &dead, 5_000);
-        assert!(ranges.iter().all(|(_, to)| *to <= 20_000), "{ranges:?}");
-        assert!(
-            crossings.reach.len() < 500,
-            "{} grid values kept",
-            crossings.reach.len()
-        );
-    }
 
     #[tokio::test]
     async fn seats_hear_what_they_are_told_and_nothing_else() {
         let board = Board::new(3);
-        let seats: Vec<_> = (0..6).map(|n| board.sit(n)).collect();
-        for (n, seat) in seats.iter().enumerate() {
-            board.place(n as u64, 10 * (n as u64 + 1), seat);
+        let seats: Vec<Sitting> = (0..6).map(|_| board.sit()).collect();
+        for (n, sitting) in seats.iter().enumerate() {
+            assert_eq!(sitting.slot, n as u32);
+            board.place(sitting.slot, 10 * (n as u64 + 1));
         }
         assert_eq!(board.furthest(), 60);
         assert_eq!(board.moved(&[(15, 40)]), 3, "places 20, 30 and 40");
-        board.heartbeat(4..5); // group 1: sessions 1 and 4
-        assert_eq!(seats[1].news().await, news::MOVED | news::HEARTBEAT);
-        assert_eq!(seats[4].news().await, news::HEARTBEAT);
-        assert_eq!(seats[2].news().await, news::MOVED);
-        let quiet = [0, 5].map(|n| seats[n].news.load(Ordering::Acquire));
+        board.heartbeat(4..5); // group 1: slots 1 and 4
+        assert_eq!(seats[1].seat.news().await, news::MOVED | news::HEARTBEAT);
+        assert_eq!(seats[4].seat.news().await, news::HEARTBEAT);
+        assert_eq!(seats[2].seat.news().await, news::MOVED);
+        let quiet = [0, 5].map(|n| seats[n].seat.news.load(Ordering::Acquire));
         assert_eq!(quiet, [0, 0], "not told");
         board.leave(5, 60);
         assert_eq!(board.furthest(), 50);
         board.heartbeat(7..100); // every group once
-        let all =
-            [0, 1, 2, 3, 4].map(|n| seats[n].news.swap(0, Ordering::Acquire) & news::HEARTBEAT);
+        let all = [0, 1, 2, 3, 4]
+            .map(|n| seats[n].seat.news.swap(0, Ordering::Acquire) & news::HEARTBEAT);
         assert_eq!(all, [news::HEARTBEAT; 5]);
         board.tell_all(news::CLOSING);
-        assert_eq!(seats[0].news().await, news::CLOSING);
-        assert_eq!(seats[5].news.load(Ordering::Acquire), 0, "gone");
+        assert_eq!(seats[0].seat.news().await, news::CLOSING);
+        assert_eq!(seats[5].seat.news.load(Ordering::Acquire), 0, "gone");
         assert_eq!(board.seated(), 5);
+        assert_eq!(board.sit().slot, 5, "a freed slot is taken first");
+    }
+
+    #[tokio::test]
+    async fn a_session_asleep_on_its_seat_is_woken() {
+        let board = Board::new(1);
+        let sitting = board.sit();
+        let asleep = tokio::spawn({
+            let seat = sitting.seat.clone();
+            async move { seat.news().await }
+        });
+        // On this single-threaded runtime a yield lets it run: it registers and sleeps.
+        tokio::task::yield_now().await;
+        assert!(!asleep.is_finished(), "nothing told yet");
+        board.tell_all(news::ROOM);
+        let woken = tokio::time::timeout(std::time::Duration::from_secs(5), asleep).await;
+        assert_eq!(woken.expect("woken").expect("ran"), news::ROOM);
     }
 }

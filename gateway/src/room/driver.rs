@@ -11,8 +11,9 @@ use floodgate_protocol::now_millis;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::board::{news, Crossings};
+use super::board::news;
 use super::controller::{Controller, Leading};
+use super::crossings::Crossings;
 use super::view::{draw_from, view_from, RoomView};
 use super::{Room, Shared};
 use crate::scripts;
@@ -43,9 +44,7 @@ impl RoomDriver {
         retire: CancellationToken,
     ) -> (Arc<Room>, impl std::future::Future<Output = ()>) {
         let (tx, rx) = watch::channel(RoomView::default());
-        let shared = Arc::new(Shared::new(
-            heartbeat_groups(self.heartbeat, self.tick) as usize
-        ));
+        let shared = Arc::new(Shared::new(heartbeat_groups(self.heartbeat, self.tick)));
         let room = Arc::new(Room {
             view: rx,
             shared: shared.clone(),

@@ -6,13 +6,15 @@
 //! adds a few more (lease, stock and housekeeping reads, bury, advance), never per client.
 //!
 //! - [`view`]: the view sessions read, and how it is made from the sale's state.
-//! - [`board`]: every session's seat, and which of them a tick wakes (the freshness contract).
+//! - [`board`]: every session's seat, and the wake-ups a tick sends; [`crossings`]: which
+//!   places a tick moved past a value of the freshness grid.
 //! - [`frames`]: what a waiting client is shown, each message serialised once per tick.
 //! - [`driver`]: the room's task, one tick at a time.
 //! - `controller`: the leader's tick (stock, sold-out, bury, sweep, the fenced advance).
 
 pub mod board;
 mod controller;
+pub mod crossings;
 pub mod driver;
 pub mod frames;
 pub mod view;
@@ -49,8 +51,8 @@ struct Shared {
 }
 
 impl Shared {
-    /// Heartbeats spread over `groups` ticks.
-    fn new(groups: usize) -> Self {
+    /// Heartbeats spread over `groups` slots of time.
+    fn new(groups: u32) -> Self {
         Shared {
             draw: OnceLock::new(),
             dead: RwLock::default(),

@@ -162,10 +162,10 @@ impl Session {
         let ctx = &*self.ctx;
         let room = &*ctx.room;
         // Seated before anything is read, so nothing the room tells from here on is missed.
-        let seat = room.board().sit(self.number);
+        let sitting = room.board().sit();
         let mut seated = Seated {
             board: room.board(),
-            number: self.number,
+            slot: sitting.slot,
             place: 0,
         };
         if Box::pin(self.send_hello(socket, hello)).await.is_err() {
@@ -196,7 +196,7 @@ impl Session {
                 // Placed on the board before the view is read: a tick after this wakes it.
                 if seated.place == 0 {
                     if let Some(place) = room.place(self.ticket) {
-                        room.board().place(self.number, place, &seat);
+                        room.board().place(seated.slot, place);
                         seated.place = place;
                     }
                 }
@@ -217,7 +217,7 @@ impl Session {
                 }
             }
             told = tokio::select! {
-                told = seat.news() => told,
+                told = sitting.seat.news() => told,
                 incoming = socket.recv() => {
                     last_heard = Instant::now();
                     if let Some(end) = Box::pin(self.on_client_message(socket, incoming)).await {
@@ -355,12 +355,12 @@ impl Session {
 /// A session's seat on its room's board, given up when the session ends however it ends.
 struct Seated<'a> {
     board: &'a Board,
-    number: u64,
+    slot: u32,
     place: u64,
 }
 
 impl Drop for Seated<'_> {
     fn drop(&mut self) {
-        self.board.leave(self.number, self.place);
+        self.board.leave(self.slot, self.place);
     }
 }

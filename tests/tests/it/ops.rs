@@ -187,8 +187,12 @@ async fn pause_open_now_rate_and_resume_take_effect_in_the_waiting_room(db: sqlx
             let frame = tokio::time::timeout(Duration::from_secs(10), ws.next())
                 .await
                 .expect("admitted in time");
-            let Some(Ok(Message::Text(text))) = frame else {
-                panic!("socket ended before admission")
+            let text = match frame {
+                Some(Ok(Message::Text(text))) => text,
+                // A heartbeat's ping may come at any moment of the wait (a session's first one
+                // within the heartbeat, whenever its group's turn is).
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                other => panic!("socket ended before admission: {other:?}"),
             };
             if let ServerMessage::Admitted { .. } = serde_json::from_str(&text).unwrap() {
                 break;
