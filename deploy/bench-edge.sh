@@ -25,7 +25,10 @@ EDGE=127.0.0.1:18000
 export FLOODGATE_TRUSTED_PROXIES=127.0.0.1/32
 export FLOODGATE_MAX_CONNECTIONS_PER_IP=100000 FLOODGATE_JOINS_PER_SEC_PER_IP=100000
 
-cargo build --release -q -p floodgate-gateway -p floodgate-booking -p floodgate-loadgen
+# The same packages as deploy/bench.sh builds: another set unifies features differently and
+# rebuilds half the tree each time one script follows the other.
+cargo build --release --locked -q -p floodgate-gateway -p floodgate-booking -p floodgate-consumer \
+  -p floodgate-loadgen -p floodgate-sandbox
 BIN=$CARGO_TARGET_DIR/release
 set -a
 # shellcheck disable=SC1090

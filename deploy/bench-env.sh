@@ -11,7 +11,10 @@ RESULTS="$FLOODGATE_HOME/bench/$BENCH_NAME-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$RESULTS"
 say() { printf '\033[1m[bench]\033[0m %s\n' "$*" >&2; }
 
-cargo build --release --locked -q -p floodgate-gateway -p floodgate-booking -p floodgate-loadgen
+# The same packages as deploy/bench.sh builds: another set unifies features differently and
+# rebuilds half the tree each time one script follows the other.
+cargo build --release --locked -q -p floodgate-gateway -p floodgate-booking -p floodgate-consumer \
+  -p floodgate-loadgen -p floodgate-sandbox
 BIN=$CARGO_TARGET_DIR/release
 export FLOODGATE_DATABASE_URL="$PG/$DB" FLOODGATE_REDIS_PREFIX="bench$RANDOM:"
 export RUST_LOG=${BENCH_LOG:-warn}

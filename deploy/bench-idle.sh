@@ -18,7 +18,10 @@ export FLOODGATE_GATEWAY_ADMIN_LISTEN=127.0.0.1:19080
 # The sessions come from a handful of addresses: lift the per-address limits for the measure.
 export FLOODGATE_MAX_CONNECTIONS_PER_IP=100000 FLOODGATE_JOINS_PER_SEC_PER_IP=100000
 
-cargo build --release -q -p floodgate-gateway -p floodgate-booking -p floodgate-loadgen
+# The same packages as deploy/bench.sh builds: another set unifies features differently and
+# rebuilds half the tree each time one script follows the other.
+cargo build --release --locked -q -p floodgate-gateway -p floodgate-booking -p floodgate-consumer \
+  -p floodgate-loadgen -p floodgate-sandbox
 BIN=$CARGO_TARGET_DIR/release
 set -a
 # shellcheck disable=SC1090

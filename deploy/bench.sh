@@ -567,30 +567,41 @@ measure_cpu() { # <phase> <clients> <what>: every service's CPU over one minute
   sleep 60
   cpu_end "$1" "{\"clients\": $2, \"what\": \"$3\"}"
 }
-poll() {
-  local n=${BENCH_POLL_CLIENTS:-10000} sale
-  sale=$(new_sale bench-poll 2)
-  start_backend
-  sleep 3
-  # Admission moves slowly, so every waiting client's place changes all the time: push's busiest
-  # case (a position message to every client every second), not an idle room.
+# One minute of the gateway's CPU with BENCH_POLL_CLIENTS clients waiting by push, the load
+# generator measuring how stale each client's shown place ever is against the frontier it reads
+# from Redis. <phase> names the JSON; the clients join <sale> after ticket <skip> was handed out.
+push_phase() { # <phase> <sale> <skip> <what>
+  local n=${BENCH_POLL_CLIENTS:-10000} loader
+  # Admission moves slowly, so every waiting client's true place changes all the time: push's
+  # busiest case before the contract (a position message to every client every second).
   curl -fsS -X PATCH -H "Authorization: Bearer $FLOODGATE_OPS_TOKEN" \
     -H 'Content-Type: application/json' -d '{"admission_rate": 2}' \
-    "http://127.0.0.1:19081/admin/v1/sales/$sale" >/dev/null
-  # Push by the freshness contract (docs/protocol.md), with the load generator measuring how
-  # stale each client's shown place ever is against the frontier it reads from Redis.
-  local loader
-  say "poll: $n clients waiting by WebSocket push, by the freshness contract"
+    "http://127.0.0.1:19081/admin/v1/sales/$2" >/dev/null
+  # Tickets handed out to nobody: the clients' places start after them (the freshness test's
+  # way to stand far back in a line without a million sockets).
+  [ "$3" -eq 0 ] || redis-cli SET "${FLOODGATE_REDIS_PREFIX}{s:$2}:seq" "$3" >/dev/null
+  say "poll: $n clients waiting by WebSocket push, $4"
   start_gateways 1
-  "$BIN/floodgate-loadgen" idle --gateway "${GATEWAY_ADDRS[0]}" --sale "$sale" \
+  "$BIN/floodgate-loadgen" idle --gateway "${GATEWAY_ADDRS[0]}" --sale "$2" \
     --connections "$n" --from "$(sources 1)" --hold-secs 70 --freshness \
-    --json "$RESULTS/poll-push.json" >"$LOGS/push.log" 2>&1 &
+    --json "$RESULTS/$1.json" >"$LOGS/$1.log" 2>&1 &
   loader=$!
-  until grep -q "^open=" "$LOGS/push.log" 2>/dev/null; do sleep 0.5; done
+  until grep -q "^open=" "$LOGS/$1.log" 2>/dev/null; do sleep 0.5; done
   sleep 5
-  measure_cpu poll-push "$n" "push, by the freshness contract"
-  wait $loader || say "some sessions failed (see $LOGS/push.log)"
+  measure_cpu "$1" "$n" "push, $4"
+  wait $loader || say "some sessions failed (see $LOGS/$1.log)"
   stop_gateways
+}
+poll() {
+  local n=${BENCH_POLL_CLIENTS:-10000} sale behind loader
+  sale=$(new_sale bench-poll 2)
+  behind=$(new_sale bench-poll-behind 2)
+  start_backend
+  sleep 3
+  # The same crowd at two places of a line: at its front (places 1 to n, the first 1,000 told
+  # every move), and behind a million others, where most of a sale of millions waits.
+  push_phase poll-push "$sale" 0 "at the front of the line"
+  push_phase poll-push-behind "$behind" 1000000 "behind a million others"
   say "poll: $n clients polling every 5 s"
   start_gateways 1
   "$BIN/floodgate-loadgen" poll --gateways "${GATEWAY_ADDRS[0]}" --sale "$sale" --clients "$n" \

@@ -6,8 +6,12 @@
 # of their own, and the inclusive cost of Floodgate's own functions (the steps of the path).
 #
 #   deploy/profile.sh booking [seconds]   the booking endpoint, 50 reservations in flight
-#   deploy/profile.sh gateway [seconds]   one gateway sending 15,000 waiting clients a place each
-#                                         second (the fan-out's path, held steady)
+#   deploy/profile.sh gateway [seconds]   one gateway telling 15,000 waiting clients of a pause,
+#                                         then of the resume, each second (one change to every
+#                                         client: the fan-out's path, held steady)
+#   deploy/profile.sh join [seconds]      one gateway taking 2,000 joins a second into a sale's
+#                                         pre-queue, each client leaving once it has its ticket
+#                                         (the opening burst's path, held steady)
 #   PROFILE_THREADS_ONLY=1 deploy/profile.sh ...   only each thread's CPU (to compare settings)
 #
 # Needs the local stack (deploy/stack.sh up; this script brings it up). perf comes from
@@ -15,7 +19,7 @@
 # ~/.cache/floodgate/profile/<service>-<date>/ for `perf report -i` of your own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SERVICE=${1:?booking or gateway}
+SERVICE=${1:?booking, gateway or join}
 SECONDS_SAMPLED=${2:-15}
 FLOODGATE_HOME=${FLOODGATE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/floodgate}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$FLOODGATE_HOME/target}
@@ -84,8 +88,8 @@ case $SERVICE in
     TARGET=$BOOKING
     ;;
   gateway)
-    # Admission moves slowly: every waiting client's place changes, so each is sent a new one
-    # at every position interval (1 s): the fan-out's path, steady.
+    # Admission moves slowly; a pause and a resume each second are each told to every client at
+    # once (the freshness contract never delays them): one change to everyone, held steady.
     ops PATCH "/admin/v1/sales/$SALE" '{"admission_rate": 2}'
     FLOODGATE_GATEWAY_LISTEN=127.0.0.1:18280 FLOODGATE_GATEWAY_ADMIN_LISTEN=127.0.0.1:19282 \
       "$BIN/floodgate-gateway" serve >"$OUT/gateway.log" 2>&1 &
@@ -100,9 +104,31 @@ case $SERVICE in
       kill -0 $LOAD 2>/dev/null || { cat "$OUT/load.log"; exit 1; }
       sleep 0.5
     done
+    (while :; do
+      ops POST "/admin/v1/sales/$SALE/pause" || true; sleep 0.5
+      ops POST "/admin/v1/sales/$SALE/resume" || true; sleep 0.5
+    done) &
+    PIDS+=($!)
     sleep 3
     ;;
-  *) say "unknown service $SERVICE (booking, gateway)"; exit 64 ;;
+  join)
+    # A sale opening in ten minutes: every join lands in its pre-queue, as at an opening.
+    EARLY="profile-early-$RANDOM"
+    "$BIN/floodgate-booking" sale create deploy/sales/bench.toml --id "$EARLY" --opens-in-secs 600 --arm >/dev/null
+    FLOODGATE_GATEWAY_LISTEN=127.0.0.1:18280 FLOODGATE_GATEWAY_ADMIN_LISTEN=127.0.0.1:19282 \
+      "$BIN/floodgate-gateway" serve >"$OUT/gateway.log" 2>&1 &
+    TARGET=$! PIDS+=($!)
+    healthy 127.0.0.1:18280
+    say "join: 2,000 joins a second, sampled for $SECONDS_SAMPLED s"
+    # Rounds of a burst's clients (each leaves once it has its ticket), back to back.
+    (for _ in $(seq 1 $((SECONDS_SAMPLED + 10))); do
+      "$BIN/floodgate-loadgen" burst --gateways 127.0.0.1:18280 --sale "$EARLY" --clients 2000 \
+        --from 127.0.2.2,127.0.2.3,127.0.2.4,127.0.2.5 --within-ms 1000 >>"$OUT/load.log" 2>&1 || true
+    done) &
+    LOAD=$! PIDS+=($!)
+    sleep 3
+    ;;
+  *) say "unknown service $SERVICE (booking, gateway, join)"; exit 64 ;;
 esac
 
 # Each thread's CPU over the sampled time, from /proc (perf's samples say the same, roughly).
@@ -112,6 +138,7 @@ done_so_far() {
   case $SERVICE in
     booking) curl -s http://127.0.0.1:19281/metrics | awk '/^floodgate_http_requests_total/ && /status="201"/ { s += $2 } END { print s + 0 }' ;;
     gateway) curl -s http://127.0.0.1:19282/metrics | awk '/^floodgate_ws_messages_sent_total/ { s += $2 } END { print s + 0 }' ;;
+    join) curl -s http://127.0.0.1:19282/metrics | awk '/^floodgate_tickets_issued_total/ { s += $2 } END { print s + 0 }' ;;
   esac
 }
 thread_cpu >"$OUT/threads.before"

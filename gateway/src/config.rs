@@ -108,8 +108,9 @@ pub struct Config {
     pub pow_ceiling: u8,
     /// How often each waiting client hears from the gateway at least: a protocol-level ping
     /// (browsers answer it by themselves) and its position with a fresh ETA, in one write. The
-    /// freshness contract (docs/protocol.md) promises 15 s at most; a longer one is refused. Each
-    /// tick pings one group of sessions, so the pings are spread over the heartbeat.
+    /// freshness contract (docs/protocol.md) promises 15 s at most; a longer one is refused. The
+    /// sessions take turns by the clock, so the pings are spread over the heartbeat, and each
+    /// turn comes a tick and a twentieth of the heartbeat early, for a busy gateway's lateness.
     #[arg(
         long = "heartbeat-ms",
         env = "FLOODGATE_HEARTBEAT_MS",

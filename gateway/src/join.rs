@@ -140,8 +140,13 @@ pub async fn join_queue(
             let span =
                 tracing::debug_span!("session", sale = %session.ctx.scope.sale, ticket = session.ticket);
             // A task of its own rather than axum's upgrade task: that one also carries the
-            // upgrade's state for its whole life, and every idle client pays for its size.
-            tasks.spawn(session.run(socket).instrument(span));
+            // upgrade's state for its whole life, and every idle client pays for its size. For
+            // the same reason a span nobody records (debug logs off) is not carried either.
+            if span.is_disabled() {
+                tasks.spawn(session.run(socket));
+            } else {
+                tasks.spawn(session.run(socket).instrument(span));
+            }
             std::future::ready(())
         })
         .into_response())

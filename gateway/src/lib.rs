@@ -47,6 +47,12 @@ pub mod error;
 mod join;
 pub mod limits;
 mod memory;
+
+/// The gateway's allocator in this crate's own tests, as `main.rs` sets it for the binary: what
+/// `memory.rs` gives back is jemalloc's.
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 pub mod openapi;
 pub mod places;
 pub mod probes;

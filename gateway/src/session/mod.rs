@@ -17,7 +17,7 @@ use floodgate_protocol::token::AdmissionClaims;
 use floodgate_protocol::ws::{close, ClientMessage, ServerMessage, PROTOCOL_VERSION};
 use tokio::time::Instant;
 
-use crate::room::board::{news, Board};
+use crate::room::board::{news, Board, Sitting};
 use crate::room::frames::Shown;
 use crate::room::RoomView;
 use crate::sale::Context;
@@ -105,11 +105,12 @@ impl Session {
         // locals), and every idle client pays for each byte of this future.
         async move {
             self.started = true;
-            let sessions = metrics::gauge!("floodgate_ws_sessions");
-            sessions.increment(1.0);
+            // The gauge is looked up at each end rather than held: every idle session's future
+            // would carry it.
+            metrics::gauge!("floodgate_ws_sessions").increment(1.0);
             let hello = self.hello.take();
             let end = self.serve(&mut socket, hello).await;
-            sessions.decrement(1.0);
+            metrics::gauge!("floodgate_ws_sessions").decrement(1.0);
             // Tell Redis first: a client told to reconnect may be back on another gateway at
             // once. Cold paths are boxed, so they do not size the idle session's task.
             Box::pin(self.leave(&end)).await;
@@ -162,10 +163,9 @@ impl Session {
         let ctx = &*self.ctx;
         let room = &*ctx.room;
         // Seated before anything is read, so nothing the room tells from here on is missed.
-        let sitting = room.board().sit();
         let mut seated = Seated {
             board: room.board(),
-            slot: sitting.slot,
+            sitting: room.board().sit(),
             place: 0,
         };
         if Box::pin(self.send_hello(socket, hello)).await.is_err() {
@@ -196,7 +196,7 @@ impl Session {
                 // Placed on the board before the view is read: a tick after this wakes it.
                 if seated.place == 0 {
                     if let Some(place) = room.place(self.ticket) {
-                        room.board().place(seated.slot, place);
+                        room.board().place(seated.sitting.slot, place);
                         seated.place = place;
                     }
                 }
@@ -217,7 +217,7 @@ impl Session {
                 }
             }
             told = tokio::select! {
-                told = sitting.seat.news() => told,
+                told = seated.sitting.seat.news() => told,
                 incoming = socket.recv() => {
                     last_heard = Instant::now();
                     if let Some(end) = Box::pin(self.on_client_message(socket, incoming)).await {
@@ -355,12 +355,12 @@ impl Session {
 /// A session's seat on its room's board, given up when the session ends however it ends.
 struct Seated<'a> {
     board: &'a Board,
-    slot: u32,
+    sitting: Sitting,
     place: u64,
 }
 
 impl Drop for Seated<'_> {
     fn drop(&mut self) {
-        self.board.leave(self.slot, self.place);
+        self.board.leave(self.sitting.slot, self.place);
     }
 }

@@ -43,7 +43,7 @@ pub fn section(results: &Path) -> String {
         let Some(run) = run else { continue };
         let rate = run["reservations_per_second"].as_f64().unwrap_or(0.0);
         out += &format!(
-            "| the booking endpoint end to end, {} (`FLOODGATE_REDIS_MIN_REPLICAS={min}`); 201 latency p50 / p99 / max {} | **{rate:.0}** | **{:.0} %** of the scripts' rate; target at least 50 % |\n",
+            "| the booking endpoint end to end, {} (`FLOODGATE_REDIS_MIN_REPLICAS={min}`); 201 latency p50 / p99 / max {} | **{rate:.0}** | **{:.0} %** of the scripts' rate (no target: on two shared cores the other processes' CPU bounds it) |\n",
             if min == 0 { "no replica wait" } else { "waiting for a replica" },
             Latencies::describe(&run["latency_ms"]),
             100.0 * rate / raw.max(1e-9)
@@ -79,7 +79,7 @@ mod tests {
                 {"name": "redis-7224", "role": "redis", "user_s": 0.5, "system_s": 0.0},
             ]})
         };
-        write("cpu-cluster-booking-0.json", phase(0, 0.8, 0));
+        write("cpu-cluster-booking-0.json", phase(0, 0.7, 0));
         write("cpu-cluster-booking-1.json", phase(1, 2.0, 4000));
         for min in [0, 1] {
             write(
@@ -94,11 +94,11 @@ mod tests {
                 .unwrap_or_else(|| panic!("no line with {needle:?} in {text}"))
                 .to_owned()
         };
-        // Every node's CPU is Redis' (100 us a reservation): 80 us of booking meets the target,
-        // 200 us does not.
+        // Every node's CPU is Redis' (100 us a reservation): 70 us of booking meets the target
+        // (at most 0.75x), 200 us does not.
         let off = line("booking CPU per 201, 50 in flight, Redis Cluster of 3 primaries and 3 replicas, no replica wait");
         assert!(
-            off.contains("**80.0 us**") && off.ends_with("| yes |"),
+            off.contains("**70.0 us**") && off.ends_with("| yes |"),
             "{off}"
         );
         let on = line("booking CPU per 201, 50 in flight, Redis Cluster of 3 primaries and 3 replicas, waiting for 1 replica");

@@ -116,11 +116,12 @@ pub fn headline(results: &Path, cores: f64) -> String {
         ));
     }
     if let Some(b) = Phase::read(results, "burst") {
+        let join = b.per("gateway", "joins");
         rows.push(Row(
             "gateway CPU per join and its leave (the burst)".into(),
-            us(b.per("gateway", "joins")),
-            String::new(),
-            None,
+            us(join),
+            "at most 60 us".into(),
+            join.map(|j| j <= 60.0),
         ));
     }
     let mut out = String::from("| figure | measured | target | met |\n|---|---|---|---|\n");
@@ -237,8 +238,8 @@ fn booking_rows(results: &Path, setup: &Setup) -> Vec<Row> {
     rows.push(Row(
         format!("booking CPU per 201, {label}"),
         us(booking),
-        format!("at most {} CPU per reservation", setup.redis),
-        booking.zip(redis).map(|(b, r)| b <= r),
+        format!("at most 0.75x {} CPU per reservation", setup.redis),
+        booking.zip(redis).map(|(b, r)| b <= 0.75 * r),
     ));
     rows.push(Row(
         format!(
@@ -277,12 +278,16 @@ fn booking_rows(results: &Path, setup: &Setup) -> Vec<Row> {
         rate(setup.reference),
         rate(&format!("{}.json", setup.phase)),
     ) {
+        // No target: on two shared cores the rate is bounded by every other process's CPU
+        // (Redis, the broker, the consumer, PostgreSQL), which the sum beside it shows.
         let share = ours / raw;
+        let every =
+            (created > 0.0).then(|| b.roles.keys().map(|r| b.cpu(r)).sum::<f64>() * 1e6 / created);
         rows.push(Row(
-            format!("end-to-end rate, {label}, against `redis-benchmark` of the same scripts on the same Redis"),
-            format!("**{:.0} %** ({ours:.0} against {raw:.0} a second)", 100.0 * share),
-            "at least 50 %".into(),
-            Some(share >= 0.5),
+            format!("end-to-end rate, {label}, against `redis-benchmark` of the same scripts on the same Redis (every process's CPU per 201 summed)"),
+            format!("**{:.0} %** ({ours:.0} against {raw:.0} a second; {})", 100.0 * share, us(every)),
+            String::new(),
+            None,
         ));
     }
     if let Some(c) = setup

@@ -157,7 +157,7 @@ pub fn render(results: &Path) -> anyhow::Result<String> {
                 m["sessions"], m["gateways"]
             );
             out += &format!(
-                "| gateway memory per idle connection | **{:.2} KB** (RSS {} to {} KiB) | at most 2.5 KB |\n",
+                "| gateway memory per idle connection | **{:.2} KB** (RSS {} to {} KiB) | at most 2.0 KB |\n",
                 m["bytes_per_connection"].as_f64().unwrap_or(0.0) / 1000.0,
                 m["rss_kib_before"],
                 m["rss_kib_after"]
@@ -238,7 +238,7 @@ pub fn render(results: &Path) -> anyhow::Result<String> {
         for b in &raw_booking {
             let booking = b["reservations_per_second"].as_f64().unwrap_or(0.0);
             out += &format!(
-                "| the booking endpoint end to end, {} in flight (claim, pool script, broker ack, ack, 201); 201 latency p50 / p99 / max {} | **{booking:.0}** | **{:.0} %** of the scripts' rate; target at least 50 % |\n",
+                "| the booking endpoint end to end, {} in flight (claim, pool script, broker ack, ack, 201); 201 latency p50 / p99 / max {} | **{booking:.0}** | **{:.0} %** of the scripts' rate (no target: on two shared cores the other processes' CPU bounds it) |\n",
                 b["concurrency"],
                 Latencies::describe(&b["latency_ms"]),
                 100.0 * booking / raw.max(1e-9)
