@@ -586,7 +586,10 @@ push_phase() { # <phase> <sale> <skip> <what>
     --connections "$n" --from "$(sources 1)" --hold-secs 70 --freshness \
     --json "$RESULTS/$1.json" >"$LOGS/$1.log" 2>&1 &
   loader=$!
-  until grep -q "^open=" "$LOGS/$1.log" 2>/dev/null; do sleep 0.5; done
+  until grep -q "^open=" "$LOGS/$1.log" 2>/dev/null; do
+    kill -0 $loader 2>/dev/null || { say "the load generator stopped (see $LOGS/$1.log)"; return 1; }
+    sleep 0.5
+  done
   sleep 5
   measure_cpu "$1" "$n" "push, $4"
   wait $loader || say "some sessions failed (see $LOGS/$1.log)"

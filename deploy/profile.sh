@@ -104,11 +104,14 @@ case $SERVICE in
       kill -0 $LOAD 2>/dev/null || { cat "$OUT/load.log"; exit 1; }
       sleep 0.5
     done
-    (while :; do
-      ops POST "/admin/v1/sales/$SALE/pause" || true; sleep 0.5
-      ops POST "/admin/v1/sales/$SALE/resume" || true; sleep 0.5
+    # Each step in the background and waited for, so the loop's TERM stops it at once, and
+    # what it started goes with it.
+    (trap 'kill $(jobs -p) 2>/dev/null; exit 0' TERM
+    while :; do
+      ops POST "/admin/v1/sales/$SALE/pause" || true; sleep 0.5 & wait $!
+      ops POST "/admin/v1/sales/$SALE/resume" || true; sleep 0.5 & wait $!
     done) &
-    PIDS+=($!)
+    CHANGES=$! PIDS+=($!)
     sleep 3
     ;;
   join)
@@ -121,9 +124,12 @@ case $SERVICE in
     healthy 127.0.0.1:18280
     say "join: 2,000 joins a second, sampled for $SECONDS_SAMPLED s"
     # Rounds of a burst's clients (each leaves once it has its ticket), back to back.
-    (for _ in $(seq 1 $((SECONDS_SAMPLED + 10))); do
+    # Each round in the background and waited for, so the loop's TERM ends the round too.
+    (trap 'kill $(jobs -p) 2>/dev/null; exit 0' TERM
+    for _ in $(seq 1 $((SECONDS_SAMPLED + 10))); do
       "$BIN/floodgate-loadgen" burst --gateways 127.0.0.1:18280 --sale "$EARLY" --clients 2000 \
-        --from 127.0.2.2,127.0.2.3,127.0.2.4,127.0.2.5 --within-ms 1000 >>"$OUT/load.log" 2>&1 || true
+        --from 127.0.2.2,127.0.2.3,127.0.2.4,127.0.2.5 --within-ms 1000 >>"$OUT/load.log" 2>&1 &
+      wait $! || true
     done) &
     LOAD=$! PIDS+=($!)
     sleep 3
@@ -148,7 +154,7 @@ if [ "${PROFILE_THREADS_ONLY:-}" = 1 ]; then
   sleep "$SECONDS_SAMPLED"
   thread_cpu >"$OUT/threads.after"
   d1=$(done_so_far)
-  kill $LOAD 2>/dev/null || true
+  kill $LOAD ${CHANGES:-} 2>/dev/null || true
   echo "$((d1 - d0)) done in $SECONDS_SAMPLED s"
   awk -v hz="$(getconf CLK_TCK)" 'FNR == NR { t[$1] = $3; next } ($1 in t) { cpu[$2] += ($3 - t[$1]) / hz }
     END { for (name in cpu) printf "%6.2f s  %s\n", cpu[name], name }' \
@@ -158,7 +164,7 @@ fi
 perf record -e cpu-clock -F 499 --call-graph dwarf,16384 -p "$TARGET" -o "$OUT/perf.data" \
   -- sleep "$SECONDS_SAMPLED" 2>"$OUT/perf-record.log"
 thread_cpu >"$OUT/threads.after"
-kill $LOAD 2>/dev/null || true
+kill $LOAD ${CHANGES:-} 2>/dev/null || true
 report() { perf report -i "$OUT/perf.data" --stdio "$@" 2>/dev/null | grep -v '^#' | grep -v '^$' | cut -c1-160; }
 samples=$(perf report -i "$OUT/perf.data" --stdio -g none --sort comm 2>/dev/null | sed -n 's/^# Samples: \([^ ]*\).*/\1/p')
 # The steps worth naming, inclusive: Floodgate's own functions and the libraries' entry points

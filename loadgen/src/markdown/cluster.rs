@@ -88,12 +88,7 @@ mod tests {
             );
         }
         let text = render(&dir).unwrap();
-        let line = |needle: &str| {
-            text.lines()
-                .find(|l| l.contains(needle))
-                .unwrap_or_else(|| panic!("no line with {needle:?} in {text}"))
-                .to_owned()
-        };
+        let line = |needle: &str| super::super::line_with(&text, needle);
         // Every node's CPU is Redis' (100 us a reservation): 70 us of booking meets the target
         // (at most 0.75x), 200 us does not.
         let off = line("booking CPU per 201, 50 in flight, Redis Cluster of 3 primaries and 3 replicas, no replica wait");

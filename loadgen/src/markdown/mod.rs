@@ -308,6 +308,15 @@ pub fn render(results: &Path) -> anyhow::Result<String> {
     Ok(out)
 }
 
+/// The line of a rendered `text` that holds `needle`; a test's failure shows the whole text.
+#[cfg(test)]
+fn line_with(text: &str, needle: &str) -> String {
+    text.lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with {needle:?} in {text}"))
+        .to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

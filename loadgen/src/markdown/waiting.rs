@@ -24,8 +24,12 @@ const PUSH: [(&str, &str); 2] = [
     ("behind a million others", "poll-push-behind"),
 ];
 
-/// Milliseconds of gateway CPU per waiting client per minute over a phase.
+/// Milliseconds of gateway CPU per waiting client per minute over a phase: NaN if the gateway
+/// took no part (it died), so no ratio built on it reads as a target met.
 fn per_client(r: &cpu::Phase) -> f64 {
+    if !r.roles.contains_key("gateway") {
+        return f64::NAN;
+    }
     let minutes = r.seconds / 60.0;
     1000.0 * r.cpu("gateway") / r.count("clients").max(1.0) / minutes.max(1e-9)
 }
@@ -163,5 +167,53 @@ fn met(yes: bool) -> &'static str {
         "yes"
     } else {
         "**no**"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn phase(name: &str, gateway_s: Option<f64>) -> serde_json::Value {
+        let mut processes = vec![
+            serde_json::json!({"name": "redis", "role": "redis", "user_s": 1.0, "system_s": 0.0}),
+        ];
+        if let Some(s) = gateway_s {
+            processes.push(serde_json::json!({"name": "gateway-1", "role": "gateway", "user_s": s, "system_s": 0.0}));
+        }
+        serde_json::json!({"phase": name, "seconds": 60.0, "counts": {"clients": 10000}, "processes": processes})
+    }
+
+    #[test]
+    fn the_line_is_weighted_by_where_it_waits_and_a_dead_gateway_meets_nothing() {
+        let dir = std::env::temp_dir().join(format!("fg-md-waiting-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, v: serde_json::Value| {
+            std::fs::write(dir.join(format!("cpu-{name}.json")), v.to_string()).unwrap();
+        };
+        // 4 s a minute at the front (0.4 ms a client), 1 s behind (0.1 ms), polling 20 s (2 ms).
+        write("poll-push", phase("poll-push", Some(4.0)));
+        write("poll-push-behind", phase("poll-push-behind", Some(1.0)));
+        write("poll-poll", phase("poll-poll", Some(20.0)));
+        let text = section(&dir);
+        let line = |needle: &str| super::super::line_with(&text, needle);
+        // (10,000 x 0.4 + 1,990,000 x 0.1) / 2,000,000 = 0.1015 ms.
+        let line_of = line("push in a line of 2 million");
+        assert!(
+            line_of.contains("| 0.101 ms |") || line_of.contains("| 0.102 ms |"),
+            "{line_of}"
+        );
+        assert!(line_of.contains("15.7x: yes"), "1.592 / 0.1015: {line_of}");
+        assert!(line("push at the front").contains("4.0x: **no**"));
+        // A phase whose gateway died has no figure, and meets no target.
+        write("poll-push-behind", phase("poll-push-behind", None));
+        let text = section(&dir);
+        let behind = text
+            .lines()
+            .find(|l| l.starts_with("| push behind"))
+            .expect("the row")
+            .to_owned();
+        assert!(!behind.contains("yes"), "{behind}");
+        std::fs::remove_dir_all(&dir).ok();
     }
 }
