@@ -559,6 +559,14 @@ naive() {
   cpu_end naive-floodgate "{\"attempts\": 20000}"
 }
 
+# Waits until the load generator <pid> writes a line starting with <prefix> to <log>; fails,
+# saying so, if it stops first.
+await_line() { # <prefix> <log> <pid>
+  until grep -q "^$1" "$2" 2>/dev/null; do
+    kill -0 "$3" 2>/dev/null || { say "the load generator stopped (see $2)"; return 1; }
+    sleep 0.5
+  done
+}
 # poll: the gateway's CPU time per waiting client per minute, WebSocket push against polling the
 # sale's status every 5 s, BENCH_POLL_CLIENTS clients each (default 10000), one gateway.
 measure_cpu() { # <phase> <clients> <what>: every service's CPU over one minute
@@ -586,10 +594,7 @@ push_phase() { # <phase> <sale> <skip> <what>
     --connections "$n" --from "$(sources 1)" --hold-secs 70 --freshness \
     --json "$RESULTS/$1.json" >"$LOGS/$1.log" 2>&1 &
   loader=$!
-  until grep -q "^open=" "$LOGS/$1.log" 2>/dev/null; do
-    kill -0 $loader 2>/dev/null || { say "the load generator stopped (see $LOGS/$1.log)"; return 1; }
-    sleep 0.5
-  done
+  await_line open= "$LOGS/$1.log" $loader || return 1
   sleep 5
   measure_cpu "$1" "$n" "push, $4"
   wait $loader || say "some sessions failed (see $LOGS/$1.log)"
@@ -631,10 +636,7 @@ hold_idle() { # <pid> <address> <sale> <name>: the server's RSS before and with 
   "$BIN/floodgate-loadgen" idle --gateway "$2" --sale "$3" --connections "$n" \
     --from "$(sources 3)" --hold-secs 30 >"$LOGS/$4.log" 2>&1 &
   loader=$!
-  until grep -q '^open=' "$LOGS/$4.log" 2>/dev/null; do
-    kill -0 $loader 2>/dev/null || { say "the load generator stopped (see $LOGS/$4.log)"; return 1; }
-    sleep 0.5
-  done
+  await_line open= "$LOGS/$4.log" $loader || return 1
   sleep 10 # the first messages sent, the allocator settled
   after=$(rss_kib "$1")
   opened=$(sed -n 's/^open=\([0-9]*\).*/\1/p' "$LOGS/$4.log")
@@ -654,10 +656,7 @@ fanout_once() { # <name> <server address> <ops address> <sale> <messages command
     --ops "$3" --trigger --change-at-unix-ms "$at" --hold-secs 5 \
     --json "$RESULTS/peer-fanout-$1.json" >"$LOGS/peer-fanout-$1.log" 2>&1 &
   loader=$!
-  until grep -q '^placed' "$LOGS/peer-fanout-$1.log" 2>/dev/null; do
-    kill -0 $loader 2>/dev/null || { say "the load generator stopped (see $LOGS/peer-fanout-$1.log)"; return 1; }
-    sleep 0.5
-  done
+  await_line placed "$LOGS/peer-fanout-$1.log" $loader || return 1
   fanout_phase "peer-fanout-$1" "$at" "$5" "$LOGS/peer-fanout-$1.log"
   wait $loader || say "the $1 fan-out reported failures (see $LOGS/peer-fanout-$1.log)"
 }
