@@ -6,16 +6,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use axum::extract::rejection::QueryRejection;
-use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::{Query, State, WebSocketUpgrade};
-use axum::response::{IntoResponse, Response};
+use axum::extract::{Query, State};
+use axum::response::Response;
 use floodgate_protocol::api::code;
 use floodgate_protocol::identity::BuyerId;
 use floodgate_protocol::ids::check_sale_id;
 use floodgate_protocol::resume::{self, ResumeError};
-use floodgate_protocol::ws::{MAX_CLIENT_MESSAGE, SUBPROTOCOL};
 use serde::Deserialize;
-use tracing::Instrument as _;
 
 use crate::clients::ClientAddress;
 use crate::door;
@@ -23,6 +20,7 @@ use crate::error::ApiError;
 use crate::limits;
 use crate::scripts::{buyers, takeback, tickets};
 use crate::session::{Hello, Session};
+use crate::upgrade::Upgrade;
 use crate::AppState;
 
 #[derive(Deserialize)]
@@ -74,15 +72,11 @@ pub async fn join_queue(
     ClientAddress(client): ClientAddress,
     carried: door::Carried,
     params: Result<Query<JoinParams>, QueryRejection>,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    upgrade: Result<Upgrade, ApiError>,
 ) -> Result<Response, ApiError> {
+    // The query's errors come first: a plain HTTP request for an unknown sale hears of the sale.
     let request = JoinRequest::read(&state, params, carried.resume.as_deref())?;
-    let upgrade = upgrade.map_err(|e| {
-        ApiError::new(
-            code::WEBSOCKET_REQUIRED,
-            format!("this endpoint speaks WebSocket only: {e}"),
-        )
-    })?;
+    let upgrade = upgrade?;
     let (slot, budget) = admit(&state, client)?;
     let ctx = state.room(&request.sale).await?;
     let door = door::door_of(&ctx).await?;
@@ -114,7 +108,7 @@ pub async fn join_queue(
         slot,
         budget,
     );
-    let session = tokio::spawn(taking).await.map_err(|e| {
+    let mut session = tokio::spawn(taking).await.map_err(|e| {
         tracing::error!(error = %e, "taking a ticket failed");
         ApiError::new(
             code::REDIS_UNAVAILABLE,
@@ -122,34 +116,23 @@ pub async fn join_queue(
         )
     })??;
     let tasks = state.tasks.clone();
-    Ok(upgrade
-        // A page offers `floodgate` beside its identity subprotocol; the answer names only
-        // `floodgate`, never the token.
-        .protocols([SUBPROTOCOL])
-        .max_message_size(MAX_CLIENT_MESSAGE)
-        .max_frame_size(MAX_CLIENT_MESSAGE)
-        // Sized for many idle sockets: the default 128 KiB read buffer is allocated per
-        // connection up front. Client frames are at most 1 KiB; messages to the client are
-        // written at each flush (a heartbeat's ping and position go out in one write; nothing
-        // waits longer), and a client that does not read is dropped by the send timeout, so
-        // nothing piles up.
-        .read_buffer_size(READ_BUFFER)
-        .write_buffer_size(WRITE_BATCH)
-        .max_write_buffer_size(MAX_WRITE_BUFFER)
-        .on_upgrade(move |socket| {
-            let span =
-                tracing::debug_span!("session", sale = %session.ctx.scope.sale, ticket = session.ticket);
-            // A task of its own rather than axum's upgrade task: that one also carries the
-            // upgrade's state for its whole life, and every idle client pays for its size. For
-            // the same reason a span nobody records (debug logs off) is not carried either.
-            if span.is_disabled() {
-                tasks.spawn(session.run(socket));
-            } else {
-                tasks.spawn(session.run(socket).instrument(span));
-            }
-            std::future::ready(())
-        })
-        .into_response())
+    Ok(upgrade.respond(&state.tasks, move |connection| async move {
+        // The ticket goes out before the WebSocket layer exists (see `upgrade`); a client
+        // that does not take it never had its ticket, which the session's drop gives back.
+        let Ok(socket) = session.open(connection).await else {
+            return;
+        };
+        // A task of its own rather than this short one: every idle client pays for its
+        // task's size, which is the session's alone. For the same reason a span nobody
+        // records (debug logs off) is not carried either.
+        let span =
+            tracing::debug_span!("session", sale = %session.ctx.scope.sale, ticket = session.ticket);
+        if span.is_disabled() {
+            tasks.spawn(session.run(socket));
+        } else {
+            tasks.spawn(tracing::Instrument::instrument(session.run(socket), span));
+        }
+    }))
 }
 
 /// A join's query, checked.
@@ -318,14 +301,3 @@ async fn take_session(
         departed: false,
     }))
 }
-
-/// Per-connection WebSocket read buffer. Idle clients send only pongs and pings of a few bytes;
-/// a larger frame (up to [`MAX_CLIENT_MESSAGE`]) grows the buffer when it comes.
-const READ_BUFFER: usize = 128;
-/// Frames smaller than this together wait for the session's flush rather than being written one
-/// by one: a heartbeat's ping and position are one write (one system call, the largest part of
-/// a message's cost). Every session flushes what it queued before it sleeps.
-const WRITE_BATCH: usize = 256;
-/// Most bytes one connection may hold unsent: a few messages; past it the send fails and the
-/// session ends (the send timeout usually ends a slow client first).
-const MAX_WRITE_BUFFER: usize = 64 * 1024;

@@ -66,6 +66,7 @@ mod service;
 pub mod session;
 mod standing;
 pub mod summary;
+mod upgrade;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;

@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use axum::extract::ws::Utf8Bytes;
 use floodgate_protocol::ws::ServerMessage;
+use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 /// A message shown while waiting: the pre-queue's size before the draw, a position after it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -79,7 +79,7 @@ impl Room {
     }
 
     /// The message showing `shown`, made once per tick for everyone shown it.
-    pub fn frame(&self, shown: Shown) -> axum::extract::ws::Utf8Bytes {
+    pub fn frame(&self, shown: Shown) -> tokio_tungstenite::tungstenite::Utf8Bytes {
         self.shared.frames.get(shown)
     }
 

@@ -5,8 +5,13 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use floodgate_protocol::ws::close;
+use futures::{SinkExt as _, StreamExt as _};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
+
+use crate::upgrade::Socket;
 
 /// Why a session ended.
 #[derive(Debug)]
@@ -35,7 +40,7 @@ pub(super) fn count_close(code: u16) {
 }
 
 /// Sends the close frame `end` calls for, and waits for the client's.
-pub(super) async fn say_goodbye(socket: &mut WebSocket, end: &End) {
+pub(super) async fn say_goodbye(socket: &mut Socket, end: &End) {
     let frame = match end {
         End::Closed(code, reason) => Some((*code, reason.clone())),
         End::Over(reason) => Some((close::SALE_OVER, Cow::Borrowed(*reason))),
@@ -45,7 +50,7 @@ pub(super) async fn say_goodbye(socket: &mut WebSocket, end: &End) {
         count_close(code);
         let _ = socket
             .send(Message::Close(Some(CloseFrame {
-                code,
+                code: CloseCode::from(code),
                 reason: Utf8Bytes::from(reason.into_owned()),
             })))
             .await;
@@ -61,9 +66,9 @@ const CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// Waits (briefly) for the client to answer our Close frame before the TCP connection goes, as
 /// RFC 6455 asks: dropping it at once can make the client lose the close code it was sent (its
 /// last writes hit a closed socket before it reads the frame).
-async fn finish_closing(socket: &mut WebSocket) {
+async fn finish_closing(socket: &mut Socket) {
     let _ = tokio::time::timeout(CLOSE_WAIT, async {
-        while let Some(Ok(message)) = socket.recv().await {
+        while let Some(Ok(message)) = socket.next().await {
             if matches!(message, Message::Close(_)) {
                 break;
             }

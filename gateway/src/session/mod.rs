@@ -11,16 +11,20 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use floodgate_protocol::now_millis;
 use floodgate_protocol::token::AdmissionClaims;
 use floodgate_protocol::ws::{close, ClientMessage, ServerMessage, PROTOCOL_VERSION};
+use futures::{SinkExt as _, StreamExt as _};
 use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::{self, Message, Utf8Bytes};
 
 use crate::room::board::{news, Board, Sitting};
 use crate::room::frames::Shown;
 use crate::room::RoomView;
 use crate::sale::Context;
+use crate::upgrade::{self, Socket};
 use ending::{count_close, say_goodbye, End};
 use step::{Standing, Step};
 
@@ -49,7 +53,7 @@ pub struct Session {
     pub _connection: crate::limits::ConnectionSlot,
     /// Holds its place in the gateway's connection budget.
     pub _budget: crate::limits::BudgetSlot,
-    /// Set when [`Session::run`] starts: from then on the client has its ticket.
+    /// Set once the ticket is written ([`Session::open`]): from then on the client has it.
     pub started: bool,
     /// Set once the departure is recorded; until then dropping the session records it.
     pub departed: bool,
@@ -92,24 +96,57 @@ pub struct Hello {
 }
 
 impl Session {
+    /// Opens the WebSocket on the upgraded connection with the session's first message, the
+    /// ticket (written before the WebSocket layer exists: see [`upgrade`]). `Err` if the client
+    /// does not take it; it then never had its ticket, and dropping the session gives it back.
+    pub async fn open(
+        &mut self,
+        connection: hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>,
+    ) -> Result<Socket, ()> {
+        let (draw_nonce, commitment) = self
+            .hello
+            .take()
+            .map_or((None, String::new()), |h| (h.draw_nonce, h.commitment));
+        let ticket = ServerMessage::Ticket {
+            protocol: PROTOCOL_VERSION,
+            sale: self.ctx.scope.sale.clone(),
+            ticket: self.ticket,
+            opens_at_ms: self.opens_at_ms,
+            resume_token: self.resume_token(),
+            resumed: self.resumed,
+            draw_nonce,
+            commitment,
+        };
+        let text = serde_json::to_string(&ticket).expect("server messages serialise");
+        match upgrade::open(connection, &text, self.ctx.send_timeout).await {
+            Ok(socket) => {
+                self.started = true;
+                sending::count_sent(ticket.kind());
+                Ok(socket)
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "the ticket could not be written; the client left");
+                Err(())
+            }
+        }
+    }
+
     /// Serves the session to its end. The session is boxed, and the span is attached by the
     /// caller (not `#[instrument]`, which keeps a second copy of the arguments in the future):
     /// every idle client's task is sized by this future, so it stays small.
     #[allow(clippy::manual_async_fn)] // deliberately not an async fn: see below
     pub fn run(
         mut self: Box<Self>,
-        mut socket: WebSocket,
+        mut socket: Socket,
     ) -> impl std::future::Future<Output = ()> + Send {
         // An `async move` block that uses its captures in place, rather than an `async fn`: the
         // arguments of an async fn are stored twice in its future (once as captured, once as
         // locals), and every idle client pays for each byte of this future.
         async move {
-            self.started = true;
             // The gauge is looked up at each end rather than held: every idle session's future
             // would carry it.
             metrics::gauge!("floodgate_ws_sessions").increment(1.0);
-            let hello = self.hello.take();
-            let end = self.serve(&mut socket, hello).await;
+            let end = self.serve(&mut socket).await;
             metrics::gauge!("floodgate_ws_sessions").decrement(1.0);
             // Tell Redis first: a client told to reconnect may be back on another gateway at
             // once. Cold paths are boxed, so they do not size the idle session's task.
@@ -139,27 +176,7 @@ impl Session {
             .issue(&self.ctx.scope.sale, self.ticket, mark.as_ref())
     }
 
-    async fn send_hello(
-        &self,
-        socket: &mut WebSocket,
-        hello: Option<Box<Hello>>,
-    ) -> Result<(), ()> {
-        let (draw_nonce, commitment) =
-            hello.map_or((None, String::new()), |h| (h.draw_nonce, h.commitment));
-        let message = ServerMessage::Ticket {
-            protocol: PROTOCOL_VERSION,
-            sale: self.ctx.scope.sale.clone(),
-            ticket: self.ticket,
-            opens_at_ms: self.opens_at_ms,
-            resume_token: self.resume_token(),
-            resumed: self.resumed,
-            draw_nonce,
-            commitment,
-        };
-        self.send(socket, &message).await
-    }
-
-    async fn serve(&self, socket: &mut WebSocket, hello: Option<Box<Hello>>) -> End {
+    async fn serve(&self, socket: &mut Socket) -> End {
         let ctx = &*self.ctx;
         let room = &*ctx.room;
         // Seated before anything is read, so nothing the room tells from here on is missed.
@@ -168,9 +185,6 @@ impl Session {
             sitting: room.board().sit(),
             place: 0,
         };
-        if Box::pin(self.send_hello(socket, hello)).await.is_err() {
-            return End::ClientLeft;
-        }
         let mut last_heard = Instant::now();
         // What the client was last shown and where it stands: small values, because every idle
         // session carries them.
@@ -218,7 +232,7 @@ impl Session {
             }
             told = tokio::select! {
                 told = seated.sitting.seat.news() => told,
-                incoming = socket.recv() => {
+                incoming = socket.next() => {
                     last_heard = Instant::now();
                     if let Some(end) = Box::pin(self.on_client_message(socket, incoming)).await {
                         return end;
@@ -241,14 +255,14 @@ impl Session {
         )
     }
 
-    async fn sold_out(&self, socket: &mut WebSocket) -> End {
+    async fn sold_out(&self, socket: &mut Socket) -> End {
         if self.send(socket, &ServerMessage::SoldOut).await.is_err() {
             return End::ClientLeft;
         }
         End::Over("sold out")
     }
 
-    async fn admit(&self, socket: &mut WebSocket, place: u64, max_seats: u32) -> End {
+    async fn admit(&self, socket: &mut Socket, place: u64, max_seats: u32) -> End {
         // A session without an identity whose place a buyer has since made theirs (they signed
         // in elsewhere with its token) was left behind: its pass would book the buyer's place
         // without the buyer. If Redis cannot say, the session closes as after any error, keeps
@@ -296,7 +310,7 @@ impl Session {
         count_close(close::NORMAL);
         let _ = socket
             .send(Message::Close(Some(CloseFrame {
-                code: close::NORMAL,
+                code: CloseCode::from(close::NORMAL),
                 reason: Utf8Bytes::from_static("admitted"),
             })))
             .await;
@@ -306,8 +320,8 @@ impl Session {
     /// Handles one frame from the client; `Some` ends the session.
     async fn on_client_message(
         &self,
-        socket: &mut WebSocket,
-        incoming: Option<Result<Message, axum::Error>>,
+        socket: &mut Socket,
+        incoming: Option<Result<Message, tungstenite::Error>>,
     ) -> Option<End> {
         let bad =
             |reason: &'static str| Some(End::Closed(close::BAD_MESSAGE, Cow::Borrowed(reason)));
@@ -315,7 +329,8 @@ impl Session {
             None | Some(Ok(Message::Close(_))) => Some(End::ClientLeft),
             Some(Err(e)) => Some(Self::on_receive_error(&e)),
             // Protocol-level pings are answered by the WebSocket layer itself.
-            Some(Ok(Message::Ping(_) | Message::Pong(_))) => None,
+            // (A raw frame is never what a read returns.)
+            Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => None,
             Some(Ok(Message::Binary(_))) => bad("binary frames are not accepted"),
             Some(Ok(Message::Text(text))) => match serde_json::from_str::<ClientMessage>(&text) {
                 Ok(ClientMessage::Ping) => self
@@ -328,26 +343,27 @@ impl Session {
         }
     }
 
-    /// How a failed read ends the session. tungstenite's errors reach us through axum as text
-    /// only, so the kinds are told apart by their wording (see its `Error` type's messages).
-    fn on_receive_error(e: &axum::Error) -> End {
-        let text = e.to_string();
-        if text.contains("Space limit exceeded")
-            || text.contains("too long")
-            || text.contains("too big")
-        {
-            End::Closed(close::MESSAGE_TOO_BIG, Cow::Borrowed("message too big"))
-        } else if text.starts_with("UTF-8 encoding error") {
+    /// How a failed read ends the session.
+    fn on_receive_error(e: &tungstenite::Error) -> End {
+        use tungstenite::error::{CapacityError, ProtocolError};
+        match e {
+            tungstenite::Error::Capacity(CapacityError::MessageTooLong { .. })
+            | tungstenite::Error::Protocol(ProtocolError::ControlFrameTooBig) => {
+                End::Closed(close::MESSAGE_TOO_BIG, Cow::Borrowed("message too big"))
+            }
             // The protocol promises a close code for bad input: a text frame that is not UTF-8
             // gets RFC 6455's own, and the connection is still fit to carry it.
-            tracing::info!(error = %e, "closing a session that sent a text frame that is not UTF-8");
-            End::Closed(
-                close::INVALID_DATA,
-                Cow::Borrowed("text frames must be UTF-8"),
-            )
-        } else {
-            tracing::debug!(error = %e, "websocket error");
-            End::ClientLeft
+            tungstenite::Error::Utf8(_) => {
+                tracing::info!(error = %e, "closing a session that sent a text frame that is not UTF-8");
+                End::Closed(
+                    close::INVALID_DATA,
+                    Cow::Borrowed("text frames must be UTF-8"),
+                )
+            }
+            _ => {
+                tracing::debug!(error = %e, "websocket error");
+                End::ClientLeft
+            }
         }
     }
 }

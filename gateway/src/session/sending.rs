@@ -2,19 +2,20 @@
 //! heartbeat is due, in one write), any other message serialised, and the send timeout that
 //! drops a client that does not read.
 
-use axum::extract::ws::{Message, Utf8Bytes, WebSocket};
 use floodgate_protocol::ws::ServerMessage;
 use futures::SinkExt;
+use tokio_tungstenite::tungstenite::{self, Message, Utf8Bytes};
 
 use super::Session;
 use crate::room::frames::Shown;
+use crate::upgrade::Socket;
 
 impl Session {
     /// Sends what the client is shown now (the room's shared message), after a ping when its
     /// heartbeat is due: both in one write.
     pub(super) async fn push(
         &self,
-        socket: &mut WebSocket,
+        socket: &mut Socket,
         shown: Option<Shown>,
         ping: bool,
     ) -> Result<(), ()> {
@@ -36,7 +37,7 @@ impl Session {
     /// more than the message in hand, so a slow client costs one socket buffer, not a backlog.
     pub(super) async fn send(
         &self,
-        socket: &mut WebSocket,
+        socket: &mut Socket,
         message: &ServerMessage,
     ) -> Result<(), ()> {
         let text = serde_json::to_string(message).expect("server messages serialise");
@@ -46,31 +47,25 @@ impl Session {
     /// Sends one message already serialised (its type, `kind`, counted once sent).
     async fn send_text(
         &self,
-        socket: &mut WebSocket,
+        socket: &mut Socket,
         text: Utf8Bytes,
         kind: &'static str,
     ) -> Result<(), ()> {
         let sending = socket.send(Message::Text(text));
         self.within_send_timeout(sending).await?;
-        // Every position push passes here: a counter made once per message type.
-        floodgate_platform::telemetry::fixed_label_counter(
-            "floodgate_ws_messages_sent_total",
-            "type",
-            kind,
-        )
-        .increment(1);
+        count_sent(kind);
         Ok(())
     }
 
     /// Writes out what is buffered (a ping on its own).
-    async fn flush(&self, socket: &mut WebSocket) -> Result<(), ()> {
+    async fn flush(&self, socket: &mut Socket) -> Result<(), ()> {
         self.within_send_timeout(socket.flush()).await
     }
 
     /// Awaits a write, giving up on a client that does not read within the send timeout.
     async fn within_send_timeout(
         &self,
-        write: impl std::future::Future<Output = Result<(), axum::Error>>,
+        write: impl std::future::Future<Output = Result<(), tungstenite::Error>>,
     ) -> Result<(), ()> {
         let mut write = std::pin::pin!(write);
         // Nearly every write completes at once (the socket's buffer has room): only one that
@@ -89,4 +84,15 @@ impl Session {
             }
         }
     }
+}
+
+/// Counts a message sent to a client, by its type. Every position push passes here: a counter
+/// made once per message type.
+pub(super) fn count_sent(kind: &'static str) {
+    floodgate_platform::telemetry::fixed_label_counter(
+        "floodgate_ws_messages_sent_total",
+        "type",
+        kind,
+    )
+    .increment(1);
 }
