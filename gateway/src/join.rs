@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 use floodgate_protocol::api::code;
 use floodgate_protocol::identity::BuyerId;
 use floodgate_protocol::ids::check_sale_id;
@@ -20,7 +20,7 @@ use crate::error::ApiError;
 use crate::limits;
 use crate::scripts::{buyers, takeback, tickets};
 use crate::session::{Hello, Session};
-use crate::upgrade::Upgrade;
+use crate::upgrade::{NotWebSocket, Upgrade};
 use crate::AppState;
 
 #[derive(Deserialize)]
@@ -72,11 +72,14 @@ pub async fn join_queue(
     ClientAddress(client): ClientAddress,
     carried: door::Carried,
     params: Result<Query<JoinParams>, QueryRejection>,
-    upgrade: Result<Upgrade, ApiError>,
+    upgrade: Result<Upgrade, NotWebSocket>,
 ) -> Result<Response, ApiError> {
     // The query's errors come first: a plain HTTP request for an unknown sale hears of the sale.
     let request = JoinRequest::read(&state, params, carried.resume.as_deref())?;
-    let upgrade = upgrade?;
+    let upgrade = match upgrade {
+        Ok(upgrade) => upgrade,
+        Err(refusal) => return Ok(refusal.into_response()),
+    };
     let (slot, budget) = admit(&state, client)?;
     let ctx = state.room(&request.sale).await?;
     let door = door::door_of(&ctx).await?;

@@ -32,30 +32,42 @@ pub type Socket = WebSocketStream<TokioIo<Upgraded>>;
 /// A checked WebSocket handshake (RFC 6455, section 4.2.1), not yet answered.
 pub struct Upgrade {
     on_upgrade: OnUpgrade,
-    accept: HeaderValue,
+    /// The client's `Sec-WebSocket-Key`, answered only once the join is let in (the accept
+    /// key is a SHA-1 a refused flood need not pay for).
+    key: HeaderValue,
     /// Whether the client offered the `floodgate` subprotocol (a page offers it beside its
     /// identity subprotocol; the answer names only `floodgate`, never a token).
     floodgate: bool,
 }
 
-/// Why a request is not a WebSocket handshake this gateway can take, in a few words.
+/// Why a request is not a WebSocket handshake this gateway can take, in a few words: a 426
+/// `websocket_required`, with the headers RFC 9110 and RFC 6455 ask of it (`Upgrade`, and the
+/// version this server speaks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct NotWebSocket(&'static str);
+pub struct NotWebSocket(&'static str);
 
-impl From<NotWebSocket> for ApiError {
-    fn from(NotWebSocket(why): NotWebSocket) -> Self {
-        ApiError::new(
+impl IntoResponse for NotWebSocket {
+    fn into_response(self) -> Response {
+        let mut response = ApiError::new(
             code::WEBSOCKET_REQUIRED,
-            format!("this endpoint speaks WebSocket only: {why}"),
+            format!("this endpoint speaks WebSocket only: {}", self.0),
         )
+        .into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+        headers.insert(
+            header::SEC_WEBSOCKET_VERSION,
+            HeaderValue::from_static("13"),
+        );
+        response
     }
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Upgrade {
-    type Rejection = ApiError;
+    type Rejection = NotWebSocket;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
-        let (accept, floodgate) = check_handshake(&parts.method, &parts.headers)?;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, NotWebSocket> {
+        let (key, floodgate) = check_handshake(&parts.method, &parts.headers)?;
         // hyper puts this in every HTTP/1.1 request's extensions on a connection served with
         // upgrades (the platform's listener is); it is missing only if a layer took it.
         let on_upgrade = parts
@@ -64,14 +76,17 @@ impl<S: Send + Sync> FromRequestParts<S> for Upgrade {
             .ok_or(NotWebSocket("the connection cannot be upgraded"))?;
         Ok(Self {
             on_upgrade,
-            accept,
+            key,
             floodgate,
         })
     }
 }
 
-/// Checks a handshake's method and headers: the `Sec-WebSocket-Accept` value to answer with,
-/// and whether the client offered the `floodgate` subprotocol.
+/// Checks a handshake's method and headers: the client's key, and whether it offered the
+/// `floodgate` subprotocol. A client that offers subprotocols but not `floodgate` is refused
+/// here, before a ticket is taken: the answer could name none of its offers, which a browser
+/// (and any conforming client) fails, and the ticket would wait for its grace with nobody
+/// behind it.
 fn check_handshake(
     method: &Method,
     headers: &HeaderMap,
@@ -96,18 +111,25 @@ fn check_handshake(
     }
     let key = headers
         .get(header::SEC_WEBSOCKET_KEY)
-        .map(HeaderValue::as_bytes)
-        .filter(|key| is_handshake_key(key))
+        .filter(|key| is_handshake_key(key.as_bytes()))
         .ok_or(NotWebSocket(
             "the Sec-WebSocket-Key header must be 16 bytes in base64",
         ))?;
-    let accept = HeaderValue::from_str(&derive_accept_key(key)).expect("base64 is a header value");
-    let floodgate = headers
+    let mut offered = headers
         .get_all(header::SEC_WEBSOCKET_PROTOCOL)
         .iter()
-        .flat_map(|offered| offered.as_bytes().split(|b| *b == b','))
-        .any(|protocol| protocol.trim_ascii() == SUBPROTOCOL.as_bytes());
-    Ok((accept, floodgate))
+        .flat_map(|offers| offers.as_bytes().split(|b| *b == b','))
+        .map(<[u8]>::trim_ascii)
+        .filter(|protocol| !protocol.is_empty())
+        .peekable();
+    let any_offered = offered.peek().is_some();
+    let floodgate = offered.any(|protocol| protocol == SUBPROTOCOL.as_bytes());
+    if any_offered && !floodgate {
+        return Err(NotWebSocket(
+            "offer the floodgate subprotocol beside any other (new WebSocket(url,              [\"floodgate\", ...]))",
+        ));
+    }
+    Ok((key.clone(), floodgate))
 }
 
 /// Whether a comma-separated header holds `token`, ignoring case (`Connection: keep-alive,
@@ -147,7 +169,11 @@ impl Upgrade {
         let headers = response.headers_mut();
         headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
         headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-        headers.insert(header::SEC_WEBSOCKET_ACCEPT, self.accept);
+        let accept = derive_accept_key(self.key.as_bytes());
+        headers.insert(
+            header::SEC_WEBSOCKET_ACCEPT,
+            HeaderValue::from_str(&accept).expect("base64 is a header value"),
+        );
         if self.floodgate {
             headers.insert(
                 header::SEC_WEBSOCKET_PROTOCOL,
@@ -252,25 +278,35 @@ mod tests {
 
     #[test]
     fn a_handshake_is_answered_with_the_rfcs_accept_key() {
-        let (accept, floodgate) = check_handshake(&Method::GET, &handshake(&GOOD)).unwrap();
+        let (key, floodgate) = check_handshake(&Method::GET, &handshake(&GOOD)).unwrap();
         // RFC 6455, section 1.3's own example.
-        assert_eq!(accept, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+        assert_eq!(
+            derive_accept_key(key.as_bytes()),
+            "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+        );
         assert!(!floodgate);
     }
 
     #[test]
-    fn the_floodgate_subprotocol_is_found_among_others() {
+    fn the_floodgate_subprotocol_is_found_among_others_and_required_beside_them() {
         let mut headers = handshake(&GOOD);
         headers.append(
             header::SEC_WEBSOCKET_PROTOCOL,
             HeaderValue::from_static("floodgate-identity.abc"),
         );
-        assert!(!check_handshake(&Method::GET, &headers).unwrap().1);
+        assert!(check_handshake(&Method::GET, &headers).is_err());
         headers.append(
             header::SEC_WEBSOCKET_PROTOCOL,
             HeaderValue::from_static("x, floodgate"),
         );
         assert!(check_handshake(&Method::GET, &headers).unwrap().1);
+        // An empty header offers nothing.
+        let mut empty = handshake(&GOOD);
+        empty.insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static(" , "),
+        );
+        assert!(!check_handshake(&Method::GET, &empty).unwrap().1);
     }
 
     #[test]

@@ -125,7 +125,12 @@ impl Session {
                 Ok(socket)
             }
             Err(e) => {
-                tracing::debug!(error = %e, "the ticket could not be written; the client left");
+                tracing::debug!(
+                    error = %e,
+                    sale = %self.ctx.scope.sale,
+                    ticket = self.ticket,
+                    "the ticket could not be written; the client left"
+                );
                 Err(())
             }
         }

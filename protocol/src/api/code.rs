@@ -40,7 +40,7 @@ codes! {
     INVALID_REQUEST = "invalid_request", 422, "the body is not a JSON object, or has a field the endpoint does not take";
     INVALID_SEATS = "invalid_seats", 422, "`seats` is missing, zero, or more than the token allows";
     SALE_MISSING = "sale_missing", 400, "no `sale` query parameter";
-    WEBSOCKET_REQUIRED = "websocket_required", 426, "a plain HTTP request where a WebSocket upgrade is needed";
+    WEBSOCKET_REQUIRED = "websocket_required", 426, "not a WebSocket handshake the gateway can serve: a plain HTTP request, another WebSocket version, or subprotocols offered without `floodgate` (the message says which)";
     METHOD_NOT_ALLOWED = "method_not_allowed", 405, "the path does not take this method";
     NOT_FOUND = "not_found", 404, "no such path";
     IDEMPOTENCY_KEY_INVALID = "idempotency_key_invalid", 400, "the `Idempotency-Key` is not 1 to 128 visible ASCII characters";

@@ -104,6 +104,39 @@ async fn joining_an_unknown_sale_or_without_websocket_is_a_json_error(db: sqlx::
     );
 }
 
+/// A handshake the gateway cannot serve is refused before a ticket is taken, with the headers
+/// RFC 9110 and RFC 6455 ask of a 426: one offering only other subprotocols (the answer could
+/// name none of them, so the client would fail the connection and its ticket would wait out its
+/// grace with nobody behind it), and one of another WebSocket version.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_handshake_the_gateway_cannot_serve_takes_no_ticket(db: sqlx::PgPool) {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    let app = TestApp::spawn(db).await;
+    let sale = pending_sale(&app).await;
+    for (header, value) in [
+        ("sec-websocket-protocol", "chat, floodgate-identity.abc"),
+        ("sec-websocket-version", "8"),
+    ] {
+        let mut request = app.ws_url(&sale).into_client_request().unwrap();
+        request.headers_mut().insert(header, value.parse().unwrap());
+        match tokio_tungstenite::connect_async(request).await {
+            Err(WsError::Http(response)) => {
+                assert_eq!(response.status(), 426, "{header}: {value}");
+                assert_eq!(response.headers()["upgrade"], "websocket");
+                assert_eq!(response.headers()["sec-websocket-version"], "13");
+                let body: serde_json::Value =
+                    serde_json::from_slice(response.body().as_deref().unwrap()).unwrap();
+                assert_eq!(body["error"], "websocket_required", "{header}: {value}");
+            }
+            other => panic!("{header}: {value}: expected a 426, got {other:?}"),
+        }
+    }
+    // Nothing was taken: the first client served has the sale's first ticket.
+    let (_ws, ticket) = join(&app, &sale).await;
+    assert_eq!(ticket, 1);
+}
+
 #[sqlx::test(migrations = "../migrations")]
 async fn bad_frames_close_only_their_own_session(db: sqlx::PgPool) {
     let app = TestApp::spawn(db).await;
