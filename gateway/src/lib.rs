@@ -4,7 +4,9 @@
 //!
 //! # Layout
 //! - [`config`]: process settings (flags and environment).
-//! - `join`: `GET /ws`, from the request's checks and limits to the ticket and the upgrade.
+//! - `join`: `GET /ws`, from the request's checks and limits to the ticket and the upgrade;
+//!   `upgrade`: the WebSocket handshake answered here, and the ticket written before the
+//!   WebSocket layer takes the connection over.
 //! - `standing`: `GET /v1/sales/{sale}/place`, where a place stands, by its resume token (for
 //!   an app in the background).
 //! - [`session`]: one client's WebSocket session; [`sale`]: what the sessions of one sale share

@@ -97,6 +97,20 @@ impl Client {
             matches!(heard, Heard::Message(ServerMessage::Admitted { .. })).then_some(at)
         })
     }
+
+    /// The admission token, once heard.
+    fn token(&self) -> Option<String> {
+        self.heard().into_iter().find_map(|(_, heard)| match heard {
+            Heard::Message(ServerMessage::Admitted { token, .. }) => Some(token),
+            _ => None,
+        })
+    }
+
+    fn sold_out(&self) -> Option<Instant> {
+        self.heard().into_iter().find_map(|(at, heard)| {
+            matches!(heard, Heard::Message(ServerMessage::SoldOut)).then_some(at)
+        })
+    }
 }
 
 /// The sale's frontier as read every 10 ms, from the moment this starts.
@@ -304,5 +318,51 @@ async fn a_client_whose_place_stands_still_hears_every_heartbeat(db: sqlx::PgPoo
     assert!(
         pings + 1 >= positions.len(),
         "a ping with each heartbeat: {heard:?}"
+    );
+}
+
+/// Sold out is never held for the heartbeat: a client far back in line, whose place does not
+/// move (the room waits on the one seat), hears it as soon as the last seat is paid for, not at
+/// its next heartbeat up to 15 s later.
+#[sqlx::test(migrations = "../migrations")]
+async fn sold_out_reaches_a_client_far_back_at_once(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    // One seat, one admission per seat: the first client is let in, then the room waits.
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 1)],
+        admission_rate: 100.0,
+        stock_factor: 1.0,
+        ..SaleSpec::default()
+    };
+    let sale = app.open_sale("sold-", spec).await;
+    let first = Client::join(&app, &sale).await;
+    eventually("the first is admitted", Duration::from_secs(10), || async {
+        first.token().is_some()
+    })
+    .await;
+    skip_tickets_to(&app, &sale, 49_999).await;
+    let far = Client::join(&app, &sale).await;
+    eventually("the far client placed", Duration::from_secs(10), || async {
+        !far.positions().is_empty()
+    })
+    .await;
+
+    let hold = app
+        .reserve(&sale, &first.token().unwrap(), "k1", "p1", 1)
+        .await
+        .expect("201");
+    app.pay(&sale, &hold.reservation_id, &hold.secret, "succeed")
+        .await;
+    let paid = Instant::now();
+    eventually("sold out is heard", Duration::from_secs(30), || async {
+        far.sold_out().is_some()
+    })
+    .await;
+    let late = far.sold_out().unwrap() - paid;
+    assert!(
+        late < Duration::from_secs(4),
+        "sold out reached the far client {late:?} after the payment (its heartbeat is 15 s): \
+         {:?}",
+        far.heard()
     );
 }
