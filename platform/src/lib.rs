@@ -13,6 +13,8 @@
 //!   delay), shut down.
 //! - [`settings`]: how a service's settings are read: durations (`*_MS`, `*_SECS`) parsed once
 //!   into `Duration`s, and settings given by name, as the tests give them.
+//! - [`autopilot`]: the admission autopilot's controller (a sale's rate moved by the backend's
+//!   health), pure, for the admission leader and the sale simulator alike.
 //! - [`batch`]: natural batching (callers gather while a batch is in flight), for `WAIT` and joins.
 //! - [`keys`]: the Redis key layout and its hash tags (sale-wide slot, per-pool slot).
 //! - [`lua`]: how a Lua script is put together from its body and the shared helper files.
@@ -42,6 +44,7 @@
 //! The Redis key layout and state are a contract between the services too: changing them is a
 //! change of every process that reads them, and of the Lua scripts in `lua/`.
 
+pub mod autopilot;
 pub mod batch;
 pub mod http;
 pub mod identity;

@@ -1,0 +1,103 @@
+//! What the autopilot reads: the services' health summary, the targets each signal is judged
+//! against, and which signal is worst.
+
+use serde::{Deserialize, Serialize};
+
+/// What the services publish of their health, merged for one sale: the reservation endpoint's
+/// (every booking instance's), the pool scripts', the broker's as the producers see it, and the
+/// consumer's lag. Any field may be missing (a service that does not publish it); a missing
+/// signal is not judged.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Health {
+    /// When the oldest part of this summary was measured (Unix milliseconds).
+    pub at_ms: i64,
+    /// Reservations answered in the summary's window: fewer than [`MIN_REQUESTS`] and the
+    /// latency and error share are not judged (too few to mean anything).
+    pub requests: u64,
+    /// The reservation endpoint's p99 latency.
+    pub reservation_p99_ms: Option<f64>,
+    /// The share of reservations answered 503 or 5xx.
+    pub error_share: Option<f64>,
+    /// The slowest pool primary's p99 script time.
+    pub script_p99_ms: Option<f64>,
+    /// The broker's p99 acknowledgement time, as the booking service's producer sees it.
+    pub produce_p99_ms: Option<f64>,
+    /// Events written to the topic and not yet applied by the consumer group.
+    pub consumer_lag: Option<u64>,
+}
+
+/// Fewer reservations than this in a summary's window, and its latency and error share are not
+/// judged.
+pub const MIN_REQUESTS: u64 = 20;
+
+/// The level of each signal past which the backend counts as strained.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Targets {
+    pub reservation_p99_ms: f64,
+    pub error_share: f64,
+    pub script_p99_ms: f64,
+    pub produce_p99_ms: f64,
+    pub consumer_lag: u64,
+}
+
+impl Default for Targets {
+    fn default() -> Self {
+        Self {
+            reservation_p99_ms: 500.0,
+            error_share: 0.01,
+            script_p99_ms: 50.0,
+            produce_p99_ms: 500.0,
+            consumer_lag: 50_000,
+        }
+    }
+}
+
+/// Which signal drove a decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Signal {
+    ReservationLatency,
+    Errors,
+    ScriptLatency,
+    ProduceLatency,
+    ConsumerLag,
+}
+
+/// The signal furthest past (or nearest to) its target, as a multiple of it; `None` when the
+/// summary judges nothing.
+pub(super) fn worst(health: &Health, targets: &Targets) -> Option<(Signal, f64)> {
+    let enough = health.requests >= MIN_REQUESTS;
+    [
+        (
+            Signal::ReservationLatency,
+            health
+                .reservation_p99_ms
+                .filter(|_| enough)
+                .map(|v| v / targets.reservation_p99_ms),
+        ),
+        (
+            Signal::Errors,
+            health
+                .error_share
+                .filter(|_| enough)
+                .map(|v| v / targets.error_share),
+        ),
+        (
+            Signal::ScriptLatency,
+            health.script_p99_ms.map(|v| v / targets.script_p99_ms),
+        ),
+        (
+            Signal::ProduceLatency,
+            health.produce_p99_ms.map(|v| v / targets.produce_p99_ms),
+        ),
+        (
+            Signal::ConsumerLag,
+            health
+                .consumer_lag
+                .map(|v| v as f64 / targets.consumer_lag as f64),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(signal, pressure)| Some((signal, pressure.filter(|p| p.is_finite())?)))
+    .max_by(|a, b| a.1.total_cmp(&b.1))
+}
