@@ -2,15 +2,19 @@
 //! dependency, then `cut` it to make the dependency vanish for that service alone (open
 //! connections are dropped, new ones refused at once) and `restore` it to bring it back, or
 //! `hold` the dependency's replies (requests still reach it and take effect; the answers wait)
-//! and `release` them. Other tests keep using the shared dependency undisturbed.
+//! and `release` them, or `delay` every reply by a latency (a slow dependency: pipelined replies
+//! still overlap, as on a slow network, rather than queueing behind each other's delay). Other
+//! tests keep using the shared dependency undisturbed.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 
 pub struct ChaosProxy {
     pub addr: SocketAddr,
@@ -22,6 +26,8 @@ pub struct ChaosProxy {
     pass: Arc<std::sync::atomic::AtomicI64>,
     /// Replies read from the upstream and waiting to be let through.
     waiting: Arc<std::sync::atomic::AtomicI64>,
+    /// How long each reply is kept before it is let through.
+    delay: watch::Sender<Duration>,
 }
 
 impl ChaosProxy {
@@ -38,6 +44,8 @@ impl ChaosProxy {
         let accept_pass = pass.clone();
         let waiting = Arc::new(std::sync::atomic::AtomicI64::new(0));
         let accept_waiting = waiting.clone();
+        let (delay, _) = watch::channel(Duration::ZERO);
+        let accept_delay = delay.clone();
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 if accept_cut.load(Ordering::SeqCst) {
@@ -48,6 +56,7 @@ impl ChaosProxy {
                 let held = accept_held.clone();
                 let pass = accept_pass.clone();
                 let waiting = accept_waiting.clone();
+                let delay = accept_delay.subscribe();
                 tokio::spawn(async move {
                     let Ok(server) = TcpStream::connect(upstream).await else {
                         return;
@@ -58,8 +67,16 @@ impl ChaosProxy {
                         let _ = tokio::io::copy(&mut client_read, &mut server_write).await;
                         let _ = server_write.shutdown().await;
                     };
-                    let replies =
-                        copy_unless_held(&mut server_read, &mut client_write, held, pass, waiting);
+                    let replies = copy_unless_held(
+                        &mut server_read,
+                        &mut client_write,
+                        Faults {
+                            held,
+                            pass,
+                            waiting,
+                            delay,
+                        },
+                    );
                     tokio::select! {
                         _ = async { tokio::join!(requests, replies) } => {}
                         _ = cut_signal.changed() => {}
@@ -74,7 +91,15 @@ impl ChaosProxy {
             held,
             pass,
             waiting,
+            delay,
         }
+    }
+
+    /// Delays every reply by `latency` from the moment the upstream sent it (zero: none), below
+    /// the client's timeout, so the dependency is slow rather than gone. Replies already in
+    /// flight keep the delay they were read with.
+    pub fn delay(&self, latency: Duration) {
+        self.delay.send_replace(latency);
     }
 
     /// Replies the upstream has sent that are being held back now.
@@ -112,39 +137,68 @@ impl ChaosProxy {
     }
 }
 
-/// Copies `from` to `to`, waiting before each write while `held` is true; counts `pass` down
-/// per read while it is positive and holds once it reaches zero.
-async fn copy_unless_held(
-    from: &mut tokio::net::tcp::OwnedReadHalf,
-    to: &mut tokio::net::tcp::OwnedWriteHalf,
+/// What the replies' copy is told to do: hold (`held`, `pass`, counting what `waiting`), and
+/// delay by the latency `delay` holds.
+struct Faults {
     held: watch::Sender<bool>,
     pass: Arc<std::sync::atomic::AtomicI64>,
     waiting: Arc<std::sync::atomic::AtomicI64>,
+    delay: watch::Receiver<Duration>,
+}
+
+/// Copies `from` to `to`: each read is stamped with when it is due (now plus the delay) and
+/// written no earlier, by a writer of its own, so a delay is a latency and not a queue; and
+/// waits before each write while `held` is true, counting `pass` down per read while it is
+/// positive and holding once it reaches zero.
+async fn copy_unless_held(
+    from: &mut tokio::net::tcp::OwnedReadHalf,
+    to: &mut tokio::net::tcp::OwnedWriteHalf,
+    faults: Faults,
 ) {
-    let mut held_now = held.subscribe();
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        let left = pass.load(Ordering::SeqCst);
-        if left == 0 {
-            held.send_replace(true);
-        } else if left > 0 {
-            pass.fetch_sub(1, Ordering::SeqCst);
-        }
-        if *held_now.borrow_and_update() {
-            waiting.fetch_add(1, Ordering::SeqCst);
-            let let_through = held_now.wait_for(|held| !*held).await.is_ok();
-            waiting.fetch_sub(1, Ordering::SeqCst);
-            if !let_through {
+    let Faults {
+        held,
+        pass,
+        waiting,
+        delay,
+    } = faults;
+    // A few replies in flight: a reader far ahead of its writer waits (bounded memory).
+    let (due, mut due_rx) = mpsc::channel::<(Instant, Vec<u8>)>(1024);
+    let reading = async move {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let n = match from.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            let at = Instant::now() + *delay.borrow();
+            if due.send((at, buf[..n].to_vec())).await.is_err() {
                 break;
             }
         }
-        if to.write_all(&buf[..n]).await.is_err() {
-            break;
+    };
+    let writing = async move {
+        let mut held_now = held.subscribe();
+        while let Some((at, bytes)) = due_rx.recv().await {
+            tokio::time::sleep_until(at).await;
+            let left = pass.load(Ordering::SeqCst);
+            if left == 0 {
+                held.send_replace(true);
+            } else if left > 0 {
+                pass.fetch_sub(1, Ordering::SeqCst);
+            }
+            if *held_now.borrow_and_update() {
+                waiting.fetch_add(1, Ordering::SeqCst);
+                let let_through = held_now.wait_for(|held| !*held).await.is_ok();
+                waiting.fetch_sub(1, Ordering::SeqCst);
+                if !let_through {
+                    break;
+                }
+            }
+            if to.write_all(&bytes).await.is_err() {
+                break;
+            }
         }
-    }
-    let _ = to.shutdown().await;
+        let _ = to.shutdown().await;
+    };
+    tokio::join!(reading, writing);
 }

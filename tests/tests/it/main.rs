@@ -48,6 +48,7 @@ mod booking_api;
 mod browser;
 mod buyers;
 mod catalog;
+mod chaos_proxy;
 mod clients;
 mod cluster;
 mod consumer;
