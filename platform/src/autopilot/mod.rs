@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 mod health;
 #[cfg(test)]
 mod tests;
+pub mod window;
 
 use health::worst;
 pub use health::{Health, Signal, Targets, MIN_REQUESTS};

@@ -1,0 +1,187 @@
+//! A short rolling window of latencies and outcomes: what a service measures of the work a sale
+//! gives it, to publish in its health summary ([`super::Health`]). Fixed memory whatever the
+//! load (a histogram of logarithmic buckets, not the samples), a p99 read in one pass over the
+//! buckets, and two halves taking turns, so a reading always covers between one and two spans
+//! of the most recent past and forgets anything older.
+
+use std::time::Duration;
+
+/// Buckets per half: bucket `i` holds latencies up to `FIRST_BOUND_US * 2^(i / 4)`, so each is
+/// about 19 % wider than the one before and the last (above 6.5 s) holds everything slower.
+const BUCKETS: usize = 65;
+const FIRST_BOUND_US: f64 = 100.0;
+const PER_DOUBLING: f64 = 4.0;
+
+/// A rolling window over `span` to `2 * span`.
+#[derive(Clone, Debug)]
+pub struct Window {
+    span_ms: i64,
+    halves: [Half; 2],
+    /// The half being written, and when it started.
+    current: usize,
+    started_ms: i64,
+}
+
+#[derive(Clone, Debug)]
+struct Half {
+    buckets: [u32; BUCKETS],
+    count: u64,
+    errors: u64,
+}
+
+impl Default for Half {
+    fn default() -> Self {
+        Self {
+            buckets: [0; BUCKETS],
+            count: 0,
+            errors: 0,
+        }
+    }
+}
+
+/// What a window holds now.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Reading {
+    /// Requests recorded in the window.
+    pub count: u64,
+    /// Their share that failed; `None` with nothing recorded.
+    pub error_share: Option<f64>,
+    /// Their 99th percentile latency (the upper bound of its bucket, so never under the truth
+    /// and at most about 19 % over it); `None` with nothing recorded.
+    pub p99_ms: Option<f64>,
+}
+
+impl Window {
+    /// A window of `span` each half, starting at `now_ms`.
+    pub fn new(span: Duration, now_ms: i64) -> Self {
+        Self {
+            span_ms: (span.as_millis() as i64).max(1),
+            halves: Default::default(),
+            current: 0,
+            started_ms: now_ms,
+        }
+    }
+
+    /// Records one request that took `latency` and failed or not.
+    pub fn record(&mut self, now_ms: i64, latency: Duration, failed: bool) {
+        self.turn(now_ms);
+        let half = &mut self.halves[self.current];
+        half.buckets[bucket(latency)] += 1;
+        half.count += 1;
+        half.errors += u64::from(failed);
+    }
+
+    /// What the window holds at `now_ms`.
+    pub fn read(&mut self, now_ms: i64) -> Reading {
+        self.turn(now_ms);
+        let count: u64 = self.halves.iter().map(|h| h.count).sum();
+        let errors: u64 = self.halves.iter().map(|h| h.errors).sum();
+        if count == 0 {
+            return Reading {
+                count,
+                error_share: None,
+                p99_ms: None,
+            };
+        }
+        // The smallest bucket below which at least 99 % of the requests fall.
+        let wanted = count - count / 100;
+        let mut seen = 0u64;
+        let p99 = (0..BUCKETS)
+            .find(|&i| {
+                seen += self
+                    .halves
+                    .iter()
+                    .map(|h| u64::from(h.buckets[i]))
+                    .sum::<u64>();
+                seen >= wanted
+            })
+            .unwrap_or(BUCKETS - 1);
+        Reading {
+            count,
+            error_share: Some(errors as f64 / count as f64),
+            p99_ms: Some(bound_us(p99) / 1_000.0),
+        }
+    }
+
+    /// Moves on to a fresh half once a span has passed (both, after two).
+    fn turn(&mut self, now_ms: i64) {
+        let elapsed = now_ms - self.started_ms;
+        if elapsed < self.span_ms {
+            return;
+        }
+        self.current = 1 - self.current;
+        self.halves[self.current] = Half::default();
+        if elapsed >= 2 * self.span_ms {
+            self.halves[1 - self.current] = Half::default();
+        }
+        self.started_ms = now_ms;
+    }
+}
+
+/// The bucket of a latency.
+fn bucket(latency: Duration) -> usize {
+    let us = latency.as_secs_f64() * 1e6;
+    if us <= FIRST_BOUND_US {
+        return 0;
+    }
+    let i = ((us / FIRST_BOUND_US).log2() * PER_DOUBLING).ceil();
+    (i as usize).min(BUCKETS - 1)
+}
+
+/// The upper bound of bucket `i`, in microseconds.
+fn bound_us(i: usize) -> f64 {
+    FIRST_BOUND_US * (i as f64 / PER_DOUBLING).exp2()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPAN: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn the_p99_is_never_under_the_truth_nor_a_bucket_over_it() {
+        let mut window = Window::new(SPAN, 0);
+        for ms in 1..=1_000u64 {
+            window.record(0, Duration::from_millis(ms), ms % 50 == 0);
+        }
+        let reading = window.read(0);
+        assert_eq!(reading.count, 1_000);
+        assert_eq!(reading.error_share, Some(0.02));
+        let p99 = reading.p99_ms.unwrap();
+        assert!((990.0..=990.0 * 1.19).contains(&p99), "{p99}");
+    }
+
+    #[test]
+    fn a_slow_tail_shows_and_everything_slower_than_the_last_bucket_counts_there() {
+        let mut window = Window::new(SPAN, 0);
+        for _ in 0..95 {
+            window.record(0, Duration::from_millis(2), false);
+        }
+        for _ in 0..5 {
+            window.record(0, Duration::from_secs(60), true);
+        }
+        let p99 = window.read(0).p99_ms.unwrap();
+        assert!(p99 >= 6_000.0, "{p99}");
+        assert_eq!(bucket(Duration::from_secs(3_600)), BUCKETS - 1);
+        assert_eq!(bucket(Duration::ZERO), 0);
+    }
+
+    #[test]
+    fn the_window_forgets_what_is_older_than_two_spans() {
+        let mut window = Window::new(SPAN, 0);
+        window.record(0, Duration::from_millis(900), true);
+        // One span later the old half still counts: a reading covers one to two spans.
+        window.record(5_000, Duration::from_millis(1), false);
+        assert_eq!(window.read(6_000).count, 2);
+        // Another span on, the first request is gone.
+        assert_eq!(window.read(10_000).count, 1);
+        assert_eq!(window.read(10_000).error_share, Some(0.0));
+        // And after two quiet spans nothing is left.
+        let empty = window.read(30_000);
+        assert_eq!(
+            (empty.count, empty.p99_ms, empty.error_share),
+            (0, None, None)
+        );
+    }
+}
