@@ -22,7 +22,7 @@ fields+='|fare_minor|currency|armed|expires_ms|at_ms|durable|pending_payment_id|
 fields+='|identity|challenge|pow_difficulty|buyer_seats|buyer|joining|joining_until|grace_secs'
 suffixes='meta|seq|frontier|leader|tok|epoch|prequeue|prequeue_batches|gone|holders|dead'
 suffixes+='|deaths|admits|batches|tokens|gateways|gw|cfg|avail|held|sold|holds|expiries|rsv'
-suffixes+='|outbox|relay|owners'
+suffixes+='|outbox|relay|owners|health'
 patterns=(
   "field name|(\\.(arg|hget|hset|hmget|hincr|hdel|hexists|hset_multiple)\\(|\\bget\\(|\\[)[^;]*\"($fields)\""
   "reply index|\\b(reply|replies|rest|values|answer)(\\[[0-9]+\\]|\\.get\\([0-9]+\\))"

@@ -13,6 +13,7 @@ use floodgate_protocol::api::booking::ReservationCreated;
 use floodgate_protocol::api::code;
 use floodgate_protocol::ids::{check_pool_id, reservation_id};
 use floodgate_protocol::reservation::ReservationState;
+use floodgate_protocol::token::AdmissionClaims;
 use rand::RngCore;
 
 use crate::error::ApiError;
@@ -72,7 +73,24 @@ pub async fn create_reservation(
     tracing::Span::current().record("sale", sale.as_str());
     // A trace begun by the caller (a `traceparent` header) goes on here.
     trace.continue_in(&tracing::Span::current());
+    // Every answer's time goes into the sale's health (crate::health): a 503 or 5xx is the
+    // backend's failure, a refusal of the request (sold out, a bad body) is not.
+    let started = std::time::Instant::now();
+    let health = (state.health.clone(), sale.clone());
+    let answer = reserve(state, sale, claims, idempotency_key, body).await;
+    let failed = answer.as_ref().is_err_and(|e| e.status().is_server_error());
+    health.0.record(&health.1, started.elapsed(), failed);
+    answer
+}
 
+/// The reservation itself, from the body's checks to the durable 201.
+async fn reserve(
+    state: AppState,
+    sale: String,
+    claims: AdmissionClaims,
+    idempotency_key: String,
+    body: JsonObject<ReservationShape>,
+) -> Result<(StatusCode, Json<ReservationCreated>), ApiError> {
     let request = parse_body(&body)?;
     check_pool_id(&request.pool).map_err(|e| ApiError::new(code::UNKNOWN_POOL, e.to_string()))?;
     if request.seats == 0 || request.seats > claims.max_seats {

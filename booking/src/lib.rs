@@ -20,7 +20,8 @@
 //! - [`auth`]: reading bearer credentials and the buyer's identity token; [`extract`]: what
 //!   handlers take from a request (the admission token, the Idempotency-Key, a reservation's
 //!   secret, the signed-in buyer), each refused with its own code before the handler runs.
-//! - [`probes`]: `/healthz` and `/readyz` (the broker reported, never gating).
+//! - [`probes`]: `/healthz` and `/readyz` (the broker reported, never gating); [`health`]: each
+//!   sale's reservation latency and failures, written every second for the admission autopilot.
 //! - [`error`]: [`error::ApiError`], the one mapping from failures to statuses and JSON bodies.
 //! - [`gatekeeper`]: every Lua script of this service and its reply as a Rust type: the
 //!   reservation's lifecycle, arming, repair and rebuild, and the relay's, reaper's and ops
@@ -49,6 +50,7 @@ pub mod error;
 pub mod extract;
 pub mod figures;
 pub mod gatekeeper;
+pub mod health;
 pub mod listing;
 pub mod openapi;
 pub mod paying;
@@ -112,6 +114,8 @@ pub struct AppState {
     /// Cancelled when the instance begins to stop: `/readyz` fails from then on, while every
     /// route still answers until the drain delay is over (`floodgate_platform::service`).
     pub draining: CancellationToken,
+    /// Each sale's reservation times and failures, for the admission autopilot.
+    pub health: Arc<health::SaleHealth>,
 }
 
 impl AppState {
@@ -172,6 +176,7 @@ impl AppState {
             ),
             audit_key: audit::AuditKey::new(&config.audit_key).map_err(anyhow::Error::msg)?,
             draining: life.draining.clone(),
+            health: Arc::default(),
             config: Arc::new(config.clone()),
             identity: config
                 .identity

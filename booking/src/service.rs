@@ -66,6 +66,12 @@ impl Service for Booking {
         };
         let worker = tokio::spawn(workers.run(shutdown.clone()));
         tokio::spawn(state.publisher.clone().watch(shutdown.clone()));
+        tokio::spawn(crate::health::publish(
+            state.health.clone(),
+            state.gatekeeper.clone(),
+            state.instance_id.clone(),
+            shutdown.clone(),
+        ));
         if !config.reconcile_interval.is_zero() {
             tokio::spawn(reconcile::watch(
                 state.db.clone(),

@@ -122,6 +122,12 @@ impl SaleKeys {
     pub fn epoch(&self) -> String {
         format!("{}:epoch", self.base)
     }
+    /// Hash with a TTL: the services' health summaries for the sale's admission autopilot, a
+    /// field each (`booking:<instance>`: an `autopilot::Health` as JSON), every one rewritten
+    /// each second and the hash's TTL with it, so a sale nobody serves loses it.
+    pub fn health(&self) -> String {
+        format!("{}:health", self.base)
+    }
     /// List: the draw nonce of every pre-queue ticket, in ticket order (published for verifiers).
     pub fn prequeue(&self) -> String {
         format!("{}:prequeue", self.base)

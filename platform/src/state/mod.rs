@@ -5,7 +5,9 @@
 //! - [`SaleMeta`]: the sale's `meta` hash (settings, the lottery, counters).
 //! - [`PoolCounts`]: one pool's counters and live holds; [`SaleCounts`]: all of a sale's.
 //! - [`redis_time_ms`]: Redis' `TIME` in Unix milliseconds, the one clock of every decision.
+//! - [`health`]: the services' health summaries for a sale's admission autopilot.
 
+pub mod health;
 mod pools;
 pub mod writes;
 

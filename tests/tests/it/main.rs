@@ -43,6 +43,7 @@
 mod agreement;
 mod asyncapi;
 mod audit;
+mod autopilot;
 mod benchmarks;
 mod booking_api;
 mod browser;

@@ -1,0 +1,76 @@
+//! The admission autopilot's signals, against the real booking service and Redis: what each
+//! booking instance writes of a sale's health for the sale's admission leader to read.
+
+use std::time::Duration;
+
+use floodgate_platform::state::health;
+use floodgate_protocol::now_millis;
+use floodgate_tests::{eventually, unique, SaleSpec, TestApp};
+
+const MINUTE: i64 = 60_000;
+
+/// Every second the booking service writes, in the sale's health hash, its field with what the
+/// sale's reservations took: how many, their p99, the share that failed (the backend's 5xx, not
+/// a buyer's refusal). A sale nobody reserves in gets no hash, and the hash expires unless it
+/// is written again.
+#[sqlx::test(migrations = "../migrations")]
+async fn the_booking_service_writes_each_sales_health_every_second(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 100)],
+        ..SaleSpec::default()
+    };
+    let (sale, quiet) = (unique("health-"), unique("quiet-"));
+    app.create_sale(&sale, &spec).await;
+    app.create_sale(&quiet, &spec).await;
+    for ticket in 1..=5 {
+        let token = app.token(&sale, ticket, 1, MINUTE);
+        app.reserve(&sale, &token, &format!("k{ticket}"), "p1", 1)
+            .await
+            .expect("201");
+    }
+    // A buyer's mistake is answered, and counted, but is not the backend failing.
+    let token = app.token(&sale, 6, 1, MINUTE);
+    assert!(app.reserve(&sale, &token, "k6", "nope", 1).await.is_err());
+
+    let keys = app.keys.sale(&sale);
+    let mut conn = app.redis.clone();
+    eventually(
+        "the sale's health is written",
+        Duration::from_secs(10),
+        || {
+            let (mut conn, keys) = (conn.clone(), keys.clone());
+            async move {
+                health::read(&mut conn, &keys)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .any(|(_, h)| h.requests == 6)
+            }
+        },
+    )
+    .await;
+    let written = health::read(&mut conn, &keys).await.unwrap();
+    assert_eq!(written.len(), 1, "{written:?}");
+    let (field, reading) = &written[0];
+    assert!(field.starts_with("booking:"), "{field}");
+    assert_eq!(reading.error_share, Some(0.0));
+    assert!(reading.reservation_p99_ms.is_some_and(|p99| p99 > 0.0));
+    assert!((now_millis() - reading.at_ms).abs() < 5_000, "{reading:?}");
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(keys.health())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(
+        (1..=30_000).contains(&ttl),
+        "the hash expires unless written: {ttl}"
+    );
+
+    let exists: bool = redis::cmd("EXISTS")
+        .arg(app.keys.sale(&quiet).health())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!exists, "a sale nobody reserves in has no health written");
+}
