@@ -101,3 +101,44 @@ pub(super) fn worst(health: &Health, targets: &Targets) -> Option<(Signal, f64)>
     .filter_map(|(signal, pressure)| Some((signal, pressure.filter(|p| p.is_finite())?)))
     .max_by(|a, b| a.1.total_cmp(&b.1))
 }
+
+/// The sale's health as its leader sees it: every instance's fresh summary merged into one.
+/// Summaries older than `stale_ms` at `now_ms` are left out (their writer may be gone); the rest
+/// are merged as the worst case the autopilot must answer: requests summed, the error share
+/// over all of them, each latency the slowest instance's (among those with enough requests to
+/// judge one by, when any has), the lag the largest, and `at_ms` the oldest part's. `None` when
+/// nothing is fresh: the autopilot then holds the rate.
+pub fn merge(summaries: &[Health], now_ms: i64, stale_ms: i64) -> Option<Health> {
+    let fresh: Vec<&Health> = summaries
+        .iter()
+        .filter(|h| now_ms - h.at_ms <= stale_ms)
+        .collect();
+    let at_ms = fresh.iter().map(|h| h.at_ms).min()?;
+    let busy: Vec<&Health> = fresh
+        .iter()
+        .copied()
+        .filter(|h| h.requests >= MIN_REQUESTS)
+        .collect();
+    let judged = if busy.is_empty() { &fresh } else { &busy };
+    let slowest = |of: &[&Health], read: fn(&Health) -> Option<f64>| {
+        of.iter().filter_map(|h| read(h)).reduce(f64::max)
+    };
+    let counted: u64 = fresh
+        .iter()
+        .filter(|h| h.error_share.is_some())
+        .map(|h| h.requests)
+        .sum();
+    let failed: f64 = fresh
+        .iter()
+        .filter_map(|h| Some(h.error_share? * h.requests as f64))
+        .sum();
+    Some(Health {
+        at_ms,
+        requests: fresh.iter().map(|h| h.requests).sum(),
+        reservation_p99_ms: slowest(judged, |h| h.reservation_p99_ms),
+        error_share: (counted > 0).then(|| failed / counted as f64),
+        script_p99_ms: slowest(&fresh, |h| h.script_p99_ms),
+        produce_p99_ms: slowest(&fresh, |h| h.produce_p99_ms),
+        consumer_lag: fresh.iter().filter_map(|h| h.consumer_lag).max(),
+    })
+}

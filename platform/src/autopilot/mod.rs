@@ -28,7 +28,7 @@ mod tests;
 pub mod window;
 
 use health::worst;
-pub use health::{Health, Signal, Targets, MIN_REQUESTS};
+pub use health::{merge, Health, Signal, Targets, MIN_REQUESTS};
 
 /// The autopilot's settings: ops's bounds and the loop's pace.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -224,3 +224,46 @@ fn only_a_change_of_more_than_a_fifth_is_audited() {
     assert!(notable(100.0, 121.0));
     assert!(notable(100.0, 79.0));
 }
+
+#[test]
+fn instances_merge_into_the_worst_case_and_stale_ones_are_left_out() {
+    let a = Health {
+        at_ms: 9_000,
+        requests: 300,
+        reservation_p99_ms: Some(120.0),
+        error_share: Some(0.0),
+        ..Health::default()
+    };
+    let b = Health {
+        at_ms: 9_500,
+        requests: 100,
+        reservation_p99_ms: Some(480.0),
+        error_share: Some(0.04),
+        consumer_lag: Some(7),
+        ..Health::default()
+    };
+    // Too few requests to judge a latency by: its slow p99 does not lead while others can.
+    let small = Health {
+        at_ms: 9_800,
+        requests: 3,
+        reservation_p99_ms: Some(9_000.0),
+        error_share: Some(0.0),
+        ..Health::default()
+    };
+    let gone = Health {
+        at_ms: 1_000,
+        requests: 1_000,
+        reservation_p99_ms: Some(60_000.0),
+        error_share: Some(1.0),
+        ..Health::default()
+    };
+    let merged = merge(&[a, b, small, gone.clone()], 10_000, 5_000).unwrap();
+    assert_eq!(merged.at_ms, 9_000);
+    assert_eq!(merged.requests, 403);
+    assert_eq!(merged.reservation_p99_ms, Some(480.0));
+    assert_eq!(merged.error_share, Some(4.0 / 403.0));
+    assert_eq!(merged.consumer_lag, Some(7));
+    assert_eq!(merged.script_p99_ms, None);
+    assert_eq!(merge(&[gone], 10_000, 5_000), None);
+    assert_eq!(merge(&[], 10_000, 5_000), None);
+}
