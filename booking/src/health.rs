@@ -19,9 +19,10 @@ use floodgate_protocol::now_millis;
 use tokio_util::sync::CancellationToken;
 
 use crate::gatekeeper::Gatekeeper;
+use crate::publish::Publisher;
 
 /// Each half of a sale's window: a reading covers the last 5 to 10 s.
-const SPAN: Duration = Duration::from_secs(5);
+pub(crate) const SPAN: Duration = Duration::from_secs(5);
 /// How often the readings are written.
 const EVERY: Duration = Duration::from_secs(1);
 /// How long a sale's health hash outlives the last write to it.
@@ -47,8 +48,10 @@ impl SaleHealth {
         window.record(now, latency, failed);
     }
 
-    /// Every sale's reading now, as a health summary; windows left empty are dropped.
-    pub fn readings(&self, now_ms: i64) -> Vec<(String, Health)> {
+    /// Every sale's reading now, as a health summary with the broker's p99 acknowledgement
+    /// time as this instance sees it (`ack_p99_ms`, the same for every sale: they share the
+    /// broker); windows left empty are dropped.
+    pub fn readings(&self, now_ms: i64, ack_p99_ms: Option<f64>) -> Vec<(String, Health)> {
         let mut windows = self.windows.lock().expect("lock");
         let mut readings = Vec::with_capacity(windows.len());
         windows.retain(|sale, window| {
@@ -63,6 +66,7 @@ impl SaleHealth {
                     requests: reading.count,
                     reservation_p99_ms: reading.p99_ms,
                     error_share: reading.error_share,
+                    produce_p99_ms: ack_p99_ms,
                     ..Health::default()
                 },
             ));
@@ -78,6 +82,7 @@ impl SaleHealth {
 pub async fn publish(
     health: Arc<SaleHealth>,
     gatekeeper: Gatekeeper,
+    publisher: Publisher,
     instance: Arc<str>,
     shutdown: CancellationToken,
 ) {
@@ -89,7 +94,8 @@ pub async fn publish(
             _ = every.tick() => {}
             _ = shutdown.cancelled() => return,
         }
-        for (sale, reading) in health.readings(now_millis()) {
+        let now = now_millis();
+        for (sale, reading) in health.readings(now, publisher.ack_p99_ms(now)) {
             let keys = gatekeeper.keys().sale(&sale);
             let written: redis::RedisResult<()> = health::publish(&keys, &field, &reading, KEEP)
                 .query_async(&mut gatekeeper.redis().clone())
@@ -114,15 +120,16 @@ mod tests {
         health.record("a", Duration::from_millis(20), true);
         health.record("b", Duration::from_millis(400), false);
         let now = now_millis();
-        let mut readings = health.readings(now);
+        let mut readings = health.readings(now, Some(12.0));
         readings.sort_by(|x, y| x.0.cmp(&y.0));
         assert_eq!(readings.len(), 2);
         assert_eq!(readings[0].1.requests, 10);
         assert_eq!(readings[0].1.error_share, Some(0.1));
         assert!(readings[1].1.reservation_p99_ms.unwrap() >= 400.0);
+        assert!(readings.iter().all(|(_, h)| h.produce_p99_ms == Some(12.0)));
         // Two quiet spans later both are gone, and so are their windows.
         assert!(health
-            .readings(now + 2 * SPAN.as_millis() as i64)
+            .readings(now + 2 * SPAN.as_millis() as i64, None)
             .is_empty());
         assert!(health.windows.lock().unwrap().is_empty());
     }

@@ -19,6 +19,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use floodgate_platform::autopilot::window::Window;
+use floodgate_platform::autopilot::MIN_REQUESTS;
 use floodgate_platform::kafka::{KafkaArgs, RenewableProducer, Role};
 use floodgate_platform::keys::pool_partition_key;
 use rdkafka::error::KafkaError;
@@ -50,6 +52,8 @@ pub struct Publisher {
     /// How long a send waits for its acknowledgement.
     delivery_timeout: Duration,
     health: BrokerHealth,
+    /// How long the broker took to acknowledge, for the admission autopilot (crate::health).
+    acks: Arc<std::sync::Mutex<Window>>,
 }
 
 impl Publisher {
@@ -69,7 +73,18 @@ impl Publisher {
             probe_topic: Arc::from(probe_topic),
             delivery_timeout,
             health: BrokerHealth::default(),
+            acks: Arc::new(std::sync::Mutex::new(Window::new(
+                crate::health::SPAN,
+                floodgate_protocol::now_millis(),
+            ))),
         })
+    }
+
+    /// The broker's p99 acknowledgement time over the last 5 to 10 s, once enough events were
+    /// sent to judge one by.
+    pub fn ack_p99_ms(&self, now_ms: i64) -> Option<f64> {
+        let reading = self.acks.lock().expect("lock").read(now_ms);
+        reading.p99_ms.filter(|_| reading.count >= MIN_REQUESTS)
     }
 
     /// What this instance knows of the broker's health.
@@ -93,6 +108,11 @@ impl Publisher {
         let outcome = if sent.is_ok() { "acked" } else { "failed" };
         metrics::histogram!("floodgate_kafka_produce_duration_seconds", "outcome" => outcome)
             .record(started.elapsed().as_secs_f64());
+        self.acks.lock().expect("lock").record(
+            floodgate_protocol::now_millis(),
+            started.elapsed(),
+            sent.is_err(),
+        );
         sent
     }
 

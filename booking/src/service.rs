@@ -69,6 +69,7 @@ impl Service for Booking {
         tokio::spawn(crate::health::publish(
             state.health.clone(),
             state.gatekeeper.clone(),
+            state.publisher.clone(),
             state.instance_id.clone(),
             shutdown.clone(),
         ));

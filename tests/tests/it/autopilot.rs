@@ -11,7 +11,7 @@ const MINUTE: i64 = 60_000;
 
 /// Every second the booking service writes, in the sale's health hash, its field with what the
 /// sale's reservations took: how many, their p99, the share that failed (the backend's 5xx, not
-/// a buyer's refusal). A sale nobody reserves in gets no hash, and the hash expires unless it
+/// a buyer's refusal), and the broker's p99 acknowledgement time. A sale nobody reserves in gets no hash, and the hash expires unless it
 /// is written again.
 #[sqlx::test(migrations = "../migrations")]
 async fn the_booking_service_writes_each_sales_health_every_second(db: sqlx::PgPool) {
@@ -23,15 +23,16 @@ async fn the_booking_service_writes_each_sales_health_every_second(db: sqlx::PgP
     let (sale, quiet) = (unique("health-"), unique("quiet-"));
     app.create_sale(&sale, &spec).await;
     app.create_sale(&quiet, &spec).await;
-    for ticket in 1..=5 {
+    // Enough reservations (and so acknowledged events) to judge a p99 by.
+    for ticket in 1..=25 {
         let token = app.token(&sale, ticket, 1, MINUTE);
         app.reserve(&sale, &token, &format!("k{ticket}"), "p1", 1)
             .await
             .expect("201");
     }
     // A buyer's mistake is answered, and counted, but is not the backend failing.
-    let token = app.token(&sale, 6, 1, MINUTE);
-    assert!(app.reserve(&sale, &token, "k6", "nope", 1).await.is_err());
+    let token = app.token(&sale, 26, 1, MINUTE);
+    assert!(app.reserve(&sale, &token, "k26", "nope", 1).await.is_err());
 
     let keys = app.keys.sale(&sale);
     let mut conn = app.redis.clone();
@@ -45,7 +46,7 @@ async fn the_booking_service_writes_each_sales_health_every_second(db: sqlx::PgP
                     .await
                     .unwrap()
                     .iter()
-                    .any(|(_, h)| h.requests == 6)
+                    .any(|(_, h)| h.requests == 26)
             }
         },
     )
@@ -56,6 +57,10 @@ async fn the_booking_service_writes_each_sales_health_every_second(db: sqlx::PgP
     assert!(field.starts_with("booking:"), "{field}");
     assert_eq!(reading.error_share, Some(0.0));
     assert!(reading.reservation_p99_ms.is_some_and(|p99| p99 > 0.0));
+    assert!(
+        reading.produce_p99_ms.is_some_and(|p99| p99 > 0.0),
+        "{reading:?}"
+    );
     assert!((now_millis() - reading.at_ms).abs() < 5_000, "{reading:?}");
     let ttl: i64 = redis::cmd("PTTL")
         .arg(keys.health())
