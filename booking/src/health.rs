@@ -19,7 +19,6 @@ use floodgate_protocol::now_millis;
 use tokio_util::sync::CancellationToken;
 
 use crate::gatekeeper::Gatekeeper;
-use crate::publish::Publisher;
 
 /// Each half of a sale's window: a reading covers the last 5 to 10 s.
 pub(crate) const SPAN: Duration = Duration::from_secs(5);
@@ -77,12 +76,14 @@ impl SaleHealth {
 }
 
 /// Writes every sale's reading each second as this instance's field (`booking:<instance>`)
-/// until `shutdown`. A write that fails is logged and tried again the next second: the leader
-/// holds the rate meanwhile (a stale summary never moves it).
+/// until `shutdown`, with the broker's p99 acknowledgement time as `ack_p99_ms` tells it (the
+/// publisher's: passed in, as the publisher itself reads this module's span). A write that
+/// fails is logged and tried again the next second: the leader holds the rate meanwhile (a
+/// stale summary never moves it).
 pub async fn publish(
     health: Arc<SaleHealth>,
     gatekeeper: Gatekeeper,
-    publisher: Publisher,
+    ack_p99_ms: impl Fn(i64) -> Option<f64>,
     instance: Arc<str>,
     shutdown: CancellationToken,
 ) {
@@ -95,7 +96,7 @@ pub async fn publish(
             _ = shutdown.cancelled() => return,
         }
         let now = now_millis();
-        for (sale, reading) in health.readings(now, publisher.ack_p99_ms(now)) {
+        for (sale, reading) in health.readings(now, ack_p99_ms(now)) {
             let keys = gatekeeper.keys().sale(&sale);
             let written: redis::RedisResult<()> = health::publish(&keys, &field, &reading, KEEP)
                 .query_async(&mut gatekeeper.redis().clone())

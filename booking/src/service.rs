@@ -69,7 +69,10 @@ impl Service for Booking {
         tokio::spawn(crate::health::publish(
             state.health.clone(),
             state.gatekeeper.clone(),
-            state.publisher.clone(),
+            {
+                let publisher = state.publisher.clone();
+                move |now| publisher.ack_p99_ms(now)
+            },
             state.instance_id.clone(),
             shutdown.clone(),
         ));
