@@ -76,16 +76,15 @@ pub async fn create_reservation(
     // Every answer's time goes into the sale's health (crate::health): a 503 or 5xx is the
     // backend's failure, a refusal of the request (sold out, a bad body) is not.
     let started = std::time::Instant::now();
-    let health = (state.health.clone(), sale.clone());
-    let answer = reserve(state, sale, claims, idempotency_key, body).await;
+    let answer = reserve(&state, sale.clone(), claims, idempotency_key, body).await;
     let failed = answer.as_ref().is_err_and(|e| e.status().is_server_error());
-    health.0.record(&health.1, started.elapsed(), failed);
+    state.health.record(&sale, started.elapsed(), failed);
     answer
 }
 
 /// The reservation itself, from the body's checks to the durable 201.
 async fn reserve(
-    state: AppState,
+    state: &AppState,
     sale: String,
     claims: AdmissionClaims,
     idempotency_key: String,
@@ -126,7 +125,7 @@ async fn reserve(
     let hold = match reserved {
         Ok(hold) => hold,
         Err(NotReserved::Refused(ReserveError::UnknownSale)) => {
-            return Err(unknown_or_lost_sale(&state, &sale).await)
+            return Err(unknown_or_lost_sale(state, &sale).await)
         }
         Err(e) => return Err(e.into()),
     };
