@@ -20,9 +20,10 @@ fields+='|lottery_commitment|lottery_secret|prequeue_chain|prequeue_size|prequeu
 fields+='|prequeue_closed_at_ms|unspent|admitted_total|dead_total|capacity|hold_ttl_ms'
 fields+='|fare_minor|currency|armed|expires_ms|at_ms|durable|pending_payment_id|exp'
 fields+='|identity|challenge|pow_difficulty|buyer_seats|buyer|joining|joining_until|grace_secs'
+fields+='|autopilot'
 suffixes='meta|seq|frontier|leader|tok|epoch|prequeue|prequeue_batches|gone|holders|dead'
 suffixes+='|deaths|admits|batches|tokens|gateways|gw|cfg|avail|held|sold|holds|expiries|rsv'
-suffixes+='|outbox|relay|owners|health'
+suffixes+='|outbox|relay|owners|health|autopilot|autopilot_audit'
 patterns=(
   "field name|(\\.(arg|hget|hset|hmget|hincr|hdel|hexists|hset_multiple)\\(|\\bget\\(|\\[)[^;]*\"($fields)\""
   "reply index|\\b(reply|replies|rest|values|answer)(\\[[0-9]+\\]|\\.get\\([0-9]+\\))"

@@ -47,6 +47,7 @@ function show(f) {
   if (document.activeElement !== $("cap")) $("cap").value = f.active_cap;
   if (document.activeElement !== $("challenge")) $("challenge").value = f.door.challenge;
   if (document.activeElement !== $("difficulty")) $("difficulty").value = f.door.pow_difficulty;
+  showAutopilot(f.autopilot);
   $("pools").innerHTML = "";
   for (const p of f.pools) {
     const row = document.createElement("tr");
@@ -57,6 +58,33 @@ function show(f) {
     }
     $("pools").appendChild(row);
   }
+}
+
+// The autopilot: on or off with its bounds, and what the sale's leader last decided and why.
+const SIGNALS = {
+  reservation_latency: "reservation p99", errors: "503/5xx share", script_latency: "pool script p99",
+  produce_latency: "broker ack p99", consumer_lag: "consumer lag",
+};
+const HOLDS = {
+  stale: "no fresh health from the services", settling: "waiting for the last change to show",
+  at_floor: "strained, at the floor", at_ceiling: "calm, at the ceiling", within_band: "neither calm nor strained",
+};
+function showAutopilot(a) {
+  $("autopilot-state").textContent = a.enabled
+    ? `on (${a.settings.floor} to ${a.settings.ceiling} / s)` : "off";
+  $("autopilot-state").className = `state ${a.enabled ? "open" : ""}`;
+  if (a.enabled) {
+    if (document.activeElement !== $("ap-floor")) $("ap-floor").value = a.settings.floor;
+    if (document.activeElement !== $("ap-ceiling")) $("ap-ceiling").value = a.settings.ceiling;
+  }
+  const s = a.last_step;
+  if (!s) { $("autopilot-step").textContent = "no step lately"; return; }
+  const d = s.decision;
+  const said = d.action === "cut"
+    ? `cut ${d.from.toFixed(1)} → ${d.to.toFixed(1)} / s: ${SIGNALS[d.signal] || d.signal} at ${d.pressure.toFixed(2)}× its target`
+    : d.action === "raised" ? `raised ${d.from.toFixed(1)} → ${d.to.toFixed(1)} / s: every signal calm`
+    : `held at ${d.rate.toFixed(1)} / s: ${HOLDS[d.why] || d.why}`;
+  $("autopilot-step").textContent = `${new Date(s.at_ms).toLocaleTimeString()} (gateway ${s.leader}): ${said}`;
 }
 
 // The audit trail: who changed what, newest first; each row names only the settings that moved.
@@ -112,6 +140,11 @@ $("set-door").onclick = () => act("PATCH", "", {
   challenge: $("challenge").value,
   pow_difficulty: Number($("difficulty").value),
 });
+$("ap-on").onclick = () => act("PATCH", "", { autopilot: {
+  enabled: true, floor: Number($("ap-floor").value), ceiling: Number($("ap-ceiling").value),
+  settle_secs: Number($("ap-settle").value),
+} });
+$("ap-off").onclick = () => act("PATCH", "", { autopilot: { enabled: false } });
 $("pause").onclick = () => act("POST", "/pause");
 $("resume").onclick = () => act("POST", "/resume");
 $("open-now").onclick = () => { if (confirm("Open the sale now, for everyone?")) act("POST", "/open-now"); };

@@ -112,7 +112,8 @@ pub async fn sale_figures(
 }
 
 /// `PATCH /admin/v1/sales/{sale}`: change the admission rate, the active cap, the bot check or
-/// its difficulty, live.
+/// its difficulty, or turn the admission autopilot on or off, live. A rate set by hand turns the
+/// autopilot off.
 #[utoipa::path(
     patch,
     path = "/admin/v1/sales/{sale}",
@@ -132,11 +133,22 @@ pub async fn update_sale(
     body: JsonObject<SaleUpdate>,
 ) -> Result<Json<OpsFigures>, ApiError> {
     let update = SaleUpdate::read(&body)?;
+    // A rate set by hand overrides the autopilot at once: it is turned off in the same change
+    // (unless this request turns it on, from that rate).
+    let autopilot = match (&update.autopilot, update.admission_rate) {
+        (Some(asked), _) => Some(asked.settings()?),
+        (None, Some(_)) => Some(None),
+        (None, None) => None,
+    };
     let asked = serde_json::Value::Object(body.fields);
     let change = async {
         state
             .gatekeeper
-            .set_rate_and_cap(&sale, update.admission_rate, update.active_cap)
+            .set_admission(
+                &sale,
+                (update.admission_rate, update.active_cap),
+                autopilot.as_ref().map(Option::as_ref),
+            )
             .await?;
         state
             .gatekeeper
@@ -156,7 +168,8 @@ pub async fn update_sale(
         .await
         .map_err(db_error)?;
         tracing::info!(%sale, rate = ?update.admission_rate, cap = ?update.active_cap,
-            challenge = ?update.challenge, difficulty = ?update.pow_difficulty, "sale settings changed");
+            challenge = ?update.challenge, difficulty = ?update.pow_difficulty,
+            autopilot = ?autopilot, "sale settings changed");
         Ok(())
     };
     let after =

@@ -2,6 +2,7 @@
 //! before and after of every audited change): the sale's settings and counters from Redis, put
 //! together in one read.
 
+use floodgate_platform::autopilot::{Settings, Step};
 use serde::Serialize;
 
 use crate::error::ApiError;
@@ -39,6 +40,19 @@ pub struct OpsFigures {
     pub active: u64,
     pub unspent_tokens: u64,
     pub pools: Vec<OpsPool>,
+    pub autopilot: OpsAutopilot,
+}
+
+/// The admission autopilot (docs/runbook.md, "The autopilot"): whether it moves the rate, with
+/// what settings, and what the sale's leader last decided and why.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct OpsAutopilot {
+    pub enabled: bool,
+    /// The settings ops set (`null` while off).
+    pub settings: Option<Settings>,
+    /// The leader's last step (`null` if none in the last 30 s): kept after the autopilot is
+    /// turned off, until it expires, so the console shows what it did last.
+    pub last_step: Option<Step>,
 }
 
 /// One pool's counts (`null` where its state is missing).
@@ -95,5 +109,10 @@ pub async fn read(state: &AppState, sale: &str) -> Result<OpsFigures, ApiError> 
                 holds: c.holds,
             })
             .collect(),
+        autopilot: OpsAutopilot {
+            enabled: meta.autopilot.is_some(),
+            settings: meta.autopilot_settings(),
+            last_step: f.autopilot_step,
+        },
     })
 }

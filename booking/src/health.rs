@@ -2,77 +2,112 @@
 //! reads it: every reservation's time and whether it failed (503 or 5xx: the backend, not the
 //! buyer) go into the sale's window, and every second the window's reading is written to the
 //! sale's health hash (`floodgate_platform::state::health`), where the sale's admission leader
-//! reads it.
+//! reads it. Beside it go the p99 of the sale's pool scripts (the gatekeeper's own windows), the
+//! broker's p99 acknowledgement time (the publisher's), and the consumer group's lag (the row the
+//! consumers write in PostgreSQL): the consumer has no Redis of its own, so its figure reaches
+//! the leader through here.
 //!
 //! Memory is bounded by the sales this instance serves: a window is made only for the sale of
 //! an admission token whose signature verified (made by a gateway, for a real sale), and
 //! dropped once it has been empty for two spans.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use floodgate_platform::autopilot::window::Window;
+use floodgate_platform::autopilot::window::{SaleWindows, SPAN};
 use floodgate_platform::autopilot::Health;
+use floodgate_platform::service::Every;
 use floodgate_platform::state::health;
 use floodgate_protocol::now_millis;
+use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::gatekeeper::Gatekeeper;
 
-/// Each half of a sale's window: a reading covers the last 5 to 10 s.
-pub(crate) const SPAN: Duration = Duration::from_secs(5);
 /// How often the readings are written.
 const EVERY: Duration = Duration::from_secs(1);
 /// How long a sale's health hash outlives the last write to it.
 const KEEP: Duration = Duration::from_secs(30);
 
-/// The windows of the sales this instance serves.
-#[derive(Default)]
+/// The windows of the sales this instance serves: each reservation's whole answer.
 pub struct SaleHealth {
-    windows: Mutex<HashMap<String, Window>>,
+    reservations: SaleWindows,
+}
+
+impl Default for SaleHealth {
+    fn default() -> Self {
+        Self {
+            reservations: SaleWindows::new(SPAN),
+        }
+    }
 }
 
 impl SaleHealth {
     /// Records one reservation request for `sale` that took `latency`.
     pub fn record(&self, sale: &str, latency: Duration, failed: bool) {
-        let now = now_millis();
-        let mut windows = self.windows.lock().expect("lock");
-        let window = match windows.get_mut(sale) {
-            Some(window) => window,
-            None => windows
-                .entry(sale.to_owned())
-                .or_insert_with(|| Window::new(SPAN, now)),
-        };
-        window.record(now, latency, failed);
+        self.reservations
+            .record(sale, now_millis(), latency, failed);
     }
 
-    /// Every sale's reading now, as a health summary with the broker's p99 acknowledgement
-    /// time as this instance sees it (`ack_p99_ms`, the same for every sale: they share the
-    /// broker); windows left empty are dropped.
-    pub fn readings(&self, now_ms: i64, ack_p99_ms: Option<f64>) -> Vec<(String, Health)> {
-        let mut windows = self.windows.lock().expect("lock");
-        let mut readings = Vec::with_capacity(windows.len());
-        windows.retain(|sale, window| {
-            let reading = window.read(now_ms);
-            if reading.count == 0 {
-                return false;
-            }
-            readings.push((
-                sale.clone(),
-                Health {
-                    at_ms: now_ms,
+    /// Every sale's reading now, as a health summary with the p99 of the pool scripts its
+    /// reservations ran (`scripts`, the gatekeeper's windows) and what every sale shares (the
+    /// broker, the consumers); windows left empty are dropped.
+    pub fn readings(
+        &self,
+        now_ms: i64,
+        scripts: &SaleWindows,
+        shared: Shared,
+    ) -> Vec<(String, Health)> {
+        let scripts: HashMap<String, f64> = scripts
+            .readings(now_ms)
+            .into_iter()
+            .filter_map(|(sale, reading)| Some((sale, reading.p99_ms?)))
+            .collect();
+        self.reservations
+            .readings(now_ms)
+            .into_iter()
+            .map(|(sale, reading)| {
+                let health = Health {
+                    // The oldest part's time: a lag measured long ago makes the summary stale,
+                    // and the leader holds the rate rather than judge without it.
+                    at_ms: shared.consumer_lag.map_or(0, |(_, at)| at.min(now_ms)),
                     requests: reading.count,
                     reservation_p99_ms: reading.p99_ms,
                     error_share: reading.error_share,
-                    produce_p99_ms: ack_p99_ms,
-                    ..Health::default()
-                },
-            ));
-            true
-        });
-        readings
+                    script_p99_ms: scripts.get(&sale).copied(),
+                    produce_p99_ms: shared.produce_p99_ms,
+                    consumer_lag: shared.consumer_lag.map(|(lag, _)| lag),
+                };
+                (sale, health)
+            })
+            .collect()
     }
+}
+
+/// What every sale's summary shares: the broker's p99 acknowledgement time as this instance's
+/// producer sees it, and the consumer group's lag with when it was measured (Unix ms; `None`:
+/// no consumer measured it lately, and the summaries are then stale).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Shared {
+    pub produce_p99_ms: Option<f64>,
+    pub consumer_lag: Option<(u64, i64)>,
+}
+
+/// The consumer group's lag as its consumers last measured it (`consumer::lag` writes it every
+/// second), and when, on this process' clock (the age is PostgreSQL's, so the clocks need not
+/// agree). The largest of the groups measured in the last 30 s (a deployment may run two
+/// groups while it moves from one to the other); `None` if none was.
+async fn consumer_lag(db: &PgPool, now_ms: i64) -> Result<Option<(u64, i64)>, sqlx::Error> {
+    let (lag, age_ms): (Option<i64>, Option<i64>) = sqlx::query_as(
+        "select max(lag), (extract(epoch from now() - max(measured_at)) * 1000)::bigint
+         from consumer_lag where measured_at > now() - interval '30 seconds'",
+    )
+    .fetch_one(db)
+    .await?;
+    Ok(lag
+        .zip(age_ms)
+        .map(|(lag, age)| (lag.max(0) as u64, now_ms - age.max(0))))
 }
 
 /// Writes every sale's reading each second as this instance's field (`booking:<instance>`)
@@ -83,20 +118,24 @@ impl SaleHealth {
 pub async fn publish(
     health: Arc<SaleHealth>,
     gatekeeper: Gatekeeper,
+    db: PgPool,
     ack_p99_ms: impl Fn(i64) -> Option<f64>,
     instance: Arc<str>,
     shutdown: CancellationToken,
 ) {
     let field = format!("booking:{instance}");
-    let mut every = tokio::time::interval(EVERY);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = every.tick() => {}
-            _ = shutdown.cancelled() => return,
-        }
+    let mut every = Every::new(EVERY, shutdown);
+    while every.tick().await {
         let now = now_millis();
-        for (sale, reading) in health.readings(now, ack_p99_ms(now)) {
+        let consumer_lag = consumer_lag(&db, now).await.unwrap_or_else(|e| {
+            tracing::debug!(error = %e, "the consumer group's lag could not be read");
+            None
+        });
+        let shared = Shared {
+            produce_p99_ms: ack_p99_ms(now),
+            consumer_lag,
+        };
+        for (sale, reading) in health.readings(now, gatekeeper.script_times(), shared) {
             let keys = gatekeeper.keys().sale(&sale);
             let written: redis::RedisResult<()> = health::publish(&keys, &field, &reading, KEEP)
                 .query_async(&mut gatekeeper.redis().clone())
@@ -115,23 +154,40 @@ mod tests {
     #[test]
     fn each_sale_has_its_own_reading_and_an_idle_one_is_dropped() {
         let health = SaleHealth::default();
+        let scripts = SaleWindows::new(SPAN);
         for _ in 0..9 {
             health.record("a", Duration::from_millis(20), false);
         }
         health.record("a", Duration::from_millis(20), true);
         health.record("b", Duration::from_millis(400), false);
         let now = now_millis();
-        let mut readings = health.readings(now, Some(12.0));
+        scripts.record("b", now, Duration::from_millis(70), false);
+        let shared = Shared {
+            produce_p99_ms: Some(12.0),
+            consumer_lag: Some((7, now - 300)),
+        };
+        let mut readings = health.readings(now, &scripts, shared);
         readings.sort_by(|x, y| x.0.cmp(&y.0));
         assert_eq!(readings.len(), 2);
         assert_eq!(readings[0].1.requests, 10);
         assert_eq!(readings[0].1.error_share, Some(0.1));
+        assert_eq!(readings[0].1.script_p99_ms, None, "a ran no pool script");
         assert!(readings[1].1.reservation_p99_ms.unwrap() >= 400.0);
-        assert!(readings.iter().all(|(_, h)| h.produce_p99_ms == Some(12.0)));
+        assert!(readings[1].1.script_p99_ms.unwrap() >= 70.0);
+        assert!(readings.iter().all(|(_, h)| h.produce_p99_ms == Some(12.0)
+            && h.consumer_lag == Some(7)
+            && h.at_ms == now - 300));
+        // No lag measured lately: the summaries are stale (the leader holds the rate).
+        health.record("a", Duration::from_millis(20), false);
+        let unmeasured = health.readings(now, &scripts, Shared::default());
+        assert!(unmeasured
+            .iter()
+            .all(|(_, h)| h.at_ms == 0 && h.consumer_lag.is_none()));
         // Two quiet spans later both are gone, and so are their windows.
+        let later = now + 2 * SPAN.as_millis() as i64;
         assert!(health
-            .readings(now + 2 * SPAN.as_millis() as i64, None)
+            .readings(later, &scripts, Shared::default())
             .is_empty());
-        assert!(health.windows.lock().unwrap().is_empty());
+        assert!(health.reservations.is_empty() && scripts.is_empty());
     }
 }

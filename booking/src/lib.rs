@@ -13,7 +13,8 @@
 //! - [`payments`]: the payment provider's API as this service calls it.
 //! - [`admin`]: the ops API (live figures, rate, cap, pause, resume, open now) on its own listener;
 //!   [`sale_update`]: the body of its change; [`figures`]: a sale's live figures as operators see
-//!   them; [`audit`]: the trail of every operator action.
+//!   them; [`audit`]: the trail of every operator action; [`autopilot`]: the admission
+//!   autopilot's settings as ops change them, and its notable changes written to the trail.
 //! - `service`: the service as `floodgate_platform::service` runs it: its background work,
 //!   its listeners' routes, its ending (the producer flushed).
 //! - [`worker`]: the outbox relay and the hold reaper, run by every instance.
@@ -42,6 +43,7 @@ pub mod admin;
 pub mod api;
 pub mod audit;
 pub mod auth;
+pub mod autopilot;
 pub mod broker_health;
 pub mod catalog;
 pub mod config;

@@ -263,6 +263,7 @@ floodgate_platform::refusals!(
         code::INVALID_RATE,
         code::INVALID_CAP,
         code::INVALID_DIFFICULTY,
+        code::INVALID_AUTOPILOT,
         code::REDIS_UNAVAILABLE,
         code::CATALOG_UNAVAILABLE,
     ]

@@ -74,7 +74,7 @@ impl Publisher {
             delivery_timeout,
             health: BrokerHealth::default(),
             acks: Arc::new(std::sync::Mutex::new(Window::new(
-                crate::health::SPAN,
+                floodgate_platform::autopilot::window::SPAN,
                 floodgate_protocol::now_millis(),
             ))),
         })
@@ -180,14 +180,9 @@ impl Publisher {
     /// queue long enough to time out there.
     pub async fn watch(self, shutdown: CancellationToken) {
         self.check_probe_topic().await;
-        let mut every = tokio::time::interval(PROBE_EVERY);
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut every = floodgate_platform::service::Every::new(PROBE_EVERY, shutdown);
         let mut renewed = Instant::now();
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = every.tick() => {}
-            }
+        while every.tick().await {
             if !self.health.is_down() {
                 renewed = Instant::now();
                 continue;

@@ -5,6 +5,7 @@ use floodgate_protocol::settings::ChallengeRule;
 
 use floodgate_platform::http::{JsonObject, Shape};
 
+use crate::autopilot::AutopilotUpdate;
 use crate::error::ApiError;
 
 /// Body of `PATCH /admin/v1/sales/{sale}`: the settings to change (at least one).
@@ -29,6 +30,9 @@ pub struct SaleUpdate {
     /// Leading zero bits of the proof of work.
     #[schema(nullable = false, minimum = 1, maximum = 32)]
     pub pow_difficulty: Option<u8>,
+    /// The admission autopilot, on with its bounds or off.
+    #[schema(nullable = false)]
+    pub autopilot: Option<AutopilotUpdate>,
 }
 
 impl Shape for SaleUpdate {
@@ -78,10 +82,11 @@ impl SaleUpdate {
                         .map_err(|m| ApiError::new(code::INVALID_DIFFICULTY, m))?;
                     update.pow_difficulty = Some(bits);
                 }
+                "autopilot" => update.autopilot = Some(AutopilotUpdate::read(value)?),
                 other => {
                     return Err(ApiError::new(
                         code::INVALID_REQUEST,
-                        format!("unknown field {other:?}: the sale's admission_rate, active_cap, challenge and pow_difficulty can be changed"),
+                        format!("unknown field {other:?}: the sale's admission_rate, active_cap, challenge, pow_difficulty and autopilot can be changed"),
                     ))
                 }
             }
@@ -89,7 +94,8 @@ impl SaleUpdate {
         if update == SaleUpdate::default() {
             return Err(ApiError::new(
                 code::INVALID_REQUEST,
-                "name admission_rate, active_cap, challenge or pow_difficulty to change".into(),
+                "name admission_rate, active_cap, challenge, pow_difficulty or autopilot to change"
+                    .into(),
             ));
         }
         Ok(update)

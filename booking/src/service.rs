@@ -66,9 +66,11 @@ impl Service for Booking {
         };
         let worker = tokio::spawn(workers.run(shutdown.clone()));
         tokio::spawn(state.publisher.clone().watch(shutdown.clone()));
+        tokio::spawn(crate::autopilot::drain(state.clone(), shutdown.clone()));
         tokio::spawn(crate::health::publish(
             state.health.clone(),
             state.gatekeeper.clone(),
+            state.db.clone(),
             {
                 let publisher = state.publisher.clone();
                 move |now| publisher.ack_p99_ms(now)

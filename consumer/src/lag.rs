@@ -1,5 +1,7 @@
 //! The consumer group's lag (high watermark minus the stored offset, per partition), published
-//! as metrics every few seconds: how far PostgreSQL is behind the decisions.
+//! every second as metrics and as the group's row of `consumer_lag`: how far PostgreSQL is behind
+//! the decisions. The booking services read that row into each sale's health summary, for the
+//! sale's admission autopilot (`floodgate_platform::autopilot`).
 
 use std::time::Duration;
 
@@ -8,7 +10,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
-/// Publishes the group's lag every few seconds, from a Kafka client of its own so the consuming
+/// Publishes the group's lag every second, from a Kafka client of its own so the consuming
 /// loop never waits for it. The offsets are the group's in PostgreSQL (`membership`).
 pub async fn report_lag(kafka: KafkaArgs, db: PgPool, group: String, shutdown: CancellationToken) {
     let topic = kafka.reservations_topic.clone();
@@ -46,6 +48,9 @@ pub async fn report_lag(kafka: KafkaArgs, db: PgPool, group: String, shutdown: C
                         .set(lag as f64);
                 }
                 metrics::gauge!("floodgate_consumer_lag_all_partitions").set(total as f64);
+                if let Err(e) = record(&db, &group, total).await {
+                    tracing::debug!(error = %e, "lag not recorded");
+                }
             }
             Ok(Err(e)) => tracing::debug!(error = %e, "lag not available"),
             Err(_) => {}
@@ -53,7 +58,22 @@ pub async fn report_lag(kafka: KafkaArgs, db: PgPool, group: String, shutdown: C
     }
 }
 
-const LAG_INTERVAL: Duration = Duration::from_secs(5);
+/// Every second: the autopilot judges a summary older than a few seconds stale.
+const LAG_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Writes the group's lag, measured now, as its row of `consumer_lag` (every consumer of the
+/// group measures the same whole-group figure, so the last writer's is as good as any).
+async fn record(db: &PgPool, group: &str, lag: i64) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "insert into consumer_lag (consumer_group, lag, measured_at) values ($1, $2, now())
+         on conflict (consumer_group) do update set lag = excluded.lag, measured_at = excluded.measured_at",
+    )
+    .bind(group)
+    .bind(lag.max(0))
+    .execute(db)
+    .await
+    .map(|_| ())
+}
 
 fn lag_of(
     client: &BaseConsumer,

@@ -32,14 +32,9 @@ fn due(since: u64, lately: u64) -> bool {
 /// Watches the gateway's session churn and trims after each ramp, until `shutdown`.
 pub fn trim_after_ramps(budget: Arc<Budget>, shutdown: CancellationToken) {
     tokio::spawn(async move {
-        let mut every = tokio::time::interval(PERIOD);
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut every = floodgate_platform::service::Every::new(PERIOD, shutdown);
         let (mut trimmed_at, mut last) = (budget.churn(), budget.churn());
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = every.tick() => {}
-            }
+        while every.tick().await {
             let churn = budget.churn();
             if due(churn - trimmed_at, churn - last) {
                 trimmed_at = churn;

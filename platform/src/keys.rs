@@ -128,6 +128,18 @@ impl SaleKeys {
     pub fn health(&self) -> String {
         format!("{}:health", self.base)
     }
+    /// String with a TTL: the admission autopilot's last step (an `autopilot::Step` as JSON:
+    /// what it decided, on which signal, and when), written by the sale's leader each second
+    /// the autopilot is on, for the console.
+    pub fn autopilot(&self) -> String {
+        format!("{}:autopilot", self.base)
+    }
+    /// Stream, capped: the autopilot's notable rate changes waiting for the booking service to
+    /// write them into the audit trail (the gateway that decides them has no database), each
+    /// deleted once written.
+    pub fn autopilot_audit(&self) -> String {
+        format!("{}:autopilot_audit", self.base)
+    }
     /// List: the draw nonce of every pre-queue ticket, in ticket order (published for verifiers).
     pub fn prequeue(&self) -> String {
         format!("{}:prequeue", self.base)

@@ -160,15 +160,10 @@ pub fn watch(
 ) {
     let (tx, rx) = watch::channel(None::<Arc<Layout>>);
     let task = async move {
-        let mut every = tokio::time::interval(WATCH_INTERVAL);
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut every = crate::service::Every::new(WATCH_INTERVAL, stop);
         let known = metrics::gauge!("floodgate_redis_primaries_known");
         let mut failing = false;
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = every.tick() => {}
-            }
+        while every.tick().await {
             let previous = tx.borrow().clone();
             match fetch(&conn, previous.as_deref()).await {
                 Ok(layout) => {

@@ -24,6 +24,31 @@ use tokio_util::sync::CancellationToken;
 use crate::listener::{self, Limits};
 use crate::runtime;
 
+/// A background task's pace until its service stops: `while every.tick().await { .. }`. Each
+/// tick waits for the next period (a late one is not made up: the next comes a whole period
+/// after it), and the loop ends once `shutdown` is cancelled. The first tick is at once.
+pub struct Every {
+    interval: tokio::time::Interval,
+    shutdown: CancellationToken,
+}
+
+impl Every {
+    pub fn new(period: Duration, shutdown: CancellationToken) -> Self {
+        let mut interval = tokio::time::interval(period);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Self { interval, shutdown }
+    }
+
+    /// True at the next period; false once the service stops.
+    pub async fn tick(&mut self) -> bool {
+        tokio::select! {
+            biased;
+            _ = self.shutdown.cancelled() => false,
+            _ = self.interval.tick() => true,
+        }
+    }
+}
+
 /// The two moments of a stop, as tokens every part of a service watches.
 #[derive(Clone, Debug, Default)]
 pub struct Lifecycle {

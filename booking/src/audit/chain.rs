@@ -140,10 +140,59 @@ pub struct Entry<'a> {
 /// Appends `entry` to the chain; its row id.
 pub async fn append(db: &PgPool, key: &AuditKey, entry: Entry<'_>) -> Result<i64, sqlx::Error> {
     let mut tx = db.begin().await?;
+    lock(&mut tx).await?;
+    let written = write(&mut tx, key, &entry).await?;
+    tx.commit().await?;
+    Ok(logged(written, &entry))
+}
+
+/// Appends `entry` unless a row of its sale already carries `stream_entry` in its detail (under
+/// the chain's lock, so two writers of the same queue write it once): the row id, or `None` if
+/// it was written before. `entry.detail` must carry `stream_entry`.
+pub async fn append_once(
+    db: &PgPool,
+    key: &AuditKey,
+    entry: Entry<'_>,
+    stream_entry: &str,
+) -> Result<Option<i64>, sqlx::Error> {
+    let mut tx = db.begin().await?;
+    lock(&mut tx).await?;
+    let seen: bool = sqlx::query_scalar(
+        "select exists (select 1 from ops_audit where sale = $1 and detail->>'stream_entry' = $2)",
+    )
+    .bind(entry.sale)
+    .bind(stream_entry)
+    .fetch_one(&mut *tx)
+    .await?;
+    if seen {
+        return Ok(None);
+    }
+    let written = write(&mut tx, key, &entry).await?;
+    tx.commit().await?;
+    Ok(Some(logged(written, &entry)))
+}
+
+async fn lock(tx: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
     sqlx::query("select pg_advisory_xact_lock($1)")
         .bind(CHAIN_LOCK)
-        .execute(&mut *tx)
-        .await?;
+        .execute(tx)
+        .await
+        .map(|_| ())
+}
+
+/// Logs a committed row with its MAC: the logs, kept elsewhere, say where the chain ended.
+fn logged((id, mac): (i64, String), entry: &Entry<'_>) -> i64 {
+    tracing::info!(audit_row = id, mac = %mac, action = entry.action, phase = entry.phase.as_str(),
+        "audit row appended");
+    id
+}
+
+/// Writes `entry` as the chain's next row, the lock held; its row id and MAC.
+async fn write(
+    tx: &mut sqlx::PgConnection,
+    key: &AuditKey,
+    entry: &Entry<'_>,
+) -> Result<(i64, String), sqlx::Error> {
     let previous: Option<String> = sqlx::query_scalar(
         "select mac from ops_audit where mac is not null and mac <> $1 order by id desc limit 1",
     )
@@ -152,7 +201,7 @@ pub async fn append(db: &PgPool, key: &AuditKey, entry: Entry<'_>) -> Result<i64
     .await?;
     let previous = match previous {
         Some(mac) => mac,
-        None => genesis(&mut tx).await?,
+        None => genesis(&mut *tx).await?,
     };
     // Taken under the lock, so ids rise in the chain's order.
     let id: i64 = sqlx::query_scalar("select nextval(pg_get_serial_sequence('ops_audit', 'id'))")
@@ -192,10 +241,7 @@ pub async fn append(db: &PgPool, key: &AuditKey, entry: Entry<'_>) -> Result<i64
     .bind(&mac)
     .execute(&mut *tx)
     .await?;
-    tx.commit().await?;
-    tracing::info!(audit_row = id, mac = %mac, action = entry.action, phase = entry.phase.as_str(),
-        "audit row appended");
-    Ok(id)
+    Ok((id, mac))
 }
 
 /// The first chained row's predecessor: [`GENESIS`] and a digest of every row written before the

@@ -36,6 +36,7 @@ pub fn settings(figures: &OpsFigures) -> Value {
         "opens_at_ms": figures.opens_at_ms,
         "challenge": figures.door.challenge.as_str(),
         "pow_difficulty": figures.door.pow_difficulty,
+        "autopilot": figures.autopilot.settings,
     })
 }
 
@@ -179,19 +180,26 @@ pub struct AuditEntry {
     #[schema(value_type = String, format = DateTime)]
     pub at: time::OffsetDateTime,
     /// `update`, `pause`, `resume` or `open_now` (the ops API), `create`, `arm`, `rebuild`,
-    /// `repair`, `end` or `purge` (the admin commands).
+    /// `repair`, `end` or `purge` (the admin commands), `autopilot` (a notable change of rate
+    /// the admission autopilot made).
     pub action: String,
     /// `done`, `refused` or `failed`; `intent` for a change whose outcome was never recorded
     /// (the process stopped part-way, or the trail could not be written after the change).
     pub phase: String,
     /// The ops token's name (`name:token` in FLOODGATE_OPS_TOKEN), or `sha256:` and 8 hex digits
-    /// of an unnamed token; never the token.
+    /// of an unnamed token, never the token; `autopilot (gateway <instance>)` for the autopilot.
     pub actor: String,
-    /// The sale's figures before and after (as `GET /admin/v1/sales/{sale}` showed them).
+    /// The sale's settings before and after (as `GET /admin/v1/sales/{sale}` showed them; the
+    /// admission rate alone for the autopilot's changes).
     #[schema(value_type = Object)]
     pub before: Value,
     #[schema(value_type = Object)]
     pub after: Value,
+    /// What else the record says: the request's fields for an operator's change, what was seen
+    /// when one failed, and for the autopilot the step (its decision, the signal and the
+    /// health it judged).
+    #[schema(value_type = Object)]
+    pub detail: Value,
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -231,7 +239,7 @@ pub async fn list(
         }
     };
     let entries = sqlx::query_as::<_, AuditEntry>(
-        "select id, at, action, actor, phase, before, after from ops_audit a
+        "select id, at, action, actor, phase, before, after, detail from ops_audit a
          where sale = $1
            and (phase <> 'intent'
                 or not exists (select 1 from ops_audit o where o.intent = a.id))

@@ -54,8 +54,10 @@ mod reserving;
 pub mod scripts;
 mod upkeep;
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use floodgate_platform::autopilot::window::{self, SaleWindows};
 use floodgate_platform::keys::Keys;
 use floodgate_platform::replicas::{NotReplicated, Replication};
 use floodgate_platform::runtime::RedisConn;
@@ -79,6 +81,10 @@ pub struct Gatekeeper {
     keys: Keys,
     /// Whether (and how long) a write waits for replicas before anything is promised on it.
     replication: Replication,
+    /// How long each sale's reservations' pool scripts took (`reserve.lua` on the pool's
+    /// primary, the round trip included): the admission autopilot's script signal
+    /// (`crate::health`).
+    script_times: Arc<SaleWindows>,
 }
 
 impl Gatekeeper {
@@ -91,6 +97,11 @@ impl Gatekeeper {
         &self.keys
     }
 
+    /// The pool scripts' times, by sale.
+    pub fn script_times(&self) -> &SaleWindows {
+        &self.script_times
+    }
+
     /// Builds the gatekeeper and loads its scripts into Redis.
     pub async fn connect(redis: RedisConn, keys: Keys) -> redis::RedisResult<Self> {
         preload(&mut redis.clone()).await?;
@@ -98,6 +109,7 @@ impl Gatekeeper {
             replication: Replication::new(redis.clone(), 0, Duration::ZERO, keys.prefix()),
             redis,
             keys,
+            script_times: Arc::new(SaleWindows::new(window::SPAN)),
         })
     }
 

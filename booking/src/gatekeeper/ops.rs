@@ -1,6 +1,7 @@
 //! What the ops API reads and turns: a sale's live figures in two round trips, and the
 //! settings an operator changes while the rush is on.
 
+use floodgate_platform::autopilot::{Settings, Step};
 use floodgate_platform::state::{redis_time_ms, writes, AdmitEntry, PoolCounts, SaleMeta};
 use floodgate_protocol::UnixMillis;
 
@@ -25,6 +26,9 @@ pub struct SaleFigures {
     pub admitted_lately: u64,
     /// Each pool's counts, in the sale's order.
     pub pools: Vec<(String, PoolCounts)>,
+    /// The autopilot's last step, as the leader kept it (`None`: none lately, or one this
+    /// release cannot read).
+    pub autopilot_step: Option<Step>,
 }
 
 /// How far back `admitted_lately` looks.
@@ -44,8 +48,9 @@ impl Gatekeeper {
             (i64, i64),
             u64,
             Vec<String>,
+            Option<String>,
         );
-        let (meta, issued, frontier, time, in_grace, gateways): Reply = pipe
+        let (meta, issued, frontier, time, in_grace, gateways, step): Reply = pipe
             .get(keys.seq())
             .get(keys.frontier())
             .cmd("TIME")
@@ -54,6 +59,7 @@ impl Gatekeeper {
             .arg(1)
             .arg("+inf")
             .smembers(keys.gateways())
+            .get(keys.autopilot())
             .query_async(&mut conn)
             .await?;
         let Some(meta) = SaleMeta::from_fields(&meta) else {
@@ -105,20 +111,75 @@ impl Gatekeeper {
             dead_ahead,
             admitted_lately,
             pools,
+            autopilot_step: step.and_then(|json| serde_json::from_str(&json).ok()),
         }))
     }
 
-    /// Sets the admission rate and/or the active cap; every gateway's controller reads them on
-    /// its next tick.
-    pub async fn set_rate_and_cap(
+    /// Sets the admission rate and/or the active cap, and turns the autopilot on (`Some(Some)`)
+    /// or off (`Some(None)`); every gateway's controller reads them on its next tick. Off goes
+    /// first and on last, so a rate set by hand is never overwritten by a step made before it
+    /// (the leader writes only while the settings it read are still there).
+    pub async fn set_admission(
         &self,
         sale: &str,
-        rate: Option<f64>,
-        cap: Option<u32>,
+        (rate, cap): (Option<f64>, Option<u32>),
+        autopilot: Option<Option<&Settings>>,
     ) -> redis::RedisResult<()> {
-        if let Some(cmd) = writes::rate_and_cap(&self.keys.sale(sale), rate, cap) {
-            let _: i64 = cmd.query_async(&mut self.redis.clone()).await?;
+        let keys = self.keys.sale(sale);
+        let mut conn = self.redis.clone();
+        if let Some(None) = autopilot {
+            let _: i64 = writes::autopilot(&keys, None)
+                .query_async(&mut conn)
+                .await?;
         }
+        if let Some(cmd) = writes::rate_and_cap(&keys, rate, cap) {
+            let _: i64 = cmd.query_async(&mut conn).await?;
+        }
+        if let Some(Some(settings)) = autopilot {
+            let _: i64 = writes::autopilot(&keys, Some(settings))
+                .query_async(&mut conn)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The autopilot's notable changes waiting for the audit trail (`lua/autopilot.lua` queues
+    /// them), oldest first, at most `most`: each one's stream id and entry (JSON).
+    pub async fn autopilot_audit_queue(
+        &self,
+        sale: &str,
+        most: usize,
+    ) -> redis::RedisResult<Vec<(String, String)>> {
+        let entries: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
+            .arg(self.keys.sale(sale).autopilot_audit())
+            .arg("-")
+            .arg("+")
+            .arg("COUNT")
+            .arg(most)
+            .query_async(&mut self.redis.clone())
+            .await?;
+        Ok(entries
+            .into_iter()
+            .filter_map(|(id, fields)| {
+                let entry = fields
+                    .chunks(2)
+                    .find(|pair| pair[0] == "entry")
+                    .and_then(|pair| pair.get(1).cloned())?;
+                Some((id, entry))
+            })
+            .collect())
+    }
+
+    /// Deletes the queued changes `ids`, written to the audit trail.
+    pub async fn autopilot_audit_done(&self, sale: &str, ids: &[String]) -> redis::RedisResult<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let _: i64 = redis::cmd("XDEL")
+            .arg(self.keys.sale(sale).autopilot_audit())
+            .arg(ids)
+            .query_async(&mut self.redis.clone())
+            .await?;
         Ok(())
     }
 

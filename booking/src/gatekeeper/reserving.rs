@@ -33,9 +33,16 @@ impl Gatekeeper {
             stamp: claimed.attempt,
             retry: claimed.claim == Claim::Retry,
         };
+        let started = std::time::Instant::now();
         let reserved = calls::reserve(&pool_keys, req, (new_id, new_secret), &attempt)
             .run(&mut self.redis.clone())
-            .await?;
+            .await;
+        // The pool primary's script, as the autopilot judges it: a failed call counts too (it
+        // took its time, and its error is the backend's).
+        let (now, took) = (floodgate_protocol::now_millis(), started.elapsed());
+        self.script_times
+            .record(&req.claims.sale, now, took, reserved.is_err());
+        let reserved = reserved?;
         match reserved {
             Reserved::Hold(mut hold) => {
                 if let (Some(buyer), Some(_)) = (&req.claims.buyer, claimed.buyer_limit) {

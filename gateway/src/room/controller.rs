@@ -1,7 +1,7 @@
 //! The admission controller, run by the one gateway holding the sale's lease: each tick it
 //! checks the stock (and closes the room when nothing can sell), buries the departed, hands the
-//! clients of dead gateways to their grace, and makes one fenced advance within rate, cap and
-//! stock.
+//! clients of dead gateways to their grace, lets the sale's autopilot (if on) move the rate
+//! (`pilot`), and makes one fenced advance within rate, cap and stock.
 
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -12,6 +12,7 @@ use floodgate_platform::state::{self, PoolCounts};
 use floodgate_protocol::now_millis;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
+use super::pilot::{self, Pilot};
 use super::view::RoomView;
 use super::Shared;
 use crate::places::Batch;
@@ -26,6 +27,8 @@ use crate::scripts::leader::{Advanced, Swept};
 #[derive(Default)]
 pub(super) struct Controller {
     limiter: Option<(f64, DefaultDirectRateLimiter)>,
+    /// The sale's autopilot, while it is on and this instance leads.
+    pilot: Option<Pilot>,
 }
 
 /// What the leader's tick needs of its room: the sale, its keys, this gateway's name and the
@@ -51,6 +54,7 @@ impl Controller {
     /// Another instance leads: a later takeover starts from a fresh, full limiter.
     pub(super) fn follow(&mut self) {
         self.limiter = None;
+        self.pilot = None;
     }
 
     /// The leader's work for one tick, with fencing token `fence`.
@@ -81,7 +85,13 @@ impl Controller {
         bury(conn, keys, shared, &read.due).await?;
         let grace = view.door.grace(driver.grace);
         sweep(driver, conn, keys, &read.gateways, grace).await?;
-        let permits = if opened && !view.paused && !view.sold_out {
+        let admitting = opened && !view.paused && !view.sold_out;
+        if admitting {
+            // Before the permits: a rate it changes paces this very tick.
+            let leading = (driver.sale, driver.instance_id);
+            pilot::steer(&mut self.pilot, leading, conn, keys, view, (fence, now)).await?;
+        }
+        let permits = if admitting {
             self.permits(driver.tick, shared, view, &stock)
         } else {
             0

@@ -10,13 +10,15 @@
 //!   places a tick moved past a value of the freshness grid.
 //! - [`frames`]: what a waiting client is shown, each message serialised once per tick.
 //! - [`driver`]: the room's task, one tick at a time.
-//! - `controller`: the leader's tick (stock, sold-out, bury, sweep, the fenced advance).
+//! - `controller`: the leader's tick (stock, sold-out, bury, sweep, the fenced advance);
+//!   `pilot`: the admission autopilot it runs once a second while the sale has it on.
 
 pub mod board;
 mod controller;
 pub mod crossings;
 pub mod driver;
 pub mod frames;
+mod pilot;
 pub mod view;
 
 use std::sync::{Arc, Mutex, OnceLock, RwLock};

@@ -46,6 +46,8 @@ pub struct RoomView {
     pub join_rate: f64,
     /// The lowest such rate over the last few seconds: what answers are checked against.
     pub join_rate_low: f64,
+    /// The admission autopilot's settings as the meta holds them (`None`: off).
+    pub autopilot: Option<String>,
 }
 
 impl RoomView {
@@ -112,6 +114,7 @@ pub(crate) fn view_from(meta: Option<&SaleMeta>, frontier: u64, issued: u64) -> 
         // The driver measures them across ticks.
         join_rate: 0.0,
         join_rate_low: 0.0,
+        autopilot: meta.autopilot.clone(),
     }
 }
 

@@ -8,11 +8,13 @@
 //! - [`buyers`]: one place in line per buyer (the buyer's record).
 //! - [`draw`]: the pre-queue's record (nonces and batches of joins) for the draw endpoints.
 //! - [`room`]: the room's reads (the tick's, the leader's, the summary's); [`leader`]: the
-//!   room's scripts (the lease, bury, sweep, advance, retire).
+//!   room's scripts (the lease, bury, sweep, advance, retire); [`pilot`]: the admission
+//!   autopilot's read of the sale's health and its fenced step.
 
 pub mod buyers;
 pub mod draw;
 pub mod leader;
+pub mod pilot;
 pub mod room;
 pub mod takeback;
 pub mod tickets;
@@ -52,6 +54,7 @@ pub const DECLARED: &[&Declaration] = &[
     <leader::Sweep<'_> as LuaScript>::DECLARATION,
     <leader::Advance<'_> as LuaScript>::DECLARATION,
     <leader::Retire<'_> as LuaScript>::DECLARATION,
+    <pilot::Pilot<'_> as LuaScript>::DECLARATION,
 ];
 
 /// A script's reply as the tests of its parser write it.

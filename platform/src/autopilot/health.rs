@@ -7,18 +7,22 @@ use serde::{Deserialize, Serialize};
 /// (every booking instance's), the pool scripts', the broker's as the producers see it, and the
 /// consumer's lag. Any field may be missing (a service that does not publish it); a missing
 /// signal is not judged.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+// Named apart from the probes' `Health` in the ops document.
+#[schema(as = SaleHealth)]
 pub struct Health {
     /// When the oldest part of this summary was measured (Unix milliseconds).
     pub at_ms: i64,
     /// Reservations answered in the summary's window: fewer than [`MIN_REQUESTS`] and the
-    /// latency and error share are not judged (too few to mean anything).
+    /// latencies they measure (the reservation's, its pool script's) and the error share are not
+    /// judged (too few to mean anything: one slow call is not a strained backend).
     pub requests: u64,
     /// The reservation endpoint's p99 latency.
     pub reservation_p99_ms: Option<f64>,
     /// The share of reservations answered 503 or 5xx.
     pub error_share: Option<f64>,
-    /// The slowest pool primary's p99 script time.
+    /// The p99 time of the pool scripts the reservations ran (`reserve.lua` on the pool's
+    /// primary, the round trip included), the slowest instance's.
     pub script_p99_ms: Option<f64>,
     /// The broker's p99 acknowledgement time, as the booking service's producer sees it.
     pub produce_p99_ms: Option<f64>,
@@ -31,7 +35,7 @@ pub struct Health {
 pub const MIN_REQUESTS: u64 = 20;
 
 /// The level of each signal past which the backend counts as strained.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Targets {
     pub reservation_p99_ms: f64,
     pub error_share: f64,
@@ -53,7 +57,7 @@ impl Default for Targets {
 }
 
 /// Which signal drove a decision.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Signal {
     ReservationLatency,
@@ -84,7 +88,10 @@ pub(super) fn worst(health: &Health, targets: &Targets) -> Option<(Signal, f64)>
         ),
         (
             Signal::ScriptLatency,
-            health.script_p99_ms.map(|v| v / targets.script_p99_ms),
+            health
+                .script_p99_ms
+                .filter(|_| enough)
+                .map(|v| v / targets.script_p99_ms),
         ),
         (
             Signal::ProduceLatency,
@@ -137,7 +144,7 @@ pub fn merge(summaries: &[Health], now_ms: i64, stale_ms: i64) -> Option<Health>
         requests: fresh.iter().map(|h| h.requests).sum(),
         reservation_p99_ms: slowest(judged, |h| h.reservation_p99_ms),
         error_share: (counted > 0).then(|| failed / counted as f64),
-        script_p99_ms: slowest(&fresh, |h| h.script_p99_ms),
+        script_p99_ms: slowest(judged, |h| h.script_p99_ms),
         produce_p99_ms: slowest(&fresh, |h| h.produce_p99_ms),
         consumer_lag: fresh.iter().filter_map(|h| h.consumer_lag).max(),
     })

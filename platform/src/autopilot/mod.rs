@@ -31,7 +31,7 @@ use health::worst;
 pub use health::{merge, Health, Signal, Targets, MIN_REQUESTS};
 
 /// The autopilot's settings: ops's bounds and the loop's pace.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Settings {
     /// Admissions a second the autopilot never goes below.
     pub floor: f64,
@@ -65,10 +65,44 @@ impl Settings {
             probe: ((ceiling - floor) / 20.0).max(f64::MIN_POSITIVE),
         }
     }
+
+    /// These settings with a settle of `settle_ms`: the time a sale's buyers take from admission
+    /// to reserving, plus a summary's window.
+    pub fn with_settle(mut self, settle_ms: i64) -> Self {
+        self.settle_ms = settle_ms.max(1);
+        self
+    }
+
+    /// These settings judged against `targets`.
+    pub fn with_targets(mut self, targets: Targets) -> Self {
+        self.targets = targets;
+        self
+    }
+}
+
+/// What the admission leader keeps of its latest step (`{s:<sale>}:autopilot`), for the console
+/// and the figures: when, which gateway led, what it decided and the health it judged.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Step {
+    pub at_ms: i64,
+    pub leader: String,
+    pub decision: Decision,
+    /// The services' health merged as the step judged it (`None`: nothing fresh).
+    pub health: Option<Health>,
+}
+
+/// A notable change of rate ([`notable`]) as the audit trail records it: the rate last audited
+/// (`from`), the rate now (`to`), and the step that made it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Audited {
+    pub from: f64,
+    pub to: f64,
+    #[serde(flatten)]
+    pub step: Step,
 }
 
 /// What the autopilot did this step, and why: what the console shows.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum Decision {
     /// Cut: `signal` was `pressure` times its target.
@@ -95,7 +129,7 @@ impl Decision {
 }
 
 /// Why the rate held.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Hold {
     /// No summary, or one older than [`Settings::stale_ms`].

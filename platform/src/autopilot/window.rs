@@ -4,6 +4,8 @@
 //! buckets, and two halves taking turns, so a reading always covers between one and two spans
 //! of the most recent past and forgets anything older.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// Buckets per half: bucket `i` holds latencies up to `FIRST_BOUND_US * 2^(i / 4)`, so each is
@@ -11,6 +13,10 @@ use std::time::Duration;
 const BUCKETS: usize = 65;
 const FIRST_BOUND_US: f64 = 100.0;
 const PER_DOUBLING: f64 = 4.0;
+
+/// The span services' windows use: a reading covers the last 5 to 10 s, long enough for a p99 at
+/// a modest rate and short enough that the autopilot sees a change within a few of its steps.
+pub const SPAN: Duration = Duration::from_secs(5);
 
 /// A rolling window over `span` to `2 * span`.
 #[derive(Clone, Debug)]
@@ -131,6 +137,60 @@ fn bucket(latency: Duration) -> usize {
 /// The upper bound of bucket `i`, in microseconds.
 fn bound_us(i: usize) -> f64 {
     FIRST_BOUND_US * (i as f64 / PER_DOUBLING).exp2()
+}
+
+/// A window per sale, for a service that serves many: made at a sale's first record (the caller
+/// records only for a sale it verified, so a stranger cannot grow it) and dropped once a reading
+/// finds it empty (two quiet spans).
+#[derive(Debug)]
+pub struct SaleWindows {
+    span: Duration,
+    windows: Mutex<HashMap<String, Window>>,
+}
+
+impl SaleWindows {
+    pub fn new(span: Duration) -> Self {
+        Self {
+            span,
+            windows: Mutex::default(),
+        }
+    }
+
+    /// Records one request of `sale` at `now_ms`.
+    pub fn record(&self, sale: &str, now_ms: i64, latency: Duration, failed: bool) {
+        let mut windows = self.windows.lock().expect("lock");
+        let window = match windows.get_mut(sale) {
+            Some(window) => window,
+            None => windows
+                .entry(sale.to_owned())
+                .or_insert_with(|| Window::new(self.span, now_ms)),
+        };
+        window.record(now_ms, latency, failed);
+    }
+
+    /// Every sale's reading at `now_ms`, the empty ones dropped (their windows with them).
+    pub fn readings(&self, now_ms: i64) -> Vec<(String, Reading)> {
+        let mut windows = self.windows.lock().expect("lock");
+        let mut readings = Vec::with_capacity(windows.len());
+        windows.retain(|sale, window| {
+            let reading = window.read(now_ms);
+            if reading.count == 0 {
+                return false;
+            }
+            readings.push((sale.clone(), reading));
+            true
+        });
+        readings
+    }
+
+    /// How many sales have a window now.
+    pub fn len(&self) -> usize {
+        self.windows.lock().expect("lock").len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 #[cfg(test)]

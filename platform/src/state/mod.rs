@@ -62,11 +62,15 @@ pub struct SaleMeta {
     /// Who may come in and what they must show (`identity`, `challenge`, `pow_difficulty`,
     /// `buyer_seats`: 0 for no per-buyer limit).
     pub door: Door,
+    /// The admission autopilot's settings as ops set them (`autopilot::Settings` as JSON), kept
+    /// as written: the leader's rate change applies only while the field is still exactly this
+    /// (`lua/autopilot.lua`), so an operator's override always wins. `None`: off.
+    pub autopilot: Option<String>,
 }
 
 impl SaleMeta {
     /// The hash's fields, in the order [`SaleMeta::from_fields`] reads them.
-    pub const FIELDS: [&'static str; 24] = [
+    pub const FIELDS: [&'static str; 25] = [
         "opens_at_ms",
         "rate",
         "token_ttl_ms",
@@ -91,6 +95,7 @@ impl SaleMeta {
         "buyer_seats",
         "ended_at_ms",
         "grace_secs",
+        "autopilot",
     ];
 
     /// Adds the read of `keys`' meta to `pipe` (one reply, for [`SaleMeta::from_fields`]).
@@ -136,7 +141,14 @@ impl SaleMeta {
             admitted_total: count("admitted_total"),
             dead_total: count("dead_total"),
             door: door_from(&get, count("pow_difficulty"), count("buyer_seats")),
+            autopilot: get("autopilot").map(str::to_owned),
         })
+    }
+
+    /// The autopilot's settings, if it is on and they read (a field a newer release wrote that
+    /// this one cannot read is off: the rate stays as it is).
+    pub fn autopilot_settings(&self) -> Option<crate::autopilot::Settings> {
+        serde_json::from_str(self.autopilot.as_deref()?).ok()
     }
 
     /// Whether the pre-queue has closed and its draw can be made (size, digest and secret known).

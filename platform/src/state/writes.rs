@@ -31,6 +31,25 @@ pub fn rate_and_cap(keys: &SaleKeys, rate: Option<f64>, cap: Option<u32>) -> Opt
     )
 }
 
+/// Turns the sale's admission autopilot on with `settings`, or off (`None`). Turning it off
+/// first, then setting a rate by hand, is how an operator overrides it: from the moment the
+/// field changes, the leader's step (`lua/autopilot.lua`) writes nothing.
+pub fn autopilot(keys: &SaleKeys, settings: Option<&crate::autopilot::Settings>) -> Cmd {
+    match settings {
+        Some(settings) => {
+            let json = serde_json::to_string(settings).expect("settings serialise");
+            let mut cmd = redis::cmd("HSET");
+            cmd.arg(keys.meta()).arg("autopilot").arg(json);
+            cmd
+        }
+        None => {
+            let mut cmd = redis::cmd("HDEL");
+            cmd.arg(keys.meta()).arg("autopilot");
+            cmd
+        }
+    }
+}
+
 /// One `HSET` of the sale's meta for the fields given a value, or `None` if none is.
 fn set_meta<const N: usize>(keys: &SaleKeys, fields: [(&str, Option<String>); N]) -> Option<Cmd> {
     let fields: Vec<(&str, String)> = fields

@@ -121,6 +121,10 @@ pub(super) const METRICS: &[(&str, &str)] = &[
         "The sale's set admission rate (admissions per second), by sale",
     ),
     (
+        "floodgate_autopilot_changes_total",
+        "Moves of the admission rate by the sale's autopilot, by sale and action (cut, raised, bounded)",
+    ),
+    (
         "floodgate_admission_frontier",
         "The last ticket admitted, by sale",
     ),

@@ -32,6 +32,7 @@ codes! {
     UNKNOWN_PARAMETER = "unknown_parameter", 400, "a query parameter the endpoint does not take";
     BAD_TICKET = "bad_ticket", 400, "a ticket number that is not one";
     BODY_TOO_LARGE = "body_too_large", 413, "the body is larger than the endpoint takes";
+    INVALID_AUTOPILOT = "invalid_autopilot", 422, "autopilot settings that cannot be used: a missing or out-of-range bound, a floor above its ceiling, a target or pace out of range, or settings sent to turn it off";
     INVALID_CAP = "invalid_cap", 422, "an active cap outside its bounds";
     INVALID_DIFFICULTY = "invalid_difficulty", 422, "a proof-of-work difficulty outside its bounds";
     INVALID_EVENT = "invalid_event", 422, "a webhook event the service cannot read";

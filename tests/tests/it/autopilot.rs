@@ -1,5 +1,9 @@
-//! The admission autopilot's signals, against the real booking service and Redis: what each
-//! booking instance writes of a sale's health for the sale's admission leader to read.
+//! The admission autopilot against the real services: what each booking instance writes of a
+//! sale's health for the sale's admission leader to read; ops turning it on and overriding it;
+//! and ([`slow_pool`]) the loop itself under a pool Redis made slow by the chaos proxy.
+
+mod ops;
+mod slow_pool;
 
 use std::time::Duration;
 
@@ -11,8 +15,9 @@ const MINUTE: i64 = 60_000;
 
 /// Every second the booking service writes, in the sale's health hash, its field with what the
 /// sale's reservations took: how many, their p99, the share that failed (the backend's 5xx, not
-/// a buyer's refusal), and the broker's p99 acknowledgement time. A sale nobody reserves in gets no hash, and the hash expires unless it
-/// is written again.
+/// a buyer's refusal), the p99 of its pool scripts, the broker's p99 acknowledgement time and
+/// the consumer group's lag. A sale nobody reserves in gets no hash, and the hash expires unless
+/// it is written again.
 #[sqlx::test(migrations = "../migrations")]
 async fn the_booking_service_writes_each_sales_health_every_second(db: sqlx::PgPool) {
     let app = TestApp::spawn(db).await;
@@ -46,7 +51,7 @@ async fn the_booking_service_writes_each_sales_health_every_second(db: sqlx::PgP
                     .await
                     .unwrap()
                     .iter()
-                    .any(|(_, h)| h.requests == 26)
+                    .any(|(_, h)| h.requests == 26 && h.consumer_lag.is_some())
             }
         },
     )
@@ -61,6 +66,12 @@ async fn the_booking_service_writes_each_sales_health_every_second(db: sqlx::PgP
         reading.produce_p99_ms.is_some_and(|p99| p99 > 0.0),
         "{reading:?}"
     );
+    assert!(
+        reading.script_p99_ms.is_some_and(|p99| p99 > 0.0),
+        "{reading:?}"
+    );
+    // The consumer measures its group's lag every second; its figure rides in every summary.
+    assert!(reading.consumer_lag.is_some(), "{reading:?}");
     assert!((now_millis() - reading.at_ms).abs() < 5_000, "{reading:?}");
     let ttl: i64 = redis::cmd("PTTL")
         .arg(keys.health())
