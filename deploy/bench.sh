@@ -5,24 +5,28 @@
 # on loopback. Figures are reported, never asserted.
 #
 #   deploy/bench.sh                 every scenario (the soak aside)
-#   deploy/bench.sh queue sale      some of them (queue, burst, sale, raw, cluster, naive, poll, peer)
+#   deploy/bench.sh queue sale      some of them (queue, burst, sale, raw, cluster, naive, poll, peer,
+#                                   autopilot)
 #   deploy/bench.sh soak            the scenarios back to back for 20 minutes (BENCH_SOAK_MINUTES),
 #                                   counting what died, failed or was refused (see soak() below)
 #
 # Sizes (environment): BENCH_CLIENTS (queue: sessions held, default 100000), BENCH_GATEWAYS
 # (gateway processes, default 6: one process may hold fewer than 20,000 sockets), BENCH_BURST
 # (joins inside one second, default 10000), BENCH_SALE_CLIENTS (people in the rush, default
-# 10000), BENCH_POLL_CLIENTS (poll, default 10000), BENCH_PEER_CLIENTS (peer, default 15000).
+# 10000), BENCH_POLL_CLIENTS (poll, default 10000), BENCH_PEER_CLIENTS (peer, default 15000),
+# BENCH_PILOT_CLIENTS (autopilot, default 6000) and BENCH_FAULT_RPS (its fault, default 1500).
 # The JSON of every run is kept in ~/.cache/floodgate/bench/<date>/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SCENARIOS=${*:-queue burst sale raw cluster naive poll peer}
+SCENARIOS=${*:-queue burst sale raw cluster naive poll peer autopilot}
 CLIENTS=${BENCH_CLIENTS:-100000}
 GATEWAYS=${BENCH_GATEWAYS:-6}
 BURST=${BENCH_BURST:-10000}
 SALE_CLIENTS=${BENCH_SALE_CLIENTS:-10000}
 SOAK_CLIENTS=${BENCH_SOAK_CLIENTS:-5000}
+PILOT_CLIENTS=${BENCH_PILOT_CLIENTS:-6000}
+FAULT_RPS=${BENCH_FAULT_RPS:-1500}
 FLOODGATE_HOME=${FLOODGATE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/floodgate}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$FLOODGATE_HOME/target}
 PG=${PG:-postgres://postgres@127.0.0.1:5432}
@@ -195,9 +199,12 @@ redis_cmdstat() {
 }
 
 BACKEND_UP= BOOKING_PID= CONSUMER_PID= SANDBOX_PID=
+# The booking service reaches Redis at BOOKING_REDIS_URL when set (the autopilot scenario's
+# fault), else at the shared one.
 start_backend() {
   [ -n "$BACKEND_UP" ] && return
-  FLOODGATE_BOOKING_LISTEN=127.0.0.1:18081 FLOODGATE_ADMIN_LISTEN=127.0.0.1:19081 \
+  FLOODGATE_REDIS_URL=${BOOKING_REDIS_URL:-${FLOODGATE_REDIS_URL:-redis://127.0.0.1:6379}} \
+    FLOODGATE_BOOKING_LISTEN=127.0.0.1:18081 FLOODGATE_ADMIN_LISTEN=127.0.0.1:19081 \
     FLOODGATE_PAYMENT_SANDBOX=true FLOODGATE_PAYMENT_PROVIDER_URL=http://127.0.0.1:18082 \
     "$BIN/floodgate-booking" serve >"$LOGS/booking.log" 2>&1 &
   BOOKING_PID=$! PIDS+=($!)
@@ -213,6 +220,13 @@ start_backend() {
   CONSUMER_PID=$! PIDS+=($!)
   healthy 127.0.0.1:18081
   BACKEND_UP=1
+}
+
+stop_backend() {
+  [ -n "$BACKEND_UP" ] || return 0
+  kill "$BOOKING_PID" "$SANDBOX_PID" "$CONSUMER_PID" 2>/dev/null || true
+  wait "$BOOKING_PID" "$SANDBOX_PID" "$CONSUMER_PID" 2>/dev/null || true
+  BACKEND_UP=
 }
 
 machine() {
@@ -806,6 +820,49 @@ soak() {
   say "soak: $(jq -c '{rounds, processes_died_or_restarted, produce_errors, broker_storage_failures, http_503, invariants_held_every_round}' "$RESULTS/soak.json")"
 }
 
+# autopilot: the same rush twice through a named fault, a saturated Redis under the booking
+# service (`floodgate-loadgen fault`: at most BENCH_FAULT_RPS replies a second, 1,500 by
+# default), by people who think about 2 s between admission and booking: once at a fixed
+# admission rate (the autopilot off), once with the autopilot on between a floor and that same
+# rate as its ceiling. Reported side by side: the booking service's 503s, failed people, and
+# the time until the last seat was held (deploy/sales/bench-autopilot.toml: 3,000 seats).
+autopilot() {
+  stop_backend
+  "$BIN/floodgate-loadgen" fault --listen 127.0.0.1:16390 --upstream 127.0.0.1:6379 \
+    --replies-per-sec "$FAULT_RPS" >"$LOGS/fault.log" 2>&1 &
+  local fault=$!
+  PIDS+=("$fault")
+  BOOKING_REDIS_URL=redis://127.0.0.1:16390 start_backend
+  start_gateways 2
+  local mode sale before
+  for mode in off on; do
+    sale="bench-pilot-$mode-$RANDOM"
+    "$BIN/floodgate-booking" sale create deploy/sales/bench-autopilot.toml --id "$sale" \
+      --opens-in-secs 10 --arm >/dev/null
+    if [ "$mode" = on ]; then
+      curl -fsS -X PATCH -H "Authorization: Bearer $FLOODGATE_OPS_TOKEN" \
+        -H 'Content-Type: application/json' "http://127.0.0.1:19081/admin/v1/sales/$sale" \
+        -d '{"autopilot": {"enabled": true, "floor": 20, "ceiling": 300, "settle_secs": 3}}' >/dev/null
+    fi
+    before=$(metric_where floodgate_http_requests_total 'status="503"' 127.0.0.1:19081)
+    say "autopilot $mode: $PILOT_CLIENTS people for 3000 seats through a Redis of $FAULT_RPS replies/s"
+    "$BIN/floodgate-loadgen" sale --gateways "$(joined "${GATEWAY_ADDRS[@]}")" --sale "$sale" \
+      --booking 127.0.0.1:18081 --sandbox 127.0.0.1:18082 --clients "$PILOT_CLIENTS" \
+      --think-ms 2000 --pay-ratio 1 --seats 1 --from "$(sources 1),$(sources 2)" \
+      --json "$RESULTS/autopilot-$mode.json" 2>"$LOGS/autopilot-$mode.log" ||
+      say "autopilot $mode: the sale's invariants did NOT all hold (see $RESULTS/autopilot-$mode.json)"
+    local after; after=$(metric_where floodgate_http_requests_total 'status="503"' 127.0.0.1:19081)
+    local tmp="$RESULTS/.autopilot-$mode.json"
+    jq --arg mode "$mode" --argjson rps "$FAULT_RPS" --argjson n503 $((after - before)) \
+      '. + {mode: $mode, fault_replies_per_sec: $rps, booking_503: $n503}' \
+      "$RESULTS/autopilot-$mode.json" >"$tmp" && mv "$tmp" "$RESULTS/autopilot-$mode.json"
+  done
+  stop_gateways
+  stop_backend
+  kill "$fault" 2>/dev/null || true
+  wait "$fault" 2>/dev/null || true
+}
+
 machine
 # shellcheck disable=SC2086
 jq -n '$ARGS.positional' --args $SCENARIOS >"$RESULTS/ran.json"
@@ -814,8 +871,8 @@ for scenario in $SCENARIOS; do
   rm -f "$RESULTS/$scenario"-*.json "$RESULTS/$scenario.json" "$RESULTS/cpu-$scenario"*.json
   [ "$scenario" != queue ] || rm -f "$RESULTS/memory.json"
   case $scenario in
-    queue | burst | sale | raw | cluster | naive | poll | peer | soak) "$scenario" ;;
-    *) say "unknown scenario $scenario (queue, burst, sale, raw, cluster, naive, poll, peer, soak)"; exit 64 ;;
+    queue | burst | sale | raw | cluster | naive | poll | peer | autopilot | soak) "$scenario" ;;
+    *) say "unknown scenario $scenario (queue, burst, sale, raw, cluster, naive, poll, peer, autopilot, soak)"; exit 64 ;;
   esac
 done
 "$BIN/floodgate-loadgen" markdown --results "$RESULTS" --into BENCHMARKS.md

@@ -21,8 +21,10 @@
 //! - `reserve`: the booking endpoint end to end; `publish`: synthetic events; `naive`: the
 //!   PostgreSQL counter row, for comparison.
 //! - `report`: tables and percentiles; `markdown`: the generated part of BENCHMARKS.md.
+//! - `fault`: a saturated Redis (a proxy pacing its replies), the autopilot benchmark's fault.
 
 mod burst;
+mod fault;
 mod freshness;
 mod idle;
 mod markdown;
@@ -77,6 +79,9 @@ enum Command {
     /// The whole rush against running services, with its invariants checked at the end
     /// (exit status 2 if any fails).
     Sale(sale::SaleArgs),
+    /// A saturated Redis for a benchmark's fault: a proxy letting through at most so many
+    /// replies a second.
+    Fault(fault::FaultArgs),
 }
 
 #[tokio::main]
@@ -94,6 +99,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Naive(args) => exit_on_failure(naive::run(args).await?),
         Command::Poll(args) => exit_on_failure(poll::run(args).await?),
         Command::Markdown { results, into } => markdown::run(&results, &into),
+        Command::Fault(args) => fault::run(args).await,
     }
 }
 

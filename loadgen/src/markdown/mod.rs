@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::report::Latencies;
 
+mod autopilot;
 mod cluster;
 mod cpu;
 mod peers;
@@ -128,7 +129,15 @@ pub fn render(results: &Path) -> anyhow::Result<String> {
             .collect();
         // Only a partial run carries figures over.
         let every = [
-            "queue", "burst", "sale", "raw", "cluster", "naive", "poll", "peer",
+            "queue",
+            "burst",
+            "sale",
+            "raw",
+            "cluster",
+            "naive",
+            "poll",
+            "peer",
+            "autopilot",
         ];
         if !every.iter().all(|s| ran.contains(s)) {
             out += &format!(
@@ -256,6 +265,7 @@ pub fn render(results: &Path) -> anyhow::Result<String> {
 
     out += &cluster::section(results);
     out += &soak::section(results);
+    out += &autopilot::section(results);
 
     out += &peers::section(results);
 

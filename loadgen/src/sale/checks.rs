@@ -220,6 +220,7 @@ mod tests {
             reservation: Some((id.into(), "p".into(), seats)),
             admitted_after: None,
             reserve_latency: None,
+            held_at_ms: None,
         }
     }
 

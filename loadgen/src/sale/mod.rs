@@ -76,6 +76,11 @@ pub struct SaleArgs {
     /// Redis, where the seats are decided (checked at the end), and the services' key prefix.
     #[command(flatten)]
     pub redis: floodgate_platform::runtime::RedisArgs,
+    /// How long each person thinks between admission and their first reservation request, in
+    /// milliseconds (each draws 0.5x to 1.5x of it): a change of the admission rate then reaches
+    /// the booking service only that much later, as with people choosing seats.
+    #[arg(long, default_value_t = 0)]
+    pub think_ms: u64,
     /// How long the whole run may take before it gives up, in seconds.
     #[arg(long, default_value_t = 600)]
     pub timeout_secs: u64,
@@ -116,6 +121,7 @@ pub async fn run(args: SaleArgs) -> anyhow::Result<bool> {
     let pool_ids: Arc<Vec<String>> = Arc::new(pools.iter().map(|(id, _)| id.clone()).collect());
     let args = Arc::new(args);
     let started = Instant::now();
+    let started_ms = floodgate_protocol::now_millis();
 
     let reporter = tokio::spawn(report_progress(progress.clone(), args.clients, started));
     let deadline = Duration::from_secs(args.timeout_secs);
@@ -134,7 +140,12 @@ pub async fn run(args: SaleArgs) -> anyhow::Result<bool> {
         check_order(&order),
         check_served(&counters, &people),
     ];
-    let report = report(&args, &people, &checks, all_done, settled_after, &counters);
+    let times = Times {
+        started_ms,
+        all_done,
+        settled: settled_after,
+    };
+    let report = report(&args, &people, &checks, &times, &counters);
     print_report(&report, &checks, &people);
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
@@ -230,14 +241,26 @@ async fn settle(
     }
 }
 
+/// When the run started (Unix ms), and how long until everyone finished and until it settled.
+struct Times {
+    started_ms: i64,
+    all_done: Duration,
+    settled: Duration,
+}
+
 fn report(
     args: &SaleArgs,
     people: &[Person],
     checks: &[Check],
-    all_done: Duration,
-    settled: Duration,
+    times: &Times,
     counters: &[PoolCounters],
 ) -> Value {
+    // The last hold answered: the seats were gone (held or sold) by then.
+    let last_hold_s = people
+        .iter()
+        .filter_map(|p| p.held_at_ms)
+        .max()
+        .map(|at| (at - times.started_ms) as f64 / 1_000.0);
     let count = |f: fn(&Outcome) -> bool| people.iter().filter(|p| f(&p.outcome)).count();
     let admitted = Latencies::of(people.iter().filter_map(|p| p.admitted_after));
     let reserve = Latencies::of(people.iter().filter_map(|p| p.reserve_latency));
@@ -263,8 +286,10 @@ fn report(
             "failed": count(|o| matches!(o, Outcome::Failed(_))),
         },
         "first_failures": failures,
-        "seconds_until_everyone_finished": all_done.as_secs_f64(),
-        "seconds_until_settled": settled.as_secs_f64(),
+        "think_ms": args.think_ms,
+        "seconds_until_last_hold": last_hold_s,
+        "seconds_until_everyone_finished": times.all_done.as_secs_f64(),
+        "seconds_until_settled": times.settled.as_secs_f64(),
         "join_to_admission_ms": admitted,
         "reserve_ms": reserve,
         "pools": counters,

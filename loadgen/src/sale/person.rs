@@ -49,6 +49,9 @@ pub struct Person {
     pub(crate) admitted_after: Option<Duration>,
     #[serde(skip)]
     pub(crate) reserve_latency: Option<Duration>,
+    /// When the 201 came (Unix ms).
+    #[serde(skip)]
+    pub(crate) held_at_ms: Option<i64>,
 }
 
 /// Live counts for the progress line.
@@ -72,6 +75,7 @@ impl Person {
             reservation: None,
             admitted_after: None,
             reserve_latency: None,
+            held_at_ms: None,
         }
     }
 }
@@ -125,6 +129,10 @@ pub(crate) async fn person(
     me.batch = claims.as_ref().map(|c| c.exp_ms);
     let max_seats = claims.map_or(1, |c| c.max_seats).min(args.seats).max(1);
     let seats = rand::thread_rng().gen_range(1..=max_seats);
+    if args.think_ms > 0 {
+        let think = args.think_ms as f64 * rand::thread_rng().gen_range(0.5..1.5);
+        tokio::time::sleep(Duration::from_millis(think as u64)).await;
+    }
     let mut booking = BookingClient::new(http.clone(), args.booking);
     if let Some(identity) = &door.identity {
         booking = booking.signed_in(identity.clone());
@@ -138,6 +146,7 @@ pub(crate) async fn person(
         Err(e) => return me.ends(Outcome::Failed(format!("reserve: {e}")), &progress.failed),
     };
     progress.held.fetch_add(1, Ordering::Relaxed);
+    me.held_at_ms = Some(floodgate_protocol::now_millis());
     me.reservation = Some((created.reservation_id.clone(), created.pool.clone(), seats));
     if !rand::thread_rng().gen_bool(args.pay_ratio.clamp(0.0, 1.0)) {
         me.outcome = Outcome::WalkedAway;

@@ -1,0 +1,57 @@
+//! The autopilot's benchmark (`deploy/bench.sh autopilot`): the same rush through the same named
+//! fault, a saturated Redis under the booking service, with the admission rate fixed and with
+//! the autopilot on.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::read;
+
+/// The side-by-side table, when both runs left their figures.
+pub(super) fn section(results: &Path) -> String {
+    let (Some(off), Some(on)) = (
+        read(&results.join("autopilot-off.json")),
+        read(&results.join("autopilot-on.json")),
+    ) else {
+        return String::new();
+    };
+    let mut out = String::from("### The autopilot under a named fault\n\n");
+    out += &format!(
+        "The same rush twice: {} people, who think about {} ms between admission and booking, \
+         for 3,000 seats, with the booking service's Redis saturated (`floodgate-loadgen fault`: \
+         at most {} replies a second, the queue growing past that). Once at a fixed admission \
+         rate of 300 a second (the autopilot off), once with the autopilot between 20 and 300 \
+         (settle 3 s, default targets).\n\n",
+        off["clients"], off["think_ms"], off["fault_replies_per_sec"]
+    );
+    out += "| | autopilot off | autopilot on |\n|---|---|---|\n";
+    let row = |name: &str, f: &dyn Fn(&Value) -> String| {
+        format!("| {name} | {} | {} |\n", f(&off), f(&on))
+    };
+    out += &row("503s answered by the booking service", &|r| {
+        format!("**{}**", r["booking_503"])
+    });
+    out += &row("people whose run failed", &|r| {
+        r["outcomes"]["failed"].to_string()
+    });
+    out += &row("seats held and paid", &|r| {
+        r["outcomes"]["paid"].to_string()
+    });
+    out += &row("time until the last seat was held", &|r| {
+        r["seconds_until_last_hold"]
+            .as_f64()
+            .map_or("-".into(), |s| format!("**{s:.1} s**"))
+    });
+    out += &row("reserve p50 / p99 / max (retries included)", &|r| {
+        crate::report::Latencies::describe(&r["reserve_ms"])
+    });
+    out += &row("the sale's invariants", &|r| {
+        let all = r["checks"]
+            .as_array()
+            .is_some_and(|c| c.iter().all(|c| c["ok"] == Value::Bool(true)));
+        if all { "all hold" } else { "NOT ALL HOLD" }.into()
+    });
+    out += "\n";
+    out
+}
