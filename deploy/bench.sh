@@ -849,13 +849,27 @@ autopilot() {
     "$BIN/floodgate-loadgen" sale --gateways "$(joined "${GATEWAY_ADDRS[@]}")" --sale "$sale" \
       --booking 127.0.0.1:18081 --sandbox 127.0.0.1:18082 --clients "$PILOT_CLIENTS" \
       --think-ms 2000 --pay-ratio 1 --seats 1 --from "$(sources 1),$(sources 2)" \
-      --json "$RESULTS/autopilot-$mode.json" 2>"$LOGS/autopilot-$mode.log" ||
+      --json "$RESULTS/autopilot-$mode.json" 2>"$LOGS/autopilot-$mode.log" &
+    local loader=$!
+    # The rate and the autopilot's step every second while the rush runs (the ops API's
+    # figures), for the report's account of what it did.
+    local series="$RESULTS/.autopilot-$mode.series"
+    : >"$series"
+    while kill -0 "$loader" 2>/dev/null; do
+      curl -fsS -H "Authorization: Bearer $FLOODGATE_OPS_TOKEN" \
+        "http://127.0.0.1:19081/admin/v1/sales/$sale" 2>/dev/null |
+        jq -c '{admission_rate, decision: .autopilot.last_step.decision}' >>"$series" || true
+      sleep 1
+    done
+    wait "$loader" ||
       say "autopilot $mode: the sale's invariants did NOT all hold (see $RESULTS/autopilot-$mode.json)"
     local after; after=$(metric_where floodgate_http_requests_total 'status="503"' 127.0.0.1:19081)
     local tmp="$RESULTS/.autopilot-$mode.json"
     jq --arg mode "$mode" --argjson rps "$FAULT_RPS" --argjson n503 $((after - before)) \
-      '. + {mode: $mode, fault_replies_per_sec: $rps, booking_503: $n503}' \
+      --slurpfile series "$series" \
+      '. + {mode: $mode, fault_replies_per_sec: $rps, booking_503: $n503, every_second: $series}' \
       "$RESULTS/autopilot-$mode.json" >"$tmp" && mv "$tmp" "$RESULTS/autopilot-$mode.json"
+    rm -f "$series"
   done
   stop_gateways
   stop_backend

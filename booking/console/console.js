@@ -69,13 +69,18 @@ const HOLDS = {
   stale: "no fresh health from the services", settling: "waiting for the last change to show",
   at_floor: "strained, at the floor", at_ceiling: "calm, at the ceiling", within_band: "neither calm nor strained",
 };
+// The targets the autopilot runs with, kept when the bounds are changed here (the console sets
+// no targets of its own: they are set through the ops API).
+let autopilotTargets = null;
 function showAutopilot(a) {
   $("autopilot-state").textContent = a.enabled
     ? `on (${a.settings.floor} to ${a.settings.ceiling} / s)` : "off";
   $("autopilot-state").className = `state ${a.enabled ? "open" : ""}`;
+  autopilotTargets = a.enabled ? a.settings.targets : null;
   if (a.enabled) {
     if (document.activeElement !== $("ap-floor")) $("ap-floor").value = a.settings.floor;
     if (document.activeElement !== $("ap-ceiling")) $("ap-ceiling").value = a.settings.ceiling;
+    if (document.activeElement !== $("ap-settle")) $("ap-settle").value = a.settings.settle_ms / 1000;
   }
   const s = a.last_step;
   if (!s) { $("autopilot-step").textContent = "no step lately"; return; }
@@ -87,13 +92,19 @@ function showAutopilot(a) {
   $("autopilot-step").textContent = `${new Date(s.at_ms).toLocaleTimeString()} (gateway ${s.leader}): ${said}`;
 }
 
+// A setting as the audit shows it: the autopilot's settings as their bounds, anything else as is.
+function shown(v) {
+  if (v && typeof v === "object") return "floor" in v ? `${v.floor} to ${v.ceiling} / s` : JSON.stringify(v);
+  return v ?? "off";
+}
+
 // The audit trail: who changed what, newest first; each row names only the settings that moved.
 function showAudit(entries) {
   $("audit").replaceChildren();
   for (const e of entries) {
     const changed = Object.keys(e.after)
       .filter((k) => JSON.stringify(e.before[k]) !== JSON.stringify(e.after[k]))
-      .map((k) => `${k}: ${e.before[k]} → ${e.after[k]}`)
+      .map((k) => `${k}: ${shown(e.before[k])} → ${shown(e.after[k])}`)
       .join(", ");
     const row = document.createElement("tr");
     for (const v of [new Date(e.at).toLocaleTimeString(), e.actor, e.action, changed || "-"]) {
@@ -143,6 +154,7 @@ $("set-door").onclick = () => act("PATCH", "", {
 $("ap-on").onclick = () => act("PATCH", "", { autopilot: {
   enabled: true, floor: Number($("ap-floor").value), ceiling: Number($("ap-ceiling").value),
   settle_secs: Number($("ap-settle").value),
+  ...(autopilotTargets ? { targets: autopilotTargets } : {}),
 } });
 $("ap-off").onclick = () => act("PATCH", "", { autopilot: { enabled: false } });
 $("pause").onclick = () => act("POST", "/pause");

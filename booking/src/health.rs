@@ -30,6 +30,10 @@ const EVERY: Duration = Duration::from_secs(1);
 /// How long a sale's health hash outlives the last write to it.
 const KEEP: Duration = Duration::from_secs(30);
 
+/// How long a sale with no reservation keeps reporting that it has none: long enough for the
+/// autopilot to climb back from the floor on a sale whose traffic it cut off.
+const IDLE: Duration = Duration::from_secs(300);
+
 /// The windows of the sales this instance serves: each reservation's whole answer.
 pub struct SaleHealth {
     reservations: SaleWindows,
@@ -38,7 +42,7 @@ pub struct SaleHealth {
 impl Default for SaleHealth {
     fn default() -> Self {
         Self {
-            reservations: SaleWindows::new(SPAN),
+            reservations: SaleWindows::new(SPAN, IDLE),
         }
     }
 }
@@ -50,9 +54,10 @@ impl SaleHealth {
             .record(sale, now_millis(), latency, failed);
     }
 
-    /// Every sale's reading now, as a health summary with the p99 of the pool scripts its
-    /// reservations ran (`scripts`, the gatekeeper's windows) and what every sale shares (the
-    /// broker, the consumers); windows left empty are dropped.
+    /// Every sale's reading at `now_ms` (this process' clock, which the windows keep), as a
+    /// health summary with the p99 of the pool scripts its reservations ran (`scripts`, the
+    /// gatekeeper's windows) and what every sale shares (`shared`: the time stamp, the broker,
+    /// the consumers); a sale idle for long is dropped.
     pub fn readings(
         &self,
         now_ms: i64,
@@ -69,15 +74,14 @@ impl SaleHealth {
             .into_iter()
             .map(|(sale, reading)| {
                 let health = Health {
-                    // The oldest part's time: a lag measured long ago makes the summary stale,
-                    // and the leader holds the rate rather than judge without it.
-                    at_ms: shared.consumer_lag.map_or(0, |(_, at)| at.min(now_ms)),
+                    at_ms: shared.at_ms,
                     requests: reading.count,
                     reservation_p99_ms: reading.p99_ms,
                     error_share: reading.error_share,
                     script_p99_ms: scripts.get(&sale).copied(),
                     produce_p99_ms: shared.produce_p99_ms,
                     consumer_lag: shared.consumer_lag.map(|(lag, _)| lag),
+                    consumer_lag_at_ms: shared.consumer_lag.map(|(_, at)| at),
                 };
                 (sale, health)
             })
@@ -85,20 +89,22 @@ impl SaleHealth {
     }
 }
 
-/// What every sale's summary shares: the broker's p99 acknowledgement time as this instance's
-/// producer sees it, and the consumer group's lag with when it was measured (Unix ms; `None`:
-/// no consumer measured it lately, and the summaries are then stale).
+/// What every sale's summary shares: when it was taken, by Redis' clock (the leader judges its
+/// age by the same clock, so the services' own clocks need not agree); the broker's p99
+/// acknowledgement time as this instance's producer sees it; and the consumer group's lag with
+/// when it was measured, by Redis' clock too (`None`: no consumer measured it lately).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Shared {
+    pub at_ms: i64,
     pub produce_p99_ms: Option<f64>,
     pub consumer_lag: Option<(u64, i64)>,
 }
 
 /// The consumer group's lag as its consumers last measured it (`consumer::lag` writes it every
-/// second), and when, on this process' clock (the age is PostgreSQL's, so the clocks need not
-/// agree). The largest of the groups measured in the last 30 s (a deployment may run two
-/// groups while it moves from one to the other); `None` if none was.
-async fn consumer_lag(db: &PgPool, now_ms: i64) -> Result<Option<(u64, i64)>, sqlx::Error> {
+/// second), and its age by PostgreSQL's clock (so no two clocks need agree). The largest of the
+/// groups measured in the last 30 s (a deployment may run two groups while it moves from one to
+/// the other); `None` if none was.
+async fn consumer_lag(db: &PgPool) -> Result<Option<(u64, i64)>, sqlx::Error> {
     let (lag, age_ms): (Option<i64>, Option<i64>) = sqlx::query_as(
         "select max(lag), (extract(epoch from now() - max(measured_at)) * 1000)::bigint
          from consumer_lag where measured_at > now() - interval '30 seconds'",
@@ -107,14 +113,15 @@ async fn consumer_lag(db: &PgPool, now_ms: i64) -> Result<Option<(u64, i64)>, sq
     .await?;
     Ok(lag
         .zip(age_ms)
-        .map(|(lag, age)| (lag.max(0) as u64, now_ms - age.max(0))))
+        .map(|(lag, age)| (lag.max(0) as u64, age.max(0))))
 }
 
 /// Writes every sale's reading each second as this instance's field (`booking:<instance>`)
 /// until `shutdown`, with the broker's p99 acknowledgement time as `ack_p99_ms` tells it (the
-/// publisher's: passed in, as the publisher itself reads this module's span). A write that
-/// fails is logged and tried again the next second: the leader holds the rate meanwhile (a
-/// stale summary never moves it).
+/// publisher's: passed in, as the publisher itself reads this module's span). The sales are
+/// written at once, not one after another, so a slow Redis delays them by one round trip. A
+/// write that fails is logged and tried again the next second: the leader holds the rate
+/// meanwhile (a stale summary never moves it).
 pub async fn publish(
     health: Arc<SaleHealth>,
     gatekeeper: Gatekeeper,
@@ -127,23 +134,37 @@ pub async fn publish(
     let mut every = Every::new(EVERY, shutdown);
     while every.tick().await {
         let now = now_millis();
-        let consumer_lag = consumer_lag(&db, now).await.unwrap_or_else(|e| {
-            tracing::debug!(error = %e, "the consumer group's lag could not be read");
+        let at_ms = match gatekeeper.now_ms().await {
+            Ok(at) => at,
+            Err(e) => {
+                tracing::warn!(error = %e, "Redis' clock could not be read; no health written");
+                continue;
+            }
+        };
+        let consumer_lag = consumer_lag(&db).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "the consumer group's lag could not be read");
             None
         });
         let shared = Shared {
+            at_ms,
             produce_p99_ms: ack_p99_ms(now),
-            consumer_lag,
+            consumer_lag: consumer_lag.map(|(lag, age)| (lag, at_ms - age)),
         };
-        for (sale, reading) in health.readings(now, gatekeeper.script_times(), shared) {
-            let keys = gatekeeper.keys().sale(&sale);
-            let written: redis::RedisResult<()> = health::publish(&keys, &field, &reading, KEEP)
-                .query_async(&mut gatekeeper.redis().clone())
-                .await;
-            if let Err(e) = written {
-                tracing::warn!(error = %e, sale, "the sale's health could not be written");
+        let readings = health.readings(now, gatekeeper.script_times(), shared);
+        let writes = readings.iter().map(|(sale, reading)| {
+            let keys = gatekeeper.keys().sale(sale);
+            let mut conn = gatekeeper.redis().clone();
+            let field = field.as_str();
+            async move {
+                let written: redis::RedisResult<()> = health::publish(&keys, field, reading, KEEP)
+                    .query_async(&mut conn)
+                    .await;
+                if let Err(e) = written {
+                    tracing::warn!(error = %e, sale, "the sale's health could not be written");
+                }
             }
-        }
+        });
+        futures::future::join_all(writes).await;
     }
 }
 
@@ -152,9 +173,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_sale_has_its_own_reading_and_an_idle_one_is_dropped() {
+    fn each_sale_has_its_own_reading_and_an_idle_one_reads_empty_then_goes() {
         let health = SaleHealth::default();
-        let scripts = SaleWindows::new(SPAN);
+        let scripts = SaleWindows::new(SPAN, SPAN);
         for _ in 0..9 {
             health.record("a", Duration::from_millis(20), false);
         }
@@ -163,8 +184,9 @@ mod tests {
         let now = now_millis();
         scripts.record("b", now, Duration::from_millis(70), false);
         let shared = Shared {
+            at_ms: 123,
             produce_p99_ms: Some(12.0),
-            consumer_lag: Some((7, now - 300)),
+            consumer_lag: Some((7, 100)),
         };
         let mut readings = health.readings(now, &scripts, shared);
         readings.sort_by(|x, y| x.0.cmp(&y.0));
@@ -175,18 +197,16 @@ mod tests {
         assert!(readings[1].1.reservation_p99_ms.unwrap() >= 400.0);
         assert!(readings[1].1.script_p99_ms.unwrap() >= 70.0);
         assert!(readings.iter().all(|(_, h)| h.produce_p99_ms == Some(12.0)
-            && h.consumer_lag == Some(7)
-            && h.at_ms == now - 300));
-        // No lag measured lately: the summaries are stale (the leader holds the rate).
-        health.record("a", Duration::from_millis(20), false);
-        let unmeasured = health.readings(now, &scripts, Shared::default());
-        assert!(unmeasured
-            .iter()
-            .all(|(_, h)| h.at_ms == 0 && h.consumer_lag.is_none()));
-        // Two quiet spans later both are gone, and so are their windows.
+            && (h.at_ms, h.consumer_lag, h.consumer_lag_at_ms) == (123, Some(7), Some(100))));
+        // Two quiet spans later they read empty (no traffic, which the autopilot may climb
+        // on), until the sale has been idle for IDLE: then they are gone with their windows.
         let later = now + 2 * SPAN.as_millis() as i64;
+        let quiet = health.readings(later, &scripts, Shared::default());
+        assert_eq!(quiet.len(), 2);
+        assert!(quiet.iter().all(|(_, h)| h.requests == 0));
+        let gone = now + IDLE.as_millis() as i64 + 1;
         assert!(health
-            .readings(later, &scripts, Shared::default())
+            .readings(gone, &scripts, Shared::default())
             .is_empty());
         assert!(health.reservations.is_empty() && scripts.is_empty());
     }

@@ -125,7 +125,8 @@ impl Resp {
     /// client to give up, as a broken server's would).
     fn length(buf: &[u8]) -> Option<usize> {
         let line = Self::line(buf)?;
-        let head = std::str::from_utf8(&buf[1..line - 2]).ok()?;
+        // A line is a type byte, its head, and CRLF: anything shorter is not RESP.
+        let head = std::str::from_utf8(buf.get(1..line.checked_sub(2)?)?).ok()?;
         match buf[0] {
             b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => Some(line),
             b'$' | b'!' | b'=' => {
@@ -181,6 +182,7 @@ mod tests {
             (b"*1\r\n*1\r\n+x\r\n", Some(12)),
             (b"+OK", None),
             (b"", None),
+            (b"\r\n", None),
         ];
         for (buf, want) in cases {
             assert_eq!(

@@ -146,22 +146,22 @@ pub async fn append(db: &PgPool, key: &AuditKey, entry: Entry<'_>) -> Result<i64
     Ok(logged(written, &entry))
 }
 
-/// Appends `entry` unless a row of its sale already carries `stream_entry` in its detail (under
-/// the chain's lock, so two writers of the same queue write it once): the row id, or `None` if
-/// it was written before. `entry.detail` must carry `stream_entry`.
+/// Appends `entry` unless a row of its sale already carries `change` as its detail's `change`
+/// (under the chain's lock, so two writers of the same queue write it once): the row id, or
+/// `None` if it was written before. `entry.detail` must carry it as `change`.
 pub async fn append_once(
     db: &PgPool,
     key: &AuditKey,
     entry: Entry<'_>,
-    stream_entry: &str,
+    change: &str,
 ) -> Result<Option<i64>, sqlx::Error> {
     let mut tx = db.begin().await?;
     lock(&mut tx).await?;
     let seen: bool = sqlx::query_scalar(
-        "select exists (select 1 from ops_audit where sale = $1 and detail->>'stream_entry' = $2)",
+        "select exists (select 1 from ops_audit where sale = $1 and detail->>'change' = $2)",
     )
     .bind(entry.sale)
-    .bind(stream_entry)
+    .bind(change)
     .fetch_one(&mut *tx)
     .await?;
     if seen {

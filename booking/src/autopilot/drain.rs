@@ -2,9 +2,9 @@
 //! slot (`lua/autopilot.lua`) into the audit trail: every couple of seconds, for every sale not
 //! long ended, each queued change becomes one chained row (`action` `autopilot`, the actor the
 //! leading gateway) and is then deleted from the queue. Several booking instances drain at once
-//! without writing a change twice: a row is written only if none of the sale's rows carries its
-//! queue id (`audit::chain::append_once`, under the chain's lock), and a change written but not
-//! yet deleted (a crash between the two) is deleted on the next pass.
+//! without writing a change twice: a row is written only if none of the sale's rows carries the
+//! change's id (`audit::chain::append_once`, under the chain's lock), and a change written but
+//! not yet deleted (a crash between the two) is deleted on the next pass.
 
 use std::time::Duration;
 
@@ -34,7 +34,8 @@ pub async fn drain(state: AppState, shutdown: CancellationToken) {
 }
 
 /// One pass over the sales still selling (or ended in the last hour: a queue written just
-/// before the end is still drained).
+/// before the end is still drained). A sale whose queue cannot be read or written now is left
+/// for the next pass; the others are drained meanwhile.
 async fn pass(state: &AppState) -> anyhow::Result<()> {
     let sales: Vec<String> = sqlx::query_scalar(
         "select id from sales where purged_at is null
@@ -43,30 +44,40 @@ async fn pass(state: &AppState) -> anyhow::Result<()> {
     .fetch_all(&state.db)
     .await?;
     for sale in sales {
-        let queued = state.gatekeeper.autopilot_audit_queue(&sale, BATCH).await?;
-        let mut done = Vec::with_capacity(queued.len());
-        for (id, json) in queued {
-            match serde_json::from_str::<Audited>(&json) {
-                Ok(change) => {
-                    write(state, &sale, &id, &change).await?;
-                }
-                // Not this release's: kept out of the trail, and out of the queue.
-                Err(e) => {
-                    tracing::warn!(error = %e, %sale, id, "an autopilot change that does not read")
-                }
-            }
-            done.push(id);
+        if let Err(e) = drain_sale(state, &sale).await {
+            tracing::warn!(error = %e, %sale, "the autopilot's changes could not be audited now");
         }
-        state.gatekeeper.autopilot_audit_done(&sale, &done).await?;
     }
     Ok(())
 }
 
-/// Writes one change as a chained row, unless it was written before.
-async fn write(state: &AppState, sale: &str, id: &str, change: &Audited) -> anyhow::Result<()> {
+/// Writes one sale's queued changes into the trail, in order, and deletes them from the queue
+/// once written. An entry this release cannot read stays queued (a newer release's booking
+/// service writes it; the queue is capped) and is skipped.
+async fn drain_sale(state: &AppState, sale: &str) -> anyhow::Result<()> {
+    let queued = state.gatekeeper.autopilot_audit_queue(sale, BATCH).await?;
+    let mut done = Vec::with_capacity(queued.len());
+    for (entry, json) in queued {
+        match serde_json::from_str::<Audited>(&json) {
+            Ok(change) => {
+                write(state, sale, &change).await?;
+                done.push(entry);
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, sale, entry, "an autopilot change this release cannot read")
+            }
+        }
+    }
+    state.gatekeeper.autopilot_audit_done(sale, &done).await?;
+    Ok(())
+}
+
+/// Writes one change as a chained row, unless it was written before (by its id: a stream's
+/// entry ids are not kept across a failover, the change's own id is).
+async fn write(state: &AppState, sale: &str, change: &Audited) -> anyhow::Result<()> {
     let actor = format!("autopilot (gateway {})", change.step.leader);
     let detail = json!({
-        "stream_entry": id,
+        "change": change.id,
         "at_ms": change.step.at_ms,
         "decision": change.step.decision,
         "health": change.step.health,
@@ -81,6 +92,6 @@ async fn write(state: &AppState, sale: &str, id: &str, change: &Audited) -> anyh
         after: &json!({ "admission_rate": change.to }),
         detail: &detail,
     };
-    chain::append_once(&state.db, &state.audit_key, entry, id).await?;
+    chain::append_once(&state.db, &state.audit_key, entry, &change.id).await?;
     Ok(())
 }

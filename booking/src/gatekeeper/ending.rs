@@ -115,6 +115,8 @@ pub async fn purge(
         sale_keys.admits(),
         sale_keys.batches(),
         sale_keys.tokens(),
+        // Drained into the audit trail within seconds of each change; it has no TTL of its own.
+        sale_keys.autopilot_audit(),
     ];
     for gateway in &gateways {
         doomed.push(sale_keys.gateway_alive(gateway));

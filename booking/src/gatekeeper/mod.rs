@@ -109,7 +109,8 @@ impl Gatekeeper {
             replication: Replication::new(redis.clone(), 0, Duration::ZERO, keys.prefix()),
             redis,
             keys,
-            script_times: Arc::new(SaleWindows::new(window::SPAN)),
+            // Read only beside a sale's reservations, so kept no longer than their window.
+            script_times: Arc::new(SaleWindows::new(window::SPAN, window::SPAN)),
         })
     }
 

@@ -117,8 +117,9 @@ impl Gatekeeper {
 
     /// Sets the admission rate and/or the active cap, and turns the autopilot on (`Some(Some)`)
     /// or off (`Some(None)`); every gateway's controller reads them on its next tick. Off goes
-    /// first and on last, so a rate set by hand is never overwritten by a step made before it
-    /// (the leader writes only while the settings it read are still there).
+    /// first; on goes in the same command as the rate and cap, so no step of the leader comes
+    /// between them (and the leader writes only while the settings and the rate it started
+    /// from are still the sale's).
     pub async fn set_admission(
         &self,
         sale: &str,
@@ -128,17 +129,10 @@ impl Gatekeeper {
         let keys = self.keys.sale(sale);
         let mut conn = self.redis.clone();
         if let Some(None) = autopilot {
-            let _: i64 = writes::autopilot(&keys, None)
-                .query_async(&mut conn)
-                .await?;
+            let _: i64 = writes::autopilot_off(&keys).query_async(&mut conn).await?;
         }
-        if let Some(cmd) = writes::rate_and_cap(&keys, rate, cap) {
+        if let Some(cmd) = writes::rate_and_cap(&keys, rate, cap, autopilot.flatten()) {
             let _: i64 = cmd.query_async(&mut conn).await?;
-        }
-        if let Some(Some(settings)) = autopilot {
-            let _: i64 = writes::autopilot(&keys, Some(settings))
-                .query_async(&mut conn)
-                .await?;
         }
         Ok(())
     }

@@ -26,8 +26,12 @@ const KEEP_MS: u64 = 30_000;
 pub(super) struct Pilot {
     /// The settings as the meta holds them: the script's condition.
     raw: String,
-    autopilot: Autopilot,
+    /// `None` if the settings do not read (a newer release's): the rate is left alone.
+    autopilot: Option<Autopilot>,
     stale_ms: i64,
+    /// The rate as the meta holds it, as far as this pilot knows (taken over, or written by it):
+    /// the script's other condition. A view with another rate means someone else set it.
+    rate: f64,
     next_ms: i64,
     /// The rate last written to the audit trail (or taken over): a change is audited once it is
     /// notable against this, never one row a step.
@@ -35,17 +39,23 @@ pub(super) struct Pilot {
 }
 
 impl Pilot {
-    /// The pilot for the settings `raw` holds, taking over at `rate`; `None` if they do not
-    /// read (a newer release's: the rate is left alone).
-    fn new(raw: &str, rate: f64, now_ms: i64) -> Option<Self> {
-        let settings: Settings = serde_json::from_str(raw).ok()?;
-        Some(Self {
+    /// The pilot for the settings `raw` holds, taking over at `rate`.
+    fn new(raw: &str, rate: f64, now_ms: i64) -> Self {
+        let settings: Option<Settings> = serde_json::from_str(raw).ok();
+        if settings.is_none() {
+            tracing::warn!(
+                raw,
+                "the sale's autopilot settings do not read; the rate is left alone"
+            );
+        }
+        Self {
             raw: raw.to_owned(),
-            stale_ms: settings.stale_ms,
-            autopilot: Autopilot::new(settings, rate),
+            stale_ms: settings.as_ref().map_or(0, |s| s.stale_ms),
+            autopilot: settings.map(|s| Autopilot::new(s, rate)),
+            rate,
             next_ms: now_ms,
             audited: rate,
-        })
+        }
     }
 }
 
@@ -63,18 +73,18 @@ pub(super) async fn steer(
         *pilot = None;
         return Ok(());
     };
-    if pilot.as_ref().is_none_or(|p| p.raw != raw) {
-        // On, or new settings: a fresh start from the rate as it stands (the settings' new
-        // bounds apply at once).
-        *pilot = Pilot::new(raw, view.rate, now_ms);
-        if pilot.is_none() {
-            tracing::warn!(
-                raw,
-                "the sale's autopilot settings do not read; the rate is left alone"
-            );
-        }
+    if pilot
+        .as_ref()
+        .is_none_or(|p| p.raw != raw || p.rate != view.rate)
+    {
+        // On, new settings, or a rate someone else set: a fresh start from the rate as it
+        // stands (the settings' bounds apply at once).
+        *pilot = Some(Pilot::new(raw, view.rate, now_ms));
     }
     let Some(p) = pilot.as_mut() else {
+        return Ok(());
+    };
+    let Some(autopilot) = p.autopilot.as_mut() else {
         return Ok(());
     };
     if now_ms < p.next_ms {
@@ -83,10 +93,10 @@ pub(super) async fn steer(
     p.next_ms = now_ms + EVERY_MS;
     let summaries = pilot::health(conn, keys).await?;
     let health = autopilot::merge(&summaries, now_ms, p.stale_ms);
-    let decision = p.autopilot.step(now_ms, health.as_ref());
+    let decision = autopilot.step(now_ms, health.as_ref());
     // Written to a thousandth of an admission a second, the rate's smallest step.
     let to = (decision.rate() * 1_000.0).round() / 1_000.0;
-    let rate = (to != view.rate).then_some(to);
+    let rate = (to != p.rate).then_some(to);
     let step = Step {
         at_ms: now_ms,
         leader: leader.to_owned(),
@@ -94,6 +104,7 @@ pub(super) async fn steer(
         health,
     };
     let audited = autopilot::notable(p.audited, to).then(|| Audited {
+        id: format!("{fence}@{now_ms}"),
         from: p.audited,
         to,
         step: step.clone(),
@@ -104,6 +115,7 @@ pub(super) async fn steer(
         .map(|a| serde_json::to_string(a).expect("an audit entry serialises"));
     let written = pilot::Step {
         settings: &p.raw,
+        from: p.rate,
         rate,
         json: &json,
         keep_ms: KEEP_MS,
@@ -115,12 +127,13 @@ pub(super) async fn steer(
                 p.audited = to;
             }
             if rate.is_some() {
+                p.rate = to;
                 view.rate = to;
                 tell(sale, &decision);
             }
         }
-        // Turned off or changed meanwhile, or the lease moved on: the next tick's view says
-        // which, and a fresh pilot starts if it is still on here.
+        // Turned off, changed or overridden meanwhile, or the lease moved on: the next tick's
+        // view says which, and a fresh pilot starts if it is still on here.
         Piloted::Superseded | Piloted::NotLeader => *pilot = None,
     }
     Ok(())

@@ -35,6 +35,7 @@ floodgate_platform::lua_script! {
         args {
             fence: &'a str = "the caller's fencing token",
             settings: &'a str = "the autopilot settings the step was made with",
+            from: String = "the admission rate the step started from",
             rate: String = "the new admission rate",
             step_json: &'a str = "the step (JSON)",
             keep_ms: u64 = "how long the step is kept (ms)",
@@ -43,10 +44,12 @@ floodgate_platform::lua_script! {
     }
 }
 
-/// One step to write: the rate (`None` to leave it), the step's JSON, how long it is kept, and
-/// the audit entry's JSON if the change is notable.
+/// One step to write: the settings and the rate it started from (its conditions), the new rate
+/// (`None` to leave it), the step's JSON, how long it is kept, and the audit entry's JSON if the
+/// change is notable.
 pub struct Step<'a> {
     pub settings: &'a str,
+    pub from: f64,
     pub rate: Option<f64>,
     pub json: &'a str,
     pub keep_ms: u64,
@@ -67,6 +70,7 @@ pub async fn apply(
         audit: keys.autopilot_audit(),
         fence,
         settings: step.settings,
+        from: step.from.to_string(),
         rate: step.rate.map(|r| r.to_string()).unwrap_or_default(),
         step_json: step.json,
         keep_ms: step.keep_ms,

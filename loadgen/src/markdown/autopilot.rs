@@ -2,6 +2,7 @@
 //! fault, a saturated Redis under the booking service, with the admission rate fixed and with
 //! the autopilot on.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
@@ -41,17 +42,69 @@ pub(super) fn section(results: &Path) -> String {
     out += &row("time until the last seat was held", &|r| {
         r["seconds_until_last_hold"]
             .as_f64()
-            .map_or("-".into(), |s| format!("**{s:.1} s**"))
+            .map_or("-".into(), |secs| format!("**{secs:.1} s**"))
     });
     out += &row("reserve p50 / p99 / max (retries included)", &|r| {
         crate::report::Latencies::describe(&r["reserve_ms"])
     });
+    out += &row("admission rate over the rush: min / median / max", &rates);
+    out += &row(
+        "the autopilot's steps: cut / raised / held (by why)",
+        &steps,
+    );
     out += &row("the sale's invariants", &|r| {
         let all = r["checks"]
             .as_array()
             .is_some_and(|c| c.iter().all(|c| c["ok"] == Value::Bool(true)));
         if all { "all hold" } else { "NOT ALL HOLD" }.into()
     });
-    out += "\n";
+    out +=
+        "\n(The steps are the figures read once a second, so a step between two readings is not \
+            counted.)\n\n";
     out
+}
+
+/// The admission rate's spread over the run.
+fn rates(run: &Value) -> String {
+    let mut rates: Vec<f64> = series(run).filter_map(|s| s["admission_rate"].as_f64()).collect();
+    rates.sort_by(f64::total_cmp);
+    match (rates.first(), rates.get(rates.len() / 2), rates.last()) {
+        (Some(min), Some(mid), Some(max)) => format!("{min:.0} / {mid:.0} / {max:.0} a second"),
+        _ => "-".into(),
+    }
+}
+
+/// The autopilot's steps as read: cuts by signal, raises, holds by why.
+fn steps(run: &Value) -> String {
+    let (mut cut, mut raised, mut held) = (BTreeMap::new(), 0, BTreeMap::new());
+    for d in series(run).map(|s| &s["decision"]) {
+        let name = |key: &str| d[key].as_str().unwrap_or("?").to_owned();
+        match d["action"].as_str() {
+            Some("cut") => *cut.entry(name("signal")).or_insert(0u32) += 1,
+            Some("raised") => raised += 1,
+            Some("held") => *held.entry(name("why")).or_insert(0u32) += 1,
+            _ => {}
+        }
+    }
+    if cut.is_empty() && raised == 0 && held.is_empty() {
+        return "-".into();
+    }
+    let list = |m: &BTreeMap<String, u32>| {
+        m.iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "{} ({}) / {raised} / {} ({})",
+        cut.values().sum::<u32>(),
+        list(&cut),
+        held.values().sum::<u32>(),
+        list(&held)
+    )
+}
+
+/// The figures read once a second during the run.
+fn series(run: &Value) -> impl Iterator<Item = &Value> {
+    run["every_second"].as_array().into_iter().flatten()
 }

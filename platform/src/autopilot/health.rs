@@ -28,6 +28,19 @@ pub struct Health {
     pub produce_p99_ms: Option<f64>,
     /// Events written to the topic and not yet applied by the consumer group.
     pub consumer_lag: Option<u64>,
+    /// When the lag was measured (Unix ms; `at_ms` if absent). The consumers measure it apart
+    /// from the booking services that carry it, so it goes stale on its own: a stale lag is not
+    /// judged, and without a fresh one the rate is never raised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer_lag_at_ms: Option<i64>,
+}
+
+impl Health {
+    /// The consumer lag if it was measured within `stale_ms` of `now_ms`.
+    pub fn fresh_lag(&self, now_ms: i64, stale_ms: i64) -> Option<u64> {
+        let at = self.consumer_lag_at_ms.unwrap_or(self.at_ms);
+        self.consumer_lag.filter(|_| now_ms - at <= stale_ms)
+    }
 }
 
 /// Fewer reservations than this in a summary's window, and its latency and error share are not
@@ -113,8 +126,9 @@ pub(super) fn worst(health: &Health, targets: &Targets) -> Option<(Signal, f64)>
 /// Summaries older than `stale_ms` at `now_ms` are left out (their writer may be gone); the rest
 /// are merged as the worst case the autopilot must answer: requests summed, the error share
 /// over all of them, each latency the slowest instance's (among those with enough requests to
-/// judge one by, when any has), the lag the largest, and `at_ms` the oldest part's. `None` when
-/// nothing is fresh: the autopilot then holds the rate.
+/// judge one by, when any has), the largest of the lags still fresh (with the oldest of their
+/// times), and `at_ms` the oldest summary's. `None` when nothing is fresh: the autopilot then
+/// holds the rate.
 pub fn merge(summaries: &[Health], now_ms: i64, stale_ms: i64) -> Option<Health> {
     let fresh: Vec<&Health> = summaries
         .iter()
@@ -135,6 +149,13 @@ pub fn merge(summaries: &[Health], now_ms: i64, stale_ms: i64) -> Option<Health>
         .filter(|h| h.error_share.is_some())
         .map(|h| h.requests)
         .sum();
+    let lags: Vec<(u64, i64)> = fresh
+        .iter()
+        .filter_map(|h| {
+            let lag = h.fresh_lag(now_ms, stale_ms)?;
+            Some((lag, h.consumer_lag_at_ms.unwrap_or(h.at_ms)))
+        })
+        .collect();
     let failed: f64 = fresh
         .iter()
         .filter_map(|h| Some(h.error_share? * h.requests as f64))
@@ -146,6 +167,7 @@ pub fn merge(summaries: &[Health], now_ms: i64, stale_ms: i64) -> Option<Health>
         error_share: (counted > 0).then(|| failed / counted as f64),
         script_p99_ms: slowest(judged, |h| h.script_p99_ms),
         produce_p99_ms: slowest(&fresh, |h| h.produce_p99_ms),
-        consumer_lag: fresh.iter().filter_map(|h| h.consumer_lag).max(),
+        consumer_lag: lags.iter().map(|(lag, _)| *lag).max(),
+        consumer_lag_at_ms: lags.iter().map(|(_, at)| *at).min(),
     })
 }

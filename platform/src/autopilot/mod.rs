@@ -13,7 +13,8 @@
 //! - a raise comes only once the signals have been calm for a whole settle since the last
 //!   change, and is additive (a probe); near the rate where strain was last seen it is a quarter
 //!   of a probe, so a flapping fault bounds the swing;
-//! - signals that are missing or stale hold the rate: no raise on no evidence, no cut on none;
+//! - signals that are missing or stale hold the rate: no raise on no evidence, no cut on none
+//!   (the consumers' lag travels apart and may go stale alone: then the rest may still cut);
 //! - recovery needs no completed work: a fresh summary with too few requests to judge a latency
 //!   by counts as calm, so a rate cut to the floor climbs back by probes even if nothing is
 //!   booked meanwhile (the failure of limiters that learn only from completed requests);
@@ -92,9 +93,11 @@ pub struct Step {
 }
 
 /// A notable change of rate ([`notable`]) as the audit trail records it: the rate last audited
-/// (`from`), the rate now (`to`), and the step that made it.
+/// (`from`), the rate now (`to`), and the step that made it; `id` names it once and for all (the
+/// leader's fencing token and the step's time), so whoever writes it writes it once.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Audited {
+    pub id: String,
     pub from: f64,
     pub to: f64,
     #[serde(flatten)]
@@ -132,7 +135,8 @@ impl Decision {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Hold {
-    /// No summary, or one older than [`Settings::stale_ms`].
+    /// No summary, or one older than [`Settings::stale_ms`]; or calm, but without a fresh
+    /// consumer lag (no raise on missing evidence).
     Stale,
     /// The last change cannot have shown yet.
     Settling,
@@ -187,10 +191,17 @@ impl Autopilot {
         let Some(health) = health.filter(|h| now_ms - h.at_ms <= s.stale_ms) else {
             return self.hold(Hold::Stale);
         };
+        // The lag travels apart from the rest (the consumers measure it): stale, it is not
+        // judged, and the rate may still be cut on the rest but not raised.
+        let lag = health.fresh_lag(now_ms, s.stale_ms);
+        let judged = Health {
+            consumer_lag: lag,
+            ..health.clone()
+        };
         let settled = self
             .last_change
             .is_none_or(|(at, _)| now_ms - at >= s.settle_ms);
-        match worst(health, &s.targets) {
+        match worst(&judged, &s.targets) {
             Some((_, pressure)) if (s.calm_below..=1.0).contains(&pressure) => {
                 self.hold(Hold::WithinBand)
             }
@@ -218,6 +229,10 @@ impl Autopilot {
             }
             // Calm, or nothing to judge by (no traffic is no strain).
             _ => {
+                if lag.is_none() {
+                    // No fresh word from the consumers: no raise on missing evidence.
+                    return self.hold(Hold::Stale);
+                }
                 if !settled {
                     return self.hold(Hold::Settling);
                 }

@@ -14,6 +14,7 @@ fn calm(at_ms: i64) -> Health {
         script_p99_ms: Some(5.0),
         produce_p99_ms: Some(50.0),
         consumer_lag: Some(10),
+        consumer_lag_at_ms: None,
     }
 }
 
@@ -108,6 +109,39 @@ fn missing_or_stale_signals_hold_the_rate() {
     );
     // Nor a raise on a calm one.
     assert_eq!(pilot.step(6 * SECOND, Some(&calm(0))).rate(), 40.0);
+}
+
+#[test]
+fn a_stale_lag_alone_forbids_a_raise_but_not_a_cut() {
+    let mut pilot = Autopilot::new(Settings::new(1.0, 100.0), 40.0);
+    let now = 20 * SECOND;
+    let old_lag = |h: Health| Health {
+        consumer_lag: Some(999_999),
+        consumer_lag_at_ms: Some(now - 6 * SECOND),
+        ..h
+    };
+    // Calm, but the consumers have not said how far behind they are lately: hold.
+    assert_eq!(
+        pilot.step(now, Some(&old_lag(calm(now)))),
+        Decision::Held {
+            rate: 40.0,
+            why: Hold::Stale
+        }
+    );
+    // The stale lag (far past its target) is not judged; the fresh latency still cuts.
+    match pilot.step(now, Some(&old_lag(strained(now, 1_000.0)))) {
+        Decision::Cut { signal, .. } => assert_eq!(signal, Signal::ReservationLatency),
+        other => panic!("{other:?}"),
+    }
+    // And with a fresh lag, a calm backend lets it climb again.
+    let fresh = Health {
+        consumer_lag_at_ms: Some(now + 30 * SECOND),
+        ..calm(now + 30 * SECOND)
+    };
+    assert!(matches!(
+        pilot.step(now + 30 * SECOND, Some(&fresh)),
+        Decision::Raised { .. }
+    ));
 }
 
 #[test]
@@ -263,7 +297,20 @@ fn instances_merge_into_the_worst_case_and_stale_ones_are_left_out() {
     assert_eq!(merged.reservation_p99_ms, Some(480.0));
     assert_eq!(merged.error_share, Some(4.0 / 403.0));
     assert_eq!(merged.consumer_lag, Some(7));
+    assert_eq!(merged.consumer_lag_at_ms, Some(9_500));
     assert_eq!(merged.script_p99_ms, None);
+    // A lag measured too long ago is left out though its carrier is fresh.
+    let old_lag = Health {
+        at_ms: 9_900,
+        consumer_lag: Some(50),
+        consumer_lag_at_ms: Some(4_000),
+        ..Health::default()
+    };
+    let merged = merge(&[old_lag], 10_000, 5_000).unwrap();
+    assert_eq!(
+        (merged.consumer_lag, merged.consumer_lag_at_ms),
+        (None, None)
+    );
     assert_eq!(merge(&[gone], 10_000, 5_000), None);
     assert_eq!(merge(&[], 10_000, 5_000), None);
 }

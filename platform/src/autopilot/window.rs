@@ -140,18 +140,22 @@ fn bound_us(i: usize) -> f64 {
 }
 
 /// A window per sale, for a service that serves many: made at a sale's first record (the caller
-/// records only for a sale it verified, so a stranger cannot grow it) and dropped once a reading
-/// finds it empty (two quiet spans).
+/// records only for a sale it verified, so a stranger cannot grow it) and kept, reading empty,
+/// until `idle` has passed since its last record: a sale whose traffic stopped still reports
+/// that it has none (no traffic is no strain, and the autopilot may climb back on it).
 #[derive(Debug)]
 pub struct SaleWindows {
     span: Duration,
-    windows: Mutex<HashMap<String, Window>>,
+    idle_ms: i64,
+    /// Each sale's window and when it last recorded.
+    windows: Mutex<HashMap<String, (Window, i64)>>,
 }
 
 impl SaleWindows {
-    pub fn new(span: Duration) -> Self {
+    pub fn new(span: Duration, idle: Duration) -> Self {
         Self {
             span,
+            idle_ms: idle.as_millis() as i64,
             windows: Mutex::default(),
         }
     }
@@ -159,22 +163,24 @@ impl SaleWindows {
     /// Records one request of `sale` at `now_ms`.
     pub fn record(&self, sale: &str, now_ms: i64, latency: Duration, failed: bool) {
         let mut windows = self.windows.lock().expect("lock");
-        let window = match windows.get_mut(sale) {
-            Some(window) => window,
+        let (window, last) = match windows.get_mut(sale) {
+            Some(entry) => entry,
             None => windows
                 .entry(sale.to_owned())
-                .or_insert_with(|| Window::new(self.span, now_ms)),
+                .or_insert_with(|| (Window::new(self.span, now_ms), now_ms)),
         };
         window.record(now_ms, latency, failed);
+        *last = now_ms;
     }
 
-    /// Every sale's reading at `now_ms`, the empty ones dropped (their windows with them).
+    /// Every sale's reading at `now_ms` (an empty one for a sale idle for less than `idle`);
+    /// the windows idle for longer are dropped.
     pub fn readings(&self, now_ms: i64) -> Vec<(String, Reading)> {
         let mut windows = self.windows.lock().expect("lock");
         let mut readings = Vec::with_capacity(windows.len());
-        windows.retain(|sale, window| {
+        windows.retain(|sale, (window, last)| {
             let reading = window.read(now_ms);
-            if reading.count == 0 {
+            if reading.count == 0 && now_ms - *last > self.idle_ms {
                 return false;
             }
             readings.push((sale.clone(), reading));

@@ -20,34 +20,35 @@ pub fn challenge(
     )
 }
 
-/// Sets the admission rate and/or the active cap.
-pub fn rate_and_cap(keys: &SaleKeys, rate: Option<f64>, cap: Option<u32>) -> Option<Cmd> {
+/// Sets the admission rate and/or the active cap, and with them (in the same `HSET`, so no
+/// autopilot step can come between) the autopilot's settings when it is turned on.
+pub fn rate_and_cap(
+    keys: &SaleKeys,
+    rate: Option<f64>,
+    cap: Option<u32>,
+    autopilot: Option<&crate::autopilot::Settings>,
+) -> Option<Cmd> {
     set_meta(
         keys,
         [
             ("rate", rate.map(|r| r.to_string())),
             ("active_cap", cap.map(|c| c.to_string())),
+            (
+                "autopilot",
+                autopilot.map(|s| serde_json::to_string(s).expect("settings serialise")),
+            ),
         ],
     )
 }
 
-/// Turns the sale's admission autopilot on with `settings`, or off (`None`). Turning it off
-/// first, then setting a rate by hand, is how an operator overrides it: from the moment the
-/// field changes, the leader's step (`lua/autopilot.lua`) writes nothing.
-pub fn autopilot(keys: &SaleKeys, settings: Option<&crate::autopilot::Settings>) -> Cmd {
-    match settings {
-        Some(settings) => {
-            let json = serde_json::to_string(settings).expect("settings serialise");
-            let mut cmd = redis::cmd("HSET");
-            cmd.arg(keys.meta()).arg("autopilot").arg(json);
-            cmd
-        }
-        None => {
-            let mut cmd = redis::cmd("HDEL");
-            cmd.arg(keys.meta()).arg("autopilot");
-            cmd
-        }
-    }
+/// Turns the sale's admission autopilot off. Turning it off first, then setting a rate by hand,
+/// is how an operator overrides it: from the moment the field is gone, the leader's step
+/// (`lua/autopilot.lua`) writes nothing (and it writes nothing either once the rate is not the
+/// one it started from).
+pub fn autopilot_off(keys: &SaleKeys) -> Cmd {
+    let mut cmd = redis::cmd("HDEL");
+    cmd.arg(keys.meta()).arg("autopilot");
+    cmd
 }
 
 /// One `HSET` of the sale's meta for the fields given a value, or `None` if none is.

@@ -68,6 +68,23 @@ async fn ops_turn_the_autopilot_on_and_a_rate_set_by_hand_overrides_it(db: sqlx:
     );
     assert_eq!(step["decision"]["rate"], 10.0, "{step}");
 
+    // A rate set by hand with the autopilot kept on, with the same settings: the autopilot
+    // takes over from that rate (it is within the bounds) rather than writing its own back.
+    let settings = json!({"enabled": true, "floor": 5.0, "ceiling": 10.0, "settle_secs": 2});
+    let (status, figures) = patch(json!({"admission_rate": 7.0, "autopilot": settings})).await;
+    assert_eq!(status, 200, "{figures}");
+    assert_eq!(figures["autopilot"]["enabled"], true);
+    eventually(
+        "the leader steps from the new rate",
+        Duration::from_secs(10),
+        || async {
+            let f = figures_now().await;
+            f["autopilot"]["last_step"]["decision"]["rate"] == 7.0
+        },
+    )
+    .await;
+    assert_eq!(figures_now().await["admission_rate"], 7.0);
+
     // A rate set by hand wins at once, and turns the autopilot off in the same change.
     let (status, figures) = patch(json!({"admission_rate": 3.0})).await;
     assert_eq!(status, 200, "{figures}");

@@ -7,8 +7,8 @@
 //! One sale, four phases: calm at the ceiling; a slow pool (every reply of the booking service's
 //! Redis 150 ms late, far below its timeout) cuts the rate within a bounded number of steps, down
 //! to the floor and never below, with no reservation failing; the pool well again, the rate climbs
-//! back to the ceiling; and a pool that is slow for two seconds in every four keeps the rate near
-//! the floor rather than swinging it.
+//! back to the ceiling; and a pool slow and well by turns, each spell longer than the health
+//! window, never swings the rate back up to the ceiling.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -106,7 +106,12 @@ async fn a_slow_pool_cuts_the_rate_to_the_floor_and_its_recovery_restores_it(db:
     .await;
     assert!(cut, "no cut within 20 s of the slow pool: {seen:?}");
     let first_cut = decision(seen.last().unwrap());
-    assert_eq!(first_cut["signal"], "script_latency", "{first_cut}");
+    // The slow Redis shows first in the times measured on it (the pool scripts', or the whole
+    // reservation's, which waits for several of its replies).
+    assert!(
+        ["script_latency", "reservation_latency"].contains(&first_cut["signal"].as_str().unwrap()),
+        "{first_cut}"
+    );
     assert!(first_cut["pressure"].as_f64().unwrap() > 1.0);
     let at_floor = watch_until(&figures, &mut seen, Duration::from_secs(30), |f| {
         f["admission_rate"] == FLOOR
@@ -146,27 +151,34 @@ async fn a_slow_pool_cuts_the_rate_to_the_floor_and_its_recovery_restores_it(db:
         "a climb by probes, not a jump: {climbed:?}"
     );
 
-    // 4. A flapping pool, slow 2 s in every 4: the rate comes down and stays near the floor
-    // rather than swinging between floor and ceiling.
+    // 4. A flapping pool, slow for 10 s, well for 10 s, twice (each longer than the health
+    // window, so the backend really is strained, then calm): the rate is cut each time, and
+    // in each calm spell it climbs only by probes, a quarter of one near the rate that strained
+    // it, so it never swings back up to the ceiling.
     let mut flapping = Vec::new();
-    let flap_until = Instant::now() + Duration::from_secs(32);
-    let mut slow = true;
-    while Instant::now() < flap_until {
-        proxy.delay(if slow { SLOW } else { Duration::ZERO });
-        slow = !slow;
-        watch_until(&figures, &mut flapping, Duration::from_secs(2), |_| false).await;
+    for _ in 0..2 {
+        proxy.delay(SLOW);
+        watch_until(&figures, &mut flapping, Duration::from_secs(10), |_| false).await;
+        proxy.delay(Duration::ZERO);
+        watch_until(&figures, &mut flapping, Duration::from_secs(10), |_| false).await;
     }
-    proxy.delay(Duration::ZERO);
     let flapped = rates(&flapping);
-    let late = &flapped[flapped.len() / 2..];
     assert!(
         flapped.iter().all(|r| *r >= FLOOR && *r <= CEILING),
         "{flapped:?}"
     );
-    let high = late.iter().cloned().fold(0.0, f64::max);
+    let cuts = flapping
+        .iter()
+        .filter(|f| decision(f)["action"] == "cut")
+        .count();
+    assert!(cuts >= 1, "a flapping pool is cut: {flapped:?}");
+    let high = flapped[flapped.len() / 4..]
+        .iter()
+        .copied()
+        .fold(0.0, f64::max);
     assert!(
-        high <= FLOOR + (CEILING - FLOOR) / 4.0,
-        "a flapping pool kept the rate swinging up to {high}: {flapped:?}"
+        high <= FLOOR + (CEILING - FLOOR) / 2.0,
+        "a flapping pool swung the rate up to {high}: {flapped:?}"
     );
 
     crowd.abort();
