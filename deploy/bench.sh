@@ -858,7 +858,7 @@ autopilot() {
     while kill -0 "$loader" 2>/dev/null; do
       curl -fsS -H "Authorization: Bearer $FLOODGATE_OPS_TOKEN" \
         "http://127.0.0.1:19081/admin/v1/sales/$sale" 2>/dev/null |
-        jq -c '{admission_rate, decision: .autopilot.last_step.decision}' >>"$series" || true
+        jq -c '{admission_rate, decision: .autopilot.last_step.decision, health: .autopilot.last_step.health}' >>"$series" || true
       sleep 1
     done
     wait "$loader" ||

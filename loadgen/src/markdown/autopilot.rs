@@ -40,9 +40,21 @@ pub(super) fn section(results: &Path) -> String {
         r["outcomes"]["paid"].to_string()
     });
     out += &row("time until the last seat was held", &|r| {
-        r["seconds_until_last_hold"]
+        let last = r["seconds_until_last_hold"]
             .as_f64()
-            .map_or("-".into(), |secs| format!("**{secs:.1} s**"))
+            .map_or("-".into(), |secs| format!("{secs:.1} s"));
+        // Sold out: someone was told so, or found nothing left once admitted.
+        let told = r["outcomes"]["sold_out_while_waiting"]
+            .as_u64()
+            .unwrap_or(0)
+            + r["outcomes"]["nothing_left_when_admitted"]
+                .as_u64()
+                .unwrap_or(0);
+        if told > 0 {
+            format!("**{last}** (sold out)")
+        } else {
+            format!("{last} (**never sold out**)")
+        }
     });
     out += &row("reserve p50 / p99 / max (retries included)", &|r| {
         crate::report::Latencies::describe(&r["reserve_ms"])
@@ -66,7 +78,9 @@ pub(super) fn section(results: &Path) -> String {
 
 /// The admission rate's spread over the run.
 fn rates(run: &Value) -> String {
-    let mut rates: Vec<f64> = series(run).filter_map(|s| s["admission_rate"].as_f64()).collect();
+    let mut rates: Vec<f64> = series(run)
+        .filter_map(|s| s["admission_rate"].as_f64())
+        .collect();
     rates.sort_by(f64::total_cmp);
     match (rates.first(), rates.get(rates.len() / 2), rates.last()) {
         (Some(min), Some(mid), Some(max)) => format!("{min:.0} / {mid:.0} / {max:.0} a second"),
