@@ -6,7 +6,8 @@
 //! for the audit trail, which the booking service writes (this gateway has no database).
 //!
 //! One leader steps (the lease's fence), so gateways never fight over the rate; a new leader
-//! starts a fresh autopilot from the rate as it stands. An operator's hand wins at once: a rate
+//! goes on from the rate as it stands, with the last step's memory (a recent cut still settles)
+//! while that rate is still the one the last step left. An operator's hand wins at once: a rate
 //! set by hand turns the autopilot off in the same change, and the script then refuses the
 //! leader's write.
 
@@ -39,8 +40,9 @@ pub(super) struct Pilot {
 }
 
 impl Pilot {
-    /// The pilot for the settings `raw` holds, taking over at `rate`.
-    fn new(raw: &str, rate: f64, now_ms: i64) -> Self {
+    /// The pilot for the settings `raw` holds, taking over at `rate`, with the last leader's
+    /// memory if the rate is still the one its last step left.
+    fn new(raw: &str, rate: f64, now_ms: i64, last: Option<&Step>) -> Self {
         let settings: Option<Settings> = serde_json::from_str(raw).ok();
         if settings.is_none() {
             tracing::warn!(
@@ -48,10 +50,14 @@ impl Pilot {
                 "the sale's autopilot settings do not read; the rate is left alone"
             );
         }
+        let memory = last
+            .filter(|step| written(step.decision.rate()) == rate)
+            .map(|step| step.memory)
+            .unwrap_or_default();
         Self {
             raw: raw.to_owned(),
             stale_ms: settings.as_ref().map_or(0, |s| s.stale_ms),
-            autopilot: settings.map(|s| Autopilot::new(s, rate)),
+            autopilot: settings.map(|s| Autopilot::resume(s, rate, memory)),
             rate,
             next_ms: now_ms,
             audited: rate,
@@ -77,9 +83,11 @@ pub(super) async fn steer(
         .as_ref()
         .is_none_or(|p| p.raw != raw || p.rate != view.rate)
     {
-        // On, new settings, or a rate someone else set: a fresh start from the rate as it
-        // stands (the settings' bounds apply at once).
-        *pilot = Some(Pilot::new(raw, view.rate, now_ms));
+        // On, new settings, a rate someone else set, or a new leader: a fresh start from the
+        // rate as it stands (the settings' bounds apply at once), remembering the last step's
+        // cut if that rate is still its.
+        let last = pilot::last_step(conn, keys).await?;
+        *pilot = Some(Pilot::new(raw, view.rate, now_ms, last.as_ref()));
     }
     let Some(p) = pilot.as_mut() else {
         return Ok(());
@@ -94,14 +102,14 @@ pub(super) async fn steer(
     let summaries = pilot::health(conn, keys).await?;
     let health = autopilot::merge(&summaries, now_ms, p.stale_ms);
     let decision = autopilot.step(now_ms, health.as_ref());
-    // Written to a thousandth of an admission a second, the rate's smallest step.
-    let to = (decision.rate() * 1_000.0).round() / 1_000.0;
+    let to = written(decision.rate());
     let rate = (to != p.rate).then_some(to);
     let step = Step {
         at_ms: now_ms,
         leader: leader.to_owned(),
         decision,
         health,
+        memory: autopilot.memory(),
     };
     let audited = autopilot::notable(p.audited, to).then(|| Audited {
         id: format!("{fence}@{now_ms}"),
@@ -113,7 +121,7 @@ pub(super) async fn steer(
     let audit = audited
         .as_ref()
         .map(|a| serde_json::to_string(a).expect("an audit entry serialises"));
-    let written = pilot::Step {
+    let call = pilot::Step {
         settings: &p.raw,
         from: p.rate,
         rate,
@@ -121,7 +129,7 @@ pub(super) async fn steer(
         keep_ms: KEEP_MS,
         audit: audit.as_deref(),
     };
-    match pilot::apply(conn, keys, fence, written).await? {
+    match pilot::apply(conn, keys, fence, call).await? {
         Piloted::Applied => {
             if audited.is_some() {
                 p.audited = to;
@@ -137,6 +145,11 @@ pub(super) async fn steer(
         Piloted::Superseded | Piloted::NotLeader => *pilot = None,
     }
     Ok(())
+}
+
+/// A rate as it is written: to a thousandth of an admission a second, the rate's smallest step.
+fn written(rate: f64) -> f64 {
+    (rate * 1_000.0).round() / 1_000.0
 }
 
 /// A change of rate in the log and the metrics.

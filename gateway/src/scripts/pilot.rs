@@ -1,7 +1,7 @@
 //! The admission autopilot's Redis side (`lua/autopilot.lua`): what the sale's leader reads
 //! (every service's health summary) and the one fenced, conditional write of its step.
 
-use floodgate_platform::autopilot::Health;
+use floodgate_platform::autopilot::{Health, Step as Kept};
 use floodgate_platform::keys::SaleKeys;
 use floodgate_platform::runtime::RedisConn;
 use floodgate_platform::script::{FromReply, LuaScript as _};
@@ -78,6 +78,15 @@ pub async fn apply(
     }
     .run(conn)
     .await?)
+}
+
+/// The last step kept for the sale (`None`: none in the last 30 s, or one that does not read).
+pub async fn last_step(conn: &mut RedisConn, keys: &SaleKeys) -> RedisResult<Option<Kept>> {
+    let json: Option<String> = redis::cmd("GET")
+        .arg(keys.autopilot())
+        .query_async(conn)
+        .await?;
+    Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
 }
 
 /// Every service's health summary for the sale (the instance that wrote each is not needed).

@@ -90,6 +90,9 @@ pub struct Step {
     pub decision: Decision,
     /// The services' health merged as the step judged it (`None`: nothing fresh).
     pub health: Option<Health>,
+    /// What the autopilot remembered after it: a next leader goes on from it.
+    #[serde(default)]
+    pub memory: Memory,
 }
 
 /// A notable change of rate ([`notable`]) as the audit trail records it: the rate last audited
@@ -153,22 +156,40 @@ pub enum Hold {
 pub struct Autopilot {
     settings: Settings,
     rate: f64,
-    /// When the rate last changed, and whether by a cut with what pressure.
-    last_change: Option<(i64, Option<f64>)>,
+    memory: Memory,
+}
+
+/// What an autopilot remembers between steps, kept with each step (`Step::memory`) so that a new
+/// leader goes on where the last one stopped: a cut a moment ago still settles, and a probe near
+/// the rate that strained the backend is still a careful one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Memory {
+    /// When the rate last changed (Unix ms), and the pressure if it was a cut.
+    pub changed_at_ms: Option<i64>,
+    pub cut_pressure: Option<f64>,
     /// The rate at which strain was last seen, until a probe passes it calmly.
-    strained_at: Option<f64>,
+    pub strained_at: Option<f64>,
 }
 
 impl Autopilot {
     /// An autopilot taking over a sale admitting at `rate`.
     pub fn new(settings: Settings, rate: f64) -> Self {
+        Self::resume(settings, rate, Memory::default())
+    }
+
+    /// An autopilot going on from `memory` (the last leader's) at `rate`.
+    pub fn resume(settings: Settings, rate: f64, memory: Memory) -> Self {
         let rate = rate.clamp(settings.floor, settings.ceiling);
         Self {
             settings,
             rate,
-            last_change: None,
-            strained_at: None,
+            memory,
         }
+    }
+
+    /// What it remembers now.
+    pub fn memory(&self) -> Memory {
+        self.memory
     }
 
     pub fn rate(&self) -> f64 {
@@ -199,8 +220,9 @@ impl Autopilot {
             ..health.clone()
         };
         let settled = self
-            .last_change
-            .is_none_or(|(at, _)| now_ms - at >= s.settle_ms);
+            .memory
+            .changed_at_ms
+            .is_none_or(|at| now_ms - at >= s.settle_ms);
         match worst(&judged, &s.targets) {
             Some((_, pressure)) if (s.calm_below..=1.0).contains(&pressure) => {
                 self.hold(Hold::WithinBand)
@@ -208,8 +230,9 @@ impl Autopilot {
             Some((signal, pressure)) if pressure > 1.0 => {
                 // A cut may follow a cut within the settle only if the strain grew by a quarter.
                 let worse = self
-                    .last_change
-                    .is_some_and(|(_, cut)| cut.is_some_and(|previous| pressure > previous * 1.25));
+                    .memory
+                    .cut_pressure
+                    .is_some_and(|previous| pressure > previous * 1.25);
                 if !settled && !worse {
                     return self.hold(Hold::Settling);
                 }
@@ -218,7 +241,7 @@ impl Autopilot {
                     return self.hold(Hold::AtFloor);
                 }
                 let from = self.rate;
-                self.strained_at = Some(from);
+                self.memory.strained_at = Some(from);
                 self.change(now_ms, to, Some(pressure));
                 Decision::Cut {
                     from,
@@ -241,13 +264,14 @@ impl Autopilot {
                 }
                 // Near the rate that strained the backend last time, a quarter of a probe.
                 let careful = self
+                    .memory
                     .strained_at
                     .is_some_and(|r| self.rate + s.probe > r * 0.9);
                 let step = if careful { s.probe / 4.0 } else { s.probe };
                 let (from, to) = (self.rate, (self.rate + step).min(s.ceiling));
-                if self.strained_at.is_some_and(|r| to > r) {
+                if self.memory.strained_at.is_some_and(|r| to > r) {
                     // Past it calmly: whatever strained the backend there has gone.
-                    self.strained_at = None;
+                    self.memory.strained_at = None;
                 }
                 self.change(now_ms, to, None);
                 Decision::Raised { from, to }
@@ -264,7 +288,8 @@ impl Autopilot {
 
     fn change(&mut self, now_ms: i64, to: f64, cut: Option<f64>) {
         self.rate = to;
-        self.last_change = Some((now_ms, cut));
+        self.memory.changed_at_ms = Some(now_ms);
+        self.memory.cut_pressure = cut;
     }
 }
 

@@ -314,3 +314,32 @@ fn instances_merge_into_the_worst_case_and_stale_ones_are_left_out() {
     assert_eq!(merge(&[gone], 10_000, 5_000), None);
     assert_eq!(merge(&[], 10_000, 5_000), None);
 }
+
+#[test]
+fn a_new_leader_goes_on_from_the_last_ones_memory() {
+    let settings = Settings::new(10.0, 100.0);
+    let mut old = Autopilot::new(settings.clone(), 100.0);
+    assert!(matches!(
+        old.step(0, Some(&strained(0, 1_000.0))),
+        Decision::Cut { .. }
+    ));
+    let memory = old.memory();
+    assert_eq!(memory.changed_at_ms, Some(0));
+    assert_eq!(memory.strained_at, Some(100.0));
+    // Two seconds later the lease moves. A fresh controller would raise at once on a calm
+    // summary; one resumed from the memory still waits for the cut to show.
+    let calm_now = calm(2 * SECOND);
+    let mut fresh = Autopilot::new(settings.clone(), old.rate());
+    assert!(matches!(
+        fresh.step(2 * SECOND, Some(&calm_now)),
+        Decision::Raised { .. }
+    ));
+    let mut resumed = Autopilot::resume(settings, old.rate(), memory);
+    assert_eq!(
+        resumed.step(2 * SECOND, Some(&calm_now)),
+        Decision::Held {
+            rate: 50.0,
+            why: Hold::Settling
+        }
+    );
+}
