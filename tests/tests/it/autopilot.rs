@@ -1,8 +1,10 @@
 //! The admission autopilot against the real services: what each booking instance writes of a
 //! sale's health for the sale's admission leader to read; ops turning it on and overriding it;
-//! and ([`slow_pool`]) the loop itself under a pool Redis made slow by the chaos proxy.
+//! ([`quiet`]) a signal gone quiet; and ([`slow_pool`]) the loop itself under a pool Redis made
+//! slow by the chaos proxy.
 
 mod ops;
+mod quiet;
 mod slow_pool;
 
 use std::time::Duration;
@@ -12,6 +14,19 @@ use floodgate_protocol::now_millis;
 use floodgate_tests::{eventually, unique, SaleSpec, TestApp};
 
 const MINUTE: i64 = 60_000;
+
+/// Turns `sale`'s autopilot on with `settings` (the body's `autopilot`) through the ops API.
+async fn turn_on(app: &TestApp, sale: &str, settings: serde_json::Value) {
+    let (status, answer) = app
+        .ops(
+            reqwest::Method::PATCH,
+            &format!("/admin/v1/sales/{sale}"),
+            &app.ops_token,
+            Some(serde_json::json!({ "autopilot": settings })),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+}
 
 /// Every second the booking service writes, in the sale's health hash, its field with what the
 /// sale's reservations took: how many, their p99, the share that failed (the backend's 5xx, not

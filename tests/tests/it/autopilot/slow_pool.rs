@@ -53,19 +53,16 @@ async fn a_slow_pool_cuts_the_rate_to_the_floor_and_its_recovery_restores_it(db:
     };
     let sale = app.open_sale("pilot-slow-", spec).await;
     let path = format!("/admin/v1/sales/{sale}");
-    let (status, answer) = app
-        .ops(
-            Method::PATCH,
-            &path,
-            &app.ops_token,
-            Some(json!({"autopilot": {
-                "enabled": true, "floor": FLOOR, "ceiling": CEILING, "settle_secs": 1,
-                // Loopback answers in well under these; the slow pool is far past them.
-                "targets": {"script_p99_ms": 50.0, "reservation_p99_ms": 2_000.0},
-            }})),
-        )
-        .await;
-    assert_eq!(status, 200, "{answer}");
+    super::turn_on(
+        &app,
+        &sale,
+        json!({
+            "enabled": true, "floor": FLOOR, "ceiling": CEILING, "settle_secs": 1,
+            // Loopback answers in well under these; the slow pool is far past them.
+            "targets": {"script_p99_ms": 50.0, "reservation_p99_ms": 2_000.0},
+        }),
+    )
+    .await;
 
     let outcomes = Arc::new(Mutex::new(Outcomes::default()));
     let crowd = tokio::spawn(crowd(
