@@ -2,7 +2,9 @@
 //! settings an operator changes while the rush is on.
 
 use floodgate_platform::autopilot::{Settings, Step};
-use floodgate_platform::state::{redis_time_ms, writes, AdmitEntry, PoolCounts, SaleMeta};
+use floodgate_platform::state::{
+    autopilot_change, redis_time_ms, writes, AdmitEntry, PoolCounts, SaleMeta,
+};
 use floodgate_protocol::UnixMillis;
 
 use super::Gatekeeper;
@@ -154,13 +156,7 @@ impl Gatekeeper {
             .await?;
         Ok(entries
             .into_iter()
-            .filter_map(|(id, fields)| {
-                let entry = fields
-                    .chunks(2)
-                    .find(|pair| pair[0] == "entry")
-                    .and_then(|pair| pair.get(1).cloned())?;
-                Some((id, entry))
-            })
+            .filter_map(|(id, fields)| Some((id, autopilot_change(&fields)?)))
             .collect())
     }
 

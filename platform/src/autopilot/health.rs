@@ -83,28 +83,21 @@ pub enum Signal {
 /// The signal furthest past (or nearest to) its target, as a multiple of it; `None` when the
 /// summary judges nothing.
 pub(super) fn worst(health: &Health, targets: &Targets) -> Option<(Signal, f64)> {
+    // What the reservations measured is judged only when there were enough of them.
     let enough = health.requests >= MIN_REQUESTS;
+    let measured = |value: Option<f64>, target: f64| value.filter(|_| enough).map(|v| v / target);
     [
         (
             Signal::ReservationLatency,
-            health
-                .reservation_p99_ms
-                .filter(|_| enough)
-                .map(|v| v / targets.reservation_p99_ms),
+            measured(health.reservation_p99_ms, targets.reservation_p99_ms),
         ),
         (
             Signal::Errors,
-            health
-                .error_share
-                .filter(|_| enough)
-                .map(|v| v / targets.error_share),
+            measured(health.error_share, targets.error_share),
         ),
         (
             Signal::ScriptLatency,
-            health
-                .script_p99_ms
-                .filter(|_| enough)
-                .map(|v| v / targets.script_p99_ms),
+            measured(health.script_p99_ms, targets.script_p99_ms),
         ),
         (
             Signal::ProduceLatency,

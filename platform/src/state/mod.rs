@@ -246,6 +246,12 @@ pub fn death_place(fields: &[String]) -> Option<u64> {
     stream_field(fields, "p")
 }
 
+/// The change an entry of a sale's `autopilot_audit` stream queues (`lua/autopilot.lua`): its
+/// JSON.
+pub fn autopilot_change(fields: &[String]) -> Option<String> {
+    stream_field(fields, "entry")
+}
+
 fn stream_field<T: std::str::FromStr>(fields: &[String], name: &str) -> Option<T> {
     fields
         .chunks_exact(2)
@@ -366,6 +372,11 @@ mod tests {
         );
         assert_eq!(death_place(&strings(&["p", "12"])), Some(12));
         assert_eq!(death_place(&strings(&["q", "12"])), None);
+        assert_eq!(
+            autopilot_change(&strings(&["entry", "{\"to\":1}"])),
+            Some("{\"to\":1}".to_owned())
+        );
+        assert_eq!(autopilot_change(&strings(&["entry"])), None);
     }
 
     #[test]
