@@ -21,6 +21,8 @@
 //! - `reserve`: the booking endpoint end to end; `publish`: synthetic events; `naive`: the
 //!   PostgreSQL counter row, for comparison.
 //! - `report`: tables and percentiles; `markdown`: the generated part of BENCHMARKS.md.
+//! - `simulate`: a discrete-event model of a sale calibrated on a benchmark run: predictions,
+//!   the fleet's plan, docs/capacity.md.
 //! - `fault`: a saturated Redis (a proxy pacing its replies), the autopilot benchmark's fault.
 
 mod burst;
@@ -35,6 +37,7 @@ mod queue;
 mod report;
 mod reserve;
 mod sale;
+mod simulate;
 mod waits;
 
 use std::net::{IpAddr, SocketAddr};
@@ -79,6 +82,21 @@ enum Command {
     /// The whole rush against running services, with its invariants checked at the end
     /// (exit status 2 if any fails).
     Sale(sale::SaleArgs),
+    /// A sale on a virtual clock: what the machines will do for a crowd, and the fleet (and the
+    /// kustomize patch) to run it, calibrated on a benchmark run.
+    Simulate(simulate::SimulateArgs),
+    /// Rewrite the generated part of docs/capacity.md: the plan for two million people and the
+    /// simulator's validation, from the committed benchmark runs (or the two named).
+    Capacity {
+        #[arg(long, default_value = "docs/capacity.md")]
+        into: std::path::PathBuf,
+        /// The run that checks the model (a results folder or figures' JSON).
+        #[arg(long)]
+        a: Option<std::path::PathBuf>,
+        /// The run that calibrates the plan.
+        #[arg(long)]
+        b: Option<std::path::PathBuf>,
+    },
     /// A saturated Redis for a benchmark's fault: a proxy letting through at most so many
     /// replies a second.
     Fault(fault::FaultArgs),
@@ -100,6 +118,8 @@ async fn main() -> anyhow::Result<()> {
         Command::Poll(args) => exit_on_failure(poll::run(args).await?),
         Command::Markdown { results, into } => markdown::run(&results, &into),
         Command::Fault(args) => fault::run(args).await,
+        Command::Simulate(args) => simulate::run(args),
+        Command::Capacity { into, a, b } => simulate::capacity::run(&into, a.as_ref(), b.as_ref()),
     }
 }
 

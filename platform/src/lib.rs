@@ -13,6 +13,8 @@
 //!   delay), shut down.
 //! - [`settings`]: how a service's settings are read: durations (`*_MS`, `*_SECS`) parsed once
 //!   into `Duration`s, and settings given by name, as the tests give them.
+//! - [`admission`]: how many one admission tick may let in (the line, the cap, the stock), for
+//!   the admission leader and the sale simulator alike.
 //! - [`autopilot`]: the admission autopilot's controller (a sale's rate moved by the backend's
 //!   health), pure, for the admission leader and the sale simulator alike.
 //! - [`batch`]: natural batching (callers gather while a batch is in flight), for `WAIT` and joins.
@@ -44,6 +46,7 @@
 //! The Redis key layout and state are a contract between the services too: changing them is a
 //! change of every process that reads them, and of the Lua scripts in `lua/`.
 
+pub mod admission;
 pub mod autopilot;
 pub mod batch;
 pub mod http;

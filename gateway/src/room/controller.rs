@@ -6,6 +6,7 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
+use floodgate_platform::admission::{self, Room};
 use floodgate_platform::keys::{Keys, SaleKeys};
 use floodgate_platform::runtime::RedisConn;
 use floodgate_platform::state::{self, PoolCounts};
@@ -131,12 +132,15 @@ impl Controller {
             let dead = shared.dead.read().expect("lock");
             dead.total() - dead.up_to(view.frontier)
         };
-        let live_waiting = view.issued.saturating_sub(view.frontier + dead_beyond);
-        let active = view.unspent + stock.holds;
-        let cap_room = view.active_cap.saturating_sub(active);
-        let stock_room = ((view.stock_factor * stock.available as f64).floor() as u64)
-            .saturating_sub(view.unspent);
-        let allowed = live_waiting.min(cap_room).min(stock_room);
+        let room = Room {
+            live_waiting: view.issued.saturating_sub(view.frontier + dead_beyond),
+            active_cap: view.active_cap,
+            unspent: view.unspent,
+            holds: stock.holds,
+            available: stock.available,
+            stock_factor: view.stock_factor,
+        };
+        let allowed = room.allowed();
         let mut permits = 0;
         if let Some(limiter) = self.limiter_for(view.rate, tick) {
             while permits < allowed && limiter.check().is_ok() {
@@ -227,9 +231,7 @@ fn stock_from(pools: &[PoolCounts]) -> Stock {
 /// is possible (a burst of 1 would cap admissions at one per tick). Any positive rate makes a
 /// limiter: one too small for a `Duration` period gets the longest period there is.
 fn limiter(rate: f64, tick: Duration) -> DefaultDirectRateLimiter {
-    let burst = (rate * tick.as_secs_f64())
-        .ceil()
-        .clamp(1.0, f64::from(u32::MAX)) as u32;
+    let burst = admission::burst(rate, tick);
     // A year is "never" for a sale, and far inside what governor's nanosecond clock can hold.
     const LONGEST: Duration = Duration::from_secs(365 * 24 * 3600);
     let period = Duration::try_from_secs_f64(1.0 / rate)

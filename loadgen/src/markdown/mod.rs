@@ -13,7 +13,7 @@ use crate::report::Latencies;
 
 mod autopilot;
 mod cluster;
-mod cpu;
+pub mod cpu;
 mod peers;
 mod soak;
 mod waiting;
@@ -34,13 +34,23 @@ pub fn run(results: &Path, into: &Path) -> anyhow::Result<()> {
 
 /// `document` with its generated part replaced by `section`.
 pub fn splice(document: &str, section: &str) -> String {
-    let block = format!("{BEGIN}\n{section}{END}");
-    match (document.find(BEGIN), document.find(END)) {
+    splice_between(document, (BEGIN, END), section)
+}
+
+/// `document` with the part between `markers` replaced by `section` (appended when absent):
+/// BENCHMARKS.md's and docs/capacity.md's generated parts alike.
+pub fn splice_between(
+    document: &str,
+    (begin_marker, end_marker): (&str, &str),
+    section: &str,
+) -> String {
+    let block = format!("{begin_marker}\n{section}{end_marker}");
+    match (document.find(begin_marker), document.find(end_marker)) {
         (Some(begin), Some(end)) if end > begin => {
             format!(
                 "{}{block}{}",
                 &document[..begin],
-                &document[end + END.len()..]
+                &document[end + end_marker.len()..]
             )
         }
         _ => format!("{}\n{block}\n", document.trim_end()),
@@ -55,12 +65,12 @@ fn cores(results: &Path) -> f64 {
         .unwrap_or(1.0)
 }
 
-fn read(path: &Path) -> Option<Value> {
+pub fn read(path: &Path) -> Option<Value> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
 /// Every `<prefix>-N.json` of the folder.
-fn parts(results: &Path, prefix: &str) -> anyhow::Result<Vec<Value>> {
+pub fn parts(results: &Path, prefix: &str) -> anyhow::Result<Vec<Value>> {
     let mut parts = Vec::new();
     for entry in std::fs::read_dir(results).with_context(|| format!("{}", results.display()))? {
         let path = entry?.path();

@@ -120,6 +120,14 @@ pub async fn run(args: SaleArgs) -> anyhow::Result<bool> {
     let progress = Arc::new(Progress::default());
     let pool_ids: Arc<Vec<String>> = Arc::new(pools.iter().map(|(id, _)| id.clone()).collect());
     let args = Arc::new(args);
+    // When the sale opens, against the run's start: what the simulator's validation replays
+    // (`floodgate-loadgen simulate`), since people who join early wait for it.
+    let opens_at_ms: i64 = sqlx::query_scalar(
+        "select (extract(epoch from opens_at) * 1000)::bigint from sales where id = $1",
+    )
+    .bind(&args.sale)
+    .fetch_one(&db)
+    .await?;
     let started = Instant::now();
     let started_ms = floodgate_protocol::now_millis();
 
@@ -142,6 +150,7 @@ pub async fn run(args: SaleArgs) -> anyhow::Result<bool> {
     ];
     let times = Times {
         started_ms,
+        opens_at_ms,
         all_done,
         settled: settled_after,
     };
@@ -244,6 +253,7 @@ async fn settle(
 /// When the run started (Unix ms), and how long until everyone finished and until it settled.
 struct Times {
     started_ms: i64,
+    opens_at_ms: i64,
     all_done: Duration,
     settled: Duration,
 }
@@ -287,6 +297,7 @@ fn report(
         },
         "first_failures": failures,
         "think_ms": args.think_ms,
+        "seconds_until_opening": (times.opens_at_ms - times.started_ms) as f64 / 1_000.0,
         "seconds_until_last_hold": last_hold_s,
         "seconds_until_everyone_finished": times.all_done.as_secs_f64(),
         "seconds_until_settled": times.settled.as_secs_f64(),

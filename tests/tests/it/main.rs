@@ -26,7 +26,8 @@
 //! - [`cluster`]: a sale on a real Redis Cluster (the named scenarios also run on one, in
 //!   `deploy/test.sh`'s cluster pass).
 //! - [`catalog`], [`edge`], [`browser`]: sale files, the CDN configuration, the page in Chromium.
-//! - [`loadgen`]: the load generator's scenarios; [`benchmarks`]: the benchmarks' own tools.
+//! - [`loadgen`]: the load generator's scenarios; [`benchmarks`]: the benchmarks' own tools;
+//!   [`simulate`]: the sale simulator's plan and its pre-scale patch, applied to an overlay.
 //! - [`metrics`]: what the services measure, as histograms, accepted by `promtool`;
 //!   [`traces`]: one reservation's spans in one trace, from the booking handler to the consumer.
 //! - [`error_codes`]: docs/protocol.md's table of error codes, generated from their declarations.
@@ -84,6 +85,7 @@ mod sale_end;
 mod script_headers;
 mod secrets;
 mod settings_reference;
+mod simulate;
 mod slow_clients;
 mod tls;
 mod topics;
