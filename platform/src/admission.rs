@@ -13,7 +13,7 @@ pub struct Room {
     pub active_cap: u64,
     /// Admitted people whose token is not yet spent (nor expired).
     pub unspent: u64,
-    /// Seats held (reserved, neither paid nor expired).
+    /// Live holds (reservations neither paid nor expired; one may hold several seats).
     pub holds: u64,
     /// Seats available in every pool together.
     pub available: u64,

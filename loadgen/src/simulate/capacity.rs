@@ -137,7 +137,7 @@ fn plan_table(plan: &Plan, piloted: &Plan) -> String {
     );
     out += &row("sold out", plan.sold_out(), piloted.sold_out());
     out += &row(
-        "wait from ticket to an answer, p50 / p99",
+        "wait from ticket to an answer (of those answered), p50 / p99",
         format!("{:.1} / {:.1} s", o.wait_ms.p50 / 1e3, o.wait_ms.p99 / 1e3),
         format!("{:.1} / {:.1} s", p.wait_ms.p50 / 1e3, p.wait_ms.p99 / 1e3),
     );
@@ -163,12 +163,20 @@ fn plan_table(plan: &Plan, piloted: &Plan) -> String {
         plan.safe_rate.describe(plan.sale_rate),
         piloted.safe_rate.describe(piloted.sale_rate),
     );
-    let mut notes: Vec<&String> = plan.notes.iter().chain(&piloted.notes).collect();
-    notes.dedup();
-    for note in notes {
-        out += &format!("\nNote: {note}.\n");
+    out + &notes(plan, piloted)
+}
+
+/// Both plans' notes, each once.
+fn notes(plan: &Plan, piloted: &Plan) -> String {
+    let mut seen: Vec<&String> = Vec::new();
+    for note in plan.notes.iter().chain(&piloted.notes) {
+        if !seen.contains(&note) {
+            seen.push(note);
+        }
     }
-    out
+    seen.iter()
+        .map(|note| format!("\nNote: {note}.\n"))
+        .collect()
 }
 
 fn spread(s: &super::model::Spread) -> String {

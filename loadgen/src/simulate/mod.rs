@@ -2,12 +2,13 @@
 //! before the rush, and the fleet to run it.
 //!
 //! The model (`model/`) plays every person of the crowd (arrival, ticket, wait, admission,
-//! reservation, payment or expiry) against capacities and unit costs calibrated from one
-//! benchmark run (`costs`); admission follows the gateways' own rule and, if asked, the
-//! autopilot's own controller. `plan` sizes the fleet from what the model measured, and `output`
-//! prints it and writes the kustomize patch that pre-scales it; `capacity` renders
-//! `docs/capacity.md`'s generated part. `validation` checks the model against recorded runs: calibrated on one, it
-//! predicts another's figures within the spread of runs on these machines.
+//! reservation, payment or expiry) against capacities and unit costs (`costs`) calibrated from
+//! one recorded benchmark run (`recorded`); admission follows the gateways' own rule and, if
+//! asked, the autopilot's own controller. `plan` sizes the fleet from what the model measured,
+//! and `output` prints it and writes the kustomize patch that pre-scales it, never below what the
+//! overlay sets (`overlay`); `capacity` renders `docs/capacity.md`'s generated part.
+//! `validation` checks the model against recorded runs: calibrated on one, it predicts another's
+//! figures within the spread of runs on these machines.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -22,6 +23,7 @@ pub mod model;
 mod output;
 pub mod overlay;
 pub mod plan;
+mod recorded;
 pub mod scenario;
 mod spread;
 pub mod validation;

@@ -24,10 +24,11 @@ impl Plan {
             self.consumers, p.consumer_cores, p.events_per_second, p.broker_cores
         );
         out += &format!(
-            "  Redis primaries    {:>6}   (each with a replica; the sale's slot {:.0} % of its core at the peak, the busiest pool primary {:.1} %)\n",
+            "  Redis primaries    {:>6}   (each with a replica; the sale's slot {:.0} % of its core at the peak, the busiest pool primary {:.1} %, the pools on all {:.1} %)\n",
             self.primaries,
             p.slot_redis * 100.0,
-            p.pool_redis * 100.0
+            p.pool_redis * 100.0,
+            p.pools_redis_total * 100.0
         );
         out += &format!(
             "  admission rate     {}\n\n",
@@ -42,7 +43,7 @@ impl Plan {
             o.everyone_finished_s
         );
         out += &format!(
-            "  wait from ticket to an answer p50 / p99: {:.1} / {:.1} s; join to admission p50 / p99: {:.1} / {:.1} s\n",
+            "  wait from ticket to an answer (of those answered) p50 / p99: {:.1} / {:.1} s; join to admission p50 / p99: {:.1} / {:.1} s\n",
             o.wait_ms.p50 / 1e3,
             o.wait_ms.p99 / 1e3,
             o.join_to_admission_ms.p50 / 1e3,
@@ -118,13 +119,13 @@ impl SafeRate {
     pub fn describe(&self, sale_rate: f64) -> String {
         match *self {
             SafeRate::Found { rate } => format!(
-                "{rate:.0}/s at most sells out with no 503 (faster made 503s; the sale's own: {sale_rate}/s)"
+                "{rate:.0}/s at most makes no 503 (faster made 503s; the sale's own: {sale_rate}/s)"
             ),
             SafeRate::AtLeast { rate } => format!(
-                "any rate up to {rate:.0}/s sold out with no 503 (the booking fleet's capacity: the stock and the cap bound admission, not the rate; the sale's own: {sale_rate}/s)"
+                "any rate up to {rate:.0}/s made no 503 (the booking fleet's capacity: the stock and the cap bound admission, not the rate; the sale's own: {sale_rate}/s)"
             ),
             SafeRate::NotFound { slowest } => format!(
-                "none found: even {slowest}/s made 503s or never sold out (the sale's own: {sale_rate}/s)"
+                "none found: even {slowest}/s made 503s (the sale's own: {sale_rate}/s)"
             ),
         }
     }

@@ -10,9 +10,11 @@ use super::plan::Floors;
 pub const PRODUCTION: &str = include_str!("../../../deploy/k8s/overlays/production/scale.yaml");
 
 /// The floors a `scale.yaml` sets (a strategic-merge patch of Deployments and the gateways'
-/// HorizontalPodAutoscaler); what it does not name stays 0.
+/// HorizontalPodAutoscaler). It must name all three: a patch written against a file that left one
+/// out could lower it below what the base sets.
 pub fn floors(yaml: &str) -> anyhow::Result<Floors> {
     let mut floors = Floors::default();
+    let mut named = [false; 3];
     for doc in yaml.split("\n---") {
         let name = field(doc, "name");
         let number = |key: &str| -> anyhow::Result<u32> {
@@ -25,13 +27,32 @@ pub fn floors(yaml: &str) -> anyhow::Result<Floors> {
             (Some("HorizontalPodAutoscaler"), Some("floodgate-gateway")) => {
                 floors.gateways_min = number("minReplicas")?;
                 floors.gateways_max = number("maxReplicas")?;
+                named[0] = true;
             }
-            (Some("Deployment"), Some("floodgate-booking")) => floors.booking = number("replicas")?,
+            (Some("Deployment"), Some("floodgate-booking")) => {
+                floors.booking = number("replicas")?;
+                named[1] = true;
+            }
             (Some("Deployment"), Some("floodgate-consumer")) => {
                 floors.consumers = number("replicas")?;
+                named[2] = true;
             }
             _ => {}
         }
+    }
+    let objects = [
+        "the HorizontalPodAutoscaler floodgate-gateway",
+        "the Deployment floodgate-booking",
+        "the Deployment floodgate-consumer",
+    ];
+    let missing: Vec<&str> = objects
+        .iter()
+        .zip(named)
+        .filter(|(_, named)| !named)
+        .map(|(object, _)| *object)
+        .collect();
+    if !missing.is_empty() {
+        bail!("the scale file does not set {}", missing.join(", "));
     }
     if floors.gateways_max < floors.gateways_min {
         bail!("the gateways' maxReplicas is below their minReplicas");
@@ -69,6 +90,10 @@ mod tests {
             "kind: Deployment\nmetadata:\n  name: floodgate-booking\nspec:\n  replicas: lots\n"
         )
         .is_err());
-        assert_eq!(floors("").unwrap(), Floors::default());
+        let refused = floors("").unwrap_err().to_string();
+        assert!(
+            refused.contains("floodgate-gateway") && refused.contains("floodgate-consumer"),
+            "{refused}"
+        );
     }
 }

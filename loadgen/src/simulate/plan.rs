@@ -25,7 +25,7 @@ pub struct Floors {
     pub consumers: u32,
 }
 
-/// The fastest admission rate found to sell out without a 503 on the planned fleet.
+/// The fastest admission rate found to make no 503 on the planned fleet.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[serde(tag = "found", rename_all = "snake_case")]
 pub enum SafeRate {
@@ -34,7 +34,7 @@ pub enum SafeRate {
     /// Not even the booking fleet's own capacity made one: the stock and the cap bound
     /// admission, not the rate.
     AtLeast { rate: f64 },
-    /// Even the slowest rate tried made 503s, or never sold out.
+    /// Even the slowest rate tried made 503s.
     NotFound { slowest: f64 },
 }
 
@@ -61,9 +61,11 @@ pub struct Peaks {
     pub connections: u64,
     pub gateway_cores: f64,
     pub gateway_memory_gb: f64,
-    /// Busy share of one core: the sale's slot's primary, and the busiest pool primary.
+    /// Busy share of one core: the sale's slot's primary, the busiest pool primary, and the
+    /// pools' Redis time over all primaries together.
     pub slot_redis: f64,
     pub pool_redis: f64,
+    pub pools_redis_total: f64,
     pub booking_cores: f64,
     pub broker_cores: f64,
     pub consumer_cores: f64,
@@ -81,7 +83,7 @@ pub struct Plan {
     pub booking: u32,
     pub consumers: u32,
     pub primaries: u32,
-    /// The fastest admission rate found to sell out without a 503, and the sale's own.
+    /// The fastest admission rate found to make no 503, and the sale's own.
     pub safe_rate: SafeRate,
     pub sale_rate: f64,
     /// What the overlay already sets (the patch never lowers it).
@@ -98,7 +100,7 @@ pub struct Plan {
 }
 
 /// The busiest second of each resource in a run, on a fleet of `primaries` pool primaries.
-pub fn peaks(seconds: &[Second], costs: &Costs, primaries: u32) -> Peaks {
+pub fn peaks(seconds: &[Second], costs: &Costs) -> Peaks {
     let max = |f: &dyn Fn(&Second) -> f64| seconds.iter().map(f).fold(0.0, f64::max);
     Peaks {
         connections: seconds.iter().map(|s| s.connections).max().unwrap_or(0),
@@ -106,7 +108,8 @@ pub fn peaks(seconds: &[Second], costs: &Costs, primaries: u32) -> Peaks {
         gateway_memory_gb: max(&|s| s.connections as f64) * costs.gateway_bytes_per_connection
             / 1e9,
         slot_redis: max(&|s| s.slot_us / 1e6),
-        pool_redis: max(&|s| s.pools_us / 1e6) / f64::from(primaries.max(1)),
+        pool_redis: max(&|s| s.primary_us.iter().copied().fold(0.0, f64::max) / 1e6),
+        pools_redis_total: max(&|s| s.pools_us / 1e6),
         booking_cores: max(&|s| s.booking_us / 1e6),
         broker_cores: max(&|s| s.broker_us / 1e6),
         consumer_cores: max(&|s| s.consumer_us / 1e6),
@@ -136,7 +139,7 @@ pub fn plan(costs: &Costs, sale: &Sale, crowd: &Crowd, shape: &Shape, floors: Fl
     let mut run = size(gateways, booking);
     // The busiest second grows with the fleet (joins come faster): size again until it holds.
     for _ in 1..SIZINGS {
-        let p = peaks(&run.seconds, costs, MIN_PRIMARIES);
+        let p = peaks(&run.seconds, costs);
         let (g, b) = (
             at_least(p.gateway_cores, each, 2),
             at_least(p.booking_cores, each, 2),
@@ -148,14 +151,12 @@ pub fn plan(costs: &Costs, sale: &Sale, crowd: &Crowd, shape: &Shape, floors: Fl
         booking = booking.max(b);
         run = size(gateways, booking);
     }
-    let peaks = peaks(&run.seconds, costs, MIN_PRIMARIES);
+    let peaks = peaks(&run.seconds, costs);
     // The consumers' own CPU: PostgreSQL's is PostgreSQL's, whatever their number.
     let consumers = at_least(peaks.consumer_cores, each, 2);
-    let primaries = MIN_PRIMARIES.max(at_least(
-        peaks.pool_redis * f64::from(MIN_PRIMARIES),
-        HEADROOM,
-        1,
-    ));
+    // Enough primaries for the pools' Redis time together; a hot pool is a note, not more
+    // primaries (its slot lives on one whatever their number).
+    let primaries = MIN_PRIMARIES.max(at_least(peaks.pools_redis_total, HEADROOM, 1));
     let fleet = Fleet::of(costs, gateways, booking, primaries, shape.cores);
     let safe_rate = safe_rate(costs, sale, crowd, &fleet);
     let sold_out_draws_s = sold_out_draws(costs, sale, crowd, &fleet);
@@ -201,9 +202,15 @@ fn notes(sale: &Sale, run: &Outcome, peaks: &Peaks) -> Vec<String> {
             peaks.slot_redis * 100.0
         ));
     }
+    if peaks.pool_redis > HEADROOM {
+        notes.push(format!(
+            "one pool primary is busy {:.0} % of a core at the peak: its pools' slots hold it, whatever the number of primaries",
+            peaks.pool_redis * 100.0
+        ));
+    }
     if run.refused_503 > 0 {
         notes.push(format!(
-            "at the sale's rate of {}/s the model answered {} requests 503: see the admission rate above",
+            "at the rate it admitted (the sale's {}/s, or the autopilot's) the model answered {} requests 503: see the admission rate above",
             sale.admission_rate, run.refused_503
         ));
     }
@@ -221,11 +228,14 @@ fn notes(sale: &Sale, run: &Outcome, peaks: &Peaks) -> Vec<String> {
     notes
 }
 
-/// The fastest rate, up to what the booking fleet answers, at which the sale sells out with no
-/// 503 (by bisection, on at most [`SEARCH_CROWD`] people).
+/// The fastest rate, up to what the booking fleet answers, at which the sale makes no 503 (by
+/// bisection, on at most [`SEARCH_CROWD`] people, or fifty a seat if the sale is larger: only
+/// the admitted reach the backend, and the stock bounds how many are).
 fn safe_rate(costs: &Costs, sale: &Sale, crowd: &Crowd, fleet: &Fleet) -> SafeRate {
     let crowd = Crowd {
-        people: crowd.people.min(SEARCH_CROWD),
+        people: crowd
+            .people
+            .min(SEARCH_CROWD.max(sale.seats().saturating_mul(50))),
         autopilot: None,
         ..crowd.clone()
     };
@@ -234,8 +244,10 @@ fn safe_rate(costs: &Costs, sale: &Sale, crowd: &Crowd, fleet: &Fleet) -> SafeRa
             admission_rate: rate,
             ..sale.clone()
         };
-        let out = Model::new(costs, &sale, fleet, &crowd).run(LIMIT);
-        out.refused_503 == 0 && out.sold_out_s.is_some()
+        Model::new(costs, &sale, fleet, &crowd)
+            .run(LIMIT)
+            .refused_503
+            == 0
     };
     let (mut lo, mut hi) = (SLOWEST, fleet.booking_per_second.max(SLOWEST));
     if clean(hi) {
@@ -267,6 +279,12 @@ mod tests {
 
     #[test]
     fn a_crowd_gets_a_gateway_for_each_hundred_thousand_and_two_of_everything() {
+        // A large sale's rate is searched too: 20,000 seats, a crowd that leaves within minutes.
+        let mut big = crowd(200_000);
+        big.patience_s = Some(60.0);
+        let fleet = Fleet::of(&costs(), 4, 2, 3, 1.0);
+        let found = safe_rate(&costs(), &sale(20_000, 500.0), &big, &fleet);
+        assert!(!matches!(found, SafeRate::NotFound { .. }), "{found:?}");
         let plan = plan(
             &costs(),
             &sale(100, 50.0),
@@ -283,7 +301,7 @@ mod tests {
     }
 
     #[test]
-    fn the_rate_found_sells_out_with_no_503_and_a_faster_one_does_not() {
+    fn the_rate_found_makes_no_503_and_a_faster_one_does() {
         // Plenty of seats, but in the last of nine pools: people try up to nine pools each. A
         // backend of 60 requests a second, and a sale admitting 500 a second.
         let (c, mut s, p) = (costs(), sale(4_000, 500.0), crowd(30_000));

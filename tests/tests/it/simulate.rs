@@ -32,7 +32,15 @@ fn the_plans_patch_pre_scales_the_production_overlay() {
     let out = Command::new(binary("floodgate-loadgen"))
         .args(["simulate", "--sale"])
         .arg(repo().join("deploy/sales/rush.toml"))
-        .args(["--crowd", "1500000", "--connections-per-gateway", "50000"])
+        // Small instances: the plan needs more booking instances than the overlay's three.
+        .args([
+            "--crowd",
+            "1500000",
+            "--connections-per-gateway",
+            "50000",
+            "--cores",
+            "0.1",
+        ])
         .arg("--patch")
         .arg(dir.join("prescale.yaml"))
         .arg("--json")

@@ -51,10 +51,10 @@ impl Model<'_> {
         let script_ms = c.reserve_script_us / 1e3;
         self.pools_free_ms[primary] = pool_start + script_ms;
         self.push((pool_start + script_ms).ceil() as i64, Event::Decide(who));
+        self.charge_primary(now, primary, c.reserve_script_us);
         let s = self.second(now);
         s.requests += 1;
         s.booking_us += c.booking_request_us;
-        s.pools_us += c.reserve_script_us;
         if claims {
             s.slot_us += c.claim_script_us;
         }
@@ -72,6 +72,7 @@ impl Model<'_> {
         if self.avail[usize::from(pool)] >= u64::from(seats) {
             self.avail[usize::from(pool)] -= u64::from(seats);
             self.held += u64::from(seats);
+            self.holds += 1;
             let paid = p.pays;
             let (fate, ends) = if paid {
                 (Fate::Paid, answered + self.crowd.pay_ms as i64)
@@ -85,8 +86,8 @@ impl Model<'_> {
             self.push(ends, Event::Settled { pool, seats, paid });
             // The hold's event, and its ack on the pool's primary once the broker has it.
             self.event(now);
-            let ack_us = self.costs.ack_script_us;
-            self.second(now).pools_us += ack_us;
+            let primary = usize::from(pool) % self.pools_free_ms.len();
+            self.charge_primary(now, primary, self.costs.ack_script_us);
         } else if p.pools.is_empty() {
             p.fate = Fate::NothingLeft;
             p.done_ms = answered;
@@ -95,9 +96,19 @@ impl Model<'_> {
         }
     }
 
+    /// Redis time on one of the pools' primaries.
+    fn charge_primary(&mut self, now: i64, primary: usize, us: f64) {
+        let primaries = self.pools_free_ms.len();
+        let s = self.second(now);
+        s.pools_us += us;
+        s.primary_us.resize(primaries, 0.0);
+        s.primary_us[primary] += us;
+    }
+
     /// A hold ends: sold, or its seats back in the pool.
     pub(super) fn settle(&mut self, now: i64, pool: u16, seats: u32, paid: bool) {
         self.held -= u64::from(seats);
+        self.holds -= 1;
         if paid {
             self.sold += u64::from(seats);
         } else {

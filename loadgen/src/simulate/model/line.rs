@@ -10,29 +10,32 @@ use super::{Event, Fate, Model, Person, Spread};
 impl Model<'_> {
     /// Everyone's arrival, ticket and patience; the line in place order.
     pub(super) fn arrive(&mut self) {
-        let c = self.crowd;
-        let mut arrivals: Vec<i64> = (0..c.people)
+        let crowd = self.crowd;
+        let mut arrivals: Vec<i64> = (0..crowd.people)
             .map(|_| {
-                let early = self.rng.gen_bool(c.prequeue.clamp(0.0, 1.0));
+                let early = self.rng.gen_bool(crowd.prequeue.clamp(0.0, 1.0));
                 let s = if early {
-                    -c.prequeue_from_s + self.rng.gen::<f64>() * c.prequeue_spread_s
+                    -crowd.prequeue_from_s + self.rng.gen::<f64>() * crowd.prequeue_spread_s
                 } else {
-                    -c.spike_s * (1.0 - self.rng.gen::<f64>()).ln()
+                    -crowd.spike_s * (1.0 - self.rng.gen::<f64>()).ln()
                 };
                 (s * 1_000.0).round() as i64
             })
             .collect();
         arrivals.sort_unstable();
         self.first_ms = arrivals.first().copied().unwrap_or(0);
-        // Joins are served in order, as fast as the slower of the gateways and the sale's slot.
-        let per_join_ms = (self.costs.gateway_join_us / (self.fleet.gateway_cores * 1e3))
-            .max(self.costs.slot_join_us / 1e3);
+        // Joins are served in order, as fast as the slower of the gateways and the sale's slot
+        // (what the leader's tick leaves of its core).
+        let c = self.costs;
+        let slot_left = (1.0 - c.slot_us_per_s / 1e6).max(0.05);
+        let per_join_ms = (c.gateway_join_us / (self.fleet.gateway_cores * 1e3))
+            .max(c.slot_join_us / 1e3 / slot_left);
         let mut free = f64::MIN;
-        let max_seats = self.sale.max_seats.min(c.seats).max(1);
+        let max_seats = self.sale.max_seats.min(crowd.seats).max(1);
         for at in arrivals {
             free = free.max(at as f64) + per_join_ms;
             let ticket_ms = free.ceil() as i64;
-            let patience = c.patience_s.map_or(f64::INFINITY, |mean| {
+            let patience = crowd.patience_s.map_or(f64::INFINITY, |mean| {
                 -mean * (1.0 - self.rng.gen::<f64>()).ln()
             });
             self.people.push(Person {
@@ -44,7 +47,7 @@ impl Model<'_> {
                 done_ms: ticket_ms,
                 exp_ms: 0,
                 seats: self.rng.gen_range(1..=max_seats),
-                pays: self.rng.gen_bool(c.pay_ratio.clamp(0.0, 1.0)),
+                pays: self.rng.gen_bool(crowd.pay_ratio.clamp(0.0, 1.0)),
                 luck: self.rng.gen(),
                 fate: Fate::Waiting,
                 claimed: false,

@@ -126,6 +126,8 @@ pub struct Second {
     pub slot_us: f64,
     pub booking_us: f64,
     pub pools_us: f64,
+    /// The pools' Redis time on each primary (a pool lives on primary `pool % primaries`).
+    pub primary_us: Vec<f64>,
     pub broker_us: f64,
     pub consumer_us: f64,
     pub postgres_us: f64,
@@ -187,7 +189,9 @@ pub struct Model<'a> {
     frontier: usize,
     dead_beyond: u64,
     avail: Vec<u64>,
+    /// Seats held, and the holds holding them (what the active cap counts).
     held: u64,
+    holds: u64,
     sold: u64,
     unspent: u64,
     batches: BTreeMap<i64, u64>,
@@ -229,6 +233,7 @@ impl<'a> Model<'a> {
             dead_beyond: 0,
             avail: sale.pools.iter().map(|&c| u64::from(c)).collect(),
             held: 0,
+            holds: 0,
             sold: 0,
             unspent: 0,
             batches: BTreeMap::new(),
@@ -310,7 +315,7 @@ impl<'a> Model<'a> {
                 live_waiting,
                 active_cap: self.sale.active_cap,
                 unspent: self.unspent,
-                holds: self.held,
+                holds: self.holds,
                 available,
                 stock_factor: self.sale.stock_factor,
             };
@@ -333,10 +338,11 @@ impl<'a> Model<'a> {
 
     /// The autopilot's step on the health the services would publish now.
     fn steer(&mut self, now: i64) {
-        if self.pilot.is_none() {
+        // The leader steps the autopilot once a second (gateway/src/room/pilot.rs).
+        if self.pilot.is_none() || (now - self.opens_ms).rem_euclid(1_000) >= TICK_MS {
             return;
         }
-        let complete = (((now - self.first_ms) / 1_000) as usize).min(self.seconds.len());
+        let complete = (((now - self.first_ms).max(0) / 1_000) as usize).min(self.seconds.len());
         // The consumers' lag: what the topic took beyond what they apply a second.
         let c = self.costs;
         let per_second = 1e6 / (c.consumer_event_us + c.postgres_event_us).max(1e-9);

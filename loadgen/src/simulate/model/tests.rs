@@ -148,3 +148,27 @@ fn with_the_autopilot_a_slow_backend_answers_far_fewer_503s() {
     let last = piloted.seconds.last().map_or(0.0, |s| s.rate);
     assert!(last < 400.0, "the rate was cut: {last}");
 }
+
+#[test]
+fn a_line_everyone_leaves_ends_when_the_last_has_gone() {
+    // Nobody pays, so the seats come back each time a hold expires and the sale never sells out;
+    // the crowd leaves within minutes. Once all have gone nothing can change, and the run ends.
+    let (c, f) = (costs(), fleet(3_000.0));
+    let mut s = sale(2, 20.0);
+    s.stock_factor = 0.5;
+    let mut p = crowd(5_000);
+    p.patience_s = Some(30.0);
+    p.pay_ratio = 0.0;
+    s.hold_ttl_ms = 10_000;
+    let out = Model::new(&c, &s, &f, &p).run(Duration::from_secs(6 * 3_600));
+    assert!(!out.truncated);
+    assert!(out.left_the_line > 4_900, "{}", out.left_the_line);
+    assert!(
+        out.everyone_finished_s < 1_200.0,
+        "{}",
+        out.everyone_finished_s
+    );
+    // The limit, when it comes first, is reported.
+    let short = Model::new(&c, &s, &f, &p).run(Duration::from_secs(20));
+    assert!(short.truncated);
+}
