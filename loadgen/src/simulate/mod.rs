@@ -29,7 +29,7 @@ mod spread;
 pub mod validation;
 
 use costs::{recorded, Costs};
-use scenario::{Crowd, Sale};
+use scenario::{CrowdArgs, Sale};
 
 /// The largest crowd simulated: every person is kept (about a hundred bytes each), so fifty
 /// million people take a few GB.
@@ -44,6 +44,9 @@ pub struct SimulateArgs {
     /// People in the rush.
     #[arg(long, default_value_t = 2_000_000)]
     pub crowd: u64,
+    /// How the crowd comes and behaves.
+    #[command(flatten)]
+    pub shape: CrowdArgs,
     /// A results folder of `deploy/bench.sh` to calibrate on (default: the committed run,
     /// `loadgen/fixtures/bench-b.json`), or a JSON file of recorded figures.
     #[arg(long)]
@@ -98,7 +101,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     );
     let path = args.sale.context("--sale names the sale file")?;
     let sale = Sale::read(&path)?;
-    let mut crowd = Crowd::rush(args.crowd);
+    let mut crowd = args.shape.crowd(args.crowd)?;
     crowd.seed = args.seed;
     if let Some(bounds) = &args.autopilot {
         let &[floor, ceiling] = bounds.as_slice() else {

@@ -82,9 +82,10 @@ pub struct Crowd {
 }
 
 impl Crowd {
-    /// A crowd of `people` as a big sale sees it: half in the pre-queue over the ten minutes
-    /// before the opening, the other half in the spike (a mean of 5 s after it); a waiting person
-    /// stays ten minutes on average; 10 s to choose, 70 % pay within 30 s, 1 or 2 seats each.
+    /// A crowd of `people` as a big sale sees it (each of [`CrowdArgs`]' defaults): half in the
+    /// pre-queue over the ten minutes before the opening, the other half in the spike (a mean of
+    /// 5 s after it); a waiting person stays ten minutes on average; 10 s to choose, 70 % pay
+    /// within 30 s, 1 or 2 seats each.
     pub fn rush(people: u64) -> Self {
         Self {
             people,
@@ -100,6 +101,76 @@ impl Crowd {
             autopilot: None,
             seed: 1,
         }
+    }
+}
+
+/// The crowd's shape on the command line, for a sale whose people behave otherwise than
+/// [`Crowd::rush`] (whose figures are the defaults).
+#[derive(Clone, Debug, clap::Args)]
+pub struct CrowdArgs {
+    /// The share of the crowd that comes before the opening (the pre-queue), 0 to 1.
+    #[arg(long, default_value_t = 0.5)]
+    pub prequeue: f64,
+    /// How long before the opening the pre-queue starts forming, in minutes (it forms evenly).
+    #[arg(long, default_value_t = 10.0)]
+    pub prequeue_minutes: f64,
+    /// The mean time after the opening the others come, in seconds (the spike, then the late).
+    #[arg(long, default_value_t = 5.0)]
+    pub spike_secs: f64,
+    /// How long a waiting person stays, on average, in seconds (0: everyone stays).
+    #[arg(long, default_value_t = 600.0)]
+    pub patience_secs: f64,
+    /// Time from admission to the first request, in seconds (each takes 0.5x to 1.5x).
+    #[arg(long, default_value_t = 10.0)]
+    pub think_secs: f64,
+    /// The share of holders who pay, 0 to 1; the others walk away and their hold expires.
+    #[arg(long, default_value_t = 0.7)]
+    pub pay_ratio: f64,
+    /// Time from the hold to paid, in seconds.
+    #[arg(long, default_value_t = 30.0)]
+    pub pay_secs: f64,
+    /// Each asks for 1 to this many seats (and no more than the sale allows).
+    #[arg(long, default_value_t = 2)]
+    pub seats: u32,
+}
+
+impl CrowdArgs {
+    /// The crowd of `people`, each figure checked.
+    pub fn crowd(&self, people: u64) -> anyhow::Result<Crowd> {
+        let share = |v: f64| v.is_finite() && (0.0..=1.0).contains(&v);
+        // A day at most: longer is a typo, and the virtual clock stops at six hours anyway.
+        let span = |v: f64| v.is_finite() && (0.0..=86_400.0).contains(&v);
+        anyhow::ensure!(share(self.prequeue), "--prequeue takes a share from 0 to 1");
+        anyhow::ensure!(
+            share(self.pay_ratio),
+            "--pay-ratio takes a share from 0 to 1"
+        );
+        anyhow::ensure!(
+            span(self.prequeue_minutes * 60.0),
+            "--prequeue-minutes takes 0 to 1440"
+        );
+        for (name, value) in [
+            ("--spike-secs", self.spike_secs),
+            ("--patience-secs", self.patience_secs),
+            ("--think-secs", self.think_secs),
+            ("--pay-secs", self.pay_secs),
+        ] {
+            anyhow::ensure!(span(value), "{name} takes 0 to 86400 seconds");
+        }
+        anyhow::ensure!((1..=16).contains(&self.seats), "--seats takes 1 to 16");
+        let before = self.prequeue_minutes * 60.0;
+        Ok(Crowd {
+            prequeue: self.prequeue,
+            prequeue_from_s: before,
+            prequeue_spread_s: before,
+            spike_s: self.spike_secs,
+            patience_s: (self.patience_secs > 0.0).then_some(self.patience_secs),
+            think_ms: self.think_secs * 1e3,
+            pay_ratio: self.pay_ratio,
+            pay_ms: self.pay_secs * 1e3,
+            seats: self.seats,
+            ..Crowd::rush(people)
+        })
     }
 }
 
@@ -123,5 +194,39 @@ impl Fleet {
             booking_per_second: f64::from(booking) * cores * 1e6 / costs.booking_request_us,
             pool_primaries: primaries.max(1),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Line {
+        #[command(flatten)]
+        shape: CrowdArgs,
+    }
+
+    /// The flags' defaults are the standard rush the docs describe; the flags change it.
+    #[test]
+    fn the_flags_defaults_are_the_standard_rush() {
+        let parsed = |args: &[&str]| {
+            let line = Line::try_parse_from([&["simulate"][..], args].concat()).unwrap();
+            line.shape.crowd(1_000)
+        };
+        let rush = Crowd::rush(1_000);
+        let default = parsed(&[]).unwrap();
+        assert_eq!(
+            format!("{default:?}"),
+            format!("{rush:?}"),
+            "the defaults drifted from Crowd::rush"
+        );
+        let patient = parsed(&["--patience-secs", "0", "--pay-ratio", "1"]).unwrap();
+        assert_eq!((patient.patience_s, patient.pay_ratio), (None, 1.0));
+        assert!(parsed(&["--prequeue", "1.5"]).is_err());
+        assert!(parsed(&["--think-secs=-1"]).is_err());
+        assert!(parsed(&["--seats", "0"]).is_err());
     }
 }

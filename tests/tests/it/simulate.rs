@@ -153,6 +153,8 @@ fn nonsense_on_the_command_line_is_refused_with_a_reason() {
         (&["--autopilot", "50,5"][..], "FLOOR <= CEILING"),
         (&["--autopilot", "1,inf"][..], "admission_rate"),
         (&["--calibrate", "/nonexistent-run"][..], "nonexistent-run"),
+        (&["--prequeue", "2"][..], "--prequeue"),
+        (&["--patience-secs=-5"][..], "--patience-secs"),
     ] {
         let out = Command::new(binary("floodgate-loadgen"))
             .args(["simulate", "--sale"])
@@ -164,4 +166,34 @@ fn nonsense_on_the_command_line_is_refused_with_a_reason() {
         assert!(!out.status.success(), "{args:?} was taken");
         assert!(said.contains(reason), "{args:?}: {said}");
     }
+}
+
+/// The crowd's shape is the operator's to set: a crowd that never gives up leaves nobody behind,
+/// where the standard one (ten minutes' patience on average) loses people while the line is long.
+#[test]
+fn the_crowds_patience_is_a_flag() {
+    let dir = std::env::temp_dir().join(unique("patience-"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let left = |extra: &[&str]| {
+        let json = dir.join("plan.json");
+        let out = Command::new(binary("floodgate-loadgen"))
+            .args(["simulate", "--sale"])
+            .arg(repo().join("deploy/sales/rush.toml"))
+            .args(["--crowd", "200000", "--json"])
+            .arg(&json)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let plan: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        plan["outcome"]["left_the_line"].as_u64().unwrap()
+    };
+    assert!(left(&[]) > 1_000);
+    assert_eq!(left(&["--patience-secs", "0"]), 0);
+    std::fs::remove_dir_all(&dir).ok();
 }
