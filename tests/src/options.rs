@@ -168,3 +168,14 @@ impl TestOptions {
         pairs
     }
 }
+
+impl TestOptions {
+    /// The defaults, but the booking service reaches Redis at `addr` (a chaos proxy in front of
+    /// the shared Redis, say): what a fault in the booking path's Redis does.
+    pub fn booking_redis_at(addr: std::net::SocketAddr) -> Self {
+        Self {
+            booking_redis_url: Some(format!("redis://{addr}")),
+            ..Self::default()
+        }
+    }
+}

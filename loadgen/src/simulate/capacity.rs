@@ -282,16 +282,6 @@ fn validation_table(runs: &Runs) -> anyhow::Result<String> {
     Ok(out)
 }
 
-impl Plan {
-    /// "gateways / booking / consumers / primaries".
-    pub fn fleet(&self) -> String {
-        format!(
-            "{} / {} / {} / {}",
-            self.gateways, self.booking, self.consumers, self.primaries
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,14 @@
 use super::plan::{Plan, SafeRate};
 
 impl Plan {
+    /// "gateways / booking / consumers / primaries".
+    pub fn fleet(&self) -> String {
+        format!(
+            "{} / {} / {} / {}",
+            self.gateways, self.booking, self.consumers, self.primaries
+        )
+    }
+
     /// The plan, for a terminal.
     pub fn describe(&self, sale: &str) -> String {
         let o = &self.outcome;

@@ -302,14 +302,10 @@ fn cpu(run: &Outcome, f: fn(&super::model::Second) -> f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::simulate::capacity::Runs;
 
-    fn fixture(name: &str) -> Recorded {
-        let path = format!("{}/fixtures/{name}.json", env!("CARGO_MANIFEST_DIR"));
-        serde_json::from_slice(&std::fs::read(&path).expect(&path)).expect(&path)
-    }
-
-    fn within_bound(calibration: &str, target: &str) {
-        let predictions = predict(&fixture(calibration), &fixture(target)).unwrap();
+    fn within_bound(calibration: &Recorded, target: &Recorded) {
+        let predictions = predict(calibration, target).unwrap();
         // Every figure on stderr: a failure shows the whole picture.
         for p in &predictions {
             eprintln!("{p}");
@@ -321,7 +317,9 @@ mod tests {
             .collect();
         assert!(
             off.is_empty(),
-            "calibrated on {calibration}, predicting {target}:\n{}",
+            "calibrated on {}, predicting {}:\n{}",
+            calibration.run,
+            target.run,
             off.join("\n")
         );
         assert!(predictions.len() >= 12, "every scenario is predicted");
@@ -329,11 +327,13 @@ mod tests {
 
     #[test]
     fn calibrated_on_one_run_the_model_predicts_the_other() {
-        within_bound("bench-a", "bench-b");
+        let runs = Runs::committed().unwrap();
+        within_bound(&runs.a, &runs.b);
     }
 
     #[test]
     fn and_the_other_way_round() {
-        within_bound("bench-b", "bench-a");
+        let runs = Runs::committed().unwrap();
+        within_bound(&runs.b, &runs.a);
     }
 }

@@ -154,14 +154,7 @@ async fn with_the_broker_down_a_reserve_gets_503_and_leaves_no_hold(db: sqlx::Pg
 #[sqlx::test(migrations = "../migrations")]
 async fn with_redis_unreachable_nothing_is_granted_and_service_resumes(db: sqlx::PgPool) {
     let proxy = ChaosProxy::start(floodgate_tests::redis_addr()).await;
-    let app = TestApp::spawn_with(
-        db,
-        TestOptions {
-            booking_redis_url: Some(format!("redis://{}", proxy.addr)),
-            ..TestOptions::default()
-        },
-    )
-    .await;
+    let app = TestApp::spawn_with(db, TestOptions::booking_redis_at(proxy.addr)).await;
     let sale = open_sale(&app, 5).await;
     let body = json!({ "pool": "p1", "seats": 1 });
 

@@ -38,14 +38,7 @@ struct Outcomes {
 #[sqlx::test(migrations = "../migrations")]
 async fn a_slow_pool_cuts_the_rate_to_the_floor_and_its_recovery_restores_it(db: sqlx::PgPool) {
     let proxy = ChaosProxy::start(redis_addr()).await;
-    let app = TestApp::spawn_with(
-        db,
-        TestOptions {
-            booking_redis_url: Some(format!("redis://{}", proxy.addr)),
-            ..TestOptions::default()
-        },
-    )
-    .await;
+    let app = TestApp::spawn_with(db, TestOptions::booking_redis_at(proxy.addr)).await;
     let spec = SaleSpec {
         pools: vec![("p1".into(), 20_000)],
         admission_rate: CEILING,
