@@ -10,6 +10,7 @@ export const PROTOCOL_VERSION = 1;
 export const Close = Object.freeze({
   NORMAL: 1000, // admitted: the token was delivered
   GOING_AWAY: 1001, // reconnect with the resume token
+  PROTOCOL_ERROR: 1002, // a frame RFC 6455 forbids: a client bug
   INVALID_DATA: 1007, // a text frame that is not UTF-8: a client bug
   MESSAGE_TOO_BIG: 1009, // a frame over 1024 bytes: a client bug
   INTERNAL_ERROR: 1011, // reconnect with back-off

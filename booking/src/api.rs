@@ -8,6 +8,7 @@ use axum::Json;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine as _;
 use floodgate_platform::http::{JsonObject, Shape};
+use floodgate_platform::origins::SameSite;
 use floodgate_platform::trace::TraceContext;
 use floodgate_protocol::api::booking::ReservationCreated;
 use floodgate_protocol::api::code;
@@ -65,6 +66,8 @@ pub struct ReservationRequest {
 #[tracing::instrument(skip_all, fields(sale))]
 pub async fn create_reservation(
     State(state): State<AppState>,
+    // First: another site's page is refused before its token is read (platform::origins).
+    _: SameSite,
     trace: TraceContext,
     Admitted { sale, claims }: Admitted,
     IdempotencyKey(idempotency_key): IdempotencyKey,

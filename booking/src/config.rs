@@ -25,6 +25,9 @@ pub struct Config {
     /// The public listener's timeouts and connection cap (platform::listener).
     #[command(flatten)]
     pub listener: floodgate_platform::listener::ListenerArgs,
+    /// Which pages may book from a browser (platform::origins).
+    #[command(flatten)]
+    pub origins: floodgate_platform::origins::OriginArgs,
     /// How long a reservation may wait for the broker's ack before its hold is taken back and
     /// the client gets 503. Five seconds covers a broker leader change; a client retrying after
     /// that still holds a valid token.

@@ -118,6 +118,14 @@ pub struct AppState {
     pub draining: CancellationToken,
     /// Each sale's reservation times and failures, for the admission autopilot.
     pub health: Arc<health::SaleHealth>,
+    /// The pages allowed to book from a browser.
+    pub origins: Arc<floodgate_platform::origins::AllowedOrigins>,
+}
+
+impl axum::extract::FromRef<AppState> for Arc<floodgate_platform::origins::AllowedOrigins> {
+    fn from_ref(state: &AppState) -> Self {
+        state.origins.clone()
+    }
 }
 
 impl AppState {
@@ -179,6 +187,9 @@ impl AppState {
             audit_key: audit::AuditKey::new(&config.audit_key).map_err(anyhow::Error::msg)?,
             draining: life.draining.clone(),
             health: Arc::default(),
+            origins: Arc::new(floodgate_platform::origins::AllowedOrigins::from_args(
+                &config.origins,
+            )?),
             config: Arc::new(config.clone()),
             identity: config
                 .identity

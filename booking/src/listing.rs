@@ -3,6 +3,7 @@
 use axum::extract::State;
 use axum::Json;
 use floodgate_platform::http::SaleId;
+use floodgate_platform::origins::SameSite;
 use floodgate_protocol::api::booking::{BuyerReservation, BuyerReservations};
 use floodgate_protocol::api::code;
 use floodgate_protocol::reservation::ReservationState;
@@ -27,6 +28,7 @@ use crate::AppState;
 #[tracing::instrument(skip_all)]
 pub async fn buyer_reservations(
     State(state): State<AppState>,
+    _: SameSite,
     SaleId(sale): SaleId,
     SignedIn(buyer): SignedIn,
 ) -> Result<Json<BuyerReservations>, ApiError> {

@@ -147,6 +147,7 @@ pub struct ReservationPath {
 floodgate_platform::refusals!(
     /// What `POST /v1/sales/{sale}/reservations` refuses with.
     ReserveRefusals [
+        code::ORIGIN_FORBIDDEN,
         code::IDEMPOTENCY_KEY_MISSING,
         code::IDEMPOTENCY_KEY_INVALID,
         code::BAD_BODY,
@@ -184,6 +185,7 @@ floodgate_platform::refusals!(
 floodgate_platform::refusals!(
     /// What `GET /v1/sales/{sale}/reservations` refuses with.
     ListRefusals [
+        code::ORIGIN_FORBIDDEN,
         code::IDENTITY,
         code::UNKNOWN_SALE,
         code::CATALOG_UNAVAILABLE,
@@ -193,6 +195,7 @@ floodgate_platform::refusals!(
 floodgate_platform::refusals!(
     /// What a reservation's own routes refuse with.
     ReservationRefusals [
+        code::ORIGIN_FORBIDDEN,
         code::SECRET_MISSING,
         code::UNKNOWN_RESERVATION,
         code::REDIS_UNAVAILABLE,
@@ -202,6 +205,7 @@ floodgate_platform::refusals!(
 floodgate_platform::refusals!(
     /// What `POST .../payment` refuses with.
     PaymentRefusals [
+        code::ORIGIN_FORBIDDEN,
         code::SECRET_MISSING,
         code::UNKNOWN_RESERVATION,
         code::NOT_PAYABLE,

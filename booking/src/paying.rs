@@ -4,6 +4,7 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
+use floodgate_platform::origins::SameSite;
 use floodgate_protocol::api::booking::{PaymentStarted, RefundView, ReservationView};
 use floodgate_protocol::api::code;
 use floodgate_protocol::payments::CreatePayment;
@@ -70,6 +71,7 @@ async fn authorized_reservation(
 #[tracing::instrument(skip_all, fields(sale = %at.sale, id = %at.id))]
 pub async fn get_reservation(
     State(state): State<AppState>,
+    _: SameSite,
     ReservationSecret(secret): ReservationSecret,
     at: ReservationRef,
 ) -> Result<Json<ReservationView>, ApiError> {
@@ -94,6 +96,7 @@ pub async fn get_reservation(
 #[tracing::instrument(skip_all, fields(sale = %at.sale, id = %at.id))]
 pub async fn start_payment(
     State(state): State<AppState>,
+    _: SameSite,
     ReservationSecret(secret): ReservationSecret,
     at: ReservationRef,
 ) -> Result<(StatusCode, Json<PaymentStarted>), ApiError> {

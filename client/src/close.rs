@@ -10,6 +10,8 @@ pub enum CloseCode {
     Normal,
     /// 1001: the gateway went away for another reason.
     GoingAway,
+    /// 1002: the client broke RFC 6455 itself (a client bug).
+    ProtocolError,
     /// 1007: a text frame that was not UTF-8 (a client bug).
     InvalidData,
     /// 1009: a frame over 1024 bytes (a client bug).
@@ -48,9 +50,10 @@ pub enum Then {
     FixClient,
 }
 
-const NAMED: [(u16, CloseCode); 11] = [
+const NAMED: [(u16, CloseCode); 12] = [
     (close::NORMAL, CloseCode::Normal),
     (close::GOING_AWAY, CloseCode::GoingAway),
+    (close::PROTOCOL_ERROR, CloseCode::ProtocolError),
     (close::INVALID_DATA, CloseCode::InvalidData),
     (close::MESSAGE_TOO_BIG, CloseCode::MessageTooBig),
     (close::INTERNAL_ERROR, CloseCode::InternalError),
@@ -87,9 +90,10 @@ impl CloseCode {
             CloseCode::Normal => Then::Book,
             CloseCode::ServiceRestart => Then::ReconnectSoon,
             CloseCode::UnknownSale | CloseCode::SaleOver => Then::Stop,
-            CloseCode::InvalidData | CloseCode::MessageTooBig | CloseCode::BadMessage => {
-                Then::FixClient
-            }
+            CloseCode::ProtocolError
+            | CloseCode::InvalidData
+            | CloseCode::MessageTooBig
+            | CloseCode::BadMessage => Then::FixClient,
             CloseCode::GoingAway
             | CloseCode::InternalError
             | CloseCode::IdleTimeout

@@ -71,6 +71,9 @@ pub async fn forward(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    // Another site's page is refused here: the booking service sees only what is passed on,
+    // which leaves the Origin out.
+    state.origins.check(&headers)?;
     let Some(route) = &state.booking else {
         return Err(ApiError::new(
             code::NOT_FOUND,

@@ -67,22 +67,13 @@ pub struct Config {
     /// storms and scripted joiners are slowed down, people are not.
     #[arg(long, env = "FLOODGATE_JOINS_PER_SEC_PER_IP", default_value_t = 5)]
     pub joins_per_sec_per_ip: u32,
-    /// The proxies in front (the CDN's edges, a load balancer), comma-separated: CIDR ranges as
-    /// CDNs publish them (`198.51.100.0/24,2001:db8::/32`) or single addresses. A connection from
-    /// one of them is counted against the client address it forwards (the rightmost
-    /// `X-Forwarded-For` entry that is not itself a trusted proxy); without this, every client
-    /// behind the CDN would share the edge's address and its limits.
-    #[arg(
-        long,
-        env = "FLOODGATE_TRUSTED_PROXIES",
-        value_delimiter = ',',
-        value_parser = crate::clients::parse_trusted_proxy
-    )]
-    pub trusted_proxies: Vec<ipnet::IpNet>,
-    /// The per-address limits count an IPv6 client by this many leading bits of its address:
-    /// one host is routinely given a whole /64 and can pick a fresh address from it per join.
-    #[arg(long, env = "FLOODGATE_IPV6_PREFIX", default_value_t = crate::limits::DEFAULT_IPV6_PREFIX)]
-    pub ipv6_prefix: u8,
+    /// Who a request is from, as the per-address limits count it (trusted proxies, the IPv6
+    /// prefix: platform::clients).
+    #[command(flatten)]
+    pub clients: floodgate_platform::clients::ClientArgs,
+    /// Which pages may open the waiting room from a browser (platform::origins).
+    #[command(flatten)]
+    pub origins: floodgate_platform::origins::OriginArgs,
     /// Reads of the draw's public record (nonce and batch pages, proofs) this gateway makes
     /// from Redis per second, with bursts of twice that; past it, 503 `draw_busy`. A closed
     /// draw's answers are kept in memory after their first read, so this bounds the record's
@@ -210,10 +201,7 @@ impl Config {
             "FLOODGATE_HEARTBEAT_MS must be from one tick to 15000 (the freshness contract's \
              longest silence)"
         );
-        anyhow::ensure!(
-            (32..=128).contains(&self.ipv6_prefix),
-            "FLOODGATE_IPV6_PREFIX must be from 32 to 128"
-        );
+        self.clients.check().map_err(anyhow::Error::msg)?;
         anyhow::ensure!(
             floodgate_protocol::settings::POW_DIFFICULTY.contains(&self.pow_ceiling),
             "FLOODGATE_POW_CEILING must be from 1 to 32 bits"

@@ -19,10 +19,10 @@ use floodgate_protocol::api::room::{
 use floodgate_protocol::lottery::{self, draw_seed};
 use serde::{Deserialize, Serialize};
 
-use crate::clients::ClientAddress;
 use crate::error::ApiError;
 use crate::scripts::draw::{self as record, JoinBatch};
 use crate::AppState;
+use floodgate_platform::clients::ClientAddress;
 
 /// While the pre-queue is open its record changes with every join: a second's caching lets a
 /// CDN absorb a crowd of verifiers without anyone seeing an old commitment (it never changes).

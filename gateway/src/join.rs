@@ -8,13 +8,13 @@ use std::sync::Arc;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse as _, Response};
+use floodgate_platform::origins::SameSite;
 use floodgate_protocol::api::code;
 use floodgate_protocol::identity::BuyerId;
 use floodgate_protocol::ids::check_sale_id;
 use floodgate_protocol::resume::{self, ResumeError};
 use serde::Deserialize;
 
-use crate::clients::ClientAddress;
 use crate::door;
 use crate::error::ApiError;
 use crate::limits;
@@ -22,6 +22,7 @@ use crate::scripts::{buyers, takeback, tickets};
 use crate::session::{Hello, Session};
 use crate::upgrade::{NotWebSocket, Upgrade};
 use crate::AppState;
+use floodgate_platform::clients::ClientAddress;
 
 #[derive(Deserialize)]
 pub struct JoinParams {
@@ -73,6 +74,7 @@ pub async fn join_queue(
     carried: door::Carried,
     params: Result<Query<JoinParams>, QueryRejection>,
     upgrade: Result<Upgrade, NotWebSocket>,
+    origin: Result<SameSite, ApiError>,
 ) -> Result<Response, ApiError> {
     // The query's errors come first: a plain HTTP request for an unknown sale hears of the sale.
     let request = JoinRequest::read(&state, params, carried.resume.as_deref())?;
@@ -80,6 +82,8 @@ pub async fn join_queue(
         Ok(upgrade) => upgrade,
         Err(refusal) => return Ok(refusal.into_response()),
     };
+    // Another site's page, before anything is counted or taken (platform::origins).
+    origin?;
     let (slot, budget) = admit(&state, client)?;
     let ctx = state.room(&request.sale).await?;
     let door = door::door_of(&ctx).await?;

@@ -17,8 +17,8 @@
 //!   answer: the tickets (join, resume, leave) and the room's tick.
 //! - [`places`]: dead places and admission batches, as the room learns them from Redis.
 //! - [`limits`]: the connection budget and per-IP connection and join-rate limits; `budget`: how
-//!   many sessions the budget is (the open files and the memory limit allow); [`clients`]:
-//!   who a request is from (the peer, or the client a trusted proxy forwards for).
+//!   many sessions the budget is (the open files and the memory limit allow); who a request is
+//!   from (the peer, or the client a trusted proxy forwards for) is `floodgate_platform::clients`.
 //! - `records`: signed-in buyers' records written again after a Redis failover.
 //! - [`router`]: where every route of both listeners is mounted, and the OpenAPI document
 //!   collected from them; [`openapi`]: what the document says beside the routes (its title,
@@ -42,7 +42,6 @@ pub mod assets;
 pub mod bookings;
 mod budget;
 mod cache;
-pub mod clients;
 pub mod config;
 pub mod door;
 pub mod error;
@@ -76,8 +75,10 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use dashmap::DashMap;
+use floodgate_platform::clients::Clients;
 use floodgate_platform::identity::IdentityVerifier;
 use floodgate_platform::keys::Keys;
+use floodgate_platform::origins::AllowedOrigins;
 use floodgate_platform::runtime::RedisConn;
 use floodgate_platform::service::Lifecycle;
 use floodgate_platform::state::SaleStatus;
@@ -152,6 +153,22 @@ pub struct Shared {
     pub pow: Arc<ProofOfWork>,
     /// What the draw's public record may cost (crate::draw_guard).
     pub draw: Arc<draw_guard::DrawGuard>,
+    /// The pages allowed to open the waiting room and book from a browser.
+    pub origins: Arc<AllowedOrigins>,
+    /// Who a request is from, as the per-address limits count it.
+    pub clients: Arc<Clients>,
+}
+
+impl axum::extract::FromRef<AppState> for Arc<Clients> {
+    fn from_ref(state: &AppState) -> Self {
+        state.clients.clone()
+    }
+}
+
+impl axum::extract::FromRef<AppState> for Arc<AllowedOrigins> {
+    fn from_ref(state: &AppState) -> Self {
+        state.origins.clone()
+    }
 }
 
 impl AppState {
@@ -178,7 +195,7 @@ impl AppState {
         let limits = limits::IpLimits::with_ipv6_prefix(
             config.max_connections_per_ip,
             config.joins_per_sec_per_ip,
-            config.ipv6_prefix,
+            config.clients.ipv6_prefix,
         );
         let sessions = config
             .max_sessions
@@ -198,6 +215,8 @@ impl AppState {
             .as_deref()
             .map(bookings::BookingRoute::new)
             .transpose()?;
+        let origins = Arc::new(AllowedOrigins::from_args(&config.origins)?);
+        let clients = Arc::new(Clients::new(&config.clients));
         let draw = Arc::new(draw_guard::DrawGuard::new(
             config.draw_reads_per_sec,
             config.draw_requests_per_sec_per_ip,
@@ -222,6 +241,8 @@ impl AppState {
             identity,
             pow: Arc::new(pow),
             draw,
+            origins,
+            clients,
         })))
     }
 

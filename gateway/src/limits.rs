@@ -2,9 +2,10 @@
 //! one client may hold at once, and how fast it may join. All are checked before a ticket is
 //! taken, so a flood costs a counter or a map lookup, not a Redis round trip or a place in line.
 //!
-//! A "client" here is an address as the limits see it ([`IpLimits::client_of`]): an IPv4
-//! address (an IPv4-mapped IPv6 one counts as its IPv4 address), or an IPv6 prefix, because one
-//! IPv6 host is routinely given a whole /64 and could otherwise take a fresh address per join.
+//! A "client" here is an address as the limits see it ([`IpLimits::client_of`],
+//! `floodgate_platform::clients::counted_as`): an IPv4 address (an IPv4-mapped IPv6 one counts as
+//! its IPv4 address), or an IPv6 prefix, because one IPv6 host is routinely given a whole /64 and
+//! could otherwise take a fresh address per join.
 
 use std::net::IpAddr;
 use std::num::NonZeroU32;
@@ -13,11 +14,6 @@ use std::sync::Arc;
 
 use dashmap::DashMap;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use ipnet::Ipv6Net;
-
-/// The IPv6 prefix length one client is counted by unless configured: RFC 6177 and the RIRs
-/// hand end sites a /64 or more, and every address inside it is one host's to pick.
-pub const DEFAULT_IPV6_PREFIX: u8 = 64;
 
 pub struct IpLimits {
     max_connections: u32,
@@ -37,7 +33,11 @@ pub enum LimitError {
 impl IpLimits {
     /// Limits counting IPv6 clients by [`DEFAULT_IPV6_PREFIX`].
     pub fn new(max_connections: u32, joins_per_sec: u32) -> Arc<Self> {
-        Self::with_ipv6_prefix(max_connections, joins_per_sec, DEFAULT_IPV6_PREFIX)
+        Self::with_ipv6_prefix(
+            max_connections,
+            joins_per_sec,
+            floodgate_platform::clients::DEFAULT_IPV6_PREFIX,
+        )
     }
 
     /// Limits counting IPv6 clients by their first `ipv6_prefix` bits (clamped to 32..=128: a
@@ -59,14 +59,7 @@ impl IpLimits {
 
     /// The client `ip` counts as: its IPv4 address, or its IPv6 network of the configured prefix.
     pub fn client_of(&self, ip: IpAddr) -> IpAddr {
-        match ip.to_canonical() {
-            IpAddr::V4(v4) => IpAddr::V4(v4),
-            IpAddr::V6(v6) => IpAddr::V6(
-                Ipv6Net::new(v6, self.ipv6_prefix)
-                    .expect("the prefix is clamped to at most 128")
-                    .network(),
-            ),
-        }
+        floodgate_platform::clients::counted_as(ip, self.ipv6_prefix)
     }
 
     /// Admits one more session from `ip`, or says why not. The slot is given back when the
@@ -215,5 +208,56 @@ mod tests {
         assert_eq!(slots.len(), 4, "a burst of twice the rate");
         assert_eq!(limits.admit(a).err(), Some(LimitError::JoiningTooFast));
         assert!(limits.admit("10.0.0.9".parse().unwrap()).is_ok());
+    }
+
+    #[test]
+    fn defect_03_an_ipv6_client_counts_as_its_whole_64() {
+        // One host gets a /64: every address in it is the same client to the limits.
+        let limits = IpLimits::new(2, 1_000);
+        let _a = limits.admit("2001:db8:1:2::1".parse().unwrap()).unwrap();
+        let _b = limits
+            .admit("2001:db8:1:2:ffff::9".parse().unwrap())
+            .unwrap();
+        assert_eq!(
+            limits.admit("2001:db8:1:2:abcd::1".parse().unwrap()).err(),
+            Some(LimitError::TooManyConnections)
+        );
+        assert!(
+            limits.admit("2001:db8:1:3::1".parse().unwrap()).is_ok(),
+            "the next /64 is someone else"
+        );
+        let rate = IpLimits::new(1_000, 1);
+        let slots: Vec<_> = (1..=2)
+            .map(|i| {
+                rate.admit(format!("2001:db8::{i}").parse().unwrap())
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(slots.len(), 2);
+        assert_eq!(
+            rate.admit("2001:db8::3".parse().unwrap()).err(),
+            Some(LimitError::JoiningTooFast),
+            "the join rate counts the /64 too"
+        );
+    }
+
+    #[test]
+    fn defect_03_a_mapped_client_counts_as_its_ipv4_address() {
+        let limits = IpLimits::new(1, 1_000);
+        let _held = limits.admit("203.0.113.7".parse().unwrap()).unwrap();
+        assert_eq!(
+            limits.admit("::ffff:203.0.113.7".parse().unwrap()).err(),
+            Some(LimitError::TooManyConnections)
+        );
+    }
+
+    #[test]
+    fn the_ipv6_prefix_is_configurable() {
+        let per_48 = IpLimits::with_ipv6_prefix(1, 1_000, 48);
+        let _held = per_48.admit("2001:db8:1:2::1".parse().unwrap()).unwrap();
+        assert_eq!(
+            per_48.admit("2001:db8:1:ffff::1".parse().unwrap()).err(),
+            Some(LimitError::TooManyConnections)
+        );
     }
 }

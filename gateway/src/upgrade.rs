@@ -42,12 +42,18 @@ pub struct Upgrade {
 
 /// Why a request is not a WebSocket handshake this gateway can take, in a few words: a 426
 /// `websocket_required`, with the headers RFC 9110 and RFC 6455 ask of it (`Upgrade`, and the
-/// version this server speaks).
+/// version this server speaks); or, for a request with no `Host`, 400 `host_missing`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NotWebSocket(&'static str);
 
+/// The reason a handshake without `Host` is refused for.
+const NO_HOST: &str = "a handshake must carry a Host header (RFC 6455 4.1)";
+
 impl IntoResponse for NotWebSocket {
     fn into_response(self) -> Response {
+        if self.0 == NO_HOST {
+            return ApiError::new(code::HOST_MISSING, NO_HOST.into()).into_response();
+        }
         let mut response = ApiError::new(
             code::WEBSOCKET_REQUIRED,
             format!("this endpoint speaks WebSocket only: {}", self.0),
@@ -93,6 +99,9 @@ fn check_handshake(
 ) -> Result<(HeaderValue, bool), NotWebSocket> {
     if method != Method::GET {
         return Err(NotWebSocket("a WebSocket handshake is a GET"));
+    }
+    if !headers.contains_key(header::HOST) {
+        return Err(NotWebSocket(NO_HOST));
     }
     if !has_token(headers, &header::CONNECTION, "upgrade") {
         return Err(NotWebSocket(
@@ -269,7 +278,8 @@ mod tests {
             .collect()
     }
 
-    const GOOD: [(&str, &str); 4] = [
+    const GOOD: [(&str, &str); 5] = [
+        ("host", "gateway.example"),
         ("connection", "keep-alive, Upgrade"),
         ("upgrade", "WebSocket"),
         ("sec-websocket-version", "13"),
@@ -313,6 +323,7 @@ mod tests {
     fn a_request_that_is_not_a_handshake_is_refused_with_its_reason() {
         assert!(check_handshake(&Method::POST, &handshake(&GOOD)).is_err());
         for (missing, reason) in [
+            ("host", NO_HOST),
             (
                 "connection",
                 "the Connection header does not ask for an upgrade",

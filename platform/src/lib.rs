@@ -17,6 +17,8 @@
 //!   the admission leader and the sale simulator alike.
 //! - [`autopilot`]: the admission autopilot's controller (a sale's rate moved by the backend's
 //!   health), pure, for the admission leader and the sale simulator alike.
+//! - [`clients`]: who a request is from, as per-address limits count it (trusted proxies, the
+//!   IPv6 prefix), and the in-memory rate per key every limit is made of.
 //! - [`batch`]: natural batching (callers gather while a batch is in flight), for `WAIT` and joins.
 //! - [`keys`]: the Redis key layout and its hash tags (sale-wide slot, per-pool slot).
 //! - [`lua`]: how a Lua script is put together from its body and the shared helper files.
@@ -38,6 +40,8 @@
 //!   shares (requests by route, Redis commands and scripts, `process_*`, `floodgate_build_info`).
 //! - [`trace`]: one trace across the path, from the booking handler to the consumer's write.
 //! - [`openapi`]: what the services' OpenAPI documents share (error responses, serving one).
+//! - [`origins`]: which web pages may use the waiting room and the booking API from a browser
+//!   (the `Origin` check, `FLOODGATE_ALLOWED_ORIGINS`).
 //! - [`secret_files`]: every secret setting also read from the file `<ENV>_FILE` names.
 //! - [`secrets`]: required secrets, which of several accepted secrets was presented, URLs made
 //!   safe to print.
@@ -49,6 +53,7 @@
 pub mod admission;
 pub mod autopilot;
 pub mod batch;
+pub mod clients;
 pub mod http;
 pub mod identity;
 pub mod kafka;
@@ -56,6 +61,7 @@ pub mod keys;
 pub mod listener;
 pub mod lua;
 pub mod openapi;
+pub mod origins;
 pub mod primaries;
 pub mod progress;
 pub mod readiness;

@@ -11,6 +11,12 @@
 //! (replays of a captured delivery are refused once it is stale), and each provider event id is
 //! processed once (the pool scripts remember outcomes), so duplicate and out-of-order deliveries
 //! are harmless.
+//!
+//! Checking a signature costs one HMAC over the body, however the header is written: the MAC is
+//! computed once and each `v1` entry compared with it. A header may carry at most
+//! [`MAX_SIGNATURES`] entries, each exactly a SHA-256's 64 lowercase hex digits, and one `t`;
+//! anything else is malformed before any hashing, so a stranger's stuffed header costs a parse
+//! of at most the header's own bytes.
 
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
@@ -18,6 +24,13 @@ use sha2::Sha256;
 
 /// The webhook signature header.
 pub const SIGNATURE_HEADER: &str = "floodgate-signature";
+
+/// The most `v1` entries one header may carry: a provider rolling its secret signs with the old
+/// and the new one (two), and two more leave room for a rollback in the middle of one.
+pub const MAX_SIGNATURES: usize = 4;
+
+/// A `v1` entry's length: the hex of an HMAC-SHA256.
+const SIGNATURE_HEX: usize = 64;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -34,19 +47,75 @@ pub enum SignatureError {
     Invalid,
 }
 
-/// The signature header value for `body` sent at `timestamp` (Unix seconds).
-pub fn sign(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
+/// HMAC-SHA256 of `"<timestamp>.<body>"`: what a `v1` entry carries, in hex.
+fn mac_of(secret: &[u8], timestamp: i64, body: &[u8]) -> [u8; 32] {
     let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC takes any key length");
     mac.update(timestamp.to_string().as_bytes());
     mac.update(b".");
     mac.update(body);
+    mac.finalize().into_bytes().into()
+}
+
+/// The signature header value for `body` sent at `timestamp` (Unix seconds).
+pub fn sign(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
     format!(
         "t={timestamp},v1={}",
-        hex::encode(mac.finalize().into_bytes())
+        hex::encode(mac_of(secret, timestamp, body))
     )
 }
 
-/// Checks a webhook's signature header against its raw body.
+/// A signature header, read: its one timestamp and its `v1` entries.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SignatureHeader {
+    pub timestamp: i64,
+    signatures: Vec<[u8; 32]>,
+}
+
+impl SignatureHeader {
+    /// Reads a header: exactly one `t=<seconds>`, one to [`MAX_SIGNATURES`] `v1=<64 lowercase
+    /// hex>`; entries of other schemes (a provider's future `v2`) are passed over, as providers
+    /// ask of their receivers, but counted against the same bound.
+    pub fn parse(header: &str) -> Result<Self, SignatureError> {
+        let mut timestamp = None;
+        let mut signatures = Vec::new();
+        for (n, part) in header.split(',').enumerate() {
+            if n >= 2 * MAX_SIGNATURES {
+                return Err(SignatureError::Malformed);
+            }
+            match part.trim().split_once('=') {
+                Some(("t", t)) if timestamp.is_none() => {
+                    timestamp = Some(t.parse::<i64>().map_err(|_| SignatureError::Malformed)?)
+                }
+                Some(("v1", sig)) if signatures.len() < MAX_SIGNATURES => {
+                    signatures.push(signature_of(sig).ok_or(SignatureError::Malformed)?)
+                }
+                Some((scheme, _)) if scheme != "t" && scheme != "v1" => {}
+                _ => return Err(SignatureError::Malformed),
+            }
+        }
+        let timestamp = timestamp.ok_or(SignatureError::Malformed)?;
+        if signatures.is_empty() {
+            return Err(SignatureError::Malformed);
+        }
+        Ok(Self {
+            timestamp,
+            signatures,
+        })
+    }
+}
+
+/// A `v1` entry's bytes, if it is 64 lowercase hex digits.
+fn signature_of(hex_digits: &str) -> Option<[u8; 32]> {
+    let lowercase = |b: &u8| b.is_ascii_digit() || (b'a'..=b'f').contains(b);
+    if hex_digits.len() != SIGNATURE_HEX || !hex_digits.as_bytes().iter().all(lowercase) {
+        return None;
+    }
+    let mut bytes = [0u8; 32];
+    hex::decode_to_slice(hex_digits, &mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// Checks a webhook's signature header against its raw body: one HMAC, whatever the header.
 pub fn verify(
     secret: &[u8],
     header: Option<&str>,
@@ -54,35 +123,18 @@ pub fn verify(
     now_secs: i64,
     tolerance_secs: u64,
 ) -> Result<(), SignatureError> {
-    let header = header.ok_or(SignatureError::Missing)?;
-    let mut timestamp = None;
-    let mut signatures = Vec::new();
-    for part in header.split(',') {
-        match part.trim().split_once('=') {
-            Some(("t", t)) => timestamp = t.parse::<i64>().ok(),
-            // Several v1 entries are allowed, as during a secret rotation.
-            Some(("v1", sig)) => {
-                signatures.push(hex::decode(sig).map_err(|_| SignatureError::Malformed)?)
-            }
-            _ => {}
-        }
-    }
-    let timestamp = timestamp.ok_or(SignatureError::Malformed)?;
-    if signatures.is_empty() {
-        return Err(SignatureError::Malformed);
-    }
-    if now_secs.abs_diff(timestamp) > tolerance_secs {
+    let header = SignatureHeader::parse(header.ok_or(SignatureError::Missing)?)?;
+    if now_secs.abs_diff(header.timestamp) > tolerance_secs {
         return Err(SignatureError::Stale);
     }
-    let matches = signatures.iter().any(|sig| {
-        let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC takes any key length");
-        mac.update(timestamp.to_string().as_bytes());
-        mac.update(b".");
-        mac.update(body);
-        // verify_slice compares in constant time.
-        mac.verify_slice(sig).is_ok()
-    });
-    if matches {
+    let expected = mac_of(secret, header.timestamp, body);
+    // Every entry is compared (in constant time), so the time taken says nothing of which one
+    // matched or how closely.
+    let matched = header
+        .signatures
+        .iter()
+        .fold(false, |any, sig| crate::same_secret(sig, &expected) | any);
+    if matched {
         Ok(())
     } else {
         Err(SignatureError::Invalid)
@@ -181,6 +233,43 @@ mod tests {
                 "{junk}"
             );
         }
+    }
+
+    /// A stuffed header is refused before any hashing: too many entries, an entry that is not
+    /// a SHA-256's 64 lowercase hex digits, two timestamps.
+    #[test]
+    fn a_header_is_bounded_and_exact() {
+        let good = sign(SECRET, 5, b"x");
+        let v1 = good.split(',').nth(1).unwrap().to_owned();
+        let wrong = format!("v1={}", "00".repeat(32));
+        let at_most = format!("t=5,{}", [wrong.as_str(); MAX_SIGNATURES - 1].join(","));
+        assert_eq!(
+            verify(SECRET, Some(&format!("{at_most},{v1}")), b"x", 5, 300),
+            Ok(()),
+            "the most entries a header may carry, the good one last"
+        );
+        let stuffed = format!("t=5,{}", vec![wrong.as_str(); 1_300].join(","));
+        let over = format!("t=5,{},{v1}", [wrong.as_str(); MAX_SIGNATURES].join(","));
+        let upper = format!("t=5,{}", v1.to_uppercase().replace("V1=", "v1="));
+        for junk in [
+            stuffed.as_str(),
+            over.as_str(),
+            upper.as_str(),
+            "t=5,v1=00",
+            &format!("t=5,{v1}00"),
+            &format!("t=5,t=6,{v1}"),
+            &format!("t=5,{v1},junk"),
+        ] {
+            assert_eq!(
+                SignatureHeader::parse(junk).map(|_| ()),
+                Err(SignatureError::Malformed),
+                "{}",
+                &junk[..junk.len().min(80)]
+            );
+        }
+        // Another scheme's entry is passed over, as a provider adding one would send it.
+        let with_v2 = format!("t=5,v2=anything,{v1}");
+        assert_eq!(verify(SECRET, Some(&with_v2), b"x", 5, 300), Ok(()));
     }
 
     #[test]

@@ -160,6 +160,10 @@ pub mod close {
     /// The gateway is going away for another reason: reconnect (with the resume token), to any
     /// gateway.
     pub const GOING_AWAY: u16 = 1001;
+    /// The client broke RFC 6455 itself (reserved bits or opcodes, a frame it did not mask, a
+    /// fragment out of place, a control frame over 125 bytes or in fragments, a close payload of
+    /// one byte): section 7.4.1's "protocol error".
+    pub const PROTOCOL_ERROR: u16 = 1002;
     /// A text frame whose payload is not UTF-8 (RFC 6455's "invalid frame payload data").
     pub const INVALID_DATA: u16 = 1007;
     /// A frame or message exceeded [`super::MAX_CLIENT_MESSAGE`].

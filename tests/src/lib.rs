@@ -308,6 +308,18 @@ impl TestApp {
             .expect("arm sale");
     }
 
+    /// A fresh sale (its id starting with `prefix`) that opens in an hour: its clients stay in
+    /// the pre-queue for the whole test.
+    pub async fn pending_sale(&self, prefix: &str) -> String {
+        let sale = unique(prefix);
+        let spec = SaleSpec {
+            opens_in: Duration::from_secs(3600),
+            ..SaleSpec::default()
+        };
+        self.create_sale(&sale, &spec).await;
+        sale
+    }
+
     pub fn ws_url(&self, sale: &str) -> String {
         format!("ws://{}/ws?sale={sale}", self.gateway)
     }

@@ -57,6 +57,9 @@ pub struct TestOptions {
     /// The identity issuer the services trust and the page signs in with (default: the
     /// sandbox's sign-in stand-in).
     pub identity_issuer: Option<oidc::IssuerSettings>,
+    /// The pages allowed to use the gateway and the booking API from a browser
+    /// (`FLOODGATE_ALLOWED_ORIGINS`; empty: the services' own origin).
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for TestOptions {
@@ -95,6 +98,7 @@ impl Default for TestOptions {
             pow_rise_above: 0.0,
             pow_ceiling: 17,
             identity_issuer: None,
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -118,6 +122,9 @@ impl TestOptions {
         ];
         if let Some(max) = self.max_connections {
             pairs.push(("FLOODGATE_MAX_CONNECTIONS", max.to_string()));
+        }
+        if !self.allowed_origins.is_empty() {
+            pairs.push(("FLOODGATE_ALLOWED_ORIGINS", self.allowed_origins.join(",")));
         }
         pairs
     }

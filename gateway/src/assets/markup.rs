@@ -4,21 +4,12 @@
 /// An origin as the page compares them (`scheme://host[:port]`, lowercase, no path): only
 /// characters an origin can have, so it is safe inside the page's markup.
 pub(super) fn check_origin(setting: &str, origin: &str) -> std::io::Result<String> {
-    let origin = origin.trim().trim_end_matches('/').to_ascii_lowercase();
-    let (scheme, host) = origin.split_once("://").unwrap_or(("", ""));
-    let valid = matches!(scheme, "http" | "https")
-        && !host.is_empty()
-        && host
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'));
-    if valid {
-        Ok(origin)
-    } else {
-        Err(std::io::Error::new(
+    floodgate_platform::origins::normalise(origin).ok_or_else(|| {
+        std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             format!("{setting}: {origin:?} is not an origin like https://pay.example.com"),
-        ))
-    }
+        )
+    })
 }
 
 /// The sign-in's issuer as the page is given it, exactly as configured (the page checks the

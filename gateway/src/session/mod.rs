@@ -7,18 +7,21 @@
 //! moment it is seen. Bad input ends only this session, with a documented close code. However
 //! it ends, the session tells Redis (leave.lua), so a client that does not come back within the
 //! grace is skipped by the controller.
+//!
+//! `step` decides what to show; `sending` writes it; `incoming` answers what the client sends
+//! (RFC 6455 to the letter); `ending` says how the session ends and closes it.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
 use floodgate_protocol::now_millis;
 use floodgate_protocol::token::AdmissionClaims;
-use floodgate_protocol::ws::{close, ClientMessage, ServerMessage, PROTOCOL_VERSION};
+use floodgate_protocol::ws::{close, ServerMessage, PROTOCOL_VERSION};
 use futures::{SinkExt as _, StreamExt as _};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
-use tokio_tungstenite::tungstenite::{self, Message, Utf8Bytes};
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 use crate::room::board::{news, Board, Sitting};
 use crate::room::frames::Shown;
@@ -29,6 +32,7 @@ use ending::{count_close, say_goodbye, End};
 use step::{Standing, Step};
 
 mod ending;
+mod incoming;
 mod sending;
 mod step;
 
@@ -320,56 +324,6 @@ impl Session {
             })))
             .await;
         End::Admitted
-    }
-
-    /// Handles one frame from the client; `Some` ends the session.
-    async fn on_client_message(
-        &self,
-        socket: &mut Socket,
-        incoming: Option<Result<Message, tungstenite::Error>>,
-    ) -> Option<End> {
-        let bad =
-            |reason: &'static str| Some(End::Closed(close::BAD_MESSAGE, Cow::Borrowed(reason)));
-        match incoming {
-            None | Some(Ok(Message::Close(_))) => Some(End::ClientLeft),
-            Some(Err(e)) => Some(Self::on_receive_error(&e)),
-            // Protocol-level pings are answered by the WebSocket layer itself.
-            // (A raw frame is never what a read returns.)
-            Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => None,
-            Some(Ok(Message::Binary(_))) => bad("binary frames are not accepted"),
-            Some(Ok(Message::Text(text))) => match serde_json::from_str::<ClientMessage>(&text) {
-                Ok(ClientMessage::Ping) => self
-                    .send(socket, &ServerMessage::Pong)
-                    .await
-                    .err()
-                    .map(|_| End::ClientLeft),
-                Err(_) => bad("expected a JSON message such as {\"type\":\"ping\"}"),
-            },
-        }
-    }
-
-    /// How a failed read ends the session.
-    fn on_receive_error(e: &tungstenite::Error) -> End {
-        use tungstenite::error::{CapacityError, ProtocolError};
-        match e {
-            tungstenite::Error::Capacity(CapacityError::MessageTooLong { .. })
-            | tungstenite::Error::Protocol(ProtocolError::ControlFrameTooBig) => {
-                End::Closed(close::MESSAGE_TOO_BIG, Cow::Borrowed("message too big"))
-            }
-            // The protocol promises a close code for bad input: a text frame that is not UTF-8
-            // gets RFC 6455's own, and the connection is still fit to carry it.
-            tungstenite::Error::Utf8(_) => {
-                tracing::info!(error = %e, "closing a session that sent a text frame that is not UTF-8");
-                End::Closed(
-                    close::INVALID_DATA,
-                    Cow::Borrowed("text frames must be UTF-8"),
-                )
-            }
-            _ => {
-                tracing::debug!(error = %e, "websocket error");
-                End::ClientLeft
-            }
-        }
     }
 }
 

@@ -63,7 +63,7 @@ impl Session {
     }
 
     /// Awaits a write, giving up on a client that does not read within the send timeout.
-    async fn within_send_timeout(
+    pub(super) async fn within_send_timeout(
         &self,
         write: impl std::future::Future<Output = Result<(), tungstenite::Error>>,
     ) -> Result<(), ()> {

@@ -41,6 +41,8 @@ codes! {
     INVALID_REQUEST = "invalid_request", 422, "the body is not a JSON object, or has a field the endpoint does not take";
     INVALID_SEATS = "invalid_seats", 422, "`seats` is missing, zero, or more than the token allows";
     SALE_MISSING = "sale_missing", 400, "no `sale` query parameter";
+    /// RFC 6455 4.1 and HTTP/1.1 (RFC 9112 3.2) require `Host`.
+    HOST_MISSING = "host_missing", 400, "a WebSocket handshake without a `Host` header";
     WEBSOCKET_REQUIRED = "websocket_required", 426, "not a WebSocket handshake the gateway can serve: a plain HTTP request, another WebSocket version, or subprotocols offered without `floodgate` (the message says which)";
     METHOD_NOT_ALLOWED = "method_not_allowed", 405, "the path does not take this method";
     NOT_FOUND = "not_found", 404, "no such path";
@@ -80,6 +82,8 @@ codes! {
     IDENTITY_WRONG_AUDIENCE = "identity_wrong_audience", 401, "the identity token is for another audience";
     IDENTITY_NO_SUBJECT = "identity_no_subject", 401, "the identity token names no subject";
     IDENTITY_UNAVAILABLE = "identity_unavailable", 503, "the issuer's keys cannot be fetched";
+    /// docs/runbook.md, "Origins": `FLOODGATE_ALLOWED_ORIGINS`.
+    ORIGIN_FORBIDDEN = "origin_forbidden", 403, "a browser page of another site: its `Origin` is not one allowed to use this service";
     BUYER_MISMATCH = "buyer_mismatch", 403, "the admission token names another buyer than the identity";
     BUYER_LIMIT = "buyer_limit", 409, "the buyer's seats would pass the sale's limit";
     CHALLENGE_REQUIRED = "challenge_required", 403, "the sale's bot check was not answered";

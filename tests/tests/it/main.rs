@@ -7,6 +7,10 @@
 //! - [`walking_skeleton`]: one sale through all five layers.
 //! - [`booking_api`], [`reservations`], [`lifecycle_properties`], [`payments`]: the booking API,
 //!   contention, the reservation lifecycle's interleavings, payments and webhooks.
+//! - [`hostile`]: a rush that is half hostile: what a stranger can send and what it may cost
+//!   everyone else (the `Origin` check, ...).
+//! - [`rfc6455`]: the waiting room's WebSocket against RFC 6455, case by case, from a client
+//!   written from the RFC.
 //! - [`waiting_room`], [`fairness`], [`freshness`], [`join_batches`], [`room_fleet`], [`ops`]: the
 //!   waiting room, its fairness, the freshness contract, joins sent in batches, several gateways,
 //!   the ops API.
@@ -64,6 +68,7 @@ mod error_codes;
 mod failover;
 mod fairness;
 mod freshness;
+mod hostile;
 mod join_batches;
 mod kafka_settings;
 mod layout;
@@ -80,6 +85,7 @@ mod probes;
 mod rebuild;
 mod reconcile;
 mod reservations;
+mod rfc6455;
 mod room_fleet;
 mod sale_end;
 mod script_headers;

@@ -51,6 +51,14 @@ fn sections() -> Vec<Section> {
             "Public listeners",
             "The gateway's and the booking service's public listener (the admin listeners keep the defaults, with a small connection cap).",
         ),
+        section::<floodgate_platform::clients::ClientArgs>(
+            "Client addresses",
+            "The gateway and the booking service: who a request is from, as their per-address limits count it (docs/runbook.md, \"Per-address limits\").",
+        ),
+        section::<floodgate_platform::origins::OriginArgs>(
+            "Origins",
+            "The gateway and the booking service: which web pages may use them from a browser (docs/runbook.md, \"Origins\").",
+        ),
         section::<floodgate_platform::service::DrainArgs>(
             "Stopping",
             "The gateway and the booking service (the consumer has a setting of its own, below).",

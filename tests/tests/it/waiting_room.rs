@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use floodgate_protocol::ws::{close, ServerMessage};
 use floodgate_tests::eventually;
-use floodgate_tests::{unique, SaleSpec, TestApp};
+use floodgate_tests::TestApp;
 use futures::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
@@ -51,17 +51,6 @@ async fn close_code(ws: &mut Socket) -> u16 {
     }
 }
 
-async fn pending_sale(app: &TestApp) -> String {
-    let sale = unique("room-");
-    // Opens far in the future: these clients stay queued for the whole test.
-    let spec = SaleSpec {
-        opens_in: Duration::from_secs(3600),
-        ..SaleSpec::default()
-    };
-    app.create_sale(&sale, &spec).await;
-    sale
-}
-
 #[sqlx::test(migrations = "../migrations")]
 async fn joining_an_unknown_sale_or_without_websocket_is_a_json_error(db: sqlx::PgPool) {
     let app = TestApp::spawn(db).await;
@@ -91,7 +80,7 @@ async fn joining_an_unknown_sale_or_without_websocket_is_a_json_error(db: sqlx::
         (status, body["error"].as_str()),
         (400, Some("sale_missing"))
     );
-    let sale = pending_sale(&app).await;
+    let sale = app.pending_sale("room-").await;
     let (status, body) = get(format!("http://{}/ws?sale={sale}", app.gateway)).await;
     assert_eq!(
         (status, body["error"].as_str()),
@@ -113,7 +102,7 @@ async fn a_handshake_the_gateway_cannot_serve_takes_no_ticket(db: sqlx::PgPool) 
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
     let app = TestApp::spawn(db).await;
-    let sale = pending_sale(&app).await;
+    let sale = app.pending_sale("room-").await;
     for (header, value) in [
         ("sec-websocket-protocol", "chat, floodgate-identity.abc"),
         ("sec-websocket-version", "8"),
@@ -140,7 +129,7 @@ async fn a_handshake_the_gateway_cannot_serve_takes_no_ticket(db: sqlx::PgPool) 
 #[sqlx::test(migrations = "../migrations")]
 async fn bad_frames_close_only_their_own_session(db: sqlx::PgPool) {
     let app = TestApp::spawn(db).await;
-    let sale = pending_sale(&app).await;
+    let sale = app.pending_sale("room-").await;
 
     // A bystander who stays connected through all of it.
     let (mut bystander, bystander_ticket) = join(&app, &sale).await;
@@ -195,7 +184,7 @@ async fn pending_sale_with(
     db: sqlx::PgPool,
 ) -> (TestApp, String) {
     let app = TestApp::spawn_with(db, options).await;
-    let sale = pending_sale(&app).await;
+    let sale = app.pending_sale("room-").await;
     (app, sale)
 }
 

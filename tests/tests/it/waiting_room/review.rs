@@ -15,17 +15,6 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 const WAIT: Duration = Duration::from_secs(10);
 
-/// A sale that opens in an hour: its clients stay queued for the whole test.
-async fn pending_sale(app: &TestApp) -> String {
-    let sale = unique("review-");
-    let spec = SaleSpec {
-        opens_in: Duration::from_secs(3600),
-        ..SaleSpec::default()
-    };
-    app.create_sale(&sale, &spec).await;
-    sale
-}
-
 /// Every key of `sale`'s slot under the test's prefix.
 async fn sale_keys(app: &TestApp, sale: &str) -> Vec<String> {
     let pattern = format!("{}{{s:{sale}}}*", app.keys.prefix());
@@ -56,7 +45,7 @@ async fn defect_01_an_unknown_sale_starts_no_room_and_writes_no_key(db: sqlx::Pg
     }
     // A real sale's room on the same gateway, started after them: once it has ticked (its
     // lease is taken), any room the unknown sales had started has ticked too.
-    let sale = pending_sale(&app).await;
+    let sale = app.pending_sale("review-").await;
     let _client = RoomClient::join(&app.ws_url(&sale)).await.expect("joins");
     let leader = app.keys.sale(&sale).leader();
     eventually("the real sale's room ticks", WAIT, || async {
@@ -79,7 +68,7 @@ async fn defect_01_an_idle_room_retires_and_takes_this_gateways_keys_with_it(db:
         },
     )
     .await;
-    let sale = pending_sale(&app).await;
+    let sale = app.pending_sale("review-").await;
     let keys = app.keys.sale(&sale);
     let client = RoomClient::join(&app.ws_url(&sale)).await.expect("joins");
     eventually("the room takes the lease", WAIT, || async {
@@ -127,7 +116,7 @@ async fn defect_02_a_ticket_whose_upgrade_never_completes_is_given_back(db: sqlx
         ..TestOptions::default()
     };
     let app = TestApp::spawn_with(db, options).await;
-    let sale = pending_sale(&app).await;
+    let sale = app.pending_sale("review-").await;
     let keys = app.keys.sale(&sale);
     // Someone already waits, so the sale's room is running on this gateway.
     let _bystander = RoomClient::join(&app.ws_url(&sale)).await.expect("joins");
@@ -236,7 +225,7 @@ async fn defect_04_a_tiny_stored_rate_never_stops_the_controller(db: sqlx::PgPoo
 #[sqlx::test(migrations = "../migrations")]
 async fn defect_04_the_ops_api_refuses_a_rate_the_controller_cannot_use(db: sqlx::PgPool) {
     let app = TestApp::spawn(db).await;
-    let sale = pending_sale(&app).await;
+    let sale = app.pending_sale("review-").await;
     let path = format!("/admin/v1/sales/{sale}");
     for rate in [1e-20, 1e-4, 0.0, -1.0, 1e7] {
         let (status, body) = app
@@ -258,7 +247,7 @@ async fn defect_04_the_ops_api_refuses_a_rate_the_controller_cannot_use(db: sqlx
 #[sqlx::test(migrations = "../migrations")]
 async fn defect_05_crafted_nonce_pages_get_400_and_never_crash(db: sqlx::PgPool) {
     let app = TestApp::spawn(db).await;
-    let sale = pending_sale(&app).await;
+    let sale = app.pending_sale("review-").await;
     let page = |query: &str| format!("http://{}/v1/sales/{sale}/draw/nonces?{query}", app.gateway);
     for query in [
         "from=18446744073709551615&count=2",
@@ -328,7 +317,7 @@ async fn defect_05_a_final_draw_is_cacheable_and_an_open_one_is_not_cached_long(
 #[sqlx::test(migrations = "../migrations")]
 async fn defect_20_invalid_utf8_in_a_text_frame_gets_close_1007(db: sqlx::PgPool) {
     let app = TestApp::spawn(db).await;
-    let sale = pending_sale(&app).await;
+    let sale = app.pending_sale("review-").await;
     let (mut ws, _) = tokio_tungstenite::connect_async(app.ws_url(&sale))
         .await
         .expect("joins");

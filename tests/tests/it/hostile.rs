@@ -1,0 +1,7 @@
+//! A rush that is half hostile: what a stranger (admitted or not) can send, and what it may cost
+//! everyone else, against the real services.
+//!
+//! - [`origins`]: another site's page may not open the waiting room or book through its
+//!   visitors' browsers.
+
+mod origins;
