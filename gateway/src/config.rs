@@ -88,6 +88,38 @@ pub struct Config {
         default_value_t = 5
     )]
     pub draw_requests_per_sec_per_ip: u32,
+    /// Asks for a place's standing (`GET /v1/sales/{sale}/place`) allowed per second from one
+    /// address, in bursts of twice that; past it, 429 `place_rate_limited`. An app polls every
+    /// 30 s or so, so 20 a second serves hundreds of people behind one carrier's address.
+    #[arg(
+        long,
+        env = "FLOODGATE_PLACE_REQUESTS_PER_SEC_PER_IP",
+        default_value_t = 20
+    )]
+    pub place_requests_per_sec_per_ip: u32,
+    /// Reads of a place's standing (a read-only script in the sale's slot) this gateway makes per
+    /// second, in bursts of twice that; past it, 503 `place_busy`. A place the gateway already
+    /// knows is over (dead, its turn gone, the sale sold out) is answered without one.
+    #[arg(long, env = "FLOODGATE_PLACE_READS_PER_SEC", default_value_t = 500)]
+    pub place_reads_per_sec: u32,
+    /// How often one place may be asked about, whoever asks, after three at once; past it, 429
+    /// `place_rate_limited`. An app polls every 30 s or so: a place asked about faster is a
+    /// script's, and is refused before its read. 0: no allowance per place.
+    #[arg(
+        long = "place-every-ms",
+        env = "FLOODGATE_PLACE_EVERY_MS",
+        default_value = "5000",
+        value_parser = floodgate_platform::settings::millis
+    )]
+    pub place_every: Duration,
+    /// Bot-check puzzles (`GET /v1/sales/{sale}/challenge`) handed to one address per second, in
+    /// bursts of twice that; past it, 429 `challenge_rate_limited`. A join needs one puzzle.
+    #[arg(
+        long,
+        env = "FLOODGATE_CHALLENGES_PER_SEC_PER_IP",
+        default_value_t = 20
+    )]
+    pub challenges_per_sec_per_ip: u32,
     /// The proof of work rises by itself while a sale's joins (over every gateway) come faster
     /// than this many a second: one bit past it, one more per doubling (0: never).
     #[arg(long, env = "FLOODGATE_POW_RISE_ABOVE", default_value_t = 2_000.0)]

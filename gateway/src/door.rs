@@ -8,6 +8,7 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use floodgate_platform::clients::ClientAddress;
 use floodgate_platform::http::SaleId;
 use floodgate_protocol::api::code;
 use floodgate_protocol::challenge::{
@@ -153,12 +154,15 @@ fn verifier(state: &AppState, rule: ChallengeRule) -> Option<&dyn ChallengeVerif
 #[utoipa::path(get, path = "/v1/sales/{sale}/challenge", tag = "waiting room", params(floodgate_platform::openapi::SalePath),
     responses(
         (status = 200, description = "A fresh puzzle, or `{\"kind\": \"none\"}`; never cached.", body = floodgate_protocol::challenge::ChallengeOffer),
-        crate::openapi::SaleRefusals,
+        crate::openapi::ChallengeRefusals,
     ))]
 pub async fn challenge(
     State(state): State<AppState>,
+    ClientAddress(client): ClientAddress,
     SaleId(sale): SaleId,
 ) -> Result<Response, ApiError> {
+    // Before the sale is looked up: a flood of made-up sale ids costs a map lookup each.
+    state.challenges.admit(client)?;
     let ctx = state.room(&sale).await?;
     let door = door_of(&ctx).await?;
     let body = match door.challenge {

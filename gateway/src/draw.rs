@@ -74,7 +74,7 @@ impl Asked<'_> {
         read: impl FnOnce() -> F,
     ) -> Result<Response, ApiError> {
         let guard = &self.state.draw;
-        guard.admit(&self.state.limits, self.client)?;
+        guard.admit(self.client)?;
         let (body, closed) = match guard.kept(&self.key) {
             Some(body) => (body, true),
             None => {

@@ -13,15 +13,13 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
-use std::num::NonZeroU32;
 use std::sync::Mutex;
 
 use axum::body::Bytes;
 use floodgate_protocol::api::code;
-use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use crate::error::ApiError;
-use crate::limits::IpLimits;
+use crate::guards::{Guard, Refusals};
 
 /// Most bytes of final pages kept per gateway: a 2-million-ticket pre-queue's whole record is
 /// about 80 MB, and a CDN in front keeps the rest.
@@ -29,8 +27,7 @@ pub const CACHE_BYTES: usize = 32 * 1024 * 1024;
 
 /// The gateway's guard of the draw's record.
 pub struct DrawGuard {
-    reads: DefaultDirectRateLimiter,
-    per_client: DefaultKeyedRateLimiter<IpAddr>,
+    guard: Guard,
     finals: Mutex<Finals>,
 }
 
@@ -42,37 +39,30 @@ struct Finals {
     bytes: usize,
 }
 
-fn quota(per_sec: u32) -> Quota {
-    let rate = NonZeroU32::new(per_sec.max(1)).expect("at least one");
-    let burst = NonZeroU32::new(per_sec.max(1).saturating_mul(2)).expect("at least one");
-    Quota::per_second(rate).allow_burst(burst)
-}
+const REFUSALS: Refusals = Refusals {
+    limited: code::DRAW_RATE_LIMITED,
+    limited_message: "asking for the draw's record too fast from this address; retry in a second",
+    busy: code::DRAW_BUSY,
+    busy_message: "the draw's record is much asked for right now; retry in a second",
+};
 
 impl DrawGuard {
     pub fn new(reads_per_sec: u32, requests_per_sec_per_client: u32) -> Self {
         Self {
-            reads: RateLimiter::direct(quota(reads_per_sec)),
-            per_client: RateLimiter::keyed(quota(requests_per_sec_per_client)),
+            guard: Guard::new(requests_per_sec_per_client, Some(reads_per_sec), REFUSALS),
             finals: Mutex::default(),
         }
     }
 
     /// Lets one request of `client` in, or says why not.
-    pub fn admit(&self, limits: &IpLimits, client: IpAddr) -> Result<(), ApiError> {
-        let client = limits.client_of(client);
-        self.per_client.check_key(&client).map_err(|_| {
-            ApiError::new(
-                code::DRAW_RATE_LIMITED,
-                "asking for the draw's record too fast from this address; retry in a second".into(),
-            )
-        })
+    pub fn admit(&self, client: IpAddr) -> Result<(), ApiError> {
+        self.guard.admit(client)
     }
 
     /// Forgets the addresses that have not asked lately (called every minute), so the per-address
     /// limiter does not grow with every address that ever asked.
     pub fn prune(&self) {
-        self.per_client.retain_recent();
-        self.per_client.shrink_to_fit();
+        self.guard.prune();
     }
 
     /// The final answer to `key`, if one was kept.
@@ -82,13 +72,7 @@ impl DrawGuard {
 
     /// Takes a token of the gateway's read budget for one read of the record from Redis.
     pub fn read(&self) -> Result<(), ApiError> {
-        self.reads.check().map_err(|_| {
-            metrics::counter!("floodgate_draw_reads_refused_total").increment(1);
-            ApiError::new(
-                code::DRAW_BUSY,
-                "the draw's record is much asked for right now; retry in a second".into(),
-            )
-        })
+        self.guard.read()
     }
 
     /// Keeps `body`, the final answer to `key`, dropping the oldest past [`CACHE_BYTES`].
@@ -130,18 +114,5 @@ mod tests {
         assert!(guard.kept("b").is_some() && guard.kept("c").is_some());
         guard.keep("huge".into(), Bytes::from(vec![0; CACHE_BYTES + 1]));
         assert!(guard.kept("huge").is_none());
-    }
-
-    #[test]
-    fn the_read_budget_runs_out_and_refuses_with_draw_busy() {
-        let guard = DrawGuard::new(1, 1);
-        assert!(
-            guard.read().is_ok() && guard.read().is_ok(),
-            "a burst of two"
-        );
-        assert_eq!(
-            guard.read().map_err(|e| e.code()).err(),
-            Some(code::DRAW_BUSY)
-        );
     }
 }

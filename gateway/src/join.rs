@@ -93,6 +93,10 @@ pub async fn join_queue(
         if !claim.may_be_taken_by(mark.as_ref()) {
             return Err(takeback::other_buyers());
         }
+        // A ticket this gateway knows expired is refused without its script.
+        if ctx.room.is_expired(claim.ticket) {
+            return Err(takeback::expired());
+        }
     }
     // Coming back with a resume token takes back a place already won at the door, and nothing
     // else (a dead ticket is refused, not replaced).

@@ -25,7 +25,8 @@
 //!   each operation's refusals).
 //! - `memory`: freed memory given back to the system after a join ramp.
 //! - [`summary`], [`seats`], `draw`: a sale's public figures, live seat counts and the
-//!   pre-queue draw's public record; `draw_guard`: what that record may cost a stranger.
+//!   pre-queue draw's public record; `draw_guard`: what that record may cost a stranger;
+//!   `guards`: what the other public paths may cost (per address, per place, a Redis budget).
 //! - [`assets`] and `cache`: the browser client's page and hashed assets, the headers that keep
 //!   it to its own origin, and the HTTP caching (encodings, ETags) they share with the seat
 //!   counts.
@@ -96,6 +97,7 @@ pub use service::Gateway;
 
 mod draw;
 mod draw_guard;
+mod guards;
 
 /// Shared state of a gateway, behind one `Arc`: axum clones the state for every request (each
 /// extractor and middleware that takes it), and one reference count is cheaper than a score
@@ -157,6 +159,10 @@ pub struct Shared {
     pub origins: Arc<AllowedOrigins>,
     /// Who a request is from, as the per-address limits count it.
     pub clients: Arc<Clients>,
+    /// What asking where a place stands may cost (crate::guards).
+    pub place: Arc<guards::PlaceGuard>,
+    /// What asking for puzzles may cost one address (crate::guards).
+    pub challenges: Arc<guards::Guard>,
 }
 
 impl axum::extract::FromRef<AppState> for Arc<Clients> {
@@ -217,6 +223,12 @@ impl AppState {
             .transpose()?;
         let origins = Arc::new(AllowedOrigins::from_args(&config.origins)?);
         let clients = Arc::new(Clients::new(&config.clients));
+        let place = Arc::new(guards::PlaceGuard::new(
+            config.place_requests_per_sec_per_ip,
+            config.place_reads_per_sec,
+            config.place_every,
+        ));
+        let challenges = Arc::new(guards::challenges(config.challenges_per_sec_per_ip));
         let draw = Arc::new(draw_guard::DrawGuard::new(
             config.draw_reads_per_sec,
             config.draw_requests_per_sec_per_ip,
@@ -243,6 +255,8 @@ impl AppState {
             draw,
             origins,
             clients,
+            place,
+            challenges,
         })))
     }
 

@@ -69,6 +69,8 @@ refusals!(
 refusals!(
     /// What a place's standing refuses with.
     PlaceRefusals [
+        code::PLACE_RATE_LIMITED,
+        code::PLACE_BUSY,
         code::RESUME_OTHER_SALE,
         code::RESUME_REQUIRED,
         code::RESUME_INVALID,
@@ -87,6 +89,15 @@ refusals!(
         code::UNKNOWN_SALE,
         code::REDIS_UNAVAILABLE,
         code::DRAW_UNAVAILABLE,
+    ]
+);
+
+refusals!(
+    /// What a request for a puzzle refuses with.
+    ChallengeRefusals [
+        code::CHALLENGE_RATE_LIMITED,
+        code::UNKNOWN_SALE,
+        code::REDIS_UNAVAILABLE,
     ]
 );
 

@@ -51,6 +51,11 @@ impl DeadPlaces {
         self.tree[2 * old] = self.total as u32;
     }
 
+    /// Whether `place` is dead.
+    pub fn contains(&self, place: u64) -> bool {
+        place > 0 && self.up_to(place) > self.up_to(place - 1)
+    }
+
     /// Dead places in `1..=place`.
     pub fn up_to(&self, place: u64) -> u64 {
         let mut i = place.min(self.capacity()) as usize;
@@ -178,6 +183,9 @@ mod tests {
         }
         assert_eq!(dead.up_to(u64::MAX), 6);
         assert_eq!(dead.total(), 6);
+        for p in 0..80_000 {
+            assert_eq!(dead.contains(p), places.contains(&p), "{p}");
+        }
     }
 
     #[test]

@@ -72,9 +72,11 @@ fn connection_cap(sessions: u64) -> usize {
     usize::try_from(sessions.saturating_add(128)).unwrap_or(usize::MAX)
 }
 
-/// Forgets, once a minute, the per-address counts and the draw's readers nobody has used.
+/// Forgets, once a minute, the per-address counts, the draw's readers and the places nobody has
+/// asked about lately.
 fn prune_limits(state: &AppState, shutdown: tokio_util::sync::CancellationToken) {
     let (limits, draw) = (state.limits.clone(), state.draw.clone());
+    let (place, challenges) = (state.place.clone(), state.challenges.clone());
     tokio::spawn(async move {
         let mut every = tokio::time::interval(Duration::from_secs(60));
         loop {
@@ -83,6 +85,8 @@ fn prune_limits(state: &AppState, shutdown: tokio_util::sync::CancellationToken)
                 _ = every.tick() => {
                     limits.prune();
                     draw.prune();
+                    place.prune();
+                    challenges.prune();
                 }
             }
         }

@@ -3,14 +3,18 @@
 //! now and then, tells its person when their turn is near or has come, and connects again (with
 //! the token, within the sale's grace) to receive the pass.
 //!
-//! The token is checked before anything else (a forged one costs a MAC), then the buyer it is
-//! bound to, then one read-only script in the sale's slot; the position is the room's own view
-//! on this gateway. Nothing is written: a poll keeps no place alive.
+//! What a poll may cost (crate::guards): the address's allowance first (a map lookup), then the
+//! token (a forged one costs a MAC), then the place's own allowance (once every 5 s), then the
+//! buyer it is bound to. A place this gateway already knows is over (declared dead, its turn come
+//! and gone, the sale sold out) is answered from memory; only a place that may still be alive
+//! costs one read-only script in the sale's slot, within the gateway's read budget. The position
+//! is the room's own view on this gateway. Nothing is written: a poll keeps no place alive.
 
 use axum::extract::State;
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use floodgate_platform::clients::ClientAddress;
 use floodgate_platform::http::SaleId;
 use floodgate_protocol::api::code;
 use floodgate_protocol::api::room::{PlaceStanding, PlaceState};
@@ -45,9 +49,11 @@ use crate::{door, AppState};
 )]
 pub async fn place(
     State(state): State<AppState>,
+    ClientAddress(client): ClientAddress,
     SaleId(sale): SaleId,
     carried: door::Carried,
 ) -> Result<Response, ApiError> {
+    state.place.guard.admit(client)?;
     let token = carried.resume.as_deref().ok_or_else(|| {
         ApiError::new(
             code::RESUME_REQUIRED,
@@ -58,6 +64,7 @@ pub async fn place(
         .resume
         .verify(token, &sale)
         .map_err(|e| resume_refusal(e, &sale))?;
+    state.place.ask(&sale, claim.ticket)?;
     let ctx = state.room(&sale).await?;
     let door = door::door_of(&ctx).await?;
     let buyer = door::identify(&state, &door, carried.identity.as_deref()).await?;
@@ -69,18 +76,38 @@ pub async fn place(
         buyer: mark.as_ref(),
         adopt: false,
     };
-    let kept = takeback::standing(&ctx.scope, claim.ticket, taker).await?;
+    // What this gateway knows already costs no script: the sale is over for everyone, or this
+    // place is over for good.
     let view = ctx.room.subscribe().borrow().clone();
-    let standing = place_of(&ctx.room, &view, claim.ticket, now_millis())?;
-    let body = PlaceStanding {
+    let now = now_millis();
+    if view.loaded && view.sold_out {
+        return Ok(answer(place_of(&ctx.room, &view, claim.ticket, now)?));
+    }
+    if ctx.room.is_over(claim.ticket, now) {
+        return Err(takeback::expired());
+    }
+    state.place.guard.read()?;
+    let kept = takeback::standing(&ctx.scope, claim.ticket, taker)
+        .await
+        .inspect_err(|refused| {
+            if refused.code() == code::TICKET_EXPIRED {
+                ctx.room.note_expired(claim.ticket);
+            }
+        })?;
+    let standing = place_of(&ctx.room, &view, claim.ticket, now)?;
+    Ok(answer(PlaceStanding {
         kept_until_ms: kept.kept_until_ms,
         ..standing
-    };
+    }))
+}
+
+/// The answer, never cached.
+fn answer(body: PlaceStanding) -> Response {
     let mut response = Json(body).into_response();
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    Ok(response)
+    response
 }
 
 /// Where `ticket` stands in `room` as of `view`, at `now_ms`, as its session would be told.

@@ -199,6 +199,18 @@ impl<K: Hash + Eq + Clone> Rate<K> {
         }
     }
 
+    /// One request every `period` per key, in bursts of up to `burst`.
+    pub fn every(period: std::time::Duration, burst: u32) -> Self {
+        let burst = NonZeroU32::new(burst.max(1)).expect("at least one");
+        let quota = Quota::with_period(period.max(std::time::Duration::from_millis(1)))
+            .expect("a period of at least a millisecond")
+            .allow_burst(burst);
+        Self {
+            limiter: RateLimiter::keyed(quota),
+            per_sec: (1.0 / period.as_secs_f64()).ceil() as u32,
+        }
+    }
+
     /// Takes one request of `key`'s allowance: `false` when it is used up.
     pub fn allow(&self, key: &K) -> bool {
         self.limiter.check_key(key).is_ok()
@@ -317,5 +329,7 @@ mod tests {
         assert_eq!((0..10).filter(|_| rate.allow(&1u64)).count(), 4);
         assert!(rate.allow(&2u64), "another key has its own allowance");
         assert_eq!(rate.len(), 2);
+        let slow = Rate::every(std::time::Duration::from_secs(60), 3);
+        assert_eq!((0..10).filter(|_| slow.allow(&1u64)).count(), 3);
     }
 }

@@ -107,6 +107,23 @@ impl TestApp {
         answer["kid"].as_str().expect("a key id").to_owned()
     }
 
+    /// `GET path` on the gateway with `headers`: the status and a refusal's code. Every refusal
+    /// must say when to retry where its status asks for it (429 and 503 carry `Retry-After`).
+    pub async fn gateway_get(&self, path: &str, headers: &[(&str, &str)]) -> (u16, Option<String>) {
+        let mut request = self.http.get(format!("http://{}{path}", self.gateway));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.expect("the gateway answers");
+        let status = response.status().as_u16();
+        let retry_after = response.headers().contains_key("retry-after");
+        let body: serde_json::Value = response.json().await.unwrap_or_default();
+        if matches!(status, 429 | 503) {
+            assert!(retry_after, "{status} {body}: a refusal says when to retry");
+        }
+        (status, body["error"].as_str().map(str::to_owned))
+    }
+
     /// One sample from a service's `GET /metrics` (Prometheus text, on its admin listener):
     /// `series` is the name with its labels as rendered, e.g.
     /// `floodgate_reservations_total{outcome="reserved"}`.

@@ -50,6 +50,13 @@ pub struct TestOptions {
     /// (`FLOODGATE_DRAW_READS_PER_SEC`, `FLOODGATE_DRAW_REQUESTS_PER_SEC_PER_IP`).
     pub draw_reads_per_sec: u32,
     pub draw_requests_per_sec_per_ip: u32,
+    /// What asking where a place stands may cost (`FLOODGATE_PLACE_REQUESTS_PER_SEC_PER_IP`,
+    /// `FLOODGATE_PLACE_READS_PER_SEC`, `FLOODGATE_PLACE_EVERY_MS`), and asking for puzzles
+    /// (`FLOODGATE_CHALLENGES_PER_SEC_PER_IP`).
+    pub place_requests_per_sec_per_ip: u32,
+    pub place_reads_per_sec: u32,
+    pub place_every_ms: u64,
+    pub challenges_per_sec_per_ip: u32,
     /// How the proof of work rises under a join flood (`FLOODGATE_POW_RISE_ABOVE`,
     /// `FLOODGATE_POW_CEILING`).
     pub pow_rise_above: f64,
@@ -94,6 +101,11 @@ impl Default for TestOptions {
             // Tests read the draw's record from 127.0.0.1 as often as they like.
             draw_reads_per_sec: 100_000,
             draw_requests_per_sec_per_ip: 100_000,
+            // Tests poll places and fetch puzzles from 127.0.0.1 as often as they like too.
+            place_requests_per_sec_per_ip: 100_000,
+            place_reads_per_sec: 100_000,
+            place_every_ms: 0,
+            challenges_per_sec_per_ip: 100_000,
             // Tests join in bursts far past any real sale's per-second rate: no rise unless asked.
             pow_rise_above: 0.0,
             pow_ceiling: 17,
@@ -154,6 +166,19 @@ impl TestOptions {
             (
                 "FLOODGATE_DRAW_REQUESTS_PER_SEC_PER_IP",
                 self.draw_requests_per_sec_per_ip.to_string(),
+            ),
+            (
+                "FLOODGATE_PLACE_REQUESTS_PER_SEC_PER_IP",
+                self.place_requests_per_sec_per_ip.to_string(),
+            ),
+            (
+                "FLOODGATE_PLACE_READS_PER_SEC",
+                self.place_reads_per_sec.to_string(),
+            ),
+            ("FLOODGATE_PLACE_EVERY_MS", self.place_every_ms.to_string()),
+            (
+                "FLOODGATE_CHALLENGES_PER_SEC_PER_IP",
+                self.challenges_per_sec_per_ip.to_string(),
             ),
             ("FLOODGATE_POW_RISE_ABOVE", self.pow_rise_above.to_string()),
             ("FLOODGATE_POW_CEILING", self.pow_ceiling.to_string()),

@@ -33,6 +33,10 @@ pub use driver::RoomDriver;
 use frames::{Frames, Shown};
 pub use view::{read_view, RoomView};
 
+/// The most expired tickets a room remembers (8 bytes each, and the set's overhead: a few MB):
+/// past it, an expired ticket asked about costs its script again.
+const EXPIRED_KEPT: usize = 262_144;
+
 /// How long a join waits for a new room's first view.
 const FIRST_VIEW: std::time::Duration = std::time::Duration::from_secs(3);
 
@@ -47,6 +51,9 @@ pub struct Room {
 struct Shared {
     draw: OnceLock<Draw>,
     dead: RwLock<DeadPlaces>,
+    /// Tickets Redis said had expired for good (a place's standing, asked for): asked about
+    /// again, they are answered from here. At most [`EXPIRED_KEPT`].
+    expired: Mutex<std::collections::HashSet<u64>>,
     batches: Mutex<Batches>,
     board: Board,
     frames: Frames,
@@ -58,6 +65,7 @@ impl Shared {
         Shared {
             draw: OnceLock::new(),
             dead: RwLock::default(),
+            expired: Mutex::default(),
             batches: Mutex::default(),
             board: Board::new(groups),
             frames: Frames::default(),
@@ -117,6 +125,31 @@ impl Room {
         self.place(ticket).is_some_and(|place| {
             place <= frontier && self.token_expiry(place).is_none_or(|exp| exp <= now_ms)
         })
+    }
+
+    /// Whether `ticket` is known here to be out of the line for good: its place declared dead
+    /// (its holder gone past the grace), its turn come and gone, or Redis said it expired. `false`
+    /// when this gateway does not know (before the draw, say): only Redis can tell then.
+    pub fn is_over(&self, ticket: u64, now_ms: i64) -> bool {
+        self.is_expired(ticket) || self.turn_over(ticket, now_ms)
+    }
+
+    /// Whether `ticket` is known here to have expired: its place declared dead, or Redis said
+    /// so when asked. A resume of it is refused as Redis would refuse it.
+    pub fn is_expired(&self, ticket: u64) -> bool {
+        let dead = self
+            .place(ticket)
+            .is_some_and(|place| self.shared.dead.read().expect("lock").contains(place));
+        dead || self.shared.expired.lock().expect("lock").contains(&ticket)
+    }
+
+    /// Remembers that Redis said `ticket` expired for good (its grace ran out, or the sale
+    /// ended), so that asking again costs no script.
+    pub fn note_expired(&self, ticket: u64) {
+        let mut expired = self.shared.expired.lock().expect("lock");
+        if expired.len() < EXPIRED_KEPT {
+            expired.insert(ticket);
+        }
     }
 
     /// The place in line of `ticket`, once the pre-queue has been drawn.

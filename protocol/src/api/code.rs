@@ -63,6 +63,9 @@ codes! {
     RESUME_REQUIRED = "resume_required", 401, "no resume token where one is needed";
     DRAW_RATE_LIMITED = "draw_rate_limited", 429, "this address asks for the draw's record faster than allowed";
     DRAW_BUSY = "draw_busy", 503, "the gateway reads the draw's record as fast as it may";
+    PLACE_RATE_LIMITED = "place_rate_limited", 429, "this address, or this place, is asked about faster than allowed";
+    PLACE_BUSY = "place_busy", 503, "the gateway reads places' standing as fast as it may";
+    CHALLENGE_RATE_LIMITED = "challenge_rate_limited", 429, "this address asks for puzzles faster than allowed";
     OPS_TOKEN_MISSING = "ops_token_missing", 401, "no ops token";
     OPS_TOKEN_INVALID = "ops_token_invalid", 401, "the ops token is not one of the accepted ones";
     SIGNATURE_MISSING = "signature_missing", 400, "no webhook signature header";

@@ -10,20 +10,7 @@ use floodgate_tests::{eventually, unique, SaleSpec, TestApp, TestOptions};
 /// `GET path` on the gateway as the client at `address` behind the trusted proxy: the status,
 /// and the error code of a refusal.
 async fn ask(app: &TestApp, path: &str, address: &str) -> (u16, Option<String>) {
-    let response = app
-        .http
-        .get(format!("http://{}{path}", app.gateway))
-        .header("x-forwarded-for", address)
-        .send()
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    let retry_after = response.headers().contains_key("retry-after");
-    let body: serde_json::Value = response.json().await.unwrap_or_default();
-    if status >= 400 {
-        assert!(retry_after, "{status} {body}: a refusal says when to retry");
-    }
-    (status, body["error"].as_str().map(str::to_owned))
+    app.gateway_get(path, &[("x-forwarded-for", address)]).await
 }
 
 #[sqlx::test(migrations = "../migrations")]

@@ -3,5 +3,8 @@
 //!
 //! - [`origins`]: another site's page may not open the waiting room or book through its
 //!   visitors' browsers.
+//! - [`place`]: asking where a place stands, and for puzzles: a dead place costs no script, and
+//!   every address, place and gateway has an allowance.
 
 mod origins;
+mod place;

@@ -1,0 +1,211 @@
+//! What a stranger's requests may cost on the gateway's public paths besides the join (which
+//! has its own limits, `crate::limits`): each path that reaches Redis, or spends CPU per request,
+//! goes through a [`Guard`]:
+//!
+//! - each client address (platform::clients: behind the edge, the client it forwards for; an
+//!   IPv6 client as its prefix) has an allowance per second, in bursts of twice that: past it,
+//!   429 with the path's code and `Retry-After`. The allowances are sized for carrier-grade NAT
+//!   (docs/runbook.md, "Per-address limits"): many people share one mobile address, so they stop
+//!   a script, not a household or a carrier;
+//! - a path that reads the sale's slot takes a token of the gateway's own budget per read: past
+//!   it, 503 with the path's busy code, so however many ask, and from however many addresses,
+//!   the Redis work of that path is bounded per gateway.
+//!
+//! The state is this process's memory (a map lookup per request), never Redis: the sale's slot is
+//! the one place every join meets, and a limit must not add to it.
+
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+
+use floodgate_platform::clients::Rate;
+use floodgate_protocol::api::code;
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+
+use crate::error::ApiError;
+
+/// The refusals of one path.
+#[derive(Clone, Copy, Debug)]
+pub struct Refusals {
+    /// 429: this address asks too fast.
+    pub limited: &'static str,
+    pub limited_message: &'static str,
+    /// 503: this gateway reads as fast as it may.
+    pub busy: &'static str,
+    pub busy_message: &'static str,
+}
+
+/// One path's limits on a gateway.
+pub struct Guard {
+    per_client: Rate<IpAddr>,
+    /// `None` for a path that reads nothing of Redis.
+    reads: Option<DefaultDirectRateLimiter>,
+    refusals: Refusals,
+}
+
+impl Guard {
+    /// `per_client` requests a second from each address, `reads` reads of Redis a second from
+    /// this gateway (each in bursts of twice that).
+    pub fn new(per_client: u32, reads: Option<u32>, refusals: Refusals) -> Self {
+        let budget = |reads: u32| {
+            let rate = NonZeroU32::new(reads.max(1)).expect("at least one");
+            let burst = NonZeroU32::new(reads.max(1).saturating_mul(2)).expect("at least one");
+            RateLimiter::direct(Quota::per_second(rate).allow_burst(burst))
+        };
+        Self {
+            per_client: Rate::per_second(per_client),
+            reads: reads.map(budget),
+            refusals,
+        }
+    }
+
+    /// Lets one request of `client` (as platform::clients counts it) in, or refuses it.
+    pub fn admit(&self, client: IpAddr) -> Result<(), ApiError> {
+        if self.per_client.allow(&client) {
+            return Ok(());
+        }
+        metrics::counter!("floodgate_requests_limited_total", "code" => self.refusals.limited)
+            .increment(1);
+        Err(ApiError::new(
+            self.refusals.limited,
+            self.refusals.limited_message.into(),
+        ))
+    }
+
+    /// Takes a token of the gateway's read budget for one read of the sale's slot.
+    pub fn read(&self) -> Result<(), ApiError> {
+        if self
+            .reads
+            .as_ref()
+            .is_none_or(|reads| reads.check().is_ok())
+        {
+            return Ok(());
+        }
+        metrics::counter!("floodgate_requests_limited_total", "code" => self.refusals.busy)
+            .increment(1);
+        Err(ApiError::new(
+            self.refusals.busy,
+            self.refusals.busy_message.into(),
+        ))
+    }
+
+    /// Forgets the addresses that have not asked lately (called every minute).
+    pub fn prune(&self) {
+        self.per_client.prune();
+    }
+}
+
+/// `GET /v1/sales/{sale}/place`'s limits: per address and the read budget ([`Guard`]), and per
+/// place, whoever asks: an app polls every 30 s or so, so one place asked about more than once
+/// every `FLOODGATE_PLACE_EVERY_MS` (three at once) is a script, and is refused before its
+/// Redis read.
+pub struct PlaceGuard {
+    pub guard: Guard,
+    /// `None` when the setting is 0 (no allowance per place).
+    per_place: Option<Rate<u64>>,
+}
+
+const PLACE_REFUSALS: Refusals = Refusals {
+    limited: code::PLACE_RATE_LIMITED,
+    limited_message: "asking where places stand too fast from this address; poll every 30 s or so",
+    busy: code::PLACE_BUSY,
+    busy_message: "places are much asked about right now; retry in a few seconds",
+};
+
+impl PlaceGuard {
+    pub fn new(per_client: u32, reads: u32, every: std::time::Duration) -> Self {
+        Self {
+            guard: Guard::new(per_client, Some(reads), PLACE_REFUSALS),
+            per_place: (!every.is_zero()).then(|| Rate::every(every, 3)),
+        }
+    }
+
+    /// Lets one more question about `ticket` of `sale` in, or refuses it.
+    pub fn ask(&self, sale: &str, ticket: u64) -> Result<(), ApiError> {
+        let Some(per_place) = &self.per_place else {
+            return Ok(());
+        };
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(&(sale, ticket), &mut hasher);
+        if per_place.allow(&std::hash::Hasher::finish(&hasher)) {
+            return Ok(());
+        }
+        metrics::counter!("floodgate_requests_limited_total", "code" => code::PLACE_RATE_LIMITED)
+            .increment(1);
+        Err(ApiError::new(
+            code::PLACE_RATE_LIMITED,
+            "this place is asked about too often; poll every 30 s or so".into(),
+        ))
+    }
+
+    pub fn prune(&self) {
+        self.guard.prune();
+        if let Some(per_place) = &self.per_place {
+            per_place.prune();
+        }
+    }
+}
+
+/// `GET /v1/sales/{sale}/challenge`'s limit: per address only (a puzzle costs a MAC, no Redis).
+pub fn challenges(per_client: u32) -> Guard {
+    Guard::new(
+        per_client,
+        None,
+        Refusals {
+            limited: code::CHALLENGE_RATE_LIMITED,
+            limited_message: "asking for puzzles too fast from this address; retry in a second",
+            busy: code::CHALLENGE_RATE_LIMITED,
+            busy_message: "",
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REFUSALS: Refusals = Refusals {
+        limited: code::DRAW_RATE_LIMITED,
+        limited_message: "slow down",
+        busy: code::DRAW_BUSY,
+        busy_message: "busy",
+    };
+
+    #[test]
+    fn an_address_past_its_allowance_is_refused_and_others_are_not() {
+        let guard = Guard::new(1, Some(100), REFUSALS);
+        let a: IpAddr = "203.0.113.1".parse().unwrap();
+        assert!(
+            guard.admit(a).is_ok() && guard.admit(a).is_ok(),
+            "a burst of two"
+        );
+        assert_eq!(
+            guard.admit(a).map_err(|e| e.code()).err(),
+            Some(code::DRAW_RATE_LIMITED)
+        );
+        assert!(guard.admit("203.0.113.2".parse().unwrap()).is_ok());
+    }
+
+    #[test]
+    fn one_place_is_asked_about_at_most_so_often_whoever_asks() {
+        let place = PlaceGuard::new(1_000, 1_000, std::time::Duration::from_secs(5));
+        assert_eq!((0..10).filter(|_| place.ask("s", 7).is_ok()).count(), 3);
+        assert_eq!(
+            place.ask("s", 7).map_err(|e| e.code()).err(),
+            Some(code::PLACE_RATE_LIMITED)
+        );
+        assert!(place.ask("s", 8).is_ok() && place.ask("t", 7).is_ok());
+    }
+
+    #[test]
+    fn the_read_budget_runs_out_whoever_asks() {
+        let guard = Guard::new(100, Some(1), REFUSALS);
+        assert!(
+            guard.read().is_ok() && guard.read().is_ok(),
+            "a burst of two"
+        );
+        assert_eq!(
+            guard.read().map_err(|e| e.code()).err(),
+            Some(code::DRAW_BUSY)
+        );
+    }
+}

@@ -1,0 +1,173 @@
+//! `GET /v1/sales/{sale}/place` and `GET /v1/sales/{sale}/challenge` (crate::guards in the
+//! gateway): a place the gateway knows is over costs no script in the sale's slot; every address,
+//! every place and the gateway's reads of the slot have an allowance, refused with 429 (or 503
+//! for the gateway's budget) and `Retry-After`.
+
+use std::time::Duration;
+
+use floodgate_tests::client::RoomClient;
+use floodgate_tests::{eventually, unique, SaleSpec, TestApp, TestOptions};
+
+/// `GET /v1/sales/{sale}/place` with a resume token: the status and the error code, if any (a
+/// 429 or 503 is checked to carry `Retry-After`).
+async fn ask(app: &TestApp, sale: &str, token: &str) -> (u16, String) {
+    let path = format!("/v1/sales/{sale}/place");
+    let (status, code) = app.gateway_get(&path, &[("floodgate-resume", token)]).await;
+    (status, code.unwrap_or_default())
+}
+
+/// How many times the gateway has run `standing.lua` (the place's read in the sale's slot).
+async fn standing_scripts(app: &TestApp) -> f64 {
+    let series = r#"floodgate_redis_script_duration_seconds_count{script="standing"}"#;
+    app.metric(app.gateway_admin, series).await.unwrap_or(0.0)
+}
+
+/// A place whose holder left before the opening and never came back is over for good once the
+/// grace has run out: the gateway knows it (its dead places), so asking about it, however
+/// often, is answered 410 from memory, without a script in the sale's slot.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_place_over_for_good_costs_no_script(db: sqlx::PgPool) {
+    let options = TestOptions {
+        grace_ms: 300,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = unique("dead-");
+    app.create_sale(
+        &sale,
+        &SaleSpec {
+            opens_in: Duration::from_secs(2),
+            ..SaleSpec::default()
+        },
+    )
+    .await;
+    let _stays = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    let gone = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    let token = gone.resume_token.clone();
+    gone.leave().await;
+
+    eventually(
+        "the place is answered as over with no script run",
+        Duration::from_secs(20),
+        || {
+            let (app, sale, token) = (&app, &sale, &token);
+            async move {
+                let before = standing_scripts(app).await;
+                let (status, code) = ask(app, sale, token).await;
+                let ran = standing_scripts(app).await - before;
+                status == 410 && code == "ticket_expired" && ran == 0.0
+            }
+        },
+    )
+    .await;
+    // And it stays so: a flood of the dead place's token costs nothing in Redis.
+    let before = standing_scripts(&app).await;
+    for _ in 0..20 {
+        assert_eq!(ask(&app, &sale, &token).await.0, 410);
+    }
+    assert_eq!(
+        standing_scripts(&app).await,
+        before,
+        "no script for a dead place"
+    );
+}
+
+/// Ten questions as fast as they come; the codes of the refused ones.
+async fn ten(app: &TestApp, sale: &str, token: &str) -> Vec<(u16, String)> {
+    let mut refused = Vec::new();
+    for _ in 0..10 {
+        let (status, code) = ask(app, sale, token).await;
+        if status != 200 {
+            refused.push((status, code));
+        }
+    }
+    refused
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn one_address_may_ask_about_places_and_puzzles_only_so_fast(db: sqlx::PgPool) {
+    let options = TestOptions {
+        place_requests_per_sec_per_ip: 1,
+        challenges_per_sec_per_ip: 1,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = app.pending_sale("limits-").await;
+    let client = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    // Ten at once against an allowance of one a second (two at once): most are refused.
+    let refused = ten(&app, &sale, &client.resume_token).await;
+    assert!(refused.len() >= 5, "{refused:?}");
+    assert!(
+        refused
+            .iter()
+            .all(|r| *r == (429, "place_rate_limited".into())),
+        "{refused:?}"
+    );
+
+    let mut puzzles = Vec::new();
+    for _ in 0..10 {
+        let response = app
+            .http
+            .get(format!("http://{}/v1/sales/{sale}/challenge", app.gateway))
+            .send()
+            .await
+            .unwrap();
+        puzzles.push(response.status().as_u16());
+    }
+    assert!(
+        puzzles.iter().filter(|s| **s == 429).count() >= 5,
+        "{puzzles:?}"
+    );
+    // Another address is not affected.
+    let elsewhere = reqwest::Client::builder()
+        .local_address("127.0.0.2".parse::<std::net::IpAddr>().unwrap())
+        .build()
+        .unwrap();
+    let answer = elsewhere
+        .get(format!("http://{}/v1/sales/{sale}/place", app.gateway))
+        .header("floodgate-resume", &client.resume_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn one_place_and_the_gateways_reads_have_their_own_allowance(db: sqlx::PgPool) {
+    let options = TestOptions {
+        place_every_ms: 60_000,
+        place_reads_per_sec: 1,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = app.pending_sale("budget-").await;
+    let one = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    // One place: three at once, then one a minute, whoever asks.
+    let refused = ten(&app, &sale, &one.resume_token).await;
+    assert!(
+        refused
+            .iter()
+            .filter(|r| r.1 == "place_rate_limited")
+            .count()
+            >= 7,
+        "{refused:?}"
+    );
+    // Many places: each has its allowance, but the gateway reads the sale's slot at most once a
+    // second (two at once) for all of them together.
+    let mut clients = Vec::new();
+    for _ in 0..10 {
+        clients.push(RoomClient::join(&app.ws_url(&sale)).await.unwrap());
+    }
+    let mut busy = 0;
+    for client in &clients {
+        let (status, code) = ask(&app, &sale, &client.resume_token).await;
+        if status == 503 {
+            assert_eq!(code, "place_busy");
+            busy += 1;
+        }
+    }
+    assert!(
+        busy >= 5,
+        "{busy} of 10 places refused for the gateway's budget"
+    );
+}
