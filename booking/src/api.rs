@@ -2,6 +2,7 @@
 //! token and the idempotency key to the durable 201 (a reservation's own routes, behind its
 //! secret, are `paying`'s).
 
+use crate::limits::Allowed;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
@@ -68,21 +69,42 @@ pub async fn create_reservation(
     State(state): State<AppState>,
     // First: another site's page is refused before its token is read (platform::origins).
     _: SameSite,
+    _: Allowed,
     trace: TraceContext,
     Admitted { sale, claims }: Admitted,
     IdempotencyKey(idempotency_key): IdempotencyKey,
     body: JsonObject<ReservationShape>,
 ) -> Result<(StatusCode, Json<ReservationCreated>), ApiError> {
     tracing::Span::current().record("sale", sale.as_str());
+    state.limits.pass(&claims)?;
     // A trace begun by the caller (a `traceparent` header) goes on here.
     trace.continue_in(&tracing::Span::current());
-    // Every answer's time goes into the sale's health (crate::health): a 503 or 5xx is the
-    // backend's failure, a refusal of the request (sold out, a bad body) is not.
+    // What the client got wrong is refused before any Redis work, and is no measure of the
+    // backend: only what reaches it goes into the sale's health (crate::health), each pass
+    // once per half-window, a 503 or 5xx as the backend's failure.
+    let request = checked(&body, &claims)?;
+    let pass = floodgate_platform::autopilot::window::pass_key(&sale, &claims.jti);
     let started = std::time::Instant::now();
-    let answer = reserve(&state, sale.clone(), claims, idempotency_key, body).await;
+    let answer = reserve(&state, sale.clone(), claims, idempotency_key, request).await;
     let failed = answer.as_ref().is_err_and(|e| e.status().is_server_error());
-    state.health.record(&sale, started.elapsed(), failed);
+    state.health.record(&sale, pass, started.elapsed(), failed);
     answer
+}
+
+/// The body's checks against the pass: a pool that can be one, and seats the pass may take.
+fn checked(
+    body: &JsonObject<ReservationShape>,
+    claims: &AdmissionClaims,
+) -> Result<ReservationRequest, ApiError> {
+    let request = parse_body(body)?;
+    check_pool_id(&request.pool).map_err(|e| ApiError::new(code::UNKNOWN_POOL, e.to_string()))?;
+    if request.seats == 0 || request.seats > claims.max_seats {
+        return Err(ApiError::new(
+            code::INVALID_SEATS,
+            format!("seats must be between 1 and {}", claims.max_seats),
+        ));
+    }
+    Ok(request)
 }
 
 /// The reservation itself, from the body's checks to the durable 201.
@@ -91,17 +113,8 @@ async fn reserve(
     sale: String,
     claims: AdmissionClaims,
     idempotency_key: String,
-    body: JsonObject<ReservationShape>,
+    request: ReservationRequest,
 ) -> Result<(StatusCode, Json<ReservationCreated>), ApiError> {
-    let request = parse_body(&body)?;
-    check_pool_id(&request.pool).map_err(|e| ApiError::new(code::UNKNOWN_POOL, e.to_string()))?;
-    if request.seats == 0 || request.seats > claims.max_seats {
-        return Err(ApiError::new(
-            code::INVALID_SEATS,
-            format!("seats must be between 1 and {}", claims.max_seats),
-        ));
-    }
-
     // A broker known to be down could not make a hold durable: say so at once, before the
     // pass is claimed or a seat taken (crate::broker_health).
     if !state.publisher.health().admit() {

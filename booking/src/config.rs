@@ -28,6 +28,37 @@ pub struct Config {
     /// Which pages may book from a browser (platform::origins).
     #[command(flatten)]
     pub origins: floodgate_platform::origins::OriginArgs,
+    /// Who a request is from, as the per-address limits count it (platform::clients).
+    #[command(flatten)]
+    pub clients: floodgate_platform::clients::ClientArgs,
+    /// Requests to the booking API's public paths (reservations, a reservation, its payment)
+    /// allowed per second from one address, in bursts of twice that; past it, 429
+    /// `booking_rate_limited`. Only admitted people book, a handful of requests each: 50 a
+    /// second serves hundreds of people behind one carrier's address.
+    #[arg(
+        long,
+        env = "FLOODGATE_BOOKING_REQUESTS_PER_SEC_PER_IP",
+        default_value_t = 50
+    )]
+    pub requests_per_sec_per_ip: u32,
+    /// Reservation attempts allowed per second with one pass (admission token), in bursts of
+    /// twice that; past it, 429 `reservation_rate_limited`. A person makes one, retries a 503
+    /// after a second, or tries another class after a sell-out.
+    #[arg(
+        long,
+        env = "FLOODGATE_RESERVATIONS_PER_SEC_PER_PASS",
+        default_value_t = 2
+    )]
+    pub reservations_per_sec_per_pass: u32,
+    /// Webhook deliveries whose signature fails allowed per second from one address, in bursts
+    /// of twice that; past it such a delivery is answered 429 `webhook_rate_limited`. A delivery
+    /// with a valid signature is never refused for its rate.
+    #[arg(
+        long,
+        env = "FLOODGATE_WEBHOOK_FAILURES_PER_SEC_PER_IP",
+        default_value_t = 5
+    )]
+    pub webhook_failures_per_sec_per_ip: u32,
     /// How long a reservation may wait for the broker's ack before its hold is taken back and
     /// the client gets 503. Five seconds covers a broker leader change; a client retrying after
     /// that still holds a valid token.
@@ -151,6 +182,7 @@ impl Config {
     /// on any error, which names the setting to fix.
     pub fn validate(&self) -> Result<PaymentProvider, String> {
         use floodgate_platform::secrets::check_secret;
+        self.clients.check()?;
         floodgate_platform::secrets::named_secret_list("FLOODGATE_OPS_TOKEN", &self.ops_token)?;
         crate::audit::AuditKey::new(&self.audit_key)?;
         check_secret("FLOODGATE_WEBHOOK_SECRET", &self.webhook_secret)?;

@@ -9,6 +9,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
+use floodgate_platform::clients::ClientAddress;
 use floodgate_platform::http::SaleId;
 use floodgate_protocol::api::code;
 use floodgate_protocol::identity::BuyerId;
@@ -180,6 +181,9 @@ impl FromRequest<AppState> for SignedEvent {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
+        let (mut parts, body) = request.into_parts();
+        let ClientAddress(client) = ClientAddress::from_request_parts(&mut parts, state).await?;
+        let request = Request::from_parts(parts, body);
         let signature = request
             .headers()
             .get(SIGNATURE_HEADER)
@@ -199,13 +203,22 @@ impl FromRequest<AppState> for SignedEvent {
             now_millis() / 1000,
             state.webhook_tolerance.as_secs(),
         )
-        .map_err(|e| match e {
-            SignatureError::Missing => ApiError::new(code::SIGNATURE_MISSING, e.to_string()),
-            SignatureError::Malformed => ApiError::new(code::SIGNATURE_MALFORMED, e.to_string()),
-            SignatureError::Stale => {
-                ApiError::new(code::TIMESTAMP_OUTSIDE_TOLERANCE, e.to_string())
+        .map_err(|e| {
+            // Only a delivery that fails counts against its address: a valid one is never
+            // refused for its rate (crate::limits).
+            if let Err(limited) = state.limits.webhook_failed(client) {
+                return limited;
             }
-            SignatureError::Invalid => ApiError::new(code::SIGNATURE_INVALID, e.to_string()),
+            match e {
+                SignatureError::Missing => ApiError::new(code::SIGNATURE_MISSING, e.to_string()),
+                SignatureError::Malformed => {
+                    ApiError::new(code::SIGNATURE_MALFORMED, e.to_string())
+                }
+                SignatureError::Stale => {
+                    ApiError::new(code::TIMESTAMP_OUTSIDE_TOLERANCE, e.to_string())
+                }
+                SignatureError::Invalid => ApiError::new(code::SIGNATURE_INVALID, e.to_string()),
+            }
         })?;
         let event: WebhookEvent = serde_json::from_slice(&body).map_err(|_| {
             ApiError::new(

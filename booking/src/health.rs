@@ -1,6 +1,9 @@
 //! This instance's health for each sale it takes reservations for, as the admission autopilot
-//! reads it: every reservation's time and whether it failed (503 or 5xx: the backend, not the
-//! buyer) go into the sale's window, and every second the window's reading is written to the
+//! reads it: every reservation that reached the backend, its time and whether it failed (503 or
+//! 5xx: the backend, not the buyer), goes into the sale's window, each pass counted once per
+//! half-window (`floodgate_platform::autopilot::window`); a request refused before any Redis
+//! work for the client's own mistake (a bad body, seats it may not take) or its rate is not the
+//! backend's experience and is left out, and every second the window's reading is written to the
 //! sale's health hash (`floodgate_platform::state::health`), where the sale's admission leader
 //! reads it. Beside it go the p99 of the sale's pool scripts (the gatekeeper's own windows), the
 //! broker's p99 acknowledgement time (the publisher's), and the consumer group's lag (the row the
@@ -48,10 +51,11 @@ impl Default for SaleHealth {
 }
 
 impl SaleHealth {
-    /// Records one reservation request for `sale` that took `latency`.
-    pub fn record(&self, sale: &str, latency: Duration, failed: bool) {
+    /// Records one reservation request for `sale`, made with the pass `pass`
+    /// (`window::pass_key`), that took `latency`: each pass counts once per half-window.
+    pub fn record(&self, sale: &str, pass: u64, latency: Duration, failed: bool) {
         self.reservations
-            .record(sale, now_millis(), latency, failed);
+            .record(sale, pass, now_millis(), latency, failed);
     }
 
     /// Every sale's reading at `now_ms` (this process' clock, which the windows keep), as a
@@ -176,13 +180,13 @@ mod tests {
     fn each_sale_has_its_own_reading_and_an_idle_one_reads_empty_then_goes() {
         let health = SaleHealth::default();
         let scripts = SaleWindows::new(SPAN, SPAN);
-        for _ in 0..9 {
-            health.record("a", Duration::from_millis(20), false);
+        for pass in 0..9 {
+            health.record("a", pass, Duration::from_millis(20), false);
         }
-        health.record("a", Duration::from_millis(20), true);
-        health.record("b", Duration::from_millis(400), false);
+        health.record("a", 9, Duration::from_millis(20), true);
+        health.record("b", 1, Duration::from_millis(400), false);
         let now = now_millis();
-        scripts.record("b", now, Duration::from_millis(70), false);
+        scripts.record("b", 1, now, Duration::from_millis(70), false);
         let shared = Shared {
             at_ms: 123,
             produce_p99_ms: Some(12.0),

@@ -23,6 +23,8 @@
 //!   secret, the signed-in buyer), each refused with its own code before the handler runs.
 //! - [`probes`]: `/healthz` and `/readyz` (the broker reported, never gating); [`health`]: each
 //!   sale's reservation latency and failures, written every second for the admission autopilot.
+//! - [`limits`]: what a stranger's requests may cost (per address, per pass, the webhook's bad
+//!   signatures per address), checked in memory before any Redis work.
 //! - [`error`]: [`error::ApiError`], the one mapping from failures to statuses and JSON bodies.
 //! - [`gatekeeper`]: every Lua script of this service and its reply as a Rust type: the
 //!   reservation's lifecycle, arming, repair and rebuild, and the relay's, reaper's and ops
@@ -53,6 +55,7 @@ pub mod extract;
 pub mod figures;
 pub mod gatekeeper;
 pub mod health;
+pub mod limits;
 pub mod listing;
 pub mod openapi;
 pub mod paying;
@@ -120,6 +123,16 @@ pub struct AppState {
     pub health: Arc<health::SaleHealth>,
     /// The pages allowed to book from a browser.
     pub origins: Arc<floodgate_platform::origins::AllowedOrigins>,
+    /// Who a request is from, as the per-address limits count it.
+    pub clients: Arc<floodgate_platform::clients::Clients>,
+    /// What a stranger's requests may cost (crate::limits).
+    pub limits: Arc<limits::Limits>,
+}
+
+impl axum::extract::FromRef<AppState> for Arc<floodgate_platform::clients::Clients> {
+    fn from_ref(state: &AppState) -> Self {
+        state.clients.clone()
+    }
 }
 
 impl axum::extract::FromRef<AppState> for Arc<floodgate_platform::origins::AllowedOrigins> {
@@ -190,6 +203,8 @@ impl AppState {
             origins: Arc::new(floodgate_platform::origins::AllowedOrigins::from_args(
                 &config.origins,
             )?),
+            clients: Arc::new(floodgate_platform::clients::Clients::new(&config.clients)),
+            limits: Arc::new(limits::Limits::new(config)),
             config: Arc::new(config.clone()),
             identity: config
                 .identity

@@ -148,6 +148,8 @@ floodgate_platform::refusals!(
     /// What `POST /v1/sales/{sale}/reservations` refuses with.
     ReserveRefusals [
         code::ORIGIN_FORBIDDEN,
+        code::BOOKING_RATE_LIMITED,
+        code::RESERVATION_RATE_LIMITED,
         code::IDEMPOTENCY_KEY_MISSING,
         code::IDEMPOTENCY_KEY_INVALID,
         code::BAD_BODY,
@@ -186,6 +188,7 @@ floodgate_platform::refusals!(
     /// What `GET /v1/sales/{sale}/reservations` refuses with.
     ListRefusals [
         code::ORIGIN_FORBIDDEN,
+        code::BOOKING_RATE_LIMITED,
         code::IDENTITY,
         code::UNKNOWN_SALE,
         code::CATALOG_UNAVAILABLE,
@@ -196,6 +199,7 @@ floodgate_platform::refusals!(
     /// What a reservation's own routes refuse with.
     ReservationRefusals [
         code::ORIGIN_FORBIDDEN,
+        code::BOOKING_RATE_LIMITED,
         code::SECRET_MISSING,
         code::UNKNOWN_RESERVATION,
         code::REDIS_UNAVAILABLE,
@@ -206,6 +210,7 @@ floodgate_platform::refusals!(
     /// What `POST .../payment` refuses with.
     PaymentRefusals [
         code::ORIGIN_FORBIDDEN,
+        code::BOOKING_RATE_LIMITED,
         code::SECRET_MISSING,
         code::UNKNOWN_RESERVATION,
         code::NOT_PAYABLE,
@@ -217,6 +222,7 @@ floodgate_platform::refusals!(
 floodgate_platform::refusals!(
     /// What the webhook refuses with; the provider redelivers after anything but a 2xx.
     WebhookRefusals [
+        code::WEBHOOK_RATE_LIMITED,
         code::SIGNATURE_MISSING,
         code::SIGNATURE_MALFORMED,
         code::TIMESTAMP_OUTSIDE_TOLERANCE,

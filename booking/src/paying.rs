@@ -1,6 +1,7 @@
 //! A reservation's own routes, behind the secret its 201 gave once: read it
 //! (`GET .../reservations/{id}`) and pay for it (`POST .../reservations/{id}/payment`).
 
+use crate::limits::Allowed;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
@@ -72,6 +73,7 @@ async fn authorized_reservation(
 pub async fn get_reservation(
     State(state): State<AppState>,
     _: SameSite,
+    _: Allowed,
     ReservationSecret(secret): ReservationSecret,
     at: ReservationRef,
 ) -> Result<Json<ReservationView>, ApiError> {
@@ -97,6 +99,7 @@ pub async fn get_reservation(
 pub async fn start_payment(
     State(state): State<AppState>,
     _: SameSite,
+    _: Allowed,
     ReservationSecret(secret): ReservationSecret,
     at: ReservationRef,
 ) -> Result<(StatusCode, Json<PaymentStarted>), ApiError> {

@@ -67,6 +67,7 @@ impl Service for Booking {
         let worker = tokio::spawn(workers.run(shutdown.clone()));
         tokio::spawn(state.publisher.clone().watch(shutdown.clone()));
         tokio::spawn(crate::autopilot::drain(state.clone(), shutdown.clone()));
+        tokio::spawn(state.limits.clone().keep_pruned(shutdown.clone()));
         tokio::spawn(crate::health::publish(
             state.health.clone(),
             state.gatekeeper.clone(),

@@ -57,6 +57,13 @@ pub struct TestOptions {
     pub place_reads_per_sec: u32,
     pub place_every_ms: u64,
     pub challenges_per_sec_per_ip: u32,
+    /// The booking service's limits (`FLOODGATE_BOOKING_REQUESTS_PER_SEC_PER_IP`,
+    /// `FLOODGATE_RESERVATIONS_PER_SEC_PER_PASS`, `FLOODGATE_WEBHOOK_FAILURES_PER_SEC_PER_IP`),
+    /// and the proxies whose `X-Forwarded-For` it believes.
+    pub booking_requests_per_sec_per_ip: u32,
+    pub reservations_per_sec_per_pass: u32,
+    pub webhook_failures_per_sec_per_ip: u32,
+    pub booking_trusted_proxies: Vec<std::net::IpAddr>,
     /// How the proof of work rises under a join flood (`FLOODGATE_POW_RISE_ABOVE`,
     /// `FLOODGATE_POW_CEILING`).
     pub pow_rise_above: f64,
@@ -106,6 +113,11 @@ impl Default for TestOptions {
             place_reads_per_sec: 100_000,
             place_every_ms: 0,
             challenges_per_sec_per_ip: 100_000,
+            // Tests retry, replay and race reservations from 127.0.0.1 far faster than people.
+            booking_requests_per_sec_per_ip: 100_000,
+            reservations_per_sec_per_pass: 100_000,
+            webhook_failures_per_sec_per_ip: 100_000,
+            booking_trusted_proxies: Vec::new(),
             // Tests join in bursts far past any real sale's per-second rate: no rise unless asked.
             pow_rise_above: 0.0,
             pow_ceiling: 17,
@@ -202,6 +214,33 @@ impl TestOptions {
 }
 
 impl TestOptions {
+    /// The booking service's limits.
+    pub(crate) fn booking_limits(&self) -> Vec<(&'static str, String)> {
+        let mut pairs = vec![
+            (
+                "FLOODGATE_BOOKING_REQUESTS_PER_SEC_PER_IP",
+                self.booking_requests_per_sec_per_ip.to_string(),
+            ),
+            (
+                "FLOODGATE_RESERVATIONS_PER_SEC_PER_PASS",
+                self.reservations_per_sec_per_pass.to_string(),
+            ),
+            (
+                "FLOODGATE_WEBHOOK_FAILURES_PER_SEC_PER_IP",
+                self.webhook_failures_per_sec_per_ip.to_string(),
+            ),
+        ];
+        if !self.booking_trusted_proxies.is_empty() {
+            let proxies: Vec<String> = self
+                .booking_trusted_proxies
+                .iter()
+                .map(|ip| ipnet::IpNet::from(*ip).to_string())
+                .collect();
+            pairs.push(("FLOODGATE_TRUSTED_PROXIES", proxies.join(",")));
+        }
+        pairs
+    }
+
     /// The defaults, but the booking service reaches Redis at `addr` (a chaos proxy in front of
     /// the shared Redis, say): what a fault in the booking path's Redis does.
     pub fn booking_redis_at(addr: std::net::SocketAddr) -> Self {

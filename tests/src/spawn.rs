@@ -254,6 +254,7 @@ impl TestApp {
         ));
         booking_settings.extend(identity.iter().cloned());
         booking_settings.extend(listener_settings.iter().cloned());
+        booking_settings.extend(options.booking_limits());
         let booking_life = Lifecycle::child_of(&shutdown);
         let booking_service =
             Booking::on_database(settings(&booking_settings), db.clone(), &booking_life)

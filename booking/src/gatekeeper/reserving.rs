@@ -40,8 +40,10 @@ impl Gatekeeper {
         // The pool primary's script, as the autopilot judges it: a failed call counts too (it
         // took its time, and its error is the backend's).
         let (now, took) = (floodgate_protocol::now_millis(), started.elapsed());
+        let pass =
+            floodgate_platform::autopilot::window::pass_key(&req.claims.sale, &req.claims.jti);
         self.script_times
-            .record(&req.claims.sale, now, took, reserved.is_err());
+            .record(&req.claims.sale, pass, now, took, reserved.is_err());
         let reserved = reserved?;
         match reserved {
             Reserved::Hold(mut hold) => {

@@ -3,6 +3,13 @@
 //! load (a histogram of logarithmic buckets, not the samples), a p99 read in one pass over the
 //! buckets, and two halves taking turns, so a reading always covers between one and two spans
 //! of the most recent past and forgets anything older.
+//!
+//! A sale's windows count what the sale's people experience, each person once: a request is
+//! recorded under its pass ([`SaleWindows::record`]), and a pass already recorded in the current
+//! half is not recorded again. A client's own duplicates (a replay flood of one pass from many
+//! connections) thus weigh what one request weighs, and cannot drag the sale's p99 or error share
+//! where the autopilot would cut the rate for everyone. Memory grows with the distinct passes of
+//! a span, which admission bounds.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -17,6 +24,15 @@ const PER_DOUBLING: f64 = 4.0;
 /// The span services' windows use: a reading covers the last 5 to 10 s, long enough for a p99 at
 /// a modest rate and short enough that the autopilot sees a change within a few of its steps.
 pub const SPAN: Duration = Duration::from_secs(5);
+
+/// The key a pass is counted under: its sale and token id, hashed (the same pass gives the same
+/// key in every process of a version, which is all a window or a limit needs).
+pub fn pass_key(sale: &str, jti: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (sale, jti).hash(&mut hasher);
+    hasher.finish()
+}
 
 /// A rolling window over `span` to `2 * span`.
 #[derive(Clone, Debug)]
@@ -33,6 +49,8 @@ struct Half {
     buckets: [u32; BUCKETS],
     count: u64,
     errors: u64,
+    /// The passes recorded in this half (their keys), each once.
+    passes: std::collections::HashSet<u64>,
 }
 
 impl Default for Half {
@@ -41,6 +59,7 @@ impl Default for Half {
             buckets: [0; BUCKETS],
             count: 0,
             errors: 0,
+            passes: std::collections::HashSet::new(),
         }
     }
 }
@@ -71,6 +90,19 @@ impl Window {
     /// Records one request that took `latency` and failed or not.
     pub fn record(&mut self, now_ms: i64, latency: Duration, failed: bool) {
         self.turn(now_ms);
+        self.count(latency, failed);
+    }
+
+    /// Records one request of the pass `pass`, unless that pass was recorded in the current
+    /// half already.
+    pub fn record_once(&mut self, now_ms: i64, pass: u64, latency: Duration, failed: bool) {
+        self.turn(now_ms);
+        if self.halves[self.current].passes.insert(pass) {
+            self.count(latency, failed);
+        }
+    }
+
+    fn count(&mut self, latency: Duration, failed: bool) {
         let half = &mut self.halves[self.current];
         half.buckets[bucket(latency)] += 1;
         half.count += 1;
@@ -160,8 +192,9 @@ impl SaleWindows {
         }
     }
 
-    /// Records one request of `sale` at `now_ms`.
-    pub fn record(&self, sale: &str, now_ms: i64, latency: Duration, failed: bool) {
+    /// Records one request of `sale` at `now_ms`, made with the pass whose key is `pass`: each
+    /// pass counts once per half (module doc).
+    pub fn record(&self, sale: &str, pass: u64, now_ms: i64, latency: Duration, failed: bool) {
         let mut windows = self.windows.lock().expect("lock");
         let (window, last) = match windows.get_mut(sale) {
             Some(entry) => entry,
@@ -169,7 +202,7 @@ impl SaleWindows {
                 .entry(sale.to_owned())
                 .or_insert_with(|| (Window::new(self.span, now_ms), now_ms)),
         };
-        window.record(now_ms, latency, failed);
+        window.record_once(now_ms, pass, latency, failed);
         *last = now_ms;
     }
 
@@ -249,5 +282,24 @@ mod tests {
             (empty.count, empty.p99_ms, empty.error_share),
             (0, None, None)
         );
+    }
+
+    #[test]
+    fn a_pass_counts_once_per_half_however_often_it_asks() {
+        let windows = SaleWindows::new(SPAN, SPAN);
+        // One pass replayed a thousand times, slowly and failing; ten people, fast and well.
+        for _ in 0..1_000 {
+            windows.record("s", 7, 0, Duration::from_secs(2), true);
+        }
+        for pass in 100..110 {
+            windows.record("s", pass, 0, Duration::from_millis(3), false);
+        }
+        let (_, reading) = windows.readings(0).pop().unwrap();
+        assert_eq!(reading.count, 11);
+        assert_eq!(reading.error_share, Some(1.0 / 11.0));
+        // The next half counts it again, once.
+        windows.record("s", 7, 5_000, Duration::from_secs(2), true);
+        windows.record("s", 7, 5_001, Duration::from_secs(2), true);
+        assert_eq!(windows.readings(5_002).pop().unwrap().1.count, 12);
     }
 }

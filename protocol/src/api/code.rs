@@ -66,6 +66,9 @@ codes! {
     PLACE_RATE_LIMITED = "place_rate_limited", 429, "this address, or this place, is asked about faster than allowed";
     PLACE_BUSY = "place_busy", 503, "the gateway reads places' standing as fast as it may";
     CHALLENGE_RATE_LIMITED = "challenge_rate_limited", 429, "this address asks for puzzles faster than allowed";
+    BOOKING_RATE_LIMITED = "booking_rate_limited", 429, "this address makes booking requests faster than allowed";
+    RESERVATION_RATE_LIMITED = "reservation_rate_limited", 429, "this pass tries reservations faster than allowed: retry with the same key after `Retry-After`";
+    WEBHOOK_RATE_LIMITED = "webhook_rate_limited", 429, "this address sends deliveries with bad signatures faster than allowed";
     OPS_TOKEN_MISSING = "ops_token_missing", 401, "no ops token";
     OPS_TOKEN_INVALID = "ops_token_invalid", 401, "the ops token is not one of the accepted ones";
     SIGNATURE_MISSING = "signature_missing", 400, "no webhook signature header";

@@ -1,10 +1,15 @@
 //! A rush that is half hostile: what a stranger (admitted or not) can send, and what it may cost
 //! everyone else, against the real services.
 //!
+//! - [`health`]: the health that steers admission counts the backend's work, each pass once.
 //! - [`origins`]: another site's page may not open the waiting room or book through its
 //!   visitors' browsers.
+//! - [`booking`]: the booking service's own limits: per pass (a replay flood), per address, and
+//!   the webhook's bad signatures per address (never a valid one).
 //! - [`place`]: asking where a place stands, and for puzzles: a dead place costs no script, and
 //!   every address, place and gateway has an allowance.
 
+mod booking;
+mod health;
 mod origins;
 mod place;

@@ -1,0 +1,118 @@
+//! What a stranger's requests may cost the booking service, in the service itself (an edge can
+//! be bypassed or misconfigured): every check is a lookup in this process's memory, made before
+//! any Redis work, and none keeps state in Redis (a sale's slot is the one place every join
+//! meets).
+//!
+//! - Each client address (platform::clients: behind the edge, the client it forwards for; an
+//!   IPv6 client as its prefix) has an allowance over every public path but the webhook
+//!   (`FLOODGATE_BOOKING_REQUESTS_PER_SEC_PER_IP`): 429 `booking_rate_limited`. Only admitted
+//!   people book, and each makes a handful of requests, so it is sized for a carrier's address
+//!   with hundreds of people behind it, and stops a script.
+//! - Each pass (a sale's admission token, by its id) may try reservations
+//!   `FLOODGATE_RESERVATIONS_PER_SEC_PER_PASS` times a second: 429 `reservation_rate_limited`.
+//!   A person makes one reservation, retries a 503 after its `Retry-After`, or tries another
+//!   class after a sell-out: a few requests. A replay flood of one pass from many connections
+//!   is stopped here, whatever addresses it comes from.
+//! - The webhook is never refused for its rate while its signature is valid: only deliveries
+//!   whose signature fails count against their address
+//!   (`FLOODGATE_WEBHOOK_FAILURES_PER_SEC_PER_IP`), and past it such a delivery is answered 429
+//!   `webhook_rate_limited`. Checking one costs one HMAC over at most 4 KiB either way.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use floodgate_platform::autopilot::window::pass_key;
+use floodgate_platform::clients::{ClientAddress, Rate};
+use floodgate_protocol::api::code;
+use floodgate_protocol::token::AdmissionClaims;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::AppState;
+
+/// The booking service's limits.
+pub struct Limits {
+    per_address: Rate<IpAddr>,
+    per_pass: Rate<u64>,
+    webhook_failures: Rate<IpAddr>,
+}
+
+impl Limits {
+    pub fn new(config: &Config) -> Self {
+        Self {
+            per_address: Rate::per_second(config.requests_per_sec_per_ip),
+            per_pass: Rate::per_second(config.reservations_per_sec_per_pass),
+            webhook_failures: Rate::per_second(config.webhook_failures_per_sec_per_ip),
+        }
+    }
+
+    /// One request of `client` on a page's path, or its refusal.
+    pub fn address(&self, client: IpAddr) -> Result<(), ApiError> {
+        if self.per_address.allow(&client) {
+            return Ok(());
+        }
+        Err(limited(
+            code::BOOKING_RATE_LIMITED,
+            "too many booking requests from this address; retry in a second",
+        ))
+    }
+
+    /// One reservation attempt of the pass `claims`, or its refusal.
+    pub fn pass(&self, claims: &AdmissionClaims) -> Result<(), ApiError> {
+        if self.per_pass.allow(&pass_key(&claims.sale, &claims.jti)) {
+            return Ok(());
+        }
+        Err(limited(
+            code::RESERVATION_RATE_LIMITED,
+            "this pass is used too fast; retry with the same Idempotency-Key in a second",
+        ))
+    }
+
+    /// Whether `client` may be told why its delivery's signature failed, or is past its
+    /// allowance of failures (then the answer is 429).
+    pub fn webhook_failed(&self, client: IpAddr) -> Result<(), ApiError> {
+        if self.webhook_failures.allow(&client) {
+            return Ok(());
+        }
+        Err(limited(
+            code::WEBHOOK_RATE_LIMITED,
+            "too many deliveries with a bad signature from this address",
+        ))
+    }
+
+    /// Forgets what has not asked lately.
+    fn prune(&self) {
+        self.per_address.prune();
+        self.per_pass.prune();
+        self.webhook_failures.prune();
+    }
+
+    /// Prunes once a minute until `shutdown`.
+    pub async fn keep_pruned(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut every = floodgate_platform::service::Every::new(Duration::from_secs(60), shutdown);
+        while every.tick().await {
+            self.prune();
+        }
+    }
+}
+
+fn limited(code: &'static str, message: &str) -> ApiError {
+    metrics::counter!("floodgate_requests_limited_total", "code" => code).increment(1);
+    ApiError::new(code, message.into())
+}
+
+/// The client's address, let through its allowance: the first check of every page's path.
+pub struct Allowed;
+
+impl FromRequestParts<AppState> for Allowed {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let ClientAddress(client) = ClientAddress::from_request_parts(parts, state).await?;
+        state.limits.address(client).map(|()| Allowed)
+    }
+}

@@ -1,0 +1,191 @@
+//! The booking service's own limits (booking::limits), with no edge in front: a pass replayed from
+//! many connections, one address with many passes, a stranger stuffing the webhook with bad
+//! signatures. Each refusal is a 429 with its code and `Retry-After`, made before any Redis work.
+
+use floodgate_protocol::payments::{sign, PaymentObject, WebhookEvent, SIGNATURE_HEADER};
+use floodgate_tests::{unique, SaleSpec, TestApp, TestOptions};
+use serde_json::Value;
+
+/// POSTs a reservation with `token` and `key` from `http` (a client bound to some loopback
+/// address): the status, the code and the reservation id.
+async fn reserve(
+    http: &reqwest::Client,
+    app: &TestApp,
+    sale: &str,
+    token: &str,
+    key: &str,
+) -> (u16, Option<String>, Option<String>) {
+    let response = http
+        .post(app.reservations_url(sale))
+        .bearer_auth(token)
+        .header("idempotency-key", key)
+        .json(&serde_json::json!({ "pool": "p1", "seats": 1 }))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    if status == 429 {
+        assert!(response.headers().contains_key("retry-after"));
+    }
+    let body: Value = response.json().await.unwrap_or_default();
+    let text = |field: &str| body[field].as_str().map(str::to_owned);
+    (status, text("error"), text("reservation_id"))
+}
+
+/// How many times the booking service ran `claim_token.lua` (the sale's slot's step).
+async fn claims(app: &TestApp) -> f64 {
+    let series = r#"floodgate_redis_script_duration_seconds_count{script="claim_token"}"#;
+    app.metric(app.admin, series).await.unwrap_or(0.0)
+}
+
+fn from(address: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(address.parse::<std::net::IpAddr>().unwrap())
+        .build()
+        .unwrap()
+}
+
+async fn sale(app: &TestApp) -> String {
+    let sale = unique("limits-");
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 100)],
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    sale
+}
+
+/// One pass replayed with its key from many connections at once: a few replays are answered
+/// (the same reservation), the rest refused before they reach Redis, so the pass cannot keep
+/// the sale's slot and the pool's primary busy for everyone.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_pass_replayed_from_many_connections_is_held_to_its_allowance(db: sqlx::PgPool) {
+    let options = TestOptions {
+        reservations_per_sec_per_pass: 2,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = sale(&app).await;
+    let token = app.token(&sale, 1, 1, 60_000);
+    let key = unique("key-");
+    let (status, _, first) = reserve(&app.http, &app, &sale, &token, &key).await;
+    assert_eq!(status, 201);
+
+    let before = claims(&app).await;
+    let replays: Vec<_> = (0..40)
+        .map(|n| {
+            let (app, sale, token, key) = (&app, &sale, &token, &key);
+            async move {
+                let http = from(&format!("127.0.0.{}", 2 + n % 8));
+                reserve(&http, app, sale, token, key).await
+            }
+        })
+        .collect();
+    let answers = futures::future::join_all(replays).await;
+    let replayed: Vec<_> = answers.iter().filter(|a| a.0 == 201).collect();
+    let limited = answers
+        .iter()
+        .filter(|a| a.0 == 429 && a.1.as_deref() == Some("reservation_rate_limited"))
+        .count();
+    assert!(
+        replayed.iter().all(|a| a.2 == first),
+        "a replay is the same reservation"
+    );
+    assert_eq!(replayed.len() + limited, 40, "{answers:?}");
+    assert!(limited >= 30, "{limited} of 40 replays refused");
+    let ran = claims(&app).await - before;
+    assert!(
+        ran <= replayed.len() as f64,
+        "{ran} claims run for {} replays",
+        replayed.len()
+    );
+}
+
+/// One address with many passes (a script that got many people admitted, or one carrier's
+/// address, far busier than any): held to the address's allowance, and another address is not.
+#[sqlx::test(migrations = "../migrations")]
+async fn one_address_is_held_to_its_allowance_whatever_its_passes(db: sqlx::PgPool) {
+    let options = TestOptions {
+        booking_requests_per_sec_per_ip: 2,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = sale(&app).await;
+    let mut limited = 0;
+    for ticket in 1..=20 {
+        let token = app.token(&sale, ticket, 1, 60_000);
+        let (status, code, _) = reserve(&app.http, &app, &sale, &token, &unique("k-")).await;
+        if status == 429 {
+            assert_eq!(code.as_deref(), Some("booking_rate_limited"));
+            limited += 1;
+        }
+    }
+    assert!(limited >= 10, "{limited} of 20 refused");
+    let token = app.token(&sale, 100, 1, 60_000);
+    let elsewhere = reserve(&from("127.0.0.9"), &app, &sale, &token, &unique("k-")).await;
+    assert_eq!(elsewhere.0, 201, "{elsewhere:?}");
+}
+
+/// Deliveries with a bad signature count against their address, and past its allowance are
+/// answered 429; a delivery whose signature is valid is never refused for its rate, even from
+/// that same address.
+#[sqlx::test(migrations = "../migrations")]
+async fn only_bad_webhook_signatures_count_against_an_address(db: sqlx::PgPool) {
+    let options = TestOptions {
+        webhook_failures_per_sec_per_ip: 1,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = sale(&app).await;
+    let event = WebhookEvent {
+        id: unique("evt_"),
+        kind: "payment.failed".into(),
+        created: floodgate_protocol::now_millis() / 1000,
+        data: PaymentObject {
+            payment_id: "pay_x".into(),
+            reference: "p1~nothing".into(),
+            sale: sale.clone(),
+            amount_minor: 1,
+            currency: "INR".into(),
+        },
+    };
+    let body = serde_json::to_vec(&event).unwrap();
+    let now = floodgate_protocol::now_millis() / 1000;
+    let deliver = |secret: &str| {
+        let header = sign(secret.as_bytes(), now, &body);
+        let request = app
+            .http
+            .post(format!("http://{}/v1/payments/webhook", app.booking))
+            .header(SIGNATURE_HEADER, header)
+            .header("content-type", "application/json")
+            .body(body.clone());
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let body: Value = response.json().await.unwrap_or_default();
+            (
+                status,
+                body["error"].as_str().unwrap_or_default().to_owned(),
+            )
+        }
+    };
+    let mut answers = Vec::new();
+    for _ in 0..10 {
+        answers.push(deliver("a secret that is not the provider's").await);
+    }
+    let limited = answers
+        .iter()
+        .filter(|a| **a == (429, "webhook_rate_limited".to_owned()))
+        .count();
+    assert!(limited >= 5, "{answers:?}");
+    assert!(answers
+        .iter()
+        .all(|a| a.0 == 429 || a.1 == "signature_invalid"));
+    for _ in 0..5 {
+        let (status, _) = deliver(&app.webhook_secret).await;
+        assert_eq!(
+            status, 200,
+            "a valid delivery is never refused for its rate"
+        );
+    }
+}

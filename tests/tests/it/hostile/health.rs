@@ -1,0 +1,73 @@
+//! The health that steers admission (booking::health) counts what the backend did, each pass
+//! once: a flood of cheap refusals (seats the pass may not take, refused before any Redis work)
+//! and a pass replaying its own reservation neither dilute nor drag the sale's window, so a
+//! stranger can neither hide the backend's strain from the autopilot nor fake it.
+
+use std::time::Duration;
+
+use floodgate_platform::state::health;
+use floodgate_tests::{eventually, unique, SaleSpec, TestApp};
+
+const MINUTE: i64 = 60_000;
+
+#[sqlx::test(migrations = "../migrations")]
+async fn refusals_before_redis_and_a_passs_own_replays_do_not_count(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = unique("honest-");
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 100)],
+        max_seats: 2,
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+
+    // Fifty requests the booking service refuses at once (no Redis work): a pass asking for
+    // more seats than it may, or none.
+    let cheap = app.token(&sale, 100, 2, MINUTE);
+    for (n, seats) in (0..50).map(|n| (n, if n % 2 == 0 { 0 } else { 3 })) {
+        let refused = app
+            .reserve(&sale, &cheap, &format!("c{n}"), "p1", seats)
+            .await;
+        assert!(refused.is_err());
+    }
+    // One pass replaying its own reservation thirty times.
+    let token = app.token(&sale, 1, 1, MINUTE);
+    for _ in 0..31 {
+        app.reserve(&sale, &token, "k1", "p1", 1)
+            .await
+            .expect("201");
+    }
+    // Four more people, once each.
+    for ticket in 2..=5 {
+        let token = app.token(&sale, ticket, 1, MINUTE);
+        app.reserve(&sale, &token, &format!("k{ticket}"), "p1", 1)
+            .await
+            .expect("201");
+    }
+
+    let keys = app.keys.sale(&sale);
+    let conn = app.redis.clone();
+    let reading = eventually(
+        "the sale's health is written",
+        Duration::from_secs(10),
+        || {
+            let (mut conn, keys) = (conn.clone(), keys.clone());
+            async move {
+                health::read(&mut conn, &keys)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|(_, h)| h)
+                    .find(|h| h.requests >= 5)
+            }
+        },
+    )
+    .await;
+    // Five people; the replaying pass once more at most, if a half-window turned during it.
+    assert!(
+        (5..=6).contains(&reading.requests),
+        "{} requests counted for five people: {reading:?}",
+        reading.requests
+    );
+    assert_eq!(reading.error_share, Some(0.0));
+}
