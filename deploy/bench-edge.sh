@@ -24,6 +24,8 @@ EDGE=127.0.0.1:18000
 # gateways' own per-address limits are lifted for the measure, the edge's are as shipped.
 export FLOODGATE_TRUSTED_PROXIES=127.0.0.1/32
 export FLOODGATE_MAX_CONNECTIONS_PER_IP=100000 FLOODGATE_JOINS_PER_SEC_PER_IP=100000
+export FLOODGATE_BOOKING_REQUESTS_PER_SEC_PER_IP=100000 FLOODGATE_PLACE_REQUESTS_PER_SEC_PER_IP=100000
+export FLOODGATE_CHALLENGES_PER_SEC_PER_IP=100000
 
 # The same packages as deploy/bench.sh builds: another set unifies features differently and
 # rebuilds half the tree each time one script follows the other.

@@ -37,6 +37,8 @@ export FLOODGATE_RESERVATIONS_TOPIC="floodgate.bench.$RANDOM$RANDOM"
 export FLOODGATE_CONSUMER_GROUP="bench-$RANDOM"
 # The crowd comes from a handful of loopback addresses: lift the per-address limits.
 export FLOODGATE_MAX_CONNECTIONS_PER_IP=1000000 FLOODGATE_JOINS_PER_SEC_PER_IP=1000000
+export FLOODGATE_BOOKING_REQUESTS_PER_SEC_PER_IP=1000000 FLOODGATE_PLACE_REQUESTS_PER_SEC_PER_IP=1000000
+export FLOODGATE_CHALLENGES_PER_SEC_PER_IP=1000000
 export RUST_LOG=${BENCH_LOG:-warn}
 # No load balancer here: a stopped gateway closes at once.
 export FLOODGATE_DRAIN_DELAY_MS=0

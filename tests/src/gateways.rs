@@ -115,6 +115,9 @@ impl GatewayProcess {
             .env("FLOODGATE_GRACE_MS", timings.grace_ms.to_string())
             .env("FLOODGATE_MAX_CONNECTIONS_PER_IP", "100000")
             .env("FLOODGATE_JOINS_PER_SEC_PER_IP", "100000")
+            .env("FLOODGATE_PLACE_REQUESTS_PER_SEC_PER_IP", "100000")
+            .env("FLOODGATE_PLACE_EVERY_MS", "0")
+            .env("FLOODGATE_CHALLENGES_PER_SEC_PER_IP", "100000")
             .stdin(Stdio::null())
             .spawn()
             .expect("the gateway binary starts");

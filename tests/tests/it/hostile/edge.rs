@@ -1,0 +1,71 @@
+//! The shipped edge (`deploy/nginx/cdn.conf`) limits every public location per client address,
+//! in front of the services' own limits: read from the file, and a flood of the booking paths
+//! from one address refused by a real nginx before the booking service hears of it.
+
+use floodgate_tests::edge::Edge;
+use floodgate_tests::{unique, SaleSpec, TestApp};
+
+/// Every location block of `conf` but the named ones (`@...`, internal), with its body.
+fn public_locations(conf: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let mut rest = conf;
+    while let Some(at) = rest.find("\n        location ") {
+        let block = &rest[at + 1..];
+        let head_end = block.find('{').expect("a location opens a block");
+        let head = block[..head_end].trim().to_owned();
+        let body_end = block
+            .find("\n        }")
+            .expect("a location closes its block");
+        if !head.starts_with("location @") {
+            found.push((head, block[head_end..body_end].to_owned()));
+        }
+        rest = &block[body_end..];
+    }
+    found
+}
+
+#[test]
+fn every_public_location_of_the_edge_has_a_per_address_limit() {
+    let path = floodgate_tests::containers::repo().join("deploy/nginx/cdn.conf");
+    let conf = std::fs::read_to_string(path).unwrap();
+    let locations = public_locations(&conf);
+    assert!(locations.len() >= 6, "{locations:?}");
+    for (head, body) in &locations {
+        assert!(
+            body.contains("limit_req zone="),
+            "{head} has no limit_req: every public location is limited per address"
+        );
+    }
+    // The check itself finds a location without one.
+    let unlimited = conf.replacen("limit_req zone=floodgate_booking", "# gone", 1);
+    assert!(public_locations(&unlimited)
+        .iter()
+        .any(|(_, body)| !body.contains("limit_req zone=")));
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_flood_of_the_booking_paths_stops_at_the_edge(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = unique("edge-");
+    app.create_sale(&sale, &SaleSpec::default()).await;
+    let edge = Edge::start(&[app.gateway], app.booking).await;
+    let http = reqwest::Client::new();
+    let url = edge.url(&format!("/v1/sales/{sale}/reservations"));
+    let flood = (0..400).map(|_| http.post(&url).json(&serde_json::json!({})).send());
+    let answers = futures::future::join_all(flood).await;
+    let mut at_the_edge = 0;
+    for answer in answers {
+        let answer = answer.unwrap();
+        if answer.status() == 429 {
+            assert!(answer.headers().contains_key("retry-after"));
+            let body: serde_json::Value = answer.json().await.unwrap();
+            if body["error"] == "too_many_requests" {
+                at_the_edge += 1;
+            }
+        }
+    }
+    assert!(
+        at_the_edge >= 100,
+        "{at_the_edge} of 400 refused by the edge"
+    );
+}
