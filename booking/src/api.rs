@@ -84,10 +84,31 @@ pub async fn create_reservation(
     // once per half-window, a 503 or 5xx as the backend's failure.
     let request = checked(&body, &claims)?;
     let pass = floodgate_platform::autopilot::window::pass_key(&sale, &claims.jti);
+    // A replay of what this instance already answered 201 costs nothing in Redis, and is the
+    // client's own duplicate: not the backend's work either (crate::replays).
+    let seats = request.seats;
+    if let Some(answer) = state
+        .answered
+        .replay(pass, &idempotency_key, &request.pool, seats)
+    {
+        metrics::counter!("floodgate_reservations_total", "outcome" => "replayed_kept")
+            .increment(1);
+        return Ok((StatusCode::CREATED, Json(answer)));
+    }
     let started = std::time::Instant::now();
-    let answer = reserve(&state, sale.clone(), claims, idempotency_key, request).await;
+    let answer = reserve(
+        &state,
+        sale.clone(),
+        claims,
+        idempotency_key.clone(),
+        request,
+    )
+    .await;
     let failed = answer.as_ref().is_err_and(|e| e.status().is_server_error());
     state.health.record(&sale, pass, started.elapsed(), failed);
+    if let Ok((_, Json(created))) = &answer {
+        state.answered.keep(pass, &idempotency_key, seats, created);
+    }
     answer
 }
 

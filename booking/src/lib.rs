@@ -29,7 +29,8 @@
 //! - [`gatekeeper`]: every Lua script of this service and its reply as a Rust type: the
 //!   reservation's lifecycle, arming, repair and rebuild, and the relay's, reaper's and ops
 //!   API's calls. Nothing else here reads a pool's keys.
-//! - [`reservations`]: the durable-201 sequence (reserve, publish, then ack or abort).
+//! - [`reservations`]: the durable-201 sequence (reserve, publish, then ack or abort);
+//!   [`replays`]: the 201s this instance gave, answered again from memory to their replays.
 //! - [`publish`]: the idempotent Kafka producer that acknowledges events before a 2xx;
 //!   [`broker_health`]: whether the broker is known to be down (reservations refused at once),
 //!   and its probe.
@@ -65,6 +66,7 @@ pub mod publish;
 pub mod publish_static;
 pub mod rebuild;
 pub mod reconcile;
+pub mod replays;
 pub mod reservations;
 pub mod router;
 pub mod sale_update;
@@ -127,6 +129,8 @@ pub struct AppState {
     pub clients: Arc<floodgate_platform::clients::Clients>,
     /// What a stranger's requests may cost (crate::limits).
     pub limits: Arc<limits::Limits>,
+    /// The 201s this instance gave, for their replays (crate::replays).
+    pub answered: Arc<replays::Answered>,
 }
 
 impl axum::extract::FromRef<AppState> for Arc<floodgate_platform::clients::Clients> {
@@ -205,6 +209,7 @@ impl AppState {
             )?),
             clients: Arc::new(floodgate_platform::clients::Clients::new(&config.clients)),
             limits: Arc::new(limits::Limits::new(config)),
+            answered: Arc::default(),
             config: Arc::new(config.clone()),
             identity: config
                 .identity

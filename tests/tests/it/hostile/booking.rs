@@ -189,3 +189,33 @@ async fn only_bad_webhook_signatures_count_against_an_address(db: sqlx::PgPool) 
         );
     }
 }
+
+/// A settled reservation replayed (its key and body) is answered the original 201 from the
+/// booking instance's memory: no claim in the sale's slot, no pool script, no replica wait.
+#[sqlx::test(migrations = "../migrations")]
+async fn replays_of_a_settled_reservation_cost_no_redis_work(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = sale(&app).await;
+    let token = app.token(&sale, 1, 1, 60_000);
+    let key = unique("key-");
+    let (status, _, first) = reserve(&app.http, &app, &sale, &token, &key).await;
+    assert_eq!(status, 201);
+    let scripts = |name: &'static str| {
+        let app = &app;
+        async move {
+            let series =
+                format!(r#"floodgate_redis_script_duration_seconds_count{{script="{name}"}}"#);
+            app.metric(app.admin, &series).await.unwrap_or(0.0)
+        }
+    };
+    let before = (scripts("claim_token").await, scripts("reserve").await);
+    for _ in 0..30 {
+        let (status, _, again) = reserve(&app.http, &app, &sale, &token, &key).await;
+        assert_eq!((status, &again), (201, &first));
+    }
+    let after = (scripts("claim_token").await, scripts("reserve").await);
+    assert_eq!(after, before, "thirty replays ran no script");
+    // Another key with the same pass is not a replay: it is refused as spent, by the scripts.
+    let (status, code, _) = reserve(&app.http, &app, &sale, &token, "another-key").await;
+    assert_eq!((status, code.as_deref()), (409, Some("token_spent")));
+}
