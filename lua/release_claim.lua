@@ -8,8 +8,9 @@
 --         proves nothing about other attempts (the pool's state was lost, or the attempt never
 --         reached the pool: the buyer's limit): then only the attempts whose deadline has passed
 --         by this slot's clock, less a second for the clocks' skew, can no longer take seats
--- ARGV[5] "1" if the pool fenced off the key's earlier attempts with this refusal (reserve.lua)
---         and the fence is on the pool's replicas, else "0"
+-- ARGV[5] the stamp below which the pool has fenced off the key's attempts (reserve.lua: this
+--         refusal's own fence, or a later attempt's that covers it), once that fence is on the
+--         pool's replicas; else "0"
 --
 -- Returns 1 if the claim was released; if it stays, 0 when only attempts stamped after this one
 -- may still take seats (they settle the claim themselves: their own refusal releases it), or the
@@ -22,7 +23,9 @@
 -- the hold if one exists, so a refusal at time T proves that no attempt had a hold then. An
 -- attempt that can no longer make one does not keep the claim: one stamped before a fenced
 -- refusal (the pool turns it away as superseded), or one whose deadline was before T (the pool
--- refuses it as late). Any other attempt still within its deadline at T keeps the claim: it may
+-- refuses it as late); a later attempt's fence stops every attempt below it the same way, so
+-- concurrent copies of one request refused for good settle without waiting for each other (the
+-- latest one's release frees the claim). Any other attempt still within its deadline at T keeps the claim: it may
 -- yet take seats, and its own refusal will release the claim if it does not. A late release from
 -- another key's request never frees this key's claim.
 if redis.call('HGET', KEYS[1], 'idem') ~= ARGV[1] then
@@ -36,8 +39,8 @@ else
   refused_at = tonumber(ARGV[4])
 end
 local fenced_below = -1
-if ARGV[5] == '1' then
-  fenced_below = tonumber(ARGV[3])
+if tonumber(ARGV[5]) > 0 then
+  fenced_below = tonumber(ARGV[5])
 end
 local mine = tonumber(ARGV[3])
 local fields = redis.call('HGETALL', KEYS[1])

@@ -17,10 +17,12 @@
 --   {"replay", id, secret, seats, hold_expires_at_ms, reserved_at_ms, outbox entry, event}
 --       this key's earlier answer; `event` is "" once the outbox entry is gone, which happens
 --       only after the broker acknowledged it
---   {"sold_out", available, now, fenced}   fewer seats left than asked (no seat changed);
+--   {"sold_out", available, now, fence}   fewer seats left than asked (no seat changed);
 --                             `now` is when, by Redis' clock, which release_claim.lua reasons
---                             from; `fenced` is "1" when a retry fenced its key's earlier attempts
---   {"late", now, fenced}     the attempt's deadline has passed: it may no longer take seats
+--                             from; `fence` is the stamp below which no attempt of the key may take
+--                             seats any more: this retry's own (it fenced its key's earlier
+--                             attempts), or a later attempt's fence that covers this one, or "0"
+--   {"late", now, fence}      the attempt's deadline has passed: it may no longer take seats
 --   {"superseded", now}       there are seats, but a later attempt of the same key was refused here
 --                             first (its fence): this one may no longer take them (nothing changed)
 --   {"spent"}                 this token reserved here under another Idempotency-Key
@@ -71,19 +73,21 @@ end
 local available = tonumber(redis.call('GET', K.avail))
 local seats = tonumber(ARGV[3])
 local now = now_ms()
--- A retry refused: its key's earlier attempts are fenced off (above).
+-- A retry refused: its key's earlier attempts are fenced off (above). The answer is the stamp
+-- of the fence in force, so that release_claim.lua knows every attempt below it is stopped.
 local function fence()
-  if ARGV[10] ~= '1' then
-    return '0'
-  end
   if fenced_at and fenced_at > tonumber(ARGV[9]) then
-    -- A later attempt of the key fenced already; this one's refusal stops fewer.
+    -- A later attempt of the key fenced already, and stopped every earlier attempt (this one
+    -- included): this refusal is covered by that fence, and writes none of its own.
+    return tostring(fenced_at)
+  end
+  if ARGV[10] ~= '1' then
     return '0'
   end
   redis.call('HSET', K.extra, 'f:' .. ARGV[2], ARGV[9])
   -- It holds no answer (that was replayed above): fences only, which go with the claim.
   redis.call('PEXPIREAT', K.extra, ARGV[11])
-  return '1'
+  return ARGV[9]
 end
 if now > tonumber(ARGV[7]) then
   return {'late', tostring(now), fence()}

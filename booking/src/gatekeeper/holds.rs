@@ -81,9 +81,10 @@ pub struct Refusal {
     /// When the pool refused, by its Redis' clock, or `None` if the refusal proves nothing
     /// about the key's other attempts (a lost pool, a sale that ended, the buyer's limit).
     pub(super) at_ms: Option<UnixMillis>,
-    /// The pool fenced off the key's earlier attempts (a retry's refusal, `reserve.lua`): none
-    /// of them can take seats any more, once the fence is on the pool's replicas.
-    pub(super) fenced: bool,
+    /// The stamp below which the pool has fenced off the key's attempts (`reserve.lua`: this
+    /// retry's own fence, or a later attempt's that covers this one): none of them can take
+    /// seats any more, once the fence is on the pool's replicas.
+    pub(super) fence: Option<i64>,
 }
 
 impl Refusal {
@@ -92,7 +93,7 @@ impl Refusal {
         Self {
             error,
             at_ms: None,
-            fenced: false,
+            fence: None,
         }
     }
 }
@@ -108,21 +109,21 @@ pub enum Reserved {
 }
 
 /// `{"reserved" | "replay", id, secret, seats, expiry, at, outbox entry, event}`, or a refusal:
-/// `{"sold_out", available, at, fenced}`, `{"late", at, fenced}`, `{"superseded", at}`,
+/// `{"sold_out", available, at, fence}`, `{"late", at, fence}`, `{"superseded", at}`,
 /// `{"spent"}`, `{"not_armed" | "diverged"}`, `{"ended"}`.
 impl FromStrings for Reserved {
     fn from_strings(reply: &[String]) -> Option<Self> {
         let int = |i: usize| -> Option<i64> { reply.get(i)?.parse().ok() };
-        let flag = |i: usize| match reply.get(i)?.as_str() {
-            "1" => Some(true),
-            "0" => Some(false),
-            _ => None,
+        // "0": no fence; else the stamp it stops attempts below.
+        let fence = |i: usize| -> Option<Option<i64>> {
+            let stamp = int(i)?;
+            (stamp >= 0).then_some((stamp > 0).then_some(stamp))
         };
-        let refused = |error, at_ms, fenced| {
+        let refused = |error, at_ms, fence| {
             Some(Self::Refused(Refusal {
                 error,
                 at_ms: Some(at_ms),
-                fenced,
+                fence,
             }))
         };
         match reply.first()?.as_str() {
@@ -139,12 +140,12 @@ impl FromStrings for Reserved {
             })),
             "sold_out" => {
                 let available = u32::try_from(int(1)?.max(0)).unwrap_or(u32::MAX);
-                refused(ReserveError::SoldOut { available }, int(2)?, flag(3)?)
+                refused(ReserveError::SoldOut { available }, int(2)?, fence(3)?)
             }
-            "late" => refused(ReserveError::Late, int(1)?, flag(2)?),
+            "late" => refused(ReserveError::Late, int(1)?, fence(2)?),
             // A later attempt of the same key was refused first: this one is as good as late,
             // and proves nothing about the others (the later one may still be retried).
-            "superseded" => refused(ReserveError::Late, int(1)?, false),
+            "superseded" => refused(ReserveError::Late, int(1)?, None),
             "spent" => Some(Self::Spent),
             // The sale lists the pool (claim_token checked), yet its state is missing (lost) or
             // it lost writes (diverged): the refusal proves nothing about other attempts.
@@ -192,19 +193,22 @@ mod tests {
             Refusal {
                 error: ReserveError::SoldOut { available: 1 },
                 at_ms: Some(5000),
-                fenced: false
+                fence: None
             }
         ));
         assert!(matches!(
-            refusal(&["sold_out", "0", "5000", "1"]),
-            Refusal { fenced: true, .. }
+            refusal(&["sold_out", "0", "5000", "4990"]),
+            Refusal {
+                fence: Some(4990),
+                ..
+            }
         ));
         assert!(matches!(
-            refusal(&["late", "7000", "1"]),
+            refusal(&["late", "7000", "6500"]),
             Refusal {
                 error: ReserveError::Late,
                 at_ms: Some(7000),
-                fenced: true
+                fence: Some(6500)
             }
         ));
         assert!(
@@ -213,7 +217,7 @@ mod tests {
                 Refusal {
                     error: ReserveError::Late,
                     at_ms: Some(8000),
-                    fenced: false
+                    fence: None
                 }
             ),
             "a superseded attempt is late, and fences nothing"
@@ -224,7 +228,7 @@ mod tests {
                 Refusal {
                     error: ReserveError::PoolUnavailable,
                     at_ms: None,
-                    fenced: false
+                    fence: None
                 }
             ),
             "a lost pool proves nothing about other attempts"

@@ -75,13 +75,19 @@ impl Gatekeeper {
         // The fence stops the key's earlier attempts only if a failover cannot lose it: one of
         // them delayed in the client's retries could otherwise still reach a new primary and
         // take seats after the token was given back.
-        let fence_kept = refusal.fenced && self.pool_replicated(sale, req.pool).await.is_ok();
+        let fence_kept =
+            refusal.fence.is_some() && self.pool_replicated(sale, req.pool).await.is_ok();
         let definitive = matches!(
             refusal.error,
             ReserveError::SoldOut { .. } | ReserveError::BuyerLimit { .. }
         );
         match self
-            .release_claim(req, claimed.attempt, refusal.at_ms, fence_kept)
+            .release_claim(
+                req,
+                claimed.attempt,
+                refusal.at_ms,
+                refusal.fence.filter(|_| fence_kept),
+            )
             .await
         {
             Ok(Released::Yes) => {
@@ -96,7 +102,7 @@ impl Gatekeeper {
             // duplicate, say): this one is answered as it was decided.
             Ok(Released::KeptForLater) => refusal.error,
             Ok(Released::KeptForEarlier) if definitive => {
-                if refusal.fenced && !fence_kept {
+                if refusal.fence.is_some() && !fence_kept {
                     ReserveError::NotReplicated
                 } else {
                     ReserveError::Unsettled
@@ -122,14 +128,15 @@ impl Gatekeeper {
     }
 
     /// Gives the token back after `attempt` made no hold (`release_claim.lua`), unless another
-    /// attempt of the same key may still take seats (`fenced`: the pool's refusal stopped every
-    /// earlier attempt of the key).
+    /// attempt of the same key may still take seats (`fence`: the stamp below which the pool has
+    /// stopped every attempt of the key, this one's own fence or a later attempt's, on the
+    /// replicas).
     async fn release_claim(
         &self,
         req: &ReserveRequest<'_>,
         attempt: i64,
         refused_at: Option<i64>,
-        fenced: bool,
+        fence: Option<i64>,
     ) -> redis::RedisResult<Released> {
         // Without the pool's word, the script reasons from its own clock ("now").
         let refused_at = refused_at.map_or_else(|| "now".to_owned(), |at| at.to_string());
@@ -142,7 +149,7 @@ impl Gatekeeper {
             expires_ms: req.claims.exp_ms,
             attempt,
             refused_at,
-            fenced: if fenced { "1" } else { "0" },
+            fenced: fence.map_or_else(|| "0".to_owned(), |stamp| stamp.to_string()),
         }
         .run(&mut self.redis.clone())
         .await

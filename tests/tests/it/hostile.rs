@@ -1,6 +1,8 @@
 //! A rush that is half hostile: what a stranger (admitted or not) can send, and what it may cost
 //! everyone else, against the real services.
 //!
+//! - [`duplicates`]: copies of one request refused for good never answer a 503 the first would
+//!   not.
 //! - [`edge`]: the shipped edge limits every public location per address.
 //! - [`health`]: the health that steers admission counts the backend's work, each pass once.
 //! - [`origins`]: another site's page may not open the waiting room or book through its
@@ -11,6 +13,7 @@
 //!   every address, place and gateway has an allowance.
 
 mod booking;
+mod duplicates;
 mod edge;
 mod health;
 mod origins;

@@ -1,0 +1,79 @@
+//! Copies of one request refused for good answer what the first would: never a 503 the first
+//! would not have given (a 503 counts as the backend failing, and sends the client back again).
+//!
+//! The interleaving is staged in Redis as three concurrent copies A < B < C of one key leave it
+//! on a sold-out pool: A claimed and still within its deadline (on its way to the pool), C
+//! refused at the pool and fenced (its fence stops every copy stamped below it, A and B too), and
+//! C not yet released. B then reaches the pool: it is covered by C's fence, so it may answer its
+//! refusal at once, as C does. Before the fix B released as if nothing had fenced A and answered
+//! 503 `reservation_unsettled`.
+
+use floodgate_protocol::now_millis;
+use floodgate_protocol::token::AdmissionClaims;
+use floodgate_tests::{unique, SaleSpec, TestApp};
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_copy_covered_by_a_later_copys_fence_answers_sold_out_not_503(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = unique("copies-");
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 1)],
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    // Someone else takes the only seat.
+    let other = app.token(&sale, 99, 1, 60_000);
+    app.reserve(&sale, &other, "other", "p1", 1)
+        .await
+        .expect("201");
+
+    let now = now_millis();
+    let jti = unique("pass-");
+    let token = app.signer.sign(&AdmissionClaims {
+        sale: sale.clone(),
+        ticket: 1,
+        jti: jti.clone(),
+        max_seats: 1,
+        iat_ms: now,
+        exp_ms: now + 60_000,
+        buyer: None,
+    });
+    let key = "the-same-key";
+    // A (stamped a little before now) within its deadline; C stamped after B will be, refused
+    // and fenced at the pool, its own attempt not yet released.
+    let (a, c) = (now - 50, now + 600_000);
+    let record = app.keys.sale(&sale).token(&jti);
+    let mut conn = app.redis.clone();
+    // (`last` is A's: B, claimed through the API below, is stamped at about now, between them.)
+    let _: () = redis::cmd("HSET")
+        .arg(&record)
+        .arg(&["idem", key, "fp", "p1|1"])
+        .arg("last")
+        .arg(a)
+        .arg(format!("a:{a}"))
+        .arg(now + 60_000)
+        .arg(format!("a:{c}"))
+        .arg(c + 60_000)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let pointer = app.keys.pool(&sale, "p1").token_reservation(&jti);
+    let _: () = redis::cmd("HSET")
+        .arg(&pointer)
+        .arg(format!("f:{key}"))
+        .arg(c)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    // B: a copy of the same request, stamped between A and C.
+    let answer = app.reserve(&sale, &token, key, "p1", 1).await;
+    match answer {
+        Err(refused) => assert_eq!(
+            (refused.status(), refused.code()),
+            (409, "sold_out"),
+            "a copy covered by a later copy's fence answers as that copy does"
+        ),
+        Ok(created) => panic!("no seat was left, yet {created:?}"),
+    }
+}
