@@ -90,7 +90,19 @@ pub async fn forward(
             request = request.header(name, value);
         }
     }
-    request = request.header("x-forwarded-for", peer.ip().to_string());
+    // The client as this gateway counts it (behind a trusted edge, the one it forwards for),
+    // so the booking service's per-address limits see people, not this gateway.
+    let forwarded: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let client = floodgate_platform::clients::client_address(
+        peer.ip(),
+        &forwarded,
+        state.config.clients.trusted_proxies.as_slice(),
+    );
+    request = request.header("x-forwarded-for", client.to_string());
     let answer = request.send().await.map_err(|e| {
         tracing::warn!(error = %e, "booking service unreachable");
         ApiError::new(

@@ -47,6 +47,8 @@ impl ApiError {
         match self.0.code {
             // A shed crowd comes back over 2-10 s, not as one wave.
             code::GATEWAY_FULL | code::GATEWAY_DRAINING => Some(rand::random::<u64>() % 9 + 2),
+            // A place may be asked about once in 5 s (the gateway's FLOODGATE_PLACE_EVERY_MS).
+            code::PLACE_RATE_LIMITED => Some(5),
             // Long enough for Redis or the broker to reconnect, short enough that an admitted
             // client's token is still good.
             _ if matches!(self.0.status(), 429 | 503) => Some(1),

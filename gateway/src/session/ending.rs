@@ -48,16 +48,25 @@ pub(super) async fn say_goodbye(socket: &mut Socket, end: &End) {
     };
     if let Some((code, reason)) = frame {
         count_close(code);
-        let _ = socket
-            .send(Message::Close(Some(CloseFrame {
-                code: CloseCode::from(code),
-                reason: Utf8Bytes::from(reason.into_owned()),
-            })))
-            .await;
+        send_close(socket, code, Utf8Bytes::from(reason.into_owned())).await;
     }
     if !matches!(end, End::ClientLeft) {
         finish_closing(socket).await;
     }
+}
+
+/// How long the gateway waits to write its Close to a client that does not read: the same as
+/// any message's send timeout by default, so a stalled client holds its socket no longer for
+/// being closed.
+const CLOSE_SEND: Duration = Duration::from_secs(10);
+
+/// Sends a Close with `code` and `reason`, giving up on a client that does not read.
+pub(super) async fn send_close(socket: &mut Socket, code: u16, reason: Utf8Bytes) {
+    let close = Message::Close(Some(CloseFrame {
+        code: CloseCode::from(code),
+        reason,
+    }));
+    let _ = tokio::time::timeout(CLOSE_SEND, socket.send(close)).await;
 }
 
 /// How long the gateway waits for the client's half of the closing handshake.

@@ -17,11 +17,9 @@ use std::sync::Arc;
 use floodgate_protocol::now_millis;
 use floodgate_protocol::token::AdmissionClaims;
 use floodgate_protocol::ws::{close, ServerMessage, PROTOCOL_VERSION};
-use futures::{SinkExt as _, StreamExt as _};
+use futures::StreamExt as _;
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::CloseFrame;
-use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
+use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 use crate::room::board::{news, Board, Sitting};
 use crate::room::frames::Shown;
@@ -317,12 +315,7 @@ impl Session {
         tracing::debug!("admitted");
         metrics::counter!("floodgate_admissions_pushed_total").increment(1);
         count_close(close::NORMAL);
-        let _ = socket
-            .send(Message::Close(Some(CloseFrame {
-                code: CloseCode::from(close::NORMAL),
-                reason: Utf8Bytes::from_static("admitted"),
-            })))
-            .await;
+        ending::send_close(socket, close::NORMAL, Utf8Bytes::from_static("admitted")).await;
         End::Admitted
     }
 }

@@ -219,3 +219,46 @@ async fn replays_of_a_settled_reservation_cost_no_redis_work(db: sqlx::PgPool) {
     let (status, code, _) = reserve(&app.http, &app, &sale, &token, "another-key").await;
     assert_eq!((status, code.as_deref()), (409, Some("token_spent")));
 }
+
+/// Through a gateway that passes the booking paths on (a single host, or a gateway behind an
+/// edge), the booking service counts the client the gateway counts: behind a trusted edge, the
+/// one the edge forwards for, not the edge nor the gateway.
+#[sqlx::test(migrations = "../migrations")]
+async fn the_gateway_passes_on_the_client_it_counts(db: sqlx::PgPool) {
+    let loopback: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+    let options = TestOptions {
+        booking_requests_per_sec_per_ip: 1,
+        // The test plays the edge in front of the gateway; the gateway is the booking service's
+        // trusted hop.
+        trusted_proxies: vec![loopback],
+        booking_trusted_proxies: vec![loopback],
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = sale(&app).await;
+    let url = format!("http://{}/v1/sales/{sale}/reservations", app.gateway);
+    let book_as = |client: &'static str, ticket: u64| {
+        let (http, url) = (app.http.clone(), url.clone());
+        let token = app.token(&sale, ticket, 1, 60_000);
+        async move {
+            let response = http
+                .post(url)
+                .bearer_auth(token)
+                .header("idempotency-key", unique("k-"))
+                .header("x-forwarded-for", client)
+                .json(&serde_json::json!({ "pool": "p1", "seats": 1 }))
+                .send()
+                .await
+                .unwrap();
+            response.status().as_u16()
+        }
+    };
+    // One client past its allowance (one a second, two at once)...
+    let mut statuses = Vec::new();
+    for ticket in 1..=5 {
+        statuses.push(book_as("203.0.113.7", ticket).await);
+    }
+    assert!(statuses.contains(&429), "{statuses:?}");
+    // ...and another, through the same edge and gateway, is someone else.
+    assert_eq!(book_as("198.51.100.9", 10).await, 201);
+}

@@ -152,6 +152,16 @@ async fn one_place_and_the_gateways_reads_have_their_own_allowance(db: sqlx::PgP
             >= 7,
         "{refused:?}"
     );
+    // Told to come back when the place may be asked about again.
+    let response = app
+        .http
+        .get(format!("http://{}/v1/sales/{sale}/place", app.gateway))
+        .header("floodgate-resume", &one.resume_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 429);
+    assert_eq!(response.headers()["retry-after"], "5");
     // Many places: each has its allowance, but the gateway reads the sale's slot at most once a
     // second (two at once) for all of them together.
     let mut clients = Vec::new();
