@@ -588,7 +588,9 @@ async function reserve(pool, button, key = crypto.randomUUID()) {
     sessionStorage.removeItem(passKey);
     return showHold(body);
   }
-  if (status === 503) {
+  // 503 (busy) and 429 (this address or pass is asking too fast: a crowd behind one carrier
+  // address, say): the same key again after Retry-After is safe and gets the one decision.
+  if (status === 503 || status === 429) {
     setStatus("Very busy, retrying…", "warn");
     return retry(retryAfterMs ?? 1000);
   }

@@ -31,16 +31,26 @@ pub struct Config {
     /// Who a request is from, as the per-address limits count it (platform::clients).
     #[command(flatten)]
     pub clients: floodgate_platform::clients::ClientArgs,
-    /// Requests to the booking API's public paths (reservations, a reservation, its payment)
-    /// allowed per second from one address, in bursts of twice that; past it, 429
-    /// `booking_rate_limited`. Only admitted people book, a handful of requests each: 50 a
-    /// second serves hundreds of people behind one carrier's address.
+    /// Writes to the booking API (reserving, starting a payment) allowed per second from one
+    /// address, in bursts of twice that; past it, 429 `booking_rate_limited`. Only admitted
+    /// people book, a handful of requests each: 50 a second serves hundreds of people behind one
+    /// carrier's address.
     #[arg(
         long,
         env = "FLOODGATE_BOOKING_REQUESTS_PER_SEC_PER_IP",
         default_value_t = 50
     )]
     pub requests_per_sec_per_ip: u32,
+    /// Reads of the booking API (a reservation by its secret, a buyer's list) allowed per second
+    /// from one address, in bursts of twice that; past it, 429 `booking_rate_limited`. The page
+    /// follows a held reservation every 1.5 s: 1,000 a second serves 1,500 holds behind one
+    /// carrier's address.
+    #[arg(
+        long,
+        env = "FLOODGATE_BOOKING_READS_PER_SEC_PER_IP",
+        default_value_t = 1_000
+    )]
+    pub reads_per_sec_per_ip: u32,
     /// Reservation attempts allowed per second with one pass (admission token), in bursts of
     /// twice that; past it, 429 `reservation_rate_limited`. A person makes one, retries a 503
     /// after a second, or tries another class after a sell-out.

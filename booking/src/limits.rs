@@ -4,10 +4,12 @@
 //! meets).
 //!
 //! - Each client address (platform::clients: behind the edge, the client it forwards for; an
-//!   IPv6 client as its prefix) has an allowance over every public path but the webhook
-//!   (`FLOODGATE_BOOKING_REQUESTS_PER_SEC_PER_IP`): 429 `booking_rate_limited`. Only admitted
-//!   people book, and each makes a handful of requests, so it is sized for a carrier's address
-//!   with hundreds of people behind it, and stops a script.
+//!   IPv6 client as its prefix) has an allowance of writes (reserving, starting a payment:
+//!   `FLOODGATE_BOOKING_REQUESTS_PER_SEC_PER_IP`) and one of reads (a reservation, a buyer's
+//!   list: `FLOODGATE_BOOKING_READS_PER_SEC_PER_IP`): 429 `booking_rate_limited`. Only admitted
+//!   people book, each with a handful of writes; a held reservation's page reads it every 1.5 s,
+//!   so reads are allowed far more. Both are sized for a carrier's address with hundreds of
+//!   people behind it, and stop a script.
 //! - Each pass (a sale's admission token, by its id) may try reservations
 //!   `FLOODGATE_RESERVATIONS_PER_SEC_PER_PASS` times a second: 429 `reservation_rate_limited`.
 //!   A person makes one reservation, retries a 503 after its `Retry-After`, or tries another
@@ -37,6 +39,7 @@ use crate::AppState;
 /// The booking service's limits.
 pub struct Limits {
     per_address: Rate<IpAddr>,
+    reads_per_address: Rate<IpAddr>,
     per_pass: Rate<u64>,
     webhook_failures: Rate<IpAddr>,
 }
@@ -45,6 +48,7 @@ impl Limits {
     pub fn new(config: &Config) -> Self {
         Self {
             per_address: Rate::per_second(config.requests_per_sec_per_ip),
+            reads_per_address: Rate::per_second(config.reads_per_sec_per_ip),
             per_pass: Rate::per_second(config.reservations_per_sec_per_pass),
             webhook_failures: Rate::per_second(config.webhook_failures_per_sec_per_ip),
         }
@@ -58,6 +62,17 @@ impl Limits {
         Err(limited(
             code::BOOKING_RATE_LIMITED,
             "too many booking requests from this address; retry in a second",
+        ))
+    }
+
+    /// One read of `client` (a reservation, a buyer's list), or its refusal.
+    pub fn read(&self, client: IpAddr) -> Result<(), ApiError> {
+        if self.reads_per_address.allow(&client) {
+            return Ok(());
+        }
+        Err(limited(
+            code::BOOKING_RATE_LIMITED,
+            "too many reads from this address; retry in a second",
         ))
     }
 
@@ -87,6 +102,7 @@ impl Limits {
     /// Forgets what has not asked lately.
     fn prune(&self) {
         self.per_address.prune();
+        self.reads_per_address.prune();
         self.per_pass.prune();
         self.webhook_failures.prune();
     }
@@ -105,7 +121,8 @@ fn limited(code: &'static str, message: &str) -> ApiError {
     ApiError::new(code, message.into())
 }
 
-/// The client's address, let through its allowance: the first check of every page's path.
+/// The client's address, let through its allowance of writes: the first check of a reservation
+/// and of starting a payment.
 pub struct Allowed;
 
 impl FromRequestParts<AppState> for Allowed {
@@ -114,5 +131,19 @@ impl FromRequestParts<AppState> for Allowed {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let ClientAddress(client) = ClientAddress::from_request_parts(parts, state).await?;
         state.limits.address(client).map(|()| Allowed)
+    }
+}
+
+/// The client's address, let through its allowance of reads: the first check of reading a
+/// reservation or a buyer's list. The page follows a held reservation every 1.5 s, so reads have
+/// an allowance of their own, far above the writes', for a carrier's address with many holds.
+pub struct AllowedRead;
+
+impl FromRequestParts<AppState> for AllowedRead {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let ClientAddress(client) = ClientAddress::from_request_parts(parts, state).await?;
+        state.limits.read(client).map(|()| AllowedRead)
     }
 }

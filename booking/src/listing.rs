@@ -1,6 +1,6 @@
 //! `GET /v1/sales/{sale}/reservations`: a signed-in buyer's own reservations in a sale.
 
-use crate::limits::Allowed;
+use crate::limits::AllowedRead;
 use axum::extract::State;
 use axum::Json;
 use floodgate_platform::http::SaleId;
@@ -30,7 +30,7 @@ use crate::AppState;
 pub async fn buyer_reservations(
     State(state): State<AppState>,
     _: SameSite,
-    _: Allowed,
+    _: AllowedRead,
     SaleId(sale): SaleId,
     SignedIn(buyer): SignedIn,
 ) -> Result<Json<BuyerReservations>, ApiError> {

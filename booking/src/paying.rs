@@ -1,7 +1,7 @@
 //! A reservation's own routes, behind the secret its 201 gave once: read it
 //! (`GET .../reservations/{id}`) and pay for it (`POST .../reservations/{id}/payment`).
 
-use crate::limits::Allowed;
+use crate::limits::{Allowed, AllowedRead};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
@@ -73,7 +73,7 @@ async fn authorized_reservation(
 pub async fn get_reservation(
     State(state): State<AppState>,
     _: SameSite,
-    _: Allowed,
+    _: AllowedRead,
     ReservationSecret(secret): ReservationSecret,
     at: ReservationRef,
 ) -> Result<Json<ReservationView>, ApiError> {

@@ -61,6 +61,7 @@ pub struct TestOptions {
     /// `FLOODGATE_RESERVATIONS_PER_SEC_PER_PASS`, `FLOODGATE_WEBHOOK_FAILURES_PER_SEC_PER_IP`),
     /// and the proxies whose `X-Forwarded-For` it believes.
     pub booking_requests_per_sec_per_ip: u32,
+    pub booking_reads_per_sec_per_ip: u32,
     pub reservations_per_sec_per_pass: u32,
     pub webhook_failures_per_sec_per_ip: u32,
     pub booking_trusted_proxies: Vec<std::net::IpAddr>,
@@ -115,6 +116,7 @@ impl Default for TestOptions {
             challenges_per_sec_per_ip: 100_000,
             // Tests retry, replay and race reservations from 127.0.0.1 far faster than people.
             booking_requests_per_sec_per_ip: 100_000,
+            booking_reads_per_sec_per_ip: 100_000,
             reservations_per_sec_per_pass: 100_000,
             webhook_failures_per_sec_per_ip: 100_000,
             booking_trusted_proxies: Vec::new(),
@@ -220,6 +222,10 @@ impl TestOptions {
             (
                 "FLOODGATE_BOOKING_REQUESTS_PER_SEC_PER_IP",
                 self.booking_requests_per_sec_per_ip.to_string(),
+            ),
+            (
+                "FLOODGATE_BOOKING_READS_PER_SEC_PER_IP",
+                self.booking_reads_per_sec_per_ip.to_string(),
             ),
             (
                 "FLOODGATE_RESERVATIONS_PER_SEC_PER_PASS",

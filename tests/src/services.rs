@@ -37,6 +37,7 @@ pub fn booking_serve(
         // Tests reserve, replay and race from 127.0.0.1 far faster than people (a test that
         // wants the limits sets them in `extra`).
         .env("FLOODGATE_BOOKING_REQUESTS_PER_SEC_PER_IP", "100000")
+        .env("FLOODGATE_BOOKING_READS_PER_SEC_PER_IP", "100000")
         .env("FLOODGATE_RESERVATIONS_PER_SEC_PER_PASS", "100000")
         .env("FLOODGATE_WEBHOOK_FAILURES_PER_SEC_PER_IP", "100000")
         .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))

@@ -262,3 +262,41 @@ async fn the_gateway_passes_on_the_client_it_counts(db: sqlx::PgPool) {
     // ...and another, through the same edge and gateway, is someone else.
     assert_eq!(book_as("198.51.100.9", 10).await, 201);
 }
+
+/// Following a held reservation (the page reads it every 1.5 s) does not spend the address's
+/// allowance of writes: reads have their own, so people behind one carrier address can hold
+/// seats and still book.
+#[sqlx::test(migrations = "../migrations")]
+async fn reads_have_an_allowance_of_their_own(db: sqlx::PgPool) {
+    let options = TestOptions {
+        booking_requests_per_sec_per_ip: 1,
+        booking_reads_per_sec_per_ip: 1,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = sale(&app).await;
+    let token = app.token(&sale, 1, 1, 60_000);
+    let held = app
+        .reserve(&sale, &token, "k1", "p1", 1)
+        .await
+        .expect("201");
+    let url = format!(
+        "http://{}/v1/sales/{sale}/reservations/{}",
+        app.booking, held.reservation_id
+    );
+    let mut reads = Vec::new();
+    for _ in 0..6 {
+        let response = app
+            .http
+            .get(&url)
+            .bearer_auth(&held.secret)
+            .send()
+            .await
+            .unwrap();
+        reads.push(response.status().as_u16());
+    }
+    assert!(reads.contains(&429), "reads are limited too: {reads:?}");
+    // The reads spent their own allowance, not the writes': the next booking goes through.
+    let token = app.token(&sale, 2, 1, 60_000);
+    assert!(app.reserve(&sale, &token, "k2", "p1", 1).await.is_ok());
+}
