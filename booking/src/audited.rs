@@ -4,7 +4,7 @@
 //! `FLOODGATE_AUDIT_KEY` like the ops API's rows; and `audit verify`.
 
 use anyhow::Context as _;
-use floodgate_booking::audit::{self, chain, AuditKey, Phase};
+use floodgate_booking::audit::{self, chain, AuditKeys, Phase};
 use serde_json::{json, Value};
 
 use crate::cli::AuditArgs;
@@ -13,12 +13,12 @@ use crate::cli::AuditArgs;
 const MAX_OPERATOR: usize = 64;
 
 impl AuditArgs {
-    fn key(&self) -> anyhow::Result<AuditKey> {
+    fn keys(&self) -> anyhow::Result<AuditKeys> {
         let secret = self.audit_key.as_ref().context(
             "FLOODGATE_AUDIT_KEY is required: this command changes the sale, and every change is \
              recorded in the audit trail, chained with the booking services' key",
         )?;
-        AuditKey::new(secret).map_err(anyhow::Error::msg)
+        AuditKeys::parse(secret, self.previous_keys.as_ref()).map_err(anyhow::Error::msg)
     }
 
     fn operator(&self) -> anyhow::Result<String> {
@@ -73,9 +73,9 @@ pub(crate) async fn run<F>(
 where
     F: std::future::Future<Output = anyhow::Result<Ended>>,
 {
-    let key = args.key()?;
+    let keys = args.keys()?;
     let operator = args.operator()?;
-    let intent = audit::intend(db, &key, (sale, action, &operator), json!({}), &detail)
+    let intent = audit::intend(db, &keys, (sale, action, &operator), json!({}), &detail)
         .await
         .context("recording the command in the audit trail (nothing was done)")?;
     let ended = work.await;
@@ -87,49 +87,73 @@ where
         ),
     };
     intent
-        .finish(db, &key, phase, &json!({}), &seen)
+        .finish(db, &keys, phase, &json!({}), &seen)
         .await
         .context("recording the command's outcome in the audit trail (its intent is there)")?;
     ended
 }
 
-/// `audit verify`: every row against the chain; exits 2 naming each that does not follow.
+/// `audit verify`: every row against the chain; exits 2 naming each that does not follow, or if
+/// the head is under a key the current one replaced.
 pub(crate) async fn verify(db: &sqlx::PgPool, args: &AuditArgs) -> anyhow::Result<()> {
-    use secrecy::ExposeSecret as _;
-    let mut keys = vec![args.key()?];
-    if let Some(previous) = &args.previous_keys {
-        for key in previous
-            .expose_secret()
-            .split(',')
-            .filter(|k| !k.trim().is_empty())
-        {
-            let key = AuditKey::new(&secrecy::SecretString::from(key.trim().to_owned()))
-                .map_err(|e| anyhow::anyhow!("FLOODGATE_AUDIT_PREVIOUS_KEYS: {e}"))?;
-            keys.push(key);
-        }
-    }
-    let verdict = chain::verify(db, &keys)
+    let keys = args.keys()?;
+    let verdict = audit::verify::verify(db, &keys)
         .await
         .context("reading the audit trail")?;
     let last = verdict.last.as_ref().map_or_else(
         || "no chained row yet".to_owned(),
         |(id, mac)| format!("newest row {id}, MAC {mac}"),
     );
-    if verdict.broken.is_empty() {
+    for (row, from, to) in &verdict.rotations {
+        println!("row {row} rotated the key from {from} to {to}");
+    }
+    if let Some(head) = &verdict.in_force {
+        println!("key in force at the head: {head}");
+    }
+    if verdict.intact(&keys) {
         println!(
             "audit trail intact: {} rows chained ({} written before the chain); {last}",
             verdict.chained, verdict.before_chain
         );
-        println!("compare the newest row with the last `audit row appended` in the logs: rows deleted from the end leave no gap");
+        println!("compare the newest row with the head anchored outside the database (docs/runbook.md, \"The audit trail\"): rows deleted from the end leave no gap");
         return Ok(());
     }
     println!(
-        "audit trail broken: {} of {} rows do not follow the chain",
+        "audit trail broken: {} of {} rows do not follow the chain; {last}",
         verdict.broken.len(),
         verdict.chained
     );
     for (id, why) in &verdict.broken {
         println!("  row {id} {why}");
     }
+    if let Some(behind) = verdict.head_behind(&keys) {
+        println!(
+            "  the head is under key {behind}, which FLOODGATE_AUDIT_KEY ({}) replaced: finish \
+             the rotation (`floodgate-booking audit rotate`), or the chain was cut back and \
+             continued with a retired key (compare with the anchored head)",
+            keys.current.id()
+        );
+    }
     std::process::exit(2);
+}
+
+/// `audit rotate`: hands the chain over to the current key.
+pub(crate) async fn rotate(db: &sqlx::PgPool, args: &AuditArgs) -> anyhow::Result<()> {
+    let keys = args.keys()?;
+    let operator = args.operator()?;
+    match chain::rotate(db, &keys, &operator)
+        .await
+        .context("rotating the audit trail's key")?
+    {
+        chain::Rotation::AlreadyInForce => println!(
+            "key {} is in force already: nothing written",
+            keys.current.id()
+        ),
+        chain::Rotation::Rotated { row, from } => println!(
+            "row {row} hands the audit trail over from key {from} to key {}: from now on only \
+             it appends; keep key {from} among FLOODGATE_AUDIT_PREVIOUS_KEYS for `audit verify`",
+            keys.current.id()
+        ),
+    }
+    Ok(())
 }

@@ -59,6 +59,15 @@ pub(crate) enum AuditCommand {
         #[command(flatten)]
         audit: AuditArgs,
     },
+    /// Hand the chain over to FLOODGATE_AUDIT_KEY: a rotation row made with it, carrying the
+    /// handover of the key in force (which must be among FLOODGATE_AUDIT_PREVIOUS_KEYS). From
+    /// it on, only the new key appends; run it once every booking service holds the new key.
+    Rotate {
+        #[command(flatten)]
+        db: DatabaseArgs,
+        #[command(flatten)]
+        audit: AuditArgs,
+    },
 }
 
 /// Who runs an admin command, and the key its audit rows are chained with.
@@ -68,8 +77,8 @@ pub(crate) struct AuditArgs {
     /// changes something: each is recorded).
     #[arg(long, env = "FLOODGATE_AUDIT_KEY", hide_env_values = true)]
     pub(crate) audit_key: Option<secrecy::SecretString>,
-    /// The keys the trail was chained with before the current one, comma-separated (`audit
-    /// verify` only): rows made before a key rotation still check.
+    /// The keys the trail was chained with before the current one, comma-separated: rows made
+    /// before a rotation still check, and until `audit rotate` the key in force appends.
     #[arg(long, env = "FLOODGATE_AUDIT_PREVIOUS_KEYS", hide_env_values = true)]
     pub(crate) previous_keys: Option<secrecy::SecretString>,
     /// Who is running the command, as the audit trail records it (default: cli:<login name>).

@@ -157,6 +157,12 @@ pub struct Config {
     /// (`floodgate-booking audit verify`).
     #[arg(long, env = "FLOODGATE_AUDIT_KEY", hide_env_values = true)]
     pub audit_key: SecretString,
+    /// The audit keys FLOODGATE_AUDIT_KEY replaces, comma-separated: until `floodgate-booking
+    /// audit rotate` hands the chain over, rows are still made with the key in force, so a
+    /// rollout of a new key first gives every service both (docs/runbook.md, "The audit
+    /// trail"). A service without the key in force refuses ops changes (503).
+    #[arg(long, env = "FLOODGATE_AUDIT_PREVIOUS_KEYS", hide_env_values = true)]
+    pub audit_previous_keys: Option<SecretString>,
     /// How many Redis replicas must have a reservation's and a payment's writes before anything
     /// is promised on them (the 201, a webhook's 2xx, a relayed event). Default: 0 on a single
     /// Redis, 1 on a Redis Cluster. 0 trades that guarantee away: a primary lost in a failover
@@ -194,7 +200,7 @@ impl Config {
         use floodgate_platform::secrets::check_secret;
         self.clients.check()?;
         floodgate_platform::secrets::named_secret_list("FLOODGATE_OPS_TOKEN", &self.ops_token)?;
-        crate::audit::AuditKey::new(&self.audit_key)?;
+        crate::audit::AuditKeys::parse(&self.audit_key, self.audit_previous_keys.as_ref())?;
         check_secret("FLOODGATE_WEBHOOK_SECRET", &self.webhook_secret)?;
         let api_key = self.payment_api_key.clone().ok_or_else(|| {
             "FLOODGATE_PAYMENT_API_KEY is required: the key of the payment provider's API"

@@ -116,8 +116,9 @@ pub struct AppState {
     pub instance_id: Arc<str>,
     /// Checks buyers' identity tokens (`None`: no issuer configured).
     pub identity: Option<Arc<floodgate_platform::identity::IdentityVerifier>>,
-    /// The audit trail's chain key.
-    pub audit_key: audit::AuditKey,
+    /// The audit trail's chain keys: the current one, and those it replaced (appended with until
+    /// a rotation hands over).
+    pub audit_keys: audit::AuditKeys,
     /// Cancelled when the instance begins to stop: `/readyz` fails from then on, while every
     /// route still answers until the drain delay is over (`floodgate_platform::service`).
     pub draining: CancellationToken,
@@ -201,7 +202,11 @@ impl AppState {
                     .clone()
                     .unwrap_or_else(|| format!("booking-{}", uuid::Uuid::new_v4().simple())),
             ),
-            audit_key: audit::AuditKey::new(&config.audit_key).map_err(anyhow::Error::msg)?,
+            audit_keys: audit::AuditKeys::parse(
+                &config.audit_key,
+                config.audit_previous_keys.as_ref(),
+            )
+            .map_err(anyhow::Error::msg)?,
             draining: life.draining.clone(),
             health: Arc::default(),
             origins: Arc::new(floodgate_platform::origins::AllowedOrigins::from_args(

@@ -46,6 +46,9 @@ async fn main() -> anyhow::Result<()> {
         Command::Audit(AuditCommand::Verify { db, audit }) => {
             audited::verify(&connect_db(&db).await?, &audit).await
         }
+        Command::Audit(AuditCommand::Rotate { db, audit }) => {
+            audited::rotate(&connect_db(&db).await?, &audit).await
+        }
         Command::Topics(TopicsCommand::Ensure {
             kafka,
             dlq_topic,

@@ -1,7 +1,7 @@
 //! The audit trail's chain: every row of `ops_audit` carries an HMAC-SHA256 of its own fields and
 //! of the MAC of the row before it, keyed with `FLOODGATE_AUDIT_KEY`, which PostgreSQL never
 //! holds. Whoever can write to the database but does not hold the key cannot edit a row, delete
-//! one from the middle, or insert one, without [`verify`] naming the first row that no longer
+//! one from the middle, or insert one, without [`super::verify`] naming the first row that no longer
 //! follows. Rows are appended one at a time under a transaction-scoped advisory lock, so the
 //! chain has one order across every booking service and admin command.
 //!
@@ -10,14 +10,18 @@
 //! without the first chained row failing. A row with no MAC (written by an older release during
 //! an upgrade, or by hand) is reported and skipped: the chain runs from MAC to MAC.
 //!
+//! Each row names the key that made it, and only the key in force at the chain's head appends
+//! ([`super::keys`]): a rotation is a row of its own ([`rotate`]), and a retired key signs
+//! nothing new. [`super::verify`] checks each row with the key in force at its position.
+//!
 //! Deleting the newest rows leaves a shorter chain that still verifies: each append logs its
-//! row id and MAC (`audit row appended`), so the logs, kept elsewhere, say where the chain ended.
+//! row id and MAC (`audit row appended`), so the logs, kept elsewhere, say where the chain ended
+//! (the runbook says how to anchor it outside the database).
 
-use hmac::{Hmac, Mac as _};
-use secrecy::{ExposeSecret as _, SecretString};
 use serde_json::Value;
-use sha2::Sha256;
 use sqlx::PgPool;
+
+pub use super::keys::{AuditKey, AuditKeys};
 
 /// The advisory lock the appenders take turns under (any constant of this application's own).
 const CHAIN_LOCK: i64 = 0x466c_6f6f_6441_7564; // "FloodAud"
@@ -26,25 +30,18 @@ const GENESIS: &str = "genesis";
 /// What rows written before the chain existed carry instead of a MAC (the migration marks them).
 pub const BEFORE_CHAIN: &str = "before-chain";
 
-/// The key the chain is made with, checked to be a real secret.
-#[derive(Clone)]
-pub struct AuditKey(SecretString);
-
-impl AuditKey {
-    /// `secret`, if it is a usable key (at least 32 characters, not a placeholder).
-    pub fn new(secret: &SecretString) -> Result<Self, String> {
-        floodgate_platform::secrets::check_secret("FLOODGATE_AUDIT_KEY", secret)?;
-        Ok(Self(secret.clone()))
-    }
-
-    fn mac(&self, previous: &str, row: &Row) -> String {
-        let mut mac = Hmac::<Sha256>::new_from_slice(self.0.expose_secret().as_bytes())
-            .expect("HMAC takes a key of any length");
-        mac.update(previous.as_bytes());
-        mac.update(b"\n");
-        mac.update(row.canonical().as_bytes());
-        hex::encode(mac.finalize().into_bytes())
-    }
+/// Why a row could not be appended.
+#[derive(Debug, thiserror::Error)]
+pub enum AppendError {
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+    /// The chain's key in force is not one this process holds: it was retired by a rotation
+    /// (this process's key is old), or it is newer than this process's keys.
+    #[error(
+        "the audit trail's key in force is {in_force}, and this process holds {held}: a retired \
+         key signs nothing new (give it the key in force as FLOODGATE_AUDIT_KEY)"
+    )]
+    KeyNotHeld { in_force: String, held: String },
 }
 
 /// How an action ended, or that it is about to start.
@@ -84,6 +81,9 @@ pub struct Row {
     pub before: Value,
     pub after: Value,
     pub detail: Value,
+    /// The id of the key that made the row's MAC; `None` for a row chained before rows named
+    /// their keys.
+    pub key_id: Option<String>,
 }
 
 impl Row {
@@ -91,7 +91,7 @@ impl Row {
     /// (jsonb reorders them), the time in whole microseconds (PostgreSQL's precision).
     fn canonical(&self) -> String {
         let micros = self.at.unix_timestamp_nanos() / 1_000;
-        let fields = Value::Array(vec![
+        let mut fields = vec![
             self.id.into(),
             Value::String(micros.to_string()),
             Value::String(self.sale.clone()),
@@ -102,8 +102,18 @@ impl Row {
             sorted(&self.before),
             sorted(&self.after),
             sorted(&self.detail),
-        ]);
-        fields.to_string()
+        ];
+        // Only a named row names its key, so a row chained before keys were named checks as
+        // it did.
+        if let Some(key) = &self.key_id {
+            fields.push(Value::String(key.clone()));
+        }
+        Value::Array(fields).to_string()
+    }
+
+    /// The row's MAC under `key`, after the row whose MAC is `previous`.
+    pub(crate) fn mac(&self, key: &AuditKey, previous: &str) -> String {
+        key.mac(&[previous.as_bytes(), self.canonical().as_bytes()])
     }
 }
 
@@ -138,10 +148,10 @@ pub struct Entry<'a> {
 }
 
 /// Appends `entry` to the chain; its row id.
-pub async fn append(db: &PgPool, key: &AuditKey, entry: Entry<'_>) -> Result<i64, sqlx::Error> {
+pub async fn append(db: &PgPool, keys: &AuditKeys, entry: Entry<'_>) -> Result<i64, AppendError> {
     let mut tx = db.begin().await?;
     lock(&mut tx).await?;
-    let written = write(&mut tx, key, &entry).await?;
+    let written = write(&mut tx, keys, &entry).await?;
     tx.commit().await?;
     Ok(logged(written, &entry))
 }
@@ -151,10 +161,10 @@ pub async fn append(db: &PgPool, key: &AuditKey, entry: Entry<'_>) -> Result<i64
 /// `None` if it was written before. `entry.detail` must carry it as `change`.
 pub async fn append_once(
     db: &PgPool,
-    key: &AuditKey,
+    keys: &AuditKeys,
     entry: Entry<'_>,
     change: &str,
-) -> Result<Option<i64>, sqlx::Error> {
+) -> Result<Option<i64>, AppendError> {
     let mut tx = db.begin().await?;
     lock(&mut tx).await?;
     let seen: bool = sqlx::query_scalar(
@@ -167,7 +177,7 @@ pub async fn append_once(
     if seen {
         return Ok(None);
     }
-    let written = write(&mut tx, key, &entry).await?;
+    let written = write(&mut tx, keys, &entry).await?;
     tx.commit().await?;
     Ok(Some(logged(written, &entry)))
 }
@@ -187,22 +197,53 @@ fn logged((id, mac): (i64, String), entry: &Entry<'_>) -> i64 {
     id
 }
 
-/// Writes `entry` as the chain's next row, the lock held; its row id and MAC.
+/// Writes `entry` as the chain's next row with the key in force, the lock held; its row id
+/// and MAC.
 async fn write(
     tx: &mut sqlx::PgConnection,
-    key: &AuditKey,
+    keys: &AuditKeys,
     entry: &Entry<'_>,
-) -> Result<(i64, String), sqlx::Error> {
-    let previous: Option<String> = sqlx::query_scalar(
-        "select mac from ops_audit where mac is not null and mac <> $1 order by id desc limit 1",
+) -> Result<(i64, String), AppendError> {
+    let (previous, named) = head(&mut *tx).await?;
+    let key = in_force(keys, named.as_deref())?;
+    Ok(insert(tx, key, &previous, entry).await?)
+}
+
+/// The key to append with after a head that names `named`: that key (a head with no name, or
+/// no chain yet: the current key).
+fn in_force<'k>(keys: &'k AuditKeys, named: Option<&str>) -> Result<&'k AuditKey, AppendError> {
+    match named {
+        None => Ok(&keys.current),
+        Some(id) => keys.by_id(id).ok_or_else(|| AppendError::KeyNotHeld {
+            in_force: id.to_owned(),
+            held: keys.ids(),
+        }),
+    }
+}
+
+/// The MAC the next row follows (the genesis before the first), and the key the newest row
+/// names.
+async fn head(tx: &mut sqlx::PgConnection) -> Result<(String, Option<String>), sqlx::Error> {
+    let newest: Option<(String, Option<String>)> = sqlx::query_as(
+        "select mac, key_id from ops_audit where mac is not null and mac <> $1
+         order by id desc limit 1",
     )
     .bind(BEFORE_CHAIN)
     .fetch_optional(&mut *tx)
     .await?;
-    let previous = match previous {
-        Some(mac) => mac,
-        None => genesis(&mut *tx).await?,
-    };
+    Ok(match newest {
+        Some(head) => head,
+        None => (genesis(&mut *tx).await?, None),
+    })
+}
+
+/// Inserts `entry` after the row whose MAC is `previous`, made and named with `key`.
+async fn insert(
+    tx: &mut sqlx::PgConnection,
+    key: &AuditKey,
+    previous: &str,
+    entry: &Entry<'_>,
+) -> Result<(i64, String), sqlx::Error> {
     // Taken under the lock, so ids rise in the chain's order.
     let id: i64 = sqlx::query_scalar("select nextval(pg_get_serial_sequence('ops_audit', 'id'))")
         .fetch_one(&mut *tx)
@@ -222,11 +263,13 @@ async fn write(
         before: entry.before.clone(),
         after: entry.after.clone(),
         detail: entry.detail.clone(),
+        key_id: Some(key.id().to_owned()),
     };
-    let mac = key.mac(&previous, &row);
+    let mac = row.mac(key, previous);
     sqlx::query(
-        "insert into ops_audit (id, at, sale, action, actor, phase, intent, before, after, detail, mac)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        "insert into ops_audit
+           (id, at, sale, action, actor, phase, intent, before, after, detail, mac, key_id)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
     )
     .bind(row.id)
     .bind(row.at)
@@ -239,9 +282,55 @@ async fn write(
     .bind(&row.after)
     .bind(&row.detail)
     .bind(&mac)
+    .bind(&row.key_id)
     .execute(&mut *tx)
     .await?;
     Ok((id, mac))
+}
+
+/// What [`rotate`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Rotation {
+    /// The current key was in force already: nothing written.
+    AlreadyInForce,
+    /// The rotation row `row` hands the chain over from key `from` to the current key.
+    Rotated { row: i64, from: String },
+}
+
+/// Hands the chain over to `keys.current`: a rotation row, made with the current key, naming the
+/// key in force and carrying its handover, which needs that key (one of `keys.previous`). From
+/// it on, rows are made with the current key only.
+pub async fn rotate(db: &PgPool, keys: &AuditKeys, actor: &str) -> Result<Rotation, AppendError> {
+    let mut tx = db.begin().await?;
+    lock(&mut tx).await?;
+    let (previous, named) = head(&mut tx).await?;
+    let old = in_force(keys, named.as_deref())?;
+    if old.id() == keys.current.id() {
+        return Ok(Rotation::AlreadyInForce);
+    }
+    let to = keys.current.id();
+    let detail = serde_json::json!({
+        "from": old.id(),
+        "to": to,
+        "handover": old.handover(&previous, to),
+    });
+    let entry = Entry {
+        sale: super::keys::NO_SALE,
+        action: super::keys::ROTATE,
+        actor,
+        phase: Phase::Done,
+        intent: None,
+        before: &serde_json::json!({ "key": old.id() }),
+        after: &serde_json::json!({ "key": to }),
+        detail: &detail,
+    };
+    let written = insert(&mut tx, &keys.current, &previous, &entry).await?;
+    tx.commit().await?;
+    let from = old.id().to_owned();
+    Ok(Rotation::Rotated {
+        row: logged(written, &entry),
+        from,
+    })
 }
 
 /// The first chained row's predecessor: [`GENESIS`] and a digest of every row written before the
@@ -250,7 +339,7 @@ async fn genesis(tx: &mut sqlx::PgConnection) -> Result<String, sqlx::Error> {
     use futures::TryStreamExt as _;
     let mut legacy = Legacy::default();
     let mut rows = sqlx::query_as::<_, Row>(
-        "select id, at, sale, action, actor, phase, intent, before, after, detail
+        "select id, at, sale, action, actor, phase, intent, before, after, detail, key_id
          from ops_audit where mac = $1 order by id",
     )
     .bind(BEFORE_CHAIN)
@@ -263,132 +352,25 @@ async fn genesis(tx: &mut sqlx::PgConnection) -> Result<String, sqlx::Error> {
 
 /// A running digest of the rows written before the chain.
 #[derive(Default)]
-struct Legacy {
+pub(super) struct Legacy {
     digest: sha2::Sha256,
     rows: u64,
 }
 
 impl Legacy {
-    fn add(&mut self, row: &Row) {
+    pub(super) fn add(&mut self, row: &Row) {
         use sha2::Digest as _;
         self.digest.update(row.canonical().as_bytes());
         self.digest.update(b"\n");
         self.rows += 1;
     }
 
-    fn genesis(self) -> String {
+    pub(super) fn genesis(self) -> String {
         use sha2::Digest as _;
         format!(
             "{GENESIS}:{}:{}",
             self.rows,
             hex::encode(self.digest.finalize())
         )
-    }
-}
-
-/// What [`verify`] found.
-#[derive(Debug, Default)]
-pub struct Verdict {
-    /// Rows checked against the chain.
-    pub chained: u64,
-    /// Rows written before the chain existed (not checked).
-    pub before_chain: u64,
-    /// Each row that does not follow, and why.
-    pub broken: Vec<(i64, &'static str)>,
-    /// The newest row's id and MAC, to compare with the last one logged.
-    pub last: Option<(i64, String)>,
-}
-
-/// Checks every row of the trail against the chain, oldest first. A row may have been made with
-/// any of `keys` (the current one and those it replaced).
-pub async fn verify(db: &PgPool, keys: &[AuditKey]) -> Result<Verdict, sqlx::Error> {
-    use futures::TryStreamExt as _;
-    let mut verdict = Verdict::default();
-    let mut legacy = Some(Legacy::default());
-    let mut previous = String::new();
-    // Rows are read as they come, so a long trail is checked in bounded memory.
-    let mut stream = sqlx::query(
-        "select id, at, sale, action, actor, phase, intent, before, after, detail, mac
-         from ops_audit order by id",
-    )
-    .fetch(db);
-    while let Some(record) = stream.try_next().await? {
-        use sqlx::{FromRow as _, Row as _};
-        let row = Row::from_row(&record)?;
-        let mac: Option<String> = record.try_get("mac")?;
-        match (mac.as_deref(), legacy.as_mut()) {
-            (Some(BEFORE_CHAIN), Some(legacy)) => {
-                legacy.add(&row);
-                verdict.before_chain += 1;
-            }
-            (Some(BEFORE_CHAIN), None) => verdict.broken.push((
-                row.id,
-                "is marked as written before the chain, inside it: re-marked by hand",
-            )),
-            (None, _) => verdict.broken.push((
-                row.id,
-                "carries no MAC: written by an older release during an upgrade, or by hand",
-            )),
-            (Some(stored), _) => {
-                if let Some(legacy) = legacy.take() {
-                    previous = legacy.genesis();
-                }
-                verdict.chained += 1;
-                if !keys.iter().any(|key| key.mac(&previous, &row) == stored) {
-                    verdict.broken.push((
-                        row.id,
-                        "does not match its MAC: it was edited, a row before it was deleted or \
-                         edited, or the key is not the one the trail was written with",
-                    ));
-                }
-                previous = stored.to_owned();
-                verdict.last = Some((row.id, stored.to_owned()));
-            }
-        }
-    }
-    Ok(verdict)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn row() -> Row {
-        Row {
-            id: 7,
-            at: time::OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap(),
-            sale: "s".into(),
-            action: "pause".into(),
-            actor: "alice".into(),
-            phase: "done".into(),
-            intent: Some(6),
-            before: serde_json::json!({ "paused": false, "admission_rate": 5.0 }),
-            after: serde_json::json!({ "admission_rate": 5.0, "paused": true }),
-            detail: serde_json::json!({}),
-        }
-    }
-
-    #[test]
-    fn every_field_and_the_row_before_are_in_the_mac() {
-        let key = AuditKey::new(&SecretString::from("k".repeat(32) + "x1")).unwrap();
-        let mac = key.mac("previous", &row());
-        assert_eq!(mac, key.mac("previous", &row()));
-        assert_ne!(mac, key.mac("another", &row()));
-        let mut edited = row();
-        edited.actor = "mallory".into();
-        assert_ne!(mac, key.mac("previous", &edited));
-        let mut edited = row();
-        edited.after["paused"] = false.into();
-        assert_ne!(mac, key.mac("previous", &edited));
-        let other = AuditKey::new(&SecretString::from("o".repeat(32) + "y2")).unwrap();
-        assert_ne!(mac, other.mac("previous", &row()));
-    }
-
-    #[test]
-    fn key_order_does_not_change_the_mac() {
-        let key = AuditKey::new(&SecretString::from("k".repeat(32) + "x1")).unwrap();
-        let mut reordered = row();
-        reordered.before = serde_json::json!({ "admission_rate": 5.0, "paused": false });
-        assert_eq!(key.mac("p", &row()), key.mac("p", &reordered));
     }
 }

@@ -7,6 +7,8 @@
 //! `GET /admin/v1/sales/{sale}/audit` and the console show them.
 
 pub mod chain;
+pub mod keys;
+pub mod verify;
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -16,7 +18,7 @@ use floodgate_protocol::api::code;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-pub use chain::{AuditKey, Phase};
+pub use chain::{AppendError, AuditKey, AuditKeys, Phase};
 
 use crate::error::ApiError;
 use crate::figures::{self, OpsFigures};
@@ -54,14 +56,14 @@ pub struct Intent {
 /// `detail` asks. Made before the change: if the trail cannot be written, nothing is changed.
 pub async fn intend(
     db: &sqlx::PgPool,
-    key: &AuditKey,
+    keys: &AuditKeys,
     (sale, action, actor): (&str, &str, &str),
     before: Value,
     detail: &Value,
-) -> Result<Intent, sqlx::Error> {
+) -> Result<Intent, AppendError> {
     let id = chain::append(
         db,
-        key,
+        keys,
         chain::Entry {
             sale,
             action,
@@ -88,14 +90,14 @@ impl Intent {
     pub async fn finish(
         self,
         db: &sqlx::PgPool,
-        key: &AuditKey,
+        keys: &AuditKeys,
         phase: Phase,
         after: &Value,
         detail: &Value,
-    ) -> Result<(), sqlx::Error> {
+    ) -> Result<(), AppendError> {
         chain::append(
             db,
-            key,
+            keys,
             chain::Entry {
                 sale: &self.sale,
                 action: &self.action,
@@ -130,13 +132,20 @@ where
     let before = figures::read(state, sale).await?;
     let intent = intend(
         &state.db,
-        &state.audit_key,
+        &state.audit_keys,
         (sale, action, &operator.0),
         settings(&before),
         &detail,
     )
     .await
-    .map_err(|e| unavailable(e, "nothing was changed; retry shortly"))?;
+    .map_err(|e| match e {
+        // Retrying does not help: an operator must give this service the key in force.
+        AppendError::KeyNotHeld { .. } => {
+            tracing::error!(error = %e, "an ops change refused: the audit key in force is not held");
+            ApiError::new(code::CATALOG_UNAVAILABLE, format!("{e}; nothing was changed"))
+        }
+        AppendError::Database(e) => unavailable(e, "nothing was changed; retry shortly"),
+    })?;
     let changed = change.await;
     let after = figures::read(state, sale).await;
     let (phase, seen) = match (&changed, &after) {
@@ -152,7 +161,7 @@ where
     };
     let after_settings = after.as_ref().map_or(json!({}), settings);
     if let Err(e) = intent
-        .finish(&state.db, &state.audit_key, phase, &after_settings, &seen)
+        .finish(&state.db, &state.audit_keys, phase, &after_settings, &seen)
         .await
     {
         tracing::error!(error = %e, %sale, action,
@@ -162,8 +171,9 @@ where
     after
 }
 
-/// The audit trail's table could not be used: 503, with what to do.
-fn unavailable(e: sqlx::Error, then: &str) -> ApiError {
+/// The audit trail's table could not be used, or this process does not hold the key in force:
+/// 503, with what to do.
+fn unavailable(e: impl std::fmt::Display, then: &str) -> ApiError {
     tracing::warn!(error = %e, "the audit trail is unavailable");
     ApiError::new(
         code::CATALOG_UNAVAILABLE,

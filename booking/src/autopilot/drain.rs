@@ -92,6 +92,6 @@ async fn write(state: &AppState, sale: &str, change: &Audited) -> anyhow::Result
         after: &json!({ "admission_rate": change.to }),
         detail: &detail,
     };
-    chain::append_once(&state.db, &state.audit_key, entry, &change.id).await?;
+    chain::append_once(&state.db, &state.audit_keys, entry, &change.id).await?;
     Ok(())
 }

@@ -14,7 +14,8 @@
 //! - [`waiting_room`], [`fairness`], [`freshness`], [`join_batches`], [`room_fleet`], [`ops`]: the
 //!   waiting room, its fairness, the freshness contract, joins sent in batches, several gateways,
 //!   the ops API.
-//! - [`audit`]: the record of every operator action.
+//! - [`audit`], [`audit_keys`]: the record of every operator action, and the keys it is chained
+//!   with.
 //! - [`buyers`]: signed-in buyers (identity, one place each, the pass bound to its buyer, the
 //!   per-buyer limit) and the bot check at the door.
 //! - [`consumer`], [`consumer_group`], [`outages`], [`rebuild`], [`reconcile`]: durability, the
@@ -48,6 +49,7 @@
 mod agreement;
 mod asyncapi;
 mod audit;
+mod audit_keys;
 mod autopilot;
 mod benchmarks;
 mod booking_api;

@@ -1,0 +1,126 @@
+//! The audit chain's keys (issue 48): each row names the key that made it, one key is in force
+//! at a time, and `floodgate-booking audit rotate` hands the chain over. A process holding only
+//! the retired key appends nothing; whoever keeps it with database access cannot cut the chain
+//! back and continue it without `audit verify` saying so.
+
+use floodgate_tests::secret;
+
+use super::audit::app_with_a_pending_sale;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotation_hands_the_chain_over_and_the_retired_key_signs_nothing_after_it() {
+    let (url, app, sale) = app_with_a_pending_sale().await;
+    let old = app.audit_key.clone();
+    let new = secret("audit_");
+    let with_old: &[(&str, &str)] = &[("FLOODGATE_AUDIT_KEY", &old)];
+    let with_new: &[(&str, &str)] = &[
+        ("FLOODGATE_AUDIT_KEY", &new),
+        ("FLOODGATE_AUDIT_PREVIOUS_KEYS", &old),
+    ];
+    let rows = || async {
+        sqlx::query_as::<_, (i64, String, Option<String>)>(
+            "select id, action, key_id from ops_audit order by id",
+        )
+        .fetch_all(&app.db)
+        .await
+        .unwrap()
+    };
+
+    // Rows under the first key name it.
+    let (code, said) = app.booking_command(&url, &["sale", "arm", &sale]);
+    assert_eq!(code, 0, "{said}");
+    let before = rows().await;
+    assert!(!before.is_empty());
+    let old_id = before[0].2.clone().expect("a row names its key");
+    assert!(
+        before
+            .iter()
+            .all(|(_, _, key)| key.as_deref() == Some(&old_id)),
+        "{before:?}"
+    );
+
+    // A service given the new key (and the old as previous) appends with the old one until the
+    // rotation: nothing it writes is refused while the rollout is under way.
+    let (code, said) = app.booking_command_with(&url, &["sale", "arm", &sale], with_new);
+    assert!(code == 0 || code == 2, "{said}");
+    let during = rows().await;
+    assert!(during.len() > before.len(), "{during:?}");
+    assert!(
+        during
+            .iter()
+            .all(|(_, _, key)| key.as_deref() == Some(&old_id)),
+        "{during:?}"
+    );
+
+    // The rotation: one row, made with the new key.
+    let (code, said) = app.booking_command_with(&url, &["audit", "rotate"], with_new);
+    assert_eq!(code, 0, "{said}");
+    assert!(said.contains(&format!("from key {old_id}")), "{said}");
+    let rotated = rows().await;
+    let (rotation, action, new_id) = rotated.last().unwrap().clone();
+    assert_eq!(action, "rotate_key");
+    let new_id = new_id.unwrap();
+    assert_ne!(new_id, old_id);
+    // Rotating again writes nothing.
+    let (code, said) = app.booking_command_with(&url, &["audit", "rotate"], with_new);
+    assert_eq!(code, 0, "{said}");
+    assert_eq!(rows().await.len(), rotated.len(), "{said}");
+
+    // The retired key alone appends nothing: not a command, not the running service's ops API,
+    // which answers 503 and changes nothing.
+    let (code, said) = app.booking_command_with(&url, &["sale", "arm", &sale], with_old);
+    assert_ne!(code, 0, "{said}");
+    assert!(
+        said.contains(&new_id),
+        "the refusal names the key in force: {said}"
+    );
+    let (status, body) = app
+        .ops(
+            reqwest::Method::POST,
+            &format!("/admin/v1/sales/{sale}/pause"),
+            &app.ops_token,
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (503, Some("catalog_unavailable")),
+        "{body}"
+    );
+    assert_eq!(rows().await.len(), rotated.len());
+
+    // The new key appends, and verify with both checks every row and names the rotation.
+    let (code, said) = app.booking_command_with(&url, &["sale", "arm", &sale], with_new);
+    assert!(code == 0 || code == 2, "{said}");
+    let after = rows().await;
+    assert!(after.len() > rotated.len());
+    assert_eq!(after.last().unwrap().2.as_deref(), Some(new_id.as_str()));
+    let (code, said) = app.booking_command_with(&url, &["audit", "verify"], with_new);
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        said.contains(&format!(
+            "row {rotation} rotated the key from {old_id} to {new_id}"
+        )),
+        "{said}"
+    );
+    // The retired key alone does not vouch for the rows after it.
+    let (code, said) = app.booking_command_with(&url, &["audit", "verify"], with_old);
+    assert_eq!(code, 2, "{said}");
+
+    // Whoever kept the retired key and has the database cuts the chain back to before the
+    // rotation and continues it with the old key: every row checks, but verify with the current
+    // key sees the head under a key it replaced.
+    sqlx::query("delete from ops_audit where id >= $1")
+        .bind(rotation)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let (code, said) = app.booking_command_with(&url, &["sale", "arm", &sale], with_old);
+    assert!(
+        code == 0 || code == 2,
+        "the old key is in force again: {said}"
+    );
+    let (code, said) = app.booking_command_with(&url, &["audit", "verify"], with_new);
+    assert_eq!(code, 2, "{said}");
+    assert!(said.contains(&format!("under key {old_id}")), "{said}");
+}
