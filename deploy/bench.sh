@@ -6,7 +6,7 @@
 #
 #   deploy/bench.sh                 every scenario (the soak aside)
 #   deploy/bench.sh queue sale      some of them (queue, burst, sale, raw, cluster, naive, poll, peer,
-#                                   autopilot)
+#                                   autopilot, hostile)
 #   deploy/bench.sh soak            the scenarios back to back for 20 minutes (BENCH_SOAK_MINUTES),
 #                                   counting what died, failed or was refused (see soak() below)
 #
@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SCENARIOS=${*:-queue burst sale raw cluster naive poll peer autopilot}
+SCENARIOS=${*:-queue burst sale raw cluster naive poll peer autopilot hostile}
 CLIENTS=${BENCH_CLIENTS:-100000}
 GATEWAYS=${BENCH_GATEWAYS:-6}
 BURST=${BENCH_BURST:-10000}
@@ -828,6 +828,17 @@ soak() {
 # admission rate (the autopilot off), once with the autopilot on between a floor and that same
 # rate as its ceiling. Reported side by side: the booking service's 503s, failed people, and
 # the time until the last seat was held (deploy/sales/bench-autopilot.toml: 3,000 seats).
+# The rate and the autopilot's step every second while process $1 (a rush) runs, from the ops
+# API's figures of sale $2, a JSON line each into file $3: the report's account of what it did.
+watch_autopilot() { # <loader pid> <sale> <series file>
+  : >"$3"
+  while kill -0 "$1" 2>/dev/null; do
+    curl -fsS -H "Authorization: Bearer $FLOODGATE_OPS_TOKEN" \
+      "http://127.0.0.1:19081/admin/v1/sales/$2" 2>/dev/null |
+      jq -c '.autopilot.last_step as $s | {admission_rate, at_ms: $s.at_ms, decision: $s.decision, health: $s.health}' >>"$3" || true
+    sleep 1
+  done
+}
 autopilot() {
   stop_backend
   "$BIN/floodgate-loadgen" fault --listen 127.0.0.1:16390 --upstream 127.0.0.1:6379 \
@@ -853,16 +864,8 @@ autopilot() {
       --think-ms 2000 --pay-ratio 1 --seats 1 --from "$(sources 1),$(sources 2)" \
       --json "$RESULTS/autopilot-$mode.json" 2>"$LOGS/autopilot-$mode.log" &
     local loader=$!
-    # The rate and the autopilot's step every second while the rush runs (the ops API's
-    # figures), for the report's account of what it did.
     local series="$RESULTS/.autopilot-$mode.series"
-    : >"$series"
-    while kill -0 "$loader" 2>/dev/null; do
-      curl -fsS -H "Authorization: Bearer $FLOODGATE_OPS_TOKEN" \
-        "http://127.0.0.1:19081/admin/v1/sales/$sale" 2>/dev/null |
-        jq -c '{admission_rate, decision: .autopilot.last_step.decision, health: .autopilot.last_step.health}' >>"$series" || true
-      sleep 1
-    done
+    watch_autopilot "$loader" "$sale" "$series"
     wait "$loader" ||
       say "autopilot $mode: the sale's invariants did NOT all hold (see $RESULTS/autopilot-$mode.json)"
     local after; after=$(metric_where floodgate_http_requests_total 'status="503"' 127.0.0.1:19081)
@@ -879,6 +882,82 @@ autopilot() {
   wait "$fault" 2>/dev/null || true
 }
 
+# hostile: the autopilot's sale three times calm and three times with a stranger beside the
+# crowd (`floodgate-loadgen hostile`: each of its attacks at BENCH_HOSTILE_RATE requests a
+# second, 100 by default, from eight addresses of its own), in pairs, one round after another.
+# Unlike every other scenario the services keep their default per-address allowances, and the
+# crowd (BENCH_HOSTILE_CLIENTS people, 6,000 by default) comes from 1,500 addresses, as a real
+# one does. The sale opens 6 s after it is made; the stranger joins at once (first in the
+# pre-queue, so its pass comes in the first batch) and the crowd a second after the opening.
+# The 503s the booking service answered, the autopilot's steps every second, and every
+# service's CPU over each run are kept beside the crowd's figures (docs: BENCHMARKS.md).
+hostile() {
+  local limits=(FLOODGATE_MAX_CONNECTIONS_PER_IP FLOODGATE_JOINS_PER_SEC_PER_IP
+    FLOODGATE_BOOKING_REQUESTS_PER_SEC_PER_IP FLOODGATE_BOOKING_READS_PER_SEC_PER_IP
+    FLOODGATE_PLACE_REQUESTS_PER_SEC_PER_IP FLOODGATE_CHALLENGES_PER_SEC_PER_IP)
+  local saved=() v
+  for v in "${limits[@]}"; do saved+=("$v=${!v}"); unset "$v"; done
+  stop_backend
+  start_backend
+  start_gateways 2
+  local crowd strangers
+  crowd=$(joined $(for a in 2 3 4 5 6 7; do for b in $(seq 1 250); do echo "127.0.$a.$b"; done; done))
+  strangers=$(joined $(seq -f '127.0.10.%g' 1 8))
+  local round mode
+  for round in 1 2 3; do
+    for mode in calm hostile; do hostile_run "$round" "$mode" "$crowd" "$strangers"; done
+  done
+  stop_gateways
+  stop_backend
+  export "${saved[@]}"
+}
+hostile_run() { # <round> <calm|hostile> <crowd addresses> <stranger addresses>
+  local round=$1 mode=$2
+  local name="hostile-$mode-$round"
+  local sale="bench-$name-$RANDOM" opens
+  opens=$(($(date +%s%3N) + 6000))
+  "$BIN/floodgate-booking" sale create deploy/sales/bench-autopilot.toml --id "$sale" \
+    --opens-in-secs 6 --arm >/dev/null
+  curl -fsS -X PATCH -H "Authorization: Bearer $FLOODGATE_OPS_TOKEN" \
+    -H 'Content-Type: application/json' "http://127.0.0.1:19081/admin/v1/sales/$sale" \
+    -d '{"autopilot": {"enabled": true, "floor": 20, "ceiling": 300, "settle_secs": 3}}' >/dev/null
+  local before procs stranger=
+  before=$(metric_where floodgate_http_requests_total 'status="503"' 127.0.0.1:19081)
+  mapfile -t procs < <(service_procs)
+  cpu_begin "$name" "${procs[@]}"
+  if [ "$mode" = hostile ]; then
+    "$BIN/floodgate-loadgen" hostile --gateways "$(joined "${GATEWAY_ADDRS[@]}")" \
+      --booking 127.0.0.1:18081 --sale "$sale" --pool 12951-20261201-3A-TQ --from "$4" \
+      --rate "${BENCH_HOSTILE_RATE:-100}" --json "$RESULTS/.$name-strangers.json" \
+      >/dev/null 2>"$LOGS/$name-strangers.log" &
+    stranger=$!
+    PIDS+=("$stranger")
+  fi
+  sleep_until_ms $((opens + 1000))
+  say "$name: ${BENCH_HOSTILE_CLIENTS:-6000} people for 3000 seats${stranger:+, a stranger attacking}"
+  "$BIN/floodgate-loadgen" sale --gateways "$(joined "${GATEWAY_ADDRS[@]}")" --sale "$sale" \
+    --booking 127.0.0.1:18081 --sandbox 127.0.0.1:18082 --clients "${BENCH_HOSTILE_CLIENTS:-6000}" \
+    --think-ms 2000 --pay-ratio 1 --seats 1 --from "$3" \
+    --json "$RESULTS/$name.json" 2>"$LOGS/$name.log" &
+  local loader=$!
+  local series="$RESULTS/.$name.series"
+  watch_autopilot "$loader" "$sale" "$series"
+  wait "$loader" || say "$name: the sale's invariants did NOT all hold (see $RESULTS/$name.json)"
+  if [ -n "$stranger" ]; then
+    kill -TERM "$stranger" 2>/dev/null || true
+    wait "$stranger" || say "$name: the stranger failed (see $LOGS/$name-strangers.log)"
+  fi
+  cpu_end "$name" "{\"people\": ${BENCH_HOSTILE_CLIENTS:-6000}}"
+  local after tmp="$RESULTS/.$name.json"
+  after=$(metric_where floodgate_http_requests_total 'status="503"' 127.0.0.1:19081)
+  [ -s "$RESULTS/.$name-strangers.json" ] || echo null >"$RESULTS/.$name-strangers.json"
+  jq --arg mode "$mode" --argjson n503 $((after - before)) --slurpfile series "$series" \
+    --slurpfile strangers "$RESULTS/.$name-strangers.json" \
+    '. + {mode: $mode, booking_503: $n503, every_second: $series, strangers: $strangers[0]}' \
+    "$RESULTS/$name.json" >"$tmp" && mv "$tmp" "$RESULTS/$name.json"
+  rm -f "$series" "$RESULTS/.$name-strangers.json"
+}
+
 machine
 # shellcheck disable=SC2086
 jq -n '$ARGS.positional' --args $SCENARIOS >"$RESULTS/ran.json"
@@ -887,8 +966,8 @@ for scenario in $SCENARIOS; do
   rm -f "$RESULTS/$scenario"-*.json "$RESULTS/$scenario.json" "$RESULTS/cpu-$scenario"*.json
   [ "$scenario" != queue ] || rm -f "$RESULTS/memory.json"
   case $scenario in
-    queue | burst | sale | raw | cluster | naive | poll | peer | autopilot | soak) "$scenario" ;;
-    *) say "unknown scenario $scenario (queue, burst, sale, raw, cluster, naive, poll, peer, autopilot, soak)"; exit 64 ;;
+    queue | burst | sale | raw | cluster | naive | poll | peer | autopilot | hostile | soak) "$scenario" ;;
+    *) say "unknown scenario $scenario (queue, burst, sale, raw, cluster, naive, poll, peer, autopilot, hostile, soak)"; exit 64 ;;
   esac
 done
 "$BIN/floodgate-loadgen" markdown --results "$RESULTS" --into BENCHMARKS.md

@@ -42,12 +42,14 @@ pub struct Upgrade {
 
 /// Why a request is not a WebSocket handshake this gateway can take, in a few words: a 426
 /// `websocket_required`, with the headers RFC 9110 and RFC 6455 ask of it (`Upgrade`, and the
-/// version this server speaks); or, for a request with no `Host`, 400 `host_missing`.
+/// version this server speaks); or, for a request without exactly one `Host`, 400
+/// `host_missing`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NotWebSocket(&'static str);
 
-/// The reason a handshake without `Host` is refused for.
-const NO_HOST: &str = "a handshake must carry a Host header (RFC 6455 4.1)";
+/// The reason a handshake without exactly one `Host` is refused for: none breaks RFC 6455 4.1,
+/// and two leave it open which site the request is for (RFC 9112 3.2 answers both with a 400).
+const NO_HOST: &str = "a handshake must carry exactly one Host header (RFC 6455 4.1, RFC 9112 3.2)";
 
 impl IntoResponse for NotWebSocket {
     fn into_response(self) -> Response {
@@ -100,7 +102,7 @@ fn check_handshake(
     if method != Method::GET {
         return Err(NotWebSocket("a WebSocket handshake is a GET"));
     }
-    if !headers.contains_key(header::HOST) {
+    if headers.get_all(header::HOST).iter().count() != 1 {
         return Err(NotWebSocket(NO_HOST));
     }
     if !has_token(headers, &header::CONNECTION, "upgrade") {

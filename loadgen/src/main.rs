@@ -24,10 +24,12 @@
 //! - `simulate`: a discrete-event model of a sale calibrated on a benchmark run: predictions,
 //!   the fleet's plan, docs/capacity.md.
 //! - `fault`: a saturated Redis (a proxy pacing its replies), the autopilot benchmark's fault.
+//! - `hostile`: the stranger's attacks at fixed rates, beside a `sale` (the hostile benchmark).
 
 mod burst;
 mod fault;
 mod freshness;
+mod hostile;
 mod idle;
 mod markdown;
 mod naive;
@@ -97,6 +99,9 @@ enum Command {
         #[arg(long)]
         b: Option<std::path::PathBuf>,
     },
+    /// The stranger's half of a hostile rush: each attack at a fixed rate, from addresses of its
+    /// own, beside a `sale` run (deploy/bench.sh hostile).
+    Hostile(hostile::HostileArgs),
     /// A saturated Redis for a benchmark's fault: a proxy letting through at most so many
     /// replies a second.
     Fault(fault::FaultArgs),
@@ -118,6 +123,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Poll(args) => exit_on_failure(poll::run(args).await?),
         Command::Markdown { results, into } => markdown::run(&results, &into),
         Command::Fault(args) => fault::run(args).await,
+        Command::Hostile(args) => exit_on_failure(hostile::run(args).await?),
         Command::Simulate(args) => simulate::run(args),
         Command::Capacity { into, a, b } => simulate::capacity::run(&into, a.as_ref(), b.as_ref()),
     }
@@ -138,6 +144,24 @@ fn room_for(sockets: u64) -> anyhow::Result<()> {
         bail!("{sockets} sockets need more than the open-files limit ({limit}): run several processes");
     }
     Ok(())
+}
+
+/// One HTTP client per source address, each sending from it: the services' per-address
+/// allowances then see requests from the addresses they came from. Pooled connections idle at
+/// most 5 s, under the services' 10 s idle cut (platform::listener): no request races a close.
+fn clients_from(
+    sources: &[IpAddr],
+    timeout: std::time::Duration,
+) -> anyhow::Result<Vec<reqwest::Client>> {
+    let client = |ip: &IpAddr| {
+        reqwest::Client::builder()
+            .local_address(*ip)
+            .pool_idle_timeout(std::time::Duration::from_secs(5))
+            .pool_max_idle_per_host(1024)
+            .timeout(timeout)
+            .build()
+    };
+    Ok(sources.iter().map(client).collect::<Result<Vec<_>, _>>()?)
 }
 
 /// A scenario that ran but found something wrong (an invariant broken, clients that could not

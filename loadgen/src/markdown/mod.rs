@@ -14,6 +14,7 @@ use crate::report::Latencies;
 mod autopilot;
 mod cluster;
 pub mod cpu;
+mod hostile;
 mod peers;
 mod soak;
 mod waiting;
@@ -148,6 +149,7 @@ pub fn render(results: &Path) -> anyhow::Result<String> {
             "poll",
             "peer",
             "autopilot",
+            "hostile",
         ];
         if !every.iter().all(|s| ran.contains(s)) {
             out += &format!(
@@ -276,6 +278,7 @@ pub fn render(results: &Path) -> anyhow::Result<String> {
     out += &cluster::section(results);
     out += &soak::section(results);
     out += &autopilot::section(results);
+    out += &hostile::section(results);
 
     out += &peers::section(results);
 

@@ -111,12 +111,10 @@ pub async fn run(args: SaleArgs) -> anyhow::Result<bool> {
     if pools.is_empty() {
         bail!("the catalog has no sale {} (or it has no pools)", args.sale);
     }
-    let http = reqwest::Client::builder()
-        // Under the services' 10 s idle cut (platform::listener): no request races a close.
-        .pool_idle_timeout(Duration::from_secs(5))
-        .pool_max_idle_per_host(1024)
-        .timeout(Duration::from_secs(30))
-        .build()?;
+    // A person's requests leave from the address its socket does, as a real crowd's do.
+    let clients = crate::clients_from(&args.from, Duration::from_secs(30))?;
+    let http = clients[0].clone();
+    let clients = Arc::new(clients);
     let progress = Arc::new(Progress::default());
     let pool_ids: Arc<Vec<String>> = Arc::new(pools.iter().map(|(id, _)| id.clone()).collect());
     let args = Arc::new(args);
@@ -133,7 +131,7 @@ pub async fn run(args: SaleArgs) -> anyhow::Result<bool> {
 
     let reporter = tokio::spawn(report_progress(progress.clone(), args.clients, started));
     let deadline = Duration::from_secs(args.timeout_secs);
-    let people = everyone(&args, &http, &progress, &pool_ids, deadline).await;
+    let people = everyone(&args, &clients, &progress, &pool_ids, deadline).await;
     let all_done = started.elapsed();
     reporter.abort();
 
@@ -186,7 +184,7 @@ async fn report_progress(progress: Arc<Progress>, total: u64, started: Instant) 
 /// shape of the burst), and each person then lives in a task of its own.
 async fn everyone(
     args: &Arc<SaleArgs>,
-    http: &reqwest::Client,
+    clients: &Arc<Vec<reqwest::Client>>,
     progress: &Arc<Progress>,
     pool_ids: &Arc<Vec<String>>,
     deadline: Duration,
@@ -194,15 +192,16 @@ async fn everyone(
     let joining = Arc::new(tokio::sync::Semaphore::new(args.concurrency.max(1)));
     let tasks: Vec<_> = (0..args.clients)
         .map(|i| {
+            let from = i as usize % args.from.len();
             let (args, http, progress, pool_ids, joining) = (
                 args.clone(),
-                http.clone(),
+                clients[from].clone(),
                 progress.clone(),
                 pool_ids.clone(),
                 joining.clone(),
             );
             tokio::spawn(async move {
-                let source = args.from[i as usize % args.from.len()];
+                let source = args.from[from];
                 let gateway = i as usize % args.gateways.len();
                 let run = person(
                     &args, &http, &progress, &pool_ids, &joining, source, gateway,

@@ -42,7 +42,7 @@ codes! {
     INVALID_SEATS = "invalid_seats", 422, "`seats` is missing, zero, or more than the token allows";
     SALE_MISSING = "sale_missing", 400, "no `sale` query parameter";
     /// RFC 6455 4.1 and HTTP/1.1 (RFC 9112 3.2) require `Host`.
-    HOST_MISSING = "host_missing", 400, "a WebSocket handshake without a `Host` header";
+    HOST_MISSING = "host_missing", 400, "a WebSocket handshake without exactly one `Host` header";
     WEBSOCKET_REQUIRED = "websocket_required", 426, "not a WebSocket handshake the gateway can serve: a plain HTTP request, another WebSocket version, or subprotocols offered without `floodgate` (the message says which)";
     METHOD_NOT_ALLOWED = "method_not_allowed", 405, "the path does not take this method";
     NOT_FOUND = "not_found", 404, "no such path";

@@ -232,6 +232,12 @@ async fn the_opening_handshake(db: sqlx::PgPool) {
     };
     for (what, request, status, code) in [
         ("no Host", without("host"), 400, "host_missing"),
+        (
+            "two Hosts",
+            good.replacen("\r\n", "\r\nHost: elsewhere.example\r\n", 1),
+            400,
+            "host_missing",
+        ),
         ("no Upgrade", without("upgrade"), 426, "websocket_required"),
         (
             "no Connection",

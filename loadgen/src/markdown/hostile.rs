@@ -1,0 +1,225 @@
+//! The hostile rush (`deploy/bench.sh hostile`): the same sale three times calm and three times
+//! with strangers attacking at fixed rates beside the crowd, the services at their default
+//! per-address allowances. What the honest people saw, the median of each three with its range,
+//! and what the strangers' requests cost the services.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::cpu::Phase;
+use super::read;
+
+/// The rounds a run pairs (calm and hostile each).
+const ROUNDS: [u32; 3] = [1, 2, 3];
+
+/// The section, when every run of the six left its figures.
+pub(super) fn section(results: &Path) -> String {
+    let runs = |mode: &str| -> Option<Vec<Value>> {
+        ROUNDS
+            .iter()
+            .map(|round| read(&results.join(format!("hostile-{mode}-{round}.json"))))
+            .collect()
+    };
+    let (Some(calm), Some(hostile)) = (runs("calm"), runs("hostile")) else {
+        return String::new();
+    };
+    let strangers = &hostile[0]["strangers"];
+    let mut out = String::from("### A rush that is half hostile\n\n");
+    out += &format!(
+        "The same sale, {} people who think about {} ms between admission and booking, for 3,000 \
+         seats, with the autopilot on (between 20 and 300 a second), run three times calm and \
+         three times with a stranger beside the crowd: from {} addresses of its own, each attack \
+         at {} requests a second for the whole rush (`floodgate-loadgen hostile`). The services \
+         run at their default per-address allowances; the crowd comes from 1,500 addresses. \
+         Median of the three runs, the range in brackets.\n\n",
+        calm[0]["clients"], calm[0]["think_ms"], strangers["addresses"], strangers["rate"]
+    );
+    out += "| what the honest people saw | calm | hostile |\n|---|---|---|\n";
+    let row = |name: &str, f: &dyn Fn(&Value) -> Option<f64>, unit: &str| {
+        format!(
+            "| {name} | {} | {} |\n",
+            spread(&calm, f, unit),
+            spread(&hostile, f, unit)
+        )
+    };
+    out += &row("503s answered to them", &|r| Some(honest_503(r)), "");
+    out += &row(
+        "people whose run failed",
+        &|r| r["outcomes"]["failed"].as_f64(),
+        "",
+    );
+    out += &row(
+        "join to admission p50",
+        &|r| r["join_to_admission_ms"]["p50"].as_f64(),
+        " ms",
+    );
+    out += &row(
+        "join to admission p99",
+        &|r| r["join_to_admission_ms"]["p99"].as_f64(),
+        " ms",
+    );
+    out += &row(
+        "time until the last seat was held",
+        &|r| r["seconds_until_last_hold"].as_f64(),
+        " s",
+    );
+    out += &row("the autopilot's cut steps", &|r| Some(cuts(r) as f64), "");
+    let all_hold = |runs: &[Value]| {
+        runs.iter().all(|r| {
+            r["checks"]
+                .as_array()
+                .is_some_and(|c| c.iter().all(|c| c["ok"] == Value::Bool(true)))
+        })
+    };
+    out += &format!(
+        "| the sale's invariants, every run | {} | {} |\n\n",
+        verdict(all_hold(&calm)),
+        verdict(all_hold(&hostile))
+    );
+    out + &strangers_cost(results, &hostile)
+}
+
+/// What the stranger sent and was answered, and what its requests cost the services.
+fn strangers_cost(results: &Path, hostile: &[Value]) -> String {
+    let mut out = String::from(
+        "| attack (the stranger's) | sent a second | answered (median run) |\n|---|---|---|\n",
+    );
+    let middle = &hostile[1]["strangers"]["attacks"];
+    for (name, attack) in middle.as_object().into_iter().flatten() {
+        let answers = attack["answers"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(status, n)| format!("{status}: {n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        out += &format!(
+            "| {name} | {:.0} | {answers} |\n",
+            attack["per_sec"].as_f64().unwrap_or(0.0)
+        );
+    }
+    let per_request: Vec<f64> = ROUNDS
+        .iter()
+        .zip(hostile)
+        .filter_map(|(round, run)| {
+            let calm = Phase::read(results, &format!("hostile-calm-{round}"))?;
+            let loud = Phase::read(results, &format!("hostile-hostile-{round}"))?;
+            let services = |p: &Phase| p.roles.keys().map(|r| p.cpu(r)).sum::<f64>();
+            let sent = sent(run);
+            (sent > 0.0).then(|| (services(&loud) - services(&calm)) * 1e6 / sent)
+        })
+        .collect();
+    out += &format!(
+        "\nThe services' CPU per hostile request (all of theirs in a hostile run less its calm \
+         pair's, over the requests the stranger sent): **{}**. On this machine the stranger, \
+         the crowd and every service share two cores, so part of any difference is the \
+         stranger's own CPU taken from the services, not work it made them do.\n\n",
+        spread_of(per_request, " us")
+    );
+    out
+}
+
+/// The booking service's 503s less those the stranger was answered: the honest people's.
+fn honest_503(run: &Value) -> f64 {
+    let all = run["booking_503"].as_f64().unwrap_or(0.0);
+    let theirs: f64 = ["replay", "zero", "webhook"]
+        .iter()
+        .filter_map(|a| run["strangers"]["attacks"][a]["answers"]["503"].as_f64())
+        .sum();
+    (all - theirs).max(0.0)
+}
+
+/// The stranger's requests over the run.
+fn sent(run: &Value) -> f64 {
+    run["strangers"]["attacks"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(_, a)| a["sent"].as_f64())
+        .sum()
+}
+
+/// The autopilot's cut steps, each counted once (by its time) however often it was read.
+fn cuts(run: &Value) -> usize {
+    let mut at: Vec<i64> = run["every_second"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["decision"]["action"] == "cut")
+        .filter_map(|s| s["at_ms"].as_i64())
+        .collect();
+    at.dedup();
+    at.len()
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "all hold"
+    } else {
+        "NOT ALL HOLD"
+    }
+}
+
+/// `f` of each run: the median, and the range.
+fn spread(runs: &[Value], f: &dyn Fn(&Value) -> Option<f64>, unit: &str) -> String {
+    spread_of(runs.iter().filter_map(f).collect(), unit)
+}
+
+fn spread_of(mut values: Vec<f64>, unit: &str) -> String {
+    values.sort_by(f64::total_cmp);
+    match (values.first(), values.get(values.len() / 2), values.last()) {
+        (Some(min), Some(mid), Some(max)) => {
+            format!("**{}{unit}** [{} to {}]", fmt(*mid), fmt(*min), fmt(*max))
+        }
+        _ => "-".into(),
+    }
+}
+
+fn fmt(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_honest_503s_are_the_services_less_the_strangers() {
+        let run = json!({
+            "booking_503": 12,
+            "strangers": {"attacks": {
+                "replay": {"answers": {"503": 5, "201": 3}},
+                "zero": {"answers": {"429": 9}},
+                "webhook": {"answers": {"503": 2}},
+                "place": {"answers": {"503": 100}},
+            }},
+        });
+        // The gateway's place_busy is not the booking service's: not subtracted.
+        assert_eq!(honest_503(&run), 5.0);
+        assert_eq!(honest_503(&json!({"booking_503": 4})), 4.0);
+    }
+
+    #[test]
+    fn a_cut_read_several_times_is_one_step() {
+        let run = json!({"every_second": [
+            {"at_ms": 1, "decision": {"action": "cut"}},
+            {"at_ms": 1, "decision": {"action": "cut"}},
+            {"at_ms": 2, "decision": {"action": "held"}},
+            {"at_ms": 3, "decision": {"action": "cut"}},
+        ]});
+        assert_eq!(cuts(&run), 2);
+    }
+
+    #[test]
+    fn the_spread_is_the_median_and_the_range() {
+        assert_eq!(spread_of(vec![3.0, 1.0, 2.5], " s"), "**2.5 s** [1 to 3]");
+        assert_eq!(spread_of(vec![], ""), "-");
+    }
+}
