@@ -112,7 +112,7 @@ fn strangers_cost(results: &Path, hostile: &[Value]) -> String {
         .collect();
     out += &format!(
         "\nThe services' CPU per hostile request (all of theirs in a hostile run less its calm \
-         pair's, over the requests the stranger sent): **{}**. On this machine the stranger, \
+         pair's, over the requests the stranger sent): {}. On this machine the stranger, \
          the crowd and every service share two cores, so part of any difference is the \
          stranger's own CPU taken from the services, not work it made them do.\n\n",
         spread_of(per_request, " us")
