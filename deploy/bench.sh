@@ -835,7 +835,7 @@ watch_autopilot() { # <loader pid> <sale> <series file>
   while kill -0 "$1" 2>/dev/null; do
     curl -fsS -H "Authorization: Bearer $FLOODGATE_OPS_TOKEN" \
       "http://127.0.0.1:19081/admin/v1/sales/$2" 2>/dev/null |
-      jq -c '.autopilot.last_step as $s | {admission_rate, at_ms: $s.at_ms, decision: $s.decision, health: $s.health}' >>"$3" || true
+      jq -c '.autopilot.last_step as $s | {admission_rate, step_at: $s.at_ms, decision: $s.decision, health: $s.health}' >>"$3" || true
     sleep 1
   done
 }

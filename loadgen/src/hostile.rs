@@ -163,7 +163,7 @@ pub async fn run(args: HostileArgs) -> anyhow::Result<bool> {
     let report = json!({
         "scenario": "hostile",
         "sale": args.sale,
-        "rate": args.rate,
+        "per_attack_per_sec": args.rate,
         "addresses": args.from.len(),
         "secs": secs,
         "attacks": attacks,

@@ -205,7 +205,7 @@ fn every_field_the_key_and_the_row_before_are_in_the_mac() {
     edited.actor = "mallory".into();
     assert_ne!(mac, edited.mac(&a, "previous"));
     let mut edited = row.clone();
-    edited.after["paused"] = false.into();
+    edited.after = json!({ "paused": false });
     assert_ne!(mac, edited.mac(&a, "previous"));
     let mut renamed = row.clone();
     renamed.key_id = Some(b.id().to_owned());

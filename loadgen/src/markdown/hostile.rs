@@ -33,7 +33,10 @@ pub(super) fn section(results: &Path) -> String {
          at {} requests a second for the whole rush (`floodgate-loadgen hostile`). The services \
          run at their default per-address allowances; the crowd comes from 1,500 addresses. \
          Median of the three runs, the range in brackets.\n\n",
-        calm[0]["clients"], calm[0]["think_ms"], strangers["addresses"], strangers["rate"]
+        calm[0]["clients"],
+        calm[0]["think_ms"],
+        strangers["addresses"],
+        strangers["per_attack_per_sec"]
     );
     out += "| what the honest people saw | calm | hostile |\n|---|---|---|\n";
     let row = |name: &str, f: &dyn Fn(&Value) -> Option<f64>, unit: &str| {
@@ -147,7 +150,7 @@ fn cuts(run: &Value) -> usize {
         .into_iter()
         .flatten()
         .filter(|s| s["decision"]["action"] == "cut")
-        .filter_map(|s| s["at_ms"].as_i64())
+        .filter_map(|s| s["step_at"].as_i64())
         .collect();
     at.dedup();
     at.len()
@@ -209,10 +212,10 @@ mod tests {
     #[test]
     fn a_cut_read_several_times_is_one_step() {
         let run = json!({"every_second": [
-            {"at_ms": 1, "decision": {"action": "cut"}},
-            {"at_ms": 1, "decision": {"action": "cut"}},
-            {"at_ms": 2, "decision": {"action": "held"}},
-            {"at_ms": 3, "decision": {"action": "cut"}},
+            {"step_at": 1, "decision": {"action": "cut"}},
+            {"step_at": 1, "decision": {"action": "cut"}},
+            {"step_at": 2, "decision": {"action": "held"}},
+            {"step_at": 3, "decision": {"action": "cut"}},
         ]});
         assert_eq!(cuts(&run), 2);
     }
