@@ -4,7 +4,7 @@
 //! `FLOODGATE_AUDIT_KEY` like the ops API's rows; and `audit verify`.
 
 use anyhow::Context as _;
-use floodgate_booking::audit::{self, chain, AuditKeys, Phase};
+use floodgate_booking::audit::{self, AuditKeys, Phase};
 use serde_json::{json, Value};
 
 use crate::cli::AuditArgs;
@@ -141,15 +141,15 @@ pub(crate) async fn verify(db: &sqlx::PgPool, args: &AuditArgs) -> anyhow::Resul
 pub(crate) async fn rotate(db: &sqlx::PgPool, args: &AuditArgs) -> anyhow::Result<()> {
     let keys = args.keys()?;
     let operator = args.operator()?;
-    match chain::rotate(db, &keys, &operator)
+    match audit::rotate::rotate(db, &keys, &operator)
         .await
         .context("rotating the audit trail's key")?
     {
-        chain::Rotation::AlreadyInForce => println!(
+        audit::rotate::Rotation::AlreadyInForce => println!(
             "key {} is in force already: nothing written",
             keys.current.id()
         ),
-        chain::Rotation::Rotated { row, from } => println!(
+        audit::rotate::Rotation::Rotated { row, from } => println!(
             "row {row} hands the audit trail over from key {from} to key {}: from now on only \
              it appends; keep key {from} among FLOODGATE_AUDIT_PREVIOUS_KEYS for `audit verify`",
             keys.current.id()

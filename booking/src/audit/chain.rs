@@ -182,7 +182,7 @@ pub async fn append_once(
     Ok(Some(logged(written, &entry)))
 }
 
-async fn lock(tx: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
+pub(super) async fn lock(tx: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
     sqlx::query("select pg_advisory_xact_lock($1)")
         .bind(CHAIN_LOCK)
         .execute(tx)
@@ -191,7 +191,7 @@ async fn lock(tx: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
 }
 
 /// Logs a committed row with its MAC: the logs, kept elsewhere, say where the chain ended.
-fn logged((id, mac): (i64, String), entry: &Entry<'_>) -> i64 {
+pub(super) fn logged((id, mac): (i64, String), entry: &Entry<'_>) -> i64 {
     tracing::info!(audit_row = id, mac = %mac, action = entry.action, phase = entry.phase.as_str(),
         "audit row appended");
     id
@@ -211,7 +211,10 @@ async fn write(
 
 /// The key to append with after a head that names `named`: that key (a head with no name, or
 /// no chain yet: the current key).
-fn in_force<'k>(keys: &'k AuditKeys, named: Option<&str>) -> Result<&'k AuditKey, AppendError> {
+pub(super) fn in_force<'k>(
+    keys: &'k AuditKeys,
+    named: Option<&str>,
+) -> Result<&'k AuditKey, AppendError> {
     match named {
         None => Ok(&keys.current),
         Some(id) => keys.by_id(id).ok_or_else(|| AppendError::KeyNotHeld {
@@ -223,7 +226,9 @@ fn in_force<'k>(keys: &'k AuditKeys, named: Option<&str>) -> Result<&'k AuditKey
 
 /// The MAC the next row follows (the genesis before the first), and the key the newest row
 /// names.
-async fn head(tx: &mut sqlx::PgConnection) -> Result<(String, Option<String>), sqlx::Error> {
+pub(super) async fn head(
+    tx: &mut sqlx::PgConnection,
+) -> Result<(String, Option<String>), sqlx::Error> {
     let newest: Option<(String, Option<String>)> = sqlx::query_as(
         "select mac, key_id from ops_audit where mac is not null and mac <> $1
          order by id desc limit 1",
@@ -238,7 +243,7 @@ async fn head(tx: &mut sqlx::PgConnection) -> Result<(String, Option<String>), s
 }
 
 /// Inserts `entry` after the row whose MAC is `previous`, made and named with `key`.
-async fn insert(
+pub(super) async fn insert(
     tx: &mut sqlx::PgConnection,
     key: &AuditKey,
     previous: &str,
@@ -286,51 +291,6 @@ async fn insert(
     .execute(&mut *tx)
     .await?;
     Ok((id, mac))
-}
-
-/// What [`rotate`] did.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Rotation {
-    /// The current key was in force already: nothing written.
-    AlreadyInForce,
-    /// The rotation row `row` hands the chain over from key `from` to the current key.
-    Rotated { row: i64, from: String },
-}
-
-/// Hands the chain over to `keys.current`: a rotation row, made with the current key, naming the
-/// key in force and carrying its handover, which needs that key (one of `keys.previous`). From
-/// it on, rows are made with the current key only.
-pub async fn rotate(db: &PgPool, keys: &AuditKeys, actor: &str) -> Result<Rotation, AppendError> {
-    let mut tx = db.begin().await?;
-    lock(&mut tx).await?;
-    let (previous, named) = head(&mut tx).await?;
-    let old = in_force(keys, named.as_deref())?;
-    if old.id() == keys.current.id() {
-        return Ok(Rotation::AlreadyInForce);
-    }
-    let to = keys.current.id();
-    let detail = serde_json::json!({
-        "from": old.id(),
-        "to": to,
-        "handover": old.handover(&previous, to),
-    });
-    let entry = Entry {
-        sale: super::keys::NO_SALE,
-        action: super::keys::ROTATE,
-        actor,
-        phase: Phase::Done,
-        intent: None,
-        before: &serde_json::json!({ "key": old.id() }),
-        after: &serde_json::json!({ "key": to }),
-        detail: &detail,
-    };
-    let written = insert(&mut tx, &keys.current, &previous, &entry).await?;
-    tx.commit().await?;
-    let from = old.id().to_owned();
-    Ok(Rotation::Rotated {
-        row: logged(written, &entry),
-        from,
-    })
 }
 
 /// The first chained row's predecessor: [`GENESIS`] and a digest of every row written before the

@@ -8,6 +8,7 @@
 
 pub mod chain;
 pub mod keys;
+pub mod rotate;
 pub mod verify;
 
 use axum::extract::rejection::QueryRejection;
