@@ -80,3 +80,13 @@ impl SandboxConfig {
         check_secret("FLOODGATE_SANDBOX_API_KEY", &self.api_key)
     }
 }
+
+/// Most connections the sandbox holds at once: a provider's, not an internal listener's. In a
+/// rush every payer's browser connects to the provider at once; a small cap would make the
+/// stand-in, not Floodgate, what turns the benchmarks' honest payers away.
+const PROVIDER_CONNECTIONS: usize = 8_192;
+
+/// The sandbox's listener limits: the shared defaults, with a provider's connection cap.
+pub fn listener_limits() -> floodgate_platform::listener::Limits {
+    floodgate_platform::listener::ListenerArgs::default().limits(PROVIDER_CONNECTIONS)
+}

@@ -35,7 +35,7 @@ async fn main() -> anyhow::Result<()> {
     floodgate_platform::listener::serve(
         listener,
         Sandbox::new(config).router(),
-        floodgate_platform::listener::Limits::internal(),
+        floodgate_sandbox::listener_limits(),
         async move { shutdown.cancelled().await },
     )
     .await?;

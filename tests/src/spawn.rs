@@ -161,7 +161,7 @@ impl TestApp {
         tokio::spawn(floodgate_platform::listener::serve(
             sandbox_listener,
             sandbox_app.router(),
-            floodgate_platform::listener::Limits::internal(),
+            floodgate_sandbox::listener_limits(),
             async move { sandbox_stop.cancelled().await },
         ));
 

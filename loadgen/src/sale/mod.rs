@@ -281,6 +281,12 @@ fn report(
         })
         .take(5)
         .collect();
+    let mut failures_by_kind = std::collections::BTreeMap::<&str, usize>::new();
+    for p in people {
+        if let Outcome::Failed(why) = &p.outcome {
+            *failures_by_kind.entry(failure_kind(why)).or_default() += 1;
+        }
+    }
     json!({
         "scenario": "sale",
         "sale": args.sale,
@@ -295,6 +301,7 @@ fn report(
             "failed": count(|o| matches!(o, Outcome::Failed(_))),
         },
         "first_failures": failures,
+        "failures_by_kind": failures_by_kind,
         "think_ms": args.think_ms,
         "seconds_until_opening": (times.opens_at_ms - times.started_ms) as f64 / 1_000.0,
         "seconds_until_last_hold": last_hold_s,
@@ -305,6 +312,16 @@ fn report(
         "pools": counters,
         "checks": checks,
     })
+}
+
+/// What a failure was, without its particulars: the step and the first words of the answer
+/// (`pay: 503 payment_provider_unavailable`, `reserve: no usable answer`), so that a run's
+/// failures can be counted by cause.
+fn failure_kind(why: &str) -> &str {
+    match why.match_indices(": ").nth(1) {
+        Some((end, _)) => &why[..end],
+        None => why,
+    }
 }
 
 fn print_report(report: &Value, checks: &[Check], people: &[Person]) {
@@ -340,4 +357,23 @@ fn print_report(report: &Value, checks: &[Check], people: &[Person]) {
         ]);
     }
     println!("{verdicts}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failure_kind;
+
+    #[test]
+    fn a_failure_is_counted_by_its_step_and_answer_not_its_particulars() {
+        assert_eq!(
+            failure_kind("pay: 503 payment_provider_unavailable: retry shortly"),
+            "pay: 503 payment_provider_unavailable"
+        );
+        assert_eq!(
+            failure_kind("reserve: no usable answer: error sending request for url (http://x/)"),
+            "reserve: no usable answer"
+        );
+        assert_eq!(failure_kind("door: timed out"), "door: timed out");
+        assert_eq!(failure_kind("gave up"), "gave up");
+    }
 }

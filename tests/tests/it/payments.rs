@@ -9,6 +9,8 @@ use floodgate_tests::eventually;
 use floodgate_tests::{unique, SaleSpec, TestApp};
 use serde_json::{json, Value};
 
+/// The provider reached while a rush of payers holds connections to it.
+mod crowd;
 /// The webhook refusing what is not the provider's own, fresh, well-formed word.
 mod signatures;
 
