@@ -47,7 +47,7 @@ hostile_run() { # <round> <calm|hostile> <crowd addresses> <stranger addresses>
   cpu_begin "$name" "${procs[@]}"
   if [ "$mode" = hostile ]; then
     "$BIN/floodgate-loadgen" hostile --gateways "$(joined "${GATEWAY_ADDRS[@]}")" \
-      --booking 127.0.0.1:18081 --sale "$sale" --pool 12951-20261201-3A-TQ --from "$4" \
+      --booking 127.0.0.1:18081 --sandbox 127.0.0.1:18082 --sale "$sale" --pool 12951-20261201-3A-TQ --from "$4" \
       --rate "${BENCH_HOSTILE_RATE:-100}" --json "$RESULTS/.$name-strangers.json" \
       >/dev/null 2>"$LOGS/$name-strangers.log" &
     stranger=$!

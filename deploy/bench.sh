@@ -15,7 +15,9 @@
 # (joins inside one second, default 10000), BENCH_SALE_CLIENTS (people in the rush, default
 # 10000), BENCH_POLL_CLIENTS (poll, default 10000), BENCH_PEER_CLIENTS (peer, default 15000),
 # BENCH_PILOT_CLIENTS (autopilot, default 6000) and BENCH_FAULT_RPS (its fault, default 1500).
-# The JSON of every run is kept in ~/.cache/floodgate/bench/<date>/.
+# The JSON of every run is kept in ~/.cache/floodgate/bench/<date>/. A scenario not run keeps the
+# previous run's figures; until this machine's runs have covered every scenario, BENCHMARKS.md is
+# left as it is (a new machine's first run of some would leave only those in it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,6 +54,14 @@ if [ -n "$PREVIOUS" ]; then
   cp "$PREVIOUS"/*.json "$RESULTS"/ 2>/dev/null || true
   basename "$PREVIOUS" >"$RESULTS/carried-from"
 fi
+# The scenarios whose figures this folder holds: those run now and those carried over (a folder
+# from before this list was kept names only what ran in it).
+# shellcheck disable=SC2086
+{
+  if [ -f "$PREVIOUS/covers" ]; then cat "$PREVIOUS/covers"
+  elif [ -f "$PREVIOUS/ran.json" ]; then jq -r '.[]' "$PREVIOUS/ran.json"; fi
+  printf '%s\n' $SCENARIOS
+} 2>/dev/null | sort -u >"$RESULTS/covers"
 say() { printf '\033[1m[bench]\033[0m %s\n' "$*" >&2; }
 
 deploy/stack.sh up
@@ -900,10 +910,12 @@ for scenario in $SCENARIOS; do
     *) say "unknown scenario $scenario (queue, burst, sale, raw, cluster, naive, poll, peer, autopilot, hostile, soak)"; exit 64 ;;
   esac
 done
-# The generated part holds every scenario: with no earlier run to carry the others from (a new
-# machine), a run of some of them would rewrite it with those alone, so it is left as it is.
-if [ -z "$PREVIOUS" ] && [ "$SCENARIOS" != "$ALL_SCENARIOS" ]; then
-  say "BENCHMARKS.md left as it is: no earlier run on this machine to carry the other scenarios from"
+# The generated part holds every scenario: until this machine's runs have covered them all (a new
+# machine), a run of some would rewrite it with those alone, so it is left as it is.
+# shellcheck disable=SC2086
+missing=$(printf '%s\n' $ALL_SCENARIOS | grep -vxF -f "$RESULTS/covers" | tr '\n' ' ' || true)
+if [ -n "$missing" ]; then
+  say "BENCHMARKS.md left as it is: no run on this machine has figures of $missing"
   say "the figures: $RESULTS (to read them as markdown: cp BENCHMARKS.md /tmp/b.md; $BIN/floodgate-loadgen markdown --results $RESULTS --into /tmp/b.md)"
   exit 0
 fi

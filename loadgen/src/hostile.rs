@@ -4,7 +4,9 @@
 //! its time is up:
 //!
 //! - `replay`: one reservation's request, its `Idempotency-Key` and body, sent again and again
-//!   with the stranger's own pass;
+//!   with the stranger's own pass (the reservation it made and paid for, as a buyer would: an
+//!   unpaid hold would keep its seat from the crowd for the hold's life, which any walk-away
+//!   does, and is not what is measured here);
 //! - `zero`: well-formed reservations refused before any Redis work (`seats: 0`), each with a
 //!   new key;
 //! - `place`: `GET /place` with the stranger's resume token;
@@ -36,6 +38,9 @@ pub struct HostileArgs {
     /// The booking API.
     #[arg(long, default_value = "127.0.0.1:8081")]
     pub booking: SocketAddr,
+    /// The sandbox payment provider, where the stranger pays for its one seat.
+    #[arg(long, default_value = "127.0.0.1:8082")]
+    pub sandbox: SocketAddr,
     /// The sale (created and armed, not yet open: the stranger joins before the opening).
     #[arg(long)]
     pub sale: String,
@@ -96,11 +101,13 @@ struct Tally {
     latencies: Vec<Duration>,
 }
 
-/// The stranger's credentials: a pass, its reservation's replayable request, the resume token.
+/// The stranger's credentials: a pass, its reservation's replayable request (the key), the
+/// resume token.
 struct Credentials {
     pass: String,
     resume: String,
     pool: String,
+    replay_key: String,
 }
 
 pub async fn run(args: HostileArgs) -> anyhow::Result<bool> {
@@ -110,7 +117,7 @@ pub async fn run(args: HostileArgs) -> anyhow::Result<bool> {
     let gateways = args.gateways.iter().map(SocketAddr::ip);
     crate::loopback_only(
         gateways
-            .chain([args.booking.ip()])
+            .chain([args.booking.ip(), args.sandbox.ip()])
             .chain(args.from.iter().copied()),
     )?;
     crate::room_for(IN_FLIGHT as u64 * args.attacks.len() as u64)?;
@@ -175,7 +182,8 @@ pub async fn run(args: HostileArgs) -> anyhow::Result<bool> {
     Ok(true)
 }
 
-/// Waits in line for a pass, and holds one seat with it (the request `replay` sends again).
+/// Waits in line for a pass, reserves one seat with it (the request `replay` sends again) and
+/// pays for it.
 async fn credentials(args: &HostileArgs, http: &reqwest::Client) -> anyhow::Result<Credentials> {
     let rules = floodgate_client::door::door(http, args.gateways[0], &args.sale)
         .await
@@ -194,10 +202,25 @@ async fn credentials(args: &HostileArgs, http: &reqwest::Client) -> anyhow::Resu
         .ticket
         .context("a ticket before the pass")?
         .resume_token;
+    let replay_key = uuid::Uuid::new_v4().to_string();
+    let booking = floodgate_client::booking::BookingClient::new(http.clone(), args.booking);
+    let held = booking
+        .reserve(&args.sale, &pass, &replay_key, &args.pool, 1)
+        .await
+        .context("the stranger's own reservation")?;
+    let started = booking
+        .start_payment(&args.sale, &held.reservation_id, &held.secret)
+        .await
+        .context("paying for the stranger's seat")?;
+    let checkout = json!({ "outcome": "succeed" });
+    floodgate_client::booking::sandbox_checkout(http, args.sandbox, &started.payment_id, &checkout)
+        .await
+        .context("the stranger's checkout")?;
     Ok(Credentials {
         pass,
         resume,
         pool: args.pool.clone(),
+        replay_key,
     })
 }
 
@@ -213,7 +236,6 @@ async fn attack_at_rate(
     let mut every = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(args.rate)));
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let in_flight = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
-    let replay_key = uuid::Uuid::new_v4().to_string();
     let mut n = 0usize;
     loop {
         tokio::select! {
@@ -228,12 +250,11 @@ async fn attack_at_rate(
         let (args, credentials, tally) = (args.clone(), credentials.clone(), tally.clone());
         let source = n % clients.len();
         let http = clients[source].clone();
-        let key = replay_key.clone();
         tokio::spawn(async move {
             let sent = Instant::now();
             let answer = match attack {
                 Attack::Joins => join(&args, args.from[source], n).await,
-                _ => one(attack, &args, &http, &credentials, &key).await,
+                _ => one(attack, &args, &http, &credentials).await,
             };
             let mut tally = tally.lock().expect("never poisoned");
             *tally.answers.entry(answer).or_default() += 1;
@@ -249,7 +270,6 @@ async fn one(
     args: &HostileArgs,
     http: &reqwest::Client,
     credentials: &Credentials,
-    replay_key: &str,
 ) -> String {
     let reservations = format!(
         "http://{}/v1/sales/{}/reservations",
@@ -259,7 +279,7 @@ async fn one(
         Attack::Replay => http
             .post(&reservations)
             .bearer_auth(&credentials.pass)
-            .header("Idempotency-Key", replay_key)
+            .header("Idempotency-Key", &credentials.replay_key)
             .json(&json!({ "pool": credentials.pool, "seats": 1 })),
         Attack::Zero => http
             .post(&reservations)
