@@ -77,3 +77,54 @@ async fn a_copy_covered_by_a_later_copys_fence_answers_sold_out_not_503(db: sqlx
         Ok(created) => panic!("no seat was left, yet {created:?}"),
     }
 }
+
+/// The buyer's limit, the same race: copy A of a key claimed the pass and is on its way, and
+/// copy B finds the buyer at their limit (another pass's hold). The count is per pass, so B's
+/// refusal is A's too: B answers 409 `buyer_limit`. Before the fix B answered 503
+/// `reservation_unsettled`, once per pass and key, as often as the client's copies raced.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_copy_refused_by_the_buyers_limit_answers_409_not_503(db: sqlx::PgPool) {
+    use floodgate_protocol::settings::{Door, IdentityRule};
+
+    let app = TestApp::spawn(db).await;
+    let sale = unique("copies-");
+    let spec = SaleSpec {
+        opens_in: std::time::Duration::from_secs(1),
+        pools: vec![("p1".into(), 50)],
+        door: Door {
+            identity: IdentityRule::Required,
+            max_seats_per_buyer: Some(1),
+            ..Door::default()
+        },
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    app.until_open(&sale).await;
+    let carol = app.identity("carol").await;
+    let as_carol = app.booking_client().signed_in(&carol);
+    // Her first pass holds her one seat.
+    let first = app.buyer_token(&sale, 1, 1, 120_000, Some("carol"));
+    as_carol
+        .reserve(&sale, &first, &unique("k"), "p1", 1)
+        .await
+        .expect("her first seat");
+
+    // Her second pass: copy A of its request claimed it a moment ago and is on its way.
+    let second = app.buyer_token(&sale, 2, 1, 120_000, Some("carol"));
+    let jti = app.signer.verifier().verify(&second, 0).unwrap().jti;
+    let (key, a) = ("the-same-key", now_millis() - 50);
+    let _: () = redis::cmd("HSET")
+        .arg(app.keys.sale(&sale).token(&jti))
+        .arg(&["idem", key, "fp", "p1|1"])
+        .arg("last")
+        .arg(a)
+        .arg(format!("a:{a}"))
+        .arg(now_millis() + 60_000)
+        .query_async(&mut app.redis.clone())
+        .await
+        .unwrap();
+
+    // B: a copy of the same request.
+    let answer = as_carol.reserve(&sale, &second, key, "p1", 1).await;
+    floodgate_tests::assert_refused(answer, 409, "buyer_limit");
+}
