@@ -2,12 +2,12 @@
 //! token and the idempotency key to the durable 201 (a reservation's own routes, behind its
 //! secret, are `paying`'s).
 
-use crate::limits::Allowed;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine as _;
+use floodgate_platform::clients::ClientAddress;
 use floodgate_platform::http::{JsonObject, Shape};
 use floodgate_platform::origins::SameSite;
 use floodgate_platform::trace::TraceContext;
@@ -69,12 +69,18 @@ pub async fn create_reservation(
     State(state): State<AppState>,
     // First: another site's page is refused before its token is read (platform::origins).
     _: SameSite,
-    _: Allowed,
+    ClientAddress(client): ClientAddress,
     trace: TraceContext,
-    Admitted { sale, claims }: Admitted,
+    admitted: Result<Admitted, ApiError>,
     IdempotencyKey(idempotency_key): IdempotencyKey,
     body: JsonObject<ReservationShape>,
 ) -> Result<(StatusCode, Json<ReservationCreated>), ApiError> {
+    // A pass that checks is held to its own allowance, never to its address's: the people behind
+    // one carrier's address each hold their own pass, and a stranger there sending junk cannot
+    // spend theirs. Only a request whose pass does not check counts against its address
+    // (checking one is CPU alone, no Redis).
+    let Admitted { sale, claims } =
+        admitted.map_err(|refused| state.limits.address(client).err().unwrap_or(refused))?;
     tracing::Span::current().record("sale", sale.as_str());
     state.limits.pass(&claims)?;
     // A trace begun by the caller (a `traceparent` header) goes on here.

@@ -31,9 +31,10 @@ pub struct Config {
     /// Who a request is from, as the per-address limits count it (platform::clients).
     #[command(flatten)]
     pub clients: floodgate_platform::clients::ClientArgs,
-    /// Writes to the booking API (reserving, starting a payment) allowed per second from one
-    /// address, in bursts of twice that; past it, 429 `booking_rate_limited`. Only admitted
-    /// people book, a handful of requests each: 50 a second serves hundreds of people behind one
+    /// Writes to the booking API allowed per second from one address, in bursts of twice that:
+    /// starting a payment, and reservations whose pass does not check (one that checks is held
+    /// to its pass's allowance alone); past it, 429 `booking_rate_limited`. Only admitted people
+    /// book, a handful of requests each: 50 a second serves hundreds of people behind one
     /// carrier's address.
     #[arg(
         long,

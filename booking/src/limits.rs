@@ -4,12 +4,14 @@
 //! meets).
 //!
 //! - Each client address (platform::clients: behind the edge, the client it forwards for; an
-//!   IPv6 client as its prefix) has an allowance of writes (reserving, starting a payment:
-//!   `FLOODGATE_BOOKING_REQUESTS_PER_SEC_PER_IP`) and one of reads (a reservation, a buyer's
-//!   list: `FLOODGATE_BOOKING_READS_PER_SEC_PER_IP`): 429 `booking_rate_limited`. Only admitted
-//!   people book, each with a handful of writes; a held reservation's page reads it every 1.5 s,
-//!   so reads are allowed far more. Both are sized for a carrier's address with hundreds of
-//!   people behind it, and stop a script.
+//!   IPv6 client as its prefix) has an allowance of writes (starting a payment, and reservations
+//!   whose pass does not check: `FLOODGATE_BOOKING_REQUESTS_PER_SEC_PER_IP`) and one of reads (a
+//!   reservation, a buyer's list: `FLOODGATE_BOOKING_READS_PER_SEC_PER_IP`): 429
+//!   `booking_rate_limited`. A reservation with a pass that checks is held to the pass's
+//!   allowance alone, so a stranger sending junk from a carrier's address cannot spend the
+//!   allowance of the people behind it. A held reservation's page reads it every 1.5 s, so reads
+//!   are allowed far more. Both are sized for a carrier's address with hundreds of people behind
+//!   it, and stop a script.
 //! - Each pass (a sale's admission token, by its id) may try reservations
 //!   `FLOODGATE_RESERVATIONS_PER_SEC_PER_PASS` times a second: 429 `reservation_rate_limited`.
 //!   A person makes one reservation, retries a 503 after its `Retry-After`, or tries another
@@ -121,8 +123,8 @@ fn limited(code: &'static str, message: &str) -> ApiError {
     ApiError::new(code, message.into())
 }
 
-/// The client's address, let through its allowance of writes: the first check of a reservation
-/// and of starting a payment.
+/// The client's address, let through its allowance of writes: the first check of starting a
+/// payment (a reservation's pass is checked first, and only one that fails counts).
 pub struct Allowed;
 
 impl FromRequestParts<AppState> for Allowed {
