@@ -88,9 +88,10 @@ pub struct Config {
         default_value_t = 5
     )]
     pub draw_requests_per_sec_per_ip: u32,
-    /// Asks for a place's standing (`GET /v1/sales/{sale}/place`) allowed per second from one
-    /// address, in bursts of twice that; past it, 429 `place_rate_limited`. An app polls every
-    /// 30 s or so, so 20 a second serves hundreds of people behind one carrier's address.
+    /// Asks for a place's standing (`GET /v1/sales/{sale}/place`) without a genuine resume
+    /// token allowed per second from one address, in bursts of twice that; past it, 429
+    /// `place_rate_limited`. A genuine token is held to its place's allowance alone, so a
+    /// stranger's junk cannot spend the people's behind one carrier's address.
     #[arg(
         long,
         env = "FLOODGATE_PLACE_REQUESTS_PER_SEC_PER_IP",

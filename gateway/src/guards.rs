@@ -6,7 +6,8 @@
 //!   IPv6 client as its prefix) has an allowance per second, in bursts of twice that: past it,
 //!   429 with the path's code and `Retry-After`. The allowances are sized for carrier-grade NAT
 //!   (docs/runbook.md, "Per-address limits"): many people share one mobile address, so they stop
-//!   a script, not a household or a carrier;
+//!   a script, not a household or a carrier. On `/place` only questions without a genuine token
+//!   count (crate::standing): a genuine one is held to its place's allowance;
 //! - a path that reads the sale's slot takes a token of the gateway's own budget per read: past
 //!   it, 503 with the path's busy code, so however many ask, and from however many addresses,
 //!   the Redis work of that path is bounded per gateway.
