@@ -10,8 +10,12 @@
 //! - `zero`: well-formed reservations refused before any Redis work (`seats: 0`), each with a
 //!   new key;
 //! - `place`: `GET /place` with the stranger's resume token;
+//! - `dead-place`: `GET /place` with the token of a place the stranger left at once (dead once
+//!   its grace is over);
+//! - `challenges`: bot-check puzzles asked for and never solved;
 //! - `webhook`: unsigned webhooks whose signature header is stuffed with `v1=` entries;
-//! - `joins`: new places in line, each connection dropped once its ticket is read.
+//! - `joins`: new places in line, each connection dropped once its ticket is read;
+//! - `foreign-joins`: joins from another site's page (a foreign `Origin`).
 //!
 //! The stranger waits in line like anyone for its pass (it joins before the opening, so it is
 //! admitted among the first). It reports, per attack, what was sent and how it was answered:
@@ -57,7 +61,7 @@ pub struct HostileArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "replay,zero,place,webhook,joins"
+        default_value = "replay,zero,place,dead-place,challenges,webhook,joins,foreign-joins"
     )]
     pub attacks: Vec<Attack>,
     /// The longest the attack runs, in seconds (it stops earlier on SIGTERM).
@@ -73,8 +77,11 @@ pub enum Attack {
     Replay,
     Zero,
     Place,
+    DeadPlace,
+    Challenges,
     Webhook,
     Joins,
+    ForeignJoins,
 }
 
 impl Attack {
@@ -83,8 +90,11 @@ impl Attack {
             Attack::Replay => "replay",
             Attack::Zero => "zero",
             Attack::Place => "place",
+            Attack::DeadPlace => "dead-place",
+            Attack::Challenges => "challenges",
             Attack::Webhook => "webhook",
             Attack::Joins => "joins",
+            Attack::ForeignJoins => "foreign-joins",
         }
     }
 }
@@ -102,10 +112,11 @@ struct Tally {
 }
 
 /// The stranger's credentials: a pass, its reservation's replayable request (the key), the
-/// resume token.
+/// resume token, and the token of a place it left.
 struct Credentials {
     pass: String,
     resume: String,
+    dead_resume: String,
     pool: String,
     replay_key: String,
 }
@@ -202,6 +213,19 @@ async fn credentials(args: &HostileArgs, http: &reqwest::Client) -> anyhow::Resu
         .ticket
         .context("a ticket before the pass")?
         .resume_token;
+    // A place taken and left at once: its token is a dead place's once the grace is over.
+    let left = floodgate_client::room::join(&floodgate_client::dial::Dial {
+        gateway: args.gateways[0],
+        sale: &args.sale,
+        resume: None,
+        from: Some(args.from[args.from.len() - 1]),
+        headers: &[],
+        challenge: None,
+    })
+    .await
+    .context("the place the stranger leaves")?;
+    let dead_resume = left.1.resume_token;
+    drop(left.0);
     let replay_key = uuid::Uuid::new_v4().to_string();
     let booking = floodgate_client::booking::BookingClient::new(http.clone(), args.booking);
     let held = booking
@@ -219,6 +243,7 @@ async fn credentials(args: &HostileArgs, http: &reqwest::Client) -> anyhow::Resu
     Ok(Credentials {
         pass,
         resume,
+        dead_resume,
         pool: args.pool.clone(),
         replay_key,
     })
@@ -253,7 +278,11 @@ async fn attack_at_rate(
         tokio::spawn(async move {
             let sent = Instant::now();
             let answer = match attack {
-                Attack::Joins => join(&args, args.from[source], n).await,
+                Attack::Joins => join(&args, args.from[source], n, &[]).await,
+                Attack::ForeignJoins => {
+                    let foreign = [("origin", "https://elsewhere.example")];
+                    join(&args, args.from[source], n, &foreign).await
+                }
                 _ => one(attack, &args, &http, &credentials).await,
             };
             let mut tally = tally.lock().expect("never poisoned");
@@ -292,12 +321,24 @@ async fn one(
                 args.gateways[0], args.sale
             ))
             .header("Floodgate-Resume", &credentials.resume),
+        Attack::DeadPlace => http
+            .get(format!(
+                "http://{}/v1/sales/{}/place",
+                args.gateways[0], args.sale
+            ))
+            .header("Floodgate-Resume", &credentials.dead_resume),
+        Attack::Challenges => http.get(format!(
+            "http://{}/v1/sales/{}/challenge",
+            args.gateways[0], args.sale
+        )),
         Attack::Webhook => http
             .post(format!("http://{}/v1/payments/webhook", args.booking))
             .header("Floodgate-Signature", stuffed_signature())
             .header("Content-Type", "application/json")
             .body(r#"{"type":"payment.succeeded","payment_id":"pay_x"}"#),
-        Attack::Joins => unreachable!("joins are WebSocket connections"),
+        Attack::Joins | Attack::ForeignJoins => {
+            unreachable!("joins are WebSocket connections")
+        }
     };
     match request.send().await {
         Ok(response) => response.status().as_u16().to_string(),
@@ -305,16 +346,21 @@ async fn one(
     }
 }
 
-/// A new place in line from `source`: `ticket` once its ticket is read (then dropped), else
-/// the refusal.
-async fn join(args: &HostileArgs, source: IpAddr, n: usize) -> String {
-    let gateway = args.gateways[n % args.gateways.len()];
-    match crate::session(source, gateway, &args.sale).await {
+/// A new place in line from `source`, with extra `headers`: `ticket` once its ticket is read
+/// (then dropped), else the refusal.
+async fn join(args: &HostileArgs, source: IpAddr, n: usize, headers: &[(&str, &str)]) -> String {
+    let dial = floodgate_client::dial::Dial {
+        gateway: args.gateways[n % args.gateways.len()],
+        sale: &args.sale,
+        resume: None,
+        from: Some(source),
+        headers,
+        challenge: None,
+    };
+    match floodgate_client::room::join(&dial).await {
         Ok(_) => "ticket".into(),
-        Err(e) => match e.downcast_ref::<floodgate_client::room::JoinError>() {
-            Some(floodgate_client::room::JoinError::Refused { status, .. }) => status.to_string(),
-            _ => "error".into(),
-        },
+        Err(floodgate_client::room::JoinError::Refused { status, .. }) => status.to_string(),
+        Err(_) => "error".into(),
     }
 }
 
