@@ -54,14 +54,14 @@ if [ -n "$PREVIOUS" ]; then
   cp "$PREVIOUS"/*.json "$RESULTS"/ 2>/dev/null || true
   basename "$PREVIOUS" >"$RESULTS/carried-from"
 fi
-# The scenarios whose figures this folder holds: those run now and those carried over (a folder
-# from before this list was kept names only what ran in it).
-# shellcheck disable=SC2086
-{
-  if [ -f "$PREVIOUS/covers" ]; then cat "$PREVIOUS/covers"
-  elif [ -f "$PREVIOUS/ran.json" ]; then jq -r '.[]' "$PREVIOUS/ran.json"; fi
-  printf '%s\n' $SCENARIOS
-} 2>/dev/null | sort -u >"$RESULTS/covers"
+# The scenarios whose figures this folder holds: those carried over (a folder from before this
+# list was kept names only what ran in it), and each run now once it has finished (below).
+: >"$RESULTS/covers"
+if [ -n "$PREVIOUS" ] && [ -f "$PREVIOUS/covers" ]; then
+  cp "$PREVIOUS/covers" "$RESULTS/covers"
+elif [ -n "$PREVIOUS" ] && [ -f "$PREVIOUS/ran.json" ]; then
+  jq -r '.[]' "$PREVIOUS/ran.json" >"$RESULTS/covers"
+fi
 say() { printf '\033[1m[bench]\033[0m %s\n' "$*" >&2; }
 
 deploy/stack.sh up
@@ -905,10 +905,14 @@ for scenario in $SCENARIOS; do
   # A scenario run now replaces all it carried over (its processes may be fewer this time).
   rm -f "$RESULTS/$scenario"-*.json "$RESULTS/$scenario.json" "$RESULTS/cpu-$scenario"*.json
   [ "$scenario" != queue ] || rm -f "$RESULTS/memory.json"
+  # Not covered until it has run to its end: an aborted run leaves no claim to its figures.
+  grep -vxF "$scenario" "$RESULTS/covers" >"$RESULTS/covers.new" || true
+  mv "$RESULTS/covers.new" "$RESULTS/covers"
   case $scenario in
     queue | burst | sale | raw | cluster | naive | poll | peer | autopilot | hostile | soak) "$scenario" ;;
     *) say "unknown scenario $scenario (queue, burst, sale, raw, cluster, naive, poll, peer, autopilot, hostile, soak)"; exit 64 ;;
   esac
+  echo "$scenario" >>"$RESULTS/covers"
 done
 # The generated part holds every scenario: until this machine's runs have covered them all (a new
 # machine), a run of some would rewrite it with those alone, so it is left as it is.

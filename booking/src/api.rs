@@ -7,7 +7,6 @@ use axum::http::StatusCode;
 use axum::Json;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine as _;
-use floodgate_platform::clients::ClientAddress;
 use floodgate_platform::http::{JsonObject, Shape};
 use floodgate_platform::origins::SameSite;
 use floodgate_platform::trace::TraceContext;
@@ -21,6 +20,7 @@ use rand::RngCore;
 use crate::error::ApiError;
 use crate::extract::{Admitted, IdempotencyKey};
 use crate::gatekeeper::{ReserveError, ReserveRequest};
+use crate::limits::AllowedPass;
 use crate::reservations::{reserve_durably, NotReserved};
 use crate::AppState;
 
@@ -69,20 +69,14 @@ pub async fn create_reservation(
     State(state): State<AppState>,
     // First: another site's page is refused before its token is read (platform::origins).
     _: SameSite,
-    ClientAddress(client): ClientAddress,
+    // Then the pass, before the key and the body are read: held to its own allowance, and only
+    // a pass that fails counts against its address (crate::limits::AllowedPass).
+    AllowedPass(Admitted { sale, claims }): AllowedPass,
     trace: TraceContext,
-    admitted: Result<Admitted, ApiError>,
     IdempotencyKey(idempotency_key): IdempotencyKey,
     body: JsonObject<ReservationShape>,
 ) -> Result<(StatusCode, Json<ReservationCreated>), ApiError> {
-    // A pass that checks is held to its own allowance, never to its address's: the people behind
-    // one carrier's address each hold their own pass, and a stranger there sending junk cannot
-    // spend theirs. Only a request whose pass does not check counts against its address
-    // (checking one is CPU alone, no Redis).
-    let Admitted { sale, claims } =
-        admitted.map_err(|refused| state.limits.address(client).err().unwrap_or(refused))?;
     tracing::Span::current().record("sale", sale.as_str());
-    state.limits.pass(&claims)?;
     // A trace begun by the caller (a `traceparent` header) goes on here.
     trace.continue_in(&tracing::Span::current());
     // What the client got wrong is refused before any Redis work, and is no measure of the
@@ -110,7 +104,11 @@ pub async fn create_reservation(
         request,
     )
     .await;
-    let failed = answer.as_ref().is_err_and(|e| e.status().is_server_error());
+    // `reservation_unsettled` is the client's own copies of one request racing (one still on its
+    // way while another is refused), not the backend failing: answered, but not counted.
+    let failed = answer
+        .as_ref()
+        .is_err_and(|e| e.status().is_server_error() && e.code() != code::RESERVATION_UNSETTLED);
     state.health.record(&sale, pass, started.elapsed(), failed);
     if let Ok((_, Json(created))) = &answer {
         state.answered.keep(pass, &idempotency_key, seats, created);

@@ -136,6 +136,27 @@ impl FromRequestParts<AppState> for Allowed {
     }
 }
 
+/// A reservation's pass, checked (`Admitted`) before anything else of the request is read, its
+/// key and body included: one that checks is held to its own allowance (`Limits::pass`), never
+/// to its address's, so the people behind one carrier's address each keep theirs whatever a
+/// stranger there sends; one that fails counts against its address, and past the allowance is
+/// answered 429 instead. Checking a pass is one signature check (CPU, no Redis), made for junk
+/// too: the address's allowance bounds what junk is told and all it may reach, not that check.
+pub struct AllowedPass(pub crate::extract::Admitted);
+
+impl FromRequestParts<AppState> for AllowedPass {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let ClientAddress(client) = ClientAddress::from_request_parts(parts, state).await?;
+        let admitted = crate::extract::Admitted::from_request_parts(parts, state)
+            .await
+            .map_err(|refused| state.limits.address(client).err().unwrap_or(refused))?;
+        state.limits.pass(&admitted.claims)?;
+        Ok(AllowedPass(admitted))
+    }
+}
+
 /// The client's address, let through its allowance of reads: the first check of reading a
 /// reservation or a buyer's list. The page follows a held reservation every 1.5 s, so reads have
 /// an allowance of their own, far above the writes', for a carrier's address with many holds.

@@ -3,9 +3,10 @@
 //! now and then, tells its person when their turn is near or has come, and connects again (with
 //! the token, within the sale's grace) to receive the pass.
 //!
-//! What a poll may cost (crate::guards): the address's allowance first (a map lookup), then the
-//! token (a forged one costs a MAC), then the place's own allowance (once every 5 s), then the
-//! buyer it is bound to. A place this gateway already knows is over (declared dead, its turn come
+//! What a poll may cost (crate::guards): the token first (a MAC; one that fails counts against
+//! its address's allowance, a map lookup, and past it is answered 429), then the place's own
+//! allowance (once every 5 s; a genuine token never counts against its address), then the buyer
+//! it is bound to. A place this gateway already knows is over (declared dead, its turn come
 //! and gone, the sale sold out) is answered from memory; only a place that may still be alive
 //! costs one read-only script in the sale's slot, within the gateway's read budget. The position
 //! is the room's own view on this gateway. Nothing is written: a poll keeps no place alive.

@@ -213,14 +213,18 @@ async fn credentials(args: &HostileArgs, http: &reqwest::Client) -> anyhow::Resu
         .ticket
         .context("a ticket before the pass")?
         .resume_token;
-    // A place taken and left at once: its token is a dead place's once the grace is over.
+    // A place taken and left at once: its token is a dead place's once the grace is over. (A
+    // puzzle of its own, if the sale asks for one: an answer is used once.)
+    let again = floodgate_client::door::answer(http, args.gateways[0], &args.sale, &rules)
+        .await
+        .map_err(anyhow::Error::msg)?;
     let left = floodgate_client::room::join(&floodgate_client::dial::Dial {
         gateway: args.gateways[0],
         sale: &args.sale,
         resume: None,
         from: Some(args.from[args.from.len() - 1]),
         headers: &[],
-        challenge: None,
+        challenge: again.as_deref(),
     })
     .await
     .context("the place the stranger leaves")?;

@@ -21,9 +21,6 @@ pub struct Verdict {
     pub last: Option<(i64, String)>,
     /// The key in force at the head (`None` before any row names one).
     pub in_force: Option<String>,
-    /// The key that made the newest row naming none (rows chained before rows named their
-    /// keys): the head's key while no row names one.
-    pub unnamed_by: Option<String>,
     /// Each rotation: its row, and the keys it handed over from and to.
     pub rotations: Vec<(i64, String, String)>,
 }
@@ -32,11 +29,8 @@ impl Verdict {
     /// The head is under a key that `keys.current` has replaced: a rotation not yet made, or a
     /// chain cut back and continued with a retired key.
     pub fn head_behind(&self, keys: &AuditKeys) -> Option<&str> {
-        // While no row names its key, the head's is the one that made it: a chain whose names
-        // were stripped and re-made with a retired key is behind, as one cut back is.
         self.in_force
             .as_deref()
-            .or(self.unnamed_by.as_deref())
             .filter(|id| *id != keys.current.id())
     }
 
@@ -105,13 +99,15 @@ impl<'k> Walk<'k> {
                 return Err("names no key, after rows that do: inserted or edited by hand".into());
             }
             // Chained before rows named their keys: any key given may have made it.
-            let made_by = self
+            return if self
                 .keys
                 .all()
-                .find(|k| row.mac(k, &self.previous) == stored)
-                .ok_or_else(mismatch)?;
-            self.verdict.unnamed_by = Some(made_by.id().to_owned());
-            return Ok(());
+                .any(|k| row.mac(k, &self.previous) == stored)
+            {
+                Ok(())
+            } else {
+                Err(mismatch())
+            };
         };
         self.named = true;
         let key = self.keys.by_id(id).ok_or_else(|| {

@@ -194,25 +194,6 @@ fn rows_chained_before_keys_were_named_still_check_and_none_may_follow_a_named_o
 }
 
 #[test]
-fn a_chain_stripped_of_its_key_names_and_remade_with_a_retired_key_is_not_intact() {
-    // Whoever holds the retired a and the database: every row's name taken off and every MAC
-    // made again with a, as if the chain were from before rows named their keys.
-    let a = key("a");
-    let mut chain = rotated();
-    for (row, _) in &mut chain.0 {
-        row.key_id = None;
-    }
-    chain.0.retain(|(row, _)| row.action != ROTATE);
-    let rows = chain.0.len();
-    chain.rewrite(0, rows, &a);
-    let keys = keys("b", &["a"]);
-    let verdict = chain.walk(&keys);
-    assert!(verdict.broken.is_empty(), "{verdict:?}");
-    assert_eq!(verdict.head_behind(&keys), Some(a.id()));
-    assert!(!verdict.intact(&keys));
-}
-
-#[test]
 fn every_field_the_key_and_the_row_before_are_in_the_mac() {
     let (a, b) = (key("a"), key("b"));
     let row = Chain::row(7, "pause", Some(a.id()));

@@ -101,17 +101,6 @@ impl Gatekeeper {
             // A later attempt of the key settles the claim with its own answer (a concurrent
             // duplicate, say): this one is answered as it was decided.
             Ok(Released::KeptForLater) => refusal.error,
-            // The buyer's seats are counted per token (buyer_seats.lua): a copy of this request
-            // finds its own count, never another copy's, so what put the buyer over is their
-            // other reservations, which the earlier copy meets too. It is answered the same
-            // unless one of those ends between the two counts; then its hold is the key's
-            // answer on a retry, and this one was true when given. A 503 here would be one the
-            // first copy never gives, sent only because the client's own copies raced.
-            Ok(Released::KeptForEarlier)
-                if matches!(refusal.error, ReserveError::BuyerLimit { .. }) =>
-            {
-                refusal.error
-            }
             Ok(Released::KeptForEarlier) if definitive => {
                 if refusal.fence.is_some() && !fence_kept {
                     ReserveError::NotReplicated

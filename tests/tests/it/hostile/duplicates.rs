@@ -79,11 +79,14 @@ async fn a_copy_covered_by_a_later_copys_fence_answers_sold_out_not_503(db: sqlx
 }
 
 /// The buyer's limit, the same race: copy A of a key claimed the pass and is on its way, and
-/// copy B finds the buyer at their limit (another pass's hold). The count is per pass, so B's
-/// refusal is A's too: B answers 409 `buyer_limit`. Before the fix B answered 503
-/// `reservation_unsettled`, once per pass and key, as often as the client's copies raced.
+/// copy B finds the buyer at their limit (another pass's hold). A may yet take seats (if that
+/// hold ends first), so B answers 503 `reservation_unsettled`, and the retry with the key
+/// settles it. That 503 is the client's own copies racing: it must not count against the sale's
+/// health, which steers admission for everyone. Before, a pass could put a 503 into the window
+/// with every key it raced.
 #[sqlx::test(migrations = "../migrations")]
-async fn a_copy_refused_by_the_buyers_limit_answers_409_not_503(db: sqlx::PgPool) {
+async fn a_copy_unsettled_by_its_own_key_is_not_the_backend_failing(db: sqlx::PgPool) {
+    use floodgate_platform::state::health;
     use floodgate_protocol::settings::{Door, IdentityRule};
 
     let app = TestApp::spawn(db).await;
@@ -123,8 +126,36 @@ async fn a_copy_refused_by_the_buyers_limit_answers_409_not_503(db: sqlx::PgPool
         .query_async(&mut app.redis.clone())
         .await
         .unwrap();
-
     // B: a copy of the same request.
     let answer = as_carol.reserve(&sale, &second, key, "p1", 1).await;
-    floodgate_tests::assert_refused(answer, 409, "buyer_limit");
+    floodgate_tests::assert_refused(answer, 503, "reservation_unsettled");
+    // Four more people book.
+    for (ticket, name) in (3..).zip(["dan", "eve", "fay", "gus"]) {
+        let identity = app.identity(name).await;
+        let token = app.buyer_token(&sale, ticket, 1, 120_000, Some(name));
+        app.booking_client()
+            .signed_in(&identity)
+            .reserve(&sale, &token, &unique("k"), "p1", 1)
+            .await
+            .expect("201");
+    }
+
+    let (keys, conn) = (app.keys.sale(&sale), app.redis.clone());
+    let reading = floodgate_tests::eventually(
+        "the sale's health is written",
+        std::time::Duration::from_secs(10),
+        || {
+            let (mut conn, keys) = (conn.clone(), keys.clone());
+            async move {
+                health::read(&mut conn, &keys)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|(_, h)| h)
+                    .find(|h| h.requests >= 6)
+            }
+        },
+    )
+    .await;
+    assert_eq!(reading.error_share, Some(0.0), "{reading:?}");
 }
