@@ -41,3 +41,31 @@ pub async fn eventually<P: Probe>(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+impl TestApp {
+    /// The first reading of `sale`'s health (booking::health, as an instance wrote it to Redis)
+    /// that `ready` accepts, waited for up to 10 s.
+    pub async fn health_when(
+        &self,
+        sale: &str,
+        ready: impl Fn(&floodgate_platform::autopilot::Health) -> bool,
+    ) -> floodgate_platform::autopilot::Health {
+        let (keys, ready) = (self.keys.sale(sale), &ready);
+        eventually(
+            "the sale's health is written",
+            Duration::from_secs(10),
+            || {
+                let (mut conn, keys) = (self.redis.clone(), keys.clone());
+                async move {
+                    floodgate_platform::state::health::read(&mut conn, &keys)
+                        .await
+                        .unwrap()
+                        .into_iter()
+                        .map(|(_, h)| h)
+                        .find(|h| ready(h))
+                }
+            },
+        )
+        .await
+    }
+}

@@ -7,11 +7,9 @@ mod ops;
 mod quiet;
 mod slow_pool;
 
-use std::time::Duration;
-
 use floodgate_platform::state::health;
 use floodgate_protocol::now_millis;
-use floodgate_tests::{eventually, unique, SaleSpec, TestApp};
+use floodgate_tests::{unique, SaleSpec, TestApp};
 
 const MINUTE: i64 = 60_000;
 
@@ -54,23 +52,9 @@ async fn the_booking_service_writes_each_sales_health_every_second(db: sqlx::PgP
     let token = app.token(&sale, 26, 1, MINUTE);
     assert!(app.reserve(&sale, &token, "k26", "nope", 1).await.is_err());
 
-    let keys = app.keys.sale(&sale);
-    let mut conn = app.redis.clone();
-    eventually(
-        "the sale's health is written",
-        Duration::from_secs(10),
-        || {
-            let (mut conn, keys) = (conn.clone(), keys.clone());
-            async move {
-                health::read(&mut conn, &keys)
-                    .await
-                    .unwrap()
-                    .iter()
-                    .any(|(_, h)| h.requests == 26 && h.consumer_lag.is_some())
-            }
-        },
-    )
-    .await;
+    app.health_when(&sale, |h| h.requests == 26 && h.consumer_lag.is_some())
+        .await;
+    let (keys, mut conn) = (app.keys.sale(&sale), app.redis.clone());
     let written = health::read(&mut conn, &keys).await.unwrap();
     assert_eq!(written.len(), 1, "{written:?}");
     let (field, reading) = &written[0];

@@ -86,7 +86,6 @@ async fn a_copy_covered_by_a_later_copys_fence_answers_sold_out_not_503(db: sqlx
 /// with every key it raced.
 #[sqlx::test(migrations = "../migrations")]
 async fn a_copy_unsettled_by_its_own_key_is_not_the_backend_failing(db: sqlx::PgPool) {
-    use floodgate_platform::state::health;
     use floodgate_protocol::settings::{Door, IdentityRule};
 
     let app = TestApp::spawn(db).await;
@@ -140,22 +139,6 @@ async fn a_copy_unsettled_by_its_own_key_is_not_the_backend_failing(db: sqlx::Pg
             .expect("201");
     }
 
-    let (keys, conn) = (app.keys.sale(&sale), app.redis.clone());
-    let reading = floodgate_tests::eventually(
-        "the sale's health is written",
-        std::time::Duration::from_secs(10),
-        || {
-            let (mut conn, keys) = (conn.clone(), keys.clone());
-            async move {
-                health::read(&mut conn, &keys)
-                    .await
-                    .unwrap()
-                    .into_iter()
-                    .map(|(_, h)| h)
-                    .find(|h| h.requests >= 6)
-            }
-        },
-    )
-    .await;
+    let reading = app.health_when(&sale, |h| h.requests >= 6).await;
     assert_eq!(reading.error_share, Some(0.0), "{reading:?}");
 }

@@ -3,10 +3,7 @@
 //! and a pass replaying its own reservation neither dilute nor drag the sale's window, so a
 //! stranger can neither hide the backend's strain from the autopilot nor fake it.
 
-use std::time::Duration;
-
-use floodgate_platform::state::health;
-use floodgate_tests::{eventually, unique, SaleSpec, TestApp};
+use floodgate_tests::{unique, SaleSpec, TestApp};
 
 const MINUTE: i64 = 60_000;
 
@@ -45,24 +42,7 @@ async fn refusals_before_redis_and_a_passs_own_replays_do_not_count(db: sqlx::Pg
             .expect("201");
     }
 
-    let keys = app.keys.sale(&sale);
-    let conn = app.redis.clone();
-    let reading = eventually(
-        "the sale's health is written",
-        Duration::from_secs(10),
-        || {
-            let (mut conn, keys) = (conn.clone(), keys.clone());
-            async move {
-                health::read(&mut conn, &keys)
-                    .await
-                    .unwrap()
-                    .into_iter()
-                    .map(|(_, h)| h)
-                    .find(|h| h.requests >= 5)
-            }
-        },
-    )
-    .await;
+    let reading = app.health_when(&sale, |h| h.requests >= 5).await;
     // Five people; the replaying pass once more at most, if a half-window turned during it.
     assert!(
         (5..=6).contains(&reading.requests),
