@@ -347,6 +347,10 @@ fn print_report(report: &Value, checks: &[Check], people: &[Person]) {
         "reserve p50 / p99 / max".into(),
         Latencies::describe(&report["reserve_ms"]),
     ]);
+    // Why people failed, by kind: what a failing run's reader needs first.
+    for (kind, n) in report["failures_by_kind"].as_object().into_iter().flatten() {
+        table.row(&[format!("failed: {kind}"), n.to_string()]);
+    }
     println!("{table}");
     let mut verdicts = Table::new(&["invariant", "holds", "detail"]);
     for c in checks {
