@@ -1,14 +1,26 @@
 -- buyer_seats: the per-buyer seat limit of a sale, kept in the buyer's record (the same hash as
 -- their place in line, buyer_place.lua; a slot of its own, platform/src/keys.rs).
 --
--- KEYS[1] the buyer's record (hash; `r:<token id>` = seats of the reservation that token makes)
+-- KEYS[1] the buyer's record (hash; `r:<token id>` = seats of the reservation that token makes,
+--         `f:<token id>` = the stamp below which that token's attempts are refused)
 -- ARGV[1] "take" or "give"   ARGV[2] the admission token's id   ARGV[3] seats asked (take)
 -- ARGV[4] the sale's limit (take)   ARGV[5] the record's lifetime (ms)
+-- ARGV[6] the attempt's stamp (take; claim_token.lua)
 --
 -- take returns {"ok"} (the token's seats now count against the buyer; a retry of the same token
--- finds them counted already) or {"over", counted} (the buyer holds or bought `counted` seats,
--- and these would pass the limit: nothing changed). give returns {"given"}: the token's seats no
--- longer count (its hold ended unsold, or the pool refused it); giving twice changes nothing.
+-- finds them counted already), {"over", counted, fence} (the buyer holds or bought `counted`
+-- seats, and these would pass the limit) or {"fenced", counted} (a later attempt of the token
+-- was over first: see below). give returns {"given"}: the token's seats no longer count (its
+-- hold ended unsold, or the pool refused it); giving twice changes nothing.
+--
+-- An "over" fences off the token's attempts stamped below this one (`fence`, the attempt's own
+-- stamp): each is refused here ("fenced"), so none of them can reach the pool unless a later
+-- attempt's seats are counted (then the pool answers every copy with that one's hold). No earlier
+-- attempt has counted (its seats would be found counted, and this one would be "ok"), so once
+-- the fence is on the record's replicas, the refusal may give the token back without waiting out
+-- the earlier copies' deadlines (release_claim.lua), and a fenced copy leaves the token to the
+-- attempt that fenced it: copies of one request racing at the buyer's limit all answer
+-- `buyer_limit`, none 503.
 --
 -- One field per token, never a running total: every step is idempotent, so a retried request,
 -- a relay that publishes an event twice, or a crash between steps can never count a seat twice
@@ -19,8 +31,11 @@ if ARGV[1] == 'give' then
 end
 local field = 'r:' .. ARGV[2]
 if redis.call('HEXISTS', KEYS[1], field) == 1 then
+  -- Counted by a copy of this request: the pool answers every copy with the same hold.
   return {'ok'}
 end
+local stamp = tonumber(ARGV[6])
+local fence = tonumber(redis.call('HGET', KEYS[1], 'f:' .. ARGV[2]) or '0')
 local counted = 0
 local fields = redis.call('HGETALL', KEYS[1])
 for i = 1, #fields, 2 do
@@ -28,8 +43,13 @@ for i = 1, #fields, 2 do
     counted = counted + tonumber(fields[i + 1])
   end
 end
+if stamp < fence then
+  return {'fenced', tostring(counted)}
+end
 if counted + tonumber(ARGV[3]) > tonumber(ARGV[4]) then
-  return {'over', tostring(counted)}
+  redis.call('HSET', KEYS[1], 'f:' .. ARGV[2], stamp)
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+  return {'over', tostring(counted), tostring(stamp)}
 end
 redis.call('HSET', KEYS[1], field, ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])

@@ -8,9 +8,10 @@
 --         proves nothing about other attempts (the pool's state was lost, or the attempt never
 --         reached the pool: the buyer's limit): then only the attempts whose deadline has passed
 --         by this slot's clock, less a second for the clocks' skew, can no longer take seats
--- ARGV[5] the stamp below which the pool has fenced off the key's attempts (reserve.lua: this
---         refusal's own fence, or a later attempt's that covers it), once that fence is on the
---         pool's replicas; else "0"
+-- ARGV[5] the stamp below which the key's attempts can take no seats, once that fence is on the
+--         replicas of where it lives: the pool's (reserve.lua: this refusal's own fence, or a
+--         later attempt's that covers it), or the buyer's record (buyer_seats.lua: an attempt
+--         over the buyer's limit fences the token's earlier ones off before the pool); else "0"
 --
 -- Returns 1 if the claim was released; if it stays, 0 when only attempts stamped after this one
 -- may still take seats (they settle the claim themselves: their own refusal releases it), or the

@@ -124,11 +124,14 @@ export function sha256Prefixed(prefix) {
 }
 
 /** Solves a proof-of-work puzzle (`GET /v1/sales/{sale}/challenge`): the answer to join with.
+ *  Everyone asking within a few seconds gets the same puzzle and each answer joins once, so the
+ *  search starts from a random nonce of its own (a neighbour's would be found first, and spent).
  *  The page stays responsive: the search yields to the event loop every few thousand hashes. */
 export async function solvePuzzle(puzzle) {
   const hash = sha256Prefixed(new TextEncoder().encode(`${puzzle.puzzle}~`));
+  const own = Array.from(crypto.getRandomValues(new Uint8Array(8)), (b) => b.toString(16).padStart(2, "0")).join("");
   for (let n = 0; ; n++) {
-    const nonce = n.toString(16);
+    const nonce = own + n.toString(16);
     if (zeroBits(hash(nonce)) >= puzzle.difficulty) return `${puzzle.puzzle}~${nonce}`;
     if (n % 4096 === 4095) await new Promise((resolve) => setTimeout(resolve, 0));
   }

@@ -29,7 +29,7 @@ use std::time::Duration;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use floodgate_platform::autopilot::window::pass_key;
-use floodgate_platform::clients::{ClientAddress, Rate};
+use floodgate_platform::clients::{AddressRate, ClientAddress, Rate};
 use floodgate_protocol::api::code;
 use floodgate_protocol::token::AdmissionClaims;
 use tokio_util::sync::CancellationToken;
@@ -40,19 +40,19 @@ use crate::AppState;
 
 /// The booking service's limits.
 pub struct Limits {
-    per_address: Rate<IpAddr>,
-    reads_per_address: Rate<IpAddr>,
+    per_address: AddressRate,
+    reads_per_address: AddressRate,
     per_pass: Rate<u64>,
-    webhook_failures: Rate<IpAddr>,
+    webhook_failures: AddressRate,
 }
 
 impl Limits {
     pub fn new(config: &Config) -> Self {
         Self {
-            per_address: Rate::per_second(config.requests_per_sec_per_ip),
-            reads_per_address: Rate::per_second(config.reads_per_sec_per_ip),
+            per_address: AddressRate::per_second(config.requests_per_sec_per_ip),
+            reads_per_address: AddressRate::per_second(config.reads_per_sec_per_ip),
             per_pass: Rate::per_second(config.reservations_per_sec_per_pass),
-            webhook_failures: Rate::per_second(config.webhook_failures_per_sec_per_ip),
+            webhook_failures: AddressRate::per_second(config.webhook_failures_per_sec_per_ip),
         }
     }
 

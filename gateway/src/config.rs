@@ -58,13 +58,18 @@ pub struct Config {
         value_parser = floodgate_platform::settings::millis
     )]
     pub lease: Duration,
-    /// Most simultaneous WebSocket sessions from one IP address. A household or an office behind
-    /// one NAT shares an address, so this is generous; it stops one host from holding thousands
-    /// of places in line.
+    /// Most simultaneous anonymous WebSocket sessions from one IP address: sessions to a sale
+    /// that asks for no proof of work, of people not signed in and not coming back to a place. It
+    /// stops one host from holding thousands of places in line; a session paid for by a solved
+    /// puzzle, a signed-in buyer's or a resumed place's does not count, so a crowd behind one
+    /// carrier's address is not capped by it on a sale that asks for either.
     #[arg(long, env = "FLOODGATE_MAX_CONNECTIONS_PER_IP", default_value_t = 32)]
     pub max_connections_per_ip: u32,
-    /// Joins per second allowed from one IP address (with a burst of twice that): reconnect
-    /// storms and scripted joiners are slowed down, people are not.
+    /// Joins per second charged to one IP address (with a burst of twice that): anonymous joins
+    /// to a sale that asks for no proof of work, joins whose identity token or puzzle answer
+    /// fails, and joins to a sale this gateway has no room for yet. A join with a solved puzzle,
+    /// a signed-in buyer's or a resumed place's is held to its own allowance instead (three at
+    /// once, then one a second), so a stranger's junk cannot spend it.
     #[arg(long, env = "FLOODGATE_JOINS_PER_SEC_PER_IP", default_value_t = 5)]
     pub joins_per_sec_per_ip: u32,
     /// Who a request is from, as the per-address limits count it (trusted proxies, the IPv6
@@ -113,8 +118,11 @@ pub struct Config {
         value_parser = floodgate_platform::settings::millis
     )]
     pub place_every: Duration,
-    /// Bot-check puzzles (`GET /v1/sales/{sale}/challenge`) handed to one address per second, in
-    /// bursts of twice that; past it, 429 `challenge_rate_limited`. A join needs one puzzle.
+    /// Asks for the puzzle of a sale this gateway has no room for yet (`GET
+    /// /v1/sales/{sale}/challenge`: a made-up sale id reads Redis) allowed per second from one
+    /// address, in bursts of twice that; past it, 429 `challenge_rate_limited`. A live sale's
+    /// puzzle is the same for everyone for a few seconds, so asking for it again costs a MAC and
+    /// is never refused.
     #[arg(
         long,
         env = "FLOODGATE_CHALLENGES_PER_SEC_PER_IP",

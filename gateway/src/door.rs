@@ -101,16 +101,17 @@ pub async fn identify(
         .map_err(ApiError::from)
 }
 
-/// Checks the bot-check answer of a join to a sale that asks for one, and marks a solved puzzle
-/// spent (until it expires) so it is answered once.
+/// Checks the bot-check answer of a join to a sale that asks for one, and marks a solved answer
+/// spent (until its puzzle expires) so it joins once. `true` when the join paid with an answer;
+/// `false` when the sale asks for none.
 pub async fn pass_challenge(
     state: &AppState,
     ctx: &Context,
     door: &Door,
     answer: Option<&str>,
-) -> Result<(), ApiError> {
+) -> Result<bool, ApiError> {
     let Some(verifier) = verifier(state, door.challenge) else {
-        return Ok(());
+        return Ok(false);
     };
     // The code says which refusal it is, and its status (403, or 503 when the check cannot
     // be made now).
@@ -137,7 +138,7 @@ pub async fn pass_challenge(
             return Err(refused(ChallengeError::Reused));
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// The verifier of a sale's bot check: where another kind (a CAPTCHA provider's, say) plugs in,
@@ -149,11 +150,13 @@ fn verifier(state: &AppState, rule: ChallengeRule) -> Option<&dyn ChallengeVerif
     }
 }
 
-/// `GET /v1/sales/{sale}/challenge`: a fresh puzzle for a sale that asks for a proof of work, or
-/// `{"kind": "none"}`. Never cached: each puzzle is answered once.
+/// `GET /v1/sales/{sale}/challenge`: the sale's puzzle for a sale that asks for a proof of work,
+/// or `{"kind": "none"}`. The same for everyone within a few seconds (each answer is what is
+/// single-use), so it may be cached for a second, and asking again gets nothing new: only an ask
+/// for a sale this gateway has no room for (a made-up id reads Redis) counts against an address.
 #[utoipa::path(get, path = "/v1/sales/{sale}/challenge", tag = "waiting room", params(floodgate_platform::openapi::SalePath),
     responses(
-        (status = 200, description = "A fresh puzzle, or `{\"kind\": \"none\"}`; never cached.", body = floodgate_protocol::challenge::ChallengeOffer),
+        (status = 200, description = "The sale's puzzle for the next few seconds, or `{\"kind\": \"none\"}`; cacheable for a second.", body = floodgate_protocol::challenge::ChallengeOffer),
         crate::openapi::ChallengeRefusals,
     ))]
 pub async fn challenge(
@@ -161,9 +164,15 @@ pub async fn challenge(
     ClientAddress(client): ClientAddress,
     SaleId(sale): SaleId,
 ) -> Result<Response, ApiError> {
-    // Before the sale is looked up: a flood of made-up sale ids costs a map lookup each.
-    state.challenges.admit(client)?;
-    let ctx = state.room(&sale).await?;
+    let ctx = match state.live_room(&sale) {
+        Some(ctx) => ctx,
+        None => {
+            // Before the sale is looked up in Redis: a flood of made-up sale ids costs a map
+            // lookup each.
+            state.challenges.admit(client)?;
+            state.room(&sale).await?
+        }
+    };
     let door = door_of(&ctx).await?;
     let body = match door.challenge {
         ChallengeRule::None => ChallengeOffer::None,
@@ -174,9 +183,11 @@ pub async fn challenge(
         }
     };
     let mut response = Json(body).into_response();
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // A second: the difficulty may rise under a flood, and an edge's cache must follow it.
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=1"),
+    );
     Ok(response)
 }
 

@@ -18,7 +18,7 @@
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 
-use floodgate_platform::clients::Rate;
+use floodgate_platform::clients::{AddressRate, Rate};
 use floodgate_protocol::api::code;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
@@ -37,7 +37,7 @@ pub struct Refusals {
 
 /// One path's limits on a gateway.
 pub struct Guard {
-    per_client: Rate<IpAddr>,
+    per_client: AddressRate,
     /// `None` for a path that reads nothing of Redis.
     reads: Option<DefaultDirectRateLimiter>,
     refusals: Refusals,
@@ -53,7 +53,7 @@ impl Guard {
             RateLimiter::direct(Quota::per_second(rate).allow_burst(burst))
         };
         Self {
-            per_client: Rate::per_second(per_client),
+            per_client: AddressRate::per_second(per_client),
             reads: reads.map(budget),
             refusals,
         }
@@ -146,14 +146,17 @@ impl PlaceGuard {
     }
 }
 
-/// `GET /v1/sales/{sale}/challenge`'s limit: per address only (a puzzle costs a MAC, no Redis).
+/// `GET /v1/sales/{sale}/challenge`'s limit: per address, on asks for a sale this gateway has no
+/// room for (its lookup reads Redis). A live sale's puzzle costs a MAC and is never refused: it
+/// is the same for everyone for a few seconds (protocol::challenge).
 pub fn challenges(per_client: u32) -> Guard {
     Guard::new(
         per_client,
         None,
         Refusals {
             limited: code::CHALLENGE_RATE_LIMITED,
-            limited_message: "asking for puzzles too fast from this address; retry in a second",
+            limited_message:
+                "asking for the puzzles of sales not open here too fast from this address",
             busy: code::CHALLENGE_RATE_LIMITED,
             busy_message: "",
         },

@@ -84,11 +84,31 @@ pub async fn join_queue(
     };
     // Another site's page, before anything is counted or taken (platform::origins).
     origin?;
-    let (slot, budget) = admit(&state, client)?;
-    let ctx = state.room(&request.sale).await?;
+    let budget = gateway_slot(&state)?;
+    let mut entry = Entry {
+        limits: &state.limits,
+        client,
+        charged: false,
+    };
+    let ctx = match state.live_room(&request.sale) {
+        Some(ctx) => ctx,
+        None => {
+            // Looking a sale up reads Redis: the address pays for it.
+            entry.address()?;
+            state.room(&request.sale).await?
+        }
+    };
     let door = door::door_of(&ctx).await?;
-    let buyer = door::identify(&state, &door, carried.identity.as_deref()).await?;
+    let buyer = door::identify(&state, &door, carried.identity.as_deref())
+        .await
+        .map_err(|e| entry.failed(e))?;
     let mark = buyer.as_ref().map(|b| state.resume.buyer_mark(b.as_str()));
+    // A person, once named by something genuine, pays for their own joins.
+    match (&buyer, &request.resumed) {
+        (Some(buyer), _) => entry.person((&request.sale, "buyer", buyer.as_str()))?,
+        (None, Some(claim)) => entry.person((&request.sale, "place", claim.ticket))?,
+        (None, None) => {}
+    }
     if let Some(claim) = &request.resumed {
         if !claim.may_be_taken_by(mark.as_ref()) {
             return Err(takeback::other_buyers());
@@ -100,9 +120,16 @@ pub async fn join_queue(
     }
     // Coming back with a resume token takes back a place already won at the door, and nothing
     // else (a dead ticket is refused, not replaced).
-    if request.resumed.is_none() {
-        door::pass_challenge(&state, &ctx, &door, request.challenge.as_deref()).await?;
-    }
+    let proved = request.resumed.is_none()
+        && door::pass_challenge(&state, &ctx, &door, request.challenge.as_deref())
+            .await
+            .map_err(|e| entry.failed(e))?;
+    // Someone who has shown nothing of their own: their address pays, and holds the session.
+    let slot = if buyer.is_none() && request.resumed.is_none() && !proved {
+        Some(entry.anonymous()?)
+    } else {
+        None
+    };
     let number = state.sessions.fetch_add(1, Ordering::Relaxed);
     // The ticket is taken in a task of its own, which hands it to a `Session` at once: if this
     // request is abandoned half-way (the client resets the connection), the task still finishes
@@ -201,25 +228,63 @@ impl JoinRequest {
     }
 }
 
-/// Lets a client in within this gateway's limits, before any Redis work: a flood costs a
-/// counter or a map lookup. A draining gateway takes no one new: a session started now would
-/// be told to leave at once, and the 503 lets the load balancer or CDN try another gateway
-/// (cdn.conf does).
-fn admit(
-    state: &AppState,
-    client: std::net::IpAddr,
-) -> Result<(limits::ConnectionSlot, limits::BudgetSlot), ApiError> {
+/// A place in this gateway's connection budget. A draining gateway takes no one new: a session
+/// started now would be told to leave at once, and the 503 lets the load balancer or CDN try
+/// another gateway (cdn.conf does).
+fn gateway_slot(state: &AppState) -> Result<limits::BudgetSlot, ApiError> {
     if state.draining.is_cancelled() {
         return Err(ApiError::new(
             code::GATEWAY_DRAINING,
             "this gateway is shutting down; reconnect, another gateway will take you".into(),
         ));
     }
-    let budget = state.budget.take().ok_or(ApiError::new(
+    state.budget.take().ok_or(ApiError::new(
         code::GATEWAY_FULL,
         "this gateway is full; retry after the delay (with jitter), or another gateway".into(),
-    ))?;
-    let slot = state.limits.admit(client).map_err(|e| match e {
+    ))
+}
+
+/// Who one join is charged to (crate::limits), before the Redis work it leads to: its address at
+/// most once, for whatever it did not show to be its own.
+struct Entry<'a> {
+    limits: &'a Arc<limits::IpLimits>,
+    client: std::net::IpAddr,
+    charged: bool,
+}
+
+impl Entry<'_> {
+    /// Charges the address (once per join).
+    fn address(&mut self) -> Result<(), ApiError> {
+        if !self.charged {
+            self.limits.charge(self.client).map_err(refusal)?;
+            self.charged = true;
+        }
+        Ok(())
+    }
+
+    /// A credential or an answer that failed, charged to the address: the refusal, or past the
+    /// address's allowance a 429. A check that could not be made (a 5xx) is nobody's doing.
+    fn failed(&mut self, refused: ApiError) -> ApiError {
+        if refused.status().is_server_error() {
+            return refused;
+        }
+        self.address().err().unwrap_or(refused)
+    }
+
+    /// Charges `who`'s own allowance.
+    fn person(&self, who: impl std::hash::Hash) -> Result<(), ApiError> {
+        self.limits.person(who).map_err(refusal)
+    }
+
+    /// An anonymous session: charged to the address, and one of its session slots.
+    fn anonymous(&mut self) -> Result<limits::ConnectionSlot, ApiError> {
+        self.address()?;
+        self.limits.hold(self.client).map_err(refusal)
+    }
+}
+
+fn refusal(e: limits::LimitError) -> ApiError {
+    match e {
         limits::LimitError::TooManyConnections => ApiError::new(
             code::TOO_MANY_CONNECTIONS,
             "too many open connections from this address".into(),
@@ -228,8 +293,11 @@ fn admit(
             code::JOIN_RATE_LIMITED,
             "joining too fast from this address; retry in a second".into(),
         ),
-    })?;
-    Ok((slot, budget))
+        limits::LimitError::PersonTooFast => ApiError::new(
+            code::JOIN_RATE_LIMITED,
+            "this place is joined too often; retry in a second".into(),
+        ),
+    }
 }
 
 /// The answer to a resume token that is not genuine, or not for `sale`.
@@ -261,7 +329,7 @@ async fn take_session(
     ctx: Arc<crate::sale::Context>,
     claim: Wants,
     number: u64,
-    connection: limits::ConnectionSlot,
+    connection: Option<limits::ConnectionSlot>,
     budget: limits::BudgetSlot,
 ) -> Result<Box<Session>, ApiError> {
     let session_id = ctx.session_id(number);

@@ -161,7 +161,7 @@ pub struct Shared {
     pub clients: Arc<Clients>,
     /// What asking where a place stands may cost (crate::guards).
     pub place: Arc<guards::PlaceGuard>,
-    /// What asking for puzzles may cost one address (crate::guards).
+    /// What asking for the puzzles of sales not open here may cost one address (crate::guards).
     pub challenges: Arc<guards::Guard>,
 }
 
@@ -265,8 +265,8 @@ impl AppState {
     /// started only for a sale Redis knows as armed: a stranger naming random sales gets 404s
     /// and leaves nothing behind.
     pub(crate) async fn room(&self, sale: &str) -> Result<Arc<sale::Context>, ApiError> {
-        if let Some(room) = self.rooms.get(sale) {
-            return Ok(room.clone());
+        if let Some(room) = self.live_room(sale) {
+            return Ok(room);
         }
         let mut pipe = redis::pipe();
         SaleStatus::query(&mut pipe, &self.keys.sale(sale));
@@ -280,6 +280,11 @@ impl AppState {
             .or_insert_with(|| self.start_room(sale))
             .clone();
         Ok(room)
+    }
+
+    /// The room of `sale` if this gateway runs one now: a map lookup, no Redis.
+    pub(crate) fn live_room(&self, sale: &str) -> Option<Arc<sale::Context>> {
+        self.rooms.get(sale).map(|room| room.clone())
     }
 
     fn start_room(&self, sale: &str) -> Arc<sale::Context> {

@@ -2,25 +2,43 @@
 //! one client may hold at once, and how fast it may join. All are checked before a ticket is
 //! taken, so a flood costs a counter or a map lookup, not a Redis round trip or a place in line.
 //!
+//! A join is charged to whoever it shows it is (crate::join), so that a stranger sending junk
+//! from a carrier's address cannot spend the allowance of the people behind it:
+//! - a person, once it names one with something genuine: the place of a resume token whose MAC
+//!   checks, or a signed-in buyer. Each is held to [`PERSON_BURST`] joins at once, then one every
+//!   [`PERSON_EVERY`] (a reconnect, a second tab), on its own, whatever address it comes from;
+//! - nobody, for a solved proof of work: each solution is single-use and cost its own search;
+//! - its address otherwise: an anonymous join to a sale that asks for nothing, a credential or an
+//!   answer that fails, and a sale this gateway has no room for yet (its lookup reads Redis).
+//!   Only those anonymous sessions count against the address's sessions too.
+//!
 //! A "client" here is an address as the limits see it ([`IpLimits::client_of`],
 //! `floodgate_platform::clients::counted_as`): an IPv4 address (an IPv4-mapped IPv6 one counts as
 //! its IPv4 address), or an IPv6 prefix, because one IPv6 host is routinely given a whole /64 and
 //! could otherwise take a fresh address per join.
 
+use std::hash::Hash;
 use std::net::IpAddr;
-use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use dashmap::DashMap;
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use floodgate_platform::clients::{AddressRate, Rate};
+
+/// Joins one person (a place, a signed-in buyer) may make at once on a gateway.
+pub const PERSON_BURST: u32 = 3;
+/// Then one every so often: a person reconnecting after a lost network does so once.
+pub const PERSON_EVERY: Duration = Duration::from_secs(1);
 
 pub struct IpLimits {
     max_connections: u32,
     /// Prefix length an IPv6 address is counted by.
     ipv6_prefix: u8,
     connections: DashMap<IpAddr, u32>,
-    joins: DefaultKeyedRateLimiter<IpAddr>,
+    joins: AddressRate,
+    /// Joins of each person, by a hash of who they are (`person`).
+    people: Rate<u64>,
 }
 
 /// Why a join was refused.
@@ -28,6 +46,8 @@ pub struct IpLimits {
 pub enum LimitError {
     TooManyConnections,
     JoiningTooFast,
+    /// This place, or this buyer, joins faster than a person does.
+    PersonTooFast,
 }
 
 impl IpLimits {
@@ -47,13 +67,12 @@ impl IpLimits {
         joins_per_sec: u32,
         ipv6_prefix: u8,
     ) -> Arc<Self> {
-        let rate = NonZeroU32::new(joins_per_sec.max(1)).expect("at least one");
-        let burst = NonZeroU32::new(joins_per_sec.max(1).saturating_mul(2)).expect("at least one");
         Arc::new(Self {
             max_connections: max_connections.max(1),
             ipv6_prefix: ipv6_prefix.clamp(32, 128),
             connections: DashMap::new(),
-            joins: RateLimiter::keyed(Quota::per_second(rate).allow_burst(burst)),
+            joins: AddressRate::per_second(joins_per_sec),
+            people: Rate::every(PERSON_EVERY, PERSON_BURST),
         })
     }
 
@@ -62,15 +81,39 @@ impl IpLimits {
         floodgate_platform::clients::counted_as(ip, self.ipv6_prefix)
     }
 
-    /// Admits one more session from `ip`, or says why not. The slot is given back when the
-    /// returned [`ConnectionSlot`] is dropped (the session ended, or the upgrade failed).
+    /// Admits one more anonymous session from `ip` (its join charged, and a session slot held),
+    /// or says why not. The slot is given back when the returned [`ConnectionSlot`] is dropped
+    /// (the session ended, or the upgrade failed).
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<ConnectionSlot, LimitError> {
-        let ip = self.client_of(ip);
-        if self.joins.check_key(&ip).is_err() {
+        self.charge(ip)?;
+        self.hold(ip)
+    }
+
+    /// Charges one join to `ip`'s allowance.
+    pub fn charge(&self, ip: IpAddr) -> Result<(), LimitError> {
+        if !self.joins.allow(&self.client_of(ip)) {
             metrics::counter!("floodgate_joins_refused_total", "reason" => "join_rate_limited")
                 .increment(1);
             return Err(LimitError::JoiningTooFast);
         }
+        Ok(())
+    }
+
+    /// Charges one join to the person `who` names (a sale and its place, or a sale and a buyer).
+    pub fn person(&self, who: impl Hash) -> Result<(), LimitError> {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        who.hash(&mut hasher);
+        if self.people.allow(&std::hash::Hasher::finish(&hasher)) {
+            return Ok(());
+        }
+        metrics::counter!("floodgate_joins_refused_total", "reason" => "person_rate_limited")
+            .increment(1);
+        Err(LimitError::PersonTooFast)
+    }
+
+    /// Holds one of `ip`'s session slots, or says the address holds as many as it may.
+    pub fn hold(self: &Arc<Self>, ip: IpAddr) -> Result<ConnectionSlot, LimitError> {
+        let ip = self.client_of(ip);
         let mut count = self.connections.entry(ip).or_insert(0);
         if *count >= self.max_connections {
             metrics::counter!("floodgate_joins_refused_total", "reason" => "too_many_connections")
@@ -84,10 +127,11 @@ impl IpLimits {
         })
     }
 
-    /// Forgets rate-limit state of addresses not seen lately (bounded memory under churn).
+    /// Forgets rate-limit state of addresses and people not seen lately (bounded memory under
+    /// churn).
     pub fn prune(&self) {
-        self.joins.retain_recent();
-        self.joins.shrink_to_fit();
+        self.joins.prune();
+        self.people.prune();
     }
 
     #[cfg(test)]
@@ -208,6 +252,21 @@ mod tests {
         assert_eq!(slots.len(), 4, "a burst of twice the rate");
         assert_eq!(limits.admit(a).err(), Some(LimitError::JoiningTooFast));
         assert!(limits.admit("10.0.0.9".parse().unwrap()).is_ok());
+    }
+
+    #[test]
+    fn a_person_is_held_to_their_own_allowance_whatever_the_address() {
+        let limits = IpLimits::new(1, 1);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        // The address's allowance spent by someone else...
+        while limits.charge(a).is_ok() {}
+        // ...is not this person's, who has their own.
+        for _ in 0..PERSON_BURST {
+            assert_eq!(limits.person(("s", 7u64)), Ok(()));
+        }
+        assert_eq!(limits.person(("s", 7u64)), Err(LimitError::PersonTooFast));
+        assert_eq!(limits.person(("s", 8u64)), Ok(()), "another place");
+        assert_eq!(limits.person(("t", 7u64)), Ok(()), "another sale");
     }
 
     #[test]

@@ -6,17 +6,17 @@
 //! The limits themselves ([`Rate`]) live in each process's memory, never in Redis: they cost a
 //! map lookup, and keep no state on a sale's slot (the slot every join of a sale meets).
 
-use std::hash::Hash;
 use std::net::{IpAddr, SocketAddr};
-use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, FromRef, FromRequestParts};
 use axum::http::request::Parts;
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use ipnet::{IpNet, Ipv6Net};
 
 use crate::http::ApiError;
+
+mod rates;
+pub use rates::{AddressRate, Rate, WIDER_IPV6};
 
 /// The IPv6 prefix length one client is counted by unless configured: RFC 6177 and the RIRs
 /// hand end sites a /64 or more, and every address inside it is one host's to pick.
@@ -39,6 +39,7 @@ pub struct ClientArgs {
     pub trusted_proxies: Vec<IpNet>,
     /// The per-address limits count an IPv6 client by this many leading bits of its address:
     /// one host is routinely given a whole /64 and can pick a fresh address from it per request.
+    /// The /56 and the /48 around it are held to 16 and 256 times a client's allowance too.
     #[arg(long, env = "FLOODGATE_IPV6_PREFIX", default_value_t = DEFAULT_IPV6_PREFIX)]
     pub ipv6_prefix: u8,
 }
@@ -181,63 +182,6 @@ pub fn parse_trusted_proxy(text: &str) -> Result<IpNet, String> {
     .trunc())
 }
 
-/// A rate per key (an address, a pass): `per_sec` requests a second, in bursts of up to twice
-/// that. In memory: a key that has not asked lately is forgotten by [`Rate::prune`].
-pub struct Rate<K: Hash + Eq + Clone> {
-    limiter: DefaultKeyedRateLimiter<K>,
-    per_sec: u32,
-}
-
-impl<K: Hash + Eq + Clone> Rate<K> {
-    pub fn per_second(per_sec: u32) -> Self {
-        let per_sec = per_sec.max(1);
-        let rate = NonZeroU32::new(per_sec).expect("at least one");
-        let burst = NonZeroU32::new(per_sec.saturating_mul(2)).expect("at least one");
-        Self {
-            limiter: RateLimiter::keyed(Quota::per_second(rate).allow_burst(burst)),
-            per_sec,
-        }
-    }
-
-    /// One request every `period` per key, in bursts of up to `burst`.
-    pub fn every(period: std::time::Duration, burst: u32) -> Self {
-        let burst = NonZeroU32::new(burst.max(1)).expect("at least one");
-        let quota = Quota::with_period(period.max(std::time::Duration::from_millis(1)))
-            .expect("a period of at least a millisecond")
-            .allow_burst(burst);
-        Self {
-            limiter: RateLimiter::keyed(quota),
-            per_sec: (1.0 / period.as_secs_f64()).ceil() as u32,
-        }
-    }
-
-    /// Takes one request of `key`'s allowance: `false` when it is used up.
-    pub fn allow(&self, key: &K) -> bool {
-        self.limiter.check_key(key).is_ok()
-    }
-
-    /// The configured rate.
-    pub fn per_sec(&self) -> u32 {
-        self.per_sec
-    }
-
-    /// Forgets the keys that have not asked lately (call it every minute or so), so the
-    /// limiter does not grow with every key that ever asked.
-    pub fn prune(&self) {
-        self.limiter.retain_recent();
-        self.limiter.shrink_to_fit();
-    }
-
-    /// How many keys it remembers now.
-    pub fn len(&self) -> usize {
-        self.limiter.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,15 +265,5 @@ mod tests {
             parse_trusted_proxy("10.1.2.3/16").unwrap().to_string(),
             "10.1.0.0/16"
         );
-    }
-
-    #[test]
-    fn a_rate_allows_bursts_of_twice_itself_per_key() {
-        let rate = Rate::per_second(2);
-        assert_eq!((0..10).filter(|_| rate.allow(&1u64)).count(), 4);
-        assert!(rate.allow(&2u64), "another key has its own allowance");
-        assert_eq!(rate.len(), 2);
-        let slow = Rate::every(std::time::Duration::from_secs(60), 3);
-        assert_eq!((0..10).filter(|_| slow.allow(&1u64)).count(), 3);
     }
 }

@@ -10,8 +10,13 @@
 //! work per bit, and a person's browser a fraction of a second more.
 //!
 //! A puzzle is stateless (a MAC under a key every gateway derives from the signing key, like
-//! resume tokens) and single-use: the gateway records a solved puzzle's id in Redis until the
-//! puzzle expires ([`Passed::single_use`]).
+//! resume tokens) and the same for everyone who asks for a sale's puzzle at one difficulty within
+//! one [`PUZZLE_WINDOW_MS`]: asking again, from any address, gets nothing new, so handing puzzles
+//! out needs no allowance per address and an edge may cache them. What is spent is the answer:
+//! each solution (a puzzle and a nonce) joins once, and the gateway records it in Redis until the
+//! puzzle expires ([`Passed::single_use`]). Every solution costs its own search, so the work a
+//! join costs is the same as with a puzzle apiece; a client searches from a random nonce of its
+//! own, or it would find the same solution as its neighbours.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -23,13 +28,18 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 
 use crate::api::code;
-use crate::settings::POW_DIFFICULTY;
 use crate::UnixMillis;
+
+mod difficulty;
+pub use difficulty::{check_difficulty, AutoDifficulty};
 
 /// The longest answer read (a CAPTCHA response token is usually well under 2 KB).
 pub const MAX_ANSWER_LEN: usize = 4096;
-/// How long a puzzle may be answered after it was handed out.
+/// How long a puzzle may be answered after its window began.
 pub const PUZZLE_LIFETIME_MS: i64 = 120_000;
+/// Everyone asking for a sale's puzzle within one window of this length (aligned to the Unix
+/// epoch) gets the same puzzle.
+pub const PUZZLE_WINDOW_MS: i64 = 5_000;
 
 /// Why an answer was refused; each has its own error code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -40,7 +50,9 @@ pub enum ChallengeError {
     Failed,
     #[error("the challenge is no longer valid (too old, or easier than the sale now asks); fetch a new one")]
     Expired,
-    #[error("this challenge was already used; fetch a new one")]
+    #[error(
+        "this answer was already used; solve the puzzle again from a random nonce of your own"
+    )]
     Reused,
     #[error("the challenge cannot be checked right now; retry shortly")]
     Unavailable,
@@ -61,7 +73,8 @@ impl ChallengeError {
 /// What a passed check leaves for the gateway to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Passed {
-    /// The answer may be used once: the gateway records this id (spread over Redis' slots)
+    /// The answer (the puzzle and its nonce) may be used once: the gateway records this id
+    /// (spread over Redis' slots)
     /// until the given Unix ms, and refuses it as [`ChallengeError::Reused`] meanwhile. `None`
     /// when the verifier's provider enforces single use itself.
     pub single_use: Option<(String, UnixMillis)>,
@@ -126,7 +139,7 @@ pub struct ProofOfWork {
     key: [u8; 32],
 }
 
-const VERSION: &str = "p1";
+const VERSION: &str = "p2";
 
 impl ProofOfWork {
     /// Derives the puzzles' MAC key from the admission signing seed every gateway holds
@@ -140,20 +153,16 @@ impl ProofOfWork {
         }
     }
 
-    /// A fresh puzzle for `sale` at `difficulty`.
+    /// The puzzle for `sale` at `difficulty` at `now_ms`: the same for every ask in the window.
     pub fn issue(&self, sale: &str, difficulty: u8, now_ms: UnixMillis) -> Puzzle {
-        let mut salt = [0u8; 12];
-        rand::rngs::OsRng.fill_bytes(&mut salt);
-        let body = format!(
-            "{VERSION}~{sale}~{now_ms}~{difficulty}~{}",
-            B64.encode(salt)
-        );
+        let window = now_ms - now_ms.rem_euclid(PUZZLE_WINDOW_MS);
+        let body = format!("{VERSION}~{sale}~{window}~{difficulty}");
         let mac = B64.encode(self.mac(&body));
         Puzzle {
             kind: "pow".into(),
             puzzle: format!("{body}~{mac}"),
             difficulty,
-            expires_at_ms: now_ms + PUZZLE_LIFETIME_MS,
+            expires_at_ms: window + PUZZLE_LIFETIME_MS,
         }
     }
 
@@ -185,7 +194,7 @@ impl ProofOfWork {
         }
         // Genuine from here on: the fields are ours.
         let fields: Vec<&str> = body.split('~').collect();
-        let [VERSION, for_sale, issued, asked, _salt] = fields[..] else {
+        let [VERSION, for_sale, issued, asked] = fields[..] else {
             return Err(ChallengeError::Failed);
         };
         let issued: UnixMillis = issued.parse().map_err(|_| ChallengeError::Failed)?;
@@ -200,16 +209,19 @@ impl ProofOfWork {
         if leading_zero_bits(&Sha256::digest(answer.as_bytes())) < u32::from(asked) {
             return Err(ChallengeError::Failed);
         }
-        let id = hex::encode(&Sha256::digest(puzzle.as_bytes())[..16]);
+        // The answer, not the puzzle: everyone in a window shares the puzzle.
+        let id = hex::encode(&Sha256::digest(answer.as_bytes())[..16]);
         Ok(Passed {
             single_use: Some((id, expires)),
         })
     }
 
-    /// Finds an answer to `puzzle` (what a client does; the tests and the load generator use it).
+    /// Finds an answer to `puzzle` (what a client does; the tests and the load generator use
+    /// it), searching from a random nonce so that it is not a neighbour's.
     pub fn solve(puzzle: &Puzzle) -> String {
+        let start = rand::rngs::OsRng.next_u64();
         (0u64..)
-            .map(|n| format!("{}~{n:x}", puzzle.puzzle))
+            .map(|n| format!("{}~{start:016x}{n:x}", puzzle.puzzle))
             .find(|answer| {
                 leading_zero_bits(&Sha256::digest(answer.as_bytes()))
                     >= u32::from(puzzle.difficulty)
@@ -244,72 +256,9 @@ fn leading_zero_bits(hash: &[u8]) -> u32 {
     bits
 }
 
-/// How the proof of work rises by itself under a flood of joins: one bit as the sale's join rate
-/// passes `rise_above` joins a second, and one more for each doubling beyond, never past
-/// `ceiling` (the most an honest buyer's phone solves within its budget, BENCHMARKS.md). Every
-/// gateway computes the same from the sale's ticket sequence, so they agree without talking.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct AutoDifficulty {
-    /// Joins a second, sale-wide, past which the difficulty rises (0 or less: it never does).
-    pub rise_above: f64,
-    /// The most the difficulty rises to; a sale whose own difficulty is higher keeps its own.
-    pub ceiling: u8,
-}
-
-impl AutoDifficulty {
-    /// The difficulty puzzles are handed out at, for a sale asking `base` bits while joins
-    /// come at `joins_per_sec`.
-    pub fn at(&self, base: u8, joins_per_sec: f64) -> u8 {
-        // NaN compares false: no measured rate is no rise.
-        let flooding = joins_per_sec > self.rise_above;
-        if self.rise_above <= 0.0 || !flooding || base >= self.ceiling {
-            return base;
-        }
-        let doublings = (joins_per_sec / self.rise_above).log2().floor().max(0.0);
-        let raised = u32::from(base) + 1 + doublings.min(64.0) as u32;
-        raised.min(u32::from(self.ceiling)) as u8
-    }
-}
-
-/// Whether `difficulty` is one a sale may ask for.
-pub fn check_difficulty(difficulty: i64) -> Result<u8, String> {
-    u8::try_from(difficulty)
-        .ok()
-        .filter(|d| POW_DIFFICULTY.contains(d))
-        .ok_or_else(|| {
-            format!(
-                "pow_difficulty must be a whole number of bits from {} to {}",
-                POW_DIFFICULTY.start(),
-                POW_DIFFICULTY.end()
-            )
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_difficulty_rises_a_bit_per_doubling_of_joins_up_to_its_ceiling() {
-        let auto = AutoDifficulty {
-            rise_above: 100.0,
-            ceiling: 19,
-        };
-        assert_eq!(auto.at(16, 0.0), 16);
-        assert_eq!(auto.at(16, 100.0), 16, "at the threshold: no rise");
-        assert_eq!(auto.at(16, 150.0), 17);
-        assert_eq!(auto.at(16, 200.0), 18);
-        assert_eq!(auto.at(16, 399.0), 18);
-        assert_eq!(auto.at(16, 400.0), 19);
-        assert_eq!(auto.at(16, 1e12), 19, "never past the ceiling");
-        assert_eq!(auto.at(20, 1e12), 20, "a sale asking more keeps its own");
-        let off = AutoDifficulty {
-            rise_above: 0.0,
-            ceiling: 30,
-        };
-        assert_eq!(off.at(16, 1e9), 16);
-        assert_eq!(auto.at(16, f64::NAN), 16);
-    }
 
     #[test]
     fn a_solved_puzzle_passes_once_per_id_and_every_flaw_is_refused() {
@@ -321,13 +270,26 @@ mod tests {
         let (id, until) = passed.single_use.unwrap();
         assert_eq!(until, now + PUZZLE_LIFETIME_MS);
         assert_eq!(id.len(), 32);
-        // The same puzzle solved with another nonce is the same puzzle: same single-use id.
-        let other_nonce = (0u64..)
-            .map(|n| format!("{}~z{n:x}", puzzle.puzzle))
-            .find(|a| leading_zero_bits(&Sha256::digest(a.as_bytes())) >= 8)
-            .unwrap();
-        let again = pow.check("s1", &other_nonce, 8, now).unwrap();
-        assert_eq!(again.single_use.unwrap().0, id);
+        assert_eq!(
+            pow.check("s1", &answer, 8, now)
+                .unwrap()
+                .single_use
+                .unwrap()
+                .0,
+            id
+        );
+        // The same puzzle solved again (another search, another nonce) is another answer: the
+        // puzzle is everyone's in its window, and each answer is single-use on its own.
+        let again = ProofOfWork::solve(&puzzle);
+        assert_ne!(again, answer, "each search starts from a random nonce");
+        assert_ne!(
+            pow.check("s1", &again, 8, now)
+                .unwrap()
+                .single_use
+                .unwrap()
+                .0,
+            id
+        );
 
         assert_eq!(
             pow.check("s2", &answer, 8, now),
@@ -366,11 +328,19 @@ mod tests {
     }
 
     #[test]
-    fn difficulties_have_bounds() {
-        assert_eq!(check_difficulty(16), Ok(16));
-        assert!(check_difficulty(0).is_err());
-        assert!(check_difficulty(33).is_err());
-        assert!(check_difficulty(-1).is_err());
+    fn everyone_asking_in_one_window_gets_the_same_puzzle() {
+        let pow = ProofOfWork::derive(&[7; 32]);
+        let start = 10 * PUZZLE_WINDOW_MS;
+        let first = pow.issue("s1", 8, start);
+        assert_eq!(pow.issue("s1", 8, start + PUZZLE_WINDOW_MS - 1), first);
+        assert_eq!(first.expires_at_ms, start + PUZZLE_LIFETIME_MS);
+        assert_ne!(pow.issue("s1", 8, start + PUZZLE_WINDOW_MS), first);
+        assert_ne!(pow.issue("s1", 9, start), first);
+        assert_ne!(pow.issue("s2", 8, start), first);
+    }
+
+    #[test]
+    fn leading_zero_bits_count_from_the_first_byte() {
         assert_eq!(leading_zero_bits(&[0, 0x10]), 11);
         assert_eq!(leading_zero_bits(&[0x80]), 0);
     }

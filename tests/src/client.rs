@@ -51,6 +51,15 @@ impl RoomClient {
         Self::join_from(url, None, headers).await
     }
 
+    /// The refusal of a join with `headers` to `url`: its status and error code (a join that is
+    /// let in fails the test).
+    pub async fn refusal(url: &str, headers: &[(&str, &str)]) -> (u16, String) {
+        match Self::join_with(url, headers).await {
+            Ok(client) => panic!("joined with ticket {}", client.ticket),
+            Err(r) => (r.status, r.body["error"].as_str().unwrap_or("").to_owned()),
+        }
+    }
+
     /// Joins from the local address `from` (another 127.0.0.x: another client, to whoever
     /// counts addresses), with extra request headers.
     pub async fn join_from(

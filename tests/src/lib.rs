@@ -311,9 +311,15 @@ impl TestApp {
     /// A fresh sale (its id starting with `prefix`) that opens in an hour: its clients stay in
     /// the pre-queue for the whole test.
     pub async fn pending_sale(&self, prefix: &str) -> String {
+        self.pending_sale_with(prefix, Door::default()).await
+    }
+
+    /// [`TestApp::pending_sale`], with `door`.
+    pub async fn pending_sale_with(&self, prefix: &str, door: Door) -> String {
         let sale = unique(prefix);
         let spec = SaleSpec {
             opens_in: Duration::from_secs(3600),
+            door,
             ..SaleSpec::default()
         };
         self.create_sale(&sale, &spec).await;

@@ -98,17 +98,21 @@ impl<'k> Walk<'k> {
             if self.named {
                 return Err("names no key, after rows that do: inserted or edited by hand".into());
             }
-            // Chained before rows named their keys: any key given may have made it.
-            return if self
+            // Chained before rows named their keys: any key given may have made it, and the one
+            // that did is in force after it. So a chain stripped of its names and made again
+            // with a retired key ends under that key, which is not intact.
+            let made = self
                 .keys
                 .all()
-                .any(|k| row.mac(k, &self.previous) == stored)
-            {
-                Ok(())
-            } else {
-                Err(mismatch())
-            };
+                .find(|k| row.mac(k, &self.previous) == stored)
+                .ok_or_else(mismatch)?;
+            self.verdict.in_force = Some(made.id().to_owned());
+            return Ok(());
         };
+        // The first named row may follow unnamed rows made with another key (the release that
+        // named keys came with a new one): the key it names is in force from it on, and the
+        // head must still end under the current key.
+        let first_named = !self.named;
         self.named = true;
         let key = self.keys.by_id(id).ok_or_else(|| {
             format!(
@@ -123,12 +127,11 @@ impl<'k> Walk<'k> {
             return self.rotation(row, id);
         }
         match &self.verdict.in_force {
-            Some(in_force) if in_force != id => Err(format!(
+            Some(in_force) if in_force != id && !first_named => Err(format!(
                 "is made with key {id}, but key {in_force} was in force at its position: a \
                  retired key signs nothing new"
             )),
-            Some(_) => Ok(()),
-            None => {
+            _ => {
                 self.verdict.in_force = Some(id.to_owned());
                 Ok(())
             }

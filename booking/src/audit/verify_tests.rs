@@ -194,6 +194,30 @@ fn rows_chained_before_keys_were_named_still_check_and_none_may_follow_a_named_o
 }
 
 #[test]
+fn a_retired_key_cannot_strip_the_names_and_make_the_whole_chain_again() {
+    // Every row's key name taken off, a row edited, and the whole chain made again with a, as
+    // rows of a release before keys were named. Before, every row checked under "any key given"
+    // and nothing was in force: intact. Now the key that made an unnamed row is in force after
+    // it, and the head is under a, which b replaced.
+    let a = key("a");
+    let mut chain = rotated();
+    for (row, _) in &mut chain.0 {
+        row.key_id = None;
+    }
+    let len = chain.0.len();
+    chain.rewrite(0, len, &a);
+    let keys = keys("b", &["a"]);
+    let verdict = chain.walk(&keys);
+    assert!(verdict.broken.is_empty(), "every row checks: {verdict:?}");
+    assert_eq!(verdict.head_behind(&keys), Some(a.id()), "{verdict:?}");
+    assert!(!verdict.intact(&keys));
+    // Unnamed rows under the current key are intact, as an upgraded trail's are.
+    let mut legacy = Chain::default();
+    legacy.push(&key("b"), false).push(&key("b"), false);
+    assert!(legacy.walk(&keys).intact(&keys));
+}
+
+#[test]
 fn every_field_the_key_and_the_row_before_are_in_the_mac() {
     let (a, b) = (key("a"), key("b"));
     let row = Chain::row(7, "pause", Some(a.id()));

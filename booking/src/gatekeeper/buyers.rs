@@ -18,34 +18,66 @@ use super::outcomes::BuyerCount;
 use super::scripts::BuyerSeats;
 use super::{Gatekeeper, ReserveError, ReserveRequest};
 
+/// Why an attempt's seats were not counted against its buyer.
+pub(super) enum Uncounted {
+    /// Over the limit: the token's attempts stamped below `fence` are refused from now on, which
+    /// stops them only if `fence_kept` (on the record's replicas).
+    Over {
+        error: ReserveError,
+        fence: i64,
+        fence_kept: bool,
+    },
+    /// Fenced off by a later attempt of the token, which settles its claim: nothing to give back.
+    Fenced(ReserveError),
+    /// Not counted, for want of an answer.
+    Failed(ReserveError),
+}
+
 impl Gatekeeper {
     /// Counts the request's seats against its buyer, if the token names one and the sale has
-    /// a limit; refuses if they would pass it.
+    /// a limit; refuses if they would pass it (`attempt`: the attempt's stamp).
     pub(super) async fn count_buyer_seats(
         &self,
         req: &ReserveRequest<'_>,
         limit: Option<u32>,
-    ) -> Result<(), ReserveError> {
+        attempt: i64,
+    ) -> Result<(), Uncounted> {
         let (Some(buyer), Some(limit)) = (&req.claims.buyer, limit) else {
             return Ok(());
         };
-        let buyer = BuyerId::new(buyer.clone());
+        let record = self
+            .keys
+            .buyer(&req.claims.sale, &BuyerId::new(buyer.clone()));
         let counted = BuyerSeats {
-            record: self.keys.buyer(&req.claims.sale, &buyer),
+            record: record.clone(),
             op: "take",
             jti: &req.claims.jti,
             seats: req.seats,
             limit,
             lifetime_ms: Keys::BUYER_RECORD_LIFETIME.as_millis() as u64,
+            attempt,
         }
         .run(&mut self.redis.clone())
-        .await?;
+        .await
+        .map_err(|e| Uncounted::Failed(e.into()))?;
         match counted {
             BuyerCount::Counted => Ok(()),
-            BuyerCount::Over { counted } => Err(ReserveError::BuyerLimit { limit, counted }),
-            BuyerCount::Given => Err(ReserveError::Protocol(
+            BuyerCount::Over { counted, fence } => {
+                // The fence stops the token's earlier attempts once a failover cannot lose it.
+                let fence_kept = self.replicated(&record).await.is_ok();
+                Err(Uncounted::Over {
+                    error: ReserveError::BuyerLimit { limit, counted },
+                    fence,
+                    fence_kept,
+                })
+            }
+            BuyerCount::Fenced { counted } => Err(Uncounted::Fenced(ReserveError::BuyerLimit {
+                limit,
+                counted,
+            })),
+            BuyerCount::Given => Err(Uncounted::Failed(ReserveError::Protocol(
                 "buyer_seats: given, for a take".into(),
-            )),
+            ))),
         }
     }
 
@@ -76,6 +108,7 @@ impl Gatekeeper {
             seats: 0,
             limit: 0,
             lifetime_ms: Keys::BUYER_RECORD_LIFETIME.as_millis() as u64,
+            attempt: 0,
         }
         .run(&mut self.redis.clone())
         .await?;
@@ -94,9 +127,20 @@ mod tests {
     fn buyer_seat_replies_parse() {
         let count = |reply: &[&str]| BuyerCount::from_strings(&strings(reply));
         assert_eq!(count(&["ok"]), Some(BuyerCount::Counted));
-        assert_eq!(count(&["over", "4"]), Some(BuyerCount::Over { counted: 4 }));
+        assert_eq!(
+            count(&["over", "4", "17"]),
+            Some(BuyerCount::Over {
+                counted: 4,
+                fence: 17
+            })
+        );
+        assert_eq!(
+            count(&["fenced", "4"]),
+            Some(BuyerCount::Fenced { counted: 4 })
+        );
         assert_eq!(count(&["given"]), Some(BuyerCount::Given));
-        assert_eq!(count(&["over", "many"]), None);
+        assert_eq!(count(&["over", "many", "1"]), None);
+        assert_eq!(count(&["over", "4"]), None);
         assert_eq!(count(&["ok", "1"]), None);
     }
 }

@@ -142,19 +142,26 @@ impl FromReply for Sequence {
 pub enum BuyerCount {
     /// The token's seats count against the buyer (now, or already).
     Counted,
-    /// The buyer holds or bought `counted` seats, and these would pass the limit: nothing
-    /// changed.
-    Over { counted: u32 },
+    /// The buyer holds or bought `counted` seats, and these would pass the limit: the token's
+    /// attempts stamped below `fence` (this one's stamp) are refused from now on.
+    Over { counted: u32, fence: i64 },
+    /// A later attempt of the token was over first, and fenced this one off: it takes nothing,
+    /// and leaves the token's claim to that attempt.
+    Fenced { counted: u32 },
     /// The token's seats no longer count.
     Given,
 }
 
-/// `{"ok"}`, `{"over", counted}` or `{"given"}`.
+/// `{"ok"}`, `{"over", counted, fence}`, `{"fenced", counted}` or `{"given"}`.
 impl FromStrings for BuyerCount {
     fn from_strings(reply: &[String]) -> Option<Self> {
         match reply {
             [ok] if ok == "ok" => Some(Self::Counted),
-            [over, counted] if over == "over" => Some(Self::Over {
+            [over, counted, fence] if over == "over" => Some(Self::Over {
+                counted: counted.parse().ok()?,
+                fence: fence.parse().ok()?,
+            }),
+            [fenced, counted] if fenced == "fenced" => Some(Self::Fenced {
                 counted: counted.parse().ok()?,
             }),
             [given] if given == "given" => Some(Self::Given),

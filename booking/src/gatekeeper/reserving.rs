@@ -5,6 +5,7 @@
 use floodgate_platform::replicas::NotReplicated;
 use floodgate_platform::script::LuaScript as _;
 
+use super::buyers::Uncounted;
 use super::claims::{Claim, Claimed, Claiming, Released};
 use super::holds::{Refusal, Reserved};
 use super::scripts::ReleaseClaim;
@@ -21,11 +22,33 @@ impl Gatekeeper {
         new_secret: &str,
     ) -> Result<Hold, ReserveError> {
         let claimed = self.claim(req).await?;
-        let counted = self.count_buyer_seats(req, claimed.buyer_limit).await;
-        if let Err(refused) = counted {
+        let counted = self
+            .count_buyer_seats(req, claimed.buyer_limit, claimed.attempt)
+            .await;
+        match counted {
+            Ok(()) => {}
             // Nothing of this attempt reached the pool: its refusal proves nothing about the
-            // key's other attempts (one may have counted and reserved).
-            return Err(self.settle(req, &claimed, Refusal::alone(refused)).await);
+            // key's other attempts, but its fence (once replicated) stops the earlier ones.
+            Err(Uncounted::Over {
+                error,
+                fence,
+                fence_kept,
+            }) => {
+                let refusal = Refusal {
+                    error,
+                    at_ms: None,
+                    fence: Some(fence),
+                };
+                return Err(self.settle(req, &claimed, refusal, fence_kept).await);
+            }
+            // The later attempt that fenced this one gives the token back, or keeps it for a
+            // hold of the key's: answered as that attempt is, with nothing to give back here.
+            Err(Uncounted::Fenced(error)) => return Err(error),
+            Err(Uncounted::Failed(error)) => {
+                return Err(self
+                    .settle(req, &claimed, Refusal::alone(error), false)
+                    .await);
+            }
         }
         let pool_keys = self.keys.pool(&req.claims.sale, req.pool);
         let attempt = calls::Attempt {
@@ -54,7 +77,15 @@ impl Gatekeeper {
                 Ok(hold)
             }
             Reserved::Spent => Err(ReserveError::TokenSpent),
-            Reserved::Refused(refusal) => Err(self.settle(req, &claimed, refusal).await),
+            Reserved::Refused(refusal) => {
+                // The fence stops the key's earlier attempts only if a failover cannot lose it:
+                // one of them delayed in the client's retries could otherwise still reach a new
+                // primary and take seats after the token was given back.
+                let sale = req.claims.sale.as_str();
+                let fence_kept =
+                    refusal.fence.is_some() && self.pool_replicated(sale, req.pool).await.is_ok();
+                Err(self.settle(req, &claimed, refusal, fence_kept).await)
+            }
         }
     }
 
@@ -64,19 +95,16 @@ impl Gatekeeper {
     /// not be told `token_spent`. Where that cannot be shown, because another attempt of the
     /// key may still take seats or a failover could lose the release (or the fence that let it
     /// happen), the answer is a 503 instead, and the client's retry with the same key settles
-    /// it.
+    /// it. `fence_kept`: the refusal's fence is on the replicas of where it lives (the pool, or
+    /// the buyer's record).
     async fn settle(
         &self,
         req: &ReserveRequest<'_>,
         claimed: &Claimed,
         refusal: Refusal,
+        fence_kept: bool,
     ) -> ReserveError {
         let sale = req.claims.sale.as_str();
-        // The fence stops the key's earlier attempts only if a failover cannot lose it: one of
-        // them delayed in the client's retries could otherwise still reach a new primary and
-        // take seats after the token was given back.
-        let fence_kept =
-            refusal.fence.is_some() && self.pool_replicated(sale, req.pool).await.is_ok();
         let definitive = matches!(
             refusal.error,
             ReserveError::SoldOut { .. } | ReserveError::BuyerLimit { .. }
@@ -160,11 +188,15 @@ impl Gatekeeper {
     /// Every write this process made in the sale's slot (a token's claim given back) is on
     /// enough replicas.
     async fn claim_replicated(&self, sale: &str) -> Result<(), NotReplicated> {
+        self.replicated(&self.keys.sale(sale).meta()).await
+    }
+
+    /// Every write this process made in `key`'s slot is on enough replicas (always, where none
+    /// are required).
+    pub(super) async fn replicated(&self, key: &str) -> Result<(), NotReplicated> {
         if !self.replication.required() {
             return Ok(());
         }
-        self.replication
-            .replicated(&self.keys.sale(sale).meta())
-            .await
+        self.replication.replicated(key).await
     }
 }

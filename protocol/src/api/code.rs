@@ -65,7 +65,7 @@ codes! {
     DRAW_BUSY = "draw_busy", 503, "the gateway reads the draw's record as fast as it may";
     PLACE_RATE_LIMITED = "place_rate_limited", 429, "this address, or this place, is asked about faster than allowed";
     PLACE_BUSY = "place_busy", 503, "the gateway reads places' standing as fast as it may";
-    CHALLENGE_RATE_LIMITED = "challenge_rate_limited", 429, "this address asks for puzzles faster than allowed";
+    CHALLENGE_RATE_LIMITED = "challenge_rate_limited", 429, "this address asks for the puzzles of sales not open on the gateway faster than allowed";
     BOOKING_RATE_LIMITED = "booking_rate_limited", 429, "this address makes booking requests faster than allowed";
     RESERVATION_RATE_LIMITED = "reservation_rate_limited", 429, "this pass tries reservations faster than allowed: retry with the same key after `Retry-After`";
     WEBHOOK_RATE_LIMITED = "webhook_rate_limited", 429, "this address sends deliveries with bad signatures faster than allowed";
@@ -95,7 +95,7 @@ codes! {
     CHALLENGE_REQUIRED = "challenge_required", 403, "the sale's bot check was not answered";
     CHALLENGE_FAILED = "challenge_failed", 403, "the bot check's answer is wrong";
     CHALLENGE_EXPIRED = "challenge_expired", 403, "the bot check's puzzle is too old, or easier than the sale now asks";
-    CHALLENGE_REUSED = "challenge_reused", 403, "the bot check's puzzle was used already";
+    CHALLENGE_REUSED = "challenge_reused", 403, "this answer to the bot check was used already";
     CHALLENGE_UNAVAILABLE = "challenge_unavailable", 503, "the bot check cannot be made now";
     // What the request named.
     UNKNOWN_SALE = "unknown_sale", 404, "no such sale is armed, or its id is not an id";
@@ -115,8 +115,8 @@ codes! {
     // Limits and dependencies.
     GATEWAY_DRAINING = "gateway_draining", 503, "the gateway is stopping and takes no one new";
     GATEWAY_FULL = "gateway_full", 503, "the gateway holds as many sessions as it may";
-    JOIN_RATE_LIMITED = "join_rate_limited", 429, "this address joins faster than allowed";
-    TOO_MANY_CONNECTIONS = "too_many_connections", 429, "this address holds the most sessions allowed";
+    JOIN_RATE_LIMITED = "join_rate_limited", 429, "this address, or this person, joins faster than allowed";
+    TOO_MANY_CONNECTIONS = "too_many_connections", 429, "this address holds the most anonymous sessions allowed";
     REDIS_UNAVAILABLE = "redis_unavailable", 503, "Redis is unreachable: nothing was decided";
     BROKER_UNAVAILABLE = "broker_unavailable", 503, "the broker is down: nothing was kept";
     /// A reservation's writes were not on a Redis replica in time (docs/runbook.md).

@@ -40,14 +40,7 @@ fn door(identity: IdentityRule) -> Door {
 
 /// A sale whose waiting room stays closed for the whole test (nobody is admitted).
 async fn pending_sale(app: &TestApp, door: Door) -> String {
-    let sale = unique("buyers-");
-    let spec = SaleSpec {
-        opens_in: Duration::from_secs(3600),
-        door,
-        ..SaleSpec::default()
-    };
-    app.create_sale(&sale, &spec).await;
-    sale
+    app.pending_sale_with("buyers-", door).await
 }
 
 async fn join_as(app: &TestApp, sale: &str, identity: &str) -> RoomClient {
@@ -58,10 +51,7 @@ async fn join_as(app: &TestApp, sale: &str, identity: &str) -> RoomClient {
 
 /// The refusal of a join with `headers` to `url`: its status and error code.
 async fn refused(url: &str, headers: &[(&str, &str)]) -> (u16, String) {
-    match RoomClient::join_with(url, headers).await {
-        Ok(client) => panic!("joined with ticket {}", client.ticket),
-        Err(r) => (r.status, r.body["error"].as_str().unwrap_or("").to_owned()),
-    }
+    RoomClient::refusal(url, headers).await
 }
 
 #[sqlx::test(migrations = "../migrations")]

@@ -9,12 +9,15 @@
 //!   visitors' browsers.
 //! - [`booking`]: the booking service's own limits: per pass (a replay flood), per address, and
 //!   the webhook's bad signatures per address (never a valid one).
-//! - [`place`]: asking where a place stands, and for puzzles: a dead place costs no script, and
-//!   every address, place and gateway has an allowance.
+//! - [`place`]: asking where a place stands: a dead place costs no script, and every address,
+//!   place and gateway has an allowance.
+//! - [`joins`]: joins and puzzles from an address shared with a stranger: its junk is the
+//!   address's to pay for, a person pays with what is their own.
 
 mod booking;
 mod duplicates;
 mod edge;
 mod health;
+mod joins;
 mod origins;
 mod place;

@@ -79,13 +79,13 @@ async fn a_copy_covered_by_a_later_copys_fence_answers_sold_out_not_503(db: sqlx
 }
 
 /// The buyer's limit, the same race: copy A of a key claimed the pass and is on its way, and
-/// copy B finds the buyer at their limit (another pass's hold). A may yet take seats (if that
-/// hold ends first), so B answers 503 `reservation_unsettled`, and the retry with the key
-/// settles it. That 503 is the client's own copies racing: it must not count against the sale's
-/// health, which steers admission for everyone. Before, a pass could put a 503 into the window
-/// with every key it raced.
+/// copy B finds the buyer at their limit (another pass's hold). B's refusal fences A off in the
+/// buyer's record (A can no longer count seats, so it can never reach the pool), so B gives the
+/// pass back and answers 409 `buyer_limit` at once, as the first copy would have. Before, B
+/// answered 503 `reservation_unsettled` (A might yet have taken seats), which sent the client
+/// back again and, until the last fix, counted against the sale's health.
 #[sqlx::test(migrations = "../migrations")]
-async fn a_copy_unsettled_by_its_own_key_is_not_the_backend_failing(db: sqlx::PgPool) {
+async fn copies_racing_at_the_buyers_limit_answer_buyer_limit_not_503(db: sqlx::PgPool) {
     use floodgate_protocol::settings::{Door, IdentityRule};
 
     let app = TestApp::spawn(db).await;
@@ -127,7 +127,35 @@ async fn a_copy_unsettled_by_its_own_key_is_not_the_backend_failing(db: sqlx::Pg
         .unwrap();
     // B: a copy of the same request.
     let answer = as_carol.reserve(&sale, &second, key, "p1", 1).await;
-    floodgate_tests::assert_refused(answer, 503, "reservation_unsettled");
+    floodgate_tests::assert_refused(answer, 409, "buyer_limit");
+    // A is fenced off in her record: stamped below B, it can count no seats now.
+    let record = app
+        .keys
+        .buyer(&sale, &floodgate_protocol::identity::BuyerId::new("carol"));
+    let fence: Option<i64> = redis::cmd("HGET")
+        .arg(&record)
+        .arg(format!("f:{jti}"))
+        .query_async(&mut app.redis.clone())
+        .await
+        .unwrap();
+    assert!(fence.is_some_and(|f| f > a), "{fence:?} fences A ({a})");
+    // A reaches her record late: refused there, before the pool.
+    let reply: Vec<String> = redis::cmd("EVAL")
+        .arg(include_str!("../../../../lua/buyer_seats.lua"))
+        .arg(1)
+        .arg(&record)
+        .arg(&["take", jti.as_str(), "1", "1", "600000"])
+        .arg(a)
+        .query_async(&mut app.redis.clone())
+        .await
+        .unwrap();
+    assert_eq!(reply, ["fenced", "1"]);
+    // The pass was given back: a retry of it with a fresh key is told the limit again, not that
+    // the pass was spent.
+    let again = as_carol
+        .reserve(&sale, &second, &unique("k"), "p1", 1)
+        .await;
+    floodgate_tests::assert_refused(again, 409, "buyer_limit");
     // Four more people book.
     for (ticket, name) in (3..).zip(["dan", "eve", "fay", "gus"]) {
         let identity = app.identity(name).await;

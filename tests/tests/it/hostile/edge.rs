@@ -79,3 +79,64 @@ async fn a_flood_of_the_booking_paths_stops_at_the_edge(db: sqlx::PgPool) {
         "{at_the_edge} of 400 refused by the edge"
     );
 }
+
+/// A stranger flooding `/place` without a token from one address spends that address's
+/// allowance at the edge; the people behind the same address asking about their own places
+/// (their resume tokens) meanwhile are counted by their tokens and get through. Before, the edge
+/// counted every request of the address: 429 `too_many_requests`.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_strangers_flood_at_the_edge_does_not_spend_the_people_behind_its_address(
+    db: sqlx::PgPool,
+) {
+    let app = TestApp::spawn(db).await;
+    let sale = app.pending_sale("edge-own-").await;
+    let mut people = Vec::new();
+    for _ in 0..3 {
+        let url = app.ws_url(&sale);
+        people.push(
+            floodgate_tests::client::RoomClient::join(&url)
+                .await
+                .unwrap(),
+        );
+    }
+    let edge = Edge::start(&[app.gateway], app.booking).await;
+    let http = reqwest::Client::new();
+    let url = edge.url(&format!("/v1/sales/{sale}/place"));
+    let flooding = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let stranger = {
+        let (http, url, flooding) = (http.clone(), url.clone(), flooding.clone());
+        tokio::spawn(async move {
+            let mut at_the_edge = 0;
+            while flooding.load(std::sync::atomic::Ordering::Relaxed) {
+                let wave = (0..32).map(|_| http.get(&url).send());
+                for answer in futures::future::join_all(wave).await {
+                    let answer = answer.unwrap();
+                    if answer.status() == 429 {
+                        let body: serde_json::Value = answer.json().await.unwrap();
+                        at_the_edge += usize::from(body["error"] == "too_many_requests");
+                    }
+                }
+            }
+            at_the_edge
+        })
+    };
+    // Each person asks once while the flood goes on.
+    let mut answers = Vec::new();
+    for person in &people {
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        let own = http
+            .get(&url)
+            .header("floodgate-resume", &person.resume_token)
+            .send()
+            .await
+            .unwrap();
+        answers.push((own.status().as_u16(), own.text().await.unwrap()));
+    }
+    flooding.store(false, std::sync::atomic::Ordering::Relaxed);
+    let at_the_edge = stranger.await.unwrap();
+    assert!(at_the_edge >= 100, "{at_the_edge} refused by the edge");
+    assert!(
+        answers.iter().all(|(status, _)| *status == 200),
+        "{answers:?}"
+    );
+}
