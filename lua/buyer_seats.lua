@@ -5,22 +5,23 @@
 --         `f:<token id>` = the stamp below which that token's attempts are refused)
 -- ARGV[1] "take" or "give"   ARGV[2] the admission token's id   ARGV[3] seats asked (take)
 -- ARGV[4] the sale's limit (take)   ARGV[5] the record's lifetime (ms)
--- ARGV[6] the attempt's stamp (take; claim_token.lua)
+-- ARGV[6] the attempt's stamp (take)
 --
 -- take returns {"ok"} (the token's seats now count against the buyer; a retry of the same token
 -- finds them counted already), {"over", counted, fence} (the buyer holds or bought `counted`
--- seats, and these would pass the limit) or {"fenced", counted} (a later attempt of the token
--- was over first: see below). give returns {"given"}: the token's seats no longer count (its
--- hold ended unsold, or the pool refused it); giving twice changes nothing.
+-- seats, and these would pass the limit) or {"fenced", counted, fence, counted_here} (a later
+-- attempt of the token was over first: see below). give returns {"given"}: the token's seats no
+-- longer count (its hold ended unsold, or the pool refused it); giving twice changes nothing.
 --
 -- An "over" fences off the token's attempts stamped below this one (`fence`, the attempt's own
--- stamp): each is refused here ("fenced"), so none of them can reach the pool unless a later
--- attempt's seats are counted (then the pool answers every copy with that one's hold). No earlier
--- attempt has counted (its seats would be found counted, and this one would be "ok"), so once
--- the fence is on the record's replicas, the refusal may give the token back without waiting out
--- the earlier copies' deadlines (release_claim.lua), and a fenced copy leaves the token to the
--- attempt that fenced it: copies of one request racing at the buyer's limit all answer
--- `buyer_limit`, none 503.
+-- stamp, kept in the record as `f:<token id>`): each is refused here ("fenced"), before its
+-- seats could count, so none of them can reach the pool. No earlier attempt had counted (its
+-- seats would be found counted, and this one would be "ok"), so once the fence is on the
+-- record's replicas, the refusal may give the token back without waiting out the earlier
+-- copies' deadlines (release_claim.lua), and so may a fenced copy, with the same fence: copies
+-- of one request racing at the buyer's limit all answer `buyer_limit`, none 503. `counted_here`
+-- is 1 when a later attempt's seats count now (the buyer got room meanwhile): that attempt's
+-- answer settles the token, and a fenced copy gives nothing back.
 --
 -- One field per token, never a running total: every step is idempotent, so a retried request,
 -- a relay that publishes an event twice, or a crash between steps can never count a seat twice
@@ -30,10 +31,6 @@ if ARGV[1] == 'give' then
   return {'given'}
 end
 local field = 'r:' .. ARGV[2]
-if redis.call('HEXISTS', KEYS[1], field) == 1 then
-  -- Counted by a copy of this request: the pool answers every copy with the same hold.
-  return {'ok'}
-end
 local stamp = tonumber(ARGV[6])
 local fence = tonumber(redis.call('HGET', KEYS[1], 'f:' .. ARGV[2]) or '0')
 local counted = 0
@@ -44,7 +41,10 @@ for i = 1, #fields, 2 do
   end
 end
 if stamp < fence then
-  return {'fenced', tostring(counted)}
+  return {'fenced', tostring(counted), tostring(fence), tostring(redis.call('HEXISTS', KEYS[1], field))}
+end
+if redis.call('HEXISTS', KEYS[1], field) == 1 then
+  return {'ok'}
 end
 if counted + tonumber(ARGV[3]) > tonumber(ARGV[4]) then
   redis.call('HSET', KEYS[1], 'f:' .. ARGV[2], stamp)

@@ -3,6 +3,9 @@
 //! is fewer. A gateway that ran past its container's memory limit would be killed with every
 //! session it holds; one that sheds joins sends them to the others.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 /// The memory a session is counted at: the gateway's own part (2.6 KB idle, up to 8.7 KB in a
 /// join ramp before freed pages are given back: BENCHMARKS.md) and the kernel's socket buffers,
 /// which the container's memory limit counts too, with room to spare.
@@ -43,9 +46,79 @@ fn parse_limit(text: &str) -> Option<u64> {
     (bytes < 1 << 60).then_some(bytes)
 }
 
+/// The gateway's connection budget: past it, new sessions are shed before the upgrade (503 with
+/// `Retry-After`) instead of failing later for want of file descriptors or memory.
+pub struct Budget {
+    max: u64,
+    open: AtomicU64,
+    /// Sessions opened and closed since the start, each counted once: what the memory trimmer
+    /// watches for the end of a ramp.
+    churn: AtomicU64,
+}
+
+impl Budget {
+    pub fn new(max: u64) -> Arc<Self> {
+        Arc::new(Self {
+            max: max.max(1),
+            open: AtomicU64::new(0),
+            churn: AtomicU64::new(0),
+        })
+    }
+
+    /// A slot for one more session, or `None` if the gateway is full.
+    pub fn take(self: &Arc<Self>) -> Option<BudgetSlot> {
+        let taken = self
+            .open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
+                (open < self.max).then_some(open + 1)
+            })
+            .is_ok();
+        if !taken {
+            metrics::counter!("floodgate_joins_refused_total", "reason" => "gateway_full")
+                .increment(1);
+            return None;
+        }
+        self.churn.fetch_add(1, Ordering::Relaxed);
+        Some(BudgetSlot {
+            budget: self.clone(),
+        })
+    }
+
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// Sessions opened plus sessions closed so far.
+    pub fn churn(&self) -> u64 {
+        self.churn.load(Ordering::Relaxed)
+    }
+}
+
+/// One session's share of the connection budget, given back on drop.
+pub struct BudgetSlot {
+    budget: Arc<Budget>,
+}
+
+impl Drop for BudgetSlot {
+    fn drop(&mut self) {
+        self.budget.open.fetch_sub(1, Ordering::AcqRel);
+        self.budget.churn.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_budget_sheds_past_its_size_and_refills() {
+        let budget = Budget::new(2);
+        let a = budget.take().unwrap();
+        let _b = budget.take().unwrap();
+        assert!(budget.take().is_none());
+        drop(a);
+        assert!(budget.take().is_some());
+    }
 
     #[test]
     fn the_budget_is_what_both_limits_allow() {

@@ -102,16 +102,15 @@ pub async fn identify(
 }
 
 /// Checks the bot-check answer of a join to a sale that asks for one, and marks a solved answer
-/// spent (until its puzzle expires) so it joins once. `true` when the join paid with an answer;
-/// `false` when the sale asks for none.
+/// spent (until its puzzle expires) so it joins once.
 pub async fn pass_challenge(
     state: &AppState,
     ctx: &Context,
     door: &Door,
     answer: Option<&str>,
-) -> Result<bool, ApiError> {
+) -> Result<(), ApiError> {
     let Some(verifier) = verifier(state, door.challenge) else {
-        return Ok(false);
+        return Ok(());
     };
     // The code says which refusal it is, and its status (403, or 503 when the check cannot
     // be made now).
@@ -126,6 +125,11 @@ pub async fn pass_challenge(
         .await
         .map_err(refused)?;
     if let Some((id, until_ms)) = passed.single_use {
+        // Sent again and again, one answer is held to a person's allowance before its mark is
+        // looked up: a replay flood of it costs a map lookup, not a Redis command each.
+        state
+            .limits
+            .person(crate::limits::Person::of((&ctx.scope.sale, "answer", &id)))?;
         let first: Option<String> = redis::cmd("SET")
             .arg(state.keys.spent_puzzle(&id))
             .arg(1)
@@ -138,7 +142,7 @@ pub async fn pass_challenge(
             return Err(refused(ChallengeError::Reused));
         }
     }
-    Ok(true)
+    Ok(())
 }
 
 /// The verifier of a sale's bot check: where another kind (a CAPTCHA provider's, say) plugs in,

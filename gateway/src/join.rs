@@ -13,15 +13,19 @@ use floodgate_protocol::api::code;
 use floodgate_protocol::identity::BuyerId;
 use floodgate_protocol::ids::check_sale_id;
 use floodgate_protocol::resume::{self, ResumeError};
+use floodgate_protocol::settings::{ChallengeRule, Door};
 use serde::Deserialize;
 
 use crate::door;
 use crate::error::ApiError;
-use crate::limits;
+use crate::limits::{self, Person};
+
+mod entry;
 use crate::scripts::{buyers, takeback, tickets};
 use crate::session::{Hello, Session};
 use crate::upgrade::{NotWebSocket, Upgrade};
 use crate::AppState;
+use entry::Entry;
 use floodgate_platform::clients::ClientAddress;
 
 #[derive(Deserialize)]
@@ -85,11 +89,7 @@ pub async fn join_queue(
     // Another site's page, before anything is counted or taken (platform::origins).
     origin?;
     let budget = gateway_slot(&state)?;
-    let mut entry = Entry {
-        limits: &state.limits,
-        client,
-        charged: false,
-    };
+    let mut entry = Entry::new(&state.limits, client);
     let ctx = match state.live_room(&request.sale) {
         Some(ctx) => ctx,
         None => {
@@ -103,42 +103,26 @@ pub async fn join_queue(
         .await
         .map_err(|e| entry.failed(e))?;
     let mark = buyer.as_ref().map(|b| state.resume.buyer_mark(b.as_str()));
-    // A person, once named by something genuine, pays for their own joins.
-    match (&buyer, &request.resumed) {
-        (Some(buyer), _) => entry.person((&request.sale, "buyer", buyer.as_str()))?,
-        (None, Some(claim)) => entry.person((&request.sale, "place", claim.ticket))?,
-        (None, None) => {}
-    }
-    if let Some(claim) = &request.resumed {
-        if !claim.may_be_taken_by(mark.as_ref()) {
-            return Err(takeback::other_buyers());
-        }
-        // A ticket this gateway knows expired is refused without its script.
-        if ctx.room.is_expired(claim.ticket) {
-            return Err(takeback::expired());
-        }
-    }
-    // Coming back with a resume token takes back a place already won at the door, and nothing
-    // else (a dead ticket is refused, not replaced).
-    let proved = request.resumed.is_none()
-        && door::pass_challenge(&state, &ctx, &door, request.challenge.as_deref())
-            .await
-            .map_err(|e| entry.failed(e))?;
-    // Someone who has shown nothing of their own: their address pays, and holds the session.
-    let slot = if buyer.is_none() && request.resumed.is_none() && !proved {
-        Some(entry.anonymous()?)
-    } else {
-        None
-    };
+    let slot = pay(
+        &state,
+        &mut entry,
+        &request,
+        &ctx,
+        &door,
+        buyer.as_ref(),
+        mark.as_ref(),
+    )
+    .await?;
     let number = state.sessions.fetch_add(1, Ordering::Relaxed);
     // The ticket is taken in a task of its own, which hands it to a `Session` at once: if this
     // request is abandoned half-way (the client resets the connection), the task still finishes
     // and the session's drop gives the ticket back, so no ticket is ever live with nobody behind
     // it.
+    let expired = ctx.room.clone();
     let taking = take_session(
         ctx,
         Wants {
-            resumed: request.resumed.map(|c| c.ticket),
+            resumed: request.resumed.as_ref().map(|c| c.ticket),
             nonce: request.nonce,
             buyer: buyer.zip(mark),
         },
@@ -146,13 +130,23 @@ pub async fn join_queue(
         slot,
         budget,
     );
-    let mut session = tokio::spawn(taking).await.map_err(|e| {
+    let taken = tokio::spawn(taking).await.map_err(|e| {
         tracing::error!(error = %e, "taking a ticket failed");
         ApiError::new(
             code::REDIS_UNAVAILABLE,
             "the waiting room is briefly unavailable; retry in a second".into(),
         )
-    })??;
+    })?;
+    let mut session = taken.map_err(|refused| {
+        // A place over for good is remembered, so asking again costs no script; a refusal of
+        // the client's own making counts against its address.
+        if let Some(claim) = &request.resumed {
+            if refused.code() == code::TICKET_EXPIRED {
+                expired.note_expired(claim.ticket);
+            }
+        }
+        entry.failed(refused)
+    })?;
     let tasks = state.tasks.clone();
     Ok(upgrade.respond(&state.tasks, move |connection| async move {
         // The ticket goes out before the WebSocket layer exists (see `upgrade`); a client
@@ -171,6 +165,52 @@ pub async fn join_queue(
             tasks.spawn(tracing::Instrument::instrument(session.run(socket), span));
         }
     }))
+}
+
+/// Charges a join to whoever pays for it (crate::limits), checks what it claims of a place before
+/// any script, and holds its session slots.
+async fn pay(
+    state: &AppState,
+    entry: &mut Entry<'_>,
+    request: &JoinRequest,
+    ctx: &crate::sale::Context,
+    door: &Door,
+    buyer: Option<&BuyerId>,
+    mark: Option<&resume::BuyerMark>,
+) -> Result<limits::SessionSlot, ApiError> {
+    // Who pays (crate::limits): on a sale that asks for a proof of work every place cost one, so
+    // a place coming back pays with its own allowance; on one that asks for nothing, someone not
+    // signed in has only their address to show.
+    let anonymous = buyer.is_none() && door.challenge == ChallengeRule::None;
+    let person = match (buyer, &request.resumed) {
+        (Some(buyer), _) => Some(Person::of((&request.sale, "buyer", buyer.as_str()))),
+        (None, Some(claim)) => Some(Person::of((&request.sale, "place", claim.ticket))),
+        (None, None) => None,
+    };
+    match (anonymous, person) {
+        (true, _) => entry.address()?,
+        (false, Some(person)) => entry.person(person)?,
+        // A new place on a sale that asks for a proof of work: its answer pays (or, failing,
+        // its address).
+        (false, None) => {}
+    }
+    if let Some(claim) = &request.resumed {
+        if !claim.may_be_taken_by(mark) {
+            return Err(entry.failed(takeback::other_buyers()));
+        }
+        // A ticket this gateway knows expired is refused without its script.
+        if ctx.room.is_expired(claim.ticket) {
+            return Err(entry.failed(takeback::expired()));
+        }
+    }
+    // Coming back with a resume token takes back a place already won at the door, and nothing
+    // else (a dead ticket is refused, not replaced).
+    if request.resumed.is_none() {
+        door::pass_challenge(state, ctx, door, request.challenge.as_deref())
+            .await
+            .map_err(|e| entry.failed(e))?;
+    }
+    entry.hold(anonymous, person)
 }
 
 /// A join's query, checked.
@@ -231,7 +271,7 @@ impl JoinRequest {
 /// A place in this gateway's connection budget. A draining gateway takes no one new: a session
 /// started now would be told to leave at once, and the 503 lets the load balancer or CDN try
 /// another gateway (cdn.conf does).
-fn gateway_slot(state: &AppState) -> Result<limits::BudgetSlot, ApiError> {
+fn gateway_slot(state: &AppState) -> Result<crate::budget::BudgetSlot, ApiError> {
     if state.draining.is_cancelled() {
         return Err(ApiError::new(
             code::GATEWAY_DRAINING,
@@ -242,62 +282,6 @@ fn gateway_slot(state: &AppState) -> Result<limits::BudgetSlot, ApiError> {
         code::GATEWAY_FULL,
         "this gateway is full; retry after the delay (with jitter), or another gateway".into(),
     ))
-}
-
-/// Who one join is charged to (crate::limits), before the Redis work it leads to: its address at
-/// most once, for whatever it did not show to be its own.
-struct Entry<'a> {
-    limits: &'a Arc<limits::IpLimits>,
-    client: std::net::IpAddr,
-    charged: bool,
-}
-
-impl Entry<'_> {
-    /// Charges the address (once per join).
-    fn address(&mut self) -> Result<(), ApiError> {
-        if !self.charged {
-            self.limits.charge(self.client).map_err(refusal)?;
-            self.charged = true;
-        }
-        Ok(())
-    }
-
-    /// A credential or an answer that failed, charged to the address: the refusal, or past the
-    /// address's allowance a 429. A check that could not be made (a 5xx) is nobody's doing.
-    fn failed(&mut self, refused: ApiError) -> ApiError {
-        if refused.status().is_server_error() {
-            return refused;
-        }
-        self.address().err().unwrap_or(refused)
-    }
-
-    /// Charges `who`'s own allowance.
-    fn person(&self, who: impl std::hash::Hash) -> Result<(), ApiError> {
-        self.limits.person(who).map_err(refusal)
-    }
-
-    /// An anonymous session: charged to the address, and one of its session slots.
-    fn anonymous(&mut self) -> Result<limits::ConnectionSlot, ApiError> {
-        self.address()?;
-        self.limits.hold(self.client).map_err(refusal)
-    }
-}
-
-fn refusal(e: limits::LimitError) -> ApiError {
-    match e {
-        limits::LimitError::TooManyConnections => ApiError::new(
-            code::TOO_MANY_CONNECTIONS,
-            "too many open connections from this address".into(),
-        ),
-        limits::LimitError::JoiningTooFast => ApiError::new(
-            code::JOIN_RATE_LIMITED,
-            "joining too fast from this address; retry in a second".into(),
-        ),
-        limits::LimitError::PersonTooFast => ApiError::new(
-            code::JOIN_RATE_LIMITED,
-            "this place is joined too often; retry in a second".into(),
-        ),
-    }
 }
 
 /// The answer to a resume token that is not genuine, or not for `sale`.
@@ -329,8 +313,8 @@ async fn take_session(
     ctx: Arc<crate::sale::Context>,
     claim: Wants,
     number: u64,
-    connection: Option<limits::ConnectionSlot>,
-    budget: limits::BudgetSlot,
+    connection: limits::SessionSlot,
+    budget: crate::budget::BudgetSlot,
 ) -> Result<Box<Session>, ApiError> {
     let session_id = ctx.session_id(number);
     let (taken, resumed) = match (&claim.buyer, claim.resumed) {

@@ -138,7 +138,7 @@ pub struct Shared {
     /// Per-IP connection counts and join rates.
     pub limits: Arc<limits::IpLimits>,
     /// The gateway's connection budget.
-    pub budget: Arc<limits::Budget>,
+    pub budget: Arc<budget::Budget>,
     /// Makes and checks resume tokens.
     pub resume: Arc<ResumeKey>,
     /// Numbers this gateway's sessions (session ids are `<instance>/<n>`).
@@ -207,7 +207,7 @@ impl AppState {
             .max_sessions
             .unwrap_or_else(|| budget::sessions(raise_open_files_limit(), budget::memory_limit()));
         metrics::gauge!("floodgate_ws_session_budget").set(sessions as f64);
-        let budget = limits::Budget::new(sessions);
+        let budget = budget::Budget::new(sessions);
         let resume = signer.resume_key();
         let pow = signer.challenge_key();
         let identity = config

@@ -1,44 +1,77 @@
-//! Limits on the waiting room's front door: the gateway's connection budget, how many sessions
-//! one client may hold at once, and how fast it may join. All are checked before a ticket is
-//! taken, so a flood costs a counter or a map lookup, not a Redis round trip or a place in line.
+//! Limits on the waiting room's front door: how many sessions one client may hold at once, and
+//! how fast it may join (the gateway's own budget: crate::budget). All are checked before a
+//! ticket is taken, so a flood costs a counter or a map lookup, not a Redis round trip or a place
+//! in line.
 //!
 //! A join is charged to whoever it shows it is (crate::join), so that a stranger sending junk
 //! from a carrier's address cannot spend the allowance of the people behind it:
-//! - a person, once it names one with something genuine: the place of a resume token whose MAC
-//!   checks, or a signed-in buyer. Each is held to [`PERSON_BURST`] joins at once, then one every
-//!   [`PERSON_EVERY`] (a reconnect, a second tab), on its own, whatever address it comes from;
-//! - nobody, for a solved proof of work: each solution is single-use and cost its own search;
-//! - its address otherwise: an anonymous join to a sale that asks for nothing, a credential or an
+//! - a person, once it names one with something paid for: a signed-in buyer, or the place of a
+//!   resume token whose MAC checks on a sale that asks for a proof of work (the place cost one).
+//!   Each is held to [`PERSON_BURST`] joins at once, then one every [`PERSON_EVERY`] (a
+//!   reconnect, a second tab), and to [`PERSON_SESSIONS`] sessions at once, whatever address it
+//!   comes from;
+//! - nobody, for a solved proof of work (each answer is single-use and cost its own search);
+//! - its address otherwise: a join to a sale that asks for nothing by someone not signed in (a
+//!   new place or a resumed one: on such a sale a place costs only a join), a credential or an
 //!   answer that fails, and a sale this gateway has no room for yet (its lookup reads Redis).
-//!   Only those anonymous sessions count against the address's sessions too.
+//!   Those anonymous sessions count against the address's `max_connections`.
+//!
+//! Every session of an address, whatever paid for it, counts against a wider cap,
+//! [`PAID_SESSIONS_PER_ANONYMOUS`] times the anonymous one: a machine solving puzzles a
+//! thousand times faster than a phone cannot fill the gateway from one address.
 //!
 //! A "client" here is an address as the limits see it ([`IpLimits::client_of`],
 //! `floodgate_platform::clients::counted_as`): an IPv4 address (an IPv4-mapped IPv6 one counts as
 //! its IPv4 address), or an IPv6 prefix, because one IPv6 host is routinely given a whole /64 and
 //! could otherwise take a fresh address per join.
 
-use std::hash::Hash;
+use std::hash::{Hash, Hasher as _};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use dashmap::DashMap;
 use floodgate_platform::clients::{AddressRate, Rate};
+use floodgate_protocol::api::code;
+
+use crate::error::ApiError;
 
 /// Joins one person (a place, a signed-in buyer) may make at once on a gateway.
 pub const PERSON_BURST: u32 = 3;
 /// Then one every so often: a person reconnecting after a lost network does so once.
 pub const PERSON_EVERY: Duration = Duration::from_secs(1);
+/// Sessions one person may hold at once on a gateway: tabs, and a reconnect before the old
+/// socket's end was noticed.
+pub const PERSON_SESSIONS: u32 = 4;
+/// Every session of an address, over the anonymous ones' cap.
+pub const PAID_SESSIONS_PER_ANONYMOUS: u32 = 32;
 
 pub struct IpLimits {
     max_connections: u32,
     /// Prefix length an IPv6 address is counted by.
     ipv6_prefix: u8,
-    connections: DashMap<IpAddr, u32>,
+    /// Anonymous sessions per address.
+    anonymous: Counts<IpAddr>,
+    /// Every session per address.
+    sessions: Counts<IpAddr>,
+    /// Sessions per person (`Person`).
+    people_sessions: Counts<u64>,
     joins: AddressRate,
-    /// Joins of each person, by a hash of who they are (`person`).
+    /// Joins of each person.
     people: Rate<u64>,
+}
+
+/// Someone a join names, as the limits know them: a hash of the sale and who they are (a place,
+/// a buyer, a puzzle's answer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Person(u64);
+
+impl Person {
+    pub fn of(who: impl Hash) -> Self {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        who.hash(&mut hasher);
+        Self(hasher.finish())
+    }
 }
 
 /// Why a join was refused.
@@ -46,8 +79,34 @@ pub struct IpLimits {
 pub enum LimitError {
     TooManyConnections,
     JoiningTooFast,
-    /// This place, or this buyer, joins faster than a person does.
+    /// This place, this buyer or this answer joins faster than a person does.
     PersonTooFast,
+    /// This place or this buyer holds as many sessions as a person may.
+    PersonTooMany,
+}
+
+impl From<LimitError> for ApiError {
+    fn from(e: LimitError) -> Self {
+        let (code, message) = match e {
+            LimitError::TooManyConnections => (
+                code::TOO_MANY_CONNECTIONS,
+                "too many open connections from this address",
+            ),
+            LimitError::PersonTooMany => (
+                code::TOO_MANY_CONNECTIONS,
+                "this place is open in too many sessions; close one",
+            ),
+            LimitError::JoiningTooFast => (
+                code::JOIN_RATE_LIMITED,
+                "joining too fast from this address; retry in a second",
+            ),
+            LimitError::PersonTooFast => (
+                code::JOIN_RATE_LIMITED,
+                "this place is joined too often; retry in a second",
+            ),
+        };
+        ApiError::new(code, message.into())
+    }
 }
 
 impl IpLimits {
@@ -70,7 +129,9 @@ impl IpLimits {
         Arc::new(Self {
             max_connections: max_connections.max(1),
             ipv6_prefix: ipv6_prefix.clamp(32, 128),
-            connections: DashMap::new(),
+            anonymous: Counts::default(),
+            sessions: Counts::default(),
+            people_sessions: Counts::default(),
             joins: AddressRate::per_second(joins_per_sec),
             people: Rate::every(PERSON_EVERY, PERSON_BURST),
         })
@@ -82,11 +143,10 @@ impl IpLimits {
     }
 
     /// Admits one more anonymous session from `ip` (its join charged, and a session slot held),
-    /// or says why not. The slot is given back when the returned [`ConnectionSlot`] is dropped
-    /// (the session ended, or the upgrade failed).
-    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<ConnectionSlot, LimitError> {
+    /// or says why not.
+    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<SessionSlot, LimitError> {
         self.charge(ip)?;
-        self.hold(ip)
+        self.hold(ip, true, None)
     }
 
     /// Charges one join to `ip`'s allowance.
@@ -99,11 +159,9 @@ impl IpLimits {
         Ok(())
     }
 
-    /// Charges one join to the person `who` names (a sale and its place, or a sale and a buyer).
-    pub fn person(&self, who: impl Hash) -> Result<(), LimitError> {
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        who.hash(&mut hasher);
-        if self.people.allow(&std::hash::Hasher::finish(&hasher)) {
+    /// Charges one join to `person`'s own allowance.
+    pub fn person(&self, person: Person) -> Result<(), LimitError> {
+        if self.people.allow(&person.0) {
             return Ok(());
         }
         metrics::counter!("floodgate_joins_refused_total", "reason" => "person_rate_limited")
@@ -111,20 +169,46 @@ impl IpLimits {
         Err(LimitError::PersonTooFast)
     }
 
-    /// Holds one of `ip`'s session slots, or says the address holds as many as it may.
-    pub fn hold(self: &Arc<Self>, ip: IpAddr) -> Result<ConnectionSlot, LimitError> {
+    /// Holds a session of `ip`'s (an `anonymous` one, or one paid for), and of `person`'s if it
+    /// names one, or says which cap it would pass. Each is given back when the returned
+    /// [`SessionSlot`] is dropped (the session ended, or the upgrade failed).
+    pub fn hold(
+        self: &Arc<Self>,
+        ip: IpAddr,
+        anonymous: bool,
+        person: Option<Person>,
+    ) -> Result<SessionSlot, LimitError> {
         let ip = self.client_of(ip);
-        let mut count = self.connections.entry(ip).or_insert(0);
-        if *count >= self.max_connections {
-            metrics::counter!("floodgate_joins_refused_total", "reason" => "too_many_connections")
-                .increment(1);
-            return Err(LimitError::TooManyConnections);
+        let every = self
+            .max_connections
+            .saturating_mul(PAID_SESSIONS_PER_ANONYMOUS);
+        let refused = |reason: &'static str, e: LimitError| {
+            metrics::counter!("floodgate_joins_refused_total", "reason" => reason).increment(1);
+            Err(e)
+        };
+        if !self.sessions.take(ip, every) {
+            return refused("too_many_connections", LimitError::TooManyConnections);
         }
-        *count += 1;
-        Ok(ConnectionSlot {
+        // From here on, dropping the slot gives back what it holds so far.
+        let mut slot = SessionSlot {
             limits: self.clone(),
             ip,
-        })
+            anonymous: false,
+            person: None,
+        };
+        if anonymous {
+            if !self.anonymous.take(ip, self.max_connections) {
+                return refused("too_many_connections", LimitError::TooManyConnections);
+            }
+            slot.anonymous = true;
+        }
+        if let Some(person) = person {
+            if !self.people_sessions.take(person.0, PERSON_SESSIONS) {
+                return refused("person_sessions", LimitError::PersonTooMany);
+            }
+            slot.person = Some(person);
+        }
+        Ok(slot)
     }
 
     /// Forgets rate-limit state of addresses and people not seen lately (bounded memory under
@@ -136,187 +220,64 @@ impl IpLimits {
 
     #[cfg(test)]
     fn connections(&self, ip: IpAddr) -> u32 {
-        self.connections.get(&self.client_of(ip)).map_or(0, |c| *c)
+        self.anonymous.get(&self.client_of(ip))
     }
 }
 
-/// One session's share of its address's connection count.
-pub struct ConnectionSlot {
-    limits: Arc<IpLimits>,
-    ip: IpAddr,
+/// Live counts per key, each under a cap; a key leaves the map at zero, so it holds only keys
+/// with live sessions.
+struct Counts<K: Hash + Eq>(DashMap<K, u32>);
+
+impl<K: Hash + Eq> Default for Counts<K> {
+    fn default() -> Self {
+        Self(DashMap::new())
+    }
 }
 
-impl Drop for ConnectionSlot {
-    fn drop(&mut self) {
-        // Remove the entry at zero so the map only holds addresses with live sessions.
-        self.limits.connections.remove_if_mut(&self.ip, |_, count| {
+impl<K: Hash + Eq> Counts<K> {
+    /// One more for `key`, unless it has `cap` already.
+    fn take(&self, key: K, cap: u32) -> bool {
+        let mut count = self.0.entry(key).or_insert(0);
+        if *count >= cap {
+            return false;
+        }
+        *count += 1;
+        true
+    }
+
+    fn give(&self, key: &K) {
+        self.0.remove_if_mut(key, |_, count| {
             *count = count.saturating_sub(1);
             *count == 0
         });
     }
-}
 
-/// The gateway's connection budget: past it, new sessions are shed before the upgrade (503 with
-/// `Retry-After`) instead of failing later for want of file descriptors or memory.
-pub struct Budget {
-    max: u64,
-    open: AtomicU64,
-    /// Sessions opened and closed since the start, each counted once: what the memory trimmer
-    /// watches for the end of a ramp.
-    churn: AtomicU64,
-}
-
-impl Budget {
-    pub fn new(max: u64) -> Arc<Self> {
-        Arc::new(Self {
-            max: max.max(1),
-            open: AtomicU64::new(0),
-            churn: AtomicU64::new(0),
-        })
-    }
-
-    /// A slot for one more session, or `None` if the gateway is full.
-    pub fn take(self: &Arc<Self>) -> Option<BudgetSlot> {
-        let taken = self
-            .open
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
-                (open < self.max).then_some(open + 1)
-            })
-            .is_ok();
-        if !taken {
-            metrics::counter!("floodgate_joins_refused_total", "reason" => "gateway_full")
-                .increment(1);
-            return None;
-        }
-        self.churn.fetch_add(1, Ordering::Relaxed);
-        Some(BudgetSlot {
-            budget: self.clone(),
-        })
-    }
-
-    pub fn max(&self) -> u64 {
-        self.max
-    }
-
-    /// Sessions opened plus sessions closed so far.
-    pub fn churn(&self) -> u64 {
-        self.churn.load(Ordering::Relaxed)
+    #[cfg(test)]
+    fn get(&self, key: &K) -> u32 {
+        self.0.get(key).map_or(0, |c| *c)
     }
 }
 
-/// One session's share of the connection budget, given back on drop.
-pub struct BudgetSlot {
-    budget: Arc<Budget>,
+/// One session's share of its address's counts (and its person's), given back on drop.
+pub struct SessionSlot {
+    limits: Arc<IpLimits>,
+    ip: IpAddr,
+    anonymous: bool,
+    person: Option<Person>,
 }
 
-impl Drop for BudgetSlot {
+impl Drop for SessionSlot {
     fn drop(&mut self) {
-        self.budget.open.fetch_sub(1, Ordering::AcqRel);
-        self.budget.churn.fetch_add(1, Ordering::Relaxed);
+        self.limits.sessions.give(&self.ip);
+        if self.anonymous {
+            self.limits.anonymous.give(&self.ip);
+        }
+        if let Some(person) = self.person {
+            self.limits.people_sessions.give(&person.0);
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn connections_are_counted_per_address_and_given_back() {
-        let limits = IpLimits::new(2, 1_000);
-        let a: IpAddr = "10.0.0.1".parse().unwrap();
-        let b: IpAddr = "10.0.0.2".parse().unwrap();
-        let first = limits.admit(a).unwrap();
-        let _second = limits.admit(a).unwrap();
-        assert_eq!(limits.admit(a).err(), Some(LimitError::TooManyConnections));
-        let _other = limits.admit(b).expect("another address is not affected");
-        drop(first);
-        assert_eq!(limits.connections(a), 1);
-        assert!(limits.admit(a).is_ok());
-    }
-
-    #[test]
-    fn the_budget_sheds_past_its_size_and_refills() {
-        let budget = Budget::new(2);
-        let a = budget.take().unwrap();
-        let _b = budget.take().unwrap();
-        assert!(budget.take().is_none());
-        drop(a);
-        assert!(budget.take().is_some());
-    }
-
-    #[test]
-    fn joins_are_rate_limited_per_address() {
-        let limits = IpLimits::new(1_000, 2);
-        let a: IpAddr = "10.0.0.1".parse().unwrap();
-        let slots: Vec<_> = (0..4).map_while(|_| limits.admit(a).ok()).collect();
-        assert_eq!(slots.len(), 4, "a burst of twice the rate");
-        assert_eq!(limits.admit(a).err(), Some(LimitError::JoiningTooFast));
-        assert!(limits.admit("10.0.0.9".parse().unwrap()).is_ok());
-    }
-
-    #[test]
-    fn a_person_is_held_to_their_own_allowance_whatever_the_address() {
-        let limits = IpLimits::new(1, 1);
-        let a: IpAddr = "10.0.0.1".parse().unwrap();
-        // The address's allowance spent by someone else...
-        while limits.charge(a).is_ok() {}
-        // ...is not this person's, who has their own.
-        for _ in 0..PERSON_BURST {
-            assert_eq!(limits.person(("s", 7u64)), Ok(()));
-        }
-        assert_eq!(limits.person(("s", 7u64)), Err(LimitError::PersonTooFast));
-        assert_eq!(limits.person(("s", 8u64)), Ok(()), "another place");
-        assert_eq!(limits.person(("t", 7u64)), Ok(()), "another sale");
-    }
-
-    #[test]
-    fn defect_03_an_ipv6_client_counts_as_its_whole_64() {
-        // One host gets a /64: every address in it is the same client to the limits.
-        let limits = IpLimits::new(2, 1_000);
-        let _a = limits.admit("2001:db8:1:2::1".parse().unwrap()).unwrap();
-        let _b = limits
-            .admit("2001:db8:1:2:ffff::9".parse().unwrap())
-            .unwrap();
-        assert_eq!(
-            limits.admit("2001:db8:1:2:abcd::1".parse().unwrap()).err(),
-            Some(LimitError::TooManyConnections)
-        );
-        assert!(
-            limits.admit("2001:db8:1:3::1".parse().unwrap()).is_ok(),
-            "the next /64 is someone else"
-        );
-        let rate = IpLimits::new(1_000, 1);
-        let slots: Vec<_> = (1..=2)
-            .map(|i| {
-                rate.admit(format!("2001:db8::{i}").parse().unwrap())
-                    .unwrap()
-            })
-            .collect();
-        assert_eq!(slots.len(), 2);
-        assert_eq!(
-            rate.admit("2001:db8::3".parse().unwrap()).err(),
-            Some(LimitError::JoiningTooFast),
-            "the join rate counts the /64 too"
-        );
-    }
-
-    #[test]
-    fn defect_03_a_mapped_client_counts_as_its_ipv4_address() {
-        let limits = IpLimits::new(1, 1_000);
-        let _held = limits.admit("203.0.113.7".parse().unwrap()).unwrap();
-        assert_eq!(
-            limits.admit("::ffff:203.0.113.7".parse().unwrap()).err(),
-            Some(LimitError::TooManyConnections)
-        );
-    }
-
-    #[test]
-    fn the_ipv6_prefix_is_configurable() {
-        let per_48 = IpLimits::with_ipv6_prefix(1, 1_000, 48);
-        let _held = per_48.admit("2001:db8:1:2::1".parse().unwrap()).unwrap();
-        assert_eq!(
-            per_48.admit("2001:db8:1:ffff::1".parse().unwrap()).err(),
-            Some(LimitError::TooManyConnections)
-        );
-    }
-}
+#[path = "limits_tests.rs"]
+mod tests;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::limits::Budget;
+use crate::budget::Budget;
 
 /// How often the trimmer looks at the churn.
 const PERIOD: Duration = Duration::from_secs(2);

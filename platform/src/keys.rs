@@ -9,7 +9,7 @@
 //! | sale-wide | `{s:<sale>}` | `meta`, `seq`, `frontier`, `leader`, `epoch`, `tok:<jti>`, the waiting room's `prequeue`, `gone`, `holders`, `owners`, `dead`, `deaths`, `admits`, `batches`, `tokens`, `gateways`, `gw:<id>`, `gw:<id>:sessions` |
 //! | per pool | `{p:<sale>/<pool>}` | `cfg`, `avail`, `held`, `sold`, `holds`, `expiries`, `outbox`, `relay`, `relay_epoch`, `rsv:<id>`, `tok:<jti>`, `whk:<event>` |
 //! | per buyer | `{b:<sale>/<buyer tag>}` | `rec` (the buyer's place in line and seats) |
-//! | per puzzle | `{c:<puzzle id>}` | `spent` (a solved proof of work, until it expires) |
+//! | per answer | `{c:<answer id>}` | `spent` (a solved proof of work, until its puzzle expires) |
 //! | global | none | `sales` (the armed sales, for the relay and the reaper) |
 //!
 //! A Lua script only ever receives keys from one of these builders, so no script can touch two
@@ -83,8 +83,8 @@ impl Keys {
     pub const BUYER_RECORD_LIFETIME: std::time::Duration =
         std::time::Duration::from_secs(7 * 24 * 3600);
 
-    /// The mark of a solved proof-of-work puzzle (its id is hex), kept until the puzzle
-    /// expires so it is answered once.
+    /// The mark of a solved proof-of-work answer (a puzzle and its nonce; the id is hex), kept
+    /// until the puzzle expires so the answer joins once.
     pub fn spent_puzzle(&self, id: &str) -> String {
         format!("{}{{c:{}}}:spent", self.prefix, id)
     }

@@ -112,7 +112,7 @@ impl Row {
     }
 
     /// The row's MAC under `key`, after the row whose MAC is `previous`.
-    pub(crate) fn mac(&self, key: &AuditKey, previous: &str) -> String {
+    pub fn mac(&self, key: &AuditKey, previous: &str) -> String {
         key.mac(&[previous.as_bytes(), self.canonical().as_bytes()])
     }
 }
@@ -204,13 +204,13 @@ async fn write(
     keys: &AuditKeys,
     entry: &Entry<'_>,
 ) -> Result<(i64, String), AppendError> {
-    let (previous, named) = head(&mut *tx).await?;
+    let (previous, named) = head(&mut *tx, keys).await?;
     let key = in_force(keys, named.as_deref())?;
     Ok(insert(tx, key, &previous, entry).await?)
 }
 
-/// The key to append with after a head that names `named`: that key (a head with no name, or
-/// no chain yet: the current key).
+/// The key to append with after a head under `named` (`head`): that key (no chain yet, or an
+/// unnamed head no key given made: the current key).
 pub(super) fn in_force<'k>(
     keys: &'k AuditKeys,
     named: Option<&str>,
@@ -224,10 +224,12 @@ pub(super) fn in_force<'k>(
     }
 }
 
-/// The MAC the next row follows (the genesis before the first), and the key the newest row
-/// names.
+/// The MAC the next row follows (the genesis before the first), and the key in force there: the
+/// one the newest row names, or, for a row chained before rows named their keys, the one of
+/// `keys` that made it (`None` when none did, or there is no chain yet).
 pub(super) async fn head(
     tx: &mut sqlx::PgConnection,
+    keys: &AuditKeys,
 ) -> Result<(String, Option<String>), sqlx::Error> {
     let newest: Option<(String, Option<String>)> = sqlx::query_as(
         "select mac, key_id from ops_audit where mac is not null and mac <> $1
@@ -236,10 +238,48 @@ pub(super) async fn head(
     .bind(BEFORE_CHAIN)
     .fetch_optional(&mut *tx)
     .await?;
-    Ok(match newest {
-        Some(head) => head,
-        None => (genesis(&mut *tx).await?, None),
-    })
+    match newest {
+        None => Ok((genesis(&mut *tx).await?, None)),
+        Some((mac, Some(named))) => Ok((mac, Some(named))),
+        Some((mac, None)) => {
+            let made = unnamed_head_key(&mut *tx, keys, &mac).await?;
+            Ok((mac, made))
+        }
+    }
+}
+
+/// Which of `keys` made the newest chained row, one of an older release that named no key (its
+/// MAC is `mac`): so that appends and rotations go on from the key really in force, as `audit
+/// verify` reads it, not from whichever key this process holds as current.
+async fn unnamed_head_key(
+    tx: &mut sqlx::PgConnection,
+    keys: &AuditKeys,
+    mac: &str,
+) -> Result<Option<String>, sqlx::Error> {
+    let chained = "from ops_audit where mac is not null and mac <> $1 order by id desc";
+    let Some(row) = sqlx::query_as::<_, Row>(&format!(
+        "select id, at, sale, action, actor, phase, intent, before, after, detail, key_id
+         {chained} limit 1"
+    ))
+    .bind(BEFORE_CHAIN)
+    .fetch_optional(&mut *tx)
+    .await?
+    else {
+        return Ok(None);
+    };
+    let before: Option<String> =
+        sqlx::query_scalar(&format!("select mac {chained} offset 1 limit 1"))
+            .bind(BEFORE_CHAIN)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let before = match before {
+        Some(mac) => mac,
+        None => genesis(&mut *tx).await?,
+    };
+    Ok(keys
+        .all()
+        .find(|key| row.mac(key, &before) == mac)
+        .map(|key| key.id().to_owned()))
 }
 
 /// Inserts `entry` after the row whose MAC is `previous`, made and named with `key`.
@@ -312,20 +352,21 @@ async fn genesis(tx: &mut sqlx::PgConnection) -> Result<String, sqlx::Error> {
 
 /// A running digest of the rows written before the chain.
 #[derive(Default)]
-pub(super) struct Legacy {
+pub struct Legacy {
     digest: sha2::Sha256,
     rows: u64,
 }
 
 impl Legacy {
-    pub(super) fn add(&mut self, row: &Row) {
+    pub fn add(&mut self, row: &Row) {
         use sha2::Digest as _;
         self.digest.update(row.canonical().as_bytes());
         self.digest.update(b"\n");
         self.rows += 1;
     }
 
-    pub(super) fn genesis(self) -> String {
+    /// The MAC the chain's first row follows.
+    pub fn genesis(self) -> String {
         use sha2::Digest as _;
         format!(
             "{GENESIS}:{}:{}",

@@ -21,7 +21,7 @@ pub enum Rotation {
 pub async fn rotate(db: &PgPool, keys: &AuditKeys, actor: &str) -> Result<Rotation, AppendError> {
     let mut tx = db.begin().await?;
     lock(&mut tx).await?;
-    let (previous, named) = head(&mut tx).await?;
+    let (previous, named) = head(&mut tx, keys).await?;
     let old = in_force(keys, named.as_deref())?;
     if old.id() == keys.current.id() {
         return Ok(Rotation::AlreadyInForce);

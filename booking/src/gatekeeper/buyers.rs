@@ -20,16 +20,17 @@ use super::{Gatekeeper, ReserveError, ReserveRequest};
 
 /// Why an attempt's seats were not counted against its buyer.
 pub(super) enum Uncounted {
-    /// Over the limit: the token's attempts stamped below `fence` are refused from now on, which
-    /// stops them only if `fence_kept` (on the record's replicas).
+    /// Over the limit, or fenced off by a later attempt that was: the token's attempts stamped
+    /// below `fence` can count no seats, which stops them only if `fence_kept` (on the record's
+    /// replicas). Nothing of this attempt counted, so nothing is given back.
     Over {
         error: ReserveError,
         fence: i64,
         fence_kept: bool,
     },
-    /// Fenced off by a later attempt of the token, which settles its claim: nothing to give back.
-    Fenced(ReserveError),
-    /// Not counted, for want of an answer.
+    /// Fenced off, but a later attempt's seats count now: its answer settles the token.
+    Settling,
+    /// Not counted, for want of an answer (it may have counted).
     Failed(ReserveError),
 }
 
@@ -60,25 +61,27 @@ impl Gatekeeper {
         .run(&mut self.redis.clone())
         .await
         .map_err(|e| Uncounted::Failed(e.into()))?;
-        match counted {
-            BuyerCount::Counted => Ok(()),
-            BuyerCount::Over { counted, fence } => {
-                // The fence stops the token's earlier attempts once a failover cannot lose it.
-                let fence_kept = self.replicated(&record).await.is_ok();
-                Err(Uncounted::Over {
-                    error: ReserveError::BuyerLimit { limit, counted },
-                    fence,
-                    fence_kept,
-                })
+        let (counted, fence) = match counted {
+            BuyerCount::Counted => return Ok(()),
+            BuyerCount::Fenced {
+                counted_here: true, ..
+            } => return Err(Uncounted::Settling),
+            BuyerCount::Over { counted, fence } | BuyerCount::Fenced { counted, fence, .. } => {
+                (counted, fence)
             }
-            BuyerCount::Fenced { counted } => Err(Uncounted::Fenced(ReserveError::BuyerLimit {
-                limit,
-                counted,
-            })),
-            BuyerCount::Given => Err(Uncounted::Failed(ReserveError::Protocol(
-                "buyer_seats: given, for a take".into(),
-            ))),
-        }
+            BuyerCount::Given => {
+                return Err(Uncounted::Failed(ReserveError::Protocol(
+                    "buyer_seats: given, for a take".into(),
+                )))
+            }
+        };
+        // The fence stops the token's earlier attempts once a failover cannot lose it.
+        let fence_kept = self.replicated(&record).await.is_ok();
+        Err(Uncounted::Over {
+            error: ReserveError::BuyerLimit { limit, counted },
+            fence,
+            fence_kept,
+        })
     }
 
     /// Gives back the seats the request counted against its buyer (the pool made no hold).
@@ -135,9 +138,14 @@ mod tests {
             })
         );
         assert_eq!(
-            count(&["fenced", "4"]),
-            Some(BuyerCount::Fenced { counted: 4 })
+            count(&["fenced", "4", "17", "0"]),
+            Some(BuyerCount::Fenced {
+                counted: 4,
+                fence: 17,
+                counted_here: false
+            })
         );
+        assert_eq!(count(&["fenced", "4", "17", "yes"]), None);
         assert_eq!(count(&["given"]), Some(BuyerCount::Given));
         assert_eq!(count(&["over", "many", "1"]), None);
         assert_eq!(count(&["over", "4"]), None);

@@ -145,14 +145,19 @@ pub enum BuyerCount {
     /// The buyer holds or bought `counted` seats, and these would pass the limit: the token's
     /// attempts stamped below `fence` (this one's stamp) are refused from now on.
     Over { counted: u32, fence: i64 },
-    /// A later attempt of the token was over first, and fenced this one off: it takes nothing,
-    /// and leaves the token's claim to that attempt.
-    Fenced { counted: u32 },
+    /// A later attempt of the token was over first, and fenced this one off below `fence`: it
+    /// takes nothing. `counted_here`: a later attempt's seats count now, and its answer settles
+    /// the token.
+    Fenced {
+        counted: u32,
+        fence: i64,
+        counted_here: bool,
+    },
     /// The token's seats no longer count.
     Given,
 }
 
-/// `{"ok"}`, `{"over", counted, fence}`, `{"fenced", counted}` or `{"given"}`.
+/// `{"ok"}`, `{"over", counted, fence}`, `{"fenced", counted, fence, 0|1}` or `{"given"}`.
 impl FromStrings for BuyerCount {
     fn from_strings(reply: &[String]) -> Option<Self> {
         match reply {
@@ -161,8 +166,14 @@ impl FromStrings for BuyerCount {
                 counted: counted.parse().ok()?,
                 fence: fence.parse().ok()?,
             }),
-            [fenced, counted] if fenced == "fenced" => Some(Self::Fenced {
+            [fenced, counted, fence, here] if fenced == "fenced" => Some(Self::Fenced {
                 counted: counted.parse().ok()?,
+                fence: fence.parse().ok()?,
+                counted_here: match here.as_str() {
+                    "1" => true,
+                    "0" => false,
+                    _ => return None,
+                },
             }),
             [given] if given == "given" => Some(Self::Given),
             _ => None,

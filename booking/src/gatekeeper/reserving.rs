@@ -28,7 +28,8 @@ impl Gatekeeper {
         match counted {
             Ok(()) => {}
             // Nothing of this attempt reached the pool: its refusal proves nothing about the
-            // key's other attempts, but its fence (once replicated) stops the earlier ones.
+            // key's other attempts, but its fence (once replicated) stops the earlier ones, and
+            // it counted nothing to give back.
             Err(Uncounted::Over {
                 error,
                 fence,
@@ -39,14 +40,14 @@ impl Gatekeeper {
                     at_ms: None,
                     fence: Some(fence),
                 };
-                return Err(self.settle(req, &claimed, refusal, fence_kept).await);
+                return Err(self.settle(req, &claimed, refusal, fence_kept, false).await);
             }
-            // The later attempt that fenced this one gives the token back, or keeps it for a
-            // hold of the key's: answered as that attempt is, with nothing to give back here.
-            Err(Uncounted::Fenced(error)) => return Err(error),
+            // A later copy of the request counted, and its answer (a hold, or its refusal)
+            // settles the pass: this copy leaves the claim to it, and is the client's own.
+            Err(Uncounted::Settling) => return Err(ReserveError::Unsettled),
             Err(Uncounted::Failed(error)) => {
                 return Err(self
-                    .settle(req, &claimed, Refusal::alone(error), false)
+                    .settle(req, &claimed, Refusal::alone(error), false, true)
                     .await);
             }
         }
@@ -84,7 +85,7 @@ impl Gatekeeper {
                 let sale = req.claims.sale.as_str();
                 let fence_kept =
                     refusal.fence.is_some() && self.pool_replicated(sale, req.pool).await.is_ok();
-                Err(self.settle(req, &claimed, refusal, fence_kept).await)
+                Err(self.settle(req, &claimed, refusal, fence_kept, true).await)
             }
         }
     }
@@ -96,13 +97,16 @@ impl Gatekeeper {
     /// key may still take seats or a failover could lose the release (or the fence that let it
     /// happen), the answer is a 503 instead, and the client's retry with the same key settles
     /// it. `fence_kept`: the refusal's fence is on the replicas of where it lives (the pool, or
-    /// the buyer's record).
+    /// the buyer's record). `counted`: the attempt may have counted seats against its buyer,
+    /// which are given back with the pass (one that counted nothing gives nothing back: a later
+    /// copy's count may be there by then).
     async fn settle(
         &self,
         req: &ReserveRequest<'_>,
         claimed: &Claimed,
         refusal: Refusal,
         fence_kept: bool,
+        counted: bool,
     ) -> ReserveError {
         let sale = req.claims.sale.as_str();
         let definitive = matches!(
@@ -120,7 +124,9 @@ impl Gatekeeper {
         {
             Ok(Released::Yes) => {
                 // Its seats no longer count against the buyer either.
-                self.uncount_buyer_seats(req).await;
+                if counted {
+                    self.uncount_buyer_seats(req).await;
+                }
                 if definitive && self.claim_replicated(sale).await.is_err() {
                     return ReserveError::NotReplicated;
                 }

@@ -60,7 +60,7 @@ floodgate_platform::lua_script! {
             expires_ms: i64 = "the token's expiry",
             attempt: i64 = "the refused attempt's stamp",
             refused_at: String = "when the pool refused it",
-            fenced: String = "the stamp below which the pool has fenced off the key's attempts",
+            fenced: String = "the stamp below which the key's attempts can take no seats",
         }
     }
 }

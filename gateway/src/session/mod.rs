@@ -51,11 +51,10 @@ pub struct Session {
     pub hello: Option<Box<Hello>>,
     /// The signed-in buyer whose place this is, bound into the admission token.
     pub buyer: Option<Arc<str>>,
-    /// Holds this session's place in its IP address's connection count until the session ends
-    /// (an anonymous session's; one a person or a solved puzzle pays for has none).
-    pub _connection: Option<crate::limits::ConnectionSlot>,
+    /// Holds this session's place in its address's counts (and its person's) until it ends.
+    pub _connection: crate::limits::SessionSlot,
     /// Holds its place in the gateway's connection budget.
-    pub _budget: crate::limits::BudgetSlot,
+    pub _budget: crate::budget::BudgetSlot,
     /// Set once the ticket is written ([`Session::open`]): from then on the client has it.
     pub started: bool,
     /// Set once the departure is recorded; until then dropping the session records it.

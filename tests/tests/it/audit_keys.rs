@@ -7,16 +7,39 @@ use floodgate_tests::secret;
 
 use super::audit::app_with_a_pending_sale;
 
+/// The audit key the services started with, and a new one to roll out.
+struct Rollout {
+    old: String,
+    new: String,
+}
+
+impl Rollout {
+    fn of(app: &floodgate_tests::TestApp) -> Self {
+        Self {
+            old: app.audit_key.clone(),
+            new: secret("audit_"),
+        }
+    }
+
+    /// The settings of a process holding the old key alone.
+    fn with_old(&self) -> [(&str, &str); 1] {
+        [("FLOODGATE_AUDIT_KEY", &self.old)]
+    }
+
+    /// The settings of a process given the new key, the old one among the previous.
+    fn with_new(&self) -> [(&str, &str); 2] {
+        [
+            ("FLOODGATE_AUDIT_KEY", &self.new),
+            ("FLOODGATE_AUDIT_PREVIOUS_KEYS", &self.old),
+        ]
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rotation_hands_the_chain_over_and_the_retired_key_signs_nothing_after_it() {
     let (url, app, sale) = app_with_a_pending_sale().await;
-    let old = app.audit_key.clone();
-    let new = secret("audit_");
-    let with_old: &[(&str, &str)] = &[("FLOODGATE_AUDIT_KEY", &old)];
-    let with_new: &[(&str, &str)] = &[
-        ("FLOODGATE_AUDIT_KEY", &new),
-        ("FLOODGATE_AUDIT_PREVIOUS_KEYS", &old),
-    ];
+    let keys = Rollout::of(&app);
+    let (with_old, with_new) = (&keys.with_old()[..], &keys.with_new()[..]);
     let rows = || async {
         sqlx::query_as::<_, (i64, String, Option<String>)>(
             "select id, action, key_id from ops_audit order by id",
@@ -123,4 +146,67 @@ async fn a_rotation_hands_the_chain_over_and_the_retired_key_signs_nothing_after
     let (code, said) = app.booking_command_with(&url, &["audit", "verify"], with_new);
     assert_eq!(code, 2, "{said}");
     assert!(said.contains(&format!("under key {old_id}")), "{said}");
+}
+
+/// A trail of an older release (rows that name no key) goes on under the key that made them, as
+/// `audit verify` reads it, until a rotation hands it over: a service given a new key appends
+/// with the old one, and `audit rotate` writes the handover. Before, the service appended with
+/// the new key at once and `audit rotate` said the new key was in force already, while `audit
+/// verify` (which puts an unnamed row's key in force) said the head was under the old one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgraded_trail_goes_on_under_the_key_that_made_its_unnamed_rows() {
+    use floodgate_booking::audit::chain::{Legacy, Row};
+    use floodgate_booking::audit::AuditKey;
+
+    let (url, app, sale) = app_with_a_pending_sale().await;
+    let keys = Rollout::of(&app);
+    let (with_old, with_new) = (&keys.with_old()[..], &keys.with_new()[..]);
+    let (code, said) = app.booking_command_with(&url, &["sale", "arm", &sale], with_old);
+    assert_eq!(code, 0, "{said}");
+    // Made into an older release's trail: no key names, each MAC made again without one.
+    let old_key = AuditKey::new(&secrecy::SecretString::from(keys.old.clone())).unwrap();
+    let rows: Vec<Row> = sqlx::query_as(
+        "select id, at, sale, action, actor, phase, intent, before, after, detail, key_id
+         from ops_audit order by id",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    assert!(!rows.is_empty());
+    let mut previous = Legacy::default().genesis();
+    for mut row in rows {
+        row.key_id = None;
+        let mac = row.mac(&old_key, &previous);
+        sqlx::query("update ops_audit set key_id = null, mac = $2 where id = $1")
+            .bind(row.id)
+            .bind(&mac)
+            .execute(&app.db)
+            .await
+            .unwrap();
+        previous = mac;
+    }
+    let (code, said) = app.booking_command_with(&url, &["audit", "verify"], with_old);
+    assert_eq!(code, 0, "an older release's trail: {said}");
+
+    // The new key rolled out: rows go on under the old one, and the rotation hands over.
+    let (code, said) = app.booking_command_with(&url, &["sale", "arm", &sale], with_new);
+    assert!(code == 0 || code == 2, "{said}");
+    let named: Vec<Option<String>> =
+        sqlx::query_scalar("select key_id from ops_audit where key_id is not null order by id")
+            .fetch_all(&app.db)
+            .await
+            .unwrap();
+    assert!(!named.is_empty());
+    assert!(
+        named.iter().all(|k| k.as_deref() == Some(old_key.id())),
+        "{named:?}"
+    );
+    let (code, said) = app.booking_command_with(&url, &["audit", "rotate"], with_new);
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        said.contains(&format!("from key {}", old_key.id())),
+        "{said}"
+    );
+    let (code, said) = app.booking_command_with(&url, &["audit", "verify"], with_new);
+    assert_eq!(code, 0, "{said}");
 }

@@ -3,6 +3,8 @@
 //! puzzle, their sign-in, their place), so the junk cannot spend their joins (crate::limits and
 //! crate::join in the gateway).
 
+use std::time::Duration;
+
 use floodgate_protocol::challenge::{ProofOfWork, Puzzle};
 use floodgate_protocol::settings::{ChallengeRule, Door, IdentityRule};
 use floodgate_tests::client::RoomClient;
@@ -23,6 +25,14 @@ async fn with_a_proof_of_work(db: sqlx::PgPool) -> (TestApp, String) {
     };
     let sale = sale_with(&app, door).await;
     (app, sale)
+}
+
+/// A join's URL to `sale` with the answer to its puzzle, solved now.
+async fn solved(app: &TestApp, sale: &str) -> String {
+    let puzzle_url = format!("http://{}/v1/sales/{sale}/challenge", app.gateway);
+    let puzzle: Puzzle = serde_json::from_value(app.get_json(&puzzle_url).await).unwrap();
+    let answer = ProofOfWork::solve(&puzzle);
+    format!("{}&challenge={answer}", app.ws_url(sale))
 }
 
 /// Every test client here comes from 127.0.0.1: the stranger and the people share the address,
@@ -56,11 +66,9 @@ async fn a_strangers_junk_joins_do_not_spend_the_joins_of_people_behind_its_addr
     // The people behind the same address, each with a puzzle solved: in, every one of them, past
     // the address's allowance and its one anonymous session. Before, the first was refused 429
     // `join_rate_limited`.
-    let puzzle_url = format!("http://{}/v1/sales/{pow}/challenge", app.gateway);
     let mut people = Vec::new();
     for _ in 0..4 {
-        let puzzle: Puzzle = serde_json::from_value(app.get_json(&puzzle_url).await).unwrap();
-        let client = RoomClient::join(&url(&ProofOfWork::solve(&puzzle)))
+        let client = RoomClient::join(&solved(&app, &pow).await)
             .await
             .unwrap_or_else(|r| panic!("a person with a solved puzzle: {r:?}"));
         people.push(client);
@@ -163,4 +171,108 @@ async fn a_live_sales_puzzle_is_everyones_and_asking_again_is_never_refused(db: 
         made_up.iter().all(|s| *s == 429 || *s == 404),
         "{made_up:?}"
     );
+}
+
+/// One place, however often its genuine token comes back: a person's sessions at most (its
+/// earlier sessions are not closed by a takeover), and a person's joins. Before, each
+/// resumed join of a sale with a proof of work was a new session, without end.
+#[sqlx::test(migrations = "../migrations")]
+async fn one_place_holds_a_persons_sessions_at_most(db: sqlx::PgPool) {
+    let (app, pow) = with_a_proof_of_work(db).await;
+    let url = solved(&app, &pow).await;
+    let first = RoomClient::join(&url).await.unwrap();
+    let token = first.resume_token.clone();
+    let mut held = vec![first];
+    let mut refused = None;
+    for _ in 0..8 {
+        match RoomClient::join_with(&app.ws_url(&pow), &[("floodgate-resume", &token)]).await {
+            Ok(again) => held.push(again),
+            Err(r) if r.body["error"] == "join_rate_limited" => {
+                // A person's joins: three at once, then one a second.
+                tokio::time::sleep(Duration::from_millis(1_100)).await;
+            }
+            Err(r) => {
+                refused = Some(r);
+                break;
+            }
+        }
+    }
+    let refused = refused.expect("a place's sessions have a cap");
+    assert_eq!(refused.body["error"], "too_many_connections", "{refused:?}");
+    // The first session was the new place's own; the place's token holds the rest.
+    assert_eq!(held.len(), 1 + 4, "{} sessions", held.len());
+}
+
+/// A solved answer sent again and again is held to a person's allowance before its single-use
+/// mark is looked up in Redis: a replay flood costs a map lookup. Before, every copy ran a
+/// Redis command and was told `challenge_reused`.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_replayed_answer_is_held_to_a_persons_allowance(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let door = Door {
+        challenge: ChallengeRule::Pow,
+        pow_difficulty: 4,
+        ..Door::default()
+    };
+    let pow = sale_with(&app, door).await;
+    let url = solved(&app, &pow).await;
+    let _in = RoomClient::join(&url).await.unwrap();
+    let mut codes = Vec::new();
+    for _ in 0..8 {
+        codes.push(RoomClient::refusal(&url, &[]).await.1);
+    }
+    let reused = codes.iter().filter(|c| *c == "challenge_reused").count();
+    assert!(reused <= 2, "{codes:?}");
+    assert!(
+        codes
+            .iter()
+            .all(|c| c == "challenge_reused" || c == "join_rate_limited"),
+        "{codes:?}"
+    );
+}
+
+/// A place over for good, named again and again: the first refusal is remembered, and the rest
+/// run no script. Before, every resume ran `resume.lua` in the sale's slot until the draw.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_dead_place_named_again_costs_no_script(db: sqlx::PgPool) {
+    let options = TestOptions {
+        grace_ms: 300,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = app.pending_sale("dead-join-").await;
+    let _stays = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    let gone = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    let (token, ticket) = (gone.resume_token.clone(), gone.ticket);
+    gone.leave().await;
+    // Its grace runs out (the departure's deadline in the sale's slot passes).
+    let departures = app.keys.sale(&sale).gone();
+    floodgate_tests::eventually("the grace runs out", Duration::from_secs(20), || async {
+        let deadline: Option<f64> = redis::cmd("ZSCORE")
+            .arg(&departures)
+            .arg(ticket)
+            .query_async(&mut app.redis.clone())
+            .await
+            .unwrap();
+        deadline.is_some_and(|d| d < floodgate_protocol::now_millis() as f64)
+    })
+    .await;
+    let resumes = || async {
+        let series = r#"floodgate_redis_script_duration_seconds_count{script="resume"}"#;
+        app.metric(app.gateway_admin, series).await.unwrap_or(0.0)
+    };
+    let url = app.ws_url(&sale);
+    let back = || async {
+        let headers = [("floodgate-resume", token.as_str())];
+        RoomClient::join_with(&url, &headers)
+            .await
+            .err()
+            .map(|r| r.status)
+    };
+    assert_eq!(back().await, Some(410), "the first is told by its script");
+    let before = resumes().await;
+    for _ in 0..5 {
+        assert_eq!(back().await, Some(410));
+    }
+    assert_eq!(resumes().await, before, "no script for a dead place");
 }

@@ -1,0 +1,135 @@
+//! The front door's limits, one rule a test.
+
+use super::*;
+
+#[test]
+fn connections_are_counted_per_address_and_given_back() {
+    let limits = IpLimits::new(2, 1_000);
+    let a: IpAddr = "10.0.0.1".parse().unwrap();
+    let b: IpAddr = "10.0.0.2".parse().unwrap();
+    let first = limits.admit(a).unwrap();
+    let _second = limits.admit(a).unwrap();
+    assert_eq!(limits.admit(a).err(), Some(LimitError::TooManyConnections));
+    let _other = limits.admit(b).expect("another address is not affected");
+    drop(first);
+    assert_eq!(limits.connections(a), 1);
+    assert!(limits.admit(a).is_ok());
+}
+
+#[test]
+fn joins_are_rate_limited_per_address() {
+    let limits = IpLimits::new(1_000, 2);
+    let a: IpAddr = "10.0.0.1".parse().unwrap();
+    let slots: Vec<_> = (0..4).map_while(|_| limits.admit(a).ok()).collect();
+    assert_eq!(slots.len(), 4, "a burst of twice the rate");
+    assert_eq!(limits.admit(a).err(), Some(LimitError::JoiningTooFast));
+    assert!(limits.admit("10.0.0.9".parse().unwrap()).is_ok());
+}
+
+#[test]
+fn a_person_is_held_to_their_own_allowance_whatever_the_address() {
+    let limits = IpLimits::new(1, 1);
+    let a: IpAddr = "10.0.0.1".parse().unwrap();
+    // The address's allowance spent by someone else...
+    while limits.charge(a).is_ok() {}
+    // ...is not this person's, who has their own.
+    let place = Person::of(("s", 7u64));
+    for _ in 0..PERSON_BURST {
+        assert_eq!(limits.person(place), Ok(()));
+    }
+    assert_eq!(limits.person(place), Err(LimitError::PersonTooFast));
+    assert_eq!(
+        limits.person(Person::of(("s", 8u64))),
+        Ok(()),
+        "another place"
+    );
+    assert_eq!(
+        limits.person(Person::of(("t", 7u64))),
+        Ok(()),
+        "another sale"
+    );
+}
+
+#[test]
+fn paid_sessions_are_held_per_person_and_under_a_wider_cap_per_address() {
+    let limits = IpLimits::new(1, 1_000);
+    let a: IpAddr = "10.0.0.1".parse().unwrap();
+    let anonymous = limits.hold(a, true, None).unwrap();
+    assert_eq!(
+        limits.hold(a, true, None).err(),
+        Some(LimitError::TooManyConnections)
+    );
+    // One place: as many sessions as a person may hold, from any address.
+    let place = Some(Person::of(("s", 7u64)));
+    let tabs: Vec<_> = (0..PERSON_SESSIONS)
+        .map(|_| limits.hold(a, false, place).unwrap())
+        .collect();
+    assert_eq!(
+        limits.hold(a, false, place).err(),
+        Some(LimitError::PersonTooMany)
+    );
+    drop(tabs);
+    // Sessions paid for by solved puzzles: many, but not without end.
+    let every = PAID_SESSIONS_PER_ANONYMOUS as usize;
+    let solved: Vec<_> = (1..every)
+        .map(|_| limits.hold(a, false, None).unwrap())
+        .collect();
+    assert_eq!(solved.len(), every - 1, "the anonymous one counts too");
+    assert_eq!(
+        limits.hold(a, false, None).err(),
+        Some(LimitError::TooManyConnections)
+    );
+    drop((anonymous, solved));
+    assert_eq!(limits.sessions.get(&a), 0, "every slot given back");
+}
+
+#[test]
+fn defect_03_an_ipv6_client_counts_as_its_whole_64() {
+    // One host gets a /64: every address in it is the same client to the limits.
+    let limits = IpLimits::new(2, 1_000);
+    let _a = limits.admit("2001:db8:1:2::1".parse().unwrap()).unwrap();
+    let _b = limits
+        .admit("2001:db8:1:2:ffff::9".parse().unwrap())
+        .unwrap();
+    assert_eq!(
+        limits.admit("2001:db8:1:2:abcd::1".parse().unwrap()).err(),
+        Some(LimitError::TooManyConnections)
+    );
+    assert!(
+        limits.admit("2001:db8:1:3::1".parse().unwrap()).is_ok(),
+        "the next /64 is someone else"
+    );
+    let rate = IpLimits::new(1_000, 1);
+    let slots: Vec<_> = (1..=2)
+        .map(|i| {
+            rate.admit(format!("2001:db8::{i}").parse().unwrap())
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(slots.len(), 2);
+    assert_eq!(
+        rate.admit("2001:db8::3".parse().unwrap()).err(),
+        Some(LimitError::JoiningTooFast),
+        "the join rate counts the /64 too"
+    );
+}
+
+#[test]
+fn defect_03_a_mapped_client_counts_as_its_ipv4_address() {
+    let limits = IpLimits::new(1, 1_000);
+    let _held = limits.admit("203.0.113.7".parse().unwrap()).unwrap();
+    assert_eq!(
+        limits.admit("::ffff:203.0.113.7".parse().unwrap()).err(),
+        Some(LimitError::TooManyConnections)
+    );
+}
+
+#[test]
+fn the_ipv6_prefix_is_configurable() {
+    let per_48 = IpLimits::with_ipv6_prefix(1, 1_000, 48);
+    let _held = per_48.admit("2001:db8:1:2::1".parse().unwrap()).unwrap();
+    assert_eq!(
+        per_48.admit("2001:db8:1:ffff::1".parse().unwrap()).err(),
+        Some(LimitError::TooManyConnections)
+    );
+}
