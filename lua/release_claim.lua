@@ -44,6 +44,10 @@ if tonumber(ARGV[5]) > 0 then
   fenced_below = tonumber(ARGV[5])
 end
 local mine = tonumber(ARGV[3])
+-- A fence in the buyer's record ("now", with a fence) stops the attempts below it before they
+-- count; one at or above it may have counted and reserved, its deadline passed or not: it keeps
+-- the claim.
+local counted_above = ARGV[4] == 'now' and fenced_below > 0
 local fields = redis.call('HGETALL', KEYS[1])
 local kept = 1
 for i = 1, #fields, 2 do
@@ -51,7 +55,7 @@ for i = 1, #fields, 2 do
     local stamp = tonumber(string.sub(fields[i], 3))
     if stamp < fenced_below then
       redis.call('HDEL', KEYS[1], fields[i])
-    elseif tonumber(fields[i + 1]) >= refused_at then
+    elseif tonumber(fields[i + 1]) >= refused_at or counted_above then
       if stamp < mine then
         kept = -1
       elseif kept == 1 then

@@ -62,16 +62,17 @@ pub struct Config {
     /// that asks for no proof of work, of people not signed in. It stops one host from holding
     /// thousands of places in line. A session paid for (a sale's proof of work, a sign-in) does
     /// not count, so a crowd behind one carrier's address is not capped by it on a sale that asks
-    /// for either; every session of an address, paid for or not, is held to 32 times this.
+    /// for either; places coming back may hold twice this (a drain moves them from gateway to
+    /// gateway), and every session of an address, paid for or not, is held to 32 times this.
     #[arg(long, env = "FLOODGATE_MAX_CONNECTIONS_PER_IP", default_value_t = 32)]
     pub max_connections_per_ip: u32,
-    /// Joins per second charged to one IP address (with a burst of twice that): joins to a sale
-    /// that asks for no proof of work by people not signed in (new places and places coming
-    /// back), joins whose identity token, puzzle answer or resume token fails, and joins to a
-    /// sale this gateway has no room for yet. A join with a solved puzzle pays with its work; a
-    /// signed-in buyer's, or a place coming back to a sale with a proof of work, is held to its
-    /// own allowance instead (three at once, then one a second; four sessions), so a stranger's
-    /// junk cannot spend it.
+    /// Joins per second charged to one IP address (with a burst of twice that): new places on a
+    /// sale that asks for no proof of work by people not signed in, joins whose identity token,
+    /// puzzle answer or resume token fails, and joins to a sale this gateway has no room for
+    /// yet. A join with a solved puzzle pays with its work; a signed-in buyer's, or a place
+    /// coming back, is held to its own allowance instead (three at once, then one a second; four
+    /// sessions), so a stranger's junk cannot spend it; places coming back to a sale that asks
+    /// for nothing also count against an allowance of ten times this per address.
     #[arg(long, env = "FLOODGATE_JOINS_PER_SEC_PER_IP", default_value_t = 5)]
     pub joins_per_sec_per_ip: u32,
     /// Who a request is from, as the per-address limits count it (trusted proxies, the IPv6

@@ -18,7 +18,7 @@ use serde::Deserialize;
 
 use crate::door;
 use crate::error::ApiError;
-use crate::limits::{self, Person};
+use crate::limits::{self, Payer, Person};
 
 mod entry;
 use crate::scripts::{buyers, takeback, tickets};
@@ -81,7 +81,9 @@ pub async fn join_queue(
     origin: Result<SameSite, ApiError>,
 ) -> Result<Response, ApiError> {
     // The query's errors come first: a plain HTTP request for an unknown sale hears of the sale.
-    let request = JoinRequest::read(&state, params, carried.resume.as_deref())?;
+    // A made-up resume token costs a MAC, and its address.
+    let request = JoinRequest::read(&state, params, carried.resume.as_deref())
+        .map_err(|e| Entry::new(&state.limits, client).failed(e))?;
     let upgrade = match upgrade {
         Ok(upgrade) => upgrade,
         Err(refusal) => return Ok(refusal.into_response()),
@@ -178,22 +180,7 @@ async fn pay(
     buyer: Option<&BuyerId>,
     mark: Option<&resume::BuyerMark>,
 ) -> Result<limits::SessionSlot, ApiError> {
-    // Who pays (crate::limits): on a sale that asks for a proof of work every place cost one, so
-    // a place coming back pays with its own allowance; on one that asks for nothing, someone not
-    // signed in has only their address to show.
-    let anonymous = buyer.is_none() && door.challenge == ChallengeRule::None;
-    let person = match (buyer, &request.resumed) {
-        (Some(buyer), _) => Some(Person::of((&request.sale, "buyer", buyer.as_str()))),
-        (None, Some(claim)) => Some(Person::of((&request.sale, "place", claim.ticket))),
-        (None, None) => None,
-    };
-    match (anonymous, person) {
-        (true, _) => entry.address()?,
-        (false, Some(person)) => entry.person(person)?,
-        // A new place on a sale that asks for a proof of work: its answer pays (or, failing,
-        // its address).
-        (false, None) => {}
-    }
+    // What a resume token claims, checked in memory first: a refusal is its address's to pay.
     if let Some(claim) = &request.resumed {
         if !claim.may_be_taken_by(mark) {
             return Err(entry.failed(takeback::other_buyers()));
@@ -203,6 +190,33 @@ async fn pay(
             return Err(entry.failed(takeback::expired()));
         }
     }
+    // Who pays (crate::limits): a signed-in buyer, and on a sale that asks for a proof of work
+    // every place (it cost one), pay with their own allowance; on a sale that asks for nothing,
+    // a new place of someone not signed in has only its address to show, and a place coming
+    // back its own allowance and its address's allowance of returns.
+    let person = match (buyer, &request.resumed) {
+        (Some(buyer), _) => Some(Person::of((&request.sale, "buyer", buyer.as_str()))),
+        (None, Some(claim)) => Some(Person::of((&request.sale, "place", claim.ticket))),
+        (None, None) => None,
+    };
+    let payer = match (buyer, &request.resumed, door.challenge) {
+        (Some(_), _, _) | (None, _, ChallengeRule::Pow) => Payer::Paid,
+        (None, Some(_), ChallengeRule::None) => Payer::Returning,
+        (None, None, ChallengeRule::None) => Payer::Anonymous,
+    };
+    match (payer, person) {
+        (Payer::Anonymous, _) => entry.address()?,
+        (Payer::Returning, Some(person)) => {
+            entry.person(person)?;
+            entry.returning()?;
+        }
+        (_, Some(person)) => entry.person(person)?,
+        // A new place on a sale that asks for a proof of work: its answer pays (or, failing,
+        // its address).
+        (_, None) => {}
+    }
+    // The slots first: an answer is spent only on a join that will be let in.
+    let slot = entry.hold(payer, person)?;
     // Coming back with a resume token takes back a place already won at the door, and nothing
     // else (a dead ticket is refused, not replaced).
     if request.resumed.is_none() {
@@ -210,7 +224,7 @@ async fn pay(
             .await
             .map_err(|e| entry.failed(e))?;
     }
-    entry.hold(anonymous, person)
+    Ok(slot)
 }
 
 /// A join's query, checked.

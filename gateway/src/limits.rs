@@ -11,10 +11,13 @@
 //!   reconnect, a second tab), and to [`PERSON_SESSIONS`] sessions at once, whatever address it
 //!   comes from;
 //! - nobody, for a solved proof of work (each answer is single-use and cost its own search);
-//! - its address otherwise: a join to a sale that asks for nothing by someone not signed in (a
-//!   new place or a resumed one: on such a sale a place costs only a join), a credential or an
-//!   answer that fails, and a sale this gateway has no room for yet (its lookup reads Redis).
-//!   Those anonymous sessions count against the address's `max_connections`.
+//! - its address otherwise: a new place on a sale that asks for nothing by someone not signed
+//!   in, a credential or an answer that fails, and a sale this gateway has no room for yet (its
+//!   lookup reads Redis). Those anonymous sessions count against the address's
+//!   `max_connections`. On such a sale a place coming back pays with its own allowance and its
+//!   address's allowance of returns, [`RETURNS_PER_JOIN`] times its joins (a gateway's drain
+//!   sends a whole carrier address's people back at once), and may hold twice the anonymous
+//!   sessions (they move from a draining gateway to the rest).
 //!
 //! Every session of an address, whatever paid for it, counts against a wider cap,
 //! [`PAID_SESSIONS_PER_ANONYMOUS`] times the anonymous one: a machine solving puzzles a
@@ -45,6 +48,19 @@ pub const PERSON_EVERY: Duration = Duration::from_secs(1);
 pub const PERSON_SESSIONS: u32 = 4;
 /// Every session of an address, over the anonymous ones' cap.
 pub const PAID_SESSIONS_PER_ANONYMOUS: u32 = 32;
+/// An address's places coming back to a sale without a proof of work, over its joins.
+pub const RETURNS_PER_JOIN: u32 = 10;
+
+/// What pays for a session, as the address's caps count it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Payer {
+    /// A new place on a sale that asks for nothing, by someone not signed in.
+    Anonymous,
+    /// Such a place coming back: the anonymous cap, twice over.
+    Returning,
+    /// A sign-in, or a sale's proof of work.
+    Paid,
+}
 
 pub struct IpLimits {
     max_connections: u32,
@@ -57,6 +73,8 @@ pub struct IpLimits {
     /// Sessions per person (`Person`).
     people_sessions: Counts<u64>,
     joins: AddressRate,
+    /// Places coming back to a sale without a proof of work, per address.
+    returns: AddressRate,
     /// Joins of each person.
     people: Rate<u64>,
 }
@@ -102,7 +120,7 @@ impl From<LimitError> for ApiError {
             ),
             LimitError::PersonTooFast => (
                 code::JOIN_RATE_LIMITED,
-                "this place is joined too often; retry in a second",
+                "this place, sign-in or answer is joining too often; retry in a second",
             ),
         };
         ApiError::new(code, message.into())
@@ -133,6 +151,7 @@ impl IpLimits {
             sessions: Counts::default(),
             people_sessions: Counts::default(),
             joins: AddressRate::per_second(joins_per_sec),
+            returns: AddressRate::per_second(joins_per_sec.saturating_mul(RETURNS_PER_JOIN)),
             people: Rate::every(PERSON_EVERY, PERSON_BURST),
         })
     }
@@ -146,17 +165,26 @@ impl IpLimits {
     /// or says why not.
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<SessionSlot, LimitError> {
         self.charge(ip)?;
-        self.hold(ip, true, None)
+        self.hold(ip, Payer::Anonymous, None)
     }
 
     /// Charges one join to `ip`'s allowance.
     pub fn charge(&self, ip: IpAddr) -> Result<(), LimitError> {
-        if !self.joins.allow(&self.client_of(ip)) {
-            metrics::counter!("floodgate_joins_refused_total", "reason" => "join_rate_limited")
-                .increment(1);
-            return Err(LimitError::JoiningTooFast);
+        self.take(&self.joins, ip)
+    }
+
+    /// Charges one place coming back to `ip`'s allowance of returns.
+    pub fn returning(&self, ip: IpAddr) -> Result<(), LimitError> {
+        self.take(&self.returns, ip)
+    }
+
+    fn take(&self, rate: &AddressRate, ip: IpAddr) -> Result<(), LimitError> {
+        if rate.allow(&self.client_of(ip)) {
+            return Ok(());
         }
-        Ok(())
+        metrics::counter!("floodgate_joins_refused_total", "reason" => "join_rate_limited")
+            .increment(1);
+        Err(LimitError::JoiningTooFast)
     }
 
     /// Charges one join to `person`'s own allowance.
@@ -169,13 +197,13 @@ impl IpLimits {
         Err(LimitError::PersonTooFast)
     }
 
-    /// Holds a session of `ip`'s (an `anonymous` one, or one paid for), and of `person`'s if it
-    /// names one, or says which cap it would pass. Each is given back when the returned
-    /// [`SessionSlot`] is dropped (the session ended, or the upgrade failed).
+    /// Holds a session of `ip`'s (as `payer` counts), and of `person`'s if it names one, or says
+    /// which cap it would pass. Each is given back when the returned [`SessionSlot`] is dropped
+    /// (the session ended, or the upgrade failed).
     pub fn hold(
         self: &Arc<Self>,
         ip: IpAddr,
-        anonymous: bool,
+        payer: Payer,
         person: Option<Person>,
     ) -> Result<SessionSlot, LimitError> {
         let ip = self.client_of(ip);
@@ -196,8 +224,13 @@ impl IpLimits {
             anonymous: false,
             person: None,
         };
-        if anonymous {
-            if !self.anonymous.take(ip, self.max_connections) {
+        let anonymous_cap = match payer {
+            Payer::Anonymous => Some(self.max_connections),
+            Payer::Returning => Some(self.max_connections.saturating_mul(2)),
+            Payer::Paid => None,
+        };
+        if let Some(cap) = anonymous_cap {
+            if !self.anonymous.take(ip, cap) {
                 return refused("too_many_connections", LimitError::TooManyConnections);
             }
             slot.anonymous = true;
@@ -215,6 +248,7 @@ impl IpLimits {
     /// churn).
     pub fn prune(&self) {
         self.joins.prune();
+        self.returns.prune();
         self.people.prune();
     }
 

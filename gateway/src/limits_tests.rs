@@ -54,29 +54,29 @@ fn a_person_is_held_to_their_own_allowance_whatever_the_address() {
 fn paid_sessions_are_held_per_person_and_under_a_wider_cap_per_address() {
     let limits = IpLimits::new(1, 1_000);
     let a: IpAddr = "10.0.0.1".parse().unwrap();
-    let anonymous = limits.hold(a, true, None).unwrap();
+    let anonymous = limits.hold(a, Payer::Anonymous, None).unwrap();
     assert_eq!(
-        limits.hold(a, true, None).err(),
+        limits.hold(a, Payer::Anonymous, None).err(),
         Some(LimitError::TooManyConnections)
     );
     // One place: as many sessions as a person may hold, from any address.
     let place = Some(Person::of(("s", 7u64)));
     let tabs: Vec<_> = (0..PERSON_SESSIONS)
-        .map(|_| limits.hold(a, false, place).unwrap())
+        .map(|_| limits.hold(a, Payer::Paid, place).unwrap())
         .collect();
     assert_eq!(
-        limits.hold(a, false, place).err(),
+        limits.hold(a, Payer::Paid, place).err(),
         Some(LimitError::PersonTooMany)
     );
     drop(tabs);
     // Sessions paid for by solved puzzles: many, but not without end.
     let every = PAID_SESSIONS_PER_ANONYMOUS as usize;
     let solved: Vec<_> = (1..every)
-        .map(|_| limits.hold(a, false, None).unwrap())
+        .map(|_| limits.hold(a, Payer::Paid, None).unwrap())
         .collect();
     assert_eq!(solved.len(), every - 1, "the anonymous one counts too");
     assert_eq!(
-        limits.hold(a, false, None).err(),
+        limits.hold(a, Payer::Paid, None).err(),
         Some(LimitError::TooManyConnections)
     );
     drop((anonymous, solved));

@@ -28,8 +28,9 @@ pub(super) enum Uncounted {
         fence: i64,
         fence_kept: bool,
     },
-    /// Fenced off, but a later attempt's seats count now: its answer settles the token.
-    Settling,
+    /// Fenced off below `fence`, but a later attempt's seats count now: its answer settles the
+    /// token.
+    Settling { fence: i64 },
     /// Not counted, for want of an answer (it may have counted).
     Failed(ReserveError),
 }
@@ -64,8 +65,10 @@ impl Gatekeeper {
         let (counted, fence) = match counted {
             BuyerCount::Counted => return Ok(()),
             BuyerCount::Fenced {
-                counted_here: true, ..
-            } => return Err(Uncounted::Settling),
+                counted_here: true,
+                fence,
+                ..
+            } => return Err(Uncounted::Settling { fence }),
             BuyerCount::Over { counted, fence } | BuyerCount::Fenced { counted, fence, .. } => {
                 (counted, fence)
             }

@@ -43,8 +43,17 @@ impl Gatekeeper {
                 return Err(self.settle(req, &claimed, refusal, fence_kept, false).await);
             }
             // A later copy of the request counted, and its answer (a hold, or its refusal)
-            // settles the pass: this copy leaves the claim to it, and is the client's own.
-            Err(Uncounted::Settling) => return Err(ReserveError::Unsettled),
+            // settles the pass: this copy takes its own attempt off the claim (the later one
+            // keeps it, release_claim.lua) and is the client's own 503.
+            Err(Uncounted::Settling { fence }) => {
+                let released = self
+                    .release_claim(req, claimed.attempt, None, Some(fence))
+                    .await;
+                if matches!(released, Ok(Released::Yes)) {
+                    tracing::warn!("a fenced copy found no later attempt on its claim");
+                }
+                return Err(ReserveError::Unsettled);
+            }
             Err(Uncounted::Failed(error)) => {
                 return Err(self
                     .settle(req, &claimed, Refusal::alone(error), false, true)

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::error::ApiError;
-use crate::limits::{IpLimits, Person, SessionSlot};
+use crate::limits::{IpLimits, Payer, Person, SessionSlot};
 
 /// Who one join is charged to (crate::limits), before the Redis work it leads to: its address at
 /// most once, for whatever it did not show to be its own.
@@ -45,13 +45,17 @@ impl<'a> Entry<'a> {
         Ok(self.limits.person(person)?)
     }
 
-    /// Holds the join's session slots: its address's (an `anonymous` session, or one paid for)
-    /// and its person's.
+    /// Charges a place coming back to its address's allowance of returns.
+    pub(super) fn returning(&self) -> Result<(), ApiError> {
+        Ok(self.limits.returning(self.client)?)
+    }
+
+    /// Holds the join's session slots: its address's (as `payer` counts) and its person's.
     pub(super) fn hold(
         &self,
-        anonymous: bool,
+        payer: Payer,
         person: Option<Person>,
     ) -> Result<SessionSlot, ApiError> {
-        Ok(self.limits.hold(self.client, anonymous, person)?)
+        Ok(self.limits.hold(self.client, payer, person)?)
     }
 }

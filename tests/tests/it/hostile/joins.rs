@@ -276,3 +276,31 @@ async fn a_dead_place_named_again_costs_no_script(db: sqlx::PgPool) {
     }
     assert_eq!(resumes().await, before, "no script for a dead place");
 }
+
+/// On a sale that asks for nothing, a stranger's junk spends its address's joins; someone
+/// behind the same address coming back to their place (a drain, a lost network) pays with the
+/// place's own allowance and the address's returns, and gets in. Before, a place coming back
+/// was charged to the address's joins: 429 `join_rate_limited`.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_place_coming_back_is_not_spent_by_a_strangers_junk(db: sqlx::PgPool) {
+    let app = TestApp::spawn_with(db, one_join_a_second()).await;
+    let sale = app.pending_sale("back-").await;
+    let person = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    let token = person.resume_token.clone();
+    // The stranger's junk: joins with a made-up resume token.
+    let mut codes = Vec::new();
+    for i in 0..6 {
+        let junk = format!("made-up-{i}");
+        let headers = [("floodgate-resume", junk.as_str())];
+        codes.push(RoomClient::refusal(&app.ws_url(&sale), &headers).await.1);
+    }
+    assert!(
+        codes.iter().any(|c| c == "join_rate_limited"),
+        "the junk spends the address's joins: {codes:?}"
+    );
+    drop(person);
+    let headers = [("floodgate-resume", token.as_str())];
+    RoomClient::join_with(&app.ws_url(&sale), &headers)
+        .await
+        .unwrap_or_else(|r| panic!("a person coming back: {r:?}"));
+}
