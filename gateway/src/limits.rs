@@ -19,9 +19,13 @@
 //!   sends a whole carrier address's people back at once), and may hold twice the anonymous
 //!   sessions (they move from a draining gateway to the rest).
 //!
-//! Every session of an address, whatever paid for it, counts against a wider cap,
-//! [`PAID_SESSIONS_PER_ANONYMOUS`] times the anonymous one: a machine solving puzzles a
-//! thousand times faster than a phone cannot fill the gateway from one address.
+//! Every session of an address that no person pays for (anonymous ones, and new places paid for
+//! by a puzzle) counts against a wider cap, [`PAID_SESSIONS_PER_ANONYMOUS`] times the anonymous
+//! one: a machine solving puzzles a thousand times faster than a phone cannot fill the gateway
+//! from one address. A person's sessions (a buyer's, a place's coming back) are held to the
+//! person's cap instead, so filling the address's cap shuts none of its people out of their
+//! places. Like the allowances, every cap of an IPv6 client holds for its /56 and /48 too, at
+//! `WIDER_IPV6` times it.
 //!
 //! A "client" here is an address as the limits see it ([`IpLimits::client_of`],
 //! `floodgate_platform::clients::counted_as`): an IPv4 address (an IPv4-mapped IPv6 one counts as
@@ -34,7 +38,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dashmap::DashMap;
-use floodgate_platform::clients::{AddressRate, Rate};
+use floodgate_platform::clients::{counted_as, AddressRate, Rate, WIDER_IPV6};
 use floodgate_protocol::api::code;
 
 use crate::error::ApiError;
@@ -66,10 +70,10 @@ pub struct IpLimits {
     max_connections: u32,
     /// Prefix length an IPv6 address is counted by.
     ipv6_prefix: u8,
-    /// Anonymous sessions per address.
-    anonymous: Counts<IpAddr>,
-    /// Every session per address.
-    sessions: Counts<IpAddr>,
+    /// Anonymous sessions per address (and per wider network: `networks`).
+    anonymous: Counts<Network>,
+    /// The sessions no person pays for, per address (likewise).
+    sessions: Counts<Network>,
     /// Sessions per person (`Person`).
     people_sessions: Counts<u64>,
     joins: AddressRate,
@@ -207,30 +211,34 @@ impl IpLimits {
         person: Option<Person>,
     ) -> Result<SessionSlot, LimitError> {
         let ip = self.client_of(ip);
-        let every = self
-            .max_connections
-            .saturating_mul(PAID_SESSIONS_PER_ANONYMOUS);
         let refused = |reason: &'static str, e: LimitError| {
             metrics::counter!("floodgate_joins_refused_total", "reason" => reason).increment(1);
             Err(e)
         };
-        if !self.sessions.take(ip, every) {
-            return refused("too_many_connections", LimitError::TooManyConnections);
-        }
         // From here on, dropping the slot gives back what it holds so far.
         let mut slot = SessionSlot {
             limits: self.clone(),
             ip,
+            counted: false,
             anonymous: false,
             person: None,
         };
+        if person.is_none() || payer != Payer::Paid {
+            let every = self
+                .max_connections
+                .saturating_mul(PAID_SESSIONS_PER_ANONYMOUS);
+            if !self.sessions.take_all(ip, every) {
+                return refused("too_many_connections", LimitError::TooManyConnections);
+            }
+            slot.counted = true;
+        }
         let anonymous_cap = match payer {
             Payer::Anonymous => Some(self.max_connections),
             Payer::Returning => Some(self.max_connections.saturating_mul(2)),
             Payer::Paid => None,
         };
         if let Some(cap) = anonymous_cap {
-            if !self.anonymous.take(ip, cap) {
+            if !self.anonymous.take_all(ip, cap) {
                 return refused("too_many_connections", LimitError::TooManyConnections);
             }
             slot.anonymous = true;
@@ -254,7 +262,7 @@ impl IpLimits {
 
     #[cfg(test)]
     fn connections(&self, ip: IpAddr) -> u32 {
-        self.anonymous.get(&self.client_of(ip))
+        self.anonymous.get(&(self.client_of(ip), 128))
     }
 }
 
@@ -266,6 +274,47 @@ impl<K: Hash + Eq> Default for Counts<K> {
     fn default() -> Self {
         Self(DashMap::new())
     }
+}
+
+/// An address as counted, or a wider network around it, with its prefix's length: a /64 whose
+/// last bits are zero is not its /56.
+type Network = (IpAddr, u8);
+
+impl Counts<Network> {
+    /// One more for `ip` and, for an IPv6 client, its wider networks, each under `cap` times its
+    /// multiple; none if one is full.
+    fn take_all(&self, ip: IpAddr, cap: u32) -> bool {
+        let networks = networks(ip);
+        for (i, (network, times)) in networks.iter().enumerate() {
+            if !self.take(*network, cap.saturating_mul(*times)) {
+                for (taken, _) in &networks[..i] {
+                    self.give(taken);
+                }
+                return false;
+            }
+        }
+        true
+    }
+
+    fn give_all(&self, ip: IpAddr) {
+        for (network, _) in networks(ip) {
+            self.give(&network);
+        }
+    }
+}
+
+/// `ip` (a client as counted) and, for an IPv6 one, the wider networks around it, each with the
+/// multiple of a client's cap it may hold.
+fn networks(ip: IpAddr) -> Vec<(Network, u32)> {
+    let mut networks = vec![((ip, 128), 1)];
+    if ip.is_ipv6() {
+        networks.extend(
+            WIDER_IPV6
+                .iter()
+                .map(|(bits, times)| ((counted_as(ip, *bits), *bits), *times)),
+        );
+    }
+    networks
 }
 
 impl<K: Hash + Eq> Counts<K> {
@@ -296,15 +345,19 @@ impl<K: Hash + Eq> Counts<K> {
 pub struct SessionSlot {
     limits: Arc<IpLimits>,
     ip: IpAddr,
+    /// Counted among the address's sessions (not a person's).
+    counted: bool,
     anonymous: bool,
     person: Option<Person>,
 }
 
 impl Drop for SessionSlot {
     fn drop(&mut self) {
-        self.limits.sessions.give(&self.ip);
+        if self.counted {
+            self.limits.sessions.give_all(self.ip);
+        }
         if self.anonymous {
-            self.limits.anonymous.give(&self.ip);
+            self.limits.anonymous.give_all(self.ip);
         }
         if let Some(person) = self.person {
             self.limits.people_sessions.give(&person.0);

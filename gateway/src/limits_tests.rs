@@ -80,7 +80,7 @@ fn paid_sessions_are_held_per_person_and_under_a_wider_cap_per_address() {
         Some(LimitError::TooManyConnections)
     );
     drop((anonymous, solved));
-    assert_eq!(limits.sessions.get(&a), 0, "every slot given back");
+    assert_eq!(limits.sessions.get(&(a, 128)), 0, "every slot given back");
 }
 
 #[test]
@@ -132,4 +132,39 @@ fn the_ipv6_prefix_is_configurable() {
         per_48.admit("2001:db8:1:ffff::1".parse().unwrap()).err(),
         Some(LimitError::TooManyConnections)
     );
+}
+
+#[test]
+fn a_persons_sessions_are_not_the_addresss_and_an_ipv6_clients_caps_hold_for_its_48() {
+    let limits = IpLimits::new(1, 1_000);
+    let a: IpAddr = "10.0.0.1".parse().unwrap();
+    // The address's sessions full of new places paid for by puzzles...
+    let every = PAID_SESSIONS_PER_ANONYMOUS as usize;
+    let solved: Vec<_> = (0..every)
+        .map(|_| limits.hold(a, Payer::Paid, None).unwrap())
+        .collect();
+    assert_eq!(
+        limits.hold(a, Payer::Paid, None).err(),
+        Some(LimitError::TooManyConnections)
+    );
+    // ...shut out none of its people coming back, nor its signed-in buyers.
+    let back = limits
+        .hold(a, Payer::Paid, Some(Person::of(("s", 1u64))))
+        .expect("a place coming back");
+    let buyer = limits
+        .hold(a, Payer::Paid, Some(Person::of(("s", "buyer", "amrita"))))
+        .expect("a signed-in buyer");
+    drop((solved, back, buyer));
+    // An IPv6 client taking a fresh /64 per session meets its /56's cap (16 times a /64's).
+    let anonymous: Vec<_> = (0..100u32)
+        .map_while(|i| {
+            let ip: IpAddr = format!("2001:db8:5:{i:x}::").parse().unwrap();
+            limits.hold(ip, Payer::Anonymous, None).ok()
+        })
+        .collect();
+    assert_eq!(anonymous.len(), 16);
+    drop(anonymous);
+    assert!(limits
+        .hold("2001:db8:5:1::".parse().unwrap(), Payer::Anonymous, None)
+        .is_ok());
 }
