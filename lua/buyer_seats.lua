@@ -1,11 +1,12 @@
 -- buyer_seats: the per-buyer seat limit of a sale, kept in the buyer's record (the same hash as
 -- their place in line, buyer_place.lua; a slot of its own, platform/src/keys.rs).
 --
--- KEYS[1] the buyer's record (hash; `r:<token id>` = seats of the reservation that token makes,
+-- KEYS[1] the buyer's record (hash; `r:<token id>` = `<seats>:<stamp>`, the seats of the
+--         reservation that token makes and the latest attempt that counted them,
 --         `f:<token id>` = the stamp below which that token's attempts are refused)
 -- ARGV[1] "take" or "give"   ARGV[2] the admission token's id   ARGV[3] seats asked (take)
 -- ARGV[4] the sale's limit (take)   ARGV[5] the record's lifetime (ms)
--- ARGV[6] the attempt's stamp (take)
+-- ARGV[6] the attempt's stamp (take; give: the attempt giving back, or 0 when the hold ended)
 --
 -- take returns {"ok"} (the token's seats now count against the buyer; a retry of the same token
 -- finds them counted already), {"over", counted, fence} (the buyer holds or bought `counted`
@@ -23,27 +24,57 @@
 -- is 1 when a later attempt's seats count now (the buyer got room meanwhile): that attempt's
 -- answer settles the token, and a fenced copy gives nothing back.
 --
+-- A count names the latest attempt that relied on it (a copy finding the seats counted takes
+-- them over): an attempt gives back only a count no later attempt relies on, so a refused
+-- attempt's give-back, arriving after a copy of the request claimed afresh and found its seats
+-- counted, cannot leave that copy's seats uncounted. The relay's give-back (0: the hold ended)
+-- always gives back.
+--
 -- One field per token, never a running total: every step is idempotent, so a retried request,
 -- a relay that publishes an event twice, or a crash between steps can never count a seat twice
 -- or give one back twice.
+-- A count's seats and the stamp of the latest attempt relying on it (0 for a count of an older
+-- release, which named none).
+local function count_of(value)
+  local seats, stamp = string.match(value, '^(%d+):(%d+)$')
+  if seats then
+    return tonumber(seats), tonumber(stamp)
+  end
+  return tonumber(value), 0
+end
+local stamp = tonumber(ARGV[6])
 if ARGV[1] == 'give' then
-  redis.call('HDEL', KEYS[1], 'r:' .. ARGV[2])
+  local value = redis.call('HGET', KEYS[1], 'r:' .. ARGV[2])
+  if value then
+    local _, relied = count_of(value)
+    if stamp == 0 or relied <= stamp then
+      redis.call('HDEL', KEYS[1], 'r:' .. ARGV[2])
+    end
+  end
   return {'given'}
 end
 local field = 'r:' .. ARGV[2]
-local stamp = tonumber(ARGV[6])
 local fence = tonumber(redis.call('HGET', KEYS[1], 'f:' .. ARGV[2]) or '0')
 local counted = 0
 local fields = redis.call('HGETALL', KEYS[1])
 for i = 1, #fields, 2 do
   if string.sub(fields[i], 1, 2) == 'r:' then
-    counted = counted + tonumber(fields[i + 1])
+    counted = counted + count_of(fields[i + 1])
   end
 end
+local mine = redis.call('HGET', KEYS[1], field)
 if stamp < fence then
-  return {'fenced', tostring(counted), tostring(fence), tostring(redis.call('HEXISTS', KEYS[1], field))}
+  local here = '0'
+  if mine then
+    here = '1'
+  end
+  return {'fenced', tostring(counted), tostring(fence), here}
 end
-if redis.call('HEXISTS', KEYS[1], field) == 1 then
+if mine then
+  local seats, relied = count_of(mine)
+  if relied < stamp then
+    redis.call('HSET', KEYS[1], field, seats .. ':' .. stamp)
+  end
   return {'ok'}
 end
 if counted + tonumber(ARGV[3]) > tonumber(ARGV[4]) then
@@ -51,6 +82,6 @@ if counted + tonumber(ARGV[3]) > tonumber(ARGV[4]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[5])
   return {'over', tostring(counted), tostring(stamp)}
 end
-redis.call('HSET', KEYS[1], field, ARGV[3])
+redis.call('HSET', KEYS[1], field, ARGV[3] .. ':' .. stamp)
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return {'ok'}

@@ -87,11 +87,12 @@ impl Gatekeeper {
         })
     }
 
-    /// Gives back the seats the request counted against its buyer (the pool made no hold).
-    pub(super) async fn uncount_buyer_seats(&self, req: &ReserveRequest<'_>) {
+    /// Gives back the seats attempt `attempt` of the request counted against its buyer (the
+    /// pool made no hold), unless a later attempt relies on them.
+    pub(super) async fn uncount_buyer_seats(&self, req: &ReserveRequest<'_>, attempt: i64) {
         if let Some(buyer) = &req.claims.buyer {
             let given = self
-                .give_buyer_seats(&req.claims.sale, buyer, &req.claims.jti)
+                .give_seats(&req.claims.sale, buyer, &req.claims.jti, attempt)
                 .await;
             if let Err(e) = given {
                 tracing::warn!(error = %e, "a refused reservation's seats still count against its buyer");
@@ -99,12 +100,25 @@ impl Gatekeeper {
         }
     }
 
-    /// The seats of token `jti`'s reservation no longer count against `buyer` (idempotent).
+    /// The seats of token `jti`'s reservation no longer count against `buyer` (idempotent): its
+    /// hold ended.
     pub async fn give_buyer_seats(
         &self,
         sale: &str,
         buyer: &str,
         jti: &str,
+    ) -> redis::RedisResult<()> {
+        self.give_seats(sale, buyer, jti, 0).await
+    }
+
+    /// The seats of token `jti`'s reservation no longer count against `buyer`, if no attempt
+    /// later than `attempt` relies on them (0: whatever relies on them).
+    async fn give_seats(
+        &self,
+        sale: &str,
+        buyer: &str,
+        jti: &str,
+        attempt: i64,
     ) -> redis::RedisResult<()> {
         // Giving back reads only the token's id: the rest is what a take would count.
         BuyerSeats {
@@ -114,7 +128,7 @@ impl Gatekeeper {
             seats: 0,
             limit: 0,
             lifetime_ms: Keys::BUYER_RECORD_LIFETIME.as_millis() as u64,
-            attempt: 0,
+            attempt,
         }
         .run(&mut self.redis.clone())
         .await?;

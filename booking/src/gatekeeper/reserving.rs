@@ -134,7 +134,7 @@ impl Gatekeeper {
             Ok(Released::Yes) => {
                 // Its seats no longer count against the buyer either.
                 if counted {
-                    self.uncount_buyer_seats(req).await;
+                    self.uncount_buyer_seats(req, claimed.attempt).await;
                 }
                 if definitive && self.claim_replicated(sale).await.is_err() {
                     return ReserveError::NotReplicated;

@@ -219,7 +219,7 @@ floodgate_platform::lua_script! {
             seats: u32 = "seats asked (take)",
             limit: u32 = "the sale's limit (take)",
             lifetime_ms: u64 = "the record's lifetime (ms)",
-            attempt: i64 = "the attempt's stamp (take)",
+            attempt: i64 = "the attempt's stamp (take; give: the attempt giving back, or 0 when the hold ended)",
         }
     }
 }

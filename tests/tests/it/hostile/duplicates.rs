@@ -174,3 +174,56 @@ async fn copies_racing_at_the_buyers_limit_answer_buyer_limit_not_503(db: sqlx::
     let reading = app.health_when(&sale, |h| h.requests >= 6).await;
     assert_eq!(reading.error_share, Some(0.0), "{reading:?}");
 }
+
+/// The buyer's count of a pass names the latest attempt that relied on it: a refused attempt's
+/// give-back, arriving after a later copy of the request found the seats counted and went on to
+/// the pool, leaves them counted. Before, the give-back deleted them, and the copy's hold no
+/// longer counted against the buyer (one reservation past their limit).
+#[sqlx::test(migrations = "../migrations")]
+async fn a_refused_attempts_give_back_leaves_a_later_copys_count(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let record = app.keys.buyer(
+        &unique("copies-"),
+        &floodgate_protocol::identity::BuyerId::new("carol"),
+    );
+    let script = include_str!("../../../../lua/buyer_seats.lua");
+    let run = |op: &'static str, stamp: i64| {
+        let (record, mut redis) = (record.clone(), app.redis.clone());
+        async move {
+            let reply: Vec<String> = redis::cmd("EVAL")
+                .arg(script)
+                .arg(1)
+                .arg(&record)
+                .arg(&[op, "pass-1", "2", "4", "600000"])
+                .arg(stamp)
+                .query_async(&mut redis)
+                .await
+                .unwrap();
+            reply
+        }
+    };
+    let counted = || {
+        let (record, mut redis) = (record.clone(), app.redis.clone());
+        async move {
+            let value: Option<String> = redis::cmd("HGET")
+                .arg(&record)
+                .arg("r:pass-1")
+                .query_async(&mut redis)
+                .await
+                .unwrap();
+            value
+        }
+    };
+    // Attempt 10 counts; attempt 20, a copy, finds the seats counted and relies on them.
+    assert_eq!(run("take", 10).await, ["ok"]);
+    assert_eq!(run("take", 20).await, ["ok"]);
+    // Attempt 10 was refused at the pool: its give-back leaves attempt 20's count.
+    assert_eq!(run("give", 10).await, ["given"]);
+    assert!(counted().await.is_some(), "attempt 20 relies on the count");
+    // Attempt 20's own give-back, or the relay's when the hold ends, gives it back.
+    assert_eq!(run("give", 20).await, ["given"]);
+    assert_eq!(counted().await, None);
+    assert_eq!(run("take", 30).await, ["ok"]);
+    assert_eq!(run("give", 0).await, ["given"]);
+    assert_eq!(counted().await, None);
+}
