@@ -21,14 +21,12 @@
 use serde_json::Value;
 use sqlx::PgPool;
 
+use super::head::head;
 pub use super::keys::{AuditKey, AuditKeys};
+use super::row::Row;
 
 /// The advisory lock the appenders take turns under (any constant of this application's own).
 const CHAIN_LOCK: i64 = 0x466c_6f6f_6441_7564; // "FloodAud"
-/// What the first chained row follows: this, and the digest of the rows before the chain.
-const GENESIS: &str = "genesis";
-/// What rows written before the chain existed carry instead of a MAC (the migration marks them).
-pub const BEFORE_CHAIN: &str = "before-chain";
 
 /// Why a row could not be appended.
 #[derive(Debug, thiserror::Error)]
@@ -65,73 +63,6 @@ impl Phase {
             Phase::Refused => "refused",
             Phase::Failed => "failed",
         }
-    }
-}
-
-/// One row of the trail, as it is chained.
-#[derive(Clone, Debug, sqlx::FromRow)]
-pub struct Row {
-    pub id: i64,
-    pub at: time::OffsetDateTime,
-    pub sale: String,
-    pub action: String,
-    pub actor: String,
-    pub phase: String,
-    pub intent: Option<i64>,
-    pub before: Value,
-    pub after: Value,
-    pub detail: Value,
-    /// The id of the key that made the row's MAC; `None` for a row chained before rows named
-    /// their keys.
-    pub key_id: Option<String>,
-}
-
-impl Row {
-    /// Every field, in a form that reads back the same from PostgreSQL: JSON with sorted keys
-    /// (jsonb reorders them), the time in whole microseconds (PostgreSQL's precision).
-    fn canonical(&self) -> String {
-        let micros = self.at.unix_timestamp_nanos() / 1_000;
-        let mut fields = vec![
-            self.id.into(),
-            Value::String(micros.to_string()),
-            Value::String(self.sale.clone()),
-            Value::String(self.action.clone()),
-            Value::String(self.actor.clone()),
-            Value::String(self.phase.clone()),
-            self.intent.map_or(Value::Null, Value::from),
-            sorted(&self.before),
-            sorted(&self.after),
-            sorted(&self.detail),
-        ];
-        // Only a named row names its key, so a row chained before keys were named checks as
-        // it did.
-        if let Some(key) = &self.key_id {
-            fields.push(Value::String(key.clone()));
-        }
-        Value::Array(fields).to_string()
-    }
-
-    /// The row's MAC under `key`, after the row whose MAC is `previous`.
-    pub fn mac(&self, key: &AuditKey, previous: &str) -> String {
-        key.mac(&[previous.as_bytes(), self.canonical().as_bytes()])
-    }
-}
-
-/// `value` with every object's keys in order, whatever order they came in (serde_json keeps
-/// insertion order in this build, utoipa turns on `preserve_order`; jsonb keeps its own).
-fn sorted(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            let mut out = serde_json::Map::new();
-            for key in keys {
-                out.insert(key.clone(), sorted(&map[key]));
-            }
-            Value::Object(out)
-        }
-        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
-        other => other.clone(),
     }
 }
 
@@ -224,64 +155,6 @@ pub(super) fn in_force<'k>(
     }
 }
 
-/// The MAC the next row follows (the genesis before the first), and the key in force there: the
-/// one the newest row names, or, for a row chained before rows named their keys, the one of
-/// `keys` that made it (`None` when none did, or there is no chain yet).
-pub(super) async fn head(
-    tx: &mut sqlx::PgConnection,
-    keys: &AuditKeys,
-) -> Result<(String, Option<String>), sqlx::Error> {
-    let newest: Option<(String, Option<String>)> = sqlx::query_as(
-        "select mac, key_id from ops_audit where mac is not null and mac <> $1
-         order by id desc limit 1",
-    )
-    .bind(BEFORE_CHAIN)
-    .fetch_optional(&mut *tx)
-    .await?;
-    match newest {
-        None => Ok((genesis(&mut *tx).await?, None)),
-        Some((mac, Some(named))) => Ok((mac, Some(named))),
-        Some((mac, None)) => {
-            let made = unnamed_head_key(&mut *tx, keys, &mac).await?;
-            Ok((mac, made))
-        }
-    }
-}
-
-/// Which of `keys` made the newest chained row, one of an older release that named no key (its
-/// MAC is `mac`): so that appends and rotations go on from the key really in force, as `audit
-/// verify` reads it, not from whichever key this process holds as current.
-async fn unnamed_head_key(
-    tx: &mut sqlx::PgConnection,
-    keys: &AuditKeys,
-    mac: &str,
-) -> Result<Option<String>, sqlx::Error> {
-    let chained = "from ops_audit where mac is not null and mac <> $1 order by id desc";
-    let Some(row) = sqlx::query_as::<_, Row>(&format!(
-        "select id, at, sale, action, actor, phase, intent, before, after, detail, key_id
-         {chained} limit 1"
-    ))
-    .bind(BEFORE_CHAIN)
-    .fetch_optional(&mut *tx)
-    .await?
-    else {
-        return Ok(None);
-    };
-    let before: Option<String> =
-        sqlx::query_scalar(&format!("select mac {chained} offset 1 limit 1"))
-            .bind(BEFORE_CHAIN)
-            .fetch_optional(&mut *tx)
-            .await?;
-    let before = match before {
-        Some(mac) => mac,
-        None => genesis(&mut *tx).await?,
-    };
-    Ok(keys
-        .all()
-        .find(|key| row.mac(key, &before) == mac)
-        .map(|key| key.id().to_owned()))
-}
-
 /// Inserts `entry` after the row whose MAC is `previous`, made and named with `key`.
 pub(super) async fn insert(
     tx: &mut sqlx::PgConnection,
@@ -331,47 +204,4 @@ pub(super) async fn insert(
     .execute(&mut *tx)
     .await?;
     Ok((id, mac))
-}
-
-/// The first chained row's predecessor: [`GENESIS`] and a digest of every row written before the
-/// chain, in order.
-async fn genesis(tx: &mut sqlx::PgConnection) -> Result<String, sqlx::Error> {
-    use futures::TryStreamExt as _;
-    let mut legacy = Legacy::default();
-    let mut rows = sqlx::query_as::<_, Row>(
-        "select id, at, sale, action, actor, phase, intent, before, after, detail, key_id
-         from ops_audit where mac = $1 order by id",
-    )
-    .bind(BEFORE_CHAIN)
-    .fetch(tx);
-    while let Some(row) = rows.try_next().await? {
-        legacy.add(&row);
-    }
-    Ok(legacy.genesis())
-}
-
-/// A running digest of the rows written before the chain.
-#[derive(Default)]
-pub struct Legacy {
-    digest: sha2::Sha256,
-    rows: u64,
-}
-
-impl Legacy {
-    pub fn add(&mut self, row: &Row) {
-        use sha2::Digest as _;
-        self.digest.update(row.canonical().as_bytes());
-        self.digest.update(b"\n");
-        self.rows += 1;
-    }
-
-    /// The MAC the chain's first row follows.
-    pub fn genesis(self) -> String {
-        use sha2::Digest as _;
-        format!(
-            "{GENESIS}:{}:{}",
-            self.rows,
-            hex::encode(self.digest.finalize())
-        )
-    }
 }

@@ -7,8 +7,10 @@
 //! `GET /admin/v1/sales/{sale}/audit` and the console show them.
 
 pub mod chain;
+pub mod head;
 pub mod keys;
 pub mod rotate;
+pub mod row;
 pub mod verify;
 
 use axum::extract::rejection::QueryRejection;

@@ -3,7 +3,8 @@
 
 use sqlx::PgPool;
 
-use super::chain::{head, in_force, insert, lock, logged, AppendError, Entry, Phase};
+use super::chain::{in_force, insert, lock, logged, AppendError, Entry, Phase};
+use super::head::head;
 use super::keys::AuditKeys;
 
 /// What [`rotate`] did.

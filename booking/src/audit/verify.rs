@@ -5,8 +5,9 @@
 use serde_json::Value;
 use sqlx::PgPool;
 
-use super::chain::{Legacy, Row, BEFORE_CHAIN};
+use super::head::Legacy;
 use super::keys::{AuditKeys, ROTATE};
+use super::row::{Row, BEFORE_CHAIN};
 
 /// What [`verify`] found.
 #[derive(Debug, Default)]

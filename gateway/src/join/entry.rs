@@ -1,9 +1,20 @@
-//! Who one join is charged to, as it goes.
+//! What a join pays with before any Redis work: a place in the gateway's budget, and whoever it
+//! is charged to (crate::limits), as it goes.
 
 use std::sync::Arc;
 
+use floodgate_protocol::api::code;
+use floodgate_protocol::identity::BuyerId;
+use floodgate_protocol::resume;
+use floodgate_protocol::settings::{ChallengeRule, Door};
+
+use super::JoinRequest;
+use crate::budget::BudgetSlot;
+use crate::door;
 use crate::error::ApiError;
 use crate::limits::{IpLimits, Payer, Person, SessionSlot};
+use crate::scripts::takeback;
+use crate::AppState;
 
 /// Who one join is charged to (crate::limits), before the Redis work it leads to: its address at
 /// most once, for whatever it did not show to be its own.
@@ -58,4 +69,78 @@ impl<'a> Entry<'a> {
     ) -> Result<SessionSlot, ApiError> {
         Ok(self.limits.hold(self.client, payer, person)?)
     }
+}
+
+/// A place in this gateway's connection budget. A draining gateway takes no one new: a session
+/// started now would be told to leave at once, and the 503 lets the load balancer or CDN try
+/// another gateway (cdn.conf does).
+pub(super) fn gateway_slot(state: &AppState) -> Result<BudgetSlot, ApiError> {
+    if state.draining.is_cancelled() {
+        return Err(ApiError::new(
+            code::GATEWAY_DRAINING,
+            "this gateway is shutting down; reconnect, another gateway will take you".into(),
+        ));
+    }
+    state.budget.take().ok_or(ApiError::new(
+        code::GATEWAY_FULL,
+        "this gateway is full; retry after the delay (with jitter), or another gateway".into(),
+    ))
+}
+
+/// Charges a join to whoever pays for it (crate::limits), checks what it claims of a place before
+/// any script, and holds its session slots.
+pub(super) async fn pay(
+    state: &AppState,
+    entry: &mut Entry<'_>,
+    request: &JoinRequest,
+    ctx: &crate::sale::Context,
+    door: &Door,
+    buyer: Option<&BuyerId>,
+    mark: Option<&resume::BuyerMark>,
+) -> Result<SessionSlot, ApiError> {
+    // What a resume token claims, checked in memory first: a refusal is its address's to pay.
+    if let Some(claim) = &request.resumed {
+        if !claim.may_be_taken_by(mark) {
+            return Err(entry.failed(takeback::other_buyers()));
+        }
+        // A ticket this gateway knows expired is refused without its script.
+        if ctx.room.is_expired(claim.ticket) {
+            return Err(entry.failed(takeback::expired()));
+        }
+    }
+    // Who pays (crate::limits): a signed-in buyer, and on a sale that asks for a proof of work
+    // every place (it cost one), pay with their own allowance; on a sale that asks for nothing,
+    // a new place of someone not signed in has only its address to show, and a place coming
+    // back its own allowance and its address's allowance of returns.
+    let person = match (buyer, &request.resumed) {
+        (Some(buyer), _) => Some(Person::of((&request.sale, "buyer", buyer.as_str()))),
+        (None, Some(claim)) => Some(Person::of((&request.sale, "place", claim.ticket))),
+        (None, None) => None,
+    };
+    let payer = match (buyer, &request.resumed, door.challenge) {
+        (Some(_), _, _) | (None, _, ChallengeRule::Pow) => Payer::Paid,
+        (None, Some(_), ChallengeRule::None) => Payer::Returning,
+        (None, None, ChallengeRule::None) => Payer::Anonymous,
+    };
+    match (payer, person) {
+        (Payer::Anonymous, _) => entry.address()?,
+        (Payer::Returning, Some(person)) => {
+            entry.person(person)?;
+            entry.returning()?;
+        }
+        (_, Some(person)) => entry.person(person)?,
+        // A new place on a sale that asks for a proof of work: its answer pays (or, failing,
+        // its address).
+        (_, None) => {}
+    }
+    // The slots first: an answer is spent only on a join that will be let in.
+    let slot = entry.hold(payer, person)?;
+    // Coming back with a resume token takes back a place already won at the door, and nothing
+    // else (a dead ticket is refused, not replaced).
+    if request.resumed.is_none() {
+        door::pass_challenge(state, ctx, door, request.challenge.as_deref())
+            .await
+            .map_err(|e| entry.failed(e))?;
+    }
+    Ok(slot)
 }

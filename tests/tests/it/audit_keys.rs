@@ -155,7 +155,8 @@ async fn a_rotation_hands_the_chain_over_and_the_retired_key_signs_nothing_after
 /// verify` (which puts an unnamed row's key in force) said the head was under the old one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upgraded_trail_goes_on_under_the_key_that_made_its_unnamed_rows() {
-    use floodgate_booking::audit::chain::{Legacy, Row};
+    use floodgate_booking::audit::head::Legacy;
+    use floodgate_booking::audit::row::Row;
     use floodgate_booking::audit::AuditKey;
 
     let (url, app, sale) = app_with_a_pending_sale().await;
