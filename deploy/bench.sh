@@ -79,6 +79,7 @@ secret() { echo "$1$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"; }
 export FLOODGATE_OPS_TOKEN; FLOODGATE_OPS_TOKEN=$(secret ops_)
 export FLOODGATE_AUDIT_KEY; FLOODGATE_AUDIT_KEY=$(secret audit_)
 export FLOODGATE_WEBHOOK_SECRET; FLOODGATE_WEBHOOK_SECRET=$(secret whsec_)
+export FLOODGATE_RESERVATION_KEY; FLOODGATE_RESERVATION_KEY=$(secret rk_)
 export FLOODGATE_PAYMENT_API_KEY; FLOODGATE_PAYMENT_API_KEY=$(secret pk_sandbox_)
 psql -q "$PG/postgres" -c "create database $DB"
 "$BIN/floodgate-booking" migrate >/dev/null

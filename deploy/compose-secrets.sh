@@ -34,6 +34,7 @@ if [ ! -s "$SECRETS_DIR/token_signing_key" ] || [ ! -s "$SECRETS_DIR/token.env" 
 fi
 keep_or_write ops_token "ops_$(random)"
 keep_or_write audit_key "audit_$(random)"
+keep_or_write reservation_key "rk_$(random)"
 keep_or_write webhook_secret "whsec_$(random)"
 keep_or_write payment_api_key "pk_sandbox_$(random)"
 keep_or_write postgres_password "$(random)"

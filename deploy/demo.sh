@@ -67,6 +67,10 @@ if ! grep -q '^FLOODGATE_AUDIT_KEY=' "$KEYS"; then
   # The key the audit trail's rows are chained with (kept outside PostgreSQL).
   echo "FLOODGATE_AUDIT_KEY=audit_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$KEYS"
 fi
+if ! grep -q '^FLOODGATE_RESERVATION_KEY=' "$KEYS"; then
+  # The key each reservation's secret is made with (the same on every booking service).
+  echo "FLOODGATE_RESERVATION_KEY=rk_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$KEYS"
+fi
 if ! grep -q '^FLOODGATE_WEBHOOK_SECRET=' "$KEYS"; then
   # The secret the (sandbox) payment provider signs its webhooks with.
   echo "FLOODGATE_WEBHOOK_SECRET=whsec_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$KEYS"

@@ -5,8 +5,6 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-use base64::Engine as _;
 use floodgate_platform::http::{JsonObject, Shape};
 use floodgate_platform::origins::SameSite;
 use floodgate_platform::trace::TraceContext;
@@ -15,7 +13,6 @@ use floodgate_protocol::api::code;
 use floodgate_protocol::ids::{check_pool_id, reservation_id};
 use floodgate_protocol::reservation::ReservationState;
 use floodgate_protocol::token::AdmissionClaims;
-use rand::RngCore;
 
 use crate::error::ApiError;
 use crate::extract::{Admitted, IdempotencyKey};
@@ -160,7 +157,7 @@ async fn reserve(
             idempotency_key: &idempotency_key,
         },
         &new_id,
-        &new_secret(),
+        &state.reservation_key.secret(&sale, &new_id),
     )
     .await;
     let hold = match reserved {
@@ -255,13 +252,6 @@ fn parse_body(body: &JsonObject<ReservationShape>) -> Result<ReservationRequest,
             )
         })?;
     Ok(ReservationRequest { pool, seats })
-}
-
-/// 256 random bits: guessing a reservation's secret is not a practical attack.
-fn new_secret() -> String {
-    let mut bytes = [0u8; 32];
-    rand::rngs::OsRng.fill_bytes(&mut bytes);
-    B64.encode(bytes)
 }
 
 /// Any route not defined: a JSON 404 like every other error.

@@ -107,6 +107,13 @@ pub struct Config {
     /// characters.
     #[arg(long, env = "FLOODGATE_WEBHOOK_SECRET", hide_env_values = true)]
     pub webhook_secret: SecretString,
+    /// The key each reservation's secret is made with (HMAC-SHA256 of its sale and id; at least
+    /// 32 characters), the same on every booking service. A presented secret is then checked
+    /// in memory first: a holder's requests are held to their reservation's allowance and
+    /// junk to its address's. Changing it keeps every reservation's stored secret working,
+    /// each then at its address's allowance until its hold ends.
+    #[arg(long, env = "FLOODGATE_RESERVATION_KEY", hide_env_values = true)]
+    pub reservation_key: SecretString,
     /// How far a webhook's signed timestamp may be from now, in seconds. Five minutes, as the
     /// large providers use: enough for clock skew and a retry queue, too short to replay a
     /// captured delivery much later.
@@ -203,6 +210,7 @@ impl Config {
         floodgate_platform::secrets::named_secret_list("FLOODGATE_OPS_TOKEN", &self.ops_token)?;
         crate::audit::AuditKeys::parse(&self.audit_key, self.audit_previous_keys.as_ref())?;
         check_secret("FLOODGATE_WEBHOOK_SECRET", &self.webhook_secret)?;
+        check_secret("FLOODGATE_RESERVATION_KEY", &self.reservation_key)?;
         let api_key = self.payment_api_key.clone().ok_or_else(|| {
             "FLOODGATE_PAYMENT_API_KEY is required: the key of the payment provider's API"
                 .to_owned()

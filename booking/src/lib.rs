@@ -4,7 +4,9 @@
 //! # Layout
 //! - [`config`]: process settings (flags and environment).
 //! - [`api`]: `create_reservation`, from the admission token to the durable 201; [`paying`]: a
-//!   reservation's own routes behind its secret (`get_reservation`, `start_payment`).
+//!   reservation's own routes behind its secret (`get_reservation`, `start_payment`);
+//!   [`holders`]: that secret, made from the reservation under the service's key, and what its
+//!   presenter pays for asking.
 //! - [`webhook`]: `receive_webhook`, the payment provider's signed outcomes.
 //! - [`listing`]: `GET /v1/sales/{sale}/reservations`, a signed-in buyer's own reservations.
 //! - [`router`]: where every route of both listeners is mounted, and the OpenAPI documents
@@ -56,6 +58,7 @@ pub mod extract;
 pub mod figures;
 pub mod gatekeeper;
 pub mod health;
+pub mod holders;
 pub mod limits;
 pub mod listing;
 pub mod openapi;
@@ -105,6 +108,8 @@ pub struct AppState {
     pub db: sqlx::PgPool,
     /// The payment provider's API.
     pub provider: ProviderClient,
+    /// Makes and proves reservations' secrets (crate::holders).
+    pub reservation_key: holders::ReservationKey,
     /// Verifies the provider's webhooks.
     pub webhook_secret: Arc<SecretString>,
     pub webhook_tolerance: Duration,
@@ -194,6 +199,7 @@ impl AppState {
             provider: ProviderClient::new(&provider)
                 .context("configuring the payment provider's client")?,
             webhook_secret: Arc::new(config.webhook_secret.clone()),
+            reservation_key: holders::ReservationKey::new(config.reservation_key.clone()),
             webhook_tolerance: config.webhook_tolerance,
             delivery_timeout: config.delivery_timeout,
             instance_id: Arc::from(

@@ -17,6 +17,11 @@
 //!   A person makes one reservation, retries a 503 after its `Retry-After`, or tries another
 //!   class after a sell-out: a few requests. A replay flood of one pass from many connections
 //!   is stopped here, whatever addresses it comes from.
+//! - A reservation's holder (a secret its key proves: crate::holders) may read it and start
+//!   paying [`HOLDER_REQUESTS_PER_SEC`] times a second, in bursts of twice that: 429
+//!   `holder_rate_limited`. Its page reads it every 1.5 s; a person pays once or twice. A
+//!   secret the key does not prove spends its address's writes or reads instead, so the
+//!   holders behind one carrier's address keep theirs whatever junk a stranger there sends.
 //! - The webhook is never refused for its rate while its signature is valid: only deliveries
 //!   whose signature fails count against their address
 //!   (`FLOODGATE_WEBHOOK_FAILURES_PER_SEC_PER_IP`), and past it such a delivery is answered 429
@@ -38,11 +43,16 @@ use crate::config::Config;
 use crate::error::ApiError;
 use crate::AppState;
 
+/// Requests a second a reservation's holder may make on its routes (a constant: it describes a
+/// person following one hold, not a deployment).
+pub const HOLDER_REQUESTS_PER_SEC: u32 = 4;
+
 /// The booking service's limits.
 pub struct Limits {
     per_address: AddressRate,
     reads_per_address: AddressRate,
     per_pass: Rate<u64>,
+    per_holder: Rate<u64>,
     webhook_failures: AddressRate,
 }
 
@@ -52,6 +62,7 @@ impl Limits {
             per_address: AddressRate::per_second(config.requests_per_sec_per_ip),
             reads_per_address: AddressRate::per_second(config.reads_per_sec_per_ip),
             per_pass: Rate::per_second(config.reservations_per_sec_per_pass),
+            per_holder: Rate::per_second(HOLDER_REQUESTS_PER_SEC),
             webhook_failures: AddressRate::per_second(config.webhook_failures_per_sec_per_ip),
         }
     }
@@ -89,6 +100,18 @@ impl Limits {
         ))
     }
 
+    /// One request of the holder of reservation `id` of `sale` (its secret proven), or its
+    /// refusal.
+    pub fn holder(&self, sale: &str, id: &str) -> Result<(), ApiError> {
+        if self.per_holder.allow(&pass_key(sale, id)) {
+            return Ok(());
+        }
+        Err(limited(
+            code::HOLDER_RATE_LIMITED,
+            "this reservation is asked about too fast; retry in a second",
+        ))
+    }
+
     /// Whether `client` may be told why its delivery's signature failed, or is past its
     /// allowance of failures (then the answer is 429).
     pub fn webhook_failed(&self, client: IpAddr) -> Result<(), ApiError> {
@@ -106,6 +129,7 @@ impl Limits {
         self.per_address.prune();
         self.reads_per_address.prune();
         self.per_pass.prune();
+        self.per_holder.prune();
         self.webhook_failures.prune();
     }
 
@@ -121,19 +145,6 @@ impl Limits {
 fn limited(code: &'static str, message: &str) -> ApiError {
     metrics::counter!("floodgate_requests_limited_total", "code" => code).increment(1);
     ApiError::new(code, message.into())
-}
-
-/// The client's address, let through its allowance of writes: the first check of starting a
-/// payment (a reservation's pass is checked first, and only one that fails counts).
-pub struct Allowed;
-
-impl FromRequestParts<AppState> for Allowed {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let ClientAddress(client) = ClientAddress::from_request_parts(parts, state).await?;
-        state.limits.address(client).map(|()| Allowed)
-    }
 }
 
 /// A reservation's pass, checked (`Admitted`) before anything else of the request is read, its

@@ -200,6 +200,7 @@ floodgate_platform::refusals!(
     ReservationRefusals [
         code::ORIGIN_FORBIDDEN,
         code::BOOKING_RATE_LIMITED,
+        code::HOLDER_RATE_LIMITED,
         code::SECRET_MISSING,
         code::UNKNOWN_RESERVATION,
         code::REDIS_UNAVAILABLE,
@@ -211,6 +212,7 @@ floodgate_platform::refusals!(
     PaymentRefusals [
         code::ORIGIN_FORBIDDEN,
         code::BOOKING_RATE_LIMITED,
+        code::HOLDER_RATE_LIMITED,
         code::SECRET_MISSING,
         code::UNKNOWN_RESERVATION,
         code::NOT_PAYABLE,

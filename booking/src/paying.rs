@@ -1,7 +1,7 @@
 //! A reservation's own routes, behind the secret its 201 gave once: read it
 //! (`GET .../reservations/{id}`) and pay for it (`POST .../reservations/{id}/payment`).
 
-use crate::limits::{Allowed, AllowedRead};
+use crate::holders::{Holder, Paying, Reading};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
@@ -13,7 +13,7 @@ use floodgate_protocol::reservation::ReservationState;
 use floodgate_protocol::same_secret;
 
 use crate::error::ApiError;
-use crate::extract::{ReservationRef, ReservationSecret};
+use crate::extract::ReservationRef;
 use crate::gatekeeper::{PaymentStart, ReserveError, StoredReservation};
 use crate::AppState;
 
@@ -38,13 +38,14 @@ fn view(sale: &str, pool: &str, r: StoredReservation) -> ReservationView {
     }
 }
 
-/// Finds a reservation and checks its secret. Unknown ids and wrong secrets get the same 404,
-/// so the API never confirms that someone else's reservation exists.
-async fn authorized_reservation(
+/// Finds a reservation and checks its secret against the stored one (whatever allowance the
+/// caller paid with, crate::holders). Unknown ids and wrong secrets get the same 404, so the API
+/// never confirms that someone else's reservation exists.
+async fn authorized_reservation<A>(
     state: &AppState,
-    at: &ReservationRef,
-    presented: &str,
+    holder: &Holder<A>,
 ) -> Result<StoredReservation, ApiError> {
+    let (at, presented) = (&holder.at, &holder.secret);
     let stored = state
         .gatekeeper
         .reservation(&at.sale, &at.pool, &at.id)
@@ -69,16 +70,14 @@ async fn authorized_reservation(
     ),
     security(("reservation_secret" = [])),
 )]
-#[tracing::instrument(skip_all, fields(sale = %at.sale, id = %at.id))]
+#[tracing::instrument(skip_all, fields(sale = %holder.at.sale, id = %holder.at.id))]
 pub async fn get_reservation(
     State(state): State<AppState>,
     _: SameSite,
-    _: AllowedRead,
-    ReservationSecret(secret): ReservationSecret,
-    at: ReservationRef,
+    holder: Holder<Reading>,
 ) -> Result<Json<ReservationView>, ApiError> {
-    let stored = authorized_reservation(&state, &at, &secret).await?;
-    Ok(Json(view(&at.sale, &at.pool, stored)))
+    let stored = authorized_reservation(&state, &holder).await?;
+    Ok(Json(view(&holder.at.sale, &holder.at.pool, stored)))
 }
 
 /// `POST /v1/sales/{sale}/reservations/{id}/payment` with `Authorization: Bearer <secret>`:
@@ -95,16 +94,14 @@ pub async fn get_reservation(
     ),
     security(("reservation_secret" = [])),
 )]
-#[tracing::instrument(skip_all, fields(sale = %at.sale, id = %at.id))]
+#[tracing::instrument(skip_all, fields(sale = %holder.at.sale, id = %holder.at.id))]
 pub async fn start_payment(
     State(state): State<AppState>,
     _: SameSite,
-    _: Allowed,
-    ReservationSecret(secret): ReservationSecret,
-    at: ReservationRef,
+    holder: Holder<Paying>,
 ) -> Result<(StatusCode, Json<PaymentStarted>), ApiError> {
-    let stored = authorized_reservation(&state, &at, &secret).await?;
-    let ReservationRef { sale, id, pool } = at;
+    let stored = authorized_reservation(&state, &holder).await?;
+    let ReservationRef { sale, id, pool } = holder.at;
     if stored.state != ReservationState::Held {
         return Err(ApiError::new(
             code::NOT_PAYABLE,

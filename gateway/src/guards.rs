@@ -23,6 +23,7 @@ use floodgate_protocol::api::code;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 use crate::error::ApiError;
+use crate::limits::Person;
 
 /// The refusals of one path.
 #[derive(Clone, Copy, Debug)]
@@ -102,7 +103,7 @@ impl Guard {
 pub struct PlaceGuard {
     pub guard: Guard,
     /// `None` when the setting is 0 (no allowance per place).
-    per_place: Option<Rate<u64>>,
+    per_place: Option<Rate<Person>>,
 }
 
 const PLACE_REFUSALS: Refusals = Refusals {
@@ -125,9 +126,7 @@ impl PlaceGuard {
         let Some(per_place) = &self.per_place else {
             return Ok(());
         };
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        std::hash::Hash::hash(&(sale, ticket), &mut hasher);
-        if per_place.allow(&std::hash::Hasher::finish(&hasher)) {
+        if per_place.allow(&Person::of((sale, ticket))) {
             return Ok(());
         }
         metrics::counter!("floodgate_requests_limited_total", "code" => code::PLACE_RATE_LIMITED)

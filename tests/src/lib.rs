@@ -276,6 +276,9 @@ pub struct TestApp {
     /// The key the audit trail's rows are chained with (`FLOODGATE_AUDIT_KEY`), kept out of
     /// PostgreSQL.
     pub audit_key: String,
+    /// The key reservations' secrets are made with (`FLOODGATE_RESERVATION_KEY`), the same on
+    /// every booking instance of the app.
+    pub reservation_key: String,
     pub admin: SocketAddr,
     pub gateway: SocketAddr,
     /// The gateway's admin listener (its metrics).

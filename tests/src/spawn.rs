@@ -74,9 +74,9 @@ fn booking_settings(
     listen: &SocketAddr,
     signer: &TokenSigner,
     sandbox: &SocketAddr,
-    secrets: [&str; 4],
+    secrets: [&str; 5],
 ) -> Vec<(&'static str, String)> {
-    let [payment_api_key, webhook_secret, ops_token, audit_key] = secrets;
+    let [payment_api_key, webhook_secret, ops_token, audit_key, reservation_key] = secrets;
     vec![
         ("FLOODGATE_BOOKING_LISTEN", listen.to_string()),
         ("FLOODGATE_ADMIN_LISTEN", "127.0.0.1:0".into()),
@@ -93,6 +93,7 @@ fn booking_settings(
         ("FLOODGATE_WEBHOOK_SECRET", webhook_secret.into()),
         ("FLOODGATE_OPS_TOKEN", ops_token.into()),
         ("FLOODGATE_AUDIT_KEY", audit_key.into()),
+        ("FLOODGATE_RESERVATION_KEY", reservation_key.into()),
         ("FLOODGATE_RECONCILE_INTERVAL_MS", "200".into()),
         ("FLOODGATE_DRAIN_DELAY_MS", "0".into()),
     ]
@@ -134,6 +135,7 @@ impl TestApp {
         let payment_api_key = secret("pk_test_");
         let ops_token = secret("ops_");
         let audit_key = secret("audit_");
+        let reservation_key = secret("rk_");
         let shutdown = CancellationToken::new();
 
         // The gateway, booking and the sandbox provider name each other: bind all three listeners
@@ -228,7 +230,13 @@ impl TestApp {
             &booking,
             &signer,
             &sandbox,
-            [&payment_api_key, &webhook_secret, &ops_token, &audit_key],
+            [
+                &payment_api_key,
+                &webhook_secret,
+                &ops_token,
+                &audit_key,
+                &reservation_key,
+            ],
         );
         booking_settings.extend([
             ("FLOODGATE_KAFKA_BROKERS", brokers.clone()),
@@ -292,6 +300,7 @@ impl TestApp {
             payment_api_key,
             ops_token,
             audit_key,
+            reservation_key,
             admin,
             gateway,
             gateway_admin,
@@ -350,6 +359,7 @@ impl TestApp {
                 &self.webhook_secret,
                 &self.ops_token,
                 &self.audit_key,
+                &self.reservation_key,
             ],
         );
         pairs.extend([

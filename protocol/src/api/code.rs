@@ -68,6 +68,7 @@ codes! {
     CHALLENGE_RATE_LIMITED = "challenge_rate_limited", 429, "this address asks for the puzzles of sales not open on the gateway faster than allowed";
     BOOKING_RATE_LIMITED = "booking_rate_limited", 429, "this address makes booking requests faster than allowed";
     RESERVATION_RATE_LIMITED = "reservation_rate_limited", 429, "this pass tries reservations faster than allowed: retry with the same key after `Retry-After`";
+    HOLDER_RATE_LIMITED = "holder_rate_limited", 429, "this reservation's holder reads it or starts paying faster than allowed";
     WEBHOOK_RATE_LIMITED = "webhook_rate_limited", 429, "this address sends deliveries with bad signatures faster than allowed";
     OPS_TOKEN_MISSING = "ops_token_missing", 401, "no ops token";
     OPS_TOKEN_INVALID = "ops_token_invalid", 401, "the ops token is not one of the accepted ones";

@@ -176,6 +176,7 @@ fn the_compose_secrets_are_made_once_readable_by_the_containers_and_the_key_pair
         "token_signing_key",
         "ops_token",
         "audit_key",
+        "reservation_key",
         "database_url",
     ] {
         assert_eq!(

@@ -226,6 +226,7 @@ async fn a_booking_process_killed_before_its_publish_loses_nothing(db: sqlx::PgP
         )
         .env("FLOODGATE_OPS_TOKEN", floodgate_tests::secret("ops_"))
         .env("FLOODGATE_AUDIT_KEY", floodgate_tests::secret("audit_"))
+        .env("FLOODGATE_RESERVATION_KEY", &app.reservation_key)
         .env("FLOODGATE_ADMIN_LISTEN", "127.0.0.1:0")
         .env("FLOODGATE_PAYMENT_SANDBOX", "true")
         .env("FLOODGATE_PAYMENT_API_KEY", floodgate_tests::secret("pk_"))

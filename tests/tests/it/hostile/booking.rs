@@ -2,6 +2,7 @@
 //! many connections, a stranger's junk from an address others share, a stranger stuffing the
 //! webhook with bad signatures. Each refusal is a 429 with its code and `Retry-After`, made before any Redis work.
 
+use floodgate_protocol::api::booking::ReservationCreated;
 use floodgate_protocol::payments::{sign, PaymentObject, WebhookEvent, SIGNATURE_HEADER};
 use floodgate_tests::{unique, SaleSpec, TestApp, TestOptions};
 use serde_json::Value;
@@ -273,9 +274,9 @@ async fn the_gateway_passes_on_the_client_it_counts(db: sqlx::PgPool) {
     assert_eq!(book_as("198.51.100.9").await, 401);
 }
 
-/// Following a held reservation (the page reads it every 1.5 s) does not spend the address's
-/// allowance of writes: reads have their own, so people behind one carrier address can hold
-/// seats and still book.
+/// Reads and writes of an address have allowances of their own: reads (a reservation whose
+/// secret the key does not prove, a buyer's list) are allowed far more than writes, and spending
+/// them leaves the writes whole.
 #[sqlx::test(migrations = "../migrations")]
 async fn reads_have_an_allowance_of_their_own(db: sqlx::PgPool) {
     let options = TestOptions {
@@ -285,34 +286,155 @@ async fn reads_have_an_allowance_of_their_own(db: sqlx::PgPool) {
     };
     let app = TestApp::spawn_with(db, options).await;
     let sale = sale(&app).await;
-    let token = app.token(&sale, 1, 1, 60_000);
-    let held = app
-        .reserve(&sale, &token, "k1", "p1", 1)
-        .await
-        .expect("201");
-    let url = format!(
-        "http://{}/v1/sales/{sale}/reservations/{}",
-        app.booking, held.reservation_id
-    );
+    let held = hold(&app, &sale, 1).await;
+    let id = &held.reservation_id;
     let mut reads = Vec::new();
     for _ in 0..6 {
-        let response = app
-            .http
-            .get(&url)
-            .bearer_auth(&held.secret)
-            .send()
-            .await
-            .unwrap();
-        reads.push(response.status().as_u16());
+        reads.push(ask_reservation(&app.http, &app, &sale, id, "a-guess", false).await);
     }
-    assert!(reads.contains(&429), "reads are limited too: {reads:?}");
-    // The reads spent their own allowance, not the writes': paying for the hold goes through.
-    let paying = app
-        .http
-        .post(format!("{url}/payment"))
-        .bearer_auth(&held.secret)
-        .send()
+    assert!(
+        reads.contains(&(429, Some("booking_rate_limited".into()))),
+        "reads are limited too: {reads:?}"
+    );
+    // The reads spent their own allowance, not the writes': a write from the address is still
+    // answered for what it is.
+    let paying = ask_reservation(&app.http, &app, &sale, id, "a-guess", true).await;
+    assert_eq!(paying, (404, Some("unknown_reservation".into())));
+}
+
+/// A hold of one seat in `p1`, made with ticket `ticket`'s pass.
+async fn hold(app: &TestApp, sale: &str, ticket: u64) -> ReservationCreated {
+    let token = app.token(sale, ticket, 1, 60_000);
+    let held = app.reserve(sale, &token, &unique("k-"), "p1", 1).await;
+    held.expect("201")
+}
+
+/// A reservation's own route, `GET` (`payment: false`) or `POST .../payment`, with `secret`, from
+/// `http`: the status and the code.
+async fn ask_reservation(
+    http: &reqwest::Client,
+    app: &TestApp,
+    sale: &str,
+    id: &str,
+    secret: &str,
+    payment: bool,
+) -> (u16, Option<String>) {
+    let url = format!("http://{}/v1/sales/{sale}/reservations/{id}", app.booking);
+    let request = if payment {
+        http.post(format!("{url}/payment"))
+    } else {
+        http.get(url)
+    };
+    let response = request.bearer_auth(secret).send().await.unwrap();
+    let status = response.status().as_u16();
+    if status == 429 {
+        assert!(response.headers().contains_key("retry-after"));
+    }
+    let body: Value = response.json().await.unwrap_or_default();
+    (status, body["error"].as_str().map(str::to_owned))
+}
+
+/// One carrier's address: a stranger behind it reads and pays reservations with made-up secrets
+/// (its own guesses at real ids, and ids of nothing) until the address's allowances are spent;
+/// the holders behind the same address still follow and pay their holds, since a secret the
+/// service's key proves spends its reservation's allowance, never its address's. Before, the
+/// address was charged first and the holders got 429 `booking_rate_limited` when they paid.
+#[sqlx::test(migrations = "../migrations")]
+async fn junk_secrets_from_a_shared_address_do_not_keep_its_holders_from_paying(db: sqlx::PgPool) {
+    let options = TestOptions {
+        booking_requests_per_sec_per_ip: 2,
+        booking_reads_per_sec_per_ip: 2,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = sale(&app).await;
+    let mut holds = Vec::new();
+    for ticket in 1..=3 {
+        holds.push(hold(&app, &sale, ticket).await);
+    }
+    let nobody = format!("p1.{}", "0".repeat(32));
+    for payment in [false, true] {
+        let mut limited = 0;
+        for n in 0..20 {
+            let id = if n % 2 == 0 {
+                &holds[0].reservation_id
+            } else {
+                &nobody
+            };
+            let guess = unique("guess-");
+            match ask_reservation(&app.http, &app, &sale, id, &guess, payment).await {
+                (429, code) => {
+                    assert_eq!(code.as_deref(), Some("booking_rate_limited"));
+                    limited += 1;
+                }
+                answer => assert_eq!(answer, (404, Some("unknown_reservation".into()))),
+            }
+        }
+        assert!(limited >= 10, "{limited} of 20 junk requests refused");
+    }
+    for held in &holds {
+        let (id, secret) = (&held.reservation_id, &held.secret);
+        let read = ask_reservation(&app.http, &app, &sale, id, secret, false).await;
+        assert_eq!(
+            read.0, 200,
+            "a holder behind the same address reads: {read:?}"
+        );
+        let paid = ask_reservation(&app.http, &app, &sale, id, secret, true).await;
+        assert_eq!(paid.0, 202, "and pays: {paid:?}");
+    }
+}
+
+/// A holder is held to their reservation's own allowance (4 a second, in bursts of 8), reads and
+/// payments together: a script following its hold in a loop hears 429 `holder_rate_limited`,
+/// and spends nobody else's allowance.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_holder_is_held_to_the_reservations_own_allowance(db: sqlx::PgPool) {
+    let options = TestOptions {
+        booking_reads_per_sec_per_ip: 2,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = sale(&app).await;
+    let held = hold(&app, &sale, 1).await;
+    let (id, secret) = (&held.reservation_id, &held.secret);
+    let mut answers = Vec::new();
+    for _ in 0..40 {
+        answers.push(ask_reservation(&app.http, &app, &sale, id, secret, false).await);
+    }
+    let limited = answers.iter().filter(|a| a.0 == 429).count();
+    assert!(
+        answers
+            .iter()
+            .all(|a| a.0 == 200 || *a == (429, Some("holder_rate_limited".to_owned()))),
+        "{answers:?}"
+    );
+    assert!(limited > 0 && 40 - limited >= 8, "{answers:?}");
+    // The address's reads (2 a second) were not spent: a guess from it is still told 404.
+    let guess = ask_reservation(&app.http, &app, &sale, id, "a-guess", false).await;
+    assert_eq!(guess, (404, Some("unknown_reservation".into())));
+}
+
+/// A reservation whose stored secret the key did not make (made before the key, or under a key
+/// rotated out since) is still read and paid with that secret, at its address's allowance; a
+/// secret the key makes for it is no use once the stored one differs.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_secret_stored_before_the_key_still_reads_and_pays(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = sale(&app).await;
+    let held = hold(&app, &sale, 1).await;
+    let id = &held.reservation_id;
+    let stored = format!("legacy-{}", unique(""));
+    let _: () = redis::cmd("HSET")
+        .arg(app.keys.pool(&sale, "p1").reservation(id))
+        .arg("secret")
+        .arg(&stored)
+        .query_async(&mut app.redis.clone())
         .await
         .unwrap();
-    assert_eq!(paying.status(), 202);
+    let read = ask_reservation(&app.http, &app, &sale, id, &stored, false).await;
+    assert_eq!(read.0, 200, "{read:?}");
+    let now_refused = ask_reservation(&app.http, &app, &sale, id, &held.secret, false).await;
+    assert_eq!(now_refused, (404, Some("unknown_reservation".into())));
+    let paid = ask_reservation(&app.http, &app, &sale, id, &stored, true).await;
+    assert_eq!(paid.0, 202, "{paid:?}");
 }

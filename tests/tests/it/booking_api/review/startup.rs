@@ -52,6 +52,10 @@ fn serve_env(db_url: &str, public_keys: &str) -> Vec<(&'static str, String)> {
             "audit_0123456789abcdef0123456789abcdef".into(),
         ),
         (
+            "FLOODGATE_RESERVATION_KEY",
+            "rk_0123456789abcdef0123456789abcdef".into(),
+        ),
+        (
             "FLOODGATE_PAYMENT_PROVIDER_URL",
             "https://payments.example.invalid".into(),
         ),
@@ -105,6 +109,14 @@ async fn defect_15_16_the_booking_service_refuses_to_start_without_real_secrets(
         (
             "FLOODGATE_WEBHOOK_SECRET",
             without(&env, &[], &[("FLOODGATE_WEBHOOK_SECRET", "tiny")]),
+        ),
+        (
+            "FLOODGATE_RESERVATION_KEY",
+            without(&env, &["FLOODGATE_RESERVATION_KEY"], &[]),
+        ),
+        (
+            "FLOODGATE_RESERVATION_KEY",
+            without(&env, &[], &[("FLOODGATE_RESERVATION_KEY", "short")]),
         ),
     ];
     for (setting, env) in cases {
