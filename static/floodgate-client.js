@@ -168,6 +168,7 @@ export class WaitingRoom {
     this.WebSocket = options.WebSocket ?? globalThis.WebSocket;
     this.setTimeout = options.setTimeout ?? globalThis.setTimeout.bind(globalThis);
     this.random = options.random ?? Math.random;
+    this.fetch = options.fetch ?? globalThis.fetch?.bind(globalThis);
   }
 
   /** Joins (or rejoins with the stored resume token). */
@@ -253,22 +254,52 @@ export class WaitingRoom {
       return;
     }
     let delayMs;
+    let checked = null;
     if (code === Close.SERVICE_RESTART && reason) {
       // The draining gateway handed over the resume token as the close reason.
       this.resume = reason;
       this.emit({ kind: "resume", token: reason });
       delayMs = drainDelay(this.random);
     } else {
-      // A socket refused before it opened may be a dead ticket (410) or a bad token: after a
-      // few such failures with the token, start afresh without it.
-      if (!opened && this.resume && this.attempt >= 5) this.forget();
+      // A socket refused before it opened may be a dead ticket (410) or a bad token, or only a
+      // busy edge or gateway (a 429 or 503 the browser does not show): after a few such
+      // failures with the token, ask where the place stands, and start afresh without it only
+      // if it is gone for good.
+      if (!opened && this.resume && this.attempt >= 5) checked = this.keepIfPlaceLives();
       delayMs = backoffDelay(this.attempt, this.random);
       this.attempt += 1;
     }
     this.emit({ kind: "reconnecting", code, delayMs });
-    this.setTimeout(() => this.connect(), delayMs);
+    this.setTimeout(async () => {
+      await checked;
+      await this.connect();
+    }, delayMs);
+  }
+
+  /** Asks `GET /v1/sales/{sale}/place` with the resume token and forgets the token only on an
+   *  answer that the place is over or the token no good (docs/protocol.md 1.5): a refusal for
+   *  the rate (429), a busy gateway (503) or no answer at all keeps it, since the place may be
+   *  waiting still. Without `fetch` there is nobody to ask: the token is forgotten as before. */
+  async keepIfPlaceLives() {
+    const token = this.resume;
+    if (!this.fetch) { this.forget(); return; }
+    const base = this.options.url.replace(/^ws/, "http");
+    const headers = { "Floodgate-Resume": token };
+    const identity = this.options.identity?.();
+    if (identity) headers["Floodgate-Identity"] = identity;
+    try {
+      const response = await this.fetch(
+        `${base}/v1/sales/${encodeURIComponent(this.options.sale)}/place`, { headers });
+      if (PLACE_GONE.has(response.status) && this.resume === token) this.forget();
+    } catch {
+      // No answer: the place may be there still.
+    }
   }
 }
+
+/** The answers of `/place` that say a resume token will never take its place back: malformed,
+ *  another sale's, another buyer's, no such ticket, over (docs/protocol.md 1.5). */
+const PLACE_GONE = new Set([400, 401, 403, 404, 410]);
 
 /**
  * The booking API (docs/openapi/booking.json). Every call answers `{status, body, retryAfterMs}`

@@ -61,6 +61,12 @@ pub struct Config {
         default_value_t = 2
     )]
     pub reservations_per_sec_per_pass: u32,
+    /// Requests allowed per second by a reservation's holder (its secret proven by
+    /// FLOODGATE_RESERVATION_KEY), reading it and starting its payment together, in bursts of
+    /// twice that; past it, 429 `holder_rate_limited`. The page reads a hold every 1.5 s and a
+    /// person pays once or twice.
+    #[arg(long, env = "FLOODGATE_HOLDER_REQUESTS_PER_SEC", default_value_t = 4)]
+    pub holder_requests_per_sec: u32,
     /// Webhook deliveries whose signature fails allowed per second from one address, in bursts
     /// of twice that; past it such a delivery is answered 429 `webhook_rate_limited`. A delivery
     /// with a valid signature is never refused for its rate.
@@ -110,10 +116,18 @@ pub struct Config {
     /// The key each reservation's secret is made with (HMAC-SHA256 of its sale and id; at least
     /// 32 characters), the same on every booking service. A presented secret is then checked
     /// in memory first: a holder's requests are held to their reservation's allowance and
-    /// junk to its address's. Changing it keeps every reservation's stored secret working,
-    /// each then at its address's allowance until its hold ends.
+    /// junk to its address's. Rotate by moving the old key to
+    /// FLOODGATE_RESERVATION_PREVIOUS_KEYS (docs/runbook.md).
     #[arg(long, env = "FLOODGATE_RESERVATION_KEY", hide_env_values = true)]
     pub reservation_key: SecretString,
+    /// The reservation keys FLOODGATE_RESERVATION_KEY replaced, comma-separated: secrets they
+    /// made are still proven (their holders keep their own allowance) until the holds end.
+    #[arg(
+        long,
+        env = "FLOODGATE_RESERVATION_PREVIOUS_KEYS",
+        hide_env_values = true
+    )]
+    pub reservation_previous_keys: Option<SecretString>,
     /// How far a webhook's signed timestamp may be from now, in seconds. Five minutes, as the
     /// large providers use: enough for clock skew and a retry queue, too short to replay a
     /// captured delivery much later.
@@ -210,7 +224,10 @@ impl Config {
         floodgate_platform::secrets::named_secret_list("FLOODGATE_OPS_TOKEN", &self.ops_token)?;
         crate::audit::AuditKeys::parse(&self.audit_key, self.audit_previous_keys.as_ref())?;
         check_secret("FLOODGATE_WEBHOOK_SECRET", &self.webhook_secret)?;
-        check_secret("FLOODGATE_RESERVATION_KEY", &self.reservation_key)?;
+        crate::holders::ReservationKey::parse(
+            &self.reservation_key,
+            self.reservation_previous_keys.as_ref(),
+        )?;
         let api_key = self.payment_api_key.clone().ok_or_else(|| {
             "FLOODGATE_PAYMENT_API_KEY is required: the key of the payment provider's API"
                 .to_owned()

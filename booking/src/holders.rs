@@ -31,22 +31,37 @@ use crate::error::ApiError;
 use crate::extract::{ReservationRef, ReservationSecret};
 use crate::AppState;
 
-/// What a reservation's secret is made with; the same on every booking instance.
+/// What a reservation's secret is made with, the same on every booking instance: the current
+/// key, then those it replaced (whose secrets are still proven until their holds end).
 #[derive(Clone)]
-pub struct ReservationKey(SecretString);
+pub struct ReservationKey(std::sync::Arc<[SecretString]>);
 
 /// Keeps secrets made for one purpose from being taken for another's, should the key ever be
 /// shared by mistake.
 const LABEL: &[u8] = b"floodgate reservation secret v1";
 
 impl ReservationKey {
-    pub fn new(key: SecretString) -> Self {
-        Self(key)
+    /// The key `FLOODGATE_RESERVATION_KEY` names, and the comma-separated ones of
+    /// `FLOODGATE_RESERVATION_PREVIOUS_KEYS`; each a real secret.
+    pub fn parse(current: &SecretString, previous: Option<&SecretString>) -> Result<Self, String> {
+        use floodgate_platform::secrets::check_secret;
+        check_secret("FLOODGATE_RESERVATION_KEY", current)?;
+        let mut keys = vec![current.clone()];
+        for key in previous.iter().flat_map(|p| p.expose_secret().split(',')) {
+            let key = SecretString::from(key.trim().to_owned());
+            check_secret("FLOODGATE_RESERVATION_PREVIOUS_KEYS", &key)?;
+            keys.push(key);
+        }
+        Ok(Self(keys.into()))
     }
 
     /// The secret of reservation `id` of `sale`: 256 bits, as the random ones before were.
     pub fn secret(&self, sale: &str, id: &str) -> String {
-        let mut mac = Hmac::<Sha256>::new_from_slice(self.0.expose_secret().as_bytes())
+        Self::made_with(&self.0[0], sale, id)
+    }
+
+    fn made_with(key: &SecretString, sale: &str, id: &str) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(key.expose_secret().as_bytes())
             .expect("HMAC takes a key of any length");
         // Lengths first, so no two (sale, id) pairs feed the same bytes.
         for part in [LABEL, sale.as_bytes(), id.as_bytes()] {
@@ -56,9 +71,16 @@ impl ReservationKey {
         B64.encode(mac.finalize().into_bytes())
     }
 
-    /// Whether `presented` is the secret this key makes for `id` of `sale` (constant time).
+    /// Whether `presented` is the secret one of the keys makes for `id` of `sale` (each
+    /// compared in constant time, and every key tried).
     pub fn proves(&self, sale: &str, id: &str, presented: &str) -> bool {
-        same_secret(presented.as_bytes(), self.secret(sale, id).as_bytes())
+        self.0.iter().fold(false, |proven, key| {
+            proven
+                | same_secret(
+                    presented.as_bytes(),
+                    Self::made_with(key, sale, id).as_bytes(),
+                )
+        })
     }
 }
 
@@ -123,7 +145,7 @@ mod tests {
     use super::ReservationKey;
 
     fn key(text: &str) -> ReservationKey {
-        ReservationKey::new(text.to_owned().into())
+        ReservationKey::parse(&text.to_owned().into(), None).unwrap()
     }
 
     #[test]
@@ -144,5 +166,22 @@ mod tests {
         assert!(!other.proves("s1", "p1.0190", &secret), "another key's");
         // Where the sale ends and the id begins is part of what is signed.
         assert_ne!(k.secret("s1p", "1.0190"), secret);
+    }
+
+    #[test]
+    fn after_a_rotation_the_old_keys_secrets_are_still_proven_and_new_ones_are_the_new_keys() {
+        let old = "rk_0123456789abcdef0123456789abcdef";
+        let new = "rk_fedcba9876543210fedcba9876543210";
+        let rotated =
+            ReservationKey::parse(&new.to_owned().into(), Some(&old.to_owned().into())).unwrap();
+        let made_before = key(old).secret("s1", "p1.0190");
+        assert!(rotated.proves("s1", "p1.0190", &made_before));
+        assert_eq!(
+            rotated.secret("s1", "p1.0190"),
+            key(new).secret("s1", "p1.0190")
+        );
+        assert!(!key(new).proves("s1", "p1.0190", &made_before));
+        let short = ReservationKey::parse(&new.to_owned().into(), Some(&"short".to_owned().into()));
+        assert!(short.is_err_and(|e| e.contains("FLOODGATE_RESERVATION_PREVIOUS_KEYS")));
     }
 }

@@ -199,7 +199,11 @@ impl AppState {
             provider: ProviderClient::new(&provider)
                 .context("configuring the payment provider's client")?,
             webhook_secret: Arc::new(config.webhook_secret.clone()),
-            reservation_key: holders::ReservationKey::new(config.reservation_key.clone()),
+            reservation_key: holders::ReservationKey::parse(
+                &config.reservation_key,
+                config.reservation_previous_keys.as_ref(),
+            )
+            .map_err(anyhow::Error::msg)?,
             webhook_tolerance: config.webhook_tolerance,
             delivery_timeout: config.delivery_timeout,
             instance_id: Arc::from(

@@ -18,7 +18,7 @@
 //!   class after a sell-out: a few requests. A replay flood of one pass from many connections
 //!   is stopped here, whatever addresses it comes from.
 //! - A reservation's holder (a secret its key proves: crate::holders) may read it and start
-//!   paying [`HOLDER_REQUESTS_PER_SEC`] times a second, in bursts of twice that: 429
+//!   paying `FLOODGATE_HOLDER_REQUESTS_PER_SEC` times a second, in bursts of twice that: 429
 //!   `holder_rate_limited`. Its page reads it every 1.5 s; a person pays once or twice. A
 //!   secret the key does not prove spends its address's writes or reads instead, so the
 //!   holders behind one carrier's address keep theirs whatever junk a stranger there sends.
@@ -43,10 +43,6 @@ use crate::config::Config;
 use crate::error::ApiError;
 use crate::AppState;
 
-/// Requests a second a reservation's holder may make on its routes (a constant: it describes a
-/// person following one hold, not a deployment).
-pub const HOLDER_REQUESTS_PER_SEC: u32 = 4;
-
 /// The booking service's limits.
 pub struct Limits {
     per_address: AddressRate,
@@ -62,7 +58,7 @@ impl Limits {
             per_address: AddressRate::per_second(config.requests_per_sec_per_ip),
             reads_per_address: AddressRate::per_second(config.reads_per_sec_per_ip),
             per_pass: Rate::per_second(config.reservations_per_sec_per_pass),
-            per_holder: Rate::per_second(HOLDER_REQUESTS_PER_SEC),
+            per_holder: Rate::per_second(config.holder_requests_per_sec),
             webhook_failures: AddressRate::per_second(config.webhook_failures_per_sec_per_ip),
         }
     }

@@ -124,16 +124,49 @@ test('a lost connection backs off with jitter, and a message resets the back-off
   assert.equal(timers[0].ms, backoffDelay(0, () => 0.5));
 });
 
-test('after repeated refusals with a resume token the room joins afresh without it', async () => {
-  const { waiting, sockets, events, runTimers } = room({ resume: 'r2.7..dead.s1' });
+/** A `fetch` answering every request `status`, and the requests it was asked. */
+function answering(status) {
+  const asked = [];
+  const fetch = async (url, init) => { asked.push({ url, headers: init.headers }); return { status }; };
+  return { asked, fetch };
+}
+
+test('after repeated refusals with a resume token the room asks where its place stands, and joins afresh only if it is gone', async () => {
+  const { asked, fetch } = answering(410);
+  const { waiting, sockets, events, runTimers } = room({ resume: 'r2.7..dead.s1', fetch });
   await waiting.start();
   for (let i = 0; i < 6; i++) {
     sockets.at(-1).closeWith(1006);
     await runTimers();
   }
+  assert.equal(asked[0].url, 'http://gateway/v1/sales/s1/place');
+  assert.equal(asked[0].headers['Floodgate-Resume'], 'r2.7..dead.s1');
   assert.ok(events.some((e) => e.kind === 'resume' && e.token === null));
   assert.match(sockets.at(-1).url, /nonce=/);
   assert.deepEqual(sockets.at(-1).protocols, []);
+});
+
+test('refusals the place outlives (a busy edge 429, a 503, no answer) never lose the resume token', async () => {
+  for (const status of [429, 503, 200]) {
+    const { asked, fetch } = answering(status);
+    const { waiting, sockets, events, runTimers } = room({ resume: 'r2.7..mac.s1', fetch });
+    await waiting.start();
+    for (let i = 0; i < 8; i++) {
+      sockets.at(-1).closeWith(1006);
+      await runTimers();
+    }
+    assert.ok(asked.length > 0, `${status}: the place was asked about`);
+    assert.ok(!events.some((e) => e.kind === 'resume' && e.token === null), `${status}: kept`);
+    assert.deepEqual(sockets.at(-1).protocols, ['floodgate', 'floodgate-resume.r2.7..mac.s1']);
+  }
+  const offline = async () => { throw new TypeError('network'); };
+  const { waiting, sockets, runTimers } = room({ resume: 'r2.7..mac.s1', fetch: offline });
+  await waiting.start();
+  for (let i = 0; i < 8; i++) {
+    sockets.at(-1).closeWith(1006);
+    await runTimers();
+  }
+  assert.deepEqual(sockets.at(-1).protocols, ['floodgate', 'floodgate-resume.r2.7..mac.s1']);
 });
 
 test('sold out and an expired admission end the session; admission completes it', async () => {

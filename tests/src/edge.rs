@@ -24,6 +24,17 @@ impl Edge {
     /// gateway named several times is named so on purpose (the Kubernetes edge names its one
     /// Service three times, so that a refused upgrade can be tried again).
     pub async fn start(gateways: &[SocketAddr], booking: SocketAddr) -> Edge {
+        let nginx = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/nginx");
+        Self::start_with(gateways, booking, &nginx.join("cdn.conf")).await
+    }
+
+    /// [`Edge::start`] with another template than the shipped `cdn.conf` (the shipped one with
+    /// a limit made small enough to reach, say).
+    pub async fn start_with(
+        gateways: &[SocketAddr],
+        booking: SocketAddr,
+        template: &std::path::Path,
+    ) -> Edge {
         assert!(
             std::path::Path::new(NGINX).exists(),
             "{NGINX} is missing: deploy/stack.sh up installs it"
@@ -49,7 +60,7 @@ impl Edge {
             .env("FLOODGATE_EDGE_GATEWAYS", list(gateways))
             .env("FLOODGATE_EDGE_BOOKING", list(&[booking]))
             .env("FLOODGATE_EDGE_PREFIX", &dir)
-            .env("FLOODGATE_EDGE_TEMPLATE", nginx.join("cdn.conf"))
+            .env("FLOODGATE_EDGE_TEMPLATE", template)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

@@ -63,6 +63,8 @@ pub struct TestOptions {
     pub booking_requests_per_sec_per_ip: u32,
     pub booking_reads_per_sec_per_ip: u32,
     pub reservations_per_sec_per_pass: u32,
+    /// `FLOODGATE_HOLDER_REQUESTS_PER_SEC`: a reservation's holder's requests.
+    pub holder_requests_per_sec: u32,
     pub webhook_failures_per_sec_per_ip: u32,
     pub booking_trusted_proxies: Vec<std::net::IpAddr>,
     /// How the proof of work rises under a join flood (`FLOODGATE_POW_RISE_ABOVE`,
@@ -118,6 +120,7 @@ impl Default for TestOptions {
             booking_requests_per_sec_per_ip: 100_000,
             booking_reads_per_sec_per_ip: 100_000,
             reservations_per_sec_per_pass: 100_000,
+            holder_requests_per_sec: 100_000,
             webhook_failures_per_sec_per_ip: 100_000,
             booking_trusted_proxies: Vec::new(),
             // Tests join in bursts far past any real sale's per-second rate: no rise unless asked.
@@ -234,6 +237,10 @@ impl TestOptions {
             (
                 "FLOODGATE_WEBHOOK_FAILURES_PER_SEC_PER_IP",
                 self.webhook_failures_per_sec_per_ip.to_string(),
+            ),
+            (
+                "FLOODGATE_HOLDER_REQUESTS_PER_SEC",
+                self.holder_requests_per_sec.to_string(),
             ),
         ];
         if !self.booking_trusted_proxies.is_empty() {

@@ -40,6 +40,7 @@ pub fn booking_serve(
         .env("FLOODGATE_BOOKING_REQUESTS_PER_SEC_PER_IP", "100000")
         .env("FLOODGATE_BOOKING_READS_PER_SEC_PER_IP", "100000")
         .env("FLOODGATE_RESERVATIONS_PER_SEC_PER_PASS", "100000")
+        .env("FLOODGATE_HOLDER_REQUESTS_PER_SEC", "100000")
         .env("FLOODGATE_WEBHOOK_FAILURES_PER_SEC_PER_IP", "100000")
         .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
         .stdin(Stdio::null());

@@ -344,6 +344,7 @@ async fn junk_secrets_from_a_shared_address_do_not_keep_its_holders_from_paying(
     let options = TestOptions {
         booking_requests_per_sec_per_ip: 2,
         booking_reads_per_sec_per_ip: 2,
+        holder_requests_per_sec: 4,
         ..TestOptions::default()
     };
     let app = TestApp::spawn_with(db, options).await;
@@ -391,6 +392,7 @@ async fn junk_secrets_from_a_shared_address_do_not_keep_its_holders_from_paying(
 async fn a_holder_is_held_to_the_reservations_own_allowance(db: sqlx::PgPool) {
     let options = TestOptions {
         booking_reads_per_sec_per_ip: 2,
+        holder_requests_per_sec: 4,
         ..TestOptions::default()
     };
     let app = TestApp::spawn_with(db, options).await;

@@ -235,3 +235,43 @@ async fn during_a_flood<T>(
     flooding.store(false, std::sync::atomic::Ordering::Relaxed);
     (stranger.await.unwrap(), given)
 }
+
+/// The edge's cap on an address's sockets counts only those that name no person: a stranger
+/// filling it with new places (solved puzzles, say) shuts the people behind its address out of
+/// no place they hold. The shipped edge with the cap made 3: three new places fill it, a fourth
+/// is refused, and a person coming back to their place still gets in. Before, every socket of
+/// the address counted, and the person's resume was refused 429 too.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_full_address_at_the_edge_still_lets_its_people_back_to_their_places(db: sqlx::PgPool) {
+    use floodgate_tests::client::RoomClient;
+    let app = TestApp::spawn(db).await;
+    let sale = app.pending_sale("edge-full-").await;
+    let person = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    let token = person.resume_token.clone();
+    person.leave().await;
+    let shipped = floodgate_tests::containers::repo().join("deploy/nginx/cdn.conf");
+    let conf = std::fs::read_to_string(shipped).unwrap();
+    let small = conf.replacen(
+        "limit_conn floodgate_conn_all 2048;",
+        "limit_conn floodgate_conn_all 3;",
+        1,
+    );
+    assert_ne!(small, conf, "the shipped edge caps an address's sockets");
+    let template = std::env::temp_dir()
+        .join(unique("cdn-small-"))
+        .with_extension("conf");
+    std::fs::write(&template, small).unwrap();
+    let edge = Edge::start_with(&[app.gateway], app.booking, &template).await;
+    let ws = edge
+        .url(&format!("/ws?sale={sale}"))
+        .replacen("http", "ws", 1);
+    let mut strangers = Vec::new();
+    for _ in 0..3 {
+        strangers.push(RoomClient::join(&ws).await.expect("under the cap"));
+    }
+    let refused = RoomClient::join(&ws).await.err().expect("the cap is full");
+    assert_eq!(refused.status, 429, "{refused:?}");
+    let back = RoomClient::resume(&ws, &token, &[]).await;
+    assert!(back.is_ok(), "the person comes back: {:?}", back.err());
+    std::fs::remove_file(&template).unwrap();
+}
