@@ -526,12 +526,12 @@ fn the_edge_is_sized_for_the_rush_and_limits_each_client() {
         "{files} files for {connections} connections"
     );
     // Per address for what carries nothing of a person's own (the address is the key of
-    // `$floodgate_ws_anonymous` then), and every request and socket of an address under a
-    // ceiling.
+    // `$floodgate_ws_anonymous` then), every request of an address under a ceiling, and every
+    // socket of an address that names no person.
     for zone in [
         "limit_conn_zone $floodgate_ws_anonymous",
         "limit_req_zone $floodgate_ws_anonymous",
-        "limit_conn_zone $binary_remote_addr",
+        "limit_conn_zone $floodgate_ws_unnamed",
         "limit_req_zone $binary_remote_addr",
         "\"\" $binary_remote_addr;",
     ] {
