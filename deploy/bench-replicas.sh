@@ -16,6 +16,7 @@ export FLOODGATE_RESERVATIONS_TOPIC="floodgate.bench.$RANDOM$RANDOM"
 secret() { echo "$1$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"; }
 export FLOODGATE_OPS_TOKEN FLOODGATE_WEBHOOK_SECRET FLOODGATE_PAYMENT_API_KEY FLOODGATE_AUDIT_KEY
 export FLOODGATE_RESERVATION_KEY; FLOODGATE_RESERVATION_KEY=$(secret rk_)
+export FLOODGATE_EDGE_KEY; FLOODGATE_EDGE_KEY=$(secret ek_)
 FLOODGATE_AUDIT_KEY=$(secret audit_) FLOODGATE_OPS_TOKEN=$(secret ops_) FLOODGATE_WEBHOOK_SECRET=$(secret whsec_)
 FLOODGATE_PAYMENT_API_KEY=$(secret pk_sandbox_)
 

@@ -80,6 +80,7 @@ export FLOODGATE_OPS_TOKEN; FLOODGATE_OPS_TOKEN=$(secret ops_)
 export FLOODGATE_AUDIT_KEY; FLOODGATE_AUDIT_KEY=$(secret audit_)
 export FLOODGATE_WEBHOOK_SECRET; FLOODGATE_WEBHOOK_SECRET=$(secret whsec_)
 export FLOODGATE_RESERVATION_KEY; FLOODGATE_RESERVATION_KEY=$(secret rk_)
+export FLOODGATE_EDGE_KEY; FLOODGATE_EDGE_KEY=$(secret ek_)
 export FLOODGATE_PAYMENT_API_KEY; FLOODGATE_PAYMENT_API_KEY=$(secret pk_sandbox_)
 psql -q "$PG/postgres" -c "create database $DB"
 "$BIN/floodgate-booking" migrate >/dev/null

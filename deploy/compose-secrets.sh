@@ -35,6 +35,7 @@ fi
 keep_or_write ops_token "ops_$(random)"
 keep_or_write audit_key "audit_$(random)"
 keep_or_write reservation_key "rk_$(random)"
+keep_or_write edge_key "ek_$(random)"
 keep_or_write webhook_secret "whsec_$(random)"
 keep_or_write payment_api_key "pk_sandbox_$(random)"
 keep_or_write postgres_password "$(random)"

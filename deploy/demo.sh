@@ -71,6 +71,11 @@ if ! grep -q '^FLOODGATE_RESERVATION_KEY=' "$KEYS"; then
   # The key each reservation's secret is made with (the same on every booking service).
   echo "FLOODGATE_RESERVATION_KEY=rk_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$KEYS"
 fi
+if ! grep -q '^FLOODGATE_EDGE_KEY=' "$KEYS"; then
+  # The key the services seal what they issue with, for an edge in front (docs/runbook.md,
+  # "The edge's seal"); letters, digits, _ and - only.
+  echo "FLOODGATE_EDGE_KEY=ek_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$KEYS"
+fi
 if ! grep -q '^FLOODGATE_WEBHOOK_SECRET=' "$KEYS"; then
   # The secret the (sandbox) payment provider signs its webhooks with.
   echo "FLOODGATE_WEBHOOK_SECRET=whsec_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$KEYS"

@@ -9,7 +9,7 @@
 //
 // The protocol itself (joining, resuming, back-off, the booking calls) is floodgate-client.js;
 // this file is the page: what it shows and says.
-import { Booking, WaitingRoom, newDrawNonce, solvePuzzle } from "./floodgate-client.js";
+import { Booking, WaitingRoom, fetchPuzzle, newDrawNonce, solvePuzzle } from "./floodgate-client.js";
 import { SignIn } from "./signin.js";
 
 const params = new URLSearchParams(location.search);
@@ -412,8 +412,8 @@ function showWho() {
 async function passChallenge() {
   if (state.door?.challenge !== "pow") return null;
   setStatus("Checking this is a person's browser…");
-  const puzzle = await (await fetch(`/v1/sales/${enc(sale)}/challenge`, { cache: "no-store" })).json();
-  return puzzle.kind === "pow" ? solvePuzzle(puzzle) : null;
+  const puzzle = await fetchPuzzle({ sale });
+  return puzzle ? solvePuzzle(puzzle) : null;
 }
 
 function drawNonce() {

@@ -137,6 +137,29 @@ export async function solvePuzzle(puzzle) {
   }
 }
 
+/** The sale's puzzle (`GET /v1/sales/{sale}/challenge`), or null if it asks for none. A refusal
+ *  for now (a busy edge's or gateway's 429, a 503) is waited out as its `Retry-After` says, then
+ *  asked again, a few times: taken for "no puzzle", it would only send a join without an answer
+ *  to be refused. Anything else, or refusals past the last try, throws (the WaitingRoom then
+ *  tries the join again after its back-off). `sleep` and `random` are the platform's unless given. */
+export async function fetchPuzzle({
+  origin = "", sale, fetch: fetchImpl = globalThis.fetch.bind(globalThis),
+  sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms)), random = Math.random, tries = 5,
+}) {
+  for (let attempt = 1; ; attempt++) {
+    const response = await fetchImpl(`${origin}/v1/sales/${encodeURIComponent(sale)}/challenge`, { cache: "no-store" });
+    if (response.ok) {
+      const puzzle = await response.json();
+      return puzzle.kind === "pow" ? puzzle : null;
+    }
+    if (attempt >= tries || ![429, 503].includes(response.status)) {
+      throw new Error(`the sale's bot check could not be fetched (HTTP ${response.status})`);
+    }
+    const retryAfter = Number(response.headers.get("Retry-After"));
+    await sleep(Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : backoffDelay(attempt - 1, random));
+  }
+}
+
 /**
  * One client's place in a sale's waiting room, kept across disconnects: it joins, follows the
  * room's messages, comes back with the resume token after a drain or a lost connection (with
@@ -208,7 +231,17 @@ export class WaitingRoom {
 
   async connect() {
     if (this.stopped) return;
-    const socket = new this.WebSocket(await this.url(), this.protocols());
+    let url;
+    try {
+      url = await this.url();
+    } catch {
+      // The bot check could not be passed now (its puzzle refused past every retry): tried
+      // again after the back-off, as a socket that never opened would be (1006, what a browser
+      // reports for one).
+      this.closed(1006, "", false);
+      return;
+    }
+    const socket = new this.WebSocket(url, this.protocols());
     this.socket = socket;
     let opened = false;
     socket.onopen = () => { opened = true; };

@@ -183,7 +183,7 @@ async fn reserve(
             status: ReservationState::Held,
             reserved_at_ms: hold.reserved_at_ms,
             hold_expires_at_ms: hold.hold_expires_at_ms,
-            secret: hold.secret,
+            secret: state.clients.seal.seal(&hold.secret),
         }),
     ))
 }

@@ -9,7 +9,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
-use floodgate_platform::clients::ClientAddress;
+use floodgate_platform::clients::{unsealed, ClientAddress};
 use floodgate_platform::http::SaleId;
 use floodgate_protocol::api::code;
 use floodgate_protocol::identity::BuyerId;
@@ -48,7 +48,8 @@ impl FromRequestParts<AppState> for Admitted {
                 "expected Authorization: Bearer <token>".into(),
             ),
         })?;
-        let claims = state.verifier.verify(token, now_millis())?;
+        // The edge's seal has done its work there (platform::clients::seal).
+        let claims = state.verifier.verify(unsealed(token), now_millis())?;
         if claims.sale != sale {
             return Err(ApiError::new(
                 code::TOKEN_WRONG_SALE,
@@ -119,7 +120,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ReservationSecret {
                 "present the reservation's secret: Authorization: Bearer <secret>".into(),
             )
         })?;
-        Ok(Self(secret.to_owned()))
+        Ok(Self(unsealed(secret).to_owned()))
     }
 }
 

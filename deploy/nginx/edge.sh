@@ -9,6 +9,10 @@
 #                            aside ~55 MB for its connections, so name a number under a memory
 #                            limit)
 #   FLOODGATE_EDGE_PREFIX    nginx's own writable directory (default /var/cache/floodgate-cdn)
+#   FLOODGATE_EDGE_KEY       the key the services seal the credentials they issue with, the same
+#                            as theirs (or FLOODGATE_EDGE_KEY_FILE, a file holding it): a sealed
+#                            credential is not counted against its address's ceiling. Unset: a
+#                            random one, so no credential is taken as sealed (a warning says so)
 set -eu
 : "${FLOODGATE_EDGE_GATEWAYS:?FLOODGATE_EDGE_GATEWAYS is not set: name the gateways, host:port, comma-separated}"
 : "${FLOODGATE_EDGE_BOOKING:?FLOODGATE_EDGE_BOOKING is not set: name the booking instances, host:port, comma-separated}"
@@ -30,13 +34,31 @@ servers() {
   printf '%s\n' "$list" | sed "s/.*/server &$fails;/" | tr '\n' ' '
 }
 
+if [ -n "${FLOODGATE_EDGE_KEY_FILE:-}" ]; then
+  [ -z "${FLOODGATE_EDGE_KEY:-}" ] || { echo "edge.sh: set FLOODGATE_EDGE_KEY or FLOODGATE_EDGE_KEY_FILE, not both" >&2; exit 1; }
+  FLOODGATE_EDGE_KEY=$(tr -d '\n' <"$FLOODGATE_EDGE_KEY_FILE")
+fi
+edge_key=${FLOODGATE_EDGE_KEY:-}
+if [ -z "$edge_key" ]; then
+  echo "edge.sh: FLOODGATE_EDGE_KEY is not set: every credential counts against its address's ceiling (docs/runbook.md, \"The edge's seal\")" >&2
+  edge_key=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+fi
+# The services take the same rule (platform/src/clients/seal.rs): it goes into nginx's
+# configuration as it is.
+case $edge_key in
+  *[!A-Za-z0-9_-]*) echo "edge.sh: FLOODGATE_EDGE_KEY may hold only letters, digits, _ and -" >&2; exit 1 ;;
+esac
+[ "${#edge_key}" -ge 32 ] || { echo "edge.sh: FLOODGATE_EDGE_KEY is too short; it needs at least 32 characters" >&2; exit 1; }
+
 mkdir -p "$prefix"
-sed -e "s|__LISTEN__|$listen|" \
+# The configuration holds the key: readable by this user only (nginx's master reads it).
+(umask 077 && sed -e "s|__LISTEN__|$listen|" \
   -e "s|__GATEWAYS__|$(servers "$FLOODGATE_EDGE_GATEWAYS")|" \
   -e "s|__BOOKING__|$(servers "$FLOODGATE_EDGE_BOOKING")|" \
   -e "s|__PREFIX__|$prefix|g" \
+  -e "s|__EDGE_KEY__|$edge_key|g" \
   -e "s|^worker_processes auto;|worker_processes $workers;|" \
   -e "s|^error_log .*|error_log stderr warn;|" \
-  "$template" >"$prefix/nginx.conf"
+  "$template" >"$prefix/nginx.conf")
 # Its errors go to the container's log (stderr), start-up messages too (-e): not to files.
 exec nginx -e stderr -c "$prefix/nginx.conf"

@@ -8,7 +8,7 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use floodgate_platform::clients::ClientAddress;
+use floodgate_platform::clients::{unsealed, ClientAddress};
 use floodgate_platform::http::SaleId;
 use floodgate_protocol::api::code;
 use floodgate_protocol::challenge::{
@@ -55,16 +55,18 @@ impl<S: Send + Sync> FromRequestParts<S> for Carried {
 
 /// A credential in header `name`, or else as the subprotocol `<prefix><value>`.
 fn carried(headers: &HeaderMap, name: &str, prefix: &str) -> Option<String> {
-    if let Some(value) = headers.get(name) {
-        return value.to_str().ok().map(|v| v.trim().to_owned());
-    }
-    headers
-        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .find_map(|p| p.trim().strip_prefix(prefix))
-        .map(str::to_owned)
+    let presented = match headers.get(name) {
+        Some(value) => value.to_str().ok()?.trim(),
+        None => headers
+            .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .find_map(|p| p.trim().strip_prefix(prefix))?,
+    };
+    // The edge's seal has done its work there (platform::clients::seal); the credential is
+    // checked here without it.
+    Some(unsealed(presented).to_owned())
 }
 
 /// The buyer a join's identity token names (`None`: no token, on a sale that does not require

@@ -78,7 +78,7 @@ impl Asked<'_> {
         let (body, closed) = match guard.kept(&self.key) {
             Some(body) => (body, true),
             None => {
-                guard.read()?;
+                guard.read(self.client)?;
                 let (body, closed) = read().await?;
                 if closed {
                     guard.keep(self.key, body.clone());

@@ -70,9 +70,10 @@ impl DrawGuard {
         self.finals.lock().expect("lock").by_key.get(key).cloned()
     }
 
-    /// Takes a token of the gateway's read budget for one read of the record from Redis.
-    pub fn read(&self) -> Result<(), ApiError> {
-        self.guard.read()
+    /// Takes a token of the gateway's read budget for one read of the record from Redis, within
+    /// `client`'s share of it.
+    pub fn read(&self, client: IpAddr) -> Result<(), ApiError> {
+        self.guard.read(client)
     }
 
     /// Keeps `body`, the final answer to `key`, dropping the oldest past [`CACHE_BYTES`].

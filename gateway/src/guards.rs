@@ -10,7 +10,10 @@
 //!   count (crate::standing): a genuine one is held to its place's allowance;
 //! - a path that reads the sale's slot takes a token of the gateway's own budget per read: past
 //!   it, 503 with the path's busy code, so however many ask, and from however many addresses,
-//!   the Redis work of that path is bounded per gateway.
+//!   the Redis work of that path is bounded per gateway. No address may take more than a tenth
+//!   of that budget ([`SHARE`]; past it, 429 with the path's code): a stranger holding thousands
+//!   of genuine places (each within its own allowance) could otherwise spend the whole of it
+//!   from one address, and everyone else's questions would be answered 503.
 //!
 //! The state is this process's memory (a map lookup per request), never Redis: the sale's slot is
 //! the one place every join meets, and a limit must not add to it.
@@ -36,11 +39,18 @@ pub struct Refusals {
     pub busy_message: &'static str,
 }
 
+/// The part of a gateway's read budget one address may take: a tenth, so that a carrier's
+/// address, with people polling every 30 s, is served for 1,500 of them a gateway at the default
+/// budget, and one stranger leaves nine tenths to everyone else.
+pub const SHARE: u32 = 10;
+
 /// One path's limits on a gateway.
 pub struct Guard {
     per_client: AddressRate,
     /// `None` for a path that reads nothing of Redis.
     reads: Option<DefaultDirectRateLimiter>,
+    /// Each address's share of `reads`.
+    share: Option<AddressRate>,
     refusals: Refusals,
 }
 
@@ -56,6 +66,7 @@ impl Guard {
         Self {
             per_client: AddressRate::per_second(per_client),
             reads: reads.map(budget),
+            share: reads.map(|reads| AddressRate::per_second((reads / SHARE).max(1))),
             refusals,
         }
     }
@@ -73,8 +84,22 @@ impl Guard {
         ))
     }
 
-    /// Takes a token of the gateway's read budget for one read of the sale's slot.
-    pub fn read(&self) -> Result<(), ApiError> {
+    /// Takes a token of the gateway's read budget for one read of the sale's slot, within
+    /// `client`'s share of it.
+    pub fn read(&self, client: IpAddr) -> Result<(), ApiError> {
+        if self
+            .share
+            .as_ref()
+            .is_some_and(|share| !share.allow(&client))
+        {
+            metrics::counter!("floodgate_requests_limited_total", "code" => self.refusals.limited)
+                .increment(1);
+            return Err(ApiError::new(
+                self.refusals.limited,
+                "this address asks for more than its share of this gateway's reads; slow down"
+                    .into(),
+            ));
+        }
         if self
             .reads
             .as_ref()
@@ -93,6 +118,9 @@ impl Guard {
     /// Forgets the addresses that have not asked lately (called every minute).
     pub fn prune(&self) {
         self.per_client.prune();
+        if let Some(share) = &self.share {
+            share.prune();
+        }
     }
 }
 
@@ -202,13 +230,39 @@ mod tests {
     #[test]
     fn the_read_budget_runs_out_whoever_asks() {
         let guard = Guard::new(100, Some(1), REFUSALS);
+        let [a, b]: [IpAddr; 2] = [
+            "203.0.113.1".parse().unwrap(),
+            "203.0.113.2".parse().unwrap(),
+        ];
         assert!(
-            guard.read().is_ok() && guard.read().is_ok(),
+            guard.read(a).is_ok() && guard.read(b).is_ok(),
             "a burst of two"
         );
         assert_eq!(
-            guard.read().map_err(|e| e.code()).err(),
+            guard
+                .read("203.0.113.3".parse().unwrap())
+                .map_err(|e| e.code())
+                .err(),
             Some(code::DRAW_BUSY)
         );
+    }
+
+    /// A stranger holding thousands of genuine places behind one address (each asked about
+    /// within its own allowance) takes a tenth of the gateway's reads, and everyone else is
+    /// still answered. Before, it took them all and everyone else heard 503.
+    #[test]
+    fn one_address_takes_at_most_its_share_of_the_reads() {
+        let guard = Guard::new(100_000, Some(100), REFUSALS);
+        let stranger: IpAddr = "203.0.113.1".parse().unwrap();
+        let taken = (0..1_000).filter(|_| guard.read(stranger).is_ok()).count();
+        assert!(taken <= 2 * 100 / SHARE as usize + 1, "{taken} reads");
+        assert_eq!(
+            guard.read(stranger).map_err(|e| e.code()).err(),
+            Some(code::DRAW_RATE_LIMITED)
+        );
+        let others = (0..50u8)
+            .filter(|i| guard.read(IpAddr::from([198, 51, 100, *i])).is_ok())
+            .count();
+        assert_eq!(others, 50, "everyone else is still answered");
     }
 }

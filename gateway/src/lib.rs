@@ -323,6 +323,7 @@ impl AppState {
             room,
             signer: self.signer.clone(),
             resume: self.resume.clone(),
+            seal: self.clients.seal.clone(),
             grace: config.grace,
             retire,
             idle_timeout: config.idle_timeout,

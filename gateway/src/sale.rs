@@ -19,6 +19,8 @@ pub struct Context {
     pub room: Arc<Room>,
     pub signer: Arc<TokenSigner>,
     pub resume: Arc<ResumeKey>,
+    /// Seals the resume tokens and passes handed out, for the edge (platform::clients::seal).
+    pub seal: floodgate_platform::clients::EdgeSeal,
     pub grace: Duration,
     /// Cancelled when the room retires (it has had no session for its idle time).
     pub retire: tokio_util::sync::CancellationToken,

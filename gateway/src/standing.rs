@@ -97,7 +97,7 @@ pub async fn place(
     if ctx.room.is_over(claim.ticket, now) {
         return Err(takeback::expired());
     }
-    state.place.guard.read()?;
+    state.place.guard.read(client)?;
     let kept = takeback::standing(&ctx.scope, claim.ticket, taker)
         .await
         .inspect_err(|refused| {

@@ -16,7 +16,9 @@ use ipnet::{IpNet, Ipv6Net};
 use crate::http::ApiError;
 
 mod rates;
+pub mod seal;
 pub use rates::{AddressRate, Rate, WIDER_IPV6};
+pub use seal::{unsealed, EdgeSeal};
 
 /// The IPv6 prefix length one client is counted by unless configured: RFC 6177 and the RIRs
 /// hand end sites a /64 or more, and every address inside it is one host's to pick.
@@ -42,6 +44,15 @@ pub struct ClientArgs {
     /// The /56 and the /48 around it are held to 16 and 256 times a client's allowance too.
     #[arg(long, env = "FLOODGATE_IPV6_PREFIX", default_value_t = DEFAULT_IPV6_PREFIX)]
     pub ipv6_prefix: u8,
+    /// The key the credentials this service issues are sealed with for the edge (passes,
+    /// resume tokens, reservations' secrets), the same on the edge, every gateway and every
+    /// booking instance: the edge then counts a credential it can prove against that
+    /// credential alone, not against its address's ceiling, so a stranger's junk from a
+    /// carrier's address cannot have the edge refuse the people behind it. Letters, digits,
+    /// `_` and `-`, at least 32. Unset: credentials are issued unsealed (docs/runbook.md,
+    /// "The edge's seal").
+    #[arg(long, env = "FLOODGATE_EDGE_KEY", hide_env_values = true)]
+    pub edge_key: Option<secrecy::SecretString>,
 }
 
 impl Default for ClientArgs {
@@ -49,6 +60,7 @@ impl Default for ClientArgs {
         Self {
             trusted_proxies: Vec::new(),
             ipv6_prefix: DEFAULT_IPV6_PREFIX,
+            edge_key: None,
         }
     }
 }
@@ -56,14 +68,13 @@ impl Default for ClientArgs {
 impl ClientArgs {
     /// The prefix must keep a provider's customers apart and a host's addresses together.
     pub fn check(&self) -> Result<(), String> {
-        if (32..=128).contains(&self.ipv6_prefix) {
-            Ok(())
-        } else {
-            Err(format!(
+        if !(32..=128).contains(&self.ipv6_prefix) {
+            return Err(format!(
                 "FLOODGATE_IPV6_PREFIX must be 32 to 128, not {}",
                 self.ipv6_prefix
-            ))
+            ));
         }
+        EdgeSeal::parse(self.edge_key.as_ref()).map(drop)
     }
 }
 
@@ -72,6 +83,8 @@ impl ClientArgs {
 pub struct Clients {
     trusted: Vec<IpNet>,
     ipv6_prefix: u8,
+    /// How credentials issued to clients are sealed for the edge.
+    pub seal: EdgeSeal,
 }
 
 impl Clients {
@@ -79,6 +92,9 @@ impl Clients {
         Self {
             trusted: args.trusted_proxies.clone(),
             ipv6_prefix: args.ipv6_prefix.clamp(32, 128),
+            // `check` refused a bad key before a service got here; a key it could not take
+            // seals nothing rather than stopping a test's in-process service.
+            seal: EdgeSeal::parse(args.edge_key.as_ref()).unwrap_or_default(),
         }
     }
 

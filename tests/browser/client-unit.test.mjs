@@ -7,7 +7,7 @@ import { webcrypto } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 
 import {
-  Close, WaitingRoom, backoffDelay, drainDelay, newDrawNonce, sha256Prefixed, solvePuzzle, zeroBits,
+  Close, WaitingRoom, backoffDelay, drainDelay, fetchPuzzle, newDrawNonce, sha256Prefixed, solvePuzzle, zeroBits,
 } from '../../static/floodgate-client.js';
 import { closeCodes, load } from './asyncapi.mjs';
 
@@ -209,4 +209,60 @@ test('a new place answers the bot check; a place taken back does not', async () 
   await back.waiting.start();
   assert.equal(asked, 1);
   assert.doesNotMatch(back.sockets[0].url, /challenge=/);
+});
+
+/** A `fetch` answering `/challenge` with each of `answers` in turn ({status, retryAfter, body}). */
+function puzzles(answers) {
+  const asked = [];
+  const fetch = async (url) => {
+    asked.push(url);
+    const { status, retryAfter = null, body } = answers.shift();
+    return {
+      status, ok: status === 200,
+      headers: { get: (name) => (name === 'Retry-After' ? retryAfter : null) },
+      json: async () => body,
+    };
+  };
+  return { asked, fetch };
+}
+
+const puzzle = { kind: 'pow', puzzle: 'p1', difficulty: 4 };
+const busy = { error: 'too_many_requests', message: 'slow down' };
+
+test("a busy edge's refusal of the puzzle is waited out, never taken for no puzzle", async () => {
+  const slept = [];
+  const sleep = async (ms) => { slept.push(ms); };
+  const { asked, fetch } = puzzles([
+    { status: 429, retryAfter: '1', body: busy },
+    { status: 503, body: { error: 'unavailable' } },
+    { status: 200, body: puzzle },
+  ]);
+  assert.deepEqual(await fetchPuzzle({ sale: 's 1', fetch, sleep, random: () => 0.5 }), puzzle);
+  assert.deepEqual(asked, Array(3).fill('/v1/sales/s%201/challenge'));
+  // Retry-After when given, else the back-off.
+  assert.deepEqual(slept, [1000, backoffDelay(1, () => 0.5)]);
+  // A sale that asks for no puzzle says so with a 200.
+  const none = puzzles([{ status: 200, body: { kind: 'none' } }]);
+  assert.equal(await fetchPuzzle({ sale: 's1', fetch: none.fetch, sleep }), null);
+  // Refused past every try, or for good: no answer to join with, and no join without one.
+  const refused = puzzles(Array(5).fill({ status: 429, retryAfter: '1', body: busy }));
+  await assert.rejects(fetchPuzzle({ sale: 's1', fetch: refused.fetch, sleep }), /HTTP 429/);
+  assert.equal(refused.asked.length, 5);
+  const gone = puzzles([{ status: 404, body: { error: 'unknown_sale' } }]);
+  await assert.rejects(fetchPuzzle({ sale: 's1', fetch: gone.fetch, sleep }), /HTTP 404/);
+});
+
+test('a bot check that cannot be passed now is tried again after the back-off, not skipped', async () => {
+  let asked = 0;
+  const challenge = async () => {
+    asked += 1;
+    if (asked === 1) throw new Error('HTTP 429');
+    return 'p~1f';
+  };
+  const { waiting, sockets, timers, runTimers } = room({ challenge });
+  await waiting.start();
+  assert.equal(sockets.length, 0, 'no join without the answer');
+  assert.equal(timers[0].ms, backoffDelay(0, () => 0.5));
+  await runTimers();
+  assert.match(sockets[0].url, /&challenge=p~1f$/);
 });

@@ -61,6 +61,7 @@ impl Edge {
             .env("FLOODGATE_EDGE_BOOKING", list(&[booking]))
             .env("FLOODGATE_EDGE_PREFIX", &dir)
             .env("FLOODGATE_EDGE_TEMPLATE", template)
+            .env("FLOODGATE_EDGE_KEY", crate::edge_key())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

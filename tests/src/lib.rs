@@ -152,6 +152,13 @@ pub fn secret(prefix: &str) -> String {
     format!("{prefix}{}", uuid::Uuid::new_v4().simple())
 }
 
+/// The edge's key (`FLOODGATE_EDGE_KEY`), one per test process: every service a test spawns
+/// seals what it issues with it, and every edge a test starts checks seals with it.
+pub fn edge_key() -> &'static str {
+    static KEY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| secret("ek_"))
+}
+
 /// An admission token for `sale` signed by `signer` (a gateway's key, or one being rotated in or
 /// out), valid for `ttl_ms` from now.
 pub fn pass(

@@ -34,6 +34,7 @@ pub fn booking_serve(
         .env("FLOODGATE_PAYMENT_API_KEY", secret("pk_"))
         .env("FLOODGATE_AUDIT_KEY", &app.audit_key)
         .env("FLOODGATE_RESERVATION_KEY", &app.reservation_key)
+        .env("FLOODGATE_EDGE_KEY", crate::edge_key())
         .env("RUST_LOG", "error")
         // Tests reserve, replay and race from 127.0.0.1 far faster than people (a test that
         // wants the limits sets them in `extra`).

@@ -94,6 +94,7 @@ fn booking_settings(
         ("FLOODGATE_OPS_TOKEN", ops_token.into()),
         ("FLOODGATE_AUDIT_KEY", audit_key.into()),
         ("FLOODGATE_RESERVATION_KEY", reservation_key.into()),
+        ("FLOODGATE_EDGE_KEY", crate::edge_key().into()),
         ("FLOODGATE_RECONCILE_INTERVAL_MS", "200".into()),
         ("FLOODGATE_DRAIN_DELAY_MS", "0".into()),
     ]
@@ -187,6 +188,7 @@ impl TestApp {
             ("FLOODGATE_GATEWAY_ADMIN_LISTEN", "127.0.0.1:0".into()),
             ("FLOODGATE_TOKEN_KEY_ID", signer.kid().to_owned()),
             ("FLOODGATE_TOKEN_SIGNING_KEY", signer.seed_base64()),
+            ("FLOODGATE_EDGE_KEY", crate::edge_key().into()),
             ("FLOODGATE_TICK_MS", "50".into()),
             ("FLOODGATE_LEASE_MS", "2000".into()),
             ("FLOODGATE_SEND_TIMEOUT_MS", "5000".into()),

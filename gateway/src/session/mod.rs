@@ -114,7 +114,7 @@ impl Session {
             sale: self.ctx.scope.sale.clone(),
             ticket: self.ticket,
             opens_at_ms: self.opens_at_ms,
-            resume_token: self.resume_token(),
+            resume_token: self.ctx.seal.seal(&self.resume_token()),
             resumed: self.resumed,
             draw_nonce,
             commitment,
@@ -203,8 +203,11 @@ impl Session {
             if told & news::CLOSING != 0 {
                 // The room task ended, which only the gateway's shutdown does: drain. The reason
                 // carries the resume token, so the client can take its place to another gateway
-                // without having kept the first message.
-                return End::Closed(close::SERVICE_RESTART, Cow::Owned(self.resume_token()));
+                // without having kept the first message; sealed for the edge if the seal fits
+                // in a close reason's 123 bytes (a token of a long sale id goes bare, counted
+                // against its address at the edge until the next session hands a sealed one).
+                let token = ctx.seal.seal_within(&self.resume_token(), 123);
+                return End::Closed(close::SERVICE_RESTART, Cow::Owned(token));
             }
             let heartbeat = told & news::HEARTBEAT != 0;
             if heartbeat && last_heard.elapsed() >= ctx.idle_timeout {
@@ -304,7 +307,7 @@ impl Session {
             buyer: self.buyer.as_deref().map(str::to_owned),
         };
         let admitted = ServerMessage::Admitted {
-            token: self.ctx.signer.sign(&claims),
+            token: self.ctx.seal.seal(&self.ctx.signer.sign(&claims)),
             expires_at_ms: claims.exp_ms,
             max_seats: claims.max_seats,
         };

@@ -61,9 +61,9 @@ codes! {
     RESUME_OTHER_BUYER = "resume_other_buyer", 403, "the resume token's place is another buyer's";
     RESUME_IN_URL = "resume_in_url", 400, "a resume token in the URL: it never travels there";
     RESUME_REQUIRED = "resume_required", 401, "no resume token where one is needed";
-    DRAW_RATE_LIMITED = "draw_rate_limited", 429, "this address asks for the draw's record faster than allowed";
+    DRAW_RATE_LIMITED = "draw_rate_limited", 429, "this address asks for the draw's record faster than allowed, or takes more than its tenth of the gateway's reads";
     DRAW_BUSY = "draw_busy", 503, "the gateway reads the draw's record as fast as it may";
-    PLACE_RATE_LIMITED = "place_rate_limited", 429, "this address, or this place, is asked about faster than allowed";
+    PLACE_RATE_LIMITED = "place_rate_limited", 429, "this address, or this place, is asked about faster than allowed, or this address takes more than its tenth of the gateway's reads";
     PLACE_BUSY = "place_busy", 503, "the gateway reads places' standing as fast as it may";
     CHALLENGE_RATE_LIMITED = "challenge_rate_limited", 429, "this address asks for the puzzles of sales not open on the gateway faster than allowed";
     BOOKING_RATE_LIMITED = "booking_rate_limited", 429, "this address makes booking requests faster than allowed";

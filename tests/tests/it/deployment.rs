@@ -177,6 +177,7 @@ fn the_compose_secrets_are_made_once_readable_by_the_containers_and_the_key_pair
         "ops_token",
         "audit_key",
         "reservation_key",
+        "edge_key",
         "database_url",
     ] {
         assert_eq!(

@@ -236,6 +236,25 @@ async fn during_a_flood<T>(
     (stranger.await.unwrap(), given)
 }
 
+/// The shipped edge in front of `app`, each of `changes` (a text of cdn.conf, and what it
+/// becomes everywhere) made: a limit made small enough for a test to reach.
+async fn shipped_edge_with(app: &TestApp, changes: &[(&str, &str)]) -> Edge {
+    let shipped = floodgate_tests::containers::repo().join("deploy/nginx/cdn.conf");
+    let mut conf = std::fs::read_to_string(shipped).unwrap();
+    for (text, becomes) in changes {
+        assert!(conf.contains(text), "the shipped edge has {text}");
+        conf = conf.replace(text, becomes);
+    }
+    let template = std::env::temp_dir()
+        .join(unique("cdn-changed-"))
+        .with_extension("conf");
+    std::fs::write(&template, conf).unwrap();
+    let edge = Edge::start_with(&[app.gateway], app.booking, &template).await;
+    // The edge read it when it started.
+    std::fs::remove_file(&template).unwrap();
+    edge
+}
+
 /// The edge's cap on an address's sockets counts only those that name no person: a stranger
 /// filling it with new places (solved puzzles, say) shuts the people behind its address out of
 /// no place they hold. The shipped edge with the cap made 3: three new places fill it, a fourth
@@ -249,19 +268,14 @@ async fn a_full_address_at_the_edge_still_lets_its_people_back_to_their_places(d
     let person = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
     let token = person.resume_token.clone();
     person.leave().await;
-    let shipped = floodgate_tests::containers::repo().join("deploy/nginx/cdn.conf");
-    let conf = std::fs::read_to_string(shipped).unwrap();
-    let small = conf.replacen(
-        "limit_conn floodgate_conn_all 2048;",
-        "limit_conn floodgate_conn_all 3;",
-        1,
-    );
-    assert_ne!(small, conf, "the shipped edge caps an address's sockets");
-    let template = std::env::temp_dir()
-        .join(unique("cdn-small-"))
-        .with_extension("conf");
-    std::fs::write(&template, small).unwrap();
-    let edge = Edge::start_with(&[app.gateway], app.booking, &template).await;
+    let edge = shipped_edge_with(
+        &app,
+        &[(
+            "limit_conn floodgate_conn_all 2048;",
+            "limit_conn floodgate_conn_all 3;",
+        )],
+    )
+    .await;
     let ws = edge
         .url(&format!("/ws?sale={sale}"))
         .replacen("http", "ws", 1);
@@ -273,5 +287,113 @@ async fn a_full_address_at_the_edge_still_lets_its_people_back_to_their_places(d
     assert_eq!(refused.status, 429, "{refused:?}");
     let back = RoomClient::resume(&ws, &token, &[]).await;
     assert!(back.is_ok(), "the person comes back: {:?}", back.err());
-    std::fs::remove_file(&template).unwrap();
+}
+
+/// The edge's ceiling on an address counts only what it cannot prove the services issued. The
+/// services seal the resume tokens, passes and reservations' secrets they hand out
+/// (`<credential>~<seal>`, platform::clients::seal); a stranger's junk credentials fill its
+/// address's ceiling (the shipped edge with it made 5 a minute), and the person behind the same
+/// address still asks after their place, reserves with their pass, reads their reservation and
+/// comes back to their place on `/ws`, while more junk is still refused. Before, every request
+/// of the address counted, and the person was refused 429 `too_many_requests` with the junk.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_strangers_junk_at_the_ceiling_does_not_refuse_its_peoples_own_credentials(
+    db: sqlx::PgPool,
+) {
+    use floodgate_client::booking::BookingClient;
+    use floodgate_tests::client::RoomClient;
+    let app = TestApp::spawn(db).await;
+    let sale = app.open_sale("edge-seal-", SaleSpec::default()).await;
+    let mut person = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    let pass = person.admitted(std::time::Duration::from_secs(10)).await;
+    let token = person.resume_token.clone();
+    person.leave().await;
+    for issued in [&token, &pass] {
+        assert_eq!(
+            floodgate_platform::clients::unsealed(issued).len() + 23,
+            issued.len(),
+            "sealed by the gateway: {issued}"
+        );
+    }
+
+    let edge = shipped_edge_with(
+        &app,
+        &[
+            (
+                "zone=floodgate_ceiling:16m rate=5000r/s",
+                "zone=floodgate_ceiling:16m rate=5r/m",
+            ),
+            (
+                "zone=floodgate_ceiling burst=10000",
+                "zone=floodgate_ceiling burst=5",
+            ),
+        ],
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let place = edge.url(&format!("/v1/sales/{sale}/place"));
+    let reservations = edge.url(&format!("/v1/sales/{sale}/reservations/p1-x"));
+    let junk_seal = "A".repeat(22);
+    let mut refused = 0;
+    for i in 0..20 {
+        let junk = http
+            .get(&place)
+            .header(
+                "floodgate-resume",
+                format!("r2.{i}..AAAA.{sale}~{junk_seal}"),
+            )
+            .send();
+        let junk_secret = http
+            .get(&reservations)
+            .bearer_auth(format!("secret{i}~{junk_seal}"))
+            .send();
+        for answer in [junk.await.unwrap(), junk_secret.await.unwrap()] {
+            if answer.status() == 429 && answer.text().await.unwrap().contains("too_many_requests")
+            {
+                refused += 1;
+            }
+        }
+    }
+    assert!(
+        refused >= 30,
+        "the junk fills the ceiling: {refused} of 40 refused"
+    );
+
+    let asked = http
+        .get(&place)
+        .header("floodgate-resume", &token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asked.status(), 200, "{}", asked.text().await.unwrap());
+    let booking = BookingClient::new(http.clone(), edge.addr);
+    let held = booking
+        .reserve(&sale, &pass, &uuid::Uuid::new_v4().to_string(), "p1", 1)
+        .await
+        .expect("the person reserves with their pass");
+    let read = booking
+        .reservation(&sale, &held.reservation_id, &held.secret)
+        .await;
+    assert!(read.is_ok(), "the holder reads: {:?}", read.err());
+    let ws = edge
+        .url(&format!("/ws?sale={sale}"))
+        .replacen("http", "ws", 1);
+    let back = RoomClient::resume(&ws, &token, &[]).await;
+    assert!(back.is_ok(), "the person comes back: {:?}", back.err());
+
+    // A genuine token made longer is no longer sealed: the ceiling still holds it.
+    let mut more_junk = Vec::new();
+    for _ in 0..5 {
+        let answer = http
+            .get(&place)
+            .header("floodgate-resume", format!("{token}x"))
+            .send()
+            .await
+            .unwrap();
+        more_junk.push(answer.status().as_u16());
+    }
+    assert!(
+        more_junk.contains(&429),
+        "junk is still held: {more_junk:?}"
+    );
 }
