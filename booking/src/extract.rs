@@ -48,8 +48,7 @@ impl FromRequestParts<AppState> for Admitted {
                 "expected Authorization: Bearer <token>".into(),
             ),
         })?;
-        // The edge's seal has done its work there (platform::clients::seal).
-        let claims = state.verifier.verify(unsealed(token), now_millis())?;
+        let claims = state.verifier.verify(token, now_millis())?;
         if claims.sale != sale {
             return Err(ApiError::new(
                 code::TOKEN_WRONG_SALE,

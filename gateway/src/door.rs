@@ -8,7 +8,7 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use floodgate_platform::clients::{unsealed, ClientAddress};
+use floodgate_platform::clients::ClientAddress;
 use floodgate_platform::http::SaleId;
 use floodgate_protocol::api::code;
 use floodgate_protocol::challenge::{
@@ -55,18 +55,20 @@ impl<S: Send + Sync> FromRequestParts<S> for Carried {
 
 /// A credential in header `name`, or else as the subprotocol `<prefix><value>`.
 fn carried(headers: &HeaderMap, name: &str, prefix: &str) -> Option<String> {
-    let presented = match headers.get(name) {
-        Some(value) => value.to_str().ok()?.trim(),
-        None => headers
-            .get_all(header::SEC_WEBSOCKET_PROTOCOL)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .find_map(|p| p.trim().strip_prefix(prefix))?,
-    };
-    // The edge's seal has done its work there (platform::clients::seal); the credential is
-    // checked here without it.
-    Some(unsealed(presented).to_owned())
+    // An empty header is no header, as the edge reads it (deploy/nginx/cdn.conf).
+    if let Some(value) = headers
+        .get(name)
+        .filter(|v| !v.as_bytes().trim_ascii().is_empty())
+    {
+        return value.to_str().ok().map(|v| v.trim().to_owned());
+    }
+    headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .find_map(|p| p.trim().strip_prefix(prefix))
+        .map(str::to_owned)
 }
 
 /// The buyer a join's identity token names (`None`: no token, on a sale that does not require

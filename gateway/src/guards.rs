@@ -66,7 +66,7 @@ impl Guard {
         Self {
             per_client: AddressRate::per_second(per_client),
             reads: reads.map(budget),
-            share: reads.map(|reads| AddressRate::per_second((reads / SHARE).max(1))),
+            share: reads.map(|reads| AddressRate::share((reads / SHARE).max(1))),
             refusals,
         }
     }
@@ -264,5 +264,16 @@ mod tests {
             .filter(|i| guard.read(IpAddr::from([198, 51, 100, *i])).is_ok())
             .count();
         assert_eq!(others, 50, "everyone else is still answered");
+        // An IPv6 /56 holds 256 /64s: asking from each of them takes one share all the same.
+        let taken = (0..256u16)
+            .filter(|i| {
+                let host = std::net::Ipv6Addr::new(0x2001, 0xdb8, 7, *i, 0, 0, 0, 1);
+                guard.read(IpAddr::V6(host)).is_ok()
+            })
+            .count();
+        assert!(
+            taken <= 2 * 100 / SHARE as usize + 1,
+            "a /56 took {taken} reads"
+        );
     }
 }

@@ -58,6 +58,30 @@ pub fn same_secret(presented: &[u8], expected: &[u8]) -> bool {
     presented.ct_eq(expected).into()
 }
 
+/// What separates a credential the services issued from the edge's seal on it
+/// (`<credential>~<seal>`, made by `floodgate_platform::clients::seal`).
+pub const SEAL_SEPARATOR: char = '~';
+/// A seal's length: 16 bytes of MD5 in unpadded base64url.
+pub const SEAL_LEN: usize = 22;
+
+/// The credential in what a client presented (a pass, a resume token, a reservation's secret),
+/// without the edge's seal, whether the seal is right or not: it is the edge's filter, never a
+/// proof, and every check here is of the credential itself. A `~` followed by anything but a
+/// whole seal is left as it is.
+pub fn unsealed(presented: &str) -> &str {
+    match presented.rsplit_once(SEAL_SEPARATOR) {
+        Some((credential, seal))
+            if seal.len() == SEAL_LEN
+                && seal
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
+        {
+            credential
+        }
+        _ => presented,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::same_secret;

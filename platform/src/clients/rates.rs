@@ -92,6 +92,19 @@ impl AddressRate {
         }
     }
 
+    /// A share that no wider IPv6 network multiplies: the client's prefix, its /56 and its /48
+    /// each get `per_sec`, so whoever holds a /56 or a /48 takes one share however many /64s
+    /// it asks from (a part of a budget, where one client's allowance times 16 could be all).
+    pub fn share(per_sec: u32) -> Self {
+        Self {
+            each: Rate::per_second(per_sec),
+            wider: WIDER_IPV6
+                .iter()
+                .map(|(bits, _)| (*bits, Rate::per_second(per_sec)))
+                .collect(),
+        }
+    }
+
     /// Takes one request of `client`'s allowance (an address as [`counted_as`] gives it), and of
     /// its wider networks': `false` when one is used up.
     pub fn allow(&self, client: &IpAddr) -> bool {

@@ -28,10 +28,7 @@ use base64::Engine as _;
 use md5::{Digest, Md5};
 use secrecy::{ExposeSecret, SecretString};
 
-/// What separates a credential from its seal.
-pub const SEPARATOR: char = '~';
-/// A seal's length: 16 bytes of MD5 in unpadded base64url.
-pub const SEAL_LEN: usize = 22;
+pub use floodgate_protocol::{unsealed, SEAL_LEN, SEAL_SEPARATOR as SEPARATOR};
 
 /// Seals credentials with the edge's key, or leaves them as they are without one.
 #[derive(Clone, Default)]
@@ -96,22 +93,6 @@ impl EdgeSeal {
         } else {
             credential.to_owned()
         }
-    }
-}
-
-/// The credential in what a client presented: without its seal, whether the seal is right or
-/// not (the edge has judged it; the services check the credential itself).
-pub fn unsealed(presented: &str) -> &str {
-    match presented.rsplit_once(SEPARATOR) {
-        Some((credential, seal))
-            if seal.len() == SEAL_LEN
-                && seal
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
-        {
-            credential
-        }
-        _ => presented,
     }
 }
 

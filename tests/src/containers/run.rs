@@ -152,15 +152,7 @@ impl Stack {
             args.push("--read-only".into());
         }
         args.extend(confinement(&s));
-        for secret in &s.secrets {
-            args.extend([
-                "--volume".into(),
-                format!(
-                    "{}:/run/secrets/{secret}:ro",
-                    self.secrets.join(secret).display()
-                ),
-            ]);
-        }
+        args.extend(self.secret_volumes(&s));
         // Compose's named volumes, as volumes of this run (removed with it).
         for (volume, path, read_only) in &s.volumes {
             let mode = if *read_only { ":ro" } else { "" };
@@ -224,6 +216,23 @@ impl Stack {
 
     /// The edge: compose's `cdn` service (its settings, read-only root and tmpfs) on the edge's
     /// image, in front of this run's gateways and booking instances.
+    /// The `--volume` arguments that mount service `s`'s secrets as compose does: each file
+    /// alone, read-only, at `/run/secrets/<name>`.
+    fn secret_volumes(&self, s: &Service) -> Vec<String> {
+        s.secrets
+            .iter()
+            .flat_map(|secret| {
+                [
+                    "--volume".to_owned(),
+                    format!(
+                        "{}:/run/secrets/{secret}:ro",
+                        self.secrets.join(secret).display()
+                    ),
+                ]
+            })
+            .collect()
+    }
+
     pub(super) fn start_edge(&self) {
         let s = self.compose.service("cdn");
         let mut env = s.environment.clone();
@@ -259,6 +268,7 @@ impl Stack {
             args.push("--read-only".into());
         }
         args.extend(confinement(&s));
+        args.extend(self.secret_volumes(&s));
         for (k, v) in env {
             args.extend(["--env".into(), format!("{k}={v}")]);
         }

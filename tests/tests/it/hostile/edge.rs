@@ -41,11 +41,22 @@ fn every_public_location_of_the_edge_has_a_per_address_limit() {
             );
             continue;
         }
+        // What the cache answers is not limited (an answer from it costs what a refusal
+        // would); what it cannot answer goes through the pages' origin server, which is.
+        if body.contains("proxy_pass http://floodgate_pages_origin;") {
+            assert!(body.contains("proxy_cache floodgate;"), "{head} is cached");
+            continue;
+        }
         assert!(
             body.contains("limit_req zone="),
             "{head} has no limit_req: every public location is limited per address"
         );
     }
+    let origin = conf
+        .split("listen unix:__PREFIX__/pages.sock;")
+        .nth(1)
+        .expect("the pages' origin server");
+    assert!(origin.contains("limit_req zone=floodgate_pages"));
     // The check itself finds a location without one.
     let unlimited = conf.replacen("limit_req zone=floodgate_booking", "# gone", 1);
     assert!(public_locations(&unlimited)
@@ -259,7 +270,10 @@ async fn shipped_edge_with(app: &TestApp, changes: &[(&str, &str)]) -> Edge {
 /// filling it with new places (solved puzzles, say) shuts the people behind its address out of
 /// no place they hold. The shipped edge with the cap made 3: three new places fill it, a fourth
 /// is refused, and a person coming back to their place still gets in. Before, every socket of
-/// the address counted, and the person's resume was refused 429 too.
+/// the address counted, and the person's resume was refused 429 too. The strangers offer
+/// `xfloodgate-resume.<the person's sealed token>` among their subprotocols, which the gateway
+/// does not read as a resume token (an entry counts from its start): nor does the edge. Before,
+/// the edge took it for the place's, and the fourth new place went through.
 #[sqlx::test(migrations = "../migrations")]
 async fn a_full_address_at_the_edge_still_lets_its_people_back_to_their_places(db: sqlx::PgPool) {
     use floodgate_tests::client::RoomClient;
@@ -279,11 +293,18 @@ async fn a_full_address_at_the_edge_still_lets_its_people_back_to_their_places(d
     let ws = edge
         .url(&format!("/ws?sale={sale}"))
         .replacen("http", "ws", 1);
+    let offered = format!("floodgate, xfloodgate-resume.{token}");
+    let stranger = [("sec-websocket-protocol", offered.as_str())];
     let mut strangers = Vec::new();
     for _ in 0..3 {
-        strangers.push(RoomClient::join(&ws).await.expect("under the cap"));
+        let joined = RoomClient::join_with(&ws, &stranger).await;
+        strangers.push(joined.expect("under the cap"));
     }
-    let refused = RoomClient::join(&ws).await.err().expect("the cap is full");
+    assert!(strangers.iter().all(|s| !s.resumed), "each a new place");
+    let refused = RoomClient::join_with(&ws, &stranger)
+        .await
+        .err()
+        .expect("the cap is full");
     assert_eq!(refused.status, 429, "{refused:?}");
     let back = RoomClient::resume(&ws, &token, &[]).await;
     assert!(back.is_ok(), "the person comes back: {:?}", back.err());
@@ -395,5 +416,92 @@ async fn a_strangers_junk_at_the_ceiling_does_not_refuse_its_peoples_own_credent
     assert!(
         more_junk.contains(&429),
         "junk is still held: {more_junk:?}"
+    );
+}
+
+/// nginx keeps each key of a limit in a slab of a size class its length picks, and when a zone
+/// is full it frees the oldest entry to make room: a freed small slot cannot hold a longer key.
+/// A stranger sending thousands of short made-up credentials filled a per-credential zone with
+/// small entries, and every longer genuine credential after them (a pass: its last 200
+/// characters) could not be kept, which nginx answers 429. Every key is now at most 48
+/// characters, one size class. The shipped edge with the passes' zone made 32 KB: 800 short
+/// junk credentials, then the person reserves with their pass. Before: 429 `too_many_requests`.
+#[sqlx::test(migrations = "../migrations")]
+async fn short_junk_keys_cannot_crowd_a_genuine_credential_out_of_its_zone(db: sqlx::PgPool) {
+    use floodgate_client::booking::BookingClient;
+    use floodgate_tests::client::RoomClient;
+    let app = TestApp::spawn(db).await;
+    let sale = app.open_sale("edge-slab-", SaleSpec::default()).await;
+    let mut person = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    let pass = person.admitted(std::time::Duration::from_secs(10)).await;
+    person.leave().await;
+    let edge = shipped_edge_with(
+        &app,
+        &[(
+            "zone=floodgate_booking_own:32m",
+            "zone=floodgate_booking_own:32k",
+        )],
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let junk_url = edge.url(&format!("/v1/sales/{sale}/reservations/p1-x"));
+    for i in 0..800 {
+        // Refused by the ceiling or the booking service: each leaves its entry all the same.
+        http.get(&junk_url)
+            .bearer_auth(format!("j{i}"))
+            .send()
+            .await
+            .unwrap();
+    }
+    let booking = BookingClient::new(http.clone(), edge.addr);
+    let held = booking
+        .reserve(&sale, &pass, &uuid::Uuid::new_v4().to_string(), "p1", 1)
+        .await;
+    assert!(held.is_ok(), "the person reserves: {:?}", held.err());
+}
+
+/// An answer from the edge's cache is never refused for its address: a stranger fetching the
+/// sale's puzzle (cached a second) as fast as it can from a carrier's address refuses no one
+/// there the puzzle, and what reaches the gateways is still counted per address. The shipped
+/// edge with the pages' allowance made 2 a minute: 40 asks for the live sale's puzzle all
+/// answered, asks for made-up sales (each a miss) refused past the allowance. Before, the
+/// address's cached answers counted too: 429 `too_many_requests` after two.
+#[sqlx::test(migrations = "../migrations")]
+async fn answers_from_the_edges_cache_are_never_refused_for_their_address(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = app.pending_sale("edge-cached-").await;
+    let edge = shipped_edge_with(
+        &app,
+        &[
+            (
+                "zone=floodgate_pages:16m rate=1000r/s",
+                "zone=floodgate_pages:16m rate=2r/m",
+            ),
+            (
+                "zone=floodgate_pages burst=2000",
+                "zone=floodgate_pages burst=1",
+            ),
+        ],
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let puzzle = edge.url(&format!("/v1/sales/{sale}/challenge"));
+    let mut statuses = Vec::new();
+    for _ in 0..40 {
+        statuses.push(http.get(&puzzle).send().await.unwrap().status().as_u16());
+    }
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    let mut misses = Vec::new();
+    for i in 0..5 {
+        let made_up = edge.url(&format!("/v1/sales/made-up-{i}/challenge"));
+        let answer = http.get(&made_up).send().await.unwrap();
+        let status = answer.status().as_u16();
+        misses.push((status, answer.text().await.unwrap()));
+    }
+    assert!(
+        misses
+            .iter()
+            .any(|(status, body)| *status == 429 && body.contains("too_many_requests")),
+        "{misses:?}"
     );
 }
