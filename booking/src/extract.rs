@@ -26,8 +26,8 @@ use crate::AppState;
 /// The longest `Idempotency-Key` taken (a UUID is 36 characters).
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 128;
 
-/// A verified admission token for the sale of the path, and, for a pass bound to a buyer, proof
-/// that the buyer is the one presenting it.
+/// A verified admission token for the sale of the path (for a pass bound to a buyer, whether
+/// the buyer is the one presenting it is [`Admitted::presented_by_its_buyer`]).
 pub struct Admitted {
     pub sale: String,
     pub claims: AdmissionClaims,
@@ -55,8 +55,22 @@ impl FromRequestParts<AppState> for Admitted {
                 "this admission token was issued for another sale".into(),
             ));
         }
-        if let Some(bound) = &claims.buyer {
-            let buyer = identify(state, &parts.headers).await?.ok_or_else(|| {
+        Ok(Self { sale, claims })
+    }
+}
+
+impl Admitted {
+    /// For a pass bound to a buyer, that the buyer is the one presenting it (their identity
+    /// token checks and names them). A signature check: made after the pass's own allowance
+    /// (crate::limits::AllowedPass), so a genuine pass sent with junk identities costs one at
+    /// its pass's rate.
+    pub async fn presented_by_its_buyer(
+        &self,
+        state: &AppState,
+        headers: &axum::http::HeaderMap,
+    ) -> Result<(), ApiError> {
+        if let Some(bound) = &self.claims.buyer {
+            let buyer = identify(state, headers).await?.ok_or_else(|| {
                 ApiError::new(
                     code::IDENTITY_REQUIRED,
                     "this admission token belongs to a signed-in buyer: send their identity \
@@ -71,7 +85,7 @@ impl FromRequestParts<AppState> for Admitted {
                 ));
             }
         }
-        Ok(Self { sale, claims })
+        Ok(())
     }
 }
 

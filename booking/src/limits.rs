@@ -149,6 +149,8 @@ fn limited(code: &'static str, message: &str) -> ApiError {
 /// stranger there sends; one that fails counts against its address, and past the allowance is
 /// answered 429 instead. Checking a pass is one signature check (CPU, no Redis), made for junk
 /// too: the address's allowance bounds what junk is told and all it may reach, not that check.
+/// A pass bound to a buyer is checked against its buyer's identity after its allowance: junk
+/// identities sent with a genuine pass cost their check at the pass's rate only.
 pub struct AllowedPass(pub crate::extract::Admitted);
 
 impl FromRequestParts<AppState> for AllowedPass {
@@ -160,6 +162,9 @@ impl FromRequestParts<AppState> for AllowedPass {
             .await
             .map_err(|refused| state.limits.address(client).err().unwrap_or(refused))?;
         state.limits.pass(&admitted.claims)?;
+        admitted
+            .presented_by_its_buyer(state, &parts.headers)
+            .await?;
         Ok(AllowedPass(admitted))
     }
 }

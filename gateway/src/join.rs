@@ -100,6 +100,7 @@ pub async fn join_queue(
         }
     };
     let door = door::door_of(&ctx).await?;
+    entry.before_identity(&request, carried.identity.is_some())?;
     let buyer = door::identify(&state, &door, carried.identity.as_deref())
         .await
         .map_err(|e| entry.failed(e))?;

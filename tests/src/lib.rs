@@ -159,6 +159,13 @@ pub fn edge_key() -> &'static str {
     KEY.get_or_init(|| secret("ek_"))
 }
 
+/// `token` (a JWT, a pass) with its signature's last character changed: well formed, so
+/// checking it costs a signature verification, and it fails.
+pub fn with_a_wrong_signature(token: &str) -> String {
+    let last = if token.ends_with('A') { "B" } else { "A" };
+    format!("{}{last}", &token[..token.len() - 1])
+}
+
 /// An admission token for `sale` signed by `signer` (a gateway's key, or one being rotated in or
 /// out), valid for `ttl_ms` from now.
 pub fn pass(

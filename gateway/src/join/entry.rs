@@ -56,6 +56,22 @@ impl<'a> Entry<'a> {
         Ok(self.limits.person(person)?)
     }
 
+    /// A place coming back with an identity pays its own allowance before that identity's
+    /// signature is checked: a genuine resume token sent with junk identities (which the edge
+    /// lets past its ceiling, the token being sealed) costs a check at the place's rate only.
+    pub(super) fn before_identity(
+        &self,
+        request: &JoinRequest,
+        identified: bool,
+    ) -> Result<(), ApiError> {
+        match &request.resumed {
+            Some(claim) if identified => {
+                self.person(Person::of((&request.sale, "place", claim.ticket)))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Charges a place coming back to its address's allowance of returns.
     pub(super) fn returning(&self) -> Result<(), ApiError> {
         Ok(self.limits.returning(self.client)?)

@@ -527,14 +527,17 @@ fn the_edge_is_sized_for_the_rush_and_limits_each_client() {
         "{files} files for {connections} connections"
     );
     // Per address for what carries nothing of a person's own (the address is the key of
-    // `$floodgate_ws_anonymous` then), every request of an address under a ceiling, and every
-    // socket of an address that names no person.
+    // `$floodgate_ws_anonymous` then), every request of an address that the edge cannot prove
+    // under a ceiling (the address is the key of `$floodgate_unproven` then), every socket of an
+    // address that names no person, and what the cache cannot answer.
     for zone in [
         "limit_conn_zone $floodgate_ws_anonymous",
         "limit_req_zone $floodgate_ws_anonymous",
         "limit_conn_zone $floodgate_ws_unnamed",
-        "limit_req_zone $binary_remote_addr",
+        "limit_req_zone $floodgate_unproven",
+        "limit_req_zone $http_x_forwarded_for zone=floodgate_pages",
         "\"\" $binary_remote_addr;",
+        "default $binary_remote_addr;",
     ] {
         assert!(conf.contains(zone), "{zone}");
     }

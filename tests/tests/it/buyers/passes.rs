@@ -114,3 +114,34 @@ async fn the_per_buyer_limit_holds_under_concurrent_requests_and_frees_with_expi
     )
     .await;
 }
+
+/// A genuine pass bound to its buyer, sent by a stranger with forged identity tokens: each
+/// identity's signature is checked only within the pass's own allowance (2 a second here, in
+/// bursts of 4), so one pass cannot have the booking service verify signatures as fast as it is
+/// sent. Before, every copy was checked: 401 `identity_invalid` each time.
+#[sqlx::test(migrations = "../migrations")]
+async fn forged_identities_with_a_genuine_pass_are_checked_at_the_passs_rate(db: sqlx::PgPool) {
+    let options = floodgate_tests::TestOptions {
+        reservations_per_sec_per_pass: 2,
+        ..floodgate_tests::TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = open_sale(&app, door(IdentityRule::Required), 300).await;
+    let alice = app.identity("alice").await;
+    let token = admitted(&app, &sale, &alice).await;
+    let forged = floodgate_tests::with_a_wrong_signature(&alice);
+    let stranger = app.booking_client().signed_in(&forged);
+    let mut codes = Vec::new();
+    for _ in 0..12 {
+        match stranger.reserve(&sale, &token, &unique("k"), "p1", 1).await {
+            Err(floodgate_client::booking::Failure::Refused { body, .. }) => codes.push(body.error),
+            other => panic!("{other:?}"),
+        }
+    }
+    let checked = codes.iter().filter(|c| *c == "identity_invalid").count();
+    assert!(checked <= 5, "{codes:?}");
+    assert!(
+        codes.iter().any(|c| c == "reservation_rate_limited"),
+        "{codes:?}"
+    );
+}

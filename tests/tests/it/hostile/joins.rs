@@ -304,3 +304,37 @@ async fn a_place_coming_back_is_not_spent_by_a_strangers_junk(db: sqlx::PgPool) 
         .await
         .unwrap_or_else(|r| panic!("a person coming back: {r:?}"));
 }
+
+/// A stranger holding one genuine place sends its resume token with forged identity tokens
+/// (the edge lets them past its ceiling: the resume token is sealed). Each identity's signature
+/// is checked only within the place's own allowance (three at once, then one a second), so the
+/// forgeries neither cost a check each nor spend the address's joins. Before, every copy was
+/// checked, and each failure spent a join of the address: the person behind it was refused.
+#[sqlx::test(migrations = "../migrations")]
+async fn forged_identities_with_a_genuine_resume_token_are_checked_at_the_places_rate(
+    db: sqlx::PgPool,
+) {
+    let options = TestOptions {
+        joins_per_sec_per_ip: 5,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = app.pending_sale("forged-").await;
+    let stranger = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    let token = stranger.resume_token.clone();
+    stranger.leave().await;
+    let identity = floodgate_tests::with_a_wrong_signature(&app.identity("someone").await);
+    let headers = [
+        ("floodgate-resume", token.as_str()),
+        ("floodgate-identity", identity.as_str()),
+    ];
+    let mut codes = Vec::new();
+    for _ in 0..12 {
+        codes.push(RoomClient::refusal(&app.ws_url(&sale), &headers).await.1);
+    }
+    let checked = codes.iter().filter(|c| *c == "identity_invalid").count();
+    assert!(checked <= 3, "{codes:?}");
+    RoomClient::join(&app.ws_url(&sale))
+        .await
+        .unwrap_or_else(|r| panic!("a new person behind the address: {r:?}"));
+}
