@@ -9,7 +9,7 @@
 //
 // The protocol itself (joining, resuming, back-off, the booking calls) is floodgate-client.js;
 // this file is the page: what it shows and says.
-import { Booking, WaitingRoom, fetchPuzzle, newDrawNonce, solvePuzzle } from "./floodgate-client.js";
+import { Booking, WaitingRoom, fetchPuzzle, getJson, newDrawNonce, solvePuzzle } from "./floodgate-client.js";
 import { SignIn } from "./signin.js";
 
 const params = new URLSearchParams(location.search);
@@ -409,7 +409,18 @@ function showWho() {
 // The answer to the sale's proof of work, if it asks for one: find a nonce whose SHA-256 with the
 // puzzle starts with `difficulty` zero bits (docs/protocol.md 1.12). A person's browser spends a
 // fraction of a second; a bot joining thousands of times pays for each.
+// The sale's door (who may join, the bot check), from its summary; null if it could not be had,
+// and then asked again before the next join (a busy edge's refusal, waited out, say).
+async function loadDoor() {
+  try {
+    state.door = (await getJson({ path: `/v1/sales/${enc(sale)}` })).door ?? null;
+  } catch { state.door = null; }
+}
+
 async function passChallenge() {
+  if (!state.door) await loadDoor();
+  // Still unknown: no join that would only be refused; the room tries again after its back-off.
+  if (!state.door) throw new Error("the sale's door could not be read");
   if (state.door?.challenge !== "pow") return null;
   setStatus("Checking this is a person's browser…");
   const puzzle = await fetchPuzzle({ sale });
@@ -735,9 +746,7 @@ async function start() {
   show("sale-view", true);
   $("draw-link").href = `/v1/sales/${enc(sale)}/draw`;
   $("join").onclick = join;
-  try {
-    state.door = (await (await fetch(`/v1/sales/${enc(sale)}`)).json()).door ?? null;
-  } catch { state.door = null; }
+  await loadDoor();
   showWho();
   await loadCatalog();
   tickOpening();

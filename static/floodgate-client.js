@@ -137,27 +137,32 @@ export async function solvePuzzle(puzzle) {
   }
 }
 
-/** The sale's puzzle (`GET /v1/sales/{sale}/challenge`), or null if it asks for none. A refusal
- *  for now (a busy edge's or gateway's 429, a 503) is waited out as its `Retry-After` says, then
- *  asked again, a few times: taken for "no puzzle", it would only send a join without an answer
- *  to be refused. Anything else, or refusals past the last try, throws (the WaitingRoom then
- *  tries the join again after its back-off). `sleep` and `random` are the platform's unless given. */
-export async function fetchPuzzle({
-  origin = "", sale, fetch: fetchImpl = globalThis.fetch.bind(globalThis),
+/** A public document's JSON (`path`: the sale's summary, its puzzle). A refusal for now (a busy
+ *  edge's or gateway's 429, a 503) is waited out as its `Retry-After` says, then asked again, a
+ *  few times; anything else, or refusals past the last try, throws. `sleep` and `random` are the
+ *  platform's unless given. */
+export async function getJson({
+  origin = "", path, fetch: fetchImpl = globalThis.fetch.bind(globalThis),
   sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms)), random = Math.random, tries = 5,
 }) {
   for (let attempt = 1; ; attempt++) {
-    const response = await fetchImpl(`${origin}/v1/sales/${encodeURIComponent(sale)}/challenge`, { cache: "no-store" });
-    if (response.ok) {
-      const puzzle = await response.json();
-      return puzzle.kind === "pow" ? puzzle : null;
-    }
+    const response = await fetchImpl(`${origin}${path}`, { cache: "no-store" });
+    if (response.ok) return response.json();
     if (attempt >= tries || ![429, 503].includes(response.status)) {
-      throw new Error(`the sale's bot check could not be fetched (HTTP ${response.status})`);
+      throw new Error(`${path} could not be fetched (HTTP ${response.status})`);
     }
     const retryAfter = Number(response.headers.get("Retry-After"));
     await sleep(Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : backoffDelay(attempt - 1, random));
   }
+}
+
+/** The sale's puzzle (`GET /v1/sales/{sale}/challenge`), or null if it asks for none, fetched as
+ *  `getJson` does: a refusal for now is never taken for "no puzzle", which would only send a
+ *  join without an answer to be refused (the WaitingRoom tries the join again after its
+ *  back-off if the puzzle cannot be had). */
+export async function fetchPuzzle({ sale, ...options }) {
+  const puzzle = await getJson({ ...options, path: `/v1/sales/${encodeURIComponent(sale)}/challenge` });
+  return puzzle.kind === "pow" ? puzzle : null;
 }
 
 /**

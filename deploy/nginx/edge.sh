@@ -60,5 +60,8 @@ mkdir -p "$prefix"
   -e "s|^worker_processes auto;|worker_processes $workers;|" \
   -e "s|^error_log .*|error_log stderr warn;|" \
   "$template" >"$prefix/nginx.conf")
+# The pages' origin socket of a run that did not end cleanly (a kill, an OOM) would stop nginx
+# from listening on it again.
+rm -f "$prefix/pages.sock"
 # Its errors go to the container's log (stderr), start-up messages too (-e): not to files.
 exec nginx -e stderr -c "$prefix/nginx.conf"
