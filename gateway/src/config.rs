@@ -107,7 +107,8 @@ pub struct Config {
     )]
     pub place_requests_per_sec_per_ip: u32,
     /// Reads of a place's standing (a read-only script in the sale's slot) this gateway makes per
-    /// second, in bursts of twice that; past it, 503 `place_busy`. A place the gateway already
+    /// second, in bursts of twice that (one address a tenth of it); past it, the answer is the
+    /// gateway's memory's, marked `unconfirmed`. A place the gateway already
     /// knows is over (dead, its turn gone, the sale sold out) is answered without one.
     #[arg(long, env = "FLOODGATE_PLACE_READS_PER_SEC", default_value_t = 500)]
     pub place_reads_per_sec: u32,

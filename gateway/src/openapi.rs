@@ -70,7 +70,6 @@ refusals!(
     /// What a place's standing refuses with.
     PlaceRefusals [
         code::PLACE_RATE_LIMITED,
-        code::PLACE_BUSY,
         code::RESUME_OTHER_SALE,
         code::RESUME_REQUIRED,
         code::RESUME_INVALID,

@@ -8,7 +8,9 @@
 //! allowance (once every 5 s; a genuine token never counts against its address), then the buyer
 //! it is bound to. A place this gateway already knows is over (declared dead, its turn come
 //! and gone, the sale sold out) is answered from memory; only a place that may still be alive
-//! costs one read-only script in the sale's slot, within the gateway's read budget. The position
+//! costs one read-only script in the sale's slot, within the gateway's read budget and the
+//! address's share of it (past either, the answer is the gateway's memory's, `unconfirmed`,
+//! never a refusal). The position
 //! is the room's own view on this gateway. Nothing is written: a poll keeps no place alive.
 
 use axum::extract::State;
@@ -97,7 +99,18 @@ pub async fn place(
     if ctx.room.is_over(claim.ticket, now) {
         return Err(takeback::expired());
     }
-    state.place.guard.read(client)?;
+    // Within this address's share of the gateway's reads, and within its budget, the place's
+    // record is read. Past either, the answer is what this gateway holds in memory, marked
+    // unconfirmed, rather than a refusal: an app behind a busy carrier's address (a stranger
+    // there polling thousands of places, say) still learns where its place stands, and no
+    // question costs the sale's slot more than the budget.
+    if state.place.guard.read(client).is_err() {
+        let standing = place_of(&ctx.room, &view, claim.ticket, now)?;
+        return Ok(answer(PlaceStanding {
+            unconfirmed: true,
+            ..standing
+        }));
+    }
     let kept = takeback::standing(&ctx.scope, claim.ticket, taker)
         .await
         .inspect_err(|refused| {
@@ -144,6 +157,7 @@ fn place_of(
         pass_ready: false,
         pass_expires_at_ms: None,
         kept_until_ms: None,
+        unconfirmed: false,
     };
     if view.sold_out {
         standing.state = PlaceState::SoldOut;

@@ -63,8 +63,8 @@ codes! {
     RESUME_REQUIRED = "resume_required", 401, "no resume token where one is needed";
     DRAW_RATE_LIMITED = "draw_rate_limited", 429, "this address asks for the draw's record faster than allowed, or takes more than its tenth of the gateway's reads";
     DRAW_BUSY = "draw_busy", 503, "the gateway reads the draw's record as fast as it may";
-    PLACE_RATE_LIMITED = "place_rate_limited", 429, "this address, or this place, is asked about faster than allowed, or this address takes more than its tenth of the gateway's reads";
-    PLACE_BUSY = "place_busy", 503, "the gateway reads places' standing as fast as it may";
+    PLACE_RATE_LIMITED = "place_rate_limited", 429, "this address, or this place, is asked about faster than allowed";
+    PLACE_BUSY = "place_busy", 503, "the gateway reads places' standing as fast as it may (counted in floodgate_requests_limited_total; `/place` then answers from memory, `unconfirmed`, and never sends it)";
     CHALLENGE_RATE_LIMITED = "challenge_rate_limited", 429, "this address asks for the puzzles of sales not open on the gateway faster than allowed";
     BOOKING_RATE_LIMITED = "booking_rate_limited", 429, "this address makes booking requests faster than allowed";
     RESERVATION_RATE_LIMITED = "reservation_rate_limited", 429, "this pass tries reservations faster than allowed: retry with the same key after `Retry-After`";

@@ -51,6 +51,13 @@ pub struct PlaceStanding {
     /// null while a session holds it.
     #[schema(value_type = Option<i64>)]
     pub kept_until_ms: Option<UnixMillis>,
+    /// `true`: the gateway answered from what it holds in memory, without reading the place's
+    /// record (it reads as fast as it may, or this address asks for more than its share of its
+    /// reads). The state, position and ETA are the room's own view as ever, but
+    /// `kept_until_ms` is not known and the place may have lapsed: ask again later for an
+    /// answer that is. Absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unconfirmed: bool,
 }
 
 /// Where a place stands.
