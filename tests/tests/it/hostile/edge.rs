@@ -521,3 +521,65 @@ async fn answers_from_the_edges_cache_are_never_refused_for_their_address(db: sq
         "{misses:?}"
     );
 }
+
+/// No path reaches the gateways as anything but one request: a path whose encoded line breaks
+/// (`%0D%0A`) would, decoded into the request line the edge writes, split it into requests of
+/// the stranger's own writing (each with no address the limits count, or another's). The edge
+/// here stands in front of a listener that keeps every request line it is sent.
+#[tokio::test]
+async fn an_encoded_line_break_in_a_path_never_splits_the_request_the_gateways_get() {
+    use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
+    let origin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let at = origin.local_addr().unwrap();
+    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = origin.accept().await {
+            let lines_tx = lines_tx.clone();
+            tokio::spawn(async move {
+                let (read, mut write) = socket.into_split();
+                let mut read = tokio::io::BufReader::new(read);
+                let mut line = String::new();
+                while read.read_line(&mut line).await.unwrap_or(0) > 0 {
+                    if line.starts_with("GET ") {
+                        let _ = lines_tx.send(line.trim_end().to_owned());
+                    }
+                    if line == "\r\n" {
+                        let answer = "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n";
+                        let _ = write.write_all(answer.as_bytes()).await;
+                    }
+                    line.clear();
+                }
+            });
+        }
+    });
+    let edge = Edge::start(&[at], at).await;
+    let smuggled = "%20HTTP/1.1%0D%0AHost:%20e%0D%0A%0D%0AGET%20/smuggled%20HTTP/1.1%0D%0AHost:%20e%0D%0AX-Forwarded-For:%20203.0.113.9%0D%0A%0D%0AGET%20/x";
+    for path in [
+        format!("/assets/a{smuggled}"),
+        format!("/v1/sales/s1{smuggled}"),
+        format!("/{smuggled}"),
+    ] {
+        let mut socket = tokio::net::TcpStream::connect(edge.addr).await.unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n");
+        socket.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        socket.read_to_end(&mut answer).await.unwrap();
+    }
+    drop(edge);
+    let mut seen = Vec::new();
+    while let Ok(line) = lines.try_recv() {
+        seen.push(line);
+    }
+    assert!(!seen.is_empty(), "the edge asked the origin");
+    // The rule that keeps it so: no proxy_pass names a variable (its value is decoded).
+    let conf =
+        std::fs::read_to_string(floodgate_tests::containers::repo().join("deploy/nginx/cdn.conf"))
+            .unwrap();
+    assert!(conf
+        .lines()
+        .all(|l| !(l.trim().starts_with("proxy_pass") && l.contains('$'))));
+    assert!(
+        seen.iter().all(|l| !l.starts_with("GET /smuggled")),
+        "a request of the stranger's own reached the origin: {seen:?}"
+    );
+}
