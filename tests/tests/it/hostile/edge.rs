@@ -583,3 +583,50 @@ async fn an_encoded_line_break_in_a_path_never_splits_the_request_the_gateways_g
         "a request of the stranger's own reached the origin: {seen:?}"
     );
 }
+
+/// Sealed credentials skip the ceiling for junk, but not every limit of their address: a seal
+/// names no sale and does not expire, so a stranger could hoard thousands of genuine tokens and
+/// send them all. Every request of an address to the services is held to a second, higher
+/// ceiling (made 5 at once here), which what the first one refuses does not spend. Before,
+/// sealed requests had no ceiling at all.
+#[sqlx::test(migrations = "../migrations")]
+async fn hoarded_sealed_tokens_still_meet_a_ceiling_of_their_address(db: sqlx::PgPool) {
+    use floodgate_tests::client::RoomClient;
+    let app = TestApp::spawn(db).await;
+    let sale = app.pending_sale("edge-hoard-").await;
+    let mut tokens = Vec::new();
+    for _ in 0..8 {
+        let person = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+        tokens.push(person.resume_token.clone());
+        person.leave().await;
+    }
+    let edge = shipped_edge_with(
+        &app,
+        &[
+            (
+                "zone=floodgate_everything:16m rate=20000r/s",
+                "zone=floodgate_everything:16m rate=1r/m",
+            ),
+            (
+                "zone=floodgate_everything burst=40000",
+                "zone=floodgate_everything burst=5",
+            ),
+        ],
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let place = edge.url(&format!("/v1/sales/{sale}/place"));
+    let mut at_the_edge = 0;
+    for token in &tokens {
+        let answer = http
+            .get(&place)
+            .header("floodgate-resume", token)
+            .send()
+            .await
+            .unwrap();
+        if answer.text().await.unwrap().contains("too_many_requests") {
+            at_the_edge += 1;
+        }
+    }
+    assert!(at_the_edge >= 2, "{at_the_edge} of 8 refused by the edge");
+}

@@ -197,3 +197,27 @@ async fn one_place_and_the_gateways_reads_have_their_own_allowance(db: sqlx::PgP
         "an unconfirmed answer reads nothing"
     );
 }
+
+/// Genuine tokens of a sale this gateway has no room for (one over, or never here) are held to
+/// their address's allowance before the sale is looked up in Redis, as a join's are: a stranger
+/// hoarding tokens of old sales cannot buy a read per token. Before, each was a lookup: 404
+/// `unknown_sale` every time.
+#[sqlx::test(migrations = "../migrations")]
+async fn tokens_of_a_sale_not_here_pay_their_addresss_allowance(db: sqlx::PgPool) {
+    let options = TestOptions {
+        place_requests_per_sec_per_ip: 1,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let key = app.signer.resume_key();
+    let mut answers = Vec::new();
+    for ticket in 0..8 {
+        let token = key.issue("gone-sale", ticket, None);
+        answers.push(ask(&app, "gone-sale", &token).await);
+    }
+    let limited = answers
+        .iter()
+        .filter(|a| a.1 == "place_rate_limited")
+        .count();
+    assert!(limited >= 5, "{answers:?}");
+}
