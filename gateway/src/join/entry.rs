@@ -65,9 +65,7 @@ impl<'a> Entry<'a> {
         identified: bool,
     ) -> Result<(), ApiError> {
         match &request.resumed {
-            Some(claim) if identified => {
-                self.person(Person::of((&request.sale, "place", claim.ticket)))
-            }
+            Some(claim) if identified => self.person(place(request, claim)),
             _ => Ok(()),
         }
     }
@@ -130,7 +128,7 @@ pub(super) async fn pay(
     // back its own allowance and its address's allowance of returns.
     let person = match (buyer, &request.resumed) {
         (Some(buyer), _) => Some(Person::of((&request.sale, "buyer", buyer.as_str()))),
-        (None, Some(claim)) => Some(Person::of((&request.sale, "place", claim.ticket))),
+        (None, Some(claim)) => Some(place(request, claim)),
         (None, None) => None,
     };
     let payer = match (buyer, &request.resumed, door.challenge) {
@@ -159,4 +157,9 @@ pub(super) async fn pay(
             .map_err(|e| entry.failed(e))?;
     }
     Ok(slot)
+}
+
+/// The person a place coming back is: its sale and ticket, whoever presents its token.
+fn place(request: &JoinRequest, claim: &resume::Claim) -> Person {
+    Person::of((&request.sale, "place", claim.ticket))
 }
