@@ -13,6 +13,8 @@
 //!   (its scripts' scope, the room, the signed-in sessions).
 //! - [`room`]: a sale's shared view on this gateway, its refresh task and the admission
 //!   controller (`room::view`, `room::driver`, `room::controller`).
+//! - `rooms`: the rooms this gateway holds, one per sale: started on first need for an armed
+//!   sale, retired when idle.
 //! - [`scripts`]: every Redis script and pipelined read of the gateway, each with a typed
 //!   answer: the tickets (join, resume, leave) and the room's tick.
 //! - [`places`]: dead places and admission batches, as the room learns them from Redis.
