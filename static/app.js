@@ -406,7 +406,7 @@ function showWho() {
   $("join").textContent = state.door?.identity === "required" && !token ? "Sign in to join" : "Join the queue";
 }
 
-// The answer to the sale's proof of work, if it asks for one: find a nonce whose SHA-256 with the
+// The answer to the sale's proof of work, if it asks for one: find a nonce whose MD5 with the
 // puzzle starts with `difficulty` zero bits (docs/protocol.md 1.12). A person's browser spends a
 // fraction of a second; a bot joining thousands of times pays for each.
 // The sale's door (who may join, the bot check), from its summary; null if it could not be had,

@@ -53,86 +53,89 @@ export function zeroBits(hash) {
   return bits;
 }
 
-// SHA-256 (FIPS 180-4) in plain JavaScript, for the proof of work: WebCrypto's digest costs an
-// await per hash, which on a slow phone is most of the work (BENCHMARKS.md, "The proof of work on
-// a phone"). Every puzzle answer shares its prefix, so its full blocks are hashed once.
-const K = Uint32Array.from([
-  0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-  0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-  0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-  0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-  0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-  0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-  0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-  0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-]);
-const H0 = [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19];
+// MD5 (RFC 1321) in plain JavaScript, for the proof of work. MD5 because it is the one hash the
+// edge (nginx's secure_link_md5) can compute: it checks each answer's hash there, so a solved
+// puzzle is told from a stranger's junk before any gateway hears of either (docs/protocol.md
+// 1.3). Its collisions do not matter here: a puzzle asks for leading zero bits, found only by
+// trying nonce after nonce. Plain JavaScript, not WebCrypto, because WebCrypto has no MD5 and
+// costs an await per hash anyway. Every answer shares the puzzle as its prefix, so the prefix's
+// whole blocks are hashed once.
+const MD5_K = Uint32Array.from({ length: 64 }, (_, i) => Math.floor(Math.abs(Math.sin(i + 1)) * 2 ** 32));
+const MD5_SHIFTS = [7, 12, 17, 22, 5, 9, 14, 20, 4, 11, 16, 23, 6, 10, 15, 21];
+const MD5_H0 = [0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476];
 
-/** Folds the 64-byte block at `bytes[at..]` into state `h` (eight 32-bit words), using `w`. */
-function compress(h, bytes, at, w) {
+/** Folds the 64-byte block at `bytes[at..]` into state `h` (four 32-bit words), using `w`. */
+function md5Block(h, bytes, at, w) {
   for (let i = 0; i < 16; i++) {
     const o = at + 4 * i;
-    w[i] = (bytes[o] << 24) | (bytes[o + 1] << 16) | (bytes[o + 2] << 8) | bytes[o + 3];
+    w[i] = bytes[o] | (bytes[o + 1] << 8) | (bytes[o + 2] << 16) | (bytes[o + 3] << 24);
   }
-  for (let i = 16; i < 64; i++) {
-    const x = w[i - 15], y = w[i - 2];
-    const s0 = ((x >>> 7) | (x << 25)) ^ ((x >>> 18) | (x << 14)) ^ (x >>> 3);
-    const s1 = ((y >>> 17) | (y << 15)) ^ ((y >>> 19) | (y << 13)) ^ (y >>> 10);
-    w[i] = (w[i - 16] + s0 + w[i - 7] + s1) | 0;
-  }
-  let [a, b, c, d, e, f, g, k] = h;
+  let [a, b, c, d] = h;
   for (let i = 0; i < 64; i++) {
-    const s1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7));
-    const t1 = (k + s1 + ((e & f) ^ (~e & g)) + K[i] + w[i]) | 0;
-    const s0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10));
-    const t2 = (s0 + ((a & b) ^ (a & c) ^ (b & c))) | 0;
-    k = g; g = f; f = e; e = (d + t1) | 0; d = c; c = b; b = a; a = (t1 + t2) | 0;
+    const round = i >> 4;
+    let f, g;
+    if (round === 0) { f = (b & c) | (~b & d); g = i; }
+    else if (round === 1) { f = (d & b) | (~d & c); g = (5 * i + 1) & 15; }
+    else if (round === 2) { f = b ^ c ^ d; g = (3 * i + 5) & 15; }
+    else { f = c ^ (b | ~d); g = (7 * i) & 15; }
+    const s = MD5_SHIFTS[4 * round + (i & 3)];
+    const x = (a + f + MD5_K[i] + w[g]) | 0;
+    a = d; d = c; c = b;
+    b = (b + ((x << s) | (x >>> (32 - s)))) | 0;
   }
   h[0] = (h[0] + a) | 0; h[1] = (h[1] + b) | 0; h[2] = (h[2] + c) | 0; h[3] = (h[3] + d) | 0;
-  h[4] = (h[4] + e) | 0; h[5] = (h[5] + f) | 0; h[6] = (h[6] + g) | 0; h[7] = (h[7] + k) | 0;
 }
 
-/** SHA-256 of `prefix` (UTF-8 bytes) followed by the ASCII `tail`s, one after another: what
- *  `hasher(prefix)(tail)` answers, as 32 bytes. The prefix's whole blocks are hashed once. */
-export function sha256Prefixed(prefix) {
+/** MD5 of `prefix` (bytes) followed by an ASCII `tail`: what `md5Prefixed(prefix)(tail)`
+ *  answers, as 16 bytes. The prefix's whole blocks are hashed once. */
+export function md5Prefixed(prefix) {
   const whole = prefix.length - (prefix.length % 64);
-  const mid = Int32Array.from(H0);
-  const w = new Int32Array(64);
-  for (let at = 0; at < whole; at += 64) compress(mid, prefix, at, w);
+  const mid = Int32Array.from(MD5_H0);
+  const w = new Int32Array(16);
+  for (let at = 0; at < whole; at += 64) md5Block(mid, prefix, at, w);
   const rest = prefix.subarray(whole);
   const block = new Uint8Array(128);
-  const h = new Int32Array(8);
+  const h = new Int32Array(4);
   return (tail) => {
     const length = rest.length + tail.length;
-    const blocks = length + 9 > 64 ? 2 : 1;
-    block.fill(0, 0, blocks * 64);
+    const end = length + 9 > 64 ? 128 : 64;
+    block.fill(0, 0, end);
     block.set(rest);
     for (let i = 0; i < tail.length; i++) block[rest.length + i] = tail.charCodeAt(i);
     block[length] = 0x80;
+    // The message's length in bits, little-endian, in the last 8 bytes.
     const bits = (prefix.length + tail.length) * 8;
-    const end = blocks * 64;
-    block[end - 4] = bits >>> 24; block[end - 3] = bits >>> 16; block[end - 2] = bits >>> 8; block[end - 1] = bits;
-    block[end - 5] = Math.floor(bits / 2 ** 32);
+    block[end - 8] = bits; block[end - 7] = bits >>> 8; block[end - 6] = bits >>> 16; block[end - 5] = bits >>> 24;
+    block[end - 4] = Math.floor(bits / 2 ** 32);
     h.set(mid);
-    for (let at = 0; at < end; at += 64) compress(h, block, at, w);
-    const out = new Uint8Array(32);
-    for (let i = 0; i < 8; i++) {
-      out[4 * i] = h[i] >>> 24; out[4 * i + 1] = h[i] >>> 16; out[4 * i + 2] = h[i] >>> 8; out[4 * i + 3] = h[i];
+    for (let at = 0; at < end; at += 64) md5Block(h, block, at, w);
+    const out = new Uint8Array(16);
+    for (let i = 0; i < 4; i++) {
+      out[4 * i] = h[i]; out[4 * i + 1] = h[i] >>> 8; out[4 * i + 2] = h[i] >>> 16; out[4 * i + 3] = h[i] >>> 24;
     }
     return out;
   };
 }
 
-/** Solves a proof-of-work puzzle (`GET /v1/sales/{sale}/challenge`): the answer to join with.
+/** Bytes as unpadded base64url (RFC 4648 5), as the edge and the gateways write a hash. */
+export function base64url(bytes) {
+  let binary = "";
+  for (const byte of bytes) binary += String.fromCharCode(byte);
+  return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+/** Solves a proof-of-work puzzle (`GET /v1/sales/{sale}/challenge`): the answer to join with,
+ *  `<puzzle>~<nonce>~<proof>`, the proof being the base64url MD5 of `<puzzle>~<nonce>`.
  *  Everyone asking within a few seconds gets the same puzzle and each answer joins once, so the
  *  search starts from a random nonce of its own (a neighbour's would be found first, and spent).
  *  The page stays responsive: the search yields to the event loop every few thousand hashes. */
 export async function solvePuzzle(puzzle) {
-  const hash = sha256Prefixed(new TextEncoder().encode(`${puzzle.puzzle}~`));
+  const hash = md5Prefixed(new TextEncoder().encode(`${puzzle.puzzle}~`));
   const own = Array.from(crypto.getRandomValues(new Uint8Array(8)), (b) => b.toString(16).padStart(2, "0")).join("");
   for (let n = 0; ; n++) {
     const nonce = own + n.toString(16);
-    if (zeroBits(hash(nonce)) >= puzzle.difficulty) return `${puzzle.puzzle}~${nonce}`;
+    const digest = hash(nonce);
+    if (zeroBits(digest) >= puzzle.difficulty) return `${puzzle.puzzle}~${nonce}~${base64url(digest)}`;
     if (n % 4096 === 4095) await new Promise((resolve) => setTimeout(resolve, 0));
   }
 }

@@ -6,6 +6,11 @@
 //! token, checked at the provider); the built-in verifier is [`ProofOfWork`]: the gateway hands
 //! out a signed puzzle (`GET /v1/sales/{sale}/challenge`), the client finds a nonce whose hash
 //! with the puzzle has `difficulty` leading zero bits, and the gateway checks that in one hash.
+//! The hash is MD5, the one an edge can compute (nginx's `secure_link_md5`): the answer carries
+//! it (`<puzzle>~<nonce>~<proof>`), so the shipped edge tells solved puzzles from a stranger's
+//! junk before any gateway hears of either, and counts only the junk against its address
+//! (`deploy/nginx/cdn.conf`). MD5's collisions do not matter here: leading zero bits are found
+//! only by trying nonce after nonce.
 //! Raising the difficulty during an attack (the ops API) makes every join cost a bot twice the
 //! work per bit, and a person's browser a fraction of a second more.
 //!
@@ -24,6 +29,7 @@ use std::pin::Pin;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
+use md5::Md5;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
@@ -98,9 +104,9 @@ pub trait ChallengeVerifier: Send + Sync {
 pub struct Puzzle {
     /// `"pow"`.
     pub kind: String,
-    /// The puzzle; the answer is `<puzzle>~<nonce>`.
+    /// The puzzle; the answer is `<puzzle>~<nonce>~<proof>` ([`ProofOfWork::solve`]).
     pub puzzle: String,
-    /// Leading zero bits SHA-256(`<puzzle>~<nonce>`) must have.
+    /// Leading zero bits MD5(`<puzzle>~<nonce>`) must have.
     pub difficulty: u8,
     /// Answer before this, Unix ms.
     pub expires_at_ms: UnixMillis,
@@ -112,8 +118,10 @@ pub struct Puzzle {
 pub enum ChallengeOffer {
     /// The sale asks for no bot check: join straight away.
     None,
-    /// A proof of work: find a nonce such that SHA-256(`<puzzle>~<nonce>`) has `difficulty`
-    /// leading zero bits, and join with `challenge=<puzzle>~<nonce>` before `expires_at_ms`.
+    /// A proof of work: find a nonce (1 to 64 of `A-Z a-z 0-9 - _`) such that
+    /// MD5(`<puzzle>~<nonce>`) has `difficulty` leading zero bits, and join with
+    /// `challenge=<puzzle>~<nonce>~<proof>` before `expires_at_ms`, the proof that MD5 in
+    /// unpadded base64url.
     Pow {
         puzzle: String,
         difficulty: u8,
@@ -139,7 +147,7 @@ pub struct ProofOfWork {
     key: [u8; 32],
 }
 
-const VERSION: &str = "p2";
+const VERSION: &str = "p3";
 
 impl ProofOfWork {
     /// Derives the puzzles' MAC key from the admission signing seed every gateway holds
@@ -186,7 +194,8 @@ impl ProofOfWork {
         if answer.len() > MAX_ANSWER_LEN {
             return Err(ChallengeError::Failed);
         }
-        let (puzzle, _nonce) = answer.rsplit_once('~').ok_or(ChallengeError::Failed)?;
+        let (solved, proof) = answer.rsplit_once('~').ok_or(ChallengeError::Failed)?;
+        let (puzzle, _nonce) = solved.rsplit_once('~').ok_or(ChallengeError::Failed)?;
         let (body, mac) = puzzle.rsplit_once('~').ok_or(ChallengeError::Failed)?;
         let mac = B64.decode(mac).map_err(|_| ChallengeError::Failed)?;
         if !crate::same_secret(&mac, &self.mac(body)) {
@@ -206,25 +215,30 @@ impl ProofOfWork {
         if now_ms >= expires || asked < difficulty {
             return Err(ChallengeError::Expired);
         }
-        if leading_zero_bits(&Sha256::digest(answer.as_bytes())) < u32::from(asked) {
+        // The proof is the hash, written out: an answer whose proof is not its own would pass
+        // the edge's check for nothing.
+        let hash = Md5::digest(solved.as_bytes());
+        if proof != B64.encode(hash) || leading_zero_bits(&hash) < u32::from(asked) {
             return Err(ChallengeError::Failed);
         }
         // The answer, not the puzzle: everyone in a window shares the puzzle.
-        let id = hex::encode(&Sha256::digest(answer.as_bytes())[..16]);
         Ok(Passed {
-            single_use: Some((id, expires)),
+            single_use: Some((hex::encode(hash), expires)),
         })
     }
 
     /// Finds an answer to `puzzle` (what a client does; the tests and the load generator use
-    /// it), searching from a random nonce so that it is not a neighbour's.
+    /// it), searching from a random nonce so that it is not a neighbour's: `<puzzle>~<nonce>~
+    /// <proof>`.
     pub fn solve(puzzle: &Puzzle) -> String {
         let start = rand::rngs::OsRng.next_u64();
+        let prefix = Md5::new_with_prefix(format!("{}~", puzzle.puzzle));
         (0u64..)
-            .map(|n| format!("{}~{start:016x}{n:x}", puzzle.puzzle))
-            .find(|answer| {
-                leading_zero_bits(&Sha256::digest(answer.as_bytes()))
-                    >= u32::from(puzzle.difficulty)
+            .find_map(|n| {
+                let nonce = format!("{start:016x}{n:x}");
+                let hash = prefix.clone().chain_update(&nonce).finalize();
+                (leading_zero_bits(&hash) >= u32::from(puzzle.difficulty))
+                    .then(|| format!("{}~{nonce}~{}", puzzle.puzzle, B64.encode(hash)))
             })
             .expect("some nonce solves any puzzle of at most 32 bits")
     }
@@ -306,9 +320,22 @@ mod tests {
         );
         let wrong = (0u64..)
             .map(|n| format!("{}~{n:x}", puzzle.puzzle))
-            .find(|a| leading_zero_bits(&Sha256::digest(a.as_bytes())) < 8)
+            .map(|solved| (Md5::digest(solved.as_bytes()), solved))
+            .find(|(hash, _)| leading_zero_bits(hash) < 8)
+            .map(|(hash, solved)| format!("{solved}~{}", B64.encode(hash)))
             .unwrap();
         assert_eq!(pow.check("s1", &wrong, 8, now), Err(ChallengeError::Failed));
+        // A solution whose proof is not its hash, or has none: the edge would have counted it as
+        // work done, so the gateway refuses it.
+        let (solved, proof) = answer.rsplit_once('~').unwrap();
+        let other_proof = format!("{solved}~{}", B64.encode([0u8; 16]));
+        assert_ne!(other_proof, answer);
+        assert_eq!(
+            pow.check("s1", &other_proof, 8, now),
+            Err(ChallengeError::Failed)
+        );
+        assert_eq!(pow.check("s1", solved, 8, now), Err(ChallengeError::Failed));
+        assert_eq!(proof.len(), 22, "an MD5 in unpadded base64url");
         // A puzzle made up by the client, easier than asked: its MAC gives it away.
         let forged = answer.replacen("~8~", "~1~", 1);
         assert_eq!(

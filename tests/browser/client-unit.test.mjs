@@ -3,11 +3,11 @@
 // scripted WebSocket and a clock that runs only when told.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { webcrypto } from 'node:crypto';
+import { createHash, webcrypto } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 
 import {
-  Close, WaitingRoom, backoffDelay, drainDelay, fetchPuzzle, newDrawNonce, sha256Prefixed, solvePuzzle, zeroBits,
+  Close, WaitingRoom, backoffDelay, drainDelay, fetchPuzzle, newDrawNonce, md5Prefixed, base64url, solvePuzzle, zeroBits,
 } from '../../static/floodgate-client.js';
 import { closeCodes, load } from './asyncapi.mjs';
 
@@ -33,24 +33,31 @@ test('a draw nonce is 32 lowercase hex characters, fresh each time', () => {
   assert.notEqual(a, newDrawNonce(webcrypto));
 });
 
-test("the solver's SHA-256 is WebCrypto's, at every length around the block edges", async () => {
+test("the solver's MD5 is Node's, at every length around the block edges", () => {
   const text = new TextEncoder();
   for (let length = 0; length < 140; length++) {
     const prefix = 'p'.repeat(length);
-    const hash = sha256Prefixed(text.encode(prefix));
+    const hash = md5Prefixed(text.encode(prefix));
     for (const tail of ['', '0', 'ff3a', '123456789abcdef']) {
-      const expected = new Uint8Array(await webcrypto.subtle.digest('SHA-256', text.encode(prefix + tail)));
+      const expected = new Uint8Array(createHash('md5').update(prefix + tail).digest());
       assert.deepEqual(hash(tail), expected, `${length} + ${tail}`);
     }
   }
+  // RFC 1321's own test suite (A.5), and in base64url as the edge reads a hash.
+  const hex = (bytes) => Buffer.from(bytes).toString('hex');
+  assert.equal(hex(md5Prefixed(new Uint8Array())('abc')), '900150983cd24fb0d6963f7d28e17f72');
+  assert.equal(hex(md5Prefixed(text.encode('message '))('digest')), 'f96b697d7cb7938d525a2f31aaf161d0');
+  assert.equal(base64url(md5Prefixed(text.encode('message '))('digest')), '-WtpfXy3k41SWi8xqvFh0A');
 });
 
-test('a puzzle is solved to its difficulty', async () => {
+test('a puzzle is solved to its difficulty, with the proof the edge checks', async () => {
   assert.equal(zeroBits(new Uint8Array([0, 0x0f])), 12);
   const answer = await solvePuzzle({ kind: 'pow', puzzle: 'p', difficulty: 8 }, webcrypto);
-  const hash = new Uint8Array(await webcrypto.subtle.digest('SHA-256', new TextEncoder().encode(answer)));
-  assert.ok(answer.startsWith('p~'));
+  const [puzzle, nonce, proof] = answer.split('~');
+  assert.equal(puzzle, 'p');
+  const hash = createHash('md5').update(`p~${nonce}`).digest();
   assert.ok(zeroBits(hash) >= 8);
+  assert.equal(proof, hash.toString('base64url'));
 });
 
 /** A WebSocket whose server side the test plays; every socket made is kept in `sockets`. */

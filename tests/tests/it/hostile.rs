@@ -15,6 +15,8 @@
 //!   address's to pay for, a person pays with what is their own.
 
 mod booking;
+mod cached;
+mod ceiling;
 mod duplicates;
 mod edge;
 mod health;

@@ -249,7 +249,7 @@ async fn during_a_flood<T>(
 
 /// The shipped edge in front of `app`, each of `changes` (a text of cdn.conf, and what it
 /// becomes everywhere) made: a limit made small enough for a test to reach.
-async fn shipped_edge_with(app: &TestApp, changes: &[(&str, &str)]) -> Edge {
+pub(super) async fn shipped_edge_with(app: &TestApp, changes: &[(&str, &str)]) -> Edge {
     let shipped = floodgate_tests::containers::repo().join("deploy/nginx/cdn.conf");
     let mut conf = std::fs::read_to_string(shipped).unwrap();
     for (text, becomes) in changes {
