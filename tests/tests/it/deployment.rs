@@ -535,9 +535,11 @@ fn the_edge_is_sized_for_the_rush_and_limits_each_client() {
         "limit_req_zone $floodgate_ws_anonymous",
         "limit_conn_zone $floodgate_ws_unnamed",
         "limit_req_zone $floodgate_unproven",
-        "limit_req_zone $http_x_forwarded_for zone=floodgate_pages",
-        "\"\" $binary_remote_addr;",
-        "default $binary_remote_addr;",
+        "limit_req_zone $floodgate_client zone=floodgate_pages",
+        "\"\" $floodgate_client;",
+        "default $floodgate_client;",
+        // A client is an IPv4 address, or an IPv6 address's /64.
+        "map $binary_remote_addr $floodgate_client {",
     ] {
         assert!(conf.contains(zone), "{zone}");
     }
