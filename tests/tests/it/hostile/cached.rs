@@ -1,7 +1,7 @@
 //! What the shipped edge (`deploy/nginx/cdn.conf`) answers from its cache: the same copy for
 //! everyone, which nothing a stranger sends may spoil.
 
-use floodgate_tests::TestApp;
+use floodgate_tests::{unique, TestApp};
 
 use super::edge::shipped_edge_with;
 
@@ -49,4 +49,66 @@ async fn a_query_on_a_cached_document_never_reaches_the_origin_to_refresh_it(db:
         .await
         .unwrap();
     assert_ne!(page.status(), 400);
+}
+
+/// An answer from the edge's cache is never refused for its address: a stranger fetching the
+/// page, the sale's summary and its puzzle as fast as it can from a carrier's address refuses
+/// no one there any of them, and what reaches the gateways is still counted per address. The
+/// shipped edge with the pages' allowance made 2 a minute (5 at once): 40 loads of each all
+/// answered, each costing the origin one miss (the
+/// page and the summary, which the origin marks for no browser to keep, are kept a second by
+/// the edge), asks for made-up sales (each a miss) refused past the allowance. Before, the
+/// address's cached answers counted too (429 `too_many_requests` after two), and the page and
+/// the summary were never kept: each load a miss, counted and queued on the cache's lock.
+#[sqlx::test(migrations = "../migrations")]
+async fn answers_from_the_edges_cache_are_never_refused_for_their_address(db: sqlx::PgPool) {
+    let site = std::env::temp_dir().join(unique("floodgate-page-"));
+    std::fs::create_dir_all(&site).unwrap();
+    floodgate_tests::copy_page(&site);
+    let options = floodgate_tests::TestOptions {
+        static_dir: Some(site),
+        ..floodgate_tests::TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = app.pending_sale("edge-cached-").await;
+    let edge = shipped_edge_with(
+        &app,
+        &[
+            (
+                "zone=floodgate_pages:16m rate=1000r/s",
+                "zone=floodgate_pages:16m rate=2r/m",
+            ),
+            (
+                "zone=floodgate_pages burst=2000",
+                "zone=floodgate_pages burst=4",
+            ),
+        ],
+    )
+    .await;
+    let http = reqwest::Client::new();
+    for path in [
+        format!("/?sale={sale}"),
+        format!("/v1/sales/{sale}"),
+        format!("/v1/sales/{sale}/challenge"),
+    ] {
+        let mut statuses = Vec::new();
+        for _ in 0..40 {
+            let answer = http.get(edge.url(&path)).send().await.unwrap();
+            statuses.push(answer.status().as_u16());
+        }
+        assert!(statuses.iter().all(|s| *s == 200), "{path}: {statuses:?}");
+    }
+    let mut misses = Vec::new();
+    for i in 0..8 {
+        let made_up = edge.url(&format!("/v1/sales/made-up-{i}/challenge"));
+        let answer = http.get(&made_up).send().await.unwrap();
+        let status = answer.status().as_u16();
+        misses.push((status, answer.text().await.unwrap()));
+    }
+    assert!(
+        misses
+            .iter()
+            .any(|(status, body)| *status == 429 && body.contains("too_many_requests")),
+        "{misses:?}"
+    );
 }

@@ -5,7 +5,7 @@
 use floodgate_protocol::challenge::Puzzle;
 use floodgate_protocol::settings::{ChallengeRule, Door};
 use floodgate_tests::client::RoomClient;
-use floodgate_tests::TestApp;
+use floodgate_tests::{SaleSpec, TestApp};
 
 use super::edge::shipped_edge_with;
 
@@ -164,4 +164,145 @@ async fn every_address_of_one_ipv6_64_shares_its_ceiling_at_the_edge(db: sqlx::P
         !refused_at_the_edge(next_64).await,
         "another /64 has its own"
     );
+}
+
+/// The edge's ceiling on an address counts only what it cannot prove the services issued. The
+/// services seal the resume tokens, passes and reservations' secrets they hand out
+/// (`<credential>~<seal>`, platform::clients::seal); a stranger's junk credentials fill its
+/// address's ceiling (the shipped edge with it made 5 a minute), and the person behind the same
+/// address still asks after their place, reserves with their pass, reads their reservation and
+/// comes back to their place on `/ws`, while more junk is still refused. Before, every request
+/// of the address counted, and the person was refused 429 `too_many_requests` with the junk.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_strangers_junk_at_the_ceiling_does_not_refuse_its_peoples_own_credentials(
+    db: sqlx::PgPool,
+) {
+    use floodgate_client::booking::BookingClient;
+    let app = TestApp::spawn(db).await;
+    let sale = app.open_sale("edge-seal-", SaleSpec::default()).await;
+    let mut person = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    let pass = person.admitted(std::time::Duration::from_secs(10)).await;
+    let token = person.resume_token.clone();
+    person.leave().await;
+    for issued in [&token, &pass] {
+        assert_eq!(
+            floodgate_platform::clients::unsealed(issued).len() + 23,
+            issued.len(),
+            "sealed by the gateway: {issued}"
+        );
+    }
+
+    let edge = ceiling_of_five(&app).await;
+    let http = reqwest::Client::new();
+    let place = edge.url(&format!("/v1/sales/{sale}/place"));
+    let reservations = edge.url(&format!("/v1/sales/{sale}/reservations/p1-x"));
+    let junk_seal = "A".repeat(22);
+    let mut refused = 0;
+    for i in 0..20 {
+        let junk = http
+            .get(&place)
+            .header(
+                "floodgate-resume",
+                format!("r2.{i}..AAAA.{sale}~{junk_seal}"),
+            )
+            .send();
+        let junk_secret = http
+            .get(&reservations)
+            .bearer_auth(format!("secret{i}~{junk_seal}"))
+            .send();
+        for answer in [junk.await.unwrap(), junk_secret.await.unwrap()] {
+            if answer.status() == 429 && answer.text().await.unwrap().contains("too_many_requests")
+            {
+                refused += 1;
+            }
+        }
+    }
+    assert!(
+        refused >= 30,
+        "the junk fills the ceiling: {refused} of 40 refused"
+    );
+
+    let asked = http
+        .get(&place)
+        .header("floodgate-resume", &token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asked.status(), 200, "{}", asked.text().await.unwrap());
+    let booking = BookingClient::new(http.clone(), edge.addr);
+    let held = booking
+        .reserve(&sale, &pass, &uuid::Uuid::new_v4().to_string(), "p1", 1)
+        .await
+        .expect("the person reserves with their pass");
+    let read = booking
+        .reservation(&sale, &held.reservation_id, &held.secret)
+        .await;
+    assert!(read.is_ok(), "the holder reads: {:?}", read.err());
+    let ws = edge
+        .url(&format!("/ws?sale={sale}"))
+        .replacen("http", "ws", 1);
+    let back = RoomClient::resume(&ws, &token, &[]).await;
+    assert!(back.is_ok(), "the person comes back: {:?}", back.err());
+
+    // A genuine token made longer is no longer sealed: the ceiling still holds it.
+    let mut more_junk = Vec::new();
+    for _ in 0..5 {
+        let answer = http
+            .get(&place)
+            .header("floodgate-resume", format!("{token}x"))
+            .send()
+            .await
+            .unwrap();
+        more_junk.push(answer.status().as_u16());
+    }
+    assert!(
+        more_junk.contains(&429),
+        "junk is still held: {more_junk:?}"
+    );
+}
+
+/// Sealed credentials skip the ceiling for junk, but not every limit of their address: a seal
+/// names no sale and does not expire, so a stranger could hoard thousands of genuine tokens and
+/// send them all. Every request of an address to the services is held to a second, higher
+/// ceiling (made 5 at once here), which what the first one refuses does not spend. Before,
+/// sealed requests had no ceiling at all.
+#[sqlx::test(migrations = "../migrations")]
+async fn hoarded_sealed_tokens_still_meet_a_ceiling_of_their_address(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = app.pending_sale("edge-hoard-").await;
+    let mut tokens = Vec::new();
+    for _ in 0..8 {
+        let person = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+        tokens.push(person.resume_token.clone());
+        person.leave().await;
+    }
+    let edge = shipped_edge_with(
+        &app,
+        &[
+            (
+                "zone=floodgate_everything:16m rate=20000r/s",
+                "zone=floodgate_everything:16m rate=1r/m",
+            ),
+            (
+                "zone=floodgate_everything burst=40000",
+                "zone=floodgate_everything burst=5",
+            ),
+        ],
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let place = edge.url(&format!("/v1/sales/{sale}/place"));
+    let mut at_the_edge = 0;
+    for token in &tokens {
+        let answer = http
+            .get(&place)
+            .header("floodgate-resume", token)
+            .send()
+            .await
+            .unwrap();
+        if answer.text().await.unwrap().contains("too_many_requests") {
+            at_the_edge += 1;
+        }
+    }
+    assert!(at_the_edge >= 2, "{at_the_edge} of 8 refused by the edge");
 }
