@@ -6,7 +6,8 @@
 //! - [`config`]: process settings (flags and environment).
 //! - `join`: `GET /ws`, from the request's checks and limits to the ticket and the upgrade;
 //!   `upgrade`: the WebSocket handshake answered here, and the ticket written before the
-//!   WebSocket layer takes the connection over.
+//!   WebSocket layer takes the connection over; `frame_watch`: the kind of each frame the client
+//!   sends, followed on the way in, so an oversized control frame is closed 1002 (RFC 6455 5.5).
 //! - `standing`: `GET /v1/sales/{sale}/place`, where a place stands, by its resume token (for
 //!   an app in the background).
 //! - [`session`]: one client's WebSocket session; [`sale`]: what the sessions of one sale share
@@ -48,6 +49,7 @@ mod cache;
 pub mod config;
 pub mod door;
 pub mod error;
+mod frame_watch;
 mod join;
 pub mod limits;
 mod memory;

@@ -25,9 +25,10 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_util::task::TaskTracker;
 
 use crate::error::ApiError;
+use crate::frame_watch::FrameWatch;
 
 /// A session's WebSocket, once open.
-pub type Socket = WebSocketStream<TokioIo<Upgraded>>;
+pub type Socket = WebSocketStream<FrameWatch<TokioIo<Upgraded>>>;
 
 /// A checked WebSocket handshake (RFC 6455, section 4.2.1), not yet answered.
 pub struct Upgrade {
@@ -212,7 +213,7 @@ pub async fn open(
         .await
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
     drop(frame);
-    Ok(WebSocketStream::from_raw_socket(io, Role::Server, Some(config())).await)
+    Ok(WebSocketStream::from_raw_socket(FrameWatch::new(io), Role::Server, Some(config())).await)
 }
 
 /// A server's text frame (RFC 6455, section 5.2): final, unmasked, with the shortest length

@@ -166,7 +166,8 @@ pub mod close {
     pub const PROTOCOL_ERROR: u16 = 1002;
     /// A text frame whose payload is not UTF-8 (RFC 6455's "invalid frame payload data").
     pub const INVALID_DATA: u16 = 1007;
-    /// A frame or message exceeded [`super::MAX_CLIENT_MESSAGE`].
+    /// A data frame or message exceeded [`super::MAX_CLIENT_MESSAGE`] (a control frame over 125
+    /// bytes, however long, is [`PROTOCOL_ERROR`]).
     pub const MESSAGE_TOO_BIG: u16 = 1009;
     /// An unexpected server error: reconnect with backoff.
     pub const INTERNAL_ERROR: u16 = 1011;

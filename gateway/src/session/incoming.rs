@@ -31,7 +31,10 @@ impl Session {
                 let _ = self.within_send_timeout(socket.flush()).await;
                 Some(End::ClientLeft)
             }
-            Some(Err(e)) => Some(Self::on_receive_error(&e)),
+            Some(Err(e)) => Some(Self::on_receive_error(
+                &e,
+                socket.get_ref().control_too_long(),
+            )),
             // Protocol-level pings are answered by the WebSocket layer itself.
             // (A raw frame is never what a read returns.)
             Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => None,
@@ -47,10 +50,18 @@ impl Session {
         }
     }
 
-    /// How a failed read ends the session.
-    fn on_receive_error(e: &tungstenite::Error) -> End {
+    /// How a failed read ends the session; `control_too_long`: the frame the client sent was a
+    /// control frame over 125 bytes (crate::frame_watch).
+    fn on_receive_error(e: &tungstenite::Error, control_too_long: bool) -> End {
         use tungstenite::error::{CapacityError, ProtocolError};
         match e {
+            // The layer refuses any frame past the size limit by its length alone: a control
+            // frame that long broke RFC 6455 (5.5), which is 1002, not a message too big.
+            tungstenite::Error::Capacity(CapacityError::MessageTooLong { .. })
+                if control_too_long =>
+            {
+                End::Closed(close::PROTOCOL_ERROR, Cow::Borrowed("protocol error"))
+            }
             tungstenite::Error::Capacity(CapacityError::MessageTooLong { .. }) => {
                 End::Closed(close::MESSAGE_TOO_BIG, Cow::Borrowed("message too big"))
             }

@@ -171,6 +171,20 @@ pub fn pings() -> Vec<Case> {
             frames(vec![Frame::new(PONG, vec![b'*'; 126])]),
             vec![Failed(PROTOCOL)],
         ),
+        // Past the size limit too, a control frame over 125 bytes is a protocol error (5.5),
+        // not a message too big: the frame's kind decides, as soon as its header is read.
+        case(
+            "2.10 a ping of 2,000 bytes",
+            frames(vec![Frame::new(PING, vec![b'*'; 2_000])]),
+            vec![Failed(PROTOCOL)],
+        ),
+        case(
+            "2.11 a pong that says it is 2^62 bytes, and sends none",
+            vec![Step::Raw(
+                [header(true, 0, PONG, true, 1 << 62), vec![1, 2, 3, 4]].concat(),
+            )],
+            vec![Failed(PROTOCOL)],
+        ),
     ];
     // Section 5.5.3: an endpoint MAY answer only the most recent of several pings.
     let many = (0..10)
@@ -448,6 +462,11 @@ pub fn closing() -> Vec<Case> {
         case(
             "7.7 a close of 126 bytes",
             frames(vec![Frame::close(1000, &[b'*'; 124])]),
+            vec![Failed(PROTOCOL)],
+        ),
+        case(
+            "7.7b a close of 2,000 bytes",
+            frames(vec![Frame::close(1000, &[b'*'; 1_998])]),
             vec![Failed(PROTOCOL)],
         ),
         case(

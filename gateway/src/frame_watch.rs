@@ -1,0 +1,201 @@
+//! What kind of frame broke the size limit. The WebSocket layer (tungstenite) refuses a frame
+//! longer than the waiting room's limit as soon as its header is read, as "message too big",
+//! before it looks at the frame's kind; RFC 6455 5.5 says a control frame (a ping, a pong, a
+//! close) over 125 bytes is a protocol error whatever its length, which the session closes with
+//! 1002, not 1009. So the bytes a client sends pass through [`FrameWatch`] on their way in,
+//! which follows the frames' headers (a few bytes of state, no copy) and remembers whether a
+//! control frame said it was longer than 125 bytes. A frame that short is the layer's own to
+//! refuse; the watch only tells the session which code a refusal of the layer's deserves.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// The longest payload a control frame may have (RFC 6455 5.5).
+const CONTROL_MAX: u64 = 125;
+
+/// A connection's incoming bytes, read through, with the headers of its frames followed.
+pub struct FrameWatch<T> {
+    inner: T,
+    /// The header being read: up to 14 bytes (2, then 2 or 8 of extended length, then a 4-byte
+    /// mask).
+    header: [u8; 14],
+    /// How many of `header`'s bytes have come.
+    have: u8,
+    /// Payload bytes still to pass before the next header.
+    payload_left: u64,
+    /// A control frame announced more than 125 bytes.
+    control_too_long: bool,
+}
+
+impl<T> FrameWatch<T> {
+    pub fn new(inner: T) -> Self {
+        Self {
+            inner,
+            header: [0; 14],
+            have: 0,
+            payload_left: 0,
+            control_too_long: false,
+        }
+    }
+
+    /// Whether a control frame announced more than 125 bytes: the client broke RFC 6455.
+    pub fn control_too_long(&self) -> bool {
+        self.control_too_long
+    }
+
+    /// Follows `bytes`, the next the client sent.
+    fn follow(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() && !self.control_too_long {
+            if self.payload_left > 0 {
+                let skipped = usize::try_from(self.payload_left)
+                    .unwrap_or(usize::MAX)
+                    .min(bytes.len());
+                self.payload_left -= skipped as u64;
+                bytes = &bytes[skipped..];
+                continue;
+            }
+            self.header[usize::from(self.have)] = bytes[0];
+            self.have += 1;
+            bytes = &bytes[1..];
+            if let Some((length, control)) = self.header_done() {
+                self.have = 0;
+                self.payload_left = length;
+                self.control_too_long = control && length > CONTROL_MAX;
+            }
+        }
+    }
+
+    /// The payload length and whether it is a control frame, once the whole header is here.
+    fn header_done(&self) -> Option<(u64, bool)> {
+        if self.have < 2 {
+            return None;
+        }
+        let [first, second] = [self.header[0], self.header[1]];
+        let (extended, short) = match second & 0x7f {
+            126 => (2, None),
+            127 => (8, None),
+            n => (0, Some(u64::from(n))),
+        };
+        let mask = if second & 0x80 != 0 { 4 } else { 0 };
+        if self.have < 2 + extended + mask {
+            return None;
+        }
+        let length = short.unwrap_or_else(|| {
+            let mut be = [0u8; 8];
+            let at = 8 - usize::from(extended);
+            be[at..].copy_from_slice(&self.header[2..2 + usize::from(extended)]);
+            u64::from_be_bytes(be)
+        });
+        // Opcodes 0x8 to 0xF are control frames.
+        Some((length, first & 0x08 != 0))
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for FrameWatch<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = read {
+            let this = &mut *self;
+            this.follow(&buf.filled()[before..]);
+        }
+        read
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for FrameWatch<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bytes: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, bytes)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client's frame header: masked, with `length` in the shortest form.
+    fn header(opcode: u8, length: u64) -> Vec<u8> {
+        let mut bytes = vec![0x80 | opcode];
+        match length {
+            n if n < 126 => bytes.push(0x80 | n as u8),
+            n if n <= u64::from(u16::MAX) => {
+                bytes.push(0x80 | 126);
+                bytes.extend_from_slice(&(n as u16).to_be_bytes());
+            }
+            n => {
+                bytes.push(0x80 | 127);
+                bytes.extend_from_slice(&n.to_be_bytes());
+            }
+        }
+        bytes.extend_from_slice(&[1, 2, 3, 4]);
+        bytes
+    }
+
+    fn watched(chunks: &[&[u8]]) -> bool {
+        let mut watch = FrameWatch::new(());
+        for chunk in chunks {
+            watch.follow(chunk);
+        }
+        watch.control_too_long()
+    }
+
+    #[test]
+    fn a_control_frame_is_told_by_its_header_alone_in_any_pieces() {
+        let text = [header(0x1, 300), vec![b'x'; 300]].concat();
+        let ping = [header(0x9, 125), vec![b'x'; 125]].concat();
+        assert!(
+            !watched(&[&text, &ping]),
+            "data of any length, a 125-byte ping"
+        );
+        // A long ping after a long text: the text's payload is skipped, never read as headers.
+        let long_ping = header(0x9, 2_000);
+        assert!(watched(&[&text, &long_ping]));
+        assert!(watched(&[&header(0x8, 126)]), "a close of 126 bytes");
+        assert!(
+            watched(&[&header(0xA, 1 << 62)]),
+            "a pong of a 64-bit length"
+        );
+        // Every split of the stream tells the same.
+        let stream = [text.clone(), ping.clone(), long_ping.clone()].concat();
+        for at in 0..stream.len() {
+            let (a, b) = stream.split_at(at);
+            assert!(watched(&[a, b]), "split at {at}");
+            assert!(!watched(&[&stream[..at]]) || at > text.len() + ping.len());
+        }
+        // A text frame whose payload looks like a long ping's header is still a text frame.
+        let disguised = [header(0x1, 8), header(0x9, 2_000)].concat();
+        assert_eq!(header(0x9, 2_000).len(), 8);
+        assert!(!watched(&[&disguised]));
+    }
+}
