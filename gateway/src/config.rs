@@ -112,6 +112,12 @@ pub struct Config {
     /// knows is over (dead, its turn gone, the sale sold out) is answered without one.
     #[arg(long, env = "FLOODGATE_PLACE_READS_PER_SEC", default_value_t = 500)]
     pub place_reads_per_sec: u32,
+    /// Places this gateway takes back per second (a resume: a script in the sale's slot each),
+    /// in bursts of twice that, one address a tenth of it; past its share an address is refused
+    /// 429 `join_rate_limited`, past the budget anyone 503 `resume_busy`. Sized for a drain: a
+    /// gateway's whole crowd comes back to the others within a couple of seconds.
+    #[arg(long, env = "FLOODGATE_RESUMES_PER_SEC", default_value_t = 2_000)]
+    pub resumes_per_sec: u32,
     /// How often one place may be asked about, whoever asks, after three at once; past it, 429
     /// `place_rate_limited`. An app polls every 30 s or so: a place asked about faster is a
     /// script's, and is refused before its read. 0: no allowance per place.

@@ -96,7 +96,7 @@ impl Guard {
                 .increment(1);
             return Err(ApiError::new(
                 self.refusals.limited,
-                "this address asks for more than its share of this gateway's reads; slow down"
+                "this address asks for more than its share of what this gateway may ask of Redis; slow down"
                     .into(),
             ));
         }
@@ -171,6 +171,25 @@ impl PlaceGuard {
             per_place.prune();
         }
     }
+}
+
+/// Taking places back (`/ws` with a resume token): each runs a script in the sale's slot, one at
+/// a time (a new place's join is batched, a return is not), so this gateway takes back at most
+/// `resumes` a second (in bursts of twice that), and no address more than a tenth of them: a
+/// stranger holding thousands of places, each within its own allowance, could otherwise send the
+/// sale's slot tens of thousands of scripts a second from one address. Per address itself, a
+/// return is held to its place's allowance and its sessions (crate::limits), not to this.
+pub fn resumes(resumes: u32) -> Guard {
+    Guard::new(
+        u32::MAX,
+        Some(resumes),
+        Refusals {
+            limited: code::JOIN_RATE_LIMITED,
+            limited_message: "",
+            busy: code::RESUME_BUSY,
+            busy_message: "this gateway takes places back as fast as it may; retry after the delay, or another gateway",
+        },
+    )
 }
 
 /// `GET /v1/sales/{sale}/challenge`'s limit: per address, on asks for a sale this gateway has no

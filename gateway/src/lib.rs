@@ -164,6 +164,8 @@ pub struct Shared {
     pub place: Arc<guards::PlaceGuard>,
     /// What asking for the puzzles of sales not open here may cost one address (crate::guards).
     pub challenges: Arc<guards::Guard>,
+    /// What taking places back may cost the sale's slot, and one address's share (crate::guards).
+    pub resumes: Arc<guards::Guard>,
 }
 
 impl axum::extract::FromRef<AppState> for Arc<Clients> {
@@ -230,6 +232,7 @@ impl AppState {
             config.place_every,
         ));
         let challenges = Arc::new(guards::challenges(config.challenges_per_sec_per_ip));
+        let resumes = Arc::new(guards::resumes(config.resumes_per_sec));
         let draw = Arc::new(draw_guard::DrawGuard::new(
             config.draw_reads_per_sec,
             config.draw_requests_per_sec_per_ip,
@@ -258,6 +261,7 @@ impl AppState {
             clients,
             place,
             challenges,
+            resumes,
         })))
     }
 }

@@ -61,6 +61,7 @@ refusals!(
         code::TOO_MANY_CONNECTIONS,
         code::JOIN_RATE_LIMITED,
         code::GATEWAY_FULL,
+        code::RESUME_BUSY,
         code::GATEWAY_DRAINING,
         code::REDIS_UNAVAILABLE,
     ]

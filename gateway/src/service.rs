@@ -77,6 +77,7 @@ fn connection_cap(sessions: u64) -> usize {
 fn prune_limits(state: &AppState, shutdown: tokio_util::sync::CancellationToken) {
     let (limits, draw) = (state.limits.clone(), state.draw.clone());
     let (place, challenges) = (state.place.clone(), state.challenges.clone());
+    let resumes = state.resumes.clone();
     tokio::spawn(async move {
         let mut every = tokio::time::interval(Duration::from_secs(60));
         loop {
@@ -87,6 +88,7 @@ fn prune_limits(state: &AppState, shutdown: tokio_util::sync::CancellationToken)
                     draw.prune();
                     place.prune();
                     challenges.prune();
+                    resumes.prune();
                 }
             }
         }

@@ -57,6 +57,8 @@ pub struct TestOptions {
     pub place_reads_per_sec: u32,
     pub place_every_ms: u64,
     pub challenges_per_sec_per_ip: u32,
+    /// Places a gateway takes back a second (`FLOODGATE_RESUMES_PER_SEC`).
+    pub resumes_per_sec: u32,
     /// The booking service's limits (`FLOODGATE_BOOKING_REQUESTS_PER_SEC_PER_IP`,
     /// `FLOODGATE_RESERVATIONS_PER_SEC_PER_PASS`, `FLOODGATE_WEBHOOK_FAILURES_PER_SEC_PER_IP`),
     /// and the proxies whose `X-Forwarded-For` it believes.
@@ -116,6 +118,7 @@ impl Default for TestOptions {
             place_reads_per_sec: 100_000,
             place_every_ms: 0,
             challenges_per_sec_per_ip: 100_000,
+            resumes_per_sec: 100_000,
             // Tests retry, replay and race reservations from 127.0.0.1 far faster than people.
             booking_requests_per_sec_per_ip: 100_000,
             booking_reads_per_sec_per_ip: 100_000,
@@ -196,6 +199,10 @@ impl TestOptions {
             (
                 "FLOODGATE_CHALLENGES_PER_SEC_PER_IP",
                 self.challenges_per_sec_per_ip.to_string(),
+            ),
+            (
+                "FLOODGATE_RESUMES_PER_SEC",
+                self.resumes_per_sec.to_string(),
             ),
             ("FLOODGATE_POW_RISE_ABOVE", self.pow_rise_above.to_string()),
             ("FLOODGATE_POW_CEILING", self.pow_ceiling.to_string()),

@@ -147,6 +147,11 @@ pub(super) async fn pay(
         // its address).
         (_, None) => {}
     }
+    // A return runs its script alone (a new place's join is batched): within this gateway's
+    // budget of them, and its address's share of that (crate::guards::resumes).
+    if request.resumed.is_some() {
+        state.resumes.read(entry.client)?;
+    }
     // The slots first: an answer is spent only on a join that will be let in.
     let slot = entry.hold(payer, person)?;
     // Coming back with a resume token takes back a place already won at the door, and nothing

@@ -116,6 +116,7 @@ codes! {
     // Limits and dependencies.
     GATEWAY_DRAINING = "gateway_draining", 503, "the gateway is stopping and takes no one new";
     GATEWAY_FULL = "gateway_full", 503, "the gateway holds as many sessions as it may";
+    RESUME_BUSY = "resume_busy", 503, "the gateway takes places back (a script in the sale's slot each) as fast as it may; retry after the delay, or another gateway";
     JOIN_RATE_LIMITED = "join_rate_limited", 429, "this address, or this person, joins faster than allowed";
     TOO_MANY_CONNECTIONS = "too_many_connections", 429, "this address holds the most anonymous sessions allowed";
     REDIS_UNAVAILABLE = "redis_unavailable", 503, "Redis is unreachable: nothing was decided";

@@ -338,3 +338,50 @@ async fn forged_identities_with_a_genuine_resume_token_are_checked_at_the_places
         .await
         .unwrap_or_else(|r| panic!("a new person behind the address: {r:?}"));
 }
+
+/// A place taken back runs its script in the sale's slot alone (a new place's join is
+/// batched), and each place is held only to its own allowance: a stranger holding thousands of
+/// places could send tens of thousands of scripts a second from one address. A gateway takes
+/// back at most `FLOODGATE_RESUMES_PER_SEC` places a second (made 10 here), one address a tenth
+/// of them: the stranger's eight places, taken back at once, are mostly refused 429
+/// `join_rate_limited`, and a person at another address takes theirs back. Before, every one of
+/// the stranger's was taken back.
+#[sqlx::test(migrations = "../migrations")]
+async fn one_address_takes_back_at_most_its_share_of_a_gateways_returns(db: sqlx::PgPool) {
+    let options = TestOptions {
+        resumes_per_sec: 10,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = app.pending_sale("returns-").await;
+    let person_at = "127.0.0.2".parse().ok();
+    let person = RoomClient::join_from(&app.ws_url(&sale), person_at, &[])
+        .await
+        .unwrap();
+    let person_token = person.resume_token.clone();
+    person.leave().await;
+    let mut tokens = Vec::new();
+    for _ in 0..8 {
+        let place = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+        tokens.push(place.resume_token.clone());
+        place.leave().await;
+    }
+    let mut back = Vec::new();
+    let mut codes = Vec::new();
+    for token in &tokens {
+        match RoomClient::resume(&app.ws_url(&sale), token, &[]).await {
+            Ok(client) => back.push(client),
+            Err(refused) => codes.push(refused.body["error"].as_str().unwrap_or("").to_owned()),
+        }
+    }
+    assert!(back.len() <= 3, "{} of 8 taken back: {codes:?}", back.len());
+    assert!(codes.iter().all(|c| c == "join_rate_limited"), "{codes:?}");
+    let protocols = format!("floodgate, floodgate-resume.{person_token}");
+    let returned = RoomClient::join_from(
+        &app.ws_url(&sale),
+        person_at,
+        &[("sec-websocket-protocol", &protocols)],
+    )
+    .await;
+    assert!(returned.is_ok(), "the person: {:?}", returned.err());
+}
