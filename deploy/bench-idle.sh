@@ -18,7 +18,7 @@ export FLOODGATE_GATEWAY_ADMIN_LISTEN=127.0.0.1:19080
 # The sessions come from a handful of addresses: lift the per-address limits for the measure.
 export FLOODGATE_MAX_CONNECTIONS_PER_IP=100000 FLOODGATE_JOINS_PER_SEC_PER_IP=100000
 export FLOODGATE_BOOKING_REQUESTS_PER_SEC_PER_IP=100000 FLOODGATE_BOOKING_READS_PER_SEC_PER_IP=100000 FLOODGATE_PLACE_REQUESTS_PER_SEC_PER_IP=100000
-export FLOODGATE_CHALLENGES_PER_SEC_PER_IP=100000
+export FLOODGATE_CHALLENGES_PER_SEC_PER_IP=100000 FLOODGATE_RESUMES_PER_SEC=100000
 
 # The same packages as deploy/bench.sh builds: another set unifies features differently and
 # rebuilds half the tree each time one script follows the other.

@@ -118,6 +118,7 @@ impl GatewayProcess {
             .env("FLOODGATE_PLACE_REQUESTS_PER_SEC_PER_IP", "100000")
             .env("FLOODGATE_PLACE_EVERY_MS", "0")
             .env("FLOODGATE_CHALLENGES_PER_SEC_PER_IP", "100000")
+            .env("FLOODGATE_RESUMES_PER_SEC", "100000")
             .stdin(Stdio::null())
             .spawn()
             .expect("the gateway binary starts");
