@@ -297,9 +297,15 @@ export class WaitingRoom {
     let delayMs;
     let checked = null;
     if (code === Close.SERVICE_RESTART && reason) {
-      // The draining gateway handed over the resume token as the close reason.
-      this.resume = reason;
-      this.emit({ kind: "resume", token: reason });
+      // The draining gateway handed over the resume token as the close reason. It goes without
+      // the edge's seal when the seal would not fit a close reason (a long sale id): the sealed
+      // token held already is the same one, and is kept (an unsealed one counts against its
+      // address's ceiling at the edge, which a stranger there may have filled).
+      const same = this.resume?.startsWith(`${reason}~`);
+      if (!same) {
+        this.resume = reason;
+        this.emit({ kind: "resume", token: reason });
+      }
       delayMs = drainDelay(this.random);
     } else {
       // A socket refused before it opened may be a dead ticket (410) or a bad token, or only a

@@ -115,6 +115,23 @@ test('a drained gateway hands over the resume token; the room comes back with it
   assert.deepEqual(sockets[1].protocols, ['floodgate', 'floodgate-resume.r2.7..newmac.s1']);
 });
 
+test("a drain's resume token without the edge's seal never replaces the same token sealed", async () => {
+  const { waiting, sockets, events, runTimers } = room();
+  await waiting.start();
+  sockets[0].open();
+  const sealed = { ...ticket, resume_token: 'r2.7..mac.s1~AAAAAAAAAAAAAAAAAAAAAA' };
+  sockets[0].message(sealed);
+  sockets[0].closeWith(Close.SERVICE_RESTART, 'r2.7..mac.s1');
+  await runTimers();
+  assert.deepEqual(sockets[1].protocols, ['floodgate', `floodgate-resume.${sealed.resume_token}`]);
+  assert.equal(events.filter((e) => e.kind === 'resume').length, 1);
+  // Another token handed over (a new one) replaces it.
+  sockets[1].open();
+  sockets[1].closeWith(Close.SERVICE_RESTART, 'r2.7..other.s1');
+  await runTimers();
+  assert.deepEqual(sockets[2].protocols, ['floodgate', 'floodgate-resume.r2.7..other.s1']);
+});
+
 test('a lost connection backs off with jitter, and a message resets the back-off', async () => {
   const { waiting, sockets, timers, runTimers } = room({ resume: 'r2.7..mac.s1' });
   await waiting.start();
