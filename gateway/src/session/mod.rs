@@ -302,7 +302,10 @@ impl Session {
             // reservation (the booking service refuses a second use of a token id).
             jti: format!("t{}", self.ticket),
             max_seats,
-            iat_ms: now,
+            // Issued when its batch was admitted, not now: a ticket coming back within the pass's
+            // life gets the same pass again, byte for byte (the signature is deterministic), not
+            // one more credential for the edge and the booking service to count and check.
+            iat_ms: (exp_ms - self.ctx.room.view().token_ttl_ms).min(now),
             exp_ms,
             buyer: self.buyer.as_deref().map(str::to_owned),
         };

@@ -440,3 +440,30 @@ async fn a_secret_stored_before_the_key_still_reads_and_pays(db: sqlx::PgPool) {
     let paid = ask_reservation(&app.http, &app, &sale, id, &stored, true).await;
     assert_eq!(paid.0, 202, "{paid:?}");
 }
+
+/// A ticket's pass is minted again each time its holder comes back within the pass's life:
+/// it must be the same pass, byte for byte. Each distinct one is a credential of its own at the
+/// edge (its own allowance there) and a signature check of its own at the booking service, so a
+/// stranger coming back to one admitted place a thousand times would hold a thousand passes to
+/// send. Before, each was issued "now" and differed from the last.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_place_coming_back_gets_the_same_pass_again(db: sqlx::PgPool) {
+    use floodgate_tests::client::RoomClient;
+    let app = TestApp::spawn(db).await;
+    let sale = app
+        .open_sale("same-pass-", floodgate_tests::SaleSpec::default())
+        .await;
+    let mut person = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    let first = person.admitted(std::time::Duration::from_secs(10)).await;
+    let token = person.resume_token.clone();
+    person.leave().await;
+    let mut passes = vec![first];
+    for _ in 0..2 {
+        let mut back = RoomClient::resume(&app.ws_url(&sale), &token, &[])
+            .await
+            .unwrap();
+        passes.push(back.admitted(std::time::Duration::from_secs(10)).await);
+        back.leave().await;
+    }
+    assert!(passes.iter().all(|p| *p == passes[0]), "{passes:?}");
+}
