@@ -355,3 +355,45 @@ async fn a_sealed_token_gets_no_more_from_the_edge_than_the_services_take(db: sq
     let answered = statuses.iter().filter(|s| **s == 200).count();
     assert!((3..=5).contains(&answered), "{statuses:?}");
 }
+
+/// `/ws` has two last ceilings per address: places coming back, and the rest. A stranger who
+/// hoarded places' sealed tokens fills the first (made 5 here) coming back with them, and a
+/// person behind the same address still takes a new place. Before, one ceiling held both, and
+/// the new place was refused 429 `too_many_requests`.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_hoard_of_places_coming_back_holds_back_no_new_place(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = app.pending_sale("edge-returns-").await;
+    let mut tokens = Vec::new();
+    for _ in 0..8 {
+        let place = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+        tokens.push(place.resume_token.clone());
+        place.leave().await;
+    }
+    let edge = shipped_edge_with(
+        &app,
+        &[
+            (
+                "zone=floodgate_everything_returns:16m rate=20000r/s",
+                "zone=floodgate_everything_returns:16m rate=1r/m",
+            ),
+            (
+                "zone=floodgate_everything_returns burst=40000",
+                "zone=floodgate_everything_returns burst=5",
+            ),
+        ],
+    )
+    .await;
+    let ws = edge
+        .url(&format!("/ws?sale={sale}"))
+        .replacen("http", "ws", 1);
+    let mut at_the_edge = 0;
+    for token in &tokens {
+        if let Err(refused) = RoomClient::resume(&ws, token, &[]).await {
+            at_the_edge += usize::from(refused.body["error"] == "too_many_requests");
+        }
+    }
+    assert!(at_the_edge >= 2, "{at_the_edge} of 8 refused by the edge");
+    let new_place = RoomClient::join(&ws).await;
+    assert!(new_place.is_ok(), "a new place: {:?}", new_place.err());
+}
