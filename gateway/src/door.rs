@@ -60,7 +60,9 @@ fn carried(headers: &HeaderMap, name: &str, prefix: &str) -> Option<String> {
         .get(name)
         .filter(|v| !v.as_bytes().trim_ascii().is_empty())
     {
-        return value.to_str().ok().map(|v| v.trim().to_owned());
+        // A value that is not text is a credential all the same (a bad one, refused when
+        // checked), not none: the edge counts it as one, and a join with it is no new place.
+        return Some(String::from_utf8_lossy(value.as_bytes()).trim().to_owned());
     }
     headers
         .get_all(header::SEC_WEBSOCKET_PROTOCOL)

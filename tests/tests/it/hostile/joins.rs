@@ -385,3 +385,27 @@ async fn one_address_takes_back_at_most_its_share_of_a_gateways_returns(db: sqlx
     .await;
     assert!(returned.is_ok(), "the person: {:?}", returned.err());
 }
+
+/// A resume token the gateway cannot read as text (a byte past ASCII) is a bad token, not no
+/// token: the edge counts such a join as a place coming back (not among the address's new
+/// places' sockets), so taken for a new place it escaped the edge's caps on those. Refused 401
+/// `resume_invalid` now; before, it took a new place.
+#[sqlx::test(migrations = "../migrations")]
+async fn an_unreadable_resume_token_is_refused_not_taken_for_a_new_place(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = sale_with(&app, Door::default()).await;
+    let url = format!("http://{}/ws?sale={sale}", app.gateway);
+    let value = reqwest::header::HeaderValue::from_bytes(b"r2.1..\x80\x81.x").unwrap();
+    let answer = reqwest::Client::new()
+        .get(&url)
+        .header("floodgate-resume", value)
+        .send()
+        .await
+        .unwrap();
+    let status = answer.status().as_u16();
+    let body: serde_json::Value = answer.json().await.unwrap_or_default();
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (401, Some("resume_invalid"))
+    );
+}
