@@ -115,8 +115,9 @@ pub struct Config {
     /// Places this gateway takes back per second (a resume: a script in the sale's slot each),
     /// in bursts of twice that, one address a tenth of it; past its share an address is refused
     /// 429 `join_rate_limited`, past the budget anyone 503 `resume_busy`. Sized for a drain: a
-    /// gateway's whole crowd comes back to the others within a couple of seconds.
-    #[arg(long, env = "FLOODGATE_RESUMES_PER_SEC", default_value_t = 2_000)]
+    /// drained gateway's whole crowd must come back to the others within the grace (30 s), so
+    /// at least a gateway's sessions over the grace, twice over (100,000 / 30 s × 2 ≈ 7,000).
+    #[arg(long, env = "FLOODGATE_RESUMES_PER_SEC", default_value_t = 10_000)]
     pub resumes_per_sec: u32,
     /// How often one place may be asked about, whoever asks, after three at once; past it, 429
     /// `place_rate_limited`. An app polls every 30 s or so: a place asked about faster is a

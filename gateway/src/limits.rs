@@ -47,6 +47,12 @@ use crate::error::ApiError;
 pub const PERSON_BURST: u32 = 3;
 /// Then one every so often: a person reconnecting after a lost network does so once.
 pub const PERSON_EVERY: Duration = Duration::from_secs(1);
+/// A place coming back (its resume token, no buyer signed in) may do so [`PERSON_BURST`] times
+/// at once, then once in this long: a lost network comes back once, a drain sends it once, and
+/// each return is a script of its own in the sale's slot, charged to its address's share of the
+/// gateway's returns (crate::guards::resumes), which a stranger's places coming back every
+/// second would spend for everyone behind that address.
+pub const PLACE_RETURN_EVERY: Duration = Duration::from_secs(10);
 /// Sessions one person may hold at once on a gateway: tabs, and a reconnect before the old
 /// socket's end was noticed.
 pub const PERSON_SESSIONS: u32 = 4;
@@ -81,6 +87,8 @@ pub struct IpLimits {
     returns: AddressRate,
     /// Joins of each person.
     people: Rate<u64>,
+    /// Returns of each place no buyer signed in to.
+    places: Rate<u64>,
 }
 
 /// Someone a join names, as the limits know them: a hash of the sale and who they are (a place,
@@ -157,6 +165,7 @@ impl IpLimits {
             joins: AddressRate::per_second(joins_per_sec),
             returns: AddressRate::per_second(joins_per_sec.saturating_mul(RETURNS_PER_JOIN)),
             people: Rate::every(PERSON_EVERY, PERSON_BURST),
+            places: Rate::every(PLACE_RETURN_EVERY, PERSON_BURST),
         })
     }
 
@@ -197,6 +206,16 @@ impl IpLimits {
             return Ok(());
         }
         metrics::counter!("floodgate_joins_refused_total", "reason" => "person_rate_limited")
+            .increment(1);
+        Err(LimitError::PersonTooFast)
+    }
+
+    /// Charges a place coming back, no buyer signed in, to its allowance of returns.
+    pub fn place_return(&self, place: Person) -> Result<(), LimitError> {
+        if self.places.allow(&place.0) {
+            return Ok(());
+        }
+        metrics::counter!("floodgate_joins_refused_total", "reason" => "place_returns_too_fast")
             .increment(1);
         Err(LimitError::PersonTooFast)
     }
@@ -258,6 +277,7 @@ impl IpLimits {
         self.joins.prune();
         self.returns.prune();
         self.people.prune();
+        self.places.prune();
     }
 
     #[cfg(test)]

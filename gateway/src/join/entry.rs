@@ -56,6 +56,11 @@ impl<'a> Entry<'a> {
         Ok(self.limits.person(person)?)
     }
 
+    /// Charges a place coming back with no buyer signed in to its allowance of returns.
+    pub(super) fn place_return(&self, place: Person) -> Result<(), ApiError> {
+        Ok(self.limits.place_return(place)?)
+    }
+
     /// A place coming back with an identity pays its own allowance before that identity's
     /// signature is checked: a genuine resume token sent with junk identities (which the edge
     /// lets past its ceiling, the token being sealed) costs a check at the place's rate only.
@@ -147,13 +152,18 @@ pub(super) async fn pay(
         // its address).
         (_, None) => {}
     }
-    // A return runs its script alone (a new place's join is batched): within this gateway's
-    // budget of them, and its address's share of that (crate::guards::resumes).
-    if request.resumed.is_some() {
-        state.resumes.read(entry.client)?;
-    }
     // The slots first: an answer is spent only on a join that will be let in.
     let slot = entry.hold(payer, person)?;
+    // A return runs its script alone (a new place's join is batched): a place no buyer signed
+    // in to within its allowance of returns, then within this gateway's budget of them and its
+    // address's share of that (crate::guards::resumes). After the slots, so a session the place
+    // may not hold spends neither.
+    if let Some(claim) = &request.resumed {
+        if buyer.is_none() {
+            entry.place_return(place(request, claim))?;
+        }
+        state.resumes.read(entry.client)?;
+    }
     // Coming back with a resume token takes back a place already won at the door, and nothing
     // else (a dead ticket is refused, not replaced).
     if request.resumed.is_none() {

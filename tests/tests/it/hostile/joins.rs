@@ -188,8 +188,9 @@ async fn one_place_holds_a_persons_sessions_at_most(db: sqlx::PgPool) {
         match RoomClient::join_with(&app.ws_url(&pow), &[("floodgate-resume", &token)]).await {
             Ok(again) => held.push(again),
             Err(r) if r.body["error"] == "join_rate_limited" => {
-                // A person's joins: three at once, then one a second.
-                tokio::time::sleep(Duration::from_millis(1_100)).await;
+                // A place's returns: three at once, then one in ten seconds.
+                let every = floodgate_gateway::limits::PLACE_RETURN_EVERY;
+                tokio::time::sleep(every + Duration::from_millis(100)).await;
             }
             Err(r) => {
                 refused = Some(r);
@@ -408,4 +409,29 @@ async fn an_unreadable_resume_token_is_refused_not_taken_for_a_new_place(db: sql
         (status, body["error"].as_str()),
         (401, Some("resume_invalid"))
     );
+}
+
+/// Each return of a place runs a script and spends its address's share of the gateway's
+/// returns: a place no buyer signed in to comes back 3 times at once, then once in 10 s (a lost
+/// network or a drain comes back once), so a stranger's places coming back every second cannot
+/// spend the share of the people behind its address. Before, a place came back once a second.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_place_comes_back_three_times_at_once_then_once_in_ten_seconds(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = sale_with(&app, Door::default()).await;
+    let place = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    let token = place.resume_token.clone();
+    place.leave().await;
+    for _ in 0..3 {
+        let back = RoomClient::resume(&app.ws_url(&sale), &token, &[]).await;
+        back.expect("three at once").leave().await;
+    }
+    // Well past the second a person's join waits, well within the ten a place's return does.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let refused = RoomClient::resume(&app.ws_url(&sale), &token, &[])
+        .await
+        .err()
+        .expect("a fourth return within ten seconds");
+    assert_eq!(refused.status, 429, "{refused:?}");
+    assert_eq!(refused.body["error"], "join_rate_limited");
 }
