@@ -434,3 +434,35 @@ async fn blanks_after_a_sealed_pass_make_it_junk_not_a_new_credential(db: sqlx::
         "{at_the_edge} of 30 variants refused by the edge"
     );
 }
+
+/// A place taken back is outside its address's caps on new places' sockets (a stranger filling
+/// those shuts no one out of their place), so its own cap is what bounds it: at the edge, two
+/// sockets a resume token (a reload before the old socket's end is seen, a second tab). A
+/// stranger's places could otherwise hold eight sockets each, and some thousands of solved
+/// puzzles fill an edge pod for everyone. Before, a third socket of one place was let through.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_place_taken_back_holds_two_sockets_at_the_edge(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = app.pending_sale("edge-sockets-").await;
+    let place = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    let token = place.resume_token.clone();
+    place.leave().await;
+    let edge = shipped_edge_with(&app, &[]).await;
+    let ws = edge
+        .url(&format!("/ws?sale={sale}"))
+        .replacen("http", "ws", 1);
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(
+            RoomClient::resume(&ws, &token, &[])
+                .await
+                .expect("two sockets"),
+        );
+    }
+    let third = RoomClient::resume(&ws, &token, &[])
+        .await
+        .err()
+        .expect("a third socket of one place");
+    assert_eq!(third.status, 429, "{third:?}");
+    assert_eq!(third.body["error"], "too_many_requests");
+}
