@@ -37,8 +37,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dashmap::DashMap;
-use floodgate_platform::clients::{counted_as, AddressRate, Rate, WIDER_IPV6};
+use floodgate_platform::clients::{AddressRate, Rate};
 use floodgate_protocol::api::code;
 
 use crate::error::ApiError;
@@ -202,22 +201,12 @@ impl IpLimits {
 
     /// Charges one join to `person`'s own allowance.
     pub fn person(&self, person: Person) -> Result<(), LimitError> {
-        if self.people.allow(&person.0) {
-            return Ok(());
-        }
-        metrics::counter!("floodgate_joins_refused_total", "reason" => "person_rate_limited")
-            .increment(1);
-        Err(LimitError::PersonTooFast)
+        charge(&self.people, person, "person_rate_limited")
     }
 
     /// Charges a place coming back, no buyer signed in, to its allowance of returns.
     pub fn place_return(&self, place: Person) -> Result<(), LimitError> {
-        if self.places.allow(&place.0) {
-            return Ok(());
-        }
-        metrics::counter!("floodgate_joins_refused_total", "reason" => "place_returns_too_fast")
-            .increment(1);
-        Err(LimitError::PersonTooFast)
+        charge(&self.places, place, "place_returns_too_fast")
     }
 
     /// Holds a session of `ip`'s (as `payer` counts), and of `person`'s if it names one, or says
@@ -286,104 +275,19 @@ impl IpLimits {
     }
 }
 
-/// Live counts per key, each under a cap; a key leaves the map at zero, so it holds only keys
-/// with live sessions.
-struct Counts<K: Hash + Eq>(DashMap<K, u32>);
-
-impl<K: Hash + Eq> Default for Counts<K> {
-    fn default() -> Self {
-        Self(DashMap::new())
+/// One join of `person` against `rate`, or its refusal, counted under `reason`.
+fn charge(rate: &Rate<u64>, person: Person, reason: &'static str) -> Result<(), LimitError> {
+    if rate.allow(&person.0) {
+        return Ok(());
     }
+    metrics::counter!("floodgate_joins_refused_total", "reason" => reason).increment(1);
+    Err(LimitError::PersonTooFast)
 }
 
-/// An address as counted, or a wider network around it, with its prefix's length: a /64 whose
-/// last bits are zero is not its /56.
-type Network = (IpAddr, u8);
+mod counts;
 
-impl Counts<Network> {
-    /// One more for `ip` and, for an IPv6 client, its wider networks, each under `cap` times its
-    /// multiple; none if one is full.
-    fn take_all(&self, ip: IpAddr, cap: u32) -> bool {
-        let networks = networks(ip);
-        for (i, (network, times)) in networks.iter().enumerate() {
-            if !self.take(*network, cap.saturating_mul(*times)) {
-                for (taken, _) in &networks[..i] {
-                    self.give(taken);
-                }
-                return false;
-            }
-        }
-        true
-    }
-
-    fn give_all(&self, ip: IpAddr) {
-        for (network, _) in networks(ip) {
-            self.give(&network);
-        }
-    }
-}
-
-/// `ip` (a client as counted) and, for an IPv6 one, the wider networks around it, each with the
-/// multiple of a client's cap it may hold.
-fn networks(ip: IpAddr) -> Vec<(Network, u32)> {
-    let mut networks = vec![((ip, 128), 1)];
-    if ip.is_ipv6() {
-        networks.extend(
-            WIDER_IPV6
-                .iter()
-                .map(|(bits, times)| ((counted_as(ip, *bits), *bits), *times)),
-        );
-    }
-    networks
-}
-
-impl<K: Hash + Eq> Counts<K> {
-    /// One more for `key`, unless it has `cap` already.
-    fn take(&self, key: K, cap: u32) -> bool {
-        let mut count = self.0.entry(key).or_insert(0);
-        if *count >= cap {
-            return false;
-        }
-        *count += 1;
-        true
-    }
-
-    fn give(&self, key: &K) {
-        self.0.remove_if_mut(key, |_, count| {
-            *count = count.saturating_sub(1);
-            *count == 0
-        });
-    }
-
-    #[cfg(test)]
-    fn get(&self, key: &K) -> u32 {
-        self.0.get(key).map_or(0, |c| *c)
-    }
-}
-
-/// One session's share of its address's counts (and its person's), given back on drop.
-pub struct SessionSlot {
-    limits: Arc<IpLimits>,
-    ip: IpAddr,
-    /// Counted among the address's sessions (not a person's).
-    counted: bool,
-    anonymous: bool,
-    person: Option<Person>,
-}
-
-impl Drop for SessionSlot {
-    fn drop(&mut self) {
-        if self.counted {
-            self.limits.sessions.give_all(self.ip);
-        }
-        if self.anonymous {
-            self.limits.anonymous.give_all(self.ip);
-        }
-        if let Some(person) = self.person {
-            self.limits.people_sessions.give(&person.0);
-        }
-    }
-}
+pub use counts::SessionSlot;
+use counts::{Counts, Network};
 
 #[cfg(test)]
 #[path = "limits_tests.rs"]

@@ -3,7 +3,7 @@
 
 use floodgate_tests::{unique, TestApp};
 
-use super::edge::shipped_edge_with;
+use super::edge::{shipped_edge, shipped_edge_with, shrunk};
 
 /// A sale's puzzle, seat counts and summary are kept by path alone (the query changes none of
 /// them), and the origin refuses any query on them (400 `unknown_parameter`). A request with a
@@ -17,7 +17,7 @@ use super::edge::shipped_edge_with;
 async fn a_query_on_a_cached_document_never_reaches_the_origin_to_refresh_it(db: sqlx::PgPool) {
     let app = TestApp::spawn(db).await;
     let sale = app.pending_sale("edge-query-").await;
-    let edge = shipped_edge_with(&app, &[]).await;
+    let edge = shipped_edge(&app).await;
     let http = reqwest::Client::new();
     for path in [
         format!("/v1/sales/{sale}"),
@@ -71,20 +71,7 @@ async fn answers_from_the_edges_cache_are_never_refused_for_their_address(db: sq
     };
     let app = TestApp::spawn_with(db, options).await;
     let sale = app.pending_sale("edge-cached-").await;
-    let edge = shipped_edge_with(
-        &app,
-        &[
-            (
-                "zone=floodgate_pages:16m rate=1000r/s",
-                "zone=floodgate_pages:16m rate=2r/m",
-            ),
-            (
-                "zone=floodgate_pages burst=2000",
-                "zone=floodgate_pages burst=4",
-            ),
-        ],
-    )
-    .await;
+    let edge = shipped_edge_with(&app, &shrunk("floodgate_pages", "2r/m", 4)).await;
     let http = reqwest::Client::new();
     for path in [
         format!("/?sale={sale}"),

@@ -7,24 +7,11 @@ use floodgate_protocol::settings::{ChallengeRule, Door};
 use floodgate_tests::client::RoomClient;
 use floodgate_tests::{SaleSpec, TestApp};
 
-use super::edge::shipped_edge_with;
+use super::edge::{refused_at_the_edge, shipped_edge, shipped_edge_with, shrunk};
 
 /// The shipped edge in front of `app` with its ceiling made 5 a minute.
 async fn ceiling_of_five(app: &TestApp) -> floodgate_tests::edge::Edge {
-    shipped_edge_with(
-        app,
-        &[
-            (
-                "zone=floodgate_ceiling:16m rate=5000r/s",
-                "zone=floodgate_ceiling:16m rate=5r/m",
-            ),
-            (
-                "zone=floodgate_ceiling burst=10000",
-                "zone=floodgate_ceiling burst=5",
-            ),
-        ],
-    )
-    .await
+    shipped_edge_with(app, &shrunk("floodgate_ceiling", "5r/m", 5)).await
 }
 
 /// A new place on a sale that asks for a proof of work carries the puzzle's answer and the
@@ -111,37 +98,16 @@ async fn a_strangers_junk_answers_at_the_ceiling_do_not_refuse_its_peoples_solve
 async fn every_address_of_one_ipv6_64_shares_its_ceiling_at_the_edge(db: sqlx::PgPool) {
     let app = TestApp::spawn(db).await;
     let sale = app.pending_sale("edge-ipv6-").await;
-    let edge = shipped_edge_with(
-        &app,
-        &[
-            (
-                "        listen __LISTEN__;\n",
-                "        listen __LISTEN__;\n        set_real_ip_from 127.0.0.1;\n        real_ip_header X-Real-IP;\n",
-            ),
-            (
-                "zone=floodgate_ceiling:16m rate=5000r/s",
-                "zone=floodgate_ceiling:16m rate=5r/m",
-            ),
-            (
-                "zone=floodgate_ceiling burst=10000",
-                "zone=floodgate_ceiling burst=5",
-            ),
-            (
-                "zone=floodgate_pages:16m rate=1000r/s",
-                "zone=floodgate_pages:16m rate=2r/m",
-            ),
-            (
-                "zone=floodgate_pages burst=2000",
-                "zone=floodgate_pages burst=4",
-            ),
-        ],
-    )
-    .await;
+    let mut changes = vec![(
+        "        listen __LISTEN__;\n".to_owned(),
+        "        listen __LISTEN__;\n        set_real_ip_from 127.0.0.1;\n        real_ip_header X-Real-IP;\n"
+            .to_owned(),
+    )];
+    changes.extend(shrunk("floodgate_ceiling", "5r/m", 5));
+    changes.extend(shrunk("floodgate_pages", "2r/m", 4));
+    let edge = shipped_edge_with(&app, &changes).await;
     let http = reqwest::Client::new();
     let place = edge.url(&format!("/v1/sales/{sale}/place"));
-    let refused_at_the_edge = |answer: reqwest::Response| async move {
-        answer.status() == 429 && answer.text().await.unwrap().contains("too_many_requests")
-    };
     let (mut junk_refused, mut misses_refused) = (0, 0);
     for host in 1..=20 {
         let from = format!("2001:db8:0:7::{host:x}");
@@ -291,20 +257,7 @@ async fn hoarded_sealed_tokens_still_meet_a_ceiling_of_their_address(db: sqlx::P
         tokens.push(person.resume_token.clone());
         person.leave().await;
     }
-    let edge = shipped_edge_with(
-        &app,
-        &[
-            (
-                "zone=floodgate_everything_place:16m rate=20000r/s",
-                "zone=floodgate_everything_place:16m rate=1r/m",
-            ),
-            (
-                "zone=floodgate_everything_place burst=40000",
-                "zone=floodgate_everything_place burst=5",
-            ),
-        ],
-    )
-    .await;
+    let edge = shipped_edge_with(&app, &shrunk("floodgate_everything_place", "1r/m", 5)).await;
     let http = reqwest::Client::new();
     let place = edge.url(&format!("/v1/sales/{sale}/place"));
     let mut at_the_edge = 0;
@@ -339,7 +292,7 @@ async fn a_sealed_token_gets_no_more_from_the_edge_than_the_services_take(db: sq
     let person = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
     let token = person.resume_token.clone();
     person.leave().await;
-    let edge = shipped_edge_with(&app, &[]).await;
+    let edge = shipped_edge(&app).await;
     let http = reqwest::Client::new();
     let place = edge.url(&format!("/v1/sales/{sale}/place"));
     let mut statuses = Vec::new();
@@ -370,20 +323,7 @@ async fn a_hoard_of_places_coming_back_holds_back_no_new_place(db: sqlx::PgPool)
         tokens.push(place.resume_token.clone());
         place.leave().await;
     }
-    let edge = shipped_edge_with(
-        &app,
-        &[
-            (
-                "zone=floodgate_everything_returns:16m rate=20000r/s",
-                "zone=floodgate_everything_returns:16m rate=1r/m",
-            ),
-            (
-                "zone=floodgate_everything_returns burst=40000",
-                "zone=floodgate_everything_returns burst=5",
-            ),
-        ],
-    )
-    .await;
+    let edge = shipped_edge_with(&app, &shrunk("floodgate_everything_returns", "1r/m", 5)).await;
     let ws = edge
         .url(&format!("/ws?sale={sale}"))
         .replacen("http", "ws", 1);
@@ -447,7 +387,7 @@ async fn a_place_taken_back_holds_two_sockets_at_the_edge(db: sqlx::PgPool) {
     let place = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
     let token = place.resume_token.clone();
     place.leave().await;
-    let edge = shipped_edge_with(&app, &[]).await;
+    let edge = shipped_edge(&app).await;
     let ws = edge
         .url(&format!("/ws?sale={sale}"))
         .replacen("http", "ws", 1);

@@ -247,12 +247,56 @@ async fn during_a_flood<T>(
     (stranger.await.unwrap(), given)
 }
 
+/// The shipped edge's configuration, as in the repository.
+fn shipped_conf() -> String {
+    let shipped = floodgate_tests::containers::repo().join("deploy/nginx/cdn.conf");
+    std::fs::read_to_string(shipped).unwrap()
+}
+
+/// The shipped edge in front of `app`, as it is.
+pub(super) async fn shipped_edge(app: &TestApp) -> Edge {
+    shipped_edge_with(app, &[] as &[(&str, &str)]).await
+}
+
+/// The changes to the shipped edge that make its limit zone `zone` allow `rate` (nginx's
+/// `5r/m`, say) with a burst of `burst`, whatever it ships with: a limit small enough for a
+/// test to reach.
+pub(super) fn shrunk(zone: &str, rate: &str, burst: u32) -> [(String, String); 2] {
+    let conf = shipped_conf();
+    let defined = format!("zone={zone}:");
+    let at = conf
+        .find(&defined)
+        .unwrap_or_else(|| panic!("no zone {zone}"));
+    let shipped_rate = &conf[at..at + conf[at..].find(';').expect("a line's end")];
+    let size = shipped_rate.split(" rate=").next().expect("a size");
+    let used = format!("zone={zone} burst=");
+    let at = conf
+        .find(&used)
+        .unwrap_or_else(|| panic!("{zone} is used nowhere"));
+    let digits: String = conf[at + used.len()..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    [
+        (shipped_rate.to_owned(), format!("{size} rate={rate}")),
+        (format!("{used}{digits}"), format!("{used}{burst}")),
+    ]
+}
+
+/// Whether `answer` is the edge's own refusal (429 `too_many_requests`), not a service's.
+pub(super) async fn refused_at_the_edge(answer: reqwest::Response) -> bool {
+    answer.status() == 429 && answer.text().await.unwrap().contains("too_many_requests")
+}
+
 /// The shipped edge in front of `app`, each of `changes` (a text of cdn.conf, and what it
 /// becomes everywhere) made: a limit made small enough for a test to reach.
-pub(super) async fn shipped_edge_with(app: &TestApp, changes: &[(&str, &str)]) -> Edge {
-    let shipped = floodgate_tests::containers::repo().join("deploy/nginx/cdn.conf");
-    let mut conf = std::fs::read_to_string(shipped).unwrap();
+pub(super) async fn shipped_edge_with(
+    app: &TestApp,
+    changes: &[(impl AsRef<str>, impl AsRef<str>)],
+) -> Edge {
+    let mut conf = shipped_conf();
     for (text, becomes) in changes {
+        let (text, becomes) = (text.as_ref(), becomes.as_ref());
         assert!(conf.contains(text), "the shipped edge has {text}");
         conf = conf.replace(text, becomes);
     }
