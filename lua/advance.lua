@@ -2,6 +2,7 @@
 --
 -- KEYS[1] sale meta hash   KEYS[2] ticket sequence   KEYS[3] frontier   KEYS[4] leader key
 -- KEYS[5] dead places   KEYS[6] admits stream   KEYS[7] batches (sorted set)   KEYS[8] tokens
+-- KEYS[9] away (sorted set)   KEYS[10] admitted away (sorted set)
 -- ARGV[1] the caller's fencing token (from lease.lua)
 -- ARGV[2] most live tickets to admit now (the rate limiter's permits, within the active cap
 --         and what stock can serve; 0 to do only the upkeep)
@@ -17,6 +18,13 @@
 -- before the opening by Redis' clock, while paused, or once sold out. Each batch's tokens
 -- expire together at `exp`, which is written to the admits stream for the gateways that mint
 -- them, and counted as unspent until claimed (claim_token.lua) or expired (here).
+--
+-- A place whose person is away (they left inside their grace: leave.lua) is admitted like any
+-- live one, and keeps their turn should they come back, but its token is not counted as
+-- unspent: nobody holds it, and counted it would keep its share of the stock from the people
+-- behind for the token's whole life (near the end of the stock, they would wait that long). It
+-- is recorded in `admitted away` instead, and counts from the moment its person comes back
+-- (resume.lua) until it is spent or expires like the rest of its batch.
 if redis.call('GET', KEYS[4]) ~= ARGV[1] then
   return {-1, 0, 0}
 end
@@ -39,6 +47,7 @@ for _, exp in ipairs(expired) do
   redis.call('HDEL', KEYS[8], exp)
   redis.call('ZREM', KEYS[7], exp)
 end
+redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', now)
 
 local frontier = tonumber(redis.call('GET', KEYS[3]) or '0')
 local meta = redis.call('HMGET', KEYS[1], 'paused', 'sold_out', 'token_ttl_ms')
@@ -58,17 +67,28 @@ while need > 0 and target < issued do
   need = need - live
   target = upto
 end
+local away = {}
 if target > frontier then
+  -- As many as were admitted at most (an away place is never dead: bury.lua forgets it).
+  away = redis.call('ZRANGEBYSCORE', KEYS[9], '(' .. frontier, target)
   redis.call('SET', KEYS[3], target)
   redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', target)
+  redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', target)
 end
 local exp = 0
 if admitted > 0 then
   local ttl = tonumber(meta[3] or '0')
+  local present = math.max(admitted - #away, 0)
   exp = now + ttl
-  redis.call('HINCRBY', KEYS[8], exp, admitted)
+  -- Written even when nobody present was admitted (0): a returner's token counts in its batch.
+  redis.call('HINCRBY', KEYS[8], exp, present)
   redis.call('ZADD', KEYS[7], exp, exp)
-  redis.call('HINCRBY', KEYS[1], 'unspent', admitted)
+  if present > 0 then
+    redis.call('HINCRBY', KEYS[1], 'unspent', present)
+  end
+  for _, ticket in ipairs(away) do
+    redis.call('ZADD', KEYS[10], exp, ticket)
+  end
   redis.call('HINCRBY', KEYS[1], 'admitted_total', admitted)
   -- Gateways look up a batch's expiry here for as long as its tokens live (and a minute more).
   redis.call('XADD', KEYS[6], 'MINID', '~', now - ttl - 60000, '*',

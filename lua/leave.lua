@@ -4,41 +4,45 @@
 -- resumes it in time.
 --
 -- KEYS[1] gone (sorted set)   KEYS[2] holders (hash)   KEYS[3] the gateway's session set
--- ARGV, three per departure: ticket, the session's id, grace (ms) or -1 (no grace needed)
+-- KEYS[4] away (sorted set)
+-- ARGV, four per departure: ticket, the session's id, grace (ms) or -1 (no grace needed), its
+--         place in line (0: not known yet, before the draw)
 --         (at most a few hundred departures: Lua's unpack limit; the gateway sends at most 500)
 --
 -- Returns how many of the sessions still held their ticket. One that a newer session had taken
 -- over changes nothing about the ticket; who held it is read once, as the batch begins (a ticket
 -- is taken over by resume.lua, never inside a batch of departures). ZADD NX keeps the first grace
--- a ticket was given, as separate calls would.
+-- a ticket was given, and never brings a dead one (score 0) back.
+--
+-- A ticket whose grace starts here, at a known place, is also recorded as away (its place as
+-- its score) until its person comes back (resume.lua) or it dies (bury.lua): should its turn
+-- come meanwhile, advance.lua lets it in without counting its token against the stock.
 local tickets = {}
-for i = 1, #ARGV, 3 do
+for i = 1, #ARGV, 4 do
   tickets[#tickets + 1] = ARGV[i]
 end
 redis.call('SREM', KEYS[3], unpack(tickets))
 local holders = redis.call('HMGET', KEYS[2], unpack(tickets))
 local now = now_ms()
-local freed, graced = {}, {}
+local freed = {}
 local held = 0
 for i, ticket in ipairs(tickets) do
   local holder = holders[i]
-  local session = ARGV[3 * i - 1]
+  local session = ARGV[4 * i - 2]
   if not holder or holder == session then
     held = held + 1
     if holder then
       freed[#freed + 1] = ticket
     end
-    local grace = tonumber(ARGV[3 * i])
-    if grace >= 0 then
-      graced[#graced + 1] = now + grace
-      graced[#graced + 1] = ticket
+    local grace = tonumber(ARGV[4 * i - 1])
+    local place = tonumber(ARGV[4 * i])
+    if grace >= 0 and redis.call('ZADD', KEYS[1], 'NX', now + grace, ticket) == 1
+        and grace > 0 and place > 0 then
+      redis.call('ZADD', KEYS[4], place, ticket)
     end
   end
 end
 if #freed > 0 then
   redis.call('HDEL', KEYS[2], unpack(freed))
-end
-if #graced > 0 then
-  redis.call('ZADD', KEYS[1], 'NX', unpack(graced))
 end
 return held

@@ -4,6 +4,8 @@
 -- KEYS[4] holders (hash)   KEYS[5] this gateway's session set   KEYS[6] frontier
 -- KEYS[7] this gateway's liveness key   KEYS[8] the sale's gateway registry (set)
 -- KEYS[9] owners (hash: ticket -> buyer mark, for tickets made a buyer's by a resume)
+-- KEYS[10] away (sorted set)   KEYS[11] admitted away (sorted set)
+-- KEYS[12] unspent tokens per admission batch (hash: expiry -> count)
 -- ARGV[1] ticket   ARGV[2] the new session's id (`<gateway>/<n>`)   ARGV[3] this gateway's
 -- instance id   ARGV[4] the liveness key's lifetime (ms)   ARGV[5] the mark of the buyer taking
 -- the ticket back ("" for someone not signed in)   ARGV[6] "adopt": the ticket was taken before
@@ -19,6 +21,8 @@
 -- did, even if this gateway's view is a tick older than the gateway the client came from.
 -- A session that ends later than a newer one took its ticket over (a half-open connection, say)
 -- must not mark the ticket gone: the holder recorded here lets leave.lua tell them apart.
+-- A ticket let in while its person was away (advance.lua) counts as unspent from now on, in
+-- its batch, for as long as the batch's tokens live.
 local status, opens, owner, deadline =
   ticket_standing(KEYS[1], KEYS[2], KEYS[3], KEYS[9], ARGV[1], ARGV[5])
 if status ~= 'alive' then
@@ -26,6 +30,15 @@ if status ~= 'alive' then
 end
 if deadline then
   redis.call('ZREM', KEYS[3], ARGV[1])
+  redis.call('ZREM', KEYS[10], ARGV[1])
+  local batch = tonumber(redis.call('ZSCORE', KEYS[11], ARGV[1]))
+  if batch then
+    redis.call('ZREM', KEYS[11], ARGV[1])
+    if redis.call('HEXISTS', KEYS[12], batch) == 1 then
+      redis.call('HINCRBY', KEYS[12], batch, 1)
+      redis.call('HINCRBY', KEYS[1], 'unspent', 1)
+    end
+  end
 end
 if not owner and ARGV[6] == 'adopt' and ARGV[5] ~= '' then
   redis.call('HSET', KEYS[9], ARGV[1], ARGV[5])

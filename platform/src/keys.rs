@@ -154,6 +154,18 @@ impl SaleKeys {
     pub fn gone(&self) -> String {
         format!("{}:gone", self.base)
     }
+    /// Sorted set: tickets whose person left inside their grace before their turn, scored by
+    /// their place in line (leave.lua): let in without holding stock should their turn come
+    /// before they are back (advance.lua); forgotten when they come back (resume.lua) or die
+    /// (bury.lua), and once the frontier passes them.
+    pub fn away(&self) -> String {
+        format!("{}:away", self.base)
+    }
+    /// Sorted set: tickets let in while their person was away, scored by their batch's token
+    /// expiry (Unix ms): their token counts as unspent only once its person comes back.
+    pub fn away_admitted(&self) -> String {
+        format!("{}:away_admitted", self.base)
+    }
     /// Hash: ticket -> session id, for tickets resumed on a new session (the newest holder).
     pub fn holders(&self) -> String {
         format!("{}:holders", self.base)
@@ -293,6 +305,8 @@ mod tests {
             sale.prequeue(),
             sale.prequeue_batches(),
             sale.gone(),
+            sale.away(),
+            sale.away_admitted(),
             sale.holders(),
             sale.owners(),
             sale.dead(),

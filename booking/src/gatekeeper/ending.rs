@@ -108,6 +108,8 @@ pub async fn purge(
         sale_keys.prequeue(),
         sale_keys.prequeue_batches(),
         sale_keys.gone(),
+        sale_keys.away(),
+        sale_keys.away_admitted(),
         sale_keys.holders(),
         sale_keys.owners(),
         sale_keys.dead(),

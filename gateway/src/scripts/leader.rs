@@ -50,6 +50,7 @@ floodgate_platform::lua_script! {
             gone: "gone (sorted set)",
             dead: "dead places",
             deaths: "deaths stream",
+            away: "away (sorted set)",
         }
         args {}
         rest { due: Vec<(u64, u64)> = "pairs: ticket, its place in line" }
@@ -92,6 +93,8 @@ floodgate_platform::lua_script! {
             admits: "admits stream",
             batches: "batches (sorted set)",
             tokens: "tokens",
+            away: "away (sorted set)",
+            away_admitted: "admitted away (sorted set)",
         }
         args {
             fence: &'a str = "the caller's fencing token",
@@ -162,6 +165,7 @@ pub async fn bury(conn: &mut RedisConn, keys: &SaleKeys, due: &[(u64, u64)]) -> 
         gone: keys.gone(),
         dead: keys.dead(),
         deaths: keys.deaths(),
+        away: keys.away(),
         due: due.to_vec(),
     }
     .run(conn)
@@ -207,6 +211,8 @@ pub async fn advance(
         admits: keys.admits(),
         batches: keys.batches(),
         tokens: keys.tokens(),
+        away: keys.away(),
+        away_admitted: keys.away_admitted(),
         fence,
         permits,
     }

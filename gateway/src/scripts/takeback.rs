@@ -28,6 +28,9 @@ floodgate_platform::lua_script! {
             alive: "this gateway's liveness key",
             gateways: "the sale's gateway registry (set)",
             owners: "owners (hash: ticket -> buyer mark",
+            away: "away (sorted set)",
+            away_admitted: "admitted away (sorted set)",
+            tokens: "unspent tokens per admission batch",
         }
         args {
             ticket: u64 = "ticket",
@@ -173,6 +176,9 @@ pub async fn resume(
         alive: keys.gateway_alive(&scope.instance_id),
         gateways: keys.gateways(),
         owners: keys.owners(),
+        away: keys.away(),
+        away_admitted: keys.away_admitted(),
+        tokens: keys.tokens(),
         ticket,
         session_id,
         instance: &scope.instance_id,

@@ -126,6 +126,7 @@ impl Flush for Joins {
                 ticket: batch.first + p as u64,
                 session_id: String::new(),
                 grace_ms: 0,
+                place: 0,
             })
             .collect();
         metrics::counter!("floodgate_tickets_abandoned_total").increment(departures.len() as u64);
@@ -174,11 +175,12 @@ floodgate_platform::lua_script! {
             gone: "gone (sorted set)",
             holders: "holders (hash)",
             sessions: "the gateway's session set",
+            away: "away (sorted set)",
         }
         args {}
         rest {
-            departures: Vec<(u64, String, i64)> =
-                "three per departure: ticket, the session's id, grace (ms) or -1"
+            departures: Vec<(u64, String, i64, u64)> =
+                "four per departure: ticket, the session's id, grace (ms) or -1"
         }
     }
 }
@@ -216,9 +218,10 @@ impl Line {
             gone: keys.gone(),
             holders: keys.holders(),
             sessions: keys.gateway_sessions(&self.instance_id),
+            away: keys.away(),
             departures: departures
                 .iter()
-                .map(|d| (d.ticket, d.session_id.clone(), d.grace_ms))
+                .map(|d| (d.ticket, d.session_id.clone(), d.grace_ms, d.place))
                 .collect(),
         }
         .run(&mut self.redis.clone())
@@ -293,6 +296,8 @@ struct Departure {
     ticket: u64,
     session_id: String,
     grace_ms: i64,
+    /// Its place in line (0: not known, before the draw), for a ticket whose grace starts.
+    place: u64,
 }
 
 struct Leaves(Arc<Line>);
@@ -319,10 +324,18 @@ impl Flush for Leaves {
 /// keeps its place that long (0: it is skipped as soon as the controller sees it); with -1 its
 /// business is done (admitted, or the sale is over for it).
 pub async fn leave(scope: &SaleScope, ticket: u64, session_id: &str, grace_ms: i64) {
+    leave_from(scope, (ticket, 0), session_id, grace_ms).await;
+}
+
+/// [`leave`], for a `ticket` at a known `place` in line: should its turn come while it is in
+/// its grace, it is let in without holding stock until its person comes back (`advance.lua`).
+pub async fn leave_from(scope: &SaleScope, at: (u64, u64), session_id: &str, grace_ms: i64) {
+    let ((ticket, place), session_id) = (at, session_id.to_owned());
     let departure = Departure {
         ticket,
-        session_id: session_id.to_owned(),
+        session_id,
         grace_ms,
+        place,
     };
     let left = match scope.lines.leaves.submit((), departure).await {
         Ok((_, left)) => left,

@@ -81,10 +81,12 @@ impl Drop for Session {
             0
         };
         let (ctx, ticket) = (self.ctx.clone(), self.ticket);
+        let place = ctx.room.place(ticket).unwrap_or(0);
         let session_id = ctx.session_id(self.number);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                crate::scripts::tickets::leave(&ctx.scope, ticket, &session_id, grace).await;
+                let departed = (ticket, place);
+                crate::scripts::tickets::leave_from(&ctx.scope, departed, &session_id, grace).await;
             });
         }
     }
@@ -171,7 +173,8 @@ impl Session {
             -1
         };
         let session_id = self.ctx.session_id(self.number);
-        crate::scripts::tickets::leave(&self.ctx.scope, self.ticket, &session_id, grace).await;
+        let departed = (self.ticket, self.ctx.room.place(self.ticket).unwrap_or(0));
+        crate::scripts::tickets::leave_from(&self.ctx.scope, departed, &session_id, grace).await;
     }
 
     /// The client's resume token, bound to the buyer whose place this is (derived again when

@@ -478,6 +478,8 @@ async fn leavers_are_skipped_after_the_grace_and_a_returner_keeps_its_place(db: 
         "{figures}"
     );
     assert_eq!(figures["frontier"], 8);
+    // The five hold their tokens; the dead were away once, and are not taken for away now.
+    assert_eq!(figures["active"], 5, "{figures}");
 }
 
 #[sqlx::test(migrations = "../migrations")]

@@ -1,5 +1,6 @@
 //! The waiting room's handling of bad input, against a real gateway and Redis.
 
+mod away;
 mod review;
 
 use std::time::Duration;
