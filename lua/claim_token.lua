@@ -5,7 +5,8 @@
 -- ARGV[1] Idempotency-Key   ARGV[2] request fingerprint (pool and seats)
 -- ARGV[3] when the record may go (Unix ms: the token's expiry plus the clock skew allowed)
 -- ARGV[4] the pool asked for   ARGV[5] the token's expiry (Unix ms; names its admission batch)
--- ARGV[6] the attempt's lifetime (ms)
+-- ARGV[6] the attempt's lifetime (ms)   ARGV[7] the token's ticket
+-- KEYS[4] admitted away (sorted set: tickets let in while their place was away)
 --
 -- Returns {outcome, attempt deadline (Unix ms), the sale's per-buyer seat limit (0: none),
 -- the attempt's stamp} with outcome one of:
@@ -31,6 +32,11 @@
 -- the new primary's clock, is still above the lost ones, but a first attempt fences nothing, so an
 -- earlier attempt lost with the record and still in flight is not stopped by its refusal.
 --
+-- A token let in while its place was away was never counted as unspent (advance.lua), yet one
+-- of the place's sessions may still have been there to take it (another that left made the
+-- place away): its claim takes nothing off the count, and the record says so (`away`), so that
+-- a give-back (release_claim.lua) returns it to where it was rather than to the count.
+--
 -- The record lives as long as the token can be presented (ARGV[3]), however long that is, so a
 -- token can never claim twice because its first claim had lapsed.
 local pools = redis.call('HGET', KEYS[1], 'pools')
@@ -49,7 +55,9 @@ if not current[1] then
   end
   redis.call('HSET', KEYS[2], 'idem', ARGV[1], 'fp', ARGV[2])
   -- A spent token no longer counts as an active admitted user (its hold does, in its pool).
-  if redis.call('HEXISTS', KEYS[3], ARGV[5]) == 1 then
+  if redis.call('ZREM', KEYS[4], ARGV[7]) == 1 then
+    redis.call('HSET', KEYS[2], 'away', '1')
+  elseif redis.call('HEXISTS', KEYS[3], ARGV[5]) == 1 then
     redis.call('HINCRBY', KEYS[3], ARGV[5], -1)
     redis.call('HINCRBY', KEYS[1], 'unspent', -1)
   end

@@ -2,6 +2,7 @@
 --
 -- KEYS[1] the token's use record (hash)   KEYS[2] sale meta hash
 -- KEYS[3] unspent tokens per admission batch
+-- KEYS[4] admitted away (sorted set: tickets let in while their place was away)
 -- ARGV[1] the Idempotency-Key that claimed it   ARGV[2] the token's expiry (Unix ms)
 -- ARGV[3] the refused attempt's stamp (claim_token.lua)
 -- ARGV[4] when the pool refused it (Unix ms, the pool's Redis clock), or "now" when the refusal
@@ -12,6 +13,7 @@
 --         replicas of where it lives: the pool's (reserve.lua: this refusal's own fence, or a
 --         later attempt's that covers it), or the buyer's record (buyer_seats.lua: an attempt
 --         over the buyer's limit fences the token's earlier ones off before the pool); else "0"
+-- ARGV[6] the token's ticket
 --
 -- Returns 1 if the claim was released; if it stays, 0 when only attempts stamped after this one
 -- may still take seats (they settle the claim themselves: their own refusal releases it), or the
@@ -67,7 +69,13 @@ end
 if kept ~= 1 then
   return kept
 end
+local away = redis.call('HGET', KEYS[1], 'away')
 redis.call('DEL', KEYS[1])
+if away then
+  -- Its claim took nothing off the count (claim_token.lua): back among the uncounted.
+  redis.call('ZADD', KEYS[4], ARGV[2], ARGV[6])
+  return 1
+end
 -- Unspent again, until its batch expires.
 if redis.call('HEXISTS', KEYS[3], ARGV[2]) == 1 then
   redis.call('HINCRBY', KEYS[3], ARGV[2], 1)

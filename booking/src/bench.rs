@@ -112,12 +112,12 @@ mod tests {
         let expected: Vec<_> = calls.iter().map(|c| c.expect).collect();
         assert_eq!(expected, ["claimed", "reserved", "unknown"]);
         let claim = &calls[0].call;
-        assert_eq!(claim.keys.len(), 3);
+        assert_eq!(claim.keys.len(), 4);
         assert_eq!(claim.keys[0], sale.meta());
         assert!(claim.keys[1].contains(RANDOM), "{claim:?}");
         assert_eq!(claim.args[1], "p1|1");
         assert_eq!(claim.args[4], "5000");
-        assert_eq!(claim.args.len(), 6);
+        assert_eq!(claim.args.len(), 7);
         let reserve = &calls[1].call;
         assert_eq!((reserve.keys.len(), reserve.args.len()), (9, 11));
         assert_eq!(reserve.keys[0], pool.config());

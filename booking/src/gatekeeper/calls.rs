@@ -26,12 +26,14 @@ pub fn claim<'a>(sale: &SaleKeys, req: &ReserveRequest<'a>) -> ClaimToken<'a> {
         meta: sale.meta(),
         record: sale.token(&req.claims.jti),
         unspent: sale.tokens(),
+        away: sale.away_admitted(),
         idempotency_key: req.idempotency_key,
         fingerprint: format!("{}|{}", req.pool, req.seats),
         keep_until_ms: claim_until(req),
         pool: req.pool,
         expires_ms: req.claims.exp_ms,
         attempt_lifetime_ms: ATTEMPT_LIFETIME_MS,
+        ticket: req.claims.ticket,
     }
 }
 

@@ -188,11 +188,13 @@ impl Gatekeeper {
             record: sale_keys.token(&req.claims.jti),
             meta: sale_keys.meta(),
             unspent: sale_keys.tokens(),
+            away: sale_keys.away_admitted(),
             idempotency_key: req.idempotency_key,
             expires_ms: req.claims.exp_ms,
             attempt,
             refused_at,
             fenced: fence.map_or_else(|| "0".to_owned(), |stamp| stamp.to_string()),
+            ticket: req.claims.ticket,
         }
         .run(&mut self.redis.clone())
         .await

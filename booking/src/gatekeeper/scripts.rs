@@ -32,6 +32,7 @@ floodgate_platform::lua_script! {
             meta: "sale meta hash",
             record: "the token's use record (hash)",
             unspent: "unspent tokens per admission batch",
+            away: "admitted away (sorted set",
         }
         args {
             idempotency_key: &'a str = "Idempotency-Key",
@@ -40,6 +41,7 @@ floodgate_platform::lua_script! {
             pool: &'a str = "the pool asked for",
             expires_ms: i64 = "the token's expiry",
             attempt_lifetime_ms: u64 = "the attempt's lifetime (ms)",
+            ticket: u64 = "the token's ticket",
         }
     }
 }
@@ -54,6 +56,7 @@ floodgate_platform::lua_script! {
             record: "the token's use record (hash)",
             meta: "sale meta hash",
             unspent: "unspent tokens per admission batch",
+            away: "admitted away (sorted set",
         }
         args {
             idempotency_key: &'a str = "the Idempotency-Key that claimed it",
@@ -61,6 +64,7 @@ floodgate_platform::lua_script! {
             attempt: i64 = "the refused attempt's stamp",
             refused_at: String = "when the pool refused it",
             fenced: String = "the stamp below which the key's attempts can take no seats",
+            ticket: u64 = "the token's ticket",
         }
     }
 }

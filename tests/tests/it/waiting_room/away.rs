@@ -30,39 +30,18 @@ async fn an_away_place_holds_no_stock_until_its_person_comes_back(db: sqlx::PgPo
         token_ttl_secs: 120,
         ..SaleSpec::default()
     };
-    app.create_sale(&sale, &spec).await;
-    app.admission(&sale, "pause").await;
-    // Opened (and drawn) with nobody in the pre-queue: places follow the order of arrival.
-    let keys = app.keys.sale(&sale);
+    paused_and_open(&app, &sale, &spec).await;
     let mut away = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
     assert_eq!(away.position(WAIT).await, 1);
     let (ticket, token) = (away.ticket, away.resume_token.clone());
     let mut behind = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
     assert_eq!(behind.position(WAIT).await, 2);
     away.leave().await;
-    let gone = keys.gone();
-    eventually("the departure is recorded", WAIT, || async {
-        let deadline: Option<f64> = redis::cmd("ZSCORE")
-            .arg(&gone)
-            .arg(ticket)
-            .query_async(&mut app.redis.clone())
-            .await
-            .unwrap();
-        deadline.is_some()
-    })
-    .await;
+    departed(&app, &sale, ticket).await;
 
     app.admission(&sale, "resume").await;
     behind.admitted(WAIT).await;
-    let unspent = || async {
-        let unspent: Option<i64> = redis::cmd("HGET")
-            .arg(keys.meta())
-            .arg("unspent")
-            .query_async(&mut app.redis.clone())
-            .await
-            .unwrap();
-        unspent.unwrap_or(0)
-    };
+    let unspent = || unspent(&app, &sale);
     assert_eq!(
         unspent().await,
         1,
@@ -77,4 +56,86 @@ async fn an_away_place_holds_no_stock_until_its_person_comes_back(db: sqlx::PgPo
     assert_eq!(back.ticket, ticket);
     back.admitted(WAIT).await;
     assert_eq!(unspent().await, 2, "the returner's token counts");
+}
+
+/// A place with two sessions whose newer one leaves is taken for away, and its older session,
+/// still there, is admitted with a token that was never counted: spending it takes nothing off
+/// the unspent count. Before, each such claim took one off the others' count (to -1 with one
+/// place, read as nothing unspent), so a stranger's places, each resumed on a second session
+/// that left before its turn, let in one more person than the stock allows per place.
+#[sqlx::test(migrations = "../migrations")]
+async fn an_away_places_token_spent_by_its_other_session_leaves_the_count_whole(db: sqlx::PgPool) {
+    let app = TestApp::spawn_with(db, TestOptions::default()).await;
+    let sale = unique("away-twice-");
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 10), ("small".into(), 1)],
+        opens_in: Duration::from_millis(300),
+        token_ttl_secs: 120,
+        max_seats: 2,
+        ..SaleSpec::default()
+    };
+    paused_and_open(&app, &sale, &spec).await;
+    let mut first = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    assert_eq!(first.position(WAIT).await, 1);
+    let token = first.resume_token.clone();
+    let mut second = RoomClient::resume(&app.ws_url(&sale), &token, &[])
+        .await
+        .expect("a second session of the place");
+    assert_eq!(second.position(WAIT).await, 1);
+    second.leave().await;
+    departed(&app, &sale, first.ticket).await;
+
+    app.admission(&sale, "resume").await;
+    let pass = first.admitted(WAIT).await;
+    assert_eq!(unspent(&app, &sale).await, 0, "let in away");
+    // Refused in the pool (more seats than it has): the token is given back where it was.
+    let refused = app.reserve(&sale, &pass, "k1", "small", 2).await;
+    assert!(refused.is_err(), "{refused:?}");
+    let uncounted: Option<f64> = redis::cmd("ZSCORE")
+        .arg(app.keys.sale(&sale).away_admitted())
+        .arg(first.ticket)
+        .query_async(&mut app.redis.clone())
+        .await
+        .unwrap();
+    assert!(uncounted.is_some(), "back among the uncounted");
+    assert_eq!(unspent(&app, &sale).await, 0, "the give-back added nothing");
+    app.reserve(&sale, &pass, "k2", "p1", 1).await.expect("201");
+    assert_eq!(
+        unspent(&app, &sale).await,
+        0,
+        "nothing was taken off the count"
+    );
+}
+
+/// A sale opened (and drawn) with nobody in the pre-queue, paused: places follow the order of
+/// arrival, and nobody is admitted until the test resumes admission.
+async fn paused_and_open(app: &TestApp, sale: &str, spec: &SaleSpec) {
+    app.create_sale(sale, spec).await;
+    app.admission(sale, "pause").await;
+}
+
+/// Waits until the departure of `ticket` is recorded (its grace has started).
+async fn departed(app: &TestApp, sale: &str, ticket: u64) {
+    let gone = app.keys.sale(sale).gone();
+    eventually("the departure is recorded", WAIT, || async {
+        let deadline: Option<f64> = redis::cmd("ZSCORE")
+            .arg(&gone)
+            .arg(ticket)
+            .query_async(&mut app.redis.clone())
+            .await
+            .unwrap();
+        deadline.is_some()
+    })
+    .await;
+}
+
+/// The sale's unspent count as Redis holds it (a negative one too).
+async fn unspent(app: &TestApp, sale: &str) -> i64 {
+    let unspent: Option<i64> = redis::cmd("HGET")
+        .arg(app.keys.sale(sale).meta())
+        .arg("unspent")
+        .query_async(&mut app.redis.clone())
+        .await
+        .unwrap();
+    unspent.unwrap_or(0)
 }
