@@ -6,6 +6,8 @@
 -- ARGV[1] the caller's fencing token (from lease.lua)
 -- ARGV[2] most live tickets to admit now (the rate limiter's permits, within the active cap
 --         and what stock can serve; 0 to do only the upkeep)
+-- ARGV[3..] pairs: ticket, its place in line, for away tickets recorded before their place
+--         was known (the leader computes places from the draw; at most a few hundred)
 --
 -- Returns {admitted, frontier, exp}:
 --   admitted = -1   the caller does not hold the lease with this token (nothing changed)
@@ -24,7 +26,10 @@
 -- unspent: nobody holds it, and counted it would keep its share of the stock from the people
 -- behind for the token's whole life (near the end of the stock, they would wait that long). It
 -- is recorded in `admitted away` instead, and counts from the moment its person comes back
--- (resume.lua) until it is spent or expires like the rest of its batch.
+-- (resume.lua) until it is spent or expires like the rest of its batch. An away ticket whose
+-- place was not known when its person left (before the draw) is placed here first, once the
+-- leader knows the draw: the one batch admitted before that (the tick that closed the pre-queue)
+-- counts it as if its person were there.
 if redis.call('GET', KEYS[4]) ~= ARGV[1] then
   return {-1, 0, 0}
 end
@@ -48,6 +53,10 @@ for _, exp in ipairs(expired) do
   redis.call('ZREM', KEYS[7], exp)
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', now)
+
+for i = 3, #ARGV, 2 do
+  redis.call('ZADD', KEYS[9], 'XX', ARGV[i + 1], ARGV[i])
+end
 
 local frontier = tonumber(redis.call('GET', KEYS[3]) or '0')
 local meta = redis.call('HMGET', KEYS[1], 'paused', 'sold_out', 'token_ttl_ms')
@@ -73,7 +82,7 @@ if target > frontier then
   away = redis.call('ZRANGEBYSCORE', KEYS[9], '(' .. frontier, target)
   redis.call('SET', KEYS[3], target)
   redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', target)
-  redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', target)
+  redis.call('ZREMRANGEBYSCORE', KEYS[9], '(0', target)
 end
 local exp = 0
 if admitted > 0 then

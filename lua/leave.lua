@@ -14,9 +14,10 @@
 -- is taken over by resume.lua, never inside a batch of departures). ZADD NX keeps the first grace
 -- a ticket was given, and never brings a dead one (score 0) back.
 --
--- A ticket whose grace starts here, at a known place, is also recorded as away (its place as
--- its score) until its person comes back (resume.lua) or it dies (bury.lua): should its turn
--- come meanwhile, advance.lua lets it in without counting its token against the stock.
+-- A ticket whose grace starts here is also recorded as away, its place as its score (0 while
+-- its place is not known: the leader places it once it knows the draw, advance.lua), until its
+-- person comes back (resume.lua) or it dies (bury.lua): should its turn come meanwhile,
+-- advance.lua lets it in without counting its token against the stock.
 local tickets = {}
 for i = 1, #ARGV, 4 do
   tickets[#tickets + 1] = ARGV[i]
@@ -37,7 +38,7 @@ for i, ticket in ipairs(tickets) do
     local grace = tonumber(ARGV[4 * i - 1])
     local place = tonumber(ARGV[4 * i])
     if grace >= 0 and redis.call('ZADD', KEYS[1], 'NX', now + grace, ticket) == 1
-        and grace > 0 and place > 0 then
+        and grace > 0 then
       redis.call('ZADD', KEYS[4], place, ticket)
     end
   end

@@ -98,8 +98,12 @@ impl Controller {
             0
         };
         report(driver.sale, view, &read.pools);
+        // Away tickets left before the draw: their places, now that the draw is known.
+        let placed: Vec<(u64, u64)> = shared.draw.get().map_or_else(Vec::new, |draw| {
+            read.unplaced.iter().map(|t| (*t, draw.place(*t))).collect()
+        });
         // Called every tick, even with no permits: it also expires unspent tokens.
-        let advanced = scripts::leader::advance(conn, keys, fence, permits).await?;
+        let advanced = scripts::leader::advance(conn, keys, (fence, permits), &placed).await?;
         let Advanced::Moved {
             admitted,
             frontier,

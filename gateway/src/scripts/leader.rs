@@ -100,6 +100,7 @@ floodgate_platform::lua_script! {
             fence: &'a str = "the caller's fencing token",
             permits: u64 = "most live tickets to admit now",
         }
+        rest { placed: &'a [(u64, u64)] = "pairs: ticket, its place in line" }
     }
 }
 
@@ -195,12 +196,13 @@ pub async fn sweep(
 }
 
 /// One step of the admission controller with fencing token `fence` (`lua/advance.lua`),
-/// admitting at most `permits` live tickets; also expires unspent tokens.
+/// admitting at most `permits` live tickets, once the away tickets in `placed` (ticket, place)
+/// have their places; also expires unspent tokens.
 pub async fn advance(
     conn: &mut RedisConn,
     keys: &SaleKeys,
-    fence: &str,
-    permits: u64,
+    (fence, permits): (&str, u64),
+    placed: &[(u64, u64)],
 ) -> RedisResult<Advanced> {
     Ok(Advance {
         meta: keys.meta(),
@@ -215,6 +217,7 @@ pub async fn advance(
         away_admitted: keys.away_admitted(),
         fence,
         permits,
+        placed,
     }
     .run(conn)
     .await?)

@@ -52,6 +52,9 @@ pub struct LeaderRead {
     pub pools: Vec<PoolCounts>,
     /// Tickets whose grace has run out, to be buried.
     pub due: Vec<u64>,
+    /// Away tickets whose place was not known when their people left (before the draw), to be
+    /// placed (`lua/advance.lua`).
+    pub unplaced: Vec<u64>,
     /// Every gateway registered in the sale's room.
     pub gateways: Vec<String>,
 }
@@ -124,7 +127,7 @@ pub async fn read_tick(
 }
 
 /// The leader's read: `pools`' counts, the tickets of `keys`' sale whose grace ended by
-/// `now_ms`, and the sale's registered gateways.
+/// `now_ms`, the sale's registered gateways, and the away tickets not yet placed.
 pub async fn read_for_leader(
     conn: &mut RedisConn,
     keys: &SaleKeys,
@@ -141,13 +144,21 @@ pub async fn read_for_leader(
         .arg("LIMIT")
         .arg(0)
         .arg(HOUSEKEEPING_BATCH)
-        .smembers(keys.gateways());
+        .smembers(keys.gateways())
+        .cmd("ZRANGEBYSCORE")
+        .arg(keys.away())
+        .arg(0)
+        .arg(0)
+        .arg("LIMIT")
+        .arg(0)
+        .arg(HOUSEKEEPING_BATCH);
     let mut sale_conn = conn.clone();
-    let ((due, gateways), pools): ((Vec<u64>, Vec<String>), _) =
+    let ((due, gateways, unplaced), pools): ((Vec<u64>, Vec<String>, Vec<u64>), _) =
         tokio::try_join!(pipe.query_async(&mut sale_conn), counts)?;
     Ok(LeaderRead {
         pools,
         due,
+        unplaced,
         gateways,
     })
 }

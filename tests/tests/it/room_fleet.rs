@@ -277,7 +277,10 @@ async fn a_former_leader_cannot_advance_with_its_old_fencing_token(db: sqlx::PgP
     let advance = |fence: String| {
         let (mut conn, keys) = (app.redis.clone(), &keys);
         async move {
-            match leader::advance(&mut conn, keys, &fence, 1).await.unwrap() {
+            match leader::advance(&mut conn, keys, (&fence, 1), &[])
+                .await
+                .unwrap()
+            {
                 Advanced::Moved { admitted, .. } => admitted as i64,
                 Advanced::NotLeader => -1,
                 Advanced::NotArmed => -2,

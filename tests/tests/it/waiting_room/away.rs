@@ -107,6 +107,57 @@ async fn an_away_places_token_spent_by_its_other_session_leaves_the_count_whole(
     );
 }
 
+/// Places dropped before the draw are away too: their places are not known when their people
+/// leave (the line is drawn at the opening), and the leader places them once it knows the draw.
+/// Before, they counted against the stock when their turn came, as if their people were there.
+#[sqlx::test(migrations = "../migrations")]
+async fn places_dropped_before_the_draw_hold_no_stock(db: sqlx::PgPool) {
+    let options = TestOptions {
+        grace_ms: 60_000,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = unique("away-drawn-");
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 1)],
+        opens_in: Duration::from_millis(1_500),
+        stock_factor: 1.0,
+        token_ttl_secs: 120,
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    app.admission(&sale, "pause").await;
+    // Three places taken in the pre-queue and dropped before the opening.
+    for _ in 0..3 {
+        let gone = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+        let ticket = gone.ticket;
+        gone.leave().await;
+        departed(&app, &sale, ticket).await;
+    }
+    // Drawn (the pre-queue closed at the opening): whoever joins now is fourth.
+    let meta = app.keys.sale(&sale).meta();
+    eventually("the pre-queue is drawn", WAIT, || async {
+        let drawn: bool = redis::cmd("HEXISTS")
+            .arg(&meta)
+            .arg("prequeue_size")
+            .query_async(&mut app.redis.clone())
+            .await
+            .unwrap();
+        drawn
+    })
+    .await;
+    let mut behind = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    assert_eq!(behind.position(WAIT).await, 4);
+
+    app.admission(&sale, "resume").await;
+    behind.admitted(WAIT).await;
+    assert_eq!(
+        unspent(&app, &sale).await,
+        1,
+        "only the person who is there"
+    );
+}
+
 /// A sale opened (and drawn) with nobody in the pre-queue, paused: places follow the order of
 /// arrival, and nobody is admitted until the test resumes admission.
 async fn paused_and_open(app: &TestApp, sale: &str, spec: &SaleSpec) {
