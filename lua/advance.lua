@@ -7,7 +7,7 @@
 -- ARGV[2] most live tickets to admit now (the rate limiter's permits, within the active cap
 --         and what stock can serve; 0 to do only the upkeep)
 -- ARGV[3..] pairs: ticket, its place in line, for away tickets recorded before their place
---         was known (the leader computes places from the draw; at most a few hundred)
+--         was known (the leader computes places from the draw; at most 500)
 --
 -- Returns {admitted, frontier, exp}:
 --   admitted = -1   the caller does not hold the lease with this token (nothing changed)
@@ -28,8 +28,8 @@
 -- is recorded in `admitted away` instead, and counts from the moment its person comes back
 -- (resume.lua) until it is spent or expires like the rest of its batch. An away ticket whose
 -- place was not known when its person left (before the draw) is placed here first, once the
--- leader knows the draw: the one batch admitted before that (the tick that closed the pre-queue)
--- counts it as if its person were there.
+-- leader knows the draw: a batch admitted before that (in the tick that closed the pre-queue,
+-- or past a departure recorded since the leader's read) counts it as if its person were there.
 if redis.call('GET', KEYS[4]) ~= ARGV[1] then
   return {-1, 0, 0}
 end
@@ -87,6 +87,8 @@ end
 local exp = 0
 if admitted > 0 then
   local ttl = tonumber(meta[3] or '0')
+  -- Never fewer than none (an away place is never dead, but a gateway of an older release
+  -- buries without forgetting it).
   local present = math.max(admitted - #away, 0)
   exp = now + ttl
   -- Written even when nobody present was admitted (0): a returner's token counts in its batch.

@@ -2,11 +2,11 @@
 --
 -- KEYS[1] sale meta hash   KEYS[2] the token's use record (hash)
 -- KEYS[3] unspent tokens per admission batch (hash: expiry -> count)
+-- KEYS[4] admitted away (sorted set: tickets let in while their place was away)
 -- ARGV[1] Idempotency-Key   ARGV[2] request fingerprint (pool and seats)
 -- ARGV[3] when the record may go (Unix ms: the token's expiry plus the clock skew allowed)
 -- ARGV[4] the pool asked for   ARGV[5] the token's expiry (Unix ms; names its admission batch)
 -- ARGV[6] the attempt's lifetime (ms)   ARGV[7] the token's ticket
--- KEYS[4] admitted away (sorted set: tickets let in while their place was away)
 --
 -- Returns {outcome, attempt deadline (Unix ms), the sale's per-buyer seat limit (0: none),
 -- the attempt's stamp} with outcome one of:
@@ -55,9 +55,11 @@ if not current[1] then
   end
   redis.call('HSET', KEYS[2], 'idem', ARGV[1], 'fp', ARGV[2])
   -- A spent token no longer counts as an active admitted user (its hold does, in its pool).
+  -- Never below nothing left in its batch: a count that wrong (a service of an older release
+  -- claiming an uncounted token) errs towards admitting fewer, and heals when the batch expires.
   if redis.call('ZREM', KEYS[4], ARGV[7]) == 1 then
     redis.call('HSET', KEYS[2], 'away', '1')
-  elseif redis.call('HEXISTS', KEYS[3], ARGV[5]) == 1 then
+  elseif (tonumber(redis.call('HGET', KEYS[3], ARGV[5])) or 0) > 0 then
     redis.call('HINCRBY', KEYS[3], ARGV[5], -1)
     redis.call('HINCRBY', KEYS[1], 'unspent', -1)
   end

@@ -5,8 +5,8 @@
 --
 -- KEYS[1] gone (sorted set)   KEYS[2] holders (hash)   KEYS[3] the gateway's session set
 -- KEYS[4] away (sorted set)
--- ARGV, four per departure: ticket, the session's id, grace (ms) or -1 (no grace needed), its
---         place in line (0: not known yet, before the draw)
+-- ARGV, four per departure: ticket, the session's id, grace (ms) or -1, its place in line
+--         (grace -1: no grace needed; place 0: not known here, before the draw, say)
 --         (at most a few hundred departures: Lua's unpack limit; the gateway sends at most 500)
 --
 -- Returns how many of the sessions still held their ticket. One that a newer session had taken

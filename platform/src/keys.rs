@@ -154,10 +154,11 @@ impl SaleKeys {
     pub fn gone(&self) -> String {
         format!("{}:gone", self.base)
     }
-    /// Sorted set: tickets whose person left inside their grace before their turn, scored by
-    /// their place in line (leave.lua): let in without holding stock should their turn come
-    /// before they are back (advance.lua); forgotten when they come back (resume.lua) or die
-    /// (bury.lua), and once the frontier passes them.
+    /// Sorted set: tickets whose person left inside their grace before their turn (leave.lua,
+    /// sweep.lua), scored by their place in line, 0 until the leader knows it (left before the
+    /// draw, or swept): let in without holding stock should their turn come before they are
+    /// back (advance.lua); forgotten when they come back (resume.lua) or die (bury.lua), and
+    /// once placed behind the frontier.
     pub fn away(&self) -> String {
         format!("{}:away", self.base)
     }

@@ -69,6 +69,7 @@ floodgate_platform::lua_script! {
             holders: "holders (hash)",
             gone: "gone (sorted set)",
             gateways: "the sale's gateway registry (set)",
+            away: "away (sorted set)",
         }
         args {
             gateway: &'a str = "the dead gateway's id",
@@ -187,6 +188,7 @@ pub async fn sweep(
         holders: keys.holders(),
         gone: keys.gone(),
         gateways: keys.gateways(),
+        away: keys.away(),
         gateway,
         grace_ms: grace.as_millis() as u64,
         most: HOUSEKEEPING_BATCH,

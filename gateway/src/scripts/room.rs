@@ -15,6 +15,9 @@ use redis::RedisResult;
 const STREAM_BATCH: usize = 10_000;
 /// Tickets handled per tick by the bury and sweep steps.
 pub const HOUSEKEEPING_BATCH: usize = 5_000;
+/// Away tickets placed per tick (`lua/advance.lua` takes them as arguments): 5,000 a second at
+/// the default tick, a pre-queue's departures of the last grace placed within seconds.
+const PLACING_BATCH: usize = 500;
 
 /// Where a gateway has read a sale's deaths and admits streams up to.
 #[derive(Debug)]
@@ -151,7 +154,7 @@ pub async fn read_for_leader(
         .arg(0)
         .arg("LIMIT")
         .arg(0)
-        .arg(HOUSEKEEPING_BATCH);
+        .arg(PLACING_BATCH);
     let mut sale_conn = conn.clone();
     let ((due, gateways, unplaced), pools): ((Vec<u64>, Vec<String>, Vec<u64>), _) =
         tokio::try_join!(pipe.query_async(&mut sale_conn), counts)?;

@@ -180,7 +180,7 @@ floodgate_platform::lua_script! {
         args {}
         rest {
             departures: Vec<(u64, String, i64, u64)> =
-                "four per departure: ticket, the session's id, grace (ms) or -1"
+                "four per departure: ticket, the session's id, grace (ms) or -1, its place in line"
         }
     }
 }

@@ -15,22 +15,8 @@ const WAIT: Duration = Duration::from_secs(20);
 /// dropped at once, held the last seats from the crowd (the hostile benchmark's late sell-outs).
 #[sqlx::test(migrations = "../migrations")]
 async fn an_away_place_holds_no_stock_until_its_person_comes_back(db: sqlx::PgPool) {
-    let options = TestOptions {
-        grace_ms: 60_000,
-        ..TestOptions::default()
-    };
-    let app = TestApp::spawn_with(db, options).await;
-    let sale = unique("away-");
     // One seat, and one unspent token allowed per seat: whoever holds the token holds the stock.
-    let spec = SaleSpec {
-        pools: vec![("p1".into(), 1)],
-        opens_in: Duration::from_millis(300),
-        admission_rate: 100.0,
-        stock_factor: 1.0,
-        token_ttl_secs: 120,
-        ..SaleSpec::default()
-    };
-    paused_and_open(&app, &sale, &spec).await;
+    let (app, sale) = one_seat(db, "away-", 300).await;
     let mut away = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
     assert_eq!(away.position(WAIT).await, 1);
     let (ticket, token) = (away.ticket, away.resume_token.clone());
@@ -112,21 +98,7 @@ async fn an_away_places_token_spent_by_its_other_session_leaves_the_count_whole(
 /// Before, they counted against the stock when their turn came, as if their people were there.
 #[sqlx::test(migrations = "../migrations")]
 async fn places_dropped_before_the_draw_hold_no_stock(db: sqlx::PgPool) {
-    let options = TestOptions {
-        grace_ms: 60_000,
-        ..TestOptions::default()
-    };
-    let app = TestApp::spawn_with(db, options).await;
-    let sale = unique("away-drawn-");
-    let spec = SaleSpec {
-        pools: vec![("p1".into(), 1)],
-        opens_in: Duration::from_millis(1_500),
-        stock_factor: 1.0,
-        token_ttl_secs: 120,
-        ..SaleSpec::default()
-    };
-    app.create_sale(&sale, &spec).await;
-    app.admission(&sale, "pause").await;
+    let (app, sale) = one_seat(db, "away-drawn-", 1_500).await;
     // Three places taken in the pre-queue and dropped before the opening.
     for _ in 0..3 {
         let gone = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
@@ -149,13 +121,117 @@ async fn places_dropped_before_the_draw_hold_no_stock(db: sqlx::PgPool) {
     let mut behind = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
     assert_eq!(behind.position(WAIT).await, 4);
 
+    let_in_past_the_away(&app, &sale, &mut behind).await;
+}
+
+/// The places of a gateway that died without goodbye are away once the leader hands them to
+/// their grace: a crashed gateway's crowd holds no stock it is not there to use. Before, they
+/// counted against the stock when their turn came, for their passes' whole life.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_dead_gateways_places_hold_no_stock(db: sqlx::PgPool) {
+    let (app, sale) = one_seat(db, "away-swept-", 300).await;
+    // The first place keeps the room (and its leader) running here; it leaves later.
+    let mut first = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    assert_eq!(first.position(WAIT).await, 1);
+    // A second gateway handed out place 2 and died: its session set names the ticket, and it
+    // has no liveness key (as `lua/join.lua` leaves them, once the key has lapsed).
+    let keys = app.keys.sale(&sale);
+    let mut redis = app.redis.clone();
+    let ticket: u64 = redis::cmd("INCR")
+        .arg(keys.seq())
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(ticket, 2);
+    let _: () = redis::pipe()
+        .sadd(keys.gateway_sessions("ghost"), ticket)
+        .sadd(keys.gateways(), "ghost")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    departed(&app, &sale, ticket).await;
+    let mut behind = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    assert_eq!(behind.position(WAIT).await, 3);
+    let first_ticket = first.ticket;
+    first.leave().await;
+    departed(&app, &sale, first_ticket).await;
+
+    let_in_past_the_away(&app, &sale, &mut behind).await;
+}
+
+/// A claim never takes a batch's count below nothing: should the count already be spent (an
+/// older release's service claimed an uncounted token during an upgrade), the sale's unspent
+/// count errs towards admitting fewer, and heals when the batch expires. Before, it went on
+/// down, and the sale let in more than the stock allows.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_claim_never_takes_a_batch_below_nothing(db: sqlx::PgPool) {
+    let app = TestApp::spawn_with(db, TestOptions::default()).await;
+    let sale = unique("away-floor-");
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 10)],
+        opens_in: Duration::from_millis(300),
+        token_ttl_secs: 120,
+        ..SaleSpec::default()
+    };
+    paused_and_open(&app, &sale, &spec).await;
+    let mut person = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    assert_eq!(person.position(WAIT).await, 1);
     app.admission(&sale, "resume").await;
+    let pass = person.admitted(WAIT).await;
+    assert_eq!(unspent(&app, &sale).await, 1);
+    // Its batch's count spent already, as an older release's claim would leave it.
+    let tokens = app.keys.sale(&sale).tokens();
+    let mut redis = app.redis.clone();
+    let batches: Vec<String> = redis::cmd("HKEYS")
+        .arg(&tokens)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(batches.len(), 1, "{batches:?}");
+    let _: () = redis::cmd("HSET")
+        .arg(&tokens)
+        .arg(&batches[0])
+        .arg(0)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    app.reserve(&sale, &pass, "k1", "p1", 1).await.expect("201");
+    let left: i64 = redis::cmd("HGET")
+        .arg(&tokens)
+        .arg(&batches[0])
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!((left, unspent(&app, &sale).await), (0, 1));
+}
+
+/// A gateway whose departed keep their places a minute, and a sale of one seat with one unspent
+/// token allowed per seat (whoever holds a pass holds the stock), opening in `opens_in_ms`,
+/// paused.
+async fn one_seat(db: sqlx::PgPool, prefix: &str, opens_in_ms: u64) -> (TestApp, String) {
+    let options = TestOptions {
+        grace_ms: 60_000,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = unique(prefix);
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 1)],
+        opens_in: Duration::from_millis(opens_in_ms),
+        stock_factor: 1.0,
+        token_ttl_secs: 120,
+        ..SaleSpec::default()
+    };
+    paused_and_open(&app, &sale, &spec).await;
+    (app, sale)
+}
+
+/// Resumes admission: `behind` is let in past the away places ahead of it, and holds the one
+/// unspent pass (the away hold none).
+async fn let_in_past_the_away(app: &TestApp, sale: &str, behind: &mut RoomClient) {
+    app.admission(sale, "resume").await;
     behind.admitted(WAIT).await;
-    assert_eq!(
-        unspent(&app, &sale).await,
-        1,
-        "only the person who is there"
-    );
+    assert_eq!(unspent(app, sale).await, 1, "only the person who is there");
 }
 
 /// A sale opened (and drawn) with nobody in the pre-queue, paused: places follow the order of
