@@ -40,7 +40,10 @@ end
 local now = now_ms()
 close_prequeue(KEYS[1], KEYS[2], now)
 
--- Tokens of batches past their expiry can no longer be spent: they stop counting as active.
+-- Batches past their hold on the stock (their tokens' expiry, or sooner where the sale says:
+-- `stock_hold_ms`) stop counting as active: their unspent tokens no longer hold stock, and a
+-- later claim or return of one of them finds no count to change (claim_token.lua,
+-- resume.lua), as for an expired token.
 local expired = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now)
 for _, exp in ipairs(expired) do
   local unspent = tonumber(redis.call('HGET', KEYS[8], exp) or '0')
@@ -59,7 +62,7 @@ for i = 3, #ARGV, 2 do
 end
 
 local frontier = tonumber(redis.call('GET', KEYS[3]) or '0')
-local meta = redis.call('HMGET', KEYS[1], 'paused', 'sold_out', 'token_ttl_ms')
+local meta = redis.call('HMGET', KEYS[1], 'paused', 'sold_out', 'token_ttl_ms', 'stock_hold_ms')
 if now < opens or meta[1] == '1' or meta[2] == '1' then
   return {0, frontier, 0}
 end
@@ -93,7 +96,12 @@ if admitted > 0 then
   exp = now + ttl
   -- Written even when nobody present was admitted (0): a returner's token counts in its batch.
   redis.call('HINCRBY', KEYS[8], exp, present)
-  redis.call('ZADD', KEYS[7], exp, exp)
+  -- Scored by the end of its hold on the stock, named by its tokens' expiry.
+  local hold = math.min(tonumber(meta[4] or '0') or 0, ttl)
+  if hold <= 0 then
+    hold = ttl
+  end
+  redis.call('ZADD', KEYS[7], now + hold, exp)
   if present > 0 then
     redis.call('HINCRBY', KEYS[1], 'unspent', present)
   end

@@ -8,6 +8,7 @@
 -- ARGV[12] challenge (none/pow)   ARGV[13] proof-of-work difficulty (bits)
 -- ARGV[14] most seats per buyer (0: no limit)   ARGV[15] the sale's grace in seconds (0: the
 -- gateways' own)
+-- ARGV[16] how long an unspent pass counts against the stock (ms; at most the token TTL)
 --
 -- Returns {"armed"} or {"opened", at_ms} exactly as arm_pool does, by the same clock and rule.
 -- Arming before the opening resets the frontier but never the ticket sequence nor the lottery
@@ -21,7 +22,7 @@ end
 redis.call('HSET', KEYS[1], 'opens_at_ms', ARGV[1], 'rate', ARGV[2], 'token_ttl_ms', ARGV[3],
   'max_seats', ARGV[4], 'active_cap', ARGV[5], 'pools', ARGV[6], 'paused', ARGV[7],
   'stock_factor', ARGV[8], 'identity', ARGV[11], 'challenge', ARGV[12],
-  'pow_difficulty', ARGV[13], 'buyer_seats', ARGV[14])
+  'pow_difficulty', ARGV[13], 'buyer_seats', ARGV[14], 'stock_hold_ms', ARGV[16])
 if ARGV[15] ~= '0' then
   redis.call('HSET', KEYS[1], 'grace_secs', ARGV[15])
 else

@@ -192,7 +192,8 @@ impl SaleKeys {
     pub fn admits(&self) -> String {
         format!("{}:admits", self.base)
     }
-    /// Sorted set: the token expiry (Unix ms) of each admission batch whose tokens may be unspent.
+    /// Sorted set: the token expiry (Unix ms) of each admission batch whose unspent tokens still
+    /// hold stock, scored by when they stop (the expiry, or sooner: the sale's `stock_hold_ms`).
     pub fn batches(&self) -> String {
         format!("{}:batches", self.base)
     }

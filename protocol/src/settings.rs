@@ -193,6 +193,18 @@ pub fn check_token_ttl_secs(secs: u32) -> Result<u32, String> {
     }
 }
 
+/// Whether `secs` is how long a pass may count against the stock, for passes of `token_ttl_secs`:
+/// at least a second, and no longer than the pass lives.
+pub fn check_stock_hold_secs(secs: u32, token_ttl_secs: u32) -> Result<u32, String> {
+    if (1..=token_ttl_secs).contains(&secs) {
+        Ok(secs)
+    } else {
+        Err(format!(
+            "stock_hold_secs must be from 1 to the pass's life (token_ttl_secs, {token_ttl_secs})"
+        ))
+    }
+}
+
 /// Whether `cap` is a usable cap on active admitted users.
 pub fn check_active_cap(cap: u64) -> Result<u64, String> {
     if ACTIVE_CAP.contains(&cap) {

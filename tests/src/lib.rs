@@ -199,6 +199,8 @@ pub struct SaleSpec {
     pub hold_ttl_secs: u32,
     pub active_cap: u32,
     pub stock_factor: f64,
+    /// How long an unspent pass counts against the stock (`None`: its whole life).
+    pub stock_hold_secs: Option<u32>,
     /// Who may join and what they must show.
     pub door: Door,
 }
@@ -214,6 +216,7 @@ impl Default for SaleSpec {
             hold_ttl_secs: 300,
             active_cap: 10_000,
             stock_factor: 2.0,
+            stock_hold_secs: None,
             door: Door::default(),
         }
     }
@@ -232,6 +235,7 @@ impl SaleSpec {
             admission_rate: self.admission_rate,
             active_cap: self.active_cap,
             stock_factor: self.stock_factor,
+            stock_hold_secs: self.stock_hold_secs,
             identity: self.door.identity.as_str().into(),
             max_seats_per_buyer: self.door.max_seats_per_buyer,
             challenge: self.door.challenge.as_str().into(),

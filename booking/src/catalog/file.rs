@@ -25,6 +25,13 @@ pub struct SaleFile {
     /// admitted to a sold-out page.
     #[serde(default = "default_stock_factor")]
     pub stock_factor: f64,
+    /// How long an unspent pass counts against the stock, 1 second to `token_ttl_secs`
+    /// (default: the pass's whole life). Shorter, the passes of people who never book (a
+    /// stranger's idle places, walk-aways) stop holding the last seats from the people behind
+    /// sooner, while each pass stays valid for its life; someone who books later than this may
+    /// find the stock gone.
+    #[serde(default)]
+    pub stock_hold_secs: Option<u32>,
     /// Who may join: `optional` (default; a join with an identity token is a buyer, one place
     /// per buyer) or `required` (signed-in buyers only).
     #[serde(default = "default_identity")]
@@ -132,6 +139,10 @@ impl SaleFile {
         settings::check_active_cap(u64::from(self.active_cap)).map_err(CatalogError::Invalid)?;
         if !(self.stock_factor.is_finite() && self.stock_factor > 0.0) {
             return invalid("stock_factor must be a positive number".into());
+        }
+        if let Some(hold) = self.stock_hold_secs {
+            settings::check_stock_hold_secs(hold, self.token_ttl_secs)
+                .map_err(CatalogError::Invalid)?;
         }
         self.door()?;
         if self.pools.is_empty() {
@@ -277,6 +288,21 @@ mod tests {
             (
                 MINIMAL.replace("token_ttl_secs = 120", "token_ttl_secs = 0"),
                 "token_ttl_secs",
+            ),
+            // A pass cannot hold the stock longer than it lives, nor not at all.
+            (
+                MINIMAL.replace(
+                    "token_ttl_secs = 120",
+                    "token_ttl_secs = 120\nstock_hold_secs = 121",
+                ),
+                "stock_hold_secs",
+            ),
+            (
+                MINIMAL.replace(
+                    "token_ttl_secs = 120",
+                    "token_ttl_secs = 120\nstock_hold_secs = 0",
+                ),
+                "stock_hold_secs",
             ),
         ];
         for (text, expected) in cases {

@@ -102,8 +102,8 @@ async fn upsert_sale(tx: &mut sqlx::PgConnection, sale: &SaleFile) -> Result<(),
     sqlx::query(
         "insert into sales (id, name, opens_at, hold_ttl_secs, token_ttl_secs,
            max_seats_per_booking, admission_rate, active_cap, stock_factor, identity,
-           max_seats_per_buyer, challenge, pow_difficulty, grace_secs)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+           max_seats_per_buyer, challenge, pow_difficulty, grace_secs, stock_hold_secs)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
          on conflict (id) do update set name = excluded.name, opens_at = excluded.opens_at,
            hold_ttl_secs = excluded.hold_ttl_secs, token_ttl_secs = excluded.token_ttl_secs,
            max_seats_per_booking = excluded.max_seats_per_booking,
@@ -111,7 +111,7 @@ async fn upsert_sale(tx: &mut sqlx::PgConnection, sale: &SaleFile) -> Result<(),
            stock_factor = excluded.stock_factor, identity = excluded.identity,
            max_seats_per_buyer = excluded.max_seats_per_buyer, challenge = excluded.challenge,
            pow_difficulty = excluded.pow_difficulty, grace_secs = excluded.grace_secs,
-           updated_at = now()",
+           stock_hold_secs = excluded.stock_hold_secs, updated_at = now()",
     )
     .bind(&sale.id)
     .bind(&sale.name)
@@ -127,6 +127,7 @@ async fn upsert_sale(tx: &mut sqlx::PgConnection, sale: &SaleFile) -> Result<(),
     .bind(&sale.challenge)
     .bind(i32::from(sale.pow_difficulty))
     .bind(sale.grace_secs.map(|s| s as i32))
+    .bind(sale.stock_hold_secs.map(|s| s as i32))
     .execute(&mut *tx)
     .await?;
     Ok(())
@@ -182,6 +183,7 @@ struct SaleRow {
     pow_difficulty: i32,
     max_seats_per_buyer: Option<i32>,
     grace_secs: Option<i32>,
+    stock_hold_secs: Option<i32>,
 }
 
 impl SaleRow {
@@ -189,7 +191,8 @@ impl SaleRow {
         sqlx::query_as(
             "select opens_at, hold_ttl_secs, token_ttl_secs, max_seats_per_booking,
                admission_rate, active_cap, paused, stock_factor, identity, challenge,
-               pow_difficulty, max_seats_per_buyer, grace_secs from sales where id = $1",
+               pow_difficulty, max_seats_per_buyer, grace_secs, stock_hold_secs
+             from sales where id = $1",
         )
         .bind(sale)
         .fetch_optional(db)
@@ -268,6 +271,10 @@ pub async fn arm_sale(
         pools: &pool_ids,
         paused: row.paused,
         stock_factor: row.stock_factor,
+        // The pass's whole life unless the sale says shorter (never longer: checked on loading).
+        stock_hold_ms: row.stock_hold_secs.map_or(i64::from(token_ttl), |s| {
+            i64::from(s).min(i64::from(token_ttl))
+        }) * 1000,
         door,
     };
     if arming::arm_sale(&mut conn, keys, &sale).await? != Armed::Armed {

@@ -25,6 +25,8 @@ pub struct SaleArming<'a> {
     pub pools: &'a [&'a str],
     pub paused: bool,
     pub stock_factor: f64,
+    /// How long an unspent pass counts against the stock (at most `token_ttl_ms`).
+    pub stock_hold_ms: i64,
     pub door: Door,
 }
 
@@ -74,6 +76,7 @@ pub async fn arm_sale(
         pow_difficulty: sale.door.pow_difficulty,
         max_seats_per_buyer: sale.door.max_seats_per_buyer.unwrap_or(0),
         grace_secs: sale.door.grace_secs.unwrap_or(0),
+        stock_hold_ms: sale.stock_hold_ms,
     }
     .run(conn)
     .await?;

@@ -284,6 +284,7 @@ floodgate_platform::lua_script! {
             pow_difficulty: u8 = "proof-of-work difficulty (bits)",
             max_seats_per_buyer: u32 = "most seats per buyer (0: no limit)",
             grace_secs: u32 = "the sale's grace in seconds",
+            stock_hold_ms: i64 = "how long an unspent pass counts against the stock",
         }
     }
 }

@@ -205,6 +205,41 @@ async fn a_claim_never_takes_a_batch_below_nothing(db: sqlx::PgPool) {
     assert_eq!((left, unspent(&app, &sale).await), (0, 1));
 }
 
+/// A sale that holds the stock for a pass a shorter time than the pass lives: an admitted person
+/// who stays and never books holds the last seat only that long, and the person behind is let
+/// in after it. Before, an idle pass held its share of the stock for its whole life (a
+/// stranger's thousands of idle places held the last seats from the crowd).
+#[sqlx::test(migrations = "../migrations")]
+async fn an_idle_pass_holds_the_stock_only_as_long_as_the_sale_says(db: sqlx::PgPool) {
+    let app = TestApp::spawn_with(db, TestOptions::default()).await;
+    let sale = unique("stock-hold-");
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 1)],
+        opens_in: Duration::from_millis(300),
+        stock_factor: 1.0,
+        token_ttl_secs: 120,
+        stock_hold_secs: Some(2),
+        ..SaleSpec::default()
+    };
+    paused_and_open(&app, &sale, &spec).await;
+    let mut idle = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    assert_eq!(idle.position(WAIT).await, 1);
+    let mut behind = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    assert_eq!(behind.position(WAIT).await, 2);
+    app.admission(&sale, "resume").await;
+    let pass = idle.admitted(WAIT).await;
+    // Two seconds on, the idle pass no longer holds the seat: the person behind is let in.
+    behind.admitted(WAIT).await;
+    assert_eq!(unspent(&app, &sale).await, 1, "the newer pass holds it now");
+    // The idle pass is still valid for its life, and may still book the seat if it is there.
+    app.reserve(&sale, &pass, "k1", "p1", 1).await.expect("201");
+    assert_eq!(
+        unspent(&app, &sale).await,
+        1,
+        "its claim took nothing off the count"
+    );
+}
+
 /// A gateway whose departed keep their places a minute, and a sale of one seat with one unspent
 /// token allowed per seat (whoever holds a pass holds the stock), opening in `opens_in_ms`,
 /// paused.
