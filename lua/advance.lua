@@ -26,7 +26,7 @@
 -- unspent: nobody holds it, and counted it would keep its share of the stock from the people
 -- behind for the token's whole life (near the end of the stock, they would wait that long). It
 -- is recorded in `admitted away` instead, and counts from the moment its person comes back
--- (resume.lua) until it is spent or expires like the rest of its batch. An away ticket whose
+-- (resume.lua) until it is spent or its batch stops counting, like the rest of it. An away ticket whose
 -- place was not known when its person left (before the draw) is placed here first, once the
 -- leader knows the draw: a batch admitted before that (in the tick that closed the pre-queue,
 -- or past a departure recorded since the leader's read) counts it as if its person were there.

@@ -76,7 +76,7 @@ if away then
   redis.call('ZADD', KEYS[4], ARGV[2], ARGV[6])
   return 1
 end
--- Unspent again, until its batch expires.
+-- Unspent again, for as long as its batch counts (advance.lua).
 if redis.call('HEXISTS', KEYS[3], ARGV[2]) == 1 then
   redis.call('HINCRBY', KEYS[3], ARGV[2], 1)
   redis.call('HINCRBY', KEYS[2], 'unspent', 1)

@@ -22,7 +22,7 @@
 -- A session that ends later than a newer one took its ticket over (a half-open connection, say)
 -- must not mark the ticket gone: the holder recorded here lets leave.lua tell them apart.
 -- A ticket let in while its person was away (advance.lua) counts as unspent from now on, in
--- its batch, for as long as the batch's tokens live.
+-- its batch, for as long as the batch counts (advance.lua).
 local status, opens, owner, deadline =
   ticket_standing(KEYS[1], KEYS[2], KEYS[3], KEYS[9], ARGV[1], ARGV[5])
 if status ~= 'alive' then

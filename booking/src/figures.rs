@@ -38,8 +38,8 @@ pub struct OpsFigures {
     pub skipped: u64,
     /// As DESIGN.md defines it: unspent admission tokens plus live holds (what the cap counts).
     pub active: u64,
-    /// Admission tokens neither spent nor expired whose people are there: a token let in while
-    /// its place was away counts from its person's return.
+    /// Admission tokens neither spent, expired nor past the sale's `stock_hold_secs`, whose
+    /// people are there: a token let in while its place was away counts from its person's return.
     pub unspent_tokens: u64,
     pub pools: Vec<OpsPool>,
     pub autopilot: OpsAutopilot,

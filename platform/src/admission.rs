@@ -11,7 +11,8 @@ pub struct Room {
     /// People in line past the frontier who are still there.
     pub live_waiting: u64,
     pub active_cap: u64,
-    /// Admitted people whose token is not yet spent (nor expired).
+    /// Admitted people whose token is not yet spent (nor expired, nor past the sale's hold on
+    /// the stock), and who are there.
     pub unspent: u64,
     /// Live holds (reservations neither paid nor expired; one may hold several seats).
     pub holds: u64,

@@ -19,6 +19,8 @@ pub struct Sale {
     pub stock_factor: f64,
     pub hold_ttl_ms: i64,
     pub token_ttl_ms: i64,
+    /// How long an unspent pass counts against the stock and the cap (at most `token_ttl_ms`).
+    pub stock_hold_ms: i64,
     pub max_seats: u32,
 }
 
@@ -45,6 +47,9 @@ impl Sale {
             stock_factor: file.stock_factor,
             hold_ttl_ms: i64::from(file.hold_ttl_secs) * 1_000,
             token_ttl_ms: i64::from(file.token_ttl_secs) * 1_000,
+            stock_hold_ms: i64::from(file.stock_hold_secs.unwrap_or(file.token_ttl_secs))
+                .min(i64::from(file.token_ttl_secs))
+                * 1_000,
             max_seats: file.max_seats_per_booking,
         })
     }

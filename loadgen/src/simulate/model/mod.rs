@@ -294,8 +294,11 @@ impl<'a> Model<'a> {
     /// One admission tick; false once nothing can change any more.
     fn tick(&mut self, now: i64) -> bool {
         self.leave_until(now);
+        // A batch (named by its tokens' expiry) counts until its hold on the stock ends, as
+        // lua/advance.lua counts it: the sale's `stock_hold_secs`, or the tokens' life.
+        let shortfall = self.sale.token_ttl_ms - self.sale.stock_hold_ms;
         while let Some((&exp, &n)) = self.batches.first_key_value() {
-            if exp > now {
+            if exp - shortfall > now {
                 break;
             }
             self.unspent -= n;

@@ -37,6 +37,7 @@ pub(crate) fn sale(seats: u32, rate: f64) -> Sale {
         stock_factor: 2.0,
         hold_ttl_ms: 10_000,
         token_ttl_ms: 60_000,
+        stock_hold_ms: 60_000,
         max_seats: 2,
     }
 }
@@ -171,4 +172,25 @@ fn a_line_everyone_leaves_ends_when_the_last_has_gone() {
     // The limit, when it comes first, is reported.
     let short = Model::new(&c, &s, &f, &p).run(Duration::from_secs(20));
     assert!(short.truncated);
+}
+
+#[test]
+fn a_shorter_hold_on_the_stock_sells_past_slow_bookers_sooner() {
+    let (c, f, mut p) = (costs(), fleet(3_000.0), crowd(2_000));
+    // Everyone thinks 15 to 45 s before booking, and their passes live a minute.
+    p.think_ms = 30_000.0;
+    let held = |hold_ms: i64| {
+        let mut s = sale(40, 20.0);
+        s.stock_hold_ms = hold_ms;
+        Model::new(&c, &s, &f, &p).run(Duration::from_secs(3_600))
+    };
+    let (whole, short) = (held(60_000), held(5_000));
+    let (whole_s, short_s) = (whole.sold_out_s.unwrap(), short.sold_out_s.unwrap());
+    assert!(short_s < whole_s, "{short_s} s against {whole_s} s");
+    // The price: more people let in to find nothing left.
+    assert!(
+        short.nothing_left_when_admitted > whole.nothing_left_when_admitted,
+        "{short:?} against {whole:?}"
+    );
+    assert_eq!((short.seats_sold, whole.seats_sold), (40, 40));
 }

@@ -228,8 +228,12 @@ async fn an_idle_pass_holds_the_stock_only_as_long_as_the_sale_says(db: sqlx::Pg
     assert_eq!(behind.position(WAIT).await, 2);
     app.admission(&sale, "resume").await;
     let pass = idle.admitted(WAIT).await;
-    // Two seconds on, the idle pass no longer holds the seat: the person behind is let in.
+    let idle_since = std::time::Instant::now();
+    // Two seconds on (not before), the idle pass no longer holds the seat: the person behind
+    // is let in.
     behind.admitted(WAIT).await;
+    let waited = idle_since.elapsed();
+    assert!(waited >= Duration::from_millis(1_500), "held {waited:?}");
     assert_eq!(unspent(&app, &sale).await, 1, "the newer pass holds it now");
     // The idle pass is still valid for its life, and may still book the seat if it is there.
     app.reserve(&sale, &pass, "k1", "p1", 1).await.expect("201");
