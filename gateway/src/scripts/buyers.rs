@@ -13,6 +13,7 @@ use floodgate_protocol::resume::BuyerMark;
 
 use floodgate_platform::script::{FromStrings, LuaScript as _, OddReply, ScriptError};
 
+use super::departures;
 use super::takeback::{self, Taker};
 use super::tickets::{self, Taken};
 use super::SaleScope;
@@ -118,7 +119,7 @@ pub async fn take(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
                     // Their turn came and went (admitted, and the admission expired): a buyer who
                     // comes back after that joins at the back, as anyone does.
                     Ok(_) if (join.turn_over)(ticket) => {
-                        tickets::leave(scope, ticket, session_id, -1).await;
+                        departures::leave(scope, ticket, session_id, -1).await;
                         dead = Some(ticket);
                     }
                     Ok(taken) => return Ok((taken, true)),
@@ -196,7 +197,7 @@ async fn take_new(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
     match place(scope, buyer, "bind", session_id, taken.ticket).await {
         Ok(Place::Bound) => Ok((taken, resumed)),
         Ok(Place::Ticket(theirs)) => {
-            tickets::leave(scope, taken.ticket, session_id, 0).await;
+            departures::leave(scope, taken.ticket, session_id, 0).await;
             Ok((
                 takeback::resume(scope, theirs, session_id, join.taker(false)).await?,
                 true,
@@ -204,7 +205,7 @@ async fn take_new(join: &Joining<'_>) -> Result<(Taken, bool), ApiError> {
         }
         other => {
             // Not bound: the new ticket must not stay live with nobody's name on it.
-            tickets::leave(scope, taken.ticket, session_id, 0).await;
+            departures::leave(scope, taken.ticket, session_id, 0).await;
             other.and_then(|p| Err(odd("bind", p)))
         }
     }
@@ -224,7 +225,7 @@ async fn adoptable(join: &Joining<'_>) -> Result<Option<Taken>, ApiError> {
         Err(e) => return Err(e),
     };
     if (join.turn_over)(ticket) {
-        tickets::leave(join.scope, ticket, join.session_id, -1).await;
+        departures::leave(join.scope, ticket, join.session_id, -1).await;
         return Ok(None);
     }
     Ok(Some(taken))

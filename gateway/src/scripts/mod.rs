@@ -12,6 +12,7 @@
 //!   autopilot's read of the sale's health and its fenced step.
 
 pub mod buyers;
+pub mod departures;
 pub mod draw;
 pub mod leader;
 pub mod pilot;
@@ -42,11 +43,20 @@ pub struct SaleScope {
     pub lease: Duration,
 }
 
+/// What the batches of one sale on this gateway (its joins, its departures) send with: the
+/// sale's keys and this gateway's.
+struct Line {
+    redis: RedisConn,
+    keys: SaleKeys,
+    instance_id: Arc<str>,
+    lease: Duration,
+}
+
 /// The scripts the gateway declares (with `lua/lease.lua`, which both services run,
 /// `floodgate_platform::scripts`).
 pub const DECLARED: &[&Declaration] = &[
     <tickets::Join<'_> as LuaScript>::DECLARATION,
-    <tickets::Leave as LuaScript>::DECLARATION,
+    <departures::Leave as LuaScript>::DECLARATION,
     <takeback::Resume<'_> as LuaScript>::DECLARATION,
     <takeback::StandingCall<'_> as LuaScript>::DECLARATION,
     <buyers::BuyerPlace<'_> as LuaScript>::DECLARATION,

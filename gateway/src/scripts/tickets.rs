@@ -1,6 +1,6 @@
 //! A place in line: taking a new ticket (`lua/join.lua`), taking an earlier one back with a
 //! resume token (`lua/resume.lua`, in [`super::takeback`]), and recording that its session
-//! ended (`lua/leave.lua`).
+//! ended (`lua/leave.lua`, in [`super::departures`]).
 //! Each script is called one way, here, and its reply read into a type in one impl beside the type.
 //!
 //! Joins and departures are what the rush is made of, and both land on the sale's slot, so each
@@ -19,9 +19,10 @@ use floodgate_protocol::api::code;
 use floodgate_protocol::{lottery, UnixMillis};
 use futures::future::{BoxFuture, FutureExt};
 
-use floodgate_platform::script::{FromStrings, LuaScript as _, ScriptError};
+use floodgate_platform::script::{FromStrings, LuaScript as _};
 
-use super::SaleScope;
+use super::departures::{Departure, Leaves};
+use super::{Line, SaleScope};
 use crate::error::ApiError;
 
 /// The most joins (or departures) one script run takes: far under Lua's `unpack` limit (about
@@ -66,18 +67,10 @@ impl JoinedBatch {
     }
 }
 
-/// What the batches of one sale on this gateway send with: the sale's keys and this gateway's.
-struct Line {
-    redis: RedisConn,
-    keys: SaleKeys,
-    instance_id: Arc<str>,
-    lease: Duration,
-}
-
 /// The joins and departures of one sale on this gateway, each sent in batches.
 pub struct Lines {
     joins: Batcher<Joins>,
-    leaves: Batcher<Leaves>,
+    pub(super) leaves: Batcher<Leaves>,
 }
 
 impl Lines {
@@ -164,27 +157,6 @@ floodgate_platform::lua_script! {
     }
 }
 
-floodgate_platform::lua_script! {
-    /// `lua/leave.lua`: the sessions of a batch ended; each ticket keeps its place for its
-    /// grace, or is skipped at once.
-    pub(super) struct Leave {
-        file: "leave.lua",
-        helpers: Sale,
-        reply: i64,
-        keys {
-            gone: "gone (sorted set)",
-            holders: "holders (hash)",
-            sessions: "the gateway's session set",
-            away: "away (sorted set)",
-        }
-        args {}
-        rest {
-            departures: Vec<(u64, String, i64, u64)> =
-                "four per departure: ticket, the session's id, grace (ms) or -1, its place in line"
-        }
-    }
-}
-
 impl Line {
     async fn join(&self, nonces: &[String]) -> Result<JoinedBatch, ApiError> {
         let keys = &self.keys;
@@ -210,22 +182,6 @@ impl Line {
         metrics::counter!("floodgate_join_batches_total").increment(1);
         metrics::counter!("floodgate_tickets_issued_total").increment(nonces.len() as u64);
         Ok(batch)
-    }
-
-    async fn leave(&self, departures: &[Departure]) -> Result<i64, ScriptError> {
-        let keys = &self.keys;
-        Leave {
-            gone: keys.gone(),
-            holders: keys.holders(),
-            sessions: keys.gateway_sessions(&self.instance_id),
-            away: keys.away(),
-            departures: departures
-                .iter()
-                .map(|d| (d.ticket, d.session_id.clone(), d.grace_ms, d.place))
-                .collect(),
-        }
-        .run(&mut self.redis.clone())
-        .await
     }
 }
 
@@ -288,62 +244,6 @@ impl FromStrings for JoinReply {
             [] => Some(Self::UnknownSale),
             _ => None,
         }
-    }
-}
-
-/// A session that ended, as `leave.lua` takes it.
-struct Departure {
-    ticket: u64,
-    session_id: String,
-    grace_ms: i64,
-    /// Its place in line (0: not known, before the draw), for a ticket whose grace starts.
-    place: u64,
-}
-
-struct Leaves(Arc<Line>);
-
-impl Flush for Leaves {
-    type Key = ();
-    type Item = Departure;
-    /// Redis' error, as text (the departures are only logged when they fail).
-    type Answer = Result<(), String>;
-
-    fn flush(&self, _: &(), departures: Vec<Departure>) -> BoxFuture<'static, Self::Answer> {
-        let line = self.0.clone();
-        async move {
-            line.leave(&departures)
-                .await
-                .map(drop)
-                .map_err(|e| e.to_string())
-        }
-        .boxed()
-    }
-}
-
-/// Records that the session `session_id` holding `ticket` ended. With `grace_ms >= 0` the ticket
-/// keeps its place that long (0: it is skipped as soon as the controller sees it); with -1 its
-/// business is done (admitted, or the sale is over for it).
-pub async fn leave(scope: &SaleScope, ticket: u64, session_id: &str, grace_ms: i64) {
-    leave_from(scope, (ticket, 0), session_id, grace_ms).await;
-}
-
-/// [`leave`], for a `ticket` at a known `place` in line: should its turn come while it is in
-/// its grace, it is let in without holding stock until its person comes back (`advance.lua`).
-pub async fn leave_from(scope: &SaleScope, at: (u64, u64), session_id: &str, grace_ms: i64) {
-    let ((ticket, place), session_id) = (at, session_id.to_owned());
-    let departure = Departure {
-        ticket,
-        session_id,
-        grace_ms,
-        place,
-    };
-    let left = match scope.lines.leaves.submit((), departure).await {
-        Ok((_, left)) => left,
-        Err(e) => Err(e.to_string()),
-    };
-    if let Err(error) = left {
-        // The ticket stays registered to this gateway; it is handled if this gateway dies.
-        tracing::warn!(%error, ticket, "could not record the departure");
     }
 }
 

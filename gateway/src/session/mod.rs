@@ -86,7 +86,8 @@ impl Drop for Session {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 let departed = (ticket, place);
-                crate::scripts::tickets::leave_from(&ctx.scope, departed, &session_id, grace).await;
+                crate::scripts::departures::leave_from(&ctx.scope, departed, &session_id, grace)
+                    .await;
             });
         }
     }
@@ -174,7 +175,7 @@ impl Session {
         };
         let session_id = self.ctx.session_id(self.number);
         let departed = (self.ticket, self.ctx.room.place(self.ticket).unwrap_or(0));
-        crate::scripts::tickets::leave_from(&self.ctx.scope, departed, &session_id, grace).await;
+        crate::scripts::departures::leave_from(&self.ctx.scope, departed, &session_id, grace).await;
     }
 
     /// The client's resume token, bound to the buyer whose place this is (derived again when
