@@ -5,15 +5,16 @@
 -- KEYS[9] away (sorted set)   KEYS[10] admitted away (sorted set)
 -- ARGV[1] the caller's fencing token (from lease.lua)
 -- ARGV[2] most live tickets to admit now (the rate limiter's permits, within the active cap
---         and what stock can serve; 0 to do only the upkeep)
+--         and what stock can serve; 0 to do only the upkeep): people who are there; away
+--         places passed on the way take none
 -- ARGV[3..] pairs: ticket, its place in line, for away tickets recorded before their place
 --         was known (the leader computes places from the draw; at most 500)
 --
 -- Returns {admitted, frontier, exp}:
 --   admitted = -1   the caller does not hold the lease with this token (nothing changed)
 --   admitted = -2   the sale is not armed (nothing changed)
---   admitted >= 0   live tickets admitted by this call; frontier is the new frontier, and exp
---                   the expiry of their tokens (0 if none were admitted)
+--   admitted >= 0   live tickets admitted by this call (away ones too); frontier is the new
+--                   frontier, and exp the expiry of their tokens (0 if none were admitted)
 --
 -- The frontier moves past dead places without counting them, so the governed rate admits only
 -- people who are still there; it never passes the last ticket handed out. Nothing is admitted
@@ -26,7 +27,10 @@
 -- unspent: nobody holds it, and counted it would keep its share of the stock from the people
 -- behind for the token's whole life (near the end of the stock, they would wait that long). It
 -- is recorded in `admitted away` instead, and counts from the moment its person comes back
--- (resume.lua) until it is spent or its batch stops counting, like the rest of it. An away ticket whose
+-- (resume.lua) until it is spent or its batch stops counting, like the rest of it. Nor does it
+-- take one of the rate's permits: the rate paces the backend's work, which nobody away makes,
+-- so a stranger's places dropped at once do not slow the line behind them (a person who comes
+-- back after their turn is let in at once, within the stock). An away ticket whose
 -- place was not known when its person left (before the draw) is placed here first, once the
 -- leader knows the draw: a batch admitted before that (in the tick that closed the pre-queue,
 -- or past a departure recorded since the leader's read) counts it as if its person were there.
@@ -68,20 +72,29 @@ if now < opens or meta[1] == '1' or meta[2] == '1' then
 end
 local issued = tonumber(redis.call('GET', KEYS[2]) or '0')
 local need = tonumber(ARGV[2])
-local admitted = 0
+-- People let in who are there (they take the rate's permits), and everyone let in (away too).
+local present, admitted = 0, 0
 local target = frontier
--- Each round takes `need` more places and gives back those that are dead; it ends when enough
--- live ones are in or the line is exhausted.
-while need > 0 and target < issued do
+-- Each round takes `need` more places and gives back those that are dead or away; it ends when
+-- enough people who are there are in, or the line is exhausted, or this call has passed
+-- PASS_MOST places (a long run of dead or away places is passed over the next ticks, so one
+-- call's Redis work stays bounded whatever a stranger left in the line).
+local PASS_MOST = 10000
+while need > 0 and target < issued and target - frontier < PASS_MOST do
   local upto = math.min(target + need, issued)
-  local live = (upto - target) - redis.call('ZCOUNT', KEYS[5], '(' .. target, upto)
-  admitted = admitted + live
-  need = need - live
+  local dead = redis.call('ZCOUNT', KEYS[5], '(' .. target, upto)
+  local gone = redis.call('ZCOUNT', KEYS[9], '(' .. target, upto)
+  -- Never fewer than none (an away place is never dead, but a gateway of an older release
+  -- buries without forgetting it).
+  local there = math.max((upto - target) - dead - gone, 0)
+  present = present + there
+  admitted = admitted + math.max((upto - target) - dead, 0)
+  need = need - there
   target = upto
 end
 local away = {}
 if target > frontier then
-  -- As many as were admitted at most (an away place is never dead: bury.lua forgets it).
+  -- At most PASS_MOST, each placed in line once: the work is its place's own, done once.
   away = redis.call('ZRANGEBYSCORE', KEYS[9], '(' .. frontier, target)
   redis.call('SET', KEYS[3], target)
   redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', target)
@@ -90,9 +103,6 @@ end
 local exp = 0
 if admitted > 0 then
   local ttl = tonumber(meta[3] or '0')
-  -- Never fewer than none (an away place is never dead, but a gateway of an older release
-  -- buries without forgetting it).
-  local present = math.max(admitted - #away, 0)
   exp = now + ttl
   -- Written even when nobody present was admitted (0): a returner's token counts in its batch.
   redis.call('HINCRBY', KEYS[8], exp, present)

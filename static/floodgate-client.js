@@ -12,6 +12,7 @@ export const Close = Object.freeze({
   GOING_AWAY: 1001, // reconnect with the resume token
   PROTOCOL_ERROR: 1002, // a frame RFC 6455 forbids: a client bug
   INVALID_DATA: 1007, // a text frame that is not UTF-8: a client bug
+  POLICY_VIOLATION: 1008, // more frames than a connection may send: a client bug
   MESSAGE_TOO_BIG: 1009, // a data frame or message over 1024 bytes: a client bug
   INTERNAL_ERROR: 1011, // reconnect with back-off
   SERVICE_RESTART: 1012, // draining: the reason is the resume token; come back in 0-2 s

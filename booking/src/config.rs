@@ -64,7 +64,8 @@ pub struct Config {
     /// Requests allowed per second by a reservation's holder (its secret proven by
     /// FLOODGATE_RESERVATION_KEY), reading it and starting its payment together, in bursts of
     /// twice that; past it, 429 `holder_rate_limited`. The page reads a hold every 1.5 s and a
-    /// person pays once or twice.
+    /// person pays once or twice. A signed-in buyer's list of their reservations in a sale is
+    /// held to as many (each is a query of PostgreSQL).
     #[arg(long, env = "FLOODGATE_HOLDER_REQUESTS_PER_SEC", default_value_t = 4)]
     pub holder_requests_per_sec: u32,
     /// Webhook deliveries whose signature fails allowed per second from one address, in bursts

@@ -137,6 +137,8 @@ pub struct AppState {
     pub limits: Arc<limits::Limits>,
     /// The 201s this instance gave, for their replays (crate::replays).
     pub answered: Arc<replays::Answered>,
+    /// Each dependency's latest answer to `/readyz`, asked at most once a second whoever asks.
+    pub checks: Arc<floodgate_platform::readiness::RememberedChecks>,
 }
 
 impl axum::extract::FromRef<AppState> for Arc<floodgate_platform::clients::Clients> {
@@ -225,6 +227,7 @@ impl AppState {
             clients: Arc::new(floodgate_platform::clients::Clients::new(&config.clients)),
             limits: Arc::new(limits::Limits::new(config)),
             answered: Arc::default(),
+            checks: Arc::default(),
             config: Arc::new(config.clone()),
             identity: config
                 .identity

@@ -22,6 +22,8 @@
 //!   `holder_rate_limited`. Its page reads it every 1.5 s; a person pays once or twice. A
 //!   secret the key does not prove spends its address's writes or reads instead, so the
 //!   holders behind one carrier's address keep theirs whatever junk a stranger there sends.
+//!   A signed-in buyer's list of their reservations (a query of the durable record each) is
+//!   held to the same allowance per buyer and sale, once their identity checks.
 //! - The webhook is never refused for its rate while its signature is valid: only deliveries
 //!   whose signature fails count against their address
 //!   (`FLOODGATE_WEBHOOK_FAILURES_PER_SEC_PER_IP`), and past it such a delivery is answered 429
@@ -49,6 +51,7 @@ pub struct Limits {
     reads_per_address: AddressRate,
     per_pass: Rate<u64>,
     per_holder: Rate<u64>,
+    per_buyer: Rate<u64>,
     webhook_failures: AddressRate,
 }
 
@@ -59,6 +62,7 @@ impl Limits {
             reads_per_address: AddressRate::per_second(config.reads_per_sec_per_ip),
             per_pass: Rate::per_second(config.reservations_per_sec_per_pass),
             per_holder: Rate::per_second(config.holder_requests_per_sec),
+            per_buyer: Rate::per_second(config.holder_requests_per_sec),
             webhook_failures: AddressRate::per_second(config.webhook_failures_per_sec_per_ip),
         }
     }
@@ -108,6 +112,18 @@ impl Limits {
         ))
     }
 
+    /// One listing of the signed-in `buyer`'s reservations in `sale`, or its refusal: each is a
+    /// query of PostgreSQL, whose few connections the service's other work needs too.
+    pub fn buyer(&self, sale: &str, buyer: &str) -> Result<(), ApiError> {
+        if self.per_buyer.allow(&pass_key(sale, buyer)) {
+            return Ok(());
+        }
+        Err(limited(
+            code::HOLDER_RATE_LIMITED,
+            "this buyer's reservations are asked about too fast; retry in a second",
+        ))
+    }
+
     /// Whether `client` may be told why its delivery's signature failed, or is past its
     /// allowance of failures (then the answer is 429).
     pub fn webhook_failed(&self, client: IpAddr) -> Result<(), ApiError> {
@@ -126,6 +142,7 @@ impl Limits {
         self.reads_per_address.prune();
         self.per_pass.prune();
         self.per_holder.prune();
+        self.per_buyer.prune();
         self.webhook_failures.prune();
     }
 

@@ -34,6 +34,9 @@ pub async fn buyer_reservations(
     SaleId(sale): SaleId,
     SignedIn(buyer): SignedIn,
 ) -> Result<Json<BuyerReservations>, ApiError> {
+    // Each listing is a query of PostgreSQL: held to the buyer's own allowance, whatever
+    // address it comes from (crate::limits).
+    state.limits.buyer(&sale, buyer.as_str())?;
     type Row = (
         String,
         String,

@@ -189,6 +189,7 @@ floodgate_platform::refusals!(
     ListRefusals [
         code::ORIGIN_FORBIDDEN,
         code::BOOKING_RATE_LIMITED,
+        code::HOLDER_RATE_LIMITED,
         code::IDENTITY,
         code::UNKNOWN_SALE,
         code::CATALOG_UNAVAILABLE,

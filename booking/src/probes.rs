@@ -38,19 +38,21 @@ pub async fn ready(State(state): State<AppState>) -> (StatusCode, Json<Readiness
     readiness(&state).await.answer()
 }
 
+/// Each dependency is asked at most once a second, whoever asks (platform::readiness::Remembered);
+/// draining is this process's own, told at once.
 async fn readiness(state: &AppState) -> Readiness {
     let publisher = state.publisher.clone();
+    let remembered = &state.checks;
     readiness::check(vec![
         Check::draining(&state.draining),
-        Check::redis(state.gatekeeper.redis()),
+        remembered.check(Check::redis(state.gatekeeper.redis())),
         // A 201 needs Redis and the broker, never PostgreSQL (the consumer writes the booking
         // later): while it is away (a failover) every instance shares the fault, and reads of
         // a reservation answer their own 503.
-        Check::postgres(&state.db).as_shared(),
-        Check::shared(
-            "kafka",
-            async move { publisher.reachable(CHECK_TIMEOUT).await },
-        ),
+        remembered.check(Check::postgres(&state.db).as_shared()),
+        remembered.check(Check::shared("kafka", async move {
+            publisher.reachable(CHECK_TIMEOUT).await
+        })),
     ])
     .await
 }

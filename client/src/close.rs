@@ -14,6 +14,8 @@ pub enum CloseCode {
     ProtocolError,
     /// 1007: a text frame that was not UTF-8 (a client bug).
     InvalidData,
+    /// 1008: more frames than a connection may send (a client bug).
+    PolicyViolation,
     /// 1009: a frame over 1024 bytes (a client bug).
     MessageTooBig,
     /// 1011: an unexpected server error.
@@ -50,11 +52,12 @@ pub enum Then {
     FixClient,
 }
 
-const NAMED: [(u16, CloseCode); 12] = [
+const NAMED: [(u16, CloseCode); 13] = [
     (close::NORMAL, CloseCode::Normal),
     (close::GOING_AWAY, CloseCode::GoingAway),
     (close::PROTOCOL_ERROR, CloseCode::ProtocolError),
     (close::INVALID_DATA, CloseCode::InvalidData),
+    (close::POLICY_VIOLATION, CloseCode::PolicyViolation),
     (close::MESSAGE_TOO_BIG, CloseCode::MessageTooBig),
     (close::INTERNAL_ERROR, CloseCode::InternalError),
     (close::SERVICE_RESTART, CloseCode::ServiceRestart),
@@ -92,6 +95,7 @@ impl CloseCode {
             CloseCode::UnknownSale | CloseCode::SaleOver => Then::Stop,
             CloseCode::ProtocolError
             | CloseCode::InvalidData
+            | CloseCode::PolicyViolation
             | CloseCode::MessageTooBig
             | CloseCode::BadMessage => Then::FixClient,
             CloseCode::GoingAway

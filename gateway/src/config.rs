@@ -71,8 +71,8 @@ pub struct Config {
     /// puzzle answer or resume token fails, and joins to a sale this gateway has no room for
     /// yet. A join with a solved puzzle pays with its work; a signed-in buyer's, or a place
     /// coming back, is held to its own allowance instead (three at once, then one a second; four
-    /// sessions), so a stranger's junk cannot spend it; places coming back to a sale that asks
-    /// for nothing also count against an allowance of ten times this per address.
+    /// sessions), so a stranger's junk cannot spend it; places coming back that no buyer signed
+    /// in to also count against an allowance of ten times this per address.
     #[arg(long, env = "FLOODGATE_JOINS_PER_SEC_PER_IP", default_value_t = 5)]
     pub joins_per_sec_per_ip: u32,
     /// Who a request is from, as the per-address limits count it (trusted proxies, the IPv6
@@ -133,7 +133,9 @@ pub struct Config {
     /// /v1/sales/{sale}/challenge`: a made-up sale id reads Redis) allowed per second from one
     /// address, in bursts of twice that; past it, 429 `challenge_rate_limited`. A live sale's
     /// puzzle is the same for everyone for a few seconds, so asking for it again costs a MAC and
-    /// is never refused.
+    /// is never refused. The same allowance, counted apart, holds asks for the figures or seat
+    /// counts of such a sale (`GET /v1/sales/{sale}`, `.../seats.json`; 429
+    /// `sale_lookup_rate_limited`).
     #[arg(
         long,
         env = "FLOODGATE_CHALLENGES_PER_SEC_PER_IP",

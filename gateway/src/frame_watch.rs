@@ -1,4 +1,5 @@
-//! What kind of frame broke the size limit. The WebSocket layer (tungstenite) refuses a frame
+//! What kind of frame broke the size limit, and whether a client sent more frames than a session
+//! may. The WebSocket layer (tungstenite) refuses a frame
 //! longer than the waiting room's limit as soon as its header is read, as "message too big",
 //! before it looks at the frame's kind; RFC 6455 5.5 says a control frame (a ping, a pong, a
 //! close) over 125 bytes is a protocol error whatever its length, which the session closes with
@@ -6,15 +7,29 @@
 //! which follows the frames' headers (a few bytes of state, no copy) and remembers whether a
 //! control frame said it was longer than 125 bytes. A frame that short is the layer's own to
 //! refuse; the watch only tells the session which code a refusal of the layer's deserves.
+//!
+//! Every frame costs the gateway a parse (and a ping a pong written back), and the layer reads
+//! on through the fragments of a message before the session sees anything: a client sending
+//! millions of empty fragments or pings would take a core with nothing to show for it. So each
+//! connection has a budget of frames, [`FRAMES_AT_ONCE`] then [`FRAMES_PER_SEC`] (a person's
+//! client sends a pong every 15 s and a message now and then); past it the read fails, and the
+//! session closes with 1008 (policy violation).
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// The longest payload a control frame may have (RFC 6455 5.5).
 const CONTROL_MAX: u64 = 125;
+
+/// Frames a connection may send at once (the RFC's tests send a thousand empty fragments of one
+/// message, within it).
+pub const FRAMES_AT_ONCE: u32 = 2_048;
+/// Then this many a second.
+pub const FRAMES_PER_SEC: u32 = 16;
 
 /// A connection's incoming bytes, read through, with the headers of its frames followed.
 pub struct FrameWatch<T> {
@@ -28,6 +43,11 @@ pub struct FrameWatch<T> {
     payload_left: u64,
     /// A control frame announced more than 125 bytes.
     control_too_long: bool,
+    /// Frames the connection may still send, and when the budget was last refilled.
+    frames_left: u32,
+    refilled: Instant,
+    /// The connection sent more frames than its budget.
+    flooded: bool,
 }
 
 impl<T> FrameWatch<T> {
@@ -38,6 +58,34 @@ impl<T> FrameWatch<T> {
             have: 0,
             payload_left: 0,
             control_too_long: false,
+            frames_left: FRAMES_AT_ONCE,
+            refilled: Instant::now(),
+            flooded: false,
+        }
+    }
+
+    /// Whether the connection sent more frames than its budget (the read failed for it).
+    pub fn flooded(&self) -> bool {
+        self.flooded
+    }
+
+    /// Takes one frame from the budget, refilling it by the time since the last refill (read
+    /// only when it runs out: most connections never look at the clock here again).
+    fn take_frame(&mut self) {
+        if self.frames_left == 0 {
+            let now = Instant::now();
+            let ms = now.saturating_duration_since(self.refilled).as_millis();
+            let earned = ms * u128::from(FRAMES_PER_SEC) / 1_000;
+            if earned > 0 {
+                self.frames_left = u32::try_from(earned)
+                    .unwrap_or(u32::MAX)
+                    .min(FRAMES_AT_ONCE);
+                self.refilled = now;
+            }
+        }
+        match self.frames_left.checked_sub(1) {
+            Some(left) => self.frames_left = left,
+            None => self.flooded = true,
         }
     }
 
@@ -48,7 +96,7 @@ impl<T> FrameWatch<T> {
 
     /// Follows `bytes`, the next the client sent.
     fn follow(&mut self, mut bytes: &[u8]) {
-        while !bytes.is_empty() && !self.control_too_long {
+        while !bytes.is_empty() && !self.control_too_long && !self.flooded {
             if self.payload_left > 0 {
                 let skipped = usize::try_from(self.payload_left)
                     .unwrap_or(usize::MAX)
@@ -64,6 +112,7 @@ impl<T> FrameWatch<T> {
                 self.have = 0;
                 self.payload_left = length;
                 self.control_too_long = control && length > CONTROL_MAX;
+                self.take_frame();
             }
         }
     }
@@ -105,6 +154,10 @@ impl<T: AsyncRead + Unpin> AsyncRead for FrameWatch<T> {
         if let Poll::Ready(Ok(())) = read {
             let this = &mut *self;
             this.follow(&buf.filled()[before..]);
+            if this.flooded {
+                // The layer reads no further: the session sees the failure and closes 1008.
+                return Poll::Ready(Err(io::Error::other("more frames than a session may send")));
+            }
         }
         read
     }
@@ -160,6 +213,35 @@ mod tests {
         }
         bytes.extend_from_slice(&[1, 2, 3, 4]);
         bytes
+    }
+
+    #[test]
+    fn a_connection_may_send_its_budget_of_frames_and_no_more() {
+        let pong = header(0xA, 0);
+        let mut watch = FrameWatch::new(());
+        let budget: Vec<u8> = pong.repeat(FRAMES_AT_ONCE as usize);
+        // In pieces that split headers: the frames are counted, not the reads.
+        for piece in budget.chunks(7) {
+            watch.follow(piece);
+        }
+        assert!(!watch.flooded(), "the whole budget");
+        watch.follow(&pong);
+        assert!(watch.flooded(), "one past it");
+        // A fragment's payload is not a frame, however many bytes it has.
+        let mut long = FrameWatch::new(());
+        long.follow(&[header(0x1, 100_000), vec![0; 100_000]].concat());
+        assert_eq!(long.frames_left, FRAMES_AT_ONCE - 1);
+    }
+
+    #[test]
+    fn the_budget_comes_back_with_time() {
+        let mut watch = FrameWatch::new(());
+        watch.frames_left = 0;
+        watch.refilled = Instant::now() - std::time::Duration::from_secs(2);
+        watch.follow(&header(0xA, 0));
+        assert!(!watch.flooded());
+        // Two seconds' worth, less the frame just sent.
+        assert_eq!(watch.frames_left, 2 * FRAMES_PER_SEC - 1);
     }
 
     fn watched(chunks: &[&[u8]]) -> bool {

@@ -209,6 +209,22 @@ pub fn challenges(per_client: u32) -> Guard {
     )
 }
 
+/// `GET /v1/sales/{sale}` and its seat counts' limit: per address, on asks about a sale this
+/// gateway has no room for (made-up ids among them: each reads the sale's slot in Redis). A sale
+/// open here is answered from its room's view, or its seat counts' snapshot, and never refused.
+pub fn lookups(per_client: u32) -> Guard {
+    Guard::new(
+        per_client,
+        None,
+        Refusals {
+            limited: code::SALE_LOOKUP_RATE_LIMITED,
+            limited_message: "asking about sales not open here too fast from this address",
+            busy: code::SALE_LOOKUP_RATE_LIMITED,
+            busy_message: "",
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -49,7 +49,7 @@ mod cache;
 pub mod config;
 pub mod door;
 pub mod error;
-mod frame_watch;
+pub mod frame_watch;
 mod join;
 pub mod limits;
 mod memory;
@@ -164,8 +164,12 @@ pub struct Shared {
     pub place: Arc<guards::PlaceGuard>,
     /// What asking for the puzzles of sales not open here may cost one address (crate::guards).
     pub challenges: Arc<guards::Guard>,
+    /// What asking about sales not open here (their figures, their seats) may cost one address.
+    pub lookups: Arc<guards::Guard>,
     /// What taking places back may cost the sale's slot, and one address's share (crate::guards).
     pub resumes: Arc<guards::Guard>,
+    /// Redis' latest answer to `/readyz`, asked at most once a second whoever asks.
+    pub checks: Arc<floodgate_platform::readiness::RememberedChecks>,
 }
 
 impl axum::extract::FromRef<AppState> for Arc<Clients> {
@@ -177,6 +181,34 @@ impl axum::extract::FromRef<AppState> for Arc<Clients> {
 impl axum::extract::FromRef<AppState> for Arc<AllowedOrigins> {
     fn from_ref(state: &AppState) -> Self {
         state.origins.clone()
+    }
+}
+
+/// What each public path may cost a stranger (crate::guards, crate::draw_guard), as set.
+struct PathGuards {
+    place: Arc<guards::PlaceGuard>,
+    challenges: Arc<guards::Guard>,
+    lookups: Arc<guards::Guard>,
+    resumes: Arc<guards::Guard>,
+    draw: Arc<draw_guard::DrawGuard>,
+}
+
+impl PathGuards {
+    fn new(config: &Config) -> Self {
+        Self {
+            place: Arc::new(guards::PlaceGuard::new(
+                config.place_requests_per_sec_per_ip,
+                config.place_reads_per_sec,
+                config.place_every,
+            )),
+            challenges: Arc::new(guards::challenges(config.challenges_per_sec_per_ip)),
+            lookups: Arc::new(guards::lookups(config.challenges_per_sec_per_ip)),
+            resumes: Arc::new(guards::resumes(config.resumes_per_sec)),
+            draw: Arc::new(draw_guard::DrawGuard::new(
+                config.draw_reads_per_sec,
+                config.draw_requests_per_sec_per_ip,
+            )),
+        }
     }
 }
 
@@ -226,17 +258,13 @@ impl AppState {
             .transpose()?;
         let origins = Arc::new(AllowedOrigins::from_args(&config.origins)?);
         let clients = Arc::new(Clients::new(&config.clients));
-        let place = Arc::new(guards::PlaceGuard::new(
-            config.place_requests_per_sec_per_ip,
-            config.place_reads_per_sec,
-            config.place_every,
-        ));
-        let challenges = Arc::new(guards::challenges(config.challenges_per_sec_per_ip));
-        let resumes = Arc::new(guards::resumes(config.resumes_per_sec));
-        let draw = Arc::new(draw_guard::DrawGuard::new(
-            config.draw_reads_per_sec,
-            config.draw_requests_per_sec_per_ip,
-        ));
+        let PathGuards {
+            place,
+            challenges,
+            lookups,
+            resumes,
+            draw,
+        } = PathGuards::new(&config);
         Ok(Self(Arc::new(Shared {
             redis,
             keys,
@@ -261,7 +289,9 @@ impl AppState {
             clients,
             place,
             challenges,
+            lookups,
             resumes,
+            checks: Arc::default(),
         })))
     }
 }

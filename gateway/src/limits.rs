@@ -14,10 +14,14 @@
 //! - its address otherwise: a new place on a sale that asks for nothing by someone not signed
 //!   in, a credential or an answer that fails, and a sale this gateway has no room for yet (its
 //!   lookup reads Redis). Those anonymous sessions count against the address's
-//!   `max_connections`. On such a sale a place coming back pays with its own allowance and its
-//!   address's allowance of returns, [`RETURNS_PER_JOIN`] times its joins (a gateway's drain
-//!   sends a whole carrier address's people back at once), and may hold twice the anonymous
-//!   sessions (they move from a draining gateway to the rest).
+//!   `max_connections`. On such a sale a place coming back pays with its own allowance and may
+//!   hold twice the anonymous sessions (they move from a draining gateway to the rest).
+//!
+//! A place coming back that no buyer signed in to, on any sale, also spends its address's
+//! allowance of returns, [`RETURNS_PER_JOIN`] times its joins (a gateway's drain sends a whole
+//! carrier address's people back at once): each return is a script in the sale's slot, and a
+//! machine's solved places coming back as often as each may would spend the gateway's budget of
+//! returns (crate::guards::resumes) for everyone.
 //!
 //! Every session of an address that no person pays for (anonymous ones, and new places paid for
 //! by a puzzle) counts against a wider cap, [`PAID_SESSIONS_PER_ANONYMOUS`] times the anonymous
@@ -57,7 +61,7 @@ pub const PLACE_RETURN_EVERY: Duration = Duration::from_secs(10);
 pub const PERSON_SESSIONS: u32 = 4;
 /// Every session of an address, over the anonymous ones' cap.
 pub const PAID_SESSIONS_PER_ANONYMOUS: u32 = 32;
-/// An address's places coming back to a sale without a proof of work, over its joins.
+/// An address's places coming back (no buyer signed in), over its joins.
 pub const RETURNS_PER_JOIN: u32 = 10;
 
 /// What pays for a session, as the address's caps count it.

@@ -93,6 +93,15 @@ refusals!(
 );
 
 refusals!(
+    /// What a sale's figures and seat counts refuse with.
+    LookupRefusals [
+        code::SALE_LOOKUP_RATE_LIMITED,
+        code::UNKNOWN_SALE,
+        code::REDIS_UNAVAILABLE,
+    ]
+);
+
+refusals!(
     /// What a request for a puzzle refuses with.
     ChallengeRefusals [
         code::CHALLENGE_RATE_LIMITED,

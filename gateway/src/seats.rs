@@ -13,6 +13,7 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use dashmap::DashMap;
+use floodgate_platform::clients::ClientAddress;
 use floodgate_platform::keys::Keys;
 use floodgate_platform::runtime::RedisConn;
 use floodgate_platform::state::SaleCounts;
@@ -43,6 +44,12 @@ pub struct SeatBoard {
 }
 
 impl SeatBoard {
+    /// Whether a snapshot of `sale` is kept: it exists, and asking about it costs a read a
+    /// second at most, whoever asks.
+    fn knows(&self, sale: &str) -> bool {
+        self.sales.contains_key(sale)
+    }
+
     async fn get(
         &self,
         redis: &RedisConn,
@@ -104,15 +111,21 @@ async fn build(redis: &RedisConn, keys: &Keys, sale: &str) -> Result<Option<Snap
     responses(
         (status = 200, description = "Counts at most a second old; compressed per Accept-Encoding, with an ETag.", body = SeatCounts),
         (status = 304, description = "Not modified since the ETag in If-None-Match."),
-        crate::openapi::SaleRefusals,
+        crate::openapi::LookupRefusals,
     ))]
 pub async fn seats(
     State(state): State<AppState>,
+    ClientAddress(client): ClientAddress,
     Path(sale): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let sale = sale.strip_suffix(".json").unwrap_or(&sale).to_owned();
     check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
+    // A sale whose counts are not kept here yet (a made-up id, say) reads Redis to find out:
+    // held to the address's allowance of such lookups.
+    if !state.seats.knows(&sale) {
+        state.lookups.admit(client)?;
+    }
     metrics::counter!("floodgate_seat_snapshot_requests_total").increment(1);
     let snapshot = state.seats.get(&state.redis, &state.keys, &sale).await?;
     Ok(respond(&snapshot.body, &headers, CACHE_CONTROL))
@@ -123,14 +136,15 @@ pub async fn seats(
     responses(
         (status = 200, description = "As `GET /v1/sales/{sale}/seats`.", body = SeatCounts),
         (status = 304, description = "Not modified since the ETag in If-None-Match."),
-        crate::openapi::SaleRefusals,
+        crate::openapi::LookupRefusals,
     ))]
 pub async fn seats_file(
     state: State<AppState>,
+    client: ClientAddress,
     sale: Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    seats(state, sale, headers).await
+    seats(state, client, sale, headers).await
 }
 
 /// Any other file under a sale: a JSON 404, like every unknown path.

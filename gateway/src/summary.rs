@@ -2,6 +2,7 @@
 
 use axum::extract::State;
 use axum::Json;
+use floodgate_platform::clients::ClientAddress;
 use floodgate_platform::http::SaleId;
 use floodgate_protocol::api::room::SaleSummary;
 
@@ -9,17 +10,31 @@ use crate::error::ApiError;
 use crate::room::read_view;
 use crate::AppState;
 
-/// `GET /v1/sales/{sale}`: the waiting room's public figures (opening, rate, queue, pools).
+/// `GET /v1/sales/{sale}`: the waiting room's public figures (opening, rate, queue, pools). A
+/// sale open on this gateway is answered from its room's view (read every tick), at no cost to
+/// Redis; any other (a sale nobody has joined here yet, or a made-up id) reads the sale's slot,
+/// and is held to its address's allowance of such lookups (crate::guards::lookups).
 #[utoipa::path(get, path = "/v1/sales/{sale}", tag = "waiting room", params(floodgate_platform::openapi::SalePath),
-    responses((status = 200, description = "The sale's public figures.", body = SaleSummary), crate::openapi::SaleRefusals))]
+    responses((status = 200, description = "The sale's public figures.", body = SaleSummary), crate::openapi::LookupRefusals))]
 pub async fn sale_summary(
     State(state): State<AppState>,
+    ClientAddress(client): ClientAddress,
     SaleId(sale): SaleId,
 ) -> Result<Json<SaleSummary>, ApiError> {
-    let keys = state.keys.sale(&sale);
-    let view = read_view(&mut state.redis.clone(), &keys)
-        .await?
-        .ok_or_else(ApiError::unknown_sale)?;
+    let live = state
+        .live_room(&sale)
+        .map(|ctx| ctx.room.view().clone())
+        .filter(|view| view.loaded);
+    let view = match live {
+        Some(view) => view,
+        None => {
+            state.lookups.admit(client)?;
+            let keys = state.keys.sale(&sale);
+            read_view(&mut state.redis.clone(), &keys)
+                .await?
+                .ok_or_else(ApiError::unknown_sale)?
+        }
+    };
     Ok(Json(SaleSummary {
         sale,
         opens_at_ms: view.opens_at_ms,

@@ -151,6 +151,73 @@ impl Check {
     }
 }
 
+/// How long a dependency's answer to a check is taken for its state now: a probe asked again
+/// within it is answered from memory.
+pub const REMEMBERED_FOR: Duration = Duration::from_secs(1);
+
+/// A dependency's latest answer to its check, taken for its state for [`REMEMBERED_FOR`]: a
+/// probe's question can come from anyone who reaches the public listener (through the edge, or
+/// past it), and `PING` in a Redis Cluster goes to every primary, so a flood of probes would be
+/// a flood of every primary. However many ask, one check at a time runs, at most once a second
+/// (a kubelet asks every few seconds, and sees a failure within a second of it starting).
+#[derive(Default)]
+pub struct Remembered {
+    last: tokio::sync::Mutex<Option<(std::time::Instant, Result<(), String>)>>,
+}
+
+impl Remembered {
+    /// `check`, answered from its latest outcome if that is recent enough.
+    pub fn check(self: &std::sync::Arc<Self>, check: Check) -> Check {
+        let this = self.clone();
+        let Check {
+            name,
+            probe,
+            shared,
+        } = check;
+        let remembered = async move {
+            // Whoever comes while a check runs waits for its outcome (one runs at a time).
+            let mut last = this.last.lock().await;
+            if let Some((_, outcome)) = last
+                .as_ref()
+                .filter(|(at, _)| at.elapsed() < REMEMBERED_FOR)
+            {
+                return outcome.clone();
+            }
+            let outcome = match tokio::time::timeout(CHECK_TIMEOUT, probe).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(format!("no answer within {} ms", CHECK_TIMEOUT.as_millis())),
+            };
+            *last = Some((std::time::Instant::now(), outcome.clone()));
+            outcome
+        };
+        Check {
+            name,
+            probe: remembered.boxed(),
+            shared,
+        }
+    }
+}
+
+/// A [`Remembered`] for each dependency, by its check's name: what a service's state keeps.
+#[derive(Default)]
+pub struct RememberedChecks {
+    by_name: std::sync::Mutex<std::collections::HashMap<&'static str, std::sync::Arc<Remembered>>>,
+}
+
+impl RememberedChecks {
+    /// `check`, answered from its dependency's latest outcome if that is recent enough.
+    pub fn check(&self, check: Check) -> Check {
+        let remembered = self
+            .by_name
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(check.name)
+            .or_default()
+            .clone();
+        remembered.check(check)
+    }
+}
+
 /// Runs every check at once, each for at most [`CHECK_TIMEOUT`]: ready when all pass (shared
 /// ones aside).
 pub async fn check(checks: Vec<Check>) -> Readiness {
@@ -212,5 +279,30 @@ mod tests {
         let degraded = check(vec![ok(), shared]).await;
         assert_eq!(degraded.http_status(), 200);
         assert!(degraded.checks[1].shared && !degraded.checks[1].ok);
+    }
+
+    #[tokio::test]
+    async fn a_remembered_check_asks_its_dependency_at_most_once_a_second() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        use std::sync::Arc;
+        let asked = Arc::new(AtomicU32::new(0));
+        let remembered = Arc::new(Remembered::default());
+        let ping = || {
+            let asked = asked.clone();
+            remembered.check(Check::new("redis", async move {
+                asked.fetch_add(1, Ordering::SeqCst);
+                Err("down".to_owned())
+            }))
+        };
+        // A flood of probes at once, and one after another: one question.
+        let flood = (0..50).map(|_| check(vec![ping()]));
+        let answers = futures::future::join_all(flood).await;
+        assert!(answers.iter().all(|a| !a.ready()), "each told the outcome");
+        assert!(!check(vec![ping()]).await.ready());
+        assert_eq!(asked.load(Ordering::SeqCst), 1);
+        // Past the second, asked again.
+        tokio::time::sleep(REMEMBERED_FOR).await;
+        check(vec![ping()]).await;
+        assert_eq!(asked.load(Ordering::SeqCst), 2);
     }
 }

@@ -166,6 +166,9 @@ pub mod close {
     pub const PROTOCOL_ERROR: u16 = 1002;
     /// A text frame whose payload is not UTF-8 (RFC 6455's "invalid frame payload data").
     pub const INVALID_DATA: u16 = 1007;
+    /// The client sent more frames than a session may (RFC 6455's "policy violation"): a flood
+    /// of pings or empty fragments, which a person's client never sends.
+    pub const POLICY_VIOLATION: u16 = 1008;
     /// A data frame or message exceeded [`super::MAX_CLIENT_MESSAGE`] (a control frame over 125
     /// bytes, however long, is [`PROTOCOL_ERROR`]).
     pub const MESSAGE_TOO_BIG: u16 = 1009;

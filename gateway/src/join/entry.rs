@@ -129,8 +129,11 @@ pub(super) async fn pay(
     }
     // Who pays (crate::limits): a signed-in buyer, and on a sale that asks for a proof of work
     // every place (it cost one), pay with their own allowance; on a sale that asks for nothing,
-    // a new place of someone not signed in has only its address to show, and a place coming
-    // back its own allowance and its address's allowance of returns.
+    // a new place of someone not signed in has only its address to show. A place coming back
+    // that no buyer signed in to also spends its address's allowance of returns, on any sale:
+    // each return is a script in the sale's slot, and a stranger's places (solved puzzles are
+    // cheap to a machine) coming back as often as each may would spend the gateway's budget
+    // of returns for everyone.
     let person = match (buyer, &request.resumed) {
         (Some(buyer), _) => Some(Person::of((&request.sale, "buyer", buyer.as_str()))),
         (None, Some(claim)) => Some(place(request, claim)),
@@ -143,14 +146,13 @@ pub(super) async fn pay(
     };
     match (payer, person) {
         (Payer::Anonymous, _) => entry.address()?,
-        (Payer::Returning, Some(person)) => {
-            entry.person(person)?;
-            entry.returning()?;
-        }
         (_, Some(person)) => entry.person(person)?,
         // A new place on a sale that asks for a proof of work: its answer pays (or, failing,
         // its address).
         (_, None) => {}
+    }
+    if buyer.is_none() && request.resumed.is_some() {
+        entry.returning()?;
     }
     // The slots first: an answer is spent only on a join that will be let in.
     let slot = entry.hold(payer, person)?;

@@ -1,7 +1,7 @@
 //! What a client sends: the protocol's ping, answered; a Close, answered at once (RFC 6455
 //! 5.5.1); anything else ends the session with the close code docs/protocol.md gives it (1002 for
-//! a frame RFC 6455 forbids, 1007 for text that is not UTF-8, 1009 past the size limit, 4400 for
-//! what is not a client message).
+//! a frame RFC 6455 forbids, 1007 for text that is not UTF-8, 1008 past the budget of frames,
+//! 1009 past the size limit, 4400 for what is not a client message).
 
 use std::borrow::Cow;
 
@@ -11,6 +11,7 @@ use tokio_tungstenite::tungstenite::{self, Message};
 
 use super::ending::End;
 use super::Session;
+use crate::frame_watch::FrameWatch;
 use crate::upgrade::Socket;
 
 impl Session {
@@ -31,10 +32,7 @@ impl Session {
                 let _ = self.within_send_timeout(socket.flush()).await;
                 Some(End::ClientLeft)
             }
-            Some(Err(e)) => Some(Self::on_receive_error(
-                &e,
-                socket.get_ref().control_too_long(),
-            )),
+            Some(Err(e)) => Some(Self::on_receive_error(&e, socket.get_ref())),
             // Protocol-level pings are answered by the WebSocket layer itself.
             // (A raw frame is never what a read returns.)
             Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => None,
@@ -50,11 +48,17 @@ impl Session {
         }
     }
 
-    /// How a failed read ends the session; `control_too_long`: the frame the client sent was a
-    /// control frame over 125 bytes (crate::frame_watch).
-    fn on_receive_error(e: &tungstenite::Error, control_too_long: bool) -> End {
+    /// How a failed read ends the session, with what `watch` saw of the client's frames
+    /// (crate::frame_watch): a control frame over 125 bytes, more frames than the budget.
+    fn on_receive_error<T>(e: &tungstenite::Error, watch: &FrameWatch<T>) -> End {
         use tungstenite::error::{CapacityError, ProtocolError};
+        let control_too_long = watch.control_too_long();
         match e {
+            // More frames than a session may send (a flood of pings or empty fragments).
+            tungstenite::Error::Io(_) if watch.flooded() => End::Closed(
+                close::POLICY_VIOLATION,
+                Cow::Borrowed("more frames than a session may send"),
+            ),
             // The layer refuses any frame past the size limit by its length alone: a control
             // frame that long broke RFC 6455 (5.5), which is 1002, not a message too big.
             tungstenite::Error::Capacity(CapacityError::MessageTooLong { .. })

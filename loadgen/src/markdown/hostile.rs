@@ -108,23 +108,38 @@ fn strangers_cost(results: &Path, hostile: &[Value]) -> String {
             attack["per_sec"].as_f64().unwrap_or(0.0)
         );
     }
-    let per_request: Vec<f64> = ROUNDS
+    // Each round's hostile run less its calm pair, per role and in all, over what was sent.
+    let pairs: Vec<(Phase, Phase, f64)> = ROUNDS
         .iter()
         .zip(hostile)
         .filter_map(|(round, run)| {
             let calm = Phase::read(results, &format!("hostile-calm-{round}"))?;
             let loud = Phase::read(results, &format!("hostile-hostile-{round}"))?;
-            let services = |p: &Phase| p.roles.keys().map(|r| p.cpu(r)).sum::<f64>();
             let sent = sent(run);
-            (sent > 0.0).then(|| (services(&loud) - services(&calm)) * 1e6 / sent)
+            (sent > 0.0).then_some((calm, loud, sent))
         })
         .collect();
+    let per_request = |cpu: &dyn Fn(&Phase) -> f64| -> String {
+        let values = pairs
+            .iter()
+            .map(|(calm, loud, sent)| (cpu(loud) - cpu(calm)) * 1e6 / sent)
+            .collect();
+        spread_of(values, " us")
+    };
+    out += "\n| the services' CPU per hostile request | median [range] |\n|---|---|\n";
+    let roles: std::collections::BTreeSet<&String> = pairs
+        .iter()
+        .flat_map(|(_, loud, _)| loud.roles.keys())
+        .collect();
+    for role in roles {
+        out += &format!("| {role} | {} |\n", per_request(&|p| p.cpu(role)));
+    }
     out += &format!(
-        "\nThe services' CPU per hostile request (all of theirs in a hostile run less its calm \
-         pair's, over the requests the stranger sent): {}. On this machine the stranger, \
-         the crowd and every service share two cores, so part of any difference is the \
-         stranger's own CPU taken from the services, not work it made them do.\n\n",
-        spread_of(per_request, " us")
+        "| **all of them** | {} |\n\nEach is a process's CPU in a hostile run less its calm \
+         pair's, over the requests the stranger sent. On this machine the stranger, the crowd \
+         and every service share two cores, so part of any difference is the stranger's own \
+         CPU taken from the services, not work it made them do.\n\n",
+        per_request(&|p| p.roles.keys().map(|r| p.cpu(r)).sum::<f64>())
     );
     out
 }
@@ -213,6 +228,37 @@ mod tests {
         // The gateway's place_busy is not the booking service's: not subtracted.
         assert_eq!(honest_503(&run), 5.0);
         assert_eq!(honest_503(&json!({"booking_503": 4})), 4.0);
+    }
+
+    #[test]
+    fn each_process_is_charged_its_own_extra_cpu_per_hostile_request() {
+        let dir = std::env::temp_dir().join(format!("fg-hostile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let phase = |name: &str, gateway: f64, redis: f64| {
+            let v = json!({"phase": name, "seconds": 20.0, "counts": {"people": 6000},
+                "processes": [
+                    {"name": "gateway-1", "role": "gateway", "user_s": gateway, "system_s": 0.0},
+                    {"name": "redis", "role": "redis", "user_s": redis, "system_s": 0.0}]});
+            std::fs::write(dir.join(format!("cpu-{name}.json")), v.to_string()).unwrap();
+        };
+        phase("hostile-calm-1", 10.0, 4.0);
+        phase("hostile-hostile-1", 11.0, 4.5);
+        let run = json!({"strangers": {"attacks": {
+            "replay": {"sent": 6000, "per_sec": 100.0, "answers": {"429": 6000}},
+            "place": {"sent": 4000, "per_sec": 100.0, "answers": {"200": 4000}}}}});
+        let table = strangers_cost(&dir, &[run.clone(), run.clone(), run]);
+        std::fs::remove_dir_all(&dir).unwrap();
+        // 1 s of the gateway's and 0.5 s of Redis' over 10,000 requests.
+        assert!(
+            table.contains("| gateway | **100 us** [100 to 100] |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| redis | **50 us** [50 to 50] |"),
+            "{table}"
+        );
+        assert!(table.contains("| **all of them** | **150 us**"), "{table}");
+        assert!(table.contains("| replay | 100 | 429: 6000 |"), "{table}");
     }
 
     #[test]

@@ -66,9 +66,10 @@ codes! {
     PLACE_RATE_LIMITED = "place_rate_limited", 429, "this address, or this place, is asked about faster than allowed";
     PLACE_BUSY = "place_busy", 503, "the gateway reads places' standing as fast as it may (counted in floodgate_requests_limited_total; `/place` then answers from memory, `unconfirmed`, and never sends it)";
     CHALLENGE_RATE_LIMITED = "challenge_rate_limited", 429, "this address asks for the puzzles of sales not open on the gateway faster than allowed";
+    SALE_LOOKUP_RATE_LIMITED = "sale_lookup_rate_limited", 429, "this address asks about sales not open on the gateway (a made-up id, say) faster than allowed";
     BOOKING_RATE_LIMITED = "booking_rate_limited", 429, "this address makes booking requests faster than allowed";
     RESERVATION_RATE_LIMITED = "reservation_rate_limited", 429, "this pass tries reservations faster than allowed: retry with the same key after `Retry-After`";
-    HOLDER_RATE_LIMITED = "holder_rate_limited", 429, "this reservation's holder reads it or starts paying faster than allowed";
+    HOLDER_RATE_LIMITED = "holder_rate_limited", 429, "this reservation's holder reads it or starts paying, or this signed-in buyer lists their reservations, faster than allowed";
     WEBHOOK_RATE_LIMITED = "webhook_rate_limited", 429, "this address sends deliveries with bad signatures faster than allowed";
     OPS_TOKEN_MISSING = "ops_token_missing", 401, "no ops token";
     OPS_TOKEN_INVALID = "ops_token_invalid", 401, "the ops token is not one of the accepted ones";

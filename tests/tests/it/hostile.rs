@@ -13,6 +13,8 @@
 //!   place and gateway has an allowance.
 //! - [`joins`]: joins and puzzles from an address shared with a stranger: its junk is the
 //!   address's to pay for, a person pays with what is their own.
+//! - [`lookups`]: asking about sales: one open on the gateway from memory, any other held to
+//!   its address's allowance.
 
 mod booking;
 mod cached;
@@ -21,5 +23,6 @@ mod duplicates;
 mod edge;
 mod health;
 mod joins;
+mod lookups;
 mod origins;
 mod place;

@@ -145,3 +145,36 @@ async fn forged_identities_with_a_genuine_pass_are_checked_at_the_passs_rate(db:
         "{codes:?}"
     );
 }
+
+/// A signed-in buyer's list of their reservations is a query of PostgreSQL each, whose few
+/// connections the booking service's other work (its health for the autopilot among it) needs
+/// too: it is held to the buyer's own allowance (made 1 a second here, 2 at once), whatever
+/// address it comes from, 429 `holder_rate_limited` past it; another buyer still lists theirs.
+/// Before, only the address's allowance of reads (1,000 a second) held it.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_buyers_list_is_held_to_the_buyers_own_allowance(db: sqlx::PgPool) {
+    let options = floodgate_tests::TestOptions {
+        holder_requests_per_sec: 1,
+        ..floodgate_tests::TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = open_sale(&app, door(IdentityRule::Required), 300).await;
+    let alice = app.identity("alice").await;
+    let as_alice = app.booking_client().signed_in(&alice);
+    let mut refused = 0;
+    for _ in 0..6 {
+        let listed = as_alice.my_reservations(&sale).await;
+        if listed.is_err() {
+            floodgate_tests::assert_refused(listed, 429, "holder_rate_limited");
+            refused += 1;
+        }
+    }
+    assert!(refused >= 3, "{refused} of 6 refused");
+    let bob = app.identity("bob").await;
+    let theirs = app
+        .booking_client()
+        .signed_in(&bob)
+        .my_reservations(&sale)
+        .await;
+    assert!(theirs.is_ok(), "{theirs:?}");
+}

@@ -435,3 +435,39 @@ async fn a_place_comes_back_three_times_at_once_then_once_in_ten_seconds(db: sql
     assert_eq!(refused.status, 429, "{refused:?}");
     assert_eq!(refused.body["error"], "join_rate_limited");
 }
+
+/// On a sale that asks for a proof of work, a place coming back (no buyer signed in) spends its
+/// address's allowance of returns too, as on a sale that asks for nothing: a stranger's solved
+/// places, each coming back as often as its own allowance lets it, would otherwise spend the
+/// whole gateway's budget of returns (each a script in the sale's slot) from ten addresses, and
+/// everyone else's returns be refused 503 `resume_busy`. Here 40 places come back at once from
+/// an address allowed 10 returns a second (20 at once): the rest are refused 429
+/// `join_rate_limited`. Before, all 40 came back.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_solved_places_returns_spend_its_addresss_allowance_of_returns(db: sqlx::PgPool) {
+    let (app, sale) = with_a_proof_of_work(db).await;
+    let mut tokens = Vec::new();
+    for _ in 0..40 {
+        let place = RoomClient::join(&solved(&app, &sale).await)
+            .await
+            .unwrap_or_else(|r| panic!("a solved place: {r:?}"));
+        tokens.push(place.resume_token.clone());
+        place.leave().await;
+    }
+    let url = app.ws_url(&sale);
+    let returns = tokens
+        .iter()
+        .map(|token| RoomClient::resume(&url, token, &[]));
+    let answers = futures::future::join_all(returns).await;
+    let mut codes = Vec::new();
+    let mut back = 0;
+    for answer in answers {
+        match answer {
+            Ok(_) => back += 1,
+            Err(refused) => codes.push(refused.body["error"].as_str().unwrap_or("").to_owned()),
+        }
+    }
+    assert!(back < 30, "{back} of 40 came back at once: {codes:?}");
+    assert!(back >= 20, "the address's burst of returns: {back}");
+    assert!(codes.iter().all(|c| c == "join_rate_limited"), "{codes:?}");
+}

@@ -5,6 +5,7 @@
 //! `{"type":"pong"}`; a valid message the protocol does not take is closed with its documented
 //! 4400, which a case tells apart from the RFC's 1002 and 1007.
 
+use floodgate_gateway::frame_watch::FRAMES_AT_ONCE;
 use floodgate_protocol::ws::{close, MAX_CLIENT_MESSAGE};
 
 use super::wire::{header, Frame, BINARY, CLOSE, CONTINUATION, PING, PONG, TEXT};
@@ -544,6 +545,27 @@ pub fn limits() -> Vec<Case> {
                     .collect(),
             ),
             vec![Failed(close::MESSAGE_TOO_BIG)],
+        ),
+        // Not the suite's: every frame costs the gateway a parse, and the layer reads on through
+        // a message's fragments before the session sees anything, so a connection has a budget
+        // of frames (docs/protocol.md 1.3). Before it, this flood was read to the end.
+        case(
+            "9.6 more frames than a session may send at once (pongs)",
+            frames(
+                (0..=FRAMES_AT_ONCE)
+                    .map(|_| Frame::new(PONG, Vec::new()))
+                    .collect(),
+            ),
+            vec![Failed(close::POLICY_VIOLATION)],
+        ),
+        case(
+            "9.7 more frames than a session may send, as empty fragments of one message",
+            frames(
+                std::iter::once(fragment(TEXT, &[], false))
+                    .chain((0..FRAMES_AT_ONCE).map(|_| fragment(CONTINUATION, &[], false)))
+                    .collect(),
+            ),
+            vec![Failed(close::POLICY_VIOLATION)],
         ),
     ]
 }

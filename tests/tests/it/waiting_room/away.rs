@@ -93,6 +93,53 @@ async fn an_away_places_token_spent_by_its_other_session_leaves_the_count_whole(
     );
 }
 
+/// Away places take none of the rate's permits: at one admission a minute and three places
+/// dropped ahead of them, the person who is there is let in with the first permit, the away
+/// places passed on the way (and let in, theirs should their people come back). Before, each
+/// away place took a permit as if its person were there: a stranger's joins, each dropped at
+/// once, slowed the line behind them by their share of the rate (the person here would have
+/// waited three minutes).
+#[sqlx::test(migrations = "../migrations")]
+async fn away_places_take_none_of_the_rates_permits(db: sqlx::PgPool) {
+    let options = TestOptions {
+        grace_ms: 60_000,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = unique("away-rate-");
+    let spec = SaleSpec {
+        admission_rate: 1.0 / 60.0,
+        opens_in: Duration::from_millis(300),
+        ..SaleSpec::default()
+    };
+    paused_and_open(&app, &sale, &spec).await;
+    let mut tokens = Vec::new();
+    for place in 1..=3 {
+        let mut gone = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+        let ticket = gone.ticket;
+        tokens.push(gone.resume_token.clone());
+        assert_eq!(gone.position(WAIT).await, place);
+        gone.leave().await;
+        departed(&app, &sale, ticket).await;
+    }
+    let mut there = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    assert_eq!(there.position(WAIT).await, 4);
+
+    app.admission(&sale, "resume").await;
+    there.admitted(WAIT).await;
+    assert_eq!(
+        unspent(&app, &sale).await,
+        1,
+        "only the person who is there"
+    );
+    // The away places were let in on the way: whoever comes back finds their turn passed.
+    let mut back = RoomClient::resume(&app.ws_url(&sale), &tokens[0], &[])
+        .await
+        .expect("resumed");
+    back.admitted(WAIT).await;
+    assert_eq!(unspent(&app, &sale).await, 2, "the returner counts");
+}
+
 /// Places dropped before the draw are away too: their places are not known when their people
 /// leave (the line is drawn at the opening), and the leader places them once it knows the draw.
 /// Before, they counted against the stock when their turn came, as if their people were there.
