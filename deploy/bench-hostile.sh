@@ -9,9 +9,8 @@
 # crowd (BENCH_HOSTILE_CLIENTS people, 6,000 by default) comes from 1,500 addresses, as a real
 # one does. The sale opens 6 s after it is made; the stranger joins at once (first in the
 # pre-queue, so its pass comes in the first batch) and the crowd a second after the opening.
-# The stranger's process runs at the lowest CPU priority (nice 19). The 503s the booking
-# service answered, the autopilot's steps every second, and every service's CPU over each run
-# are kept beside the crowd's figures (docs: BENCHMARKS.md).
+# The 503s the booking service answered, the autopilot's steps every second, and every
+# service's CPU over each run are kept beside the crowd's figures (docs: BENCHMARKS.md).
 hostile() {
   local limits=(FLOODGATE_MAX_CONNECTIONS_PER_IP FLOODGATE_JOINS_PER_SEC_PER_IP
     FLOODGATE_BOOKING_REQUESTS_PER_SEC_PER_IP FLOODGATE_BOOKING_READS_PER_SEC_PER_IP
@@ -47,10 +46,7 @@ hostile_run() { # <round> <calm|hostile> <crowd addresses> <stranger addresses>
   mapfile -t procs < <(service_procs)
   cpu_begin "$name" "${procs[@]}"
   if [ "$mode" = hostile ]; then
-    # At the lowest CPU priority: a real stranger's process runs on its own machines, so what
-    # its attacks cost the honest people here is the services' work answering them, not its
-    # own cycles on the two cores they share (its report says what it managed to send).
-    nice -n 19 "$BIN/floodgate-loadgen" hostile --gateways "$(joined "${GATEWAY_ADDRS[@]}")" \
+    "$BIN/floodgate-loadgen" hostile --gateways "$(joined "${GATEWAY_ADDRS[@]}")" \
       --booking 127.0.0.1:18081 --sandbox 127.0.0.1:18082 --sale "$sale" --pool 12951-20261201-3A-TQ --from "$4" \
       --rate "${BENCH_HOSTILE_RATE:-100}" --json "$RESULTS/.$name-strangers.json" \
       >/dev/null 2>"$LOGS/$name-strangers.log" &
