@@ -44,22 +44,28 @@ pub struct SeatBoard {
 }
 
 impl SeatBoard {
-    /// Whether a snapshot of `sale` is kept: it exists, and asking about it costs a read a
-    /// second at most, whoever asks.
-    fn knows(&self, sale: &str) -> bool {
-        self.sales.contains_key(sale)
-    }
-
+    /// The snapshot of `sale`, rebuilt if it is older than [`MAX_AGE`]. A sale with none kept
+    /// yet (a made-up id among them) is first let through `unknown`, the asker's allowance of
+    /// such lookups: each reads Redis, however many ask at once.
     async fn get(
         &self,
         redis: &RedisConn,
         keys: &Keys,
         sale: &str,
+        unknown: impl FnOnce() -> Result<(), ApiError>,
     ) -> Result<Arc<Snapshot>, ApiError> {
         let slot = self.sales.entry(sale.to_owned()).or_default().clone();
         let mut current = slot.lock().await;
         if let Some(snapshot) = current.as_ref().filter(|s| s.made.elapsed() < MAX_AGE) {
             return Ok(snapshot.clone());
+        }
+        if current.is_none() {
+            if let Err(refused) = unknown() {
+                // Unknown sales take no room: the map holds only sales that exist.
+                drop(current);
+                self.sales.remove(sale);
+                return Err(refused);
+            }
         }
         match build(redis, keys, sale).await? {
             Some(snapshot) => {
@@ -121,13 +127,14 @@ pub async fn seats(
 ) -> Result<Response, ApiError> {
     let sale = sale.strip_suffix(".json").unwrap_or(&sale).to_owned();
     check_sale_id(&sale).map_err(|_| ApiError::unknown_sale())?;
+    metrics::counter!("floodgate_seat_snapshot_requests_total").increment(1);
     // A sale whose counts are not kept here yet (a made-up id, say) reads Redis to find out:
     // held to the address's allowance of such lookups.
-    if !state.seats.knows(&sale) {
-        state.lookups.admit(client)?;
-    }
-    metrics::counter!("floodgate_seat_snapshot_requests_total").increment(1);
-    let snapshot = state.seats.get(&state.redis, &state.keys, &sale).await?;
+    let unknown = || state.lookups.admit(client);
+    let snapshot = state
+        .seats
+        .get(&state.redis, &state.keys, &sale, unknown)
+        .await?;
     Ok(respond(&snapshot.body, &headers, CACHE_CONTROL))
 }
 

@@ -51,6 +51,21 @@ async fn made_up_sales_are_held_to_their_addresss_allowance_and_a_live_one_is_no
             "{answers:?}"
         );
     }
+    // Many at once for one made-up id, from another address: each is a read of Redis, each is
+    // held to the allowance (before, those that waited behind the first went unguarded).
+    let other = reqwest::Client::builder()
+        .local_address("127.0.0.2".parse::<std::net::IpAddr>().ok())
+        .build()
+        .unwrap();
+    let url = format!("http://{}/v1/sales/made-up-at-once/seats.json", app.gateway);
+    let asks = (0..10).map(|_| other.get(&url).send());
+    let statuses: Vec<u16> = futures::future::join_all(asks)
+        .await
+        .into_iter()
+        .map(|answer| answer.unwrap().status().as_u16())
+        .collect();
+    let limited = statuses.iter().filter(|s| **s == 429).count();
+    assert!(limited >= 7, "{statuses:?}");
     // Once the room has read its view: answered from it, however often (the address's
     // allowance, one a second, is spent).
     let live = format!("/v1/sales/{sale}");
