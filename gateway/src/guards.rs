@@ -196,16 +196,10 @@ pub fn resumes(resumes: u32) -> Guard {
 /// room for (its lookup reads Redis). A live sale's puzzle costs a MAC and is never refused: it
 /// is the same for everyone for a few seconds (protocol::challenge).
 pub fn challenges(per_client: u32) -> Guard {
-    Guard::new(
+    per_address(
         per_client,
-        None,
-        Refusals {
-            limited: code::CHALLENGE_RATE_LIMITED,
-            limited_message:
-                "asking for the puzzles of sales not open here too fast from this address",
-            busy: code::CHALLENGE_RATE_LIMITED,
-            busy_message: "",
-        },
+        code::CHALLENGE_RATE_LIMITED,
+        "asking for the puzzles of sales not open here too fast from this address",
     )
 }
 
@@ -213,13 +207,22 @@ pub fn challenges(per_client: u32) -> Guard {
 /// gateway has no room for (made-up ids among them: each reads the sale's slot in Redis). A sale
 /// open here is answered from its room's view, or its seat counts' snapshot, and never refused.
 pub fn lookups(per_client: u32) -> Guard {
+    per_address(
+        per_client,
+        code::SALE_LOOKUP_RATE_LIMITED,
+        "asking about sales not open here too fast from this address",
+    )
+}
+
+/// A path's limit per address alone (it reads nothing of Redis once past it): 429 `limited`.
+fn per_address(per_client: u32, limited: &'static str, message: &'static str) -> Guard {
     Guard::new(
         per_client,
         None,
         Refusals {
-            limited: code::SALE_LOOKUP_RATE_LIMITED,
-            limited_message: "asking about sales not open here too fast from this address",
-            busy: code::SALE_LOOKUP_RATE_LIMITED,
+            limited,
+            limited_message: message,
+            busy: limited,
             busy_message: "",
         },
     )

@@ -7,7 +7,7 @@ use floodgate_platform::http::SaleId;
 use floodgate_protocol::api::room::SaleSummary;
 
 use crate::error::ApiError;
-use crate::room::read_view;
+use crate::room::{read_view, RoomView};
 use crate::AppState;
 
 /// `GET /v1/sales/{sale}`: the waiting room's public figures (opening, rate, queue, pools). A
@@ -21,22 +21,25 @@ pub async fn sale_summary(
     ClientAddress(client): ClientAddress,
     SaleId(sale): SaleId,
 ) -> Result<Json<SaleSummary>, ApiError> {
-    let live = state
-        .live_room(&sale)
-        .map(|ctx| ctx.room.view().clone())
-        .filter(|view| view.loaded);
-    let view = match live {
-        Some(view) => view,
-        None => {
-            state.lookups.admit(client)?;
-            let keys = state.keys.sale(&sale);
-            read_view(&mut state.redis.clone(), &keys)
-                .await?
-                .ok_or_else(ApiError::unknown_sale)?
-        }
-    };
-    Ok(Json(SaleSummary {
-        sale,
+    let live = state.live_room(&sale).and_then(|ctx| {
+        let view = ctx.room.view();
+        view.loaded.then(|| summary(&sale, &view))
+    });
+    if let Some(live) = live {
+        return Ok(Json(live));
+    }
+    state.lookups.admit(client)?;
+    let keys = state.keys.sale(&sale);
+    let view = read_view(&mut state.redis.clone(), &keys)
+        .await?
+        .ok_or_else(ApiError::unknown_sale)?;
+    Ok(Json(summary(&sale, &view)))
+}
+
+/// The public figures of `sale` in `view`.
+fn summary(sale: &str, view: &RoomView) -> SaleSummary {
+    SaleSummary {
+        sale: sale.to_owned(),
         opens_at_ms: view.opens_at_ms,
         admission_rate: view.rate,
         max_seats: view.max_seats,
@@ -44,8 +47,8 @@ pub async fn sale_summary(
         frontier: view.frontier,
         paused: view.paused,
         sold_out: view.sold_out,
-        lottery_commitment: view.commitment,
-        pools: view.pools,
+        lottery_commitment: view.commitment.clone(),
+        pools: view.pools.clone(),
         door: view.door,
-    }))
+    }
 }

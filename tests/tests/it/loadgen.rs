@@ -408,15 +408,8 @@ async fn the_burst_scenario_tickets_every_join_within_its_window(db: sqlx::PgPoo
     assert_eq!(status, 0, "{report}");
     assert_eq!(report["ticketed"], 300, "{report}");
     assert_eq!(report["join_to_ticket_ms"]["n"], 300, "{report}");
-    // The gateway agrees: 300 tickets were handed out (its figures follow its room's view,
-    // read every tick).
-    let summary = format!("http://{}/v1/sales/{sale}", app.gateway);
-    eventually(
-        "the summary counts 300 tickets",
-        Duration::from_secs(10),
-        || async { app.get_json(&summary).await["tickets_issued"] == 300 },
-    )
-    .await;
+    // The gateway agrees: 300 tickets were handed out.
+    tickets_issued_become(&app, &sale, 300).await;
 }
 
 #[sqlx::test(migrations = "../migrations")]
@@ -563,13 +556,17 @@ async fn the_idle_scenario_holds_its_people_in_line_and_weighs_them(db: sqlx::Pg
     let bytes = report["loadgen_bytes_per_session"].as_f64();
     assert!(bytes.is_some_and(|b| b >= 0.0), "{report}");
     assert!(stdout.contains("loadgen memory per session"), "{stdout}");
-    // The gateway agrees: each session took a ticket of its own (its figures follow its
-    // room's view, read every tick).
+    // The gateway agrees: each session took a ticket of its own.
+    tickets_issued_become(&app, &sale, 40).await;
+}
+
+/// Waits until the gateway's public figures count `n` tickets of `sale` (they follow its
+/// room's view, read every tick).
+async fn tickets_issued_become(app: &TestApp, sale: &str, n: u64) {
     let summary = format!("http://{}/v1/sales/{sale}", app.gateway);
-    eventually(
-        "the summary counts 40 tickets",
-        Duration::from_secs(10),
-        || async { app.get_json(&summary).await["tickets_issued"] == 40 },
-    )
+    let what = format!("the summary counts {n} tickets");
+    eventually(&what, Duration::from_secs(10), || async {
+        app.get_json(&summary).await["tickets_issued"] == n
+    })
     .await;
 }
