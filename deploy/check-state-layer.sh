@@ -23,7 +23,7 @@ fields+='|identity|challenge|pow_difficulty|buyer_seats|buyer|joining|joining_un
 fields+='|autopilot|stock_hold_ms'
 suffixes='meta|seq|frontier|leader|tok|epoch|prequeue|prequeue_batches|gone|holders|dead'
 suffixes+='|deaths|admits|batches|tokens|gateways|gw|cfg|avail|held|sold|holds|expiries|rsv'
-suffixes+='|outbox|relay|owners|health|autopilot|autopilot_audit|away|away_admitted'
+suffixes+='|outbox|relay|owners|health|autopilot|autopilot_audit|away|away_admitted|taken'
 patterns=(
   "field name|(\\.(arg|hget|hset|hmget|hincr|hdel|hexists|hset_multiple)\\(|\\bget\\(|\\[)[^;]*\"($fields)\""
   "reply index|\\b(reply|replies|rest|values|answer)(\\[[0-9]+\\]|\\.get\\([0-9]+\\))"

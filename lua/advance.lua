@@ -7,8 +7,11 @@
 -- ARGV[2] most live tickets to admit now (the rate limiter's permits, within the active cap
 --         and what stock can serve; 0 to do only the upkeep): people who are there; away
 --         places passed on the way take none
--- ARGV[3..] pairs: ticket, its place in line, for away tickets recorded before their place
---         was known (the leader computes places from the draw; at most 500)
+-- ARGV[3] the furthest place this call may pass (0: no bound): while away tickets remain
+--         whose place is not known yet, the leader places those just past the frontier and
+--         asks no step beyond them (an unplaced one would count as someone there)
+-- ARGV[4..] pairs: ticket, its place in line, for away tickets recorded before their place
+--         was known (the leader computes places from the draw; at most a few thousand)
 --
 -- Returns {admitted, frontier, exp}:
 --   admitted = -1   the caller does not hold the lease with this token (nothing changed)
@@ -32,8 +35,10 @@
 -- so a stranger's places dropped at once do not slow the line behind them (a person who comes
 -- back after their turn is let in at once, within the stock). An away ticket whose
 -- place was not known when its person left (before the draw) is placed here first, once the
--- leader knows the draw: a batch admitted before that (in the tick that closed the pre-queue,
--- or past a departure recorded since the leader's read) counts it as if its person were there.
+-- leader knows the draw: those just past the frontier first, and no step passes the places
+-- the leader looked at while any remain unplaced; nor does the leader let anyone in before it
+-- knows the draw while any is away (the tick that closes the pre-queue). Only a departure
+-- recorded since the leader's read can count as if its person were there.
 if redis.call('GET', KEYS[4]) ~= ARGV[1] then
   return {-1, 0, 0}
 end
@@ -61,7 +66,7 @@ for _, exp in ipairs(expired) do
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', now)
 
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   redis.call('ZADD', KEYS[9], 'XX', ARGV[i + 1], ARGV[i])
 end
 
@@ -72,6 +77,11 @@ if now < opens or meta[1] == '1' or meta[2] == '1' then
 end
 local issued = tonumber(redis.call('GET', KEYS[2]) or '0')
 local need = tonumber(ARGV[2])
+-- No step goes past the last ticket handed out, nor past `furthest` when the leader set one.
+local furthest = tonumber(ARGV[3])
+if furthest > 0 and furthest < issued then
+  issued = furthest
+end
 -- People let in who are there (they take the rate's permits), and everyone let in (away too).
 local present, admitted = 0, 0
 local target = frontier

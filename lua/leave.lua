@@ -22,14 +22,21 @@ local tickets = {}
 for i = 1, #ARGV, 4 do
   tickets[#tickets + 1] = ARGV[i]
 end
-redis.call('SREM', KEYS[3], unpack(tickets))
 local holders = redis.call('HMGET', KEYS[2], unpack(tickets))
 local now = now_ms()
 local freed = {}
+local unregistered = {}
 local held = 0
 for i, ticket in ipairs(tickets) do
   local holder = holders[i]
   local session = ARGV[4 * i - 2]
+  -- The ticket stays registered on this gateway while a newer session of this gateway holds it
+  -- (a place taken back on the gateway it was already on): a sweep of this gateway, should it
+  -- die, must still find it.
+  local gateway = string.match(session, '^(.*)/[^/]*$') or session
+  if not holder or holder == session or string.sub(holder, 1, #gateway + 1) ~= gateway .. '/' then
+    unregistered[#unregistered + 1] = ticket
+  end
   if not holder or holder == session then
     held = held + 1
     if holder then
@@ -45,5 +52,8 @@ for i, ticket in ipairs(tickets) do
 end
 if #freed > 0 then
   redis.call('HDEL', KEYS[2], unpack(freed))
+end
+if #unregistered > 0 then
+  redis.call('SREM', KEYS[3], unpack(unregistered))
 end
 return held

@@ -11,7 +11,8 @@
 -- the ticket back ("" for someone not signed in)   ARGV[6] "adopt": the ticket was taken before
 -- its buyer signed in, and becomes theirs now (if nobody made it theirs first)
 --
--- Returns {status, opens_at_ms, sold_out (0/1), lottery commitment, frontier} with status one of:
+-- Returns {status, opens_at_ms, sold_out (0/1), lottery commitment, frontier, previous holder}
+-- with status one of:
 --   "resumed"   the ticket is alive: it keeps its place, and this session now holds it
 --   "expired"   the client was gone longer than the grace, or the sale has ended: the ticket is
 --               dead for good
@@ -19,6 +20,9 @@
 --   "foreign"   another buyer made the ticket theirs: the token it was taken with is spent
 -- The frontier is returned so the new session never shows a position worse than the old one
 -- did, even if this gateway's view is a tick older than the gateway the client came from.
+-- The previous holder is the session (`<gateway>/<n>`) the ticket was taken from, "" if none was
+-- recorded (a ticket's first session is not: only a resume records its holder): the gateway
+-- tells that session's gateway to close it, so a place has one live session across the fleet.
 -- A session that ends later than a newer one took its ticket over (a half-open connection, say)
 -- must not mark the ticket gone: the holder recorded here lets leave.lua tell them apart.
 -- A ticket let in while its person was away (advance.lua) counts as unspent from now on, in
@@ -43,6 +47,10 @@ end
 if not owner and ARGV[6] == 'adopt' and ARGV[5] ~= '' then
   redis.call('HSET', KEYS[9], ARGV[1], ARGV[5])
 end
+local previous = redis.call('HGET', KEYS[4], ARGV[1])
+if not previous or previous == ARGV[2] then
+  previous = ''
+end
 redis.call('HSET', KEYS[4], ARGV[1], ARGV[2])
 register_sessions(KEYS[5], KEYS[7], KEYS[8], {ARGV[1]}, ARGV[3], ARGV[4])
 local sold_out = '0'
@@ -50,4 +58,4 @@ if redis.call('HGET', KEYS[1], 'sold_out') == '1' then
   sold_out = '1'
 end
 return {'resumed', opens, sold_out, redis.call('HGET', KEYS[1], 'lottery_commitment') or '',
-  redis.call('GET', KEYS[6]) or '0'}
+  redis.call('GET', KEYS[6]) or '0', previous}

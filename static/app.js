@@ -334,6 +334,7 @@ function onRoomEvent(event) {
     if (event.reason === "sold_out") soldOut();
     else if (event.reason === "unknown_sale") over("This sale does not exist or is not open for queueing.", false);
     else if (event.reason === "taken") over("You signed in in another tab or app: your place is waiting there.", false);
+    else if (event.reason === "elsewhere") over("Your place is now open in another tab or window: it keeps its place there.", false);
     else over(TURN_PASSED, true);
   } else if (event.kind === "reconnecting" && state.mode === "queued" && event.code !== 1012) {
     setStatus("Connection lost. Reconnecting; you keep your place…", "warn");

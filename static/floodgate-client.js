@@ -19,6 +19,7 @@ export const Close = Object.freeze({
   BAD_MESSAGE: 4400, // not JSON, binary, an unknown type: a client bug
   UNKNOWN_SALE: 4404, // stop
   IDLE_TIMEOUT: 4408, // reconnect with the resume token
+  TAKEN_OVER: 4409, // a newer session (another tab or device) took this place back: it goes on there; stop
   SALE_OVER: 4410, // sold out, this ticket's admission expired unused, or its place taken by a signed-in buyer: stop
   UNAVAILABLE: 4503, // reconnect with back-off
 });
@@ -293,6 +294,13 @@ export class WaitingRoom {
         : reason === PLACE_TAKEN ? "taken"
         : "expired";
       this.emit({ kind: "over", reason: why });
+      return;
+    }
+    if (code === Close.TAKEN_OVER) {
+      // The place goes on in the newer session. The token is kept: coming back with it on the
+      // person's word takes the place here again (and closes that one), which is theirs to ask.
+      this.stopped = true;
+      this.emit({ kind: "over", reason: "elsewhere" });
       return;
     }
     let delayMs;

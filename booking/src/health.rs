@@ -32,6 +32,11 @@ use crate::gatekeeper::Gatekeeper;
 const EVERY: Duration = Duration::from_secs(1);
 /// How long a sale's health hash outlives the last write to it.
 const KEEP: Duration = Duration::from_secs(30);
+/// How long the consumer group's lag may take to read. PostgreSQL's pool is the requests' too:
+/// a read queued behind them (or behind a lock) must not hold up the summary, which the leader
+/// judges stale after a few seconds and then stops steering by. A read that does not finish in
+/// time keeps the lag last read, with the time it was measured: the leader sees it age.
+const LAG_READ: Duration = Duration::from_millis(250);
 
 /// How long a sale with no reservation keeps reporting that it has none: long enough for the
 /// autopilot to climb back from the floor on a sale whose traffic it cut off.
@@ -136,6 +141,8 @@ pub async fn publish(
 ) {
     let field = format!("booking:{instance}");
     let mut every = Every::new(EVERY, shutdown);
+    // The lag last read, and when it was measured by Redis' clock.
+    let mut lag: Option<(u64, i64)> = None;
     while every.tick().await {
         let now = now_millis();
         let at_ms = match gatekeeper.now_ms().await {
@@ -145,14 +152,20 @@ pub async fn publish(
                 continue;
             }
         };
-        let consumer_lag = consumer_lag(&db).await.unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "the consumer group's lag could not be read");
-            None
-        });
+        match tokio::time::timeout(LAG_READ, consumer_lag(&db)).await {
+            Ok(Ok(read)) => lag = read.map(|(lag, age)| (lag, at_ms - age)),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "the consumer group's lag could not be read");
+                lag = None;
+            }
+            Err(_) => tracing::warn!(
+                "the consumer group's lag took over {LAG_READ:?} to read; the last one is sent"
+            ),
+        }
         let shared = Shared {
             at_ms,
             produce_p99_ms: ack_p99_ms(now),
-            consumer_lag: consumer_lag.map(|(lag, age)| (lag, at_ms - age)),
+            consumer_lag: lag,
         };
         let readings = health.readings(now, gatekeeper.script_times(), shared);
         let writes = readings.iter().map(|(sale, reading)| {

@@ -28,6 +28,8 @@ pub enum CloseCode {
     UnknownSale,
     /// 4408: nothing arrived from the client for the idle timeout.
     IdleTimeout,
+    /// 4409: a newer session took this place back with its resume token; it goes on there.
+    TakenOver,
     /// 4410: sold out, this ticket's admission expired unused, or (reason `place taken by its
     /// signed-in buyer`) a buyer signed in elsewhere made this buyerless place theirs.
     SaleOver,
@@ -48,11 +50,14 @@ pub enum Then {
     ReconnectSoon,
     /// Stop: this ticket is over (do not reconnect with it).
     Stop,
+    /// The place goes on in another session: do not reconnect unless the person asks to have
+    /// it here again (which closes the other one).
+    Elsewhere,
     /// The client sent something wrong: fix the client (reconnecting repeats it).
     FixClient,
 }
 
-const NAMED: [(u16, CloseCode); 13] = [
+const NAMED: [(u16, CloseCode); 14] = [
     (close::NORMAL, CloseCode::Normal),
     (close::GOING_AWAY, CloseCode::GoingAway),
     (close::PROTOCOL_ERROR, CloseCode::ProtocolError),
@@ -64,6 +69,7 @@ const NAMED: [(u16, CloseCode); 13] = [
     (close::BAD_MESSAGE, CloseCode::BadMessage),
     (close::UNKNOWN_SALE, CloseCode::UnknownSale),
     (close::IDLE_TIMEOUT, CloseCode::IdleTimeout),
+    (close::TAKEN_OVER, CloseCode::TakenOver),
     (close::SALE_OVER, CloseCode::SaleOver),
     (close::UNAVAILABLE, CloseCode::Unavailable),
 ];
@@ -93,6 +99,7 @@ impl CloseCode {
             CloseCode::Normal => Then::Book,
             CloseCode::ServiceRestart => Then::ReconnectSoon,
             CloseCode::UnknownSale | CloseCode::SaleOver => Then::Stop,
+            CloseCode::TakenOver => Then::Elsewhere,
             CloseCode::ProtocolError
             | CloseCode::InvalidData
             | CloseCode::PolicyViolation
@@ -127,6 +134,7 @@ mod tests {
         assert_eq!(CloseCode::from_u16(1000).then(), Then::Book);
         assert_eq!(CloseCode::from_u16(1012).then(), Then::ReconnectSoon);
         assert_eq!(CloseCode::from_u16(4410).then(), Then::Stop);
+        assert_eq!(CloseCode::from_u16(4409).then(), Then::Elsewhere);
         assert_eq!(CloseCode::from_u16(4400).then(), Then::FixClient);
         assert_eq!(CloseCode::from_u16(1006).then(), Then::Reconnect);
     }

@@ -118,6 +118,9 @@ pub enum Waited {
     Admitted(String),
     /// The sale is over for this ticket (sold out, or close 4410).
     SoldOut,
+    /// A newer session took the place back with its resume token (close 4409): it goes on
+    /// there, and this client does not take it back on its own.
+    Elsewhere,
     /// Gave up: why.
     Failed(String),
 }
@@ -312,6 +315,7 @@ async fn listen(
                             "the sale is not armed: {code} {reason}"
                         )))
                     }
+                    Then::Elsewhere => return Connection::Done(Waited::Elsewhere),
                     Then::FixClient => {
                         return Connection::Done(Waited::Failed(format!(
                             "the gateway refused this client's messages: {code} {reason}"

@@ -11,7 +11,6 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use floodgate_protocol::api::code;
 use floodgate_protocol::api::room::{
     BatchPage, BatchRef, DrawProof, DrawRecord, NoncePage, PrequeueBatch,
@@ -36,10 +35,6 @@ const MAX_NONCES: u64 = 10_000;
 const MAX_BATCHES: u64 = 1_000;
 /// The highest ticket number a page may name: list indexes are signed 64-bit in Redis.
 const MAX_TICKET: u64 = i64::MAX as u64;
-
-fn cached(body: impl Serialize, closed: bool) -> Response {
-    with_cache_control(Json(body).into_response(), closed)
-}
 
 fn with_cache_control(mut response: Response, closed: bool) -> Response {
     let cache_control = if closed { FINAL_CACHE } else { OPEN_CACHE };
@@ -103,12 +98,25 @@ fn damaged() -> ApiError {
 #[utoipa::path(get, path = "/v1/sales/{sale}/draw", tag = "draw", params(floodgate_platform::openapi::SalePath),
     responses(
         (status = 200, description = "The commitment while the pre-queue is open; once closed, the revealed seed and everything to recompute the draw (then cached for a year).", body = DrawRecord),
-        crate::openapi::SaleRefusals,
+        crate::openapi::DrawRefusals,
     ))]
 pub async fn draw(
     State(state): State<AppState>,
+    ClientAddress(client): ClientAddress,
     SaleId(sale): SaleId,
 ) -> Result<Response, ApiError> {
+    // Through the guard like every part of the record: each ask of a sale not drawn (a made-up
+    // id among them) reads Redis.
+    let asked = Asked {
+        state: &state,
+        client,
+        key: format!("draw {sale}"),
+    };
+    asked.answer(|| read_draw(&state, sale)).await
+}
+
+/// The draw's record as Redis holds it, and whether it is final.
+async fn read_draw(state: &AppState, sale: String) -> Result<Part, ApiError> {
     let keys = state.keys.sale(&sale);
     let (meta, issued) = record::meta_and_issued(&mut state.redis.clone(), &keys).await?;
     let meta = meta.ok_or_else(ApiError::unknown_sale)?;
@@ -124,7 +132,7 @@ pub async fn draw(
             commitment: meta.lottery_commitment,
             prequeue_size_so_far: issued,
         };
-        return Ok(cached(open, false));
+        return part(&open, false);
     };
     let secret_bytes: [u8; 32] = hex::decode(&secret)
         .ok()
@@ -142,7 +150,7 @@ pub async fn draw(
         prequeue_size: size,
         prequeue_digest: digest,
     };
-    Ok(cached(drawn, true))
+    part(&drawn, true)
 }
 
 /// A page of a list: `from` (1-based) and `count`.

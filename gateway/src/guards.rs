@@ -11,7 +11,8 @@
 //! - a path that reads the sale's slot takes a token of the gateway's own budget per read: past
 //!   it, 503 with the path's busy code, so however many ask, and from however many addresses,
 //!   the Redis work of that path is bounded per gateway. No address may take more than a tenth
-//!   of that budget ([`SHARE`]; past it, 429 with the path's code): a stranger holding thousands
+//!   of that budget ([`SHARE`]; past it, 429 with the path's code), nor may an IPv4 /24 or an
+//!   IPv6 /48 (`floodgate_platform::clients::AddressRate::share`): a stranger holding thousands
 //!   of genuine places (each within its own allowance) could otherwise spend the whole of it
 //!   from one address, and everyone else's questions would be answered 503.
 //!
@@ -268,9 +269,10 @@ mod tests {
     #[test]
     fn the_read_budget_runs_out_whoever_asks() {
         let guard = Guard::new(100, Some(1), REFUSALS);
+        // Of three networks: each /24 takes one share of the budget.
         let [a, b]: [IpAddr; 2] = [
             "203.0.113.1".parse().unwrap(),
-            "203.0.113.2".parse().unwrap(),
+            "198.51.100.2".parse().unwrap(),
         ];
         assert!(
             guard.read(a).is_ok() && guard.read(b).is_ok(),
@@ -278,7 +280,7 @@ mod tests {
         );
         assert_eq!(
             guard
-                .read("203.0.113.3".parse().unwrap())
+                .read("192.0.2.3".parse().unwrap())
                 .map_err(|e| e.code())
                 .err(),
             Some(code::DRAW_BUSY)
@@ -299,9 +301,17 @@ mod tests {
             Some(code::DRAW_RATE_LIMITED)
         );
         let others = (0..50u8)
-            .filter(|i| guard.read(IpAddr::from([198, 51, 100, *i])).is_ok())
+            .filter(|i| guard.read(IpAddr::from([198, 51, *i, 1])).is_ok())
             .count();
         assert_eq!(others, 50, "everyone else is still answered");
+        // An IPv4 /24 holds 256 addresses: asking from each of them takes one share too.
+        let taken = (0..=255u8)
+            .filter(|i| guard.read(IpAddr::from([192, 0, 2, *i])).is_ok())
+            .count();
+        assert!(
+            taken <= 2 * 100 / SHARE as usize + 1,
+            "a /24 took {taken} reads"
+        );
         // An IPv6 /56 holds 256 /64s: asking from each of them takes one share all the same.
         let taken = (0..256u16)
             .filter(|i| {

@@ -189,11 +189,6 @@ impl IpLimits {
         self.take(&self.joins, ip)
     }
 
-    /// Charges one place coming back to `ip`'s allowance of returns.
-    pub fn returning(&self, ip: IpAddr) -> Result<(), LimitError> {
-        self.take(&self.returns, ip)
-    }
-
     fn take(&self, rate: &AddressRate, ip: IpAddr) -> Result<(), LimitError> {
         if rate.allow(&self.client_of(ip)) {
             return Ok(());
@@ -208,9 +203,13 @@ impl IpLimits {
         charge(&self.people, person, "person_rate_limited")
     }
 
-    /// Charges a place coming back, no buyer signed in, to its allowance of returns.
-    pub fn place_return(&self, place: Person) -> Result<(), LimitError> {
-        charge(&self.places, place, "place_returns_too_fast")
+    /// Charges a place coming back, no buyer signed in, to its own allowance of returns, then
+    /// (within it) to `ip`'s: a place refused for coming back too often spends nothing of its
+    /// address's, so one token sent again and again costs the people behind its address no
+    /// more than its own allowance lets it.
+    pub fn place_comes_back(&self, ip: IpAddr, place: Person) -> Result<(), LimitError> {
+        charge(&self.places, place, "place_returns_too_fast")?;
+        self.take(&self.returns, ip)
     }
 
     /// Holds a session of `ip`'s (as `payer` counts), and of `person`'s if it names one, or says

@@ -168,3 +168,28 @@ fn a_persons_sessions_are_not_the_addresss_and_an_ipv6_clients_caps_hold_for_its
         .hold("2001:db8:5:1::".parse().unwrap(), Payer::Anonymous, None)
         .is_ok());
 }
+
+#[test]
+fn a_place_refused_for_coming_back_too_often_spends_nothing_of_its_addresss_returns() {
+    // Returns: 10 times one join a second, bursts of twice that.
+    let limits = IpLimits::new(1_000, 1);
+    let a: IpAddr = "10.0.0.1".parse().unwrap();
+    let stranger = Person::of(("s", "place", 1u64));
+    let mut back = 0;
+    for _ in 0..100 {
+        back += usize::from(limits.place_comes_back(a, stranger).is_ok());
+    }
+    assert_eq!(back, PERSON_BURST as usize, "the place's own burst");
+    // Everyone else behind the address still has the address's whole burst but what the
+    // stranger's place took.
+    let every = 2 * RETURNS_PER_JOIN as usize - PERSON_BURST as usize;
+    for n in 0..every {
+        let person = Person::of(("s", "place", 100 + n as u64));
+        assert_eq!(limits.place_comes_back(a, person), Ok(()), "person {n}");
+    }
+    let late = Person::of(("s", "place", 9_999u64));
+    assert_eq!(
+        limits.place_comes_back(a, late),
+        Err(LimitError::JoiningTooFast)
+    );
+}

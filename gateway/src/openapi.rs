@@ -84,11 +84,10 @@ refusals!(
 );
 
 refusals!(
-    /// What a sale's public reads refuse with.
-    SaleRefusals [
+    /// What the draw's record refuses with.
+    DrawRefusals [
         code::UNKNOWN_SALE,
-        code::REDIS_UNAVAILABLE,
-        code::DRAW_UNAVAILABLE,
+        DRAW_READS,
     ]
 );
 

@@ -6,7 +6,7 @@
 //!
 //! | slot | hash tag | keys |
 //! |---|---|---|
-//! | sale-wide | `{s:<sale>}` | `meta`, `seq`, `frontier`, `leader`, `epoch`, `tok:<jti>`, the waiting room's `prequeue`, `gone`, `holders`, `owners`, `dead`, `deaths`, `admits`, `batches`, `tokens`, `gateways`, `gw:<id>`, `gw:<id>:sessions` |
+//! | sale-wide | `{s:<sale>}` | `meta`, `seq`, `frontier`, `leader`, `epoch`, `tok:<jti>`, the waiting room's `prequeue`, `gone`, `holders`, `owners`, `dead`, `deaths`, `admits`, `batches`, `tokens`, `gateways`, `gw:<id>`, `gw:<id>:sessions`, `gw:<id>:taken` |
 //! | per pool | `{p:<sale>/<pool>}` | `cfg`, `avail`, `held`, `sold`, `holds`, `expiries`, `outbox`, `relay`, `relay_epoch`, `rsv:<id>`, `tok:<jti>`, `whk:<event>` |
 //! | per buyer | `{b:<sale>/<buyer tag>}` | `rec` (the buyer's place in line and seats) |
 //! | per answer | `{c:<answer id>}` | `spent` (a solved proof of work, until its puzzle expires) |
@@ -213,6 +213,11 @@ impl SaleKeys {
     pub fn gateway_sessions(&self, id: &str) -> String {
         format!("{}:gw:{}:sessions", self.base, id)
     }
+    /// List with a TTL: the sessions of gateway `id` (`<id>/<n>`) whose ticket a newer session
+    /// took back, for it to close at its next tick.
+    pub fn gateway_taken_over(&self, id: &str) -> String {
+        format!("{}:gw:{}:taken", self.base, id)
+    }
 }
 
 /// Keys of one inventory pool, all in one slot.
@@ -319,6 +324,7 @@ mod tests {
             sale.gateways(),
             sale.gateway_alive("g"),
             sale.gateway_sessions("g"),
+            sale.gateway_taken_over("g"),
         ]
         .iter()
         .map(|k| hash_tag(k).to_owned())

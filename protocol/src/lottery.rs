@@ -114,6 +114,16 @@ impl Draw {
             ticket
         }
     }
+
+    /// The ticket at 1-based `place` in line: the inverse of [`Self::place`] (the leader asks
+    /// it of the places about to be let in, to find the people who left before the draw).
+    pub fn ticket_at(&self, place: u64) -> u64 {
+        if place >= 1 && place <= self.size {
+            self.lottery.index_at(place - 1) + 1
+        } else {
+            place
+        }
+    }
 }
 
 /// A keyed permutation of `[0, n)`.
@@ -149,6 +159,33 @@ impl Lottery {
         x
     }
 
+    /// The 0-based join index of the member at 0-based `position`: the inverse of
+    /// [`Self::position`] (each Feistel round undone in reverse, cycle walking the same way).
+    pub fn index_at(&self, position: u64) -> u64 {
+        assert!(
+            position < self.n,
+            "position {position} outside the pre-queue of {}",
+            self.n
+        );
+        let mut x = self.unpermute(position);
+        while x >= self.n {
+            x = self.unpermute(x);
+        }
+        x
+    }
+
+    fn unpermute(&self, y: u64) -> u64 {
+        let mask = (1u64 << self.half_bits) - 1;
+        let (mut left, mut right) = (y >> self.half_bits, y & mask);
+        for round in (0..ROUNDS).rev() {
+            // A round made (left, right) -> (right, left ^ F(right)): undo it.
+            let before = right ^ (self.round(round, left) & mask);
+            right = left;
+            left = before;
+        }
+        (left << self.half_bits) | right
+    }
+
     fn permute(&self, x: u64) -> u64 {
         let mask = (1u64 << self.half_bits) - 1;
         let (mut left, mut right) = (x >> self.half_bits, x & mask);
@@ -181,6 +218,21 @@ mod tests {
             let p = lottery.position(i) as usize;
             p < n as usize && !std::mem::replace(&mut seen[p], true)
         })
+    }
+
+    #[test]
+    fn a_place_leads_back_to_its_ticket() {
+        for n in [1u64, 2, 3, 17, 1_000, 4_097] {
+            let draw = Draw::new([9; 32], n);
+            for ticket in 1..=n {
+                assert_eq!(draw.ticket_at(draw.place(ticket)), ticket, "n = {n}");
+            }
+            assert_eq!(
+                draw.ticket_at(n + 5),
+                n + 5,
+                "a later arrival is its own place"
+            );
+        }
     }
 
     #[test]

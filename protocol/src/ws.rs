@@ -183,6 +183,10 @@ pub mod close {
     pub const UNKNOWN_SALE: u16 = 4404;
     /// Nothing (not even a pong) arrived from the client for the idle timeout: reconnect.
     pub const IDLE_TIMEOUT: u16 = 4408;
+    /// A newer session took this place back with its resume token (another tab, the app after
+    /// a lost network, another device): the place goes on there. Do not reconnect from here
+    /// on your own (the two would take it from each other in turn); offer to, if the person asks.
+    pub const TAKEN_OVER: u16 = 4409;
     /// The sale is over for this client: sold out, or its admission expired unused. Do not
     /// reconnect with this ticket.
     pub const SALE_OVER: u16 = 4410;

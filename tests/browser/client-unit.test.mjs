@@ -199,6 +199,7 @@ test('sold out and an expired admission end the session; admission completes it'
     [Close.SALE_OVER, 'admission expired unused', { kind: 'over', reason: 'expired' }],
     [Close.SALE_OVER, 'place taken by its signed-in buyer', { kind: 'over', reason: 'taken' }],
     [Close.UNKNOWN_SALE, '', { kind: 'over', reason: 'unknown_sale' }],
+    [Close.TAKEN_OVER, 'this place was taken up by a newer session', { kind: 'over', reason: 'elsewhere' }],
     [Close.NORMAL, '', { kind: 'done' }],
   ]) {
     const { waiting, sockets, events, timers } = room();

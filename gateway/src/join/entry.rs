@@ -56,9 +56,10 @@ impl<'a> Entry<'a> {
         Ok(self.limits.person(person)?)
     }
 
-    /// Charges a place coming back with no buyer signed in to its allowance of returns.
-    pub(super) fn place_return(&self, place: Person) -> Result<(), ApiError> {
-        Ok(self.limits.place_return(place)?)
+    /// Charges a place coming back with no buyer signed in to its own allowance of returns and
+    /// then its address's.
+    pub(super) fn place_comes_back(&self, place: Person) -> Result<(), ApiError> {
+        Ok(self.limits.place_comes_back(self.client, place)?)
     }
 
     /// A place coming back with an identity pays its own allowance before that identity's
@@ -73,11 +74,6 @@ impl<'a> Entry<'a> {
             Some(claim) if identified => self.person(place(request, claim)),
             _ => Ok(()),
         }
-    }
-
-    /// Charges a place coming back to its address's allowance of returns.
-    pub(super) fn returning(&self) -> Result<(), ApiError> {
-        Ok(self.limits.returning(self.client)?)
     }
 
     /// Holds the join's session slots: its address's (as `payer` counts) and its person's.
@@ -151,18 +147,16 @@ pub(super) async fn pay(
         // its address).
         (_, None) => {}
     }
-    if buyer.is_none() && request.resumed.is_some() {
-        entry.returning()?;
-    }
     // The slots first: an answer is spent only on a join that will be let in.
     let slot = entry.hold(payer, person)?;
     // A return runs its script alone (a new place's join is batched): a place no buyer signed
-    // in to within its allowance of returns, then within this gateway's budget of them and its
-    // address's share of that (crate::guards::resumes). After the slots, so a session the place
-    // may not hold spends neither.
+    // in to within its own allowance of returns and then its address's, then within this
+    // gateway's budget of them and its address's share of that (crate::guards::resumes). After
+    // the slots, so a session the place may not hold spends none of them; the address's after
+    // the place's, so a token sent again and again spends only its own.
     if let Some(claim) = &request.resumed {
         if buyer.is_none() {
-            entry.place_return(place(request, claim))?;
+            entry.place_comes_back(place(request, claim))?;
         }
         state.resumes.read(entry.client)?;
     }

@@ -14,9 +14,11 @@
 //!   once per heartbeat and the room's heartbeats are spread over it rather than all at once;
 //! - [`news::ROOM`] to everyone when something every session acts on changed (the first view,
 //!   the draw, a pause or a resume, the opening's time, the end of the sale);
-//! - [`news::CLOSING`] to everyone when the room's task ends (the gateway stops).
+//! - [`news::CLOSING`] to everyone when the room's task ends (the gateway stops);
+//! - [`news::TAKEN_OVER`] to a session whose place a newer session took back (on any gateway:
+//!   `crate::scripts::taken_over`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
@@ -33,6 +35,8 @@ pub mod news {
     pub const ROOM: u8 = 4;
     /// The room ended: the gateway is stopping.
     pub const CLOSING: u8 = 8;
+    /// A newer session took this session's place back with its resume token.
+    pub const TAKEN_OVER: u8 = 16;
 }
 
 /// One session's seat: what it was told since it last looked, and its task's waker. Small on
@@ -68,10 +72,12 @@ impl Seat {
     }
 }
 
-/// A session's place on the board: its slot (which also names its heartbeat group) and seat.
+/// A session's place on the board: its slot (which also names its heartbeat group), its seat,
+/// and the session's number on the gateway.
 pub struct Sitting {
     pub slot: u32,
     pub seat: Arc<Seat>,
+    pub number: u64,
 }
 
 /// Every seat of one room.
@@ -88,6 +94,8 @@ struct Seats {
     /// The seats whose place is known, by place (and slot: a ticket resumed on this gateway may
     /// briefly have two sessions).
     placed: BTreeSet<(u64, u32)>,
+    /// Each seat's slot by its session's number, for a session to be told it was taken over.
+    numbers: HashMap<u64, u32>,
 }
 
 impl Board {
@@ -99,12 +107,13 @@ impl Board {
                 free: Vec::new(),
                 groups: groups.max(1),
                 placed: BTreeSet::new(),
+                numbers: HashMap::new(),
             }),
         }
     }
 
-    /// Seats a session; it is told news from now on.
-    pub fn sit(&self) -> Sitting {
+    /// Seats session `number`; it is told news from now on.
+    pub fn sit(&self, number: u64) -> Sitting {
         let seat = Arc::new(Seat::default());
         let mut seats = self.seats.lock().expect("lock");
         let slot = match seats.free.pop() {
@@ -115,7 +124,8 @@ impl Board {
             }
         };
         seats.slots[slot as usize] = Some(seat.clone());
-        Sitting { slot, seat }
+        seats.numbers.insert(number, slot);
+        Sitting { slot, seat, number }
     }
 
     /// The session in `slot` has its place: it is told when the line moves past it.
@@ -124,9 +134,11 @@ impl Board {
         seats.placed.insert((place, slot));
     }
 
-    /// The session in `slot` (at `place`, or 0 if it had none) has ended.
-    pub fn leave(&self, slot: u32, place: u64) {
+    /// The session `sitting` (at `place`, or 0 if it had none) has ended.
+    pub fn leave(&self, sitting: &Sitting, place: u64) {
+        let slot = sitting.slot;
         let mut seats = self.seats.lock().expect("lock");
+        seats.numbers.remove(&sitting.number);
         if let Some(seated) = seats.slots.get_mut(slot as usize) {
             if seated.take().is_some() {
                 seats.free.push(slot);
@@ -134,6 +146,15 @@ impl Board {
         }
         if place > 0 {
             seats.placed.remove(&(place, slot));
+        }
+    }
+
+    /// Tells session `number`, if it is seated here.
+    pub fn tell_session(&self, number: u64, news: u8) {
+        let seats = self.seats.lock().expect("lock");
+        let slot = seats.numbers.get(&number).copied();
+        if let Some(Some(seat)) = slot.and_then(|slot| seats.slots.get(slot as usize)) {
+            seat.tell(news);
         }
     }
 
@@ -202,7 +223,7 @@ mod tests {
     #[tokio::test]
     async fn seats_hear_what_they_are_told_and_nothing_else() {
         let board = Board::new(3);
-        let seats: Vec<Sitting> = (0..6).map(|_| board.sit()).collect();
+        let seats: Vec<Sitting> = (0..6).map(|n| board.sit(100 + n)).collect();
         for (n, sitting) in seats.iter().enumerate() {
             assert_eq!(sitting.slot, n as u32);
             board.place(sitting.slot, 10 * (n as u64 + 1));
@@ -215,7 +236,7 @@ mod tests {
         assert_eq!(seats[2].seat.news().await, news::MOVED);
         let quiet = [0, 5].map(|n| seats[n].seat.news.load(Ordering::Acquire));
         assert_eq!(quiet, [0, 0], "not told");
-        board.leave(5, 60);
+        board.leave(&seats[5], 60);
         assert_eq!(board.furthest(), 50);
         board.heartbeat(7..100); // every group once
         let all = [0, 1, 2, 3, 4]
@@ -225,13 +246,19 @@ mod tests {
         assert_eq!(seats[0].seat.news().await, news::CLOSING);
         assert_eq!(seats[5].seat.news.load(Ordering::Acquire), 0, "gone");
         assert_eq!(board.seated(), 5);
-        assert_eq!(board.sit().slot, 5, "a freed slot is taken first");
+        assert_eq!(board.sit(200).slot, 5, "a freed slot is taken first");
+        board.tell_session(103, news::TAKEN_OVER);
+        board.tell_session(105, news::TAKEN_OVER); // gone: nobody is told
+        assert_ne!(seats[3].seat.news().await & news::TAKEN_OVER, 0);
+        let quiet =
+            [0, 1, 2, 4].map(|n| seats[n].seat.news.load(Ordering::Acquire) & news::TAKEN_OVER);
+        assert_eq!(quiet, [0; 4], "only the session taken over is told");
     }
 
     #[tokio::test]
     async fn a_session_asleep_on_its_seat_is_woken() {
         let board = Board::new(1);
-        let sitting = board.sit();
+        let sitting = board.sit(1);
         let asleep = tokio::spawn({
             let seat = sitting.seat.clone();
             async move { seat.news().await }

@@ -182,6 +182,9 @@ impl RoomDriver {
                 dead.insert(*place);
             }
         }
+        for number in &read.taken_over {
+            shared.board.tell_session(*number, news::TAKEN_OVER);
+        }
         if !read.admits.is_empty() {
             let mut batches = shared.batches.lock().expect("lock");
             for batch in read.admits {

@@ -100,6 +100,7 @@ floodgate_platform::lua_script! {
         args {
             fence: &'a str = "the caller's fencing token",
             permits: u64 = "most live tickets to admit now",
+            furthest: u64 = "the furthest place this call may pass",
         }
         rest { placed: &'a [(u64, u64)] = "pairs: ticket, its place in line" }
     }
@@ -197,14 +198,24 @@ pub async fn sweep(
     .await?)
 }
 
+/// The away tickets a step places before it moves (those that left before their place was
+/// known), and how far it may go while some remain unplaced.
+#[derive(Debug, Default)]
+pub struct Placing {
+    pub placed: Vec<(u64, u64)>,
+    /// The furthest place the step may pass (0: no bound).
+    pub furthest: u64,
+}
+
 /// One step of the admission controller with fencing token `fence` (`lua/advance.lua`),
 /// admitting at most `permits` live tickets, once the away tickets in `placed` (ticket, place)
-/// have their places; also expires unspent tokens.
+/// have their places, and passing no place beyond `placing.furthest` (0: no bound); also
+/// expires unspent tokens.
 pub async fn advance(
     conn: &mut RedisConn,
     keys: &SaleKeys,
     (fence, permits): (&str, u64),
-    placed: &[(u64, u64)],
+    placing: &Placing,
 ) -> RedisResult<Advanced> {
     Ok(Advance {
         meta: keys.meta(),
@@ -219,7 +230,8 @@ pub async fn advance(
         away_admitted: keys.away_admitted(),
         fence,
         permits,
-        placed,
+        furthest: placing.furthest,
+        placed: &placing.placed,
     }
     .run(conn)
     .await?)

@@ -4,7 +4,7 @@
 //! the gateway is here or in `platform::state`.
 //!
 //! - [`tickets`]: a place in line (join, leave); [`takeback`]: taking it back with its resume
-//!   token, and whether it still stands.
+//!   token, and whether it still stands; [`taken_over`]: the session it was taken from, closed.
 //! - [`buyers`]: one place in line per buyer (the buyer's record).
 //! - [`draw`]: the pre-queue's record (nonces and batches of joins) for the draw endpoints.
 //! - [`room`]: the room's reads (the tick's, the leader's, the summary's); [`leader`]: the
@@ -18,6 +18,7 @@ pub mod leader;
 pub mod pilot;
 pub mod room;
 pub mod takeback;
+pub mod taken_over;
 pub mod tickets;
 
 use std::sync::Arc;

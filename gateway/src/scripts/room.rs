@@ -10,6 +10,8 @@ use floodgate_platform::state::{self, AdmitEntry, PoolCounts, SaleMeta};
 use floodgate_protocol::UnixMillis;
 use redis::RedisResult;
 
+use super::taken_over;
+
 /// Stream entries read per tick: catching up on a long history takes a few ticks, during which
 /// positions are overestimates.
 const STREAM_BATCH: usize = 10_000;
@@ -17,7 +19,7 @@ const STREAM_BATCH: usize = 10_000;
 pub const HOUSEKEEPING_BATCH: usize = 5_000;
 /// Away tickets placed per tick (`lua/advance.lua` takes them as arguments): 5,000 a second at
 /// the default tick, a pre-queue's departures of the last grace placed within seconds.
-const PLACING_BATCH: usize = 500;
+pub const PLACING_BATCH: usize = 500;
 
 /// Where a gateway has read a sale's deaths and admits streams up to.
 #[derive(Debug)]
@@ -46,6 +48,9 @@ pub struct TickRead {
     pub deaths: Vec<u64>,
     /// Admission batches since the last read.
     pub admits: Vec<AdmitEntry>,
+    /// This gateway's sessions whose place a newer session took back, by number
+    /// ([`super::taken_over`]).
+    pub taken_over: Vec<u64>,
 }
 
 /// The leader's view of the stock and housekeeping, read in one round trip.
@@ -63,8 +68,9 @@ pub struct LeaderRead {
 }
 
 /// The per-tick read of `keys`' sale: settings, frontier, tickets, the deaths and
-/// admissions after `cursor` (which it moves on), and this gateway's liveness renewed for
-/// `lease`, in one pipelined round trip.
+/// admissions after `cursor` (which it moves on), the sessions of this gateway taken over
+/// (taken from its list), and this gateway's liveness renewed for `lease`, in one pipelined
+/// round trip.
 pub async fn read_tick(
     conn: &mut RedisConn,
     keys: &SaleKeys,
@@ -75,13 +81,17 @@ pub async fn read_tick(
     type Entries = Vec<(String, Vec<String>)>;
     let mut pipe = redis::pipe();
     SaleMeta::query(&mut pipe, keys);
-    let (meta, frontier, issued, deaths, admits): (
+    /// What the pipeline answers, in order: the meta's fields, the frontier, the tickets handed
+    /// out, the deaths, the admissions, and this gateway's sessions taken over.
+    type Read = (
         Vec<Option<String>>,
         Option<u64>,
         Option<u64>,
         Entries,
         Entries,
-    ) = pipe
+        Option<Vec<String>>,
+    );
+    let (meta, frontier, issued, deaths, admits, taken): Read = pipe
         .get(keys.frontier())
         .get(keys.seq())
         .cmd("XRANGE")
@@ -96,6 +106,9 @@ pub async fn read_tick(
         .arg("+")
         .arg("COUNT")
         .arg(STREAM_BATCH)
+        .cmd("LPOP")
+        .arg(keys.gateway_taken_over(instance))
+        .arg(taken_over::PER_TICK)
         .cmd("SADD")
         .arg(keys.gateways())
         .arg(instance)
@@ -126,6 +139,7 @@ pub async fn read_tick(
             .iter()
             .filter_map(|(id, fields)| AdmitEntry::from_entry(id, fields))
             .collect(),
+        taken_over: taken_over::numbers_of(instance, &taken.unwrap_or_default()),
     })
 }
 
@@ -164,6 +178,23 @@ pub async fn read_for_leader(
         unplaced,
         gateways,
     })
+}
+
+/// Which of `tickets` are away with no place recorded yet (they left before the draw).
+pub async fn unplaced_among(
+    conn: &mut RedisConn,
+    keys: &SaleKeys,
+    tickets: &[u64],
+) -> RedisResult<Vec<bool>> {
+    if tickets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let scores: Vec<Option<f64>> = redis::cmd("ZMSCORE")
+        .arg(keys.away())
+        .arg(tickets)
+        .query_async(conn)
+        .await?;
+    Ok(scores.into_iter().map(|s| s == Some(0.0)).collect())
 }
 
 /// A sale's meta, frontier and tickets handed out, in one round trip (for the summary

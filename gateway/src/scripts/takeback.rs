@@ -101,20 +101,23 @@ pub(super) enum Resumed {
         commitment: String,
         /// The frontier as the script read it: the new session's positions start from it.
         frontier: u64,
+        /// The session it was taken from (`<gateway>/<n>`), if one was recorded.
+        previous: Option<String>,
     },
     Gone(Gone),
 }
 
-/// `{"resumed", opens_at_ms, sold_out, commitment, frontier}`, or `{status, ...}` for a ticket
-/// that is gone.
+/// `{"resumed", opens_at_ms, sold_out, commitment, frontier, previous}`, or `{status, ...}` for
+/// a ticket that is gone.
 impl FromStrings for Resumed {
     fn from_strings(reply: &[String]) -> Option<Self> {
         match reply {
-            [status, opens, _sold_out, commitment, frontier] if status == "resumed" => {
+            [status, opens, _sold_out, commitment, frontier, previous] if status == "resumed" => {
                 Some(Self::Resumed {
                     opens_at_ms: opens.parse().ok()?,
                     commitment: commitment.clone(),
                     frontier: frontier.parse().ok()?,
+                    previous: Some(previous.clone()).filter(|p| !p.is_empty()),
                 })
             }
             [status, ..] => Gone::from_word(status).map(Self::Gone),
@@ -193,8 +196,12 @@ pub async fn resume(
             opens_at_ms,
             commitment,
             frontier,
+            previous,
         } => {
             metrics::counter!("floodgate_tickets_resumed_total").increment(1);
+            if let Some(previous) = previous {
+                super::taken_over::tell(scope, &previous).await;
+            }
             Ok(Taken {
                 ticket,
                 opens_at_ms,
@@ -313,11 +320,21 @@ mod tests {
     #[test]
     fn resume_replies_parse_into_tickets_or_a_ticket_gone() {
         assert_eq!(
-            resumed(&["resumed", "1000", "0", "c0", "2"]),
+            resumed(&["resumed", "1000", "0", "c0", "2", ""]),
             Some(Resumed::Resumed {
                 opens_at_ms: 1000,
                 commitment: "c0".into(),
-                frontier: 2
+                frontier: 2,
+                previous: None,
+            })
+        );
+        assert_eq!(
+            resumed(&["resumed", "1000", "0", "c0", "2", "gw-a/7"]),
+            Some(Resumed::Resumed {
+                opens_at_ms: 1000,
+                commitment: "c0".into(),
+                frontier: 2,
+                previous: Some("gw-a/7".into()),
             })
         );
         assert_eq!(
@@ -332,7 +349,11 @@ mod tests {
             resumed(&["unknown", "0", "0", ""]),
             Some(Resumed::Gone(Gone::Unknown))
         );
-        for odd in [&["resumed", "x", "0", "c0", "2"][..], &["lost", "0"], &[]] {
+        for odd in [
+            &["resumed", "x", "0", "c0", "2", ""][..],
+            &["lost", "0"],
+            &[],
+        ] {
             assert_eq!(resumed(odd), None, "{odd:?}");
         }
     }

@@ -193,7 +193,7 @@ impl Session {
         // Seated before anything is read, so nothing the room tells from here on is missed.
         let mut seated = Seated {
             board: room.board(),
-            sitting: room.board().sit(),
+            sitting: room.board().sit(self.number),
             place: 0,
         };
         let mut last_heard = Instant::now();
@@ -212,6 +212,14 @@ impl Session {
                 // against its address at the edge until the next session hands a sealed one).
                 let token = ctx.seal.seal_within(&self.resume_token(), 123);
                 return End::Closed(close::SERVICE_RESTART, Cow::Owned(token));
+            }
+            if told & news::TAKEN_OVER != 0 {
+                // The place went on in a newer session: this one says so and goes (its
+                // departure changes nothing: leave.lua sees the newer holder).
+                return End::Closed(
+                    close::TAKEN_OVER,
+                    Cow::Borrowed("this place was taken up by a newer session"),
+                );
             }
             let heartbeat = told & news::HEARTBEAT != 0;
             if heartbeat && last_heard.elapsed() >= ctx.idle_timeout {
@@ -339,6 +347,6 @@ struct Seated<'a> {
 
 impl Drop for Seated<'_> {
     fn drop(&mut self) {
-        self.board.leave(self.sitting.slot, self.place);
+        self.board.leave(&self.sitting, self.place);
     }
 }

@@ -122,6 +122,11 @@ pub(crate) async fn person(
         Waited::Admitted(token) => token,
         Waited::SoldOut => return me.ends(Outcome::SoldOut, &progress.sold_out),
         Waited::Failed(why) => return me.ends(Outcome::Failed(why), &progress.failed),
+        // Nobody else holds a person's token in a rush: that would be a gateway's mistake.
+        Waited::Elsewhere => {
+            let why = "the place was taken over by another session".to_owned();
+            return me.ends(Outcome::Failed(why), &progress.failed);
+        }
     };
     progress.admitted.fetch_add(1, Ordering::Relaxed);
     me.admitted_after = Some(joined.elapsed());

@@ -1,8 +1,10 @@
 //! The allowances themselves: a rate per key ([`Rate`]), and per client address with the wider
-//! IPv6 networks around it ([`AddressRate`]).
+//! networks around it ([`AddressRate`]).
 
 use std::hash::Hash;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
+
+use ipnet::Ipv4Net;
 use std::num::NonZeroU32;
 
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
@@ -73,12 +75,20 @@ impl<K: Hash + Eq + Clone> Rate<K> {
 /// are sized for a crowd, and a crowd that needs more is the one case to raise the limit for.
 pub const WIDER_IPV6: [(u8, u32); 2] = [(56, 16), (48, 256)];
 
+/// The IPv4 network a share of a budget is counted by too ([`AddressRate::share`]): whoever
+/// holds a /24 would otherwise take 256 shares, a whole budget of tenths. (An allowance is not:
+/// a carrier's addresses sit side by side, each with thousands of people behind it.)
+pub const SHARE_IPV4: u8 = 24;
+
 /// A rate per client address ([`Rate`]), and for an IPv6 client also per each wider network of
-/// [`WIDER_IPV6`] around it: a request is let through only if every one of them has allowance
-/// left. The client's own is checked first, so one client flooding spends only its own.
+/// [`WIDER_IPV6`] around it (for a share, an IPv4 client's /24 too): a request is let through
+/// only if every one of them has allowance left. The client's own is checked first, so one
+/// client flooding spends only its own.
 pub struct AddressRate {
     each: Rate<IpAddr>,
     wider: Vec<(u8, Rate<IpAddr>)>,
+    /// A share's IPv4 /24 ([`SHARE_IPV4`]).
+    wider_v4: Option<Rate<Ipv4Addr>>,
 }
 
 impl AddressRate {
@@ -89,12 +99,14 @@ impl AddressRate {
                 .iter()
                 .map(|(bits, times)| (*bits, Rate::per_second(per_sec.saturating_mul(*times))))
                 .collect(),
+            wider_v4: None,
         }
     }
 
-    /// A share that no wider IPv6 network multiplies: the client's prefix, its /56 and its /48
-    /// each get `per_sec`, so whoever holds a /56 or a /48 takes one share however many /64s
-    /// it asks from (a part of a budget, where one client's allowance times 16 could be all).
+    /// A share that no wider network multiplies: the client's prefix, its /56 and its /48 (an
+    /// IPv4 client's /24) each get `per_sec`, so whoever holds a /56, a /48 or a /24 takes one
+    /// share however many addresses it asks from (a part of a budget, where one client's
+    /// allowance times 16 could be all).
     pub fn share(per_sec: u32) -> Self {
         Self {
             each: Rate::per_second(per_sec),
@@ -102,6 +114,7 @@ impl AddressRate {
                 .iter()
                 .map(|(bits, _)| (*bits, Rate::per_second(per_sec)))
                 .collect(),
+            wider_v4: Some(Rate::per_second(per_sec)),
         }
     }
 
@@ -111,8 +124,11 @@ impl AddressRate {
         if !self.each.allow(client) {
             return false;
         }
-        if client.is_ipv4() {
-            return true;
+        if let IpAddr::V4(v4) = client {
+            return self.wider_v4.as_ref().is_none_or(|rate| {
+                let network = Ipv4Net::new(*v4, SHARE_IPV4).expect("a valid prefix");
+                rate.allow(&network.network())
+            });
         }
         self.wider
             .iter()
@@ -128,6 +144,9 @@ impl AddressRate {
     pub fn prune(&self) {
         self.each.prune();
         for (_, rate) in &self.wider {
+            rate.prune();
+        }
+        if let Some(rate) = &self.wider_v4 {
             rate.prune();
         }
     }
@@ -181,5 +200,21 @@ mod tests {
             .filter(|i| crowd.allow(&format!("2001:db8:9:{i:x}::").parse().unwrap()))
             .count();
         assert!((30..=32).contains(&neighbours), "{neighbours}");
+    }
+
+    #[test]
+    fn whoever_holds_a_24_takes_one_share_of_a_budget() {
+        let share = AddressRate::share(10);
+        let passed = (1..=255u32)
+            .filter(|i| share.allow(&format!("198.51.100.{i}").parse().unwrap()))
+            .count();
+        assert_eq!(passed, 20, "the /24's one share, in a burst of twice it");
+        assert!(share.allow(&"198.51.101.1".parse().unwrap()), "another /24");
+        // An allowance is each address's: a carrier's addresses side by side are not one.
+        let allowance = AddressRate::per_second(10);
+        let passed = (1..=255u32)
+            .filter(|i| allowance.allow(&format!("198.51.100.{i}").parse().unwrap()))
+            .count();
+        assert_eq!(passed, 255);
     }
 }

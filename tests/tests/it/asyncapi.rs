@@ -79,7 +79,7 @@ fn the_asyncapi_document_describes_every_message_and_close_code() {
     let document = repository().join("docs/asyncapi.yaml");
     assert_eq!(
         protocol_close_codes().len(),
-        13,
+        14,
         "the close codes were read"
     );
     assert_eq!(missing(&document), (vec![], vec![]), "docs/asyncapi.yaml");

@@ -54,7 +54,7 @@ async fn the_draws_record_costs_bounded_redis_work_however_it_is_asked_for(db: s
     let mut busy = 0;
     for from in 2..=40 {
         let path = format!("/v1/sales/{sale}/draw/nonces?from={from}&count=2");
-        match ask(&app, &path, &format!("10.1.0.{from}")).await {
+        match ask(&app, &path, &format!("10.{from}.0.1")).await {
             (200, None) => read += 1,
             (503, Some(code)) if code == "draw_busy" => busy += 1,
             other => panic!("from={from}: {other:?}"),
@@ -75,4 +75,39 @@ async fn the_draws_record_costs_bounded_redis_work_however_it_is_asked_for(db: s
         }
     }
     assert!(limited > 0, "one address asked 12 times at once unrefused");
+}
+
+/// The record's first page is guarded like the rest: a stranger asking for the draw of made-up
+/// sales (each a Redis read, and a 404 no cache keeps) is held to its address's allowance, and
+/// someone at another address still reads a real sale's draw. Before, `GET .../draw` read Redis
+/// for every request, from any address, as fast as they came.
+#[sqlx::test(migrations = "../migrations")]
+async fn made_up_sales_draws_are_held_to_the_addresss_allowance(db: sqlx::PgPool) {
+    let options = TestOptions {
+        trusted_proxies: vec!["127.0.0.1".parse().unwrap()],
+        draw_requests_per_sec_per_ip: 3,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = unique("draw-real-");
+    app.create_sale(&sale, &SaleSpec::default()).await;
+    let mut answers = Vec::new();
+    for n in 0..12 {
+        let path = format!("/v1/sales/{}/draw", unique(&format!("made-up-{n}-")));
+        answers.push(ask(&app, &path, "10.3.0.1").await);
+    }
+    let limited = answers
+        .iter()
+        .filter(|a| **a == (429, Some("draw_rate_limited".into())))
+        .count();
+    assert!(limited >= 4, "{answers:?}");
+    assert!(
+        answers
+            .iter()
+            .all(|a| *a == (404, Some("unknown_sale".into()))
+                || *a == (429, Some("draw_rate_limited".into()))),
+        "{answers:?}"
+    );
+    let real = ask(&app, &format!("/v1/sales/{sale}/draw"), "10.3.0.2").await;
+    assert_eq!(real, (200, None));
 }

@@ -21,6 +21,7 @@ mod cached;
 mod ceiling;
 mod duplicates;
 mod edge;
+mod edge_sockets;
 mod health;
 mod joins;
 mod lookups;

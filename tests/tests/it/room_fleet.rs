@@ -277,7 +277,7 @@ async fn a_former_leader_cannot_advance_with_its_old_fencing_token(db: sqlx::PgP
     let advance = |fence: String| {
         let (mut conn, keys) = (app.redis.clone(), &keys);
         async move {
-            match leader::advance(&mut conn, keys, (&fence, 1), &[])
+            match leader::advance(&mut conn, keys, (&fence, 1), &Default::default())
                 .await
                 .unwrap()
             {
@@ -307,4 +307,66 @@ async fn a_former_leader_cannot_advance_with_its_old_fencing_token(db: sqlx::PgP
         2,
         "only the two fenced-in advances"
     );
+}
+
+/// A place taken back with its resume token moves, it is not copied: the session it was taken
+/// from is closed 4409 on whichever gateway holds it (here on the other gateway, then on the
+/// same one), and the newest keeps the place. Before, every such session stayed open until it
+/// idled out, so one place could hold sessions on every gateway of the fleet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_place_taken_back_closes_the_session_it_was_taken_from_on_any_gateway() {
+    let app = TestApp::spawn(fresh_db().await).await;
+    let timings = GatewayTimings::default();
+    let g1 = GatewayProcess::spawn(&app, "g1", &timings).await;
+    let g2 = GatewayProcess::spawn(&app, "g2", &timings).await;
+    let sale = paused_sale(&app, 10.0, Duration::from_millis(500)).await;
+    let mut first = RoomClient::join(&g1.ws_url(&sale)).await.unwrap();
+    let place = first.position(WAIT).await;
+    let token = first.resume_token.clone();
+
+    let mut on_g2 = RoomClient::resume(&g2.ws_url(&sale), &token, &[])
+        .await
+        .unwrap();
+    on_g2.position(WAIT).await;
+    let mut back_on_g1 = RoomClient::resume(&g1.ws_url(&sale), &token, &[])
+        .await
+        .unwrap();
+    back_on_g1.position(WAIT).await;
+    let taken = |heard: Heard| matches!(heard, Heard::Closed(code, _) if code == close::TAKEN_OVER);
+    let heard = on_g2.outcome(Duration::from_secs(10)).await;
+    assert!(
+        taken(heard.clone()),
+        "the other gateway's session: {heard:?}"
+    );
+
+    let mut newest = RoomClient::resume(&g1.ws_url(&sale), &token, &[])
+        .await
+        .unwrap();
+    let heard = back_on_g1.outcome(Duration::from_secs(10)).await;
+    assert!(
+        taken(heard.clone()),
+        "the same gateway's session: {heard:?}"
+    );
+    assert_eq!(newest.position(WAIT).await, place, "the place is kept");
+    // The session closed there was g1's, and so is the newest: the ticket is still registered
+    // as g1's, for a sweep of g1 to find should it die.
+    let keys = app.keys.sale(&sale);
+    let mut redis = app.redis.clone();
+    let gateways: Vec<String> = redis::cmd("SMEMBERS")
+        .arg(keys.gateways())
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let g1_id = gateways
+        .iter()
+        .find(|id| id.starts_with("g1."))
+        .expect("g1 is registered");
+    let registered: bool = redis::cmd("SISMEMBER")
+        .arg(keys.gateway_sessions(g1_id))
+        .arg(newest.ticket)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert!(registered, "the newest session's ticket is g1's");
+    drop(first);
 }

@@ -169,6 +169,35 @@ async fn each_location_counts_its_own_credential(db: sqlx::PgPool) {
     );
 }
 
+/// A genuine resume token sent with a fresh made-up seal each time is still one credential: the
+/// edge counts it without its seal, so the token's own allowance (3 standings at once) holds at
+/// the edge. Before, each made-up seal made a new credential to the zones that count a token by
+/// its last characters, and the token went past its own limits there as often as it liked.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_token_with_made_up_seals_is_still_one_credential(db: sqlx::PgPool) {
+    use floodgate_tests::client::RoomClient;
+    let app = TestApp::spawn(db).await;
+    let sale = app.pending_sale("edge-seals-").await;
+    let person = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+    let token = floodgate_protocol::unsealed(&person.resume_token).to_owned();
+    person.leave().await;
+    let edge = shipped_edge(&app).await;
+    let http = reqwest::Client::new();
+    let url = edge.url(&format!("/v1/sales/{sale}/place"));
+    let mut at_the_edge = 0;
+    for n in 0..8 {
+        let made_up = format!("{n:0>21}A");
+        let answer = http
+            .get(&url)
+            .header("floodgate-resume", format!("{token}~{made_up}"))
+            .send()
+            .await
+            .unwrap();
+        at_the_edge += usize::from(refused_at_the_edge(answer).await);
+    }
+    assert!(at_the_edge >= 4, "{at_the_edge} of 8 refused by the edge");
+}
+
 /// The patterns that cut a credential to its tail are anchored at both ends: an unanchored
 /// `.{1,200}$` is tried from every position of an 8 KB header, milliseconds of the edge's CPU
 /// per request.

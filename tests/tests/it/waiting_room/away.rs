@@ -154,21 +154,67 @@ async fn places_dropped_before_the_draw_hold_no_stock(db: sqlx::PgPool) {
         departed(&app, &sale, ticket).await;
     }
     // Drawn (the pre-queue closed at the opening): whoever joins now is fourth.
-    let meta = app.keys.sale(&sale).meta();
-    eventually("the pre-queue is drawn", WAIT, || async {
-        let drawn: bool = redis::cmd("HEXISTS")
-            .arg(&meta)
-            .arg("prequeue_size")
-            .query_async(&mut app.redis.clone())
-            .await
-            .unwrap();
-        drawn
-    })
-    .await;
+    eventually("the pre-queue is drawn", WAIT, || drawn(&app, &sale)).await;
     let mut behind = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
     assert_eq!(behind.position(WAIT).await, 4);
 
     let_in_past_the_away(&app, &sale, &mut behind).await;
+}
+
+/// However many places are dropped before the draw, none holds stock when the line opens:
+/// the leader lets nobody in until it knows the draw, and while more are unplaced than its read
+/// takes in a tick, it places those just past the frontier first and goes no further. Here 700
+/// of them and one person who stays, for one seat: the person is let in at once, holding the
+/// one pass. Before, the tick that closed the pre-queue, and the next ones until the leader had
+/// placed them all (500 a tick), counted them as people there: the seat's one pass went to one
+/// of them, and the person waited out its life (two minutes).
+#[sqlx::test(migrations = "../migrations")]
+async fn a_crowd_of_places_dropped_before_the_draw_holds_no_stock(db: sqlx::PgPool) {
+    let options = TestOptions {
+        grace_ms: 120_000,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = unique("away-crowd-");
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 1)],
+        opens_in: Duration::from_secs(30),
+        stock_factor: 1.0,
+        token_ttl_secs: 120,
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    let url = app.ws_url(&sale);
+    for _ in 0..14 {
+        let joined = futures::future::join_all((0..50).map(|_| RoomClient::join(&url))).await;
+        for client in joined {
+            client.expect("a place in the pre-queue").leave().await;
+        }
+    }
+    let mut there = RoomClient::join(&url).await.unwrap();
+    let away = app.keys.sale(&sale).away();
+    eventually("every dropped place is away, unplaced", WAIT, || async {
+        let unplaced: u64 = redis::cmd("ZCOUNT")
+            .arg(&away)
+            .arg(0)
+            .arg(0)
+            .query_async(&mut app.redis.clone())
+            .await
+            .unwrap();
+        unplaced == 700
+    })
+    .await;
+    assert!(
+        !drawn(&app, &sale).await,
+        "the places were dropped before the draw"
+    );
+
+    there.admitted(Duration::from_secs(60)).await;
+    assert_eq!(
+        unspent(&app, &sale).await,
+        1,
+        "only the person who is there"
+    );
 }
 
 /// The places of a gateway that died without goodbye are away once the leader hands them to
@@ -340,6 +386,16 @@ async fn departed(app: &TestApp, sale: &str, ticket: u64) {
         deadline.is_some()
     })
     .await;
+}
+
+/// Whether the sale's pre-queue is drawn (it closed at the opening).
+async fn drawn(app: &TestApp, sale: &str) -> bool {
+    redis::cmd("HEXISTS")
+        .arg(app.keys.sale(sale).meta())
+        .arg("prequeue_size")
+        .query_async(&mut app.redis.clone())
+        .await
+        .unwrap()
 }
 
 /// The sale's unspent count as Redis holds it (a negative one too).

@@ -1,0 +1,111 @@
+//! The edge's sockets are a shared thing: a stranger holding requests open (a body announced and
+//! never sent, an answer never read) holds only its own address's share of them, and a client
+//! that stops reading is let go within seconds, not a minute. Each test shrinks the shipped
+//! per-address cap on requests in flight (1,024) to a size it can reach.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use floodgate_tests::{eventually, unique, TestApp, TestOptions};
+use tokio::io::AsyncWriteExt as _;
+
+use super::edge::{refused_at_the_edge, shipped_edge_with};
+
+const SHIPPED_CAP: &str = "limit_conn floodgate_conn_requests 1024;";
+
+fn cap(n: u32) -> [(String, String); 1] {
+    [(
+        SHIPPED_CAP.to_owned(),
+        format!("limit_conn floodgate_conn_requests {n};"),
+    )]
+}
+
+/// The services with the page to serve (about 5 KB, the same for everyone).
+async fn with_the_page(db: sqlx::PgPool) -> TestApp {
+    let site = std::env::temp_dir().join(unique("floodgate-page-"));
+    std::fs::create_dir_all(&site).unwrap();
+    floodgate_tests::copy_page(&site);
+    let options = TestOptions {
+        static_dir: Some(site),
+        ..TestOptions::default()
+    };
+    TestApp::spawn_with(db, options).await
+}
+
+/// A client on another loopback address: someone else behind another address.
+fn elsewhere() -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)))
+        .build()
+        .unwrap()
+}
+
+/// Eight webhook deliveries whose bodies never come (the one location the edge limits by no
+/// rate) fill their address's cap of requests in flight: the address's next request is refused
+/// at the edge, and someone at another address is served as before. Before, nothing counted
+/// requests in flight outside /ws, and a stranger could hold any number of the edge's sockets
+/// for the body timeout.
+#[sqlx::test(migrations = "../migrations")]
+async fn requests_held_open_fill_only_their_addresss_share_of_the_edge(db: sqlx::PgPool) {
+    let app = with_the_page(db).await;
+    let edge = shipped_edge_with(&app, &cap(8)).await;
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        let mut socket = tokio::net::TcpStream::connect(edge.addr).await.unwrap();
+        socket
+            .write_all(
+                b"POST /v1/payments/webhook HTTP/1.1\r\nHost: edge\r\n\
+                  Content-Type: application/json\r\nContent-Length: 100\r\n\r\n",
+            )
+            .await
+            .unwrap();
+        held.push(socket);
+    }
+    let http = reqwest::Client::new();
+    let page = edge.url("/");
+    eventually(
+        "the address's next request is refused at the edge",
+        Duration::from_secs(5),
+        async || refused_at_the_edge(http.get(&page).send().await.unwrap()).await,
+    )
+    .await;
+    let theirs = elsewhere().get(&page).send().await.unwrap();
+    assert_eq!(theirs.status(), 200, "another address is served");
+    drop(held);
+}
+
+/// A client that asks for a page again and again and reads none of it holds its slot only
+/// until the edge's send timeout (10 s): with the cap made 1, its address is refused while it
+/// holds the slot, then served again. Before, nginx's default waited a minute between writes.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_client_that_stops_reading_is_let_go_within_seconds(db: sqlx::PgPool) {
+    let app = with_the_page(db).await;
+    let edge = shipped_edge_with(&app, &cap(1)).await;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    // A small window: the edge's answers pile up in its own buffers at once.
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut reader = socket.connect(edge.addr).await.unwrap();
+    // Two thousand pages asked for in one go (about 10 MB of answers), none of them read.
+    let asks = "GET / HTTP/1.1\r\nHost: edge\r\n\r\n".repeat(2_000);
+    let asking = tokio::spawn(async move {
+        let _ = reader.write_all(asks.as_bytes()).await;
+        reader
+    });
+
+    let http = reqwest::Client::new();
+    let page = edge.url("/");
+    eventually(
+        "the reader that stopped holds its address's one slot",
+        Duration::from_secs(5),
+        async || refused_at_the_edge(http.get(&page).send().await.unwrap()).await,
+    )
+    .await;
+    // The send timeout is 10 s; the default, a minute.
+    eventually(
+        "the edge lets the reader that stopped go",
+        Duration::from_secs(20),
+        async || http.get(&page).send().await.unwrap().status() == 200,
+    )
+    .await;
+    drop(asking);
+}
