@@ -314,9 +314,9 @@ async fn placing(
         });
     }
     let furthest = frontier.saturating_add(FRONT);
-    // Only the pre-queue's places are drawn: a later arrival's place is its ticket, known when
-    // its person left.
-    let tickets: Vec<u64> = (frontier + 1..=furthest.min(draw.size()))
+    // A later arrival's place is its ticket (`ticket_at` says so), and one may be unplaced too:
+    // a dead gateway's tickets are handed to their grace without their places (sweep.lua).
+    let tickets: Vec<u64> = (frontier + 1..=furthest)
         .map(|place| draw.ticket_at(place))
         .collect();
     let found = scripts::room::unplaced_among(conn, keys, &tickets).await?;

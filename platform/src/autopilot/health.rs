@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::window::BUCKET_WIDTH;
+
 /// What the services publish of their health, merged for one sale: the reservation endpoint's
 /// (every booking instance's), the pool scripts', the broker's as the producers see it, and the
 /// consumer's lag. Any field may be missing (a service that does not publish it); a missing
@@ -113,6 +115,22 @@ pub(super) fn worst(health: &Health, targets: &Targets) -> Option<(Signal, f64)>
     .into_iter()
     .filter_map(|(signal, pressure)| Some((signal, pressure.filter(|p| p.is_finite())?)))
     .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// The signal furthest past (or nearest to) its target by what the summary proves. A latency
+/// is known to its bucket (`window`: its p99 is the bucket's top, never under the truth and up to
+/// [`BUCKET_WIDTH`] over it), so what it proves is its bucket's bottom: a p99 read as 51.2 ms
+/// against a target of 50 ms may be 43 ms. The error share and the lag are counts, proven as
+/// they are.
+pub(super) fn proven(health: &Health, targets: &Targets) -> Option<(Signal, f64)> {
+    let at_least = |p99: Option<f64>| p99.map(|p99| p99 / BUCKET_WIDTH);
+    let bottoms = Health {
+        reservation_p99_ms: at_least(health.reservation_p99_ms),
+        script_p99_ms: at_least(health.script_p99_ms),
+        produce_p99_ms: at_least(health.produce_p99_ms),
+        ..health.clone()
+    };
+    worst(&bottoms, targets)
 }
 
 /// The sale's health as its leader sees it: every instance's fresh summary merged into one.

@@ -228,6 +228,12 @@ impl Autopilot {
                 self.hold(Hold::WithinBand)
             }
             Some((signal, pressure)) if pressure > 1.0 => {
+                // Past the target as measured, but within a bucket of it: the strain may be the
+                // measurement's (`health::proven`). A cut needs it proven; its size is still
+                // what was measured.
+                if health::proven(&judged, &s.targets).is_none_or(|(_, proven)| proven <= 1.0) {
+                    return self.hold(Hold::WithinBand);
+                }
                 // A cut may follow a cut within the settle only if the strain grew by a quarter.
                 let worse = self
                     .memory

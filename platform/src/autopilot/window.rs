@@ -20,6 +20,9 @@ use std::time::Duration;
 const BUCKETS: usize = 65;
 const FIRST_BOUND_US: f64 = 100.0;
 const PER_DOUBLING: f64 = 4.0;
+/// How much wider each bucket is than the one before, 2^(1/4): a p99 read as its bucket's top
+/// is never under the truth and at most this much over it.
+pub const BUCKET_WIDTH: f64 = 1.189_207_115_002_721;
 
 /// The span services' windows use: a reading covers the last 5 to 10 s, long enough for a p99 at
 /// a modest rate and short enough that the autopilot sees a change within a few of its steps.
@@ -237,6 +240,12 @@ mod tests {
     use super::*;
 
     const SPAN: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn a_bucket_is_its_width_wider_than_the_one_before() {
+        assert!((BUCKET_WIDTH - (1.0 / PER_DOUBLING).exp2()).abs() < 1e-12);
+        assert!((bound_us(9) / bound_us(8) - BUCKET_WIDTH).abs() < 1e-9);
+    }
 
     #[test]
     fn the_p99_is_never_under_the_truth_nor_a_bucket_over_it() {

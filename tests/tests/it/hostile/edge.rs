@@ -198,6 +198,79 @@ async fn a_token_with_made_up_seals_is_still_one_credential(db: sqlx::PgPool) {
     assert!(at_the_edge >= 4, "{at_the_edge} of 8 refused by the edge");
 }
 
+/// A resume token is counted by its MAC, not by its tail: on a sale whose id is long, every
+/// place's token ends in the same characters (the sale's id), and one place asking too often
+/// had the edge refuse every other place of the sale. Here a place past its allowance at the
+/// edge, and another place of the same sale (an id of 60 characters) asking once is served.
+#[sqlx::test(migrations = "../migrations")]
+async fn each_place_of_a_sale_with_a_long_id_is_counted_on_its_own(db: sqlx::PgPool) {
+    use floodgate_tests::client::RoomClient;
+    let app = TestApp::spawn(db).await;
+    let sale = app
+        .pending_sale("edge-a-sale-whose-id-is-as-long-as-they-come-")
+        .await;
+    assert!(sale.len() >= 48, "{sale}");
+    let mut tokens = Vec::new();
+    for _ in 0..2 {
+        let place = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+        tokens.push(place.resume_token.clone());
+        place.leave().await;
+    }
+    let edge = shipped_edge(&app).await;
+    let http = reqwest::Client::new();
+    let url = edge.url(&format!("/v1/sales/{sale}/place"));
+    let ask = |token: &str| http.get(&url).header("floodgate-resume", token).send();
+    let mut refused = 0;
+    for _ in 0..8 {
+        refused += usize::from(refused_at_the_edge(ask(&tokens[0]).await.unwrap()).await);
+    }
+    assert!(refused >= 4, "{refused} of 8 refused by the edge");
+    let other = ask(&tokens[1]).await.unwrap();
+    assert_eq!(
+        other.status(),
+        200,
+        "another place: {:?}",
+        other.text().await
+    );
+}
+
+/// A pass or a reservation's secret is counted without `Bearer` and the blanks after it: the
+/// same secret sent with `Bearer` spelt in twelve ways is one credential, held to its own
+/// allowance (8 at once) at the edge. Before, each spelling was a new credential there.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_secret_is_one_credential_however_bearer_is_spelt(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = unique("edge-bearer-");
+    app.create_sale(&sale, &SaleSpec::default()).await;
+    let edge = shipped_edge(&app).await;
+    let http = reqwest::Client::new();
+    let url = edge.url(&format!("/v1/sales/{sale}/reservations"));
+    let secret = "s".repeat(43);
+    let mut at_the_edge = 0;
+    for n in 0..12u8 {
+        let bearer: String = "Bearer"
+            .chars()
+            .enumerate()
+            .map(|(i, c)| {
+                if i > 1 && n & (1 << (i - 2)) != 0 {
+                    c.to_ascii_uppercase()
+                } else {
+                    c
+                }
+            })
+            .collect();
+        let answer = http
+            .post(&url)
+            .header("authorization", format!("{bearer} {secret}"))
+            .json(&serde_json::json!({}))
+            .send()
+            .await
+            .unwrap();
+        at_the_edge += usize::from(refused_at_the_edge(answer).await);
+    }
+    assert!(at_the_edge >= 3, "{at_the_edge} of 12 refused by the edge");
+}
+
 /// The patterns that cut a credential to its tail are anchored at both ends: an unanchored
 /// `.{1,200}$` is tried from every position of an 8 KB header, milliseconds of the edge's CPU
 /// per request.

@@ -11,6 +11,10 @@ use tokio::io::AsyncWriteExt as _;
 
 use super::edge::{refused_at_the_edge, shipped_edge_with};
 
+/// A webhook delivery whose body never comes: the one location the edge limits by no rate.
+const HELD_OPEN: &[u8] = b"POST /v1/payments/webhook HTTP/1.1\r\nHost: edge\r\n\
+    Content-Type: application/json\r\nContent-Length: 100\r\n\r\n";
+
 const SHIPPED_CAP: &str = "limit_conn floodgate_conn_requests 1024;";
 
 fn cap(n: u32) -> [(String, String); 1] {
@@ -52,13 +56,7 @@ async fn requests_held_open_fill_only_their_addresss_share_of_the_edge(db: sqlx:
     let mut held = Vec::new();
     for _ in 0..8 {
         let mut socket = tokio::net::TcpStream::connect(edge.addr).await.unwrap();
-        socket
-            .write_all(
-                b"POST /v1/payments/webhook HTTP/1.1\r\nHost: edge\r\n\
-                  Content-Type: application/json\r\nContent-Length: 100\r\n\r\n",
-            )
-            .await
-            .unwrap();
+        socket.write_all(HELD_OPEN).await.unwrap();
         held.push(socket);
     }
     let http = reqwest::Client::new();
@@ -71,6 +69,51 @@ async fn requests_held_open_fill_only_their_addresss_share_of_the_edge(db: sqlx:
     .await;
     let theirs = elsewhere().get(&page).send().await.unwrap();
     assert_eq!(theirs.status(), 200, "another address is served");
+    drop(held);
+}
+
+/// A network of addresses (an IPv4 /24) holds at most 8 times an address's requests in flight:
+/// with the caps made 4 an address and 8 a network, three addresses of one /24 holding 8
+/// requests open between them fill it, a fourth address of it is refused, and an address of
+/// another /24 is served. Before, each address of a network had its own 1,024 and nothing
+/// counted them together.
+#[sqlx::test(migrations = "../migrations")]
+async fn requests_held_open_fill_only_their_networks_share_of_the_edge(db: sqlx::PgPool) {
+    let app = with_the_page(db).await;
+    let caps = [
+        cap(4)[0].clone(),
+        (
+            "limit_conn floodgate_conn_networks 8192;".to_owned(),
+            "limit_conn floodgate_conn_networks 8;".to_owned(),
+        ),
+    ];
+    let edge = shipped_edge_with(&app, &caps).await;
+    let mut held = Vec::new();
+    for n in 0..8u8 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket
+            .bind((Ipv4Addr::new(127, 0, 5, 1 + n % 3), 0).into())
+            .unwrap();
+        let mut socket = socket.connect(edge.addr).await.unwrap();
+        socket.write_all(HELD_OPEN).await.unwrap();
+        held.push(socket);
+    }
+    let from = |address: [u8; 4]| {
+        reqwest::Client::builder()
+            .local_address(IpAddr::V4(Ipv4Addr::from(address)))
+            .build()
+            .unwrap()
+    };
+    let page = edge.url("/");
+    let same_network = from([127, 0, 5, 9]);
+    eventually(
+        "another address of the full network is refused at the edge",
+        Duration::from_secs(5),
+        async || refused_at_the_edge(same_network.get(&page).send().await.unwrap()).await,
+    )
+    .await;
+    let theirs = from([127, 0, 6, 9]).get(&page).send().await.unwrap();
+    assert_eq!(theirs.status(), 200, "another network is served");
     drop(held);
 }
 
