@@ -114,7 +114,7 @@ async fn every_address_of_one_ipv6_64_shares_its_ceiling_at_the_edge(db: sqlx::P
         let junk = http
             .get(&place)
             .header("x-real-ip", &from)
-            .header("floodgate-resume", format!("r2.{host}..AAAA.{sale}"))
+            .header("floodgate-resume", format!("r2.{host}..AAAA{host}.{sale}"))
             .send()
             .await
             .unwrap();
@@ -137,7 +137,7 @@ async fn every_address_of_one_ipv6_64_shares_its_ceiling_at_the_edge(db: sqlx::P
     let next_64 = http
         .get(&place)
         .header("x-real-ip", "2001:db8:0:8::1")
-        .header("floodgate-resume", format!("r2.0..AAAA.{sale}"))
+        .header("floodgate-resume", format!("r2.0..BBBB.{sale}"))
         .send()
         .await
         .unwrap();
