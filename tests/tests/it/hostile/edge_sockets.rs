@@ -117,6 +117,79 @@ async fn requests_held_open_fill_only_their_networks_share_of_the_edge(db: sqlx:
     drop(held);
 }
 
+/// A stranger trickling reservation bodies with junk credentials fills only the slots of
+/// requests that carry no credential the edge can prove: with that cap made 4, a fifth such
+/// request from its address is refused at the edge, and a person behind the same address
+/// reserving with a pass whose seal checks is not. And where nothing takes a body (a place's
+/// standing), one announced is refused at once. Before, every request of the address counted
+/// alike, and the stranger's trickled bodies refused the address's people theirs.
+#[sqlx::test(migrations = "../migrations")]
+async fn trickled_bodies_hold_their_own_junks_slots_not_the_addresss(db: sqlx::PgPool) {
+    use tokio::io::AsyncReadExt as _;
+    let app = with_the_page(db).await;
+    let sale = unique("edge-trickle-");
+    app.create_sale(&sale, &floodgate_tests::SaleSpec::default())
+        .await;
+    let caps = [(
+        "limit_conn floodgate_conn_unproven 1024;".to_owned(),
+        "limit_conn floodgate_conn_unproven 4;".to_owned(),
+    )];
+    let edge = shipped_edge_with(&app, &caps).await;
+    let path = format!("/v1/sales/{sale}/reservations");
+    let mut held = Vec::new();
+    for n in 0..4 {
+        let mut socket = tokio::net::TcpStream::connect(edge.addr).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: edge\r\nAuthorization: Bearer junk-{n}\r\n\
+             Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+        );
+        socket.write_all(head.as_bytes()).await.unwrap();
+        held.push(socket);
+    }
+    let http = reqwest::Client::new();
+    let url = edge.url(&path);
+    let junk = || {
+        http.post(&url)
+            .header("authorization", "Bearer more-junk")
+            .json(&serde_json::json!({}))
+            .send()
+    };
+    eventually(
+        "the address's junk is refused at the edge",
+        Duration::from_secs(5),
+        async || refused_at_the_edge(junk().await.unwrap()).await,
+    )
+    .await;
+    let seal = floodgate_platform::clients::EdgeSeal::parse(Some(
+        &floodgate_tests::edge_key().to_owned().into(),
+    ))
+    .unwrap();
+    let pass = seal.seal(&app.token(&sale, 1, 1, 60_000));
+    let theirs = http
+        .post(&url)
+        .header("authorization", format!("Bearer {pass}"))
+        .header("idempotency-key", "k1")
+        .json(&serde_json::json!({"pool": "p1", "seats": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        !refused_at_the_edge(theirs).await,
+        "a person's sealed pass from the same address"
+    );
+    drop(held);
+
+    let mut socket = tokio::net::TcpStream::connect(edge.addr).await.unwrap();
+    let head = format!(
+        "GET /v1/sales/{sale}/place HTTP/1.1\r\nHost: edge\r\nContent-Length: 100\r\n\r\nx"
+    );
+    socket.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = [0u8; 12];
+    let read = tokio::time::timeout(Duration::from_secs(5), socket.read_exact(&mut answer)).await;
+    assert!(read.is_ok(), "no answer while the body trickles");
+    assert_eq!(&answer, b"HTTP/1.1 413");
+}
+
 /// A client that asks for a page again and again and reads none of it holds its slot only
 /// until the edge's send timeout (10 s): with the cap made 1, its address is refused while it
 /// holds the slot, then served again. Before, nginx's default waited a minute between writes.
