@@ -130,6 +130,15 @@ impl ResumeKey {
         ) else {
             return Err(ResumeError::Invalid);
         };
+        // One spelling per token: digits, no sign, no leading zero. (The MAC covers the number,
+        // not its text: `+42` or `042` would verify, and be a new credential to whatever counts
+        // tokens by their text, the edge's zones among them.)
+        let canonical = ticket.bytes().all(|b| b.is_ascii_digit())
+            && !ticket.is_empty()
+            && (ticket == "0" || !ticket.starts_with('0'));
+        if !canonical {
+            return Err(ResumeError::Invalid);
+        }
         let ticket: u64 = ticket.parse().map_err(|_| ResumeError::Invalid)?;
         check_sale_id(token_sale).map_err(|_| ResumeError::Invalid)?;
         let mark_ok = mark.is_empty()
@@ -241,6 +250,15 @@ mod tests {
         );
         let altered = token.replace("r2.42.", "r2.41.");
         assert_eq!(key.verify(&altered, "s1"), Err(ResumeError::Invalid));
+        // The same number spelt another way is refused: one spelling per token.
+        for respelt in ["r2.+42.", "r2.042.", "r2.0042."] {
+            let respelt = token.replace("r2.42.", respelt);
+            assert_eq!(
+                key.verify(&respelt, "s1"),
+                Err(ResumeError::Invalid),
+                "{respelt}"
+            );
+        }
         // Dropping the buyer's mark does not make a bound token buyerless.
         let unbound = token.replace(&format!(".{}.", ada.as_str()), "..");
         assert_eq!(key.verify(&unbound, "s1"), Err(ResumeError::Invalid));

@@ -120,12 +120,19 @@ pub(super) fn worst(health: &Health, targets: &Targets) -> Option<(Signal, f64)>
 /// The signal furthest past (or nearest to) its target by what the summary proves. A latency
 /// is known to its bucket (`window`: its p99 is the bucket's top, never under the truth and up to
 /// [`BUCKET_WIDTH`] over it), so what it proves is its bucket's bottom: a p99 read as 51.2 ms
-/// against a target of 50 ms may be 43 ms. The error share and the lag are counts, proven as
-/// they are.
+/// against a target of 50 ms may be 43 ms. An error share proves one failure fewer than it
+/// counts: one failure among the 20 a window may be judged by reads as 5 % (five times the
+/// default target), and one request that failed for its own sake (a client's copies racing,
+/// a pass's own network) would halve the rate for everyone. The lag is proven as it is.
 pub(super) fn proven(health: &Health, targets: &Targets) -> Option<(Signal, f64)> {
     let at_least = |p99: Option<f64>| p99.map(|p99| p99 / BUCKET_WIDTH);
+    let one_fewer = health.error_share.map(|share| {
+        let requests = health.requests.max(1) as f64;
+        (share - 1.0 / requests).max(0.0)
+    });
     let bottoms = Health {
         reservation_p99_ms: at_least(health.reservation_p99_ms),
+        error_share: one_fewer,
         script_p99_ms: at_least(health.script_p99_ms),
         produce_p99_ms: at_least(health.produce_p99_ms),
         ..health.clone()

@@ -99,6 +99,34 @@ fn a_latency_within_a_bucket_of_its_target_is_not_cut_for() {
     }
 }
 
+/// One failure proves nothing: one in 20 requests reads as 5 % (five times the target) and is
+/// held; three in 20 are strain, and the cut is by what was measured.
+#[test]
+fn one_failure_alone_is_not_cut_for() {
+    let mut pilot = Autopilot::new(Settings::new(1.0, 100.0), 100.0);
+    let failing = |at_ms, failures: f64| Health {
+        requests: 20,
+        error_share: Some(failures / 20.0),
+        ..calm(at_ms)
+    };
+    assert_eq!(
+        pilot.step(0, Some(&failing(0, 1.0))),
+        Decision::Held {
+            rate: 100.0,
+            why: Hold::WithinBand
+        }
+    );
+    match pilot.step(SECOND, Some(&failing(SECOND, 3.0))) {
+        Decision::Cut {
+            signal, pressure, ..
+        } => {
+            assert_eq!(signal, Signal::Errors);
+            assert!((pressure - 15.0).abs() < 1e-9, "{pressure}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn a_cut_waits_for_the_last_to_show_unless_the_strain_grew() {
     let mut pilot = Autopilot::new(Settings::new(1.0, 100.0), 100.0);
