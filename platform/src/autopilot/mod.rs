@@ -25,6 +25,8 @@ use serde::{Deserialize, Serialize};
 
 mod health;
 #[cfg(test)]
+mod proven_tests;
+#[cfg(test)]
 mod tests;
 pub mod window;
 

@@ -44,15 +44,20 @@ fn elsewhere() -> reqwest::Client {
         .unwrap()
 }
 
-/// Eight webhook deliveries whose bodies never come (the one location the edge limits by no
-/// rate) fill their address's cap of requests in flight: the address's next request is refused
-/// at the edge, and someone at another address is served as before. Before, nothing counted
-/// requests in flight outside /ws, and a stranger could hold any number of the edge's sockets
-/// for the body timeout.
+/// Webhook deliveries whose bodies never come (the one location the edge limits by no rate)
+/// fill only the webhook's share of their address: with it made 8, the address's next delivery
+/// is refused at the edge, while a page from the same address and a delivery from another are
+/// served. Before, nothing counted requests in flight outside /ws (a stranger could hold any
+/// number of the edge's sockets), and then (c771780) the deliveries held the slots every
+/// request of the address shares, pages included.
 #[sqlx::test(migrations = "../migrations")]
-async fn requests_held_open_fill_only_their_addresss_share_of_the_edge(db: sqlx::PgPool) {
+async fn trickled_webhooks_hold_only_the_webhooks_share_of_their_address(db: sqlx::PgPool) {
     let app = with_the_page(db).await;
-    let edge = shipped_edge_with(&app, &cap(8)).await;
+    let caps = [(
+        "limit_conn floodgate_conn_webhook 1024;".to_owned(),
+        "limit_conn floodgate_conn_webhook 8;".to_owned(),
+    )];
+    let edge = shipped_edge_with(&app, &caps).await;
     let mut held = Vec::new();
     for _ in 0..8 {
         let mut socket = tokio::net::TcpStream::connect(edge.addr).await.unwrap();
@@ -60,31 +65,38 @@ async fn requests_held_open_fill_only_their_addresss_share_of_the_edge(db: sqlx:
         held.push(socket);
     }
     let http = reqwest::Client::new();
-    let page = edge.url("/");
+    let webhook = edge.url("/v1/payments/webhook");
     eventually(
-        "the address's next request is refused at the edge",
+        "the address's next delivery is refused at the edge",
         Duration::from_secs(5),
-        async || refused_at_the_edge(http.get(&page).send().await.unwrap()).await,
+        async || refused_at_the_edge(http.get(&webhook).send().await.unwrap()).await,
     )
     .await;
-    let theirs = elsewhere().get(&page).send().await.unwrap();
-    assert_eq!(theirs.status(), 200, "another address is served");
+    let page = http.get(edge.url("/")).send().await.unwrap();
+    assert_eq!(page.status(), 200, "a page from the same address");
+    let theirs = elsewhere().get(&webhook).send().await.unwrap();
+    assert!(
+        !refused_at_the_edge(theirs).await,
+        "another address's delivery"
+    );
     drop(held);
 }
 
-/// A network of addresses (an IPv4 /24) holds at most 8 times an address's requests in flight:
-/// with the caps made 4 an address and 8 a network, three addresses of one /24 holding 8
-/// requests open between them fill it, a fourth address of it is refused, and an address of
-/// another /24 is served. Before, each address of a network had its own 1,024 and nothing
-/// counted them together.
+/// A network of addresses (an IPv4 /24) holds at most 8 times an address's deliveries in
+/// flight: with the caps made 4 an address and 8 a network, three addresses of one /24 holding
+/// 8 between them fill it, a fourth address of it is refused, and an address of another /24 is
+/// not. Before, each address of a network had its own and nothing counted them together.
 #[sqlx::test(migrations = "../migrations")]
 async fn requests_held_open_fill_only_their_networks_share_of_the_edge(db: sqlx::PgPool) {
     let app = with_the_page(db).await;
     let caps = [
-        cap(4)[0].clone(),
         (
-            "limit_conn floodgate_conn_networks 8192;".to_owned(),
-            "limit_conn floodgate_conn_networks 8;".to_owned(),
+            "limit_conn floodgate_conn_webhook 1024;".to_owned(),
+            "limit_conn floodgate_conn_webhook 4;".to_owned(),
+        ),
+        (
+            "limit_conn floodgate_conn_webhook_networks 8192;".to_owned(),
+            "limit_conn floodgate_conn_webhook_networks 8;".to_owned(),
         ),
     ];
     let edge = shipped_edge_with(&app, &caps).await;
@@ -104,16 +116,19 @@ async fn requests_held_open_fill_only_their_networks_share_of_the_edge(db: sqlx:
             .build()
             .unwrap()
     };
-    let page = edge.url("/");
+    let webhook = edge.url("/v1/payments/webhook");
     let same_network = from([127, 0, 5, 9]);
     eventually(
         "another address of the full network is refused at the edge",
         Duration::from_secs(5),
-        async || refused_at_the_edge(same_network.get(&page).send().await.unwrap()).await,
+        async || refused_at_the_edge(same_network.get(&webhook).send().await.unwrap()).await,
     )
     .await;
-    let theirs = from([127, 0, 6, 9]).get(&page).send().await.unwrap();
-    assert_eq!(theirs.status(), 200, "another network is served");
+    let theirs = from([127, 0, 6, 9]).get(&webhook).send().await.unwrap();
+    assert!(
+        !refused_at_the_edge(theirs).await,
+        "another network's delivery"
+    );
     drop(held);
 }
 
@@ -188,6 +203,23 @@ async fn trickled_bodies_hold_their_own_junks_slots_not_the_addresss(db: sqlx::P
     let read = tokio::time::timeout(Duration::from_secs(5), socket.read_exact(&mut answer)).await;
     assert!(read.is_ok(), "no answer while the body trickles");
     assert_eq!(&answer, b"HTTP/1.1 413");
+    // Nor in pieces, which announce no length: refused before a piece is read.
+    for target in [
+        format!("/v1/sales/{sale}/place"),
+        format!("/ws?sale={sale}"),
+    ] {
+        let mut socket = tokio::net::TcpStream::connect(edge.addr).await.unwrap();
+        let head = format!(
+            "GET {target} HTTP/1.1\r\nHost: edge\r\nFloodgate-Identity: junk\r\n\
+             Transfer-Encoding: chunked\r\n\r\n1"
+        );
+        socket.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = [0u8; 12];
+        let read =
+            tokio::time::timeout(Duration::from_secs(5), socket.read_exact(&mut answer)).await;
+        assert!(read.is_ok(), "{target}: no answer while the pieces trickle");
+        assert_eq!(&answer, b"HTTP/1.1 413", "{target}");
+    }
 }
 
 /// A client that asks for a page again and again and reads none of it holds its slot only
