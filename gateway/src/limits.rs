@@ -29,7 +29,8 @@
 //! from one address. A person's sessions (a buyer's, a place's coming back) are held to the
 //! person's cap instead, so filling the address's cap shuts none of its people out of their
 //! places. Like the allowances, every cap of an IPv6 client holds for its /56 and /48 too, at
-//! `WIDER_IPV6` times it.
+//! `WIDER_IPV6` times it, but the cap of every session at [`WIDER_SESSIONS`] times (a /48's
+//! would otherwise be more than a gateway holds).
 //!
 //! A "client" here is an address as the limits see it ([`IpLimits::client_of`],
 //! `floodgate_platform::clients::counted_as`): an IPv4 address (an IPv4-mapped IPv6 one counts as
@@ -41,7 +42,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use floodgate_platform::clients::{AddressRate, Rate};
+use floodgate_platform::clients::{AddressRate, Rate, WIDER_IPV6};
 use floodgate_protocol::api::code;
 
 use crate::error::ApiError;
@@ -63,6 +64,12 @@ pub const PERSON_SESSIONS: u32 = 4;
 pub const PAID_SESSIONS_PER_ANONYMOUS: u32 = 32;
 /// An address's places coming back (no buyer signed in), over its joins.
 pub const RETURNS_PER_JOIN: u32 = 10;
+/// How much more of every session (the cap above the anonymous one) the wider IPv6 networks
+/// around a client's /64 may hold: a /56 4 times, a /48 16 times, 16,384 sessions a gateway.
+/// Not `WIDER_IPV6`'s 16 and 256: a /48's 262,144 would be more than a gateway holds, and
+/// whoever holds a /48 and a GPU solving puzzles could fill every gateway with places of its
+/// own. A carrier's /48 of phones spread over a fleet's gateways stays well under it.
+pub const WIDER_SESSIONS: &[(u8, u32)] = &[(56, 4), (48, 16)];
 
 /// What pays for a session, as the address's caps count it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -238,7 +245,7 @@ impl IpLimits {
             let every = self
                 .max_connections
                 .saturating_mul(PAID_SESSIONS_PER_ANONYMOUS);
-            if !self.sessions.take_all(ip, every) {
+            if !self.sessions.take_all(ip, every, WIDER_SESSIONS) {
                 return refused("too_many_connections", LimitError::TooManyConnections);
             }
             slot.counted = true;
@@ -249,7 +256,7 @@ impl IpLimits {
             Payer::Paid => None,
         };
         if let Some(cap) = anonymous_cap {
-            if !self.anonymous.take_all(ip, cap) {
+            if !self.anonymous.take_all(ip, cap, &WIDER_IPV6) {
                 return refused("too_many_connections", LimitError::TooManyConnections);
             }
             slot.anonymous = true;

@@ -193,3 +193,32 @@ fn a_place_refused_for_coming_back_too_often_spends_nothing_of_its_addresss_retu
         Err(LimitError::JoiningTooFast)
     );
 }
+
+#[test]
+fn a_48s_sessions_stop_well_short_of_what_a_gateway_holds() {
+    // Every session of a /64: 32 times 32 anonymous ones.
+    let limits = IpLimits::new(32, 1_000);
+    let mut held = Vec::new();
+    // A /64 in each of 20 /56s of one /48, each filling its own 1,024.
+    for network in 0..20u16 {
+        let ip = IpAddr::V6(std::net::Ipv6Addr::new(
+            0x2001,
+            0xdb8,
+            7,
+            network << 8,
+            0,
+            0,
+            0,
+            1,
+        ));
+        while let Ok(slot) = limits.hold(ip, Payer::Paid, None) {
+            held.push(slot);
+        }
+    }
+    assert_eq!(held.len(), 16 * 1_024, "the /48's every session");
+    let elsewhere = IpAddr::V6(std::net::Ipv6Addr::new(0x2001, 0xdb8, 8, 0, 0, 0, 0, 1));
+    assert!(
+        limits.hold(elsewhere, Payer::Paid, None).is_ok(),
+        "another /48"
+    );
+}

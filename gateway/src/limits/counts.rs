@@ -27,9 +27,9 @@ pub(super) type Network = (IpAddr, u8);
 
 impl Counts<Network> {
     /// One more for `ip` and, for an IPv6 client, its wider networks, each under `cap` times its
-    /// multiple; none if one is full.
-    pub(super) fn take_all(&self, ip: IpAddr, cap: u32) -> bool {
-        let networks = networks(ip);
+    /// multiple in `wider`; none if one is full.
+    pub(super) fn take_all(&self, ip: IpAddr, cap: u32, wider: &[(u8, u32)]) -> bool {
+        let networks = networks(ip, wider);
         for (i, (network, times)) in networks.iter().enumerate() {
             if !self.take(*network, cap.saturating_mul(*times)) {
                 for (taken, _) in &networks[..i] {
@@ -41,20 +41,20 @@ impl Counts<Network> {
         true
     }
 
-    pub(super) fn give_all(&self, ip: IpAddr) {
-        for (network, _) in networks(ip) {
+    pub(super) fn give_all(&self, ip: IpAddr, wider: &[(u8, u32)]) {
+        for (network, _) in networks(ip, wider) {
             self.give(&network);
         }
     }
 }
 
-/// `ip` (a client as counted) and, for an IPv6 one, the wider networks around it, each with the
-/// multiple of a client's cap it may hold.
-fn networks(ip: IpAddr) -> Vec<(Network, u32)> {
+/// `ip` (a client as counted) and, for an IPv6 one, the wider networks of `wider` around it,
+/// each with the multiple of a client's cap it may hold.
+fn networks(ip: IpAddr, wider: &[(u8, u32)]) -> Vec<(Network, u32)> {
     let mut networks = vec![((ip, 128), 1)];
     if ip.is_ipv6() {
         networks.extend(
-            WIDER_IPV6
+            wider
                 .iter()
                 .map(|(bits, times)| ((counted_as(ip, *bits), *bits), *times)),
         );
@@ -99,10 +99,12 @@ pub struct SessionSlot {
 impl Drop for SessionSlot {
     fn drop(&mut self) {
         if self.counted {
-            self.limits.sessions.give_all(self.ip);
+            self.limits
+                .sessions
+                .give_all(self.ip, super::WIDER_SESSIONS);
         }
         if self.anonymous {
-            self.limits.anonymous.give_all(self.ip);
+            self.limits.anonymous.give_all(self.ip, &WIDER_IPV6);
         }
         if let Some(person) = self.person {
             self.limits.people_sessions.give(&person.0);
