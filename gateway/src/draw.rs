@@ -3,31 +3,24 @@
 //! (docs/protocol.md, "Checking the draw"); the bodies are `floodgate_protocol::api::room`'s.
 
 use floodgate_platform::http::SaleId;
-use std::future::Future;
-use std::net::IpAddr;
 
-use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::http::{header, HeaderValue};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use floodgate_protocol::api::code;
 use floodgate_protocol::api::room::{
     BatchPage, BatchRef, DrawProof, DrawRecord, NoncePage, PrequeueBatch,
 };
 use floodgate_protocol::lottery::{self, draw_seed};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::error::ApiError;
 use crate::scripts::draw::{self as record, JoinBatch};
 use crate::AppState;
+use asked::{part, Asked, Part};
 use floodgate_platform::clients::ClientAddress;
 
-/// While the pre-queue is open its record changes with every join: a second's caching lets a
-/// CDN absorb a crowd of verifiers without anyone seeing an old commitment (it never changes).
-const OPEN_CACHE: &str = "public, max-age=1";
-/// Once drawn, nothing in the record can change again.
-const FINAL_CACHE: &str = "public, max-age=31536000, immutable";
+mod asked;
 
 /// Most nonces in one page.
 const MAX_NONCES: u64 = 10_000;
@@ -35,59 +28,6 @@ const MAX_NONCES: u64 = 10_000;
 const MAX_BATCHES: u64 = 1_000;
 /// The highest ticket number a page may name: list indexes are signed 64-bit in Redis.
 const MAX_TICKET: u64 = i64::MAX as u64;
-
-fn with_cache_control(mut response: Response, closed: bool) -> Response {
-    let cache_control = if closed { FINAL_CACHE } else { OPEN_CACHE };
-    response.headers_mut().insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static(cache_control),
-    );
-    response
-}
-
-/// A part of the record as its JSON body, and whether it is final (the pre-queue has closed).
-type Part = (Bytes, bool);
-
-fn part(body: &impl Serialize, closed: bool) -> Result<Part, ApiError> {
-    let json = serde_json::to_vec(body).map_err(|_| damaged())?;
-    Ok((Bytes::from(json), closed))
-}
-
-/// A request for a page or a proof: who asks (their address, for the per-address rate) and
-/// which answer (`key`, under which a final one is kept).
-struct Asked<'a> {
-    state: &'a AppState,
-    client: IpAddr,
-    key: String,
-}
-
-impl Asked<'_> {
-    /// Answers through the gateway's guard (crate::draw_guard): the address's rate, then a
-    /// final answer kept in memory, else one token of the read budget and `read`.
-    async fn answer<F: Future<Output = Result<Part, ApiError>>>(
-        self,
-        read: impl FnOnce() -> F,
-    ) -> Result<Response, ApiError> {
-        let guard = &self.state.draw;
-        guard.admit(self.client)?;
-        let (body, closed) = match guard.kept(&self.key) {
-            Some(body) => (body, true),
-            None => {
-                guard.read(self.client)?;
-                let (body, closed) = read().await?;
-                if closed {
-                    guard.keep(self.key, body.clone());
-                }
-                (body, closed)
-            }
-        };
-        let json = [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )];
-        Ok(with_cache_control((json, body).into_response(), closed))
-    }
-}
 
 fn damaged() -> ApiError {
     ApiError::new(code::DRAW_UNAVAILABLE, "the draw record is damaged".into())

@@ -18,7 +18,9 @@ mod controller;
 pub mod crossings;
 pub mod driver;
 pub mod frames;
+mod join_rate;
 mod pilot;
+mod placing;
 pub mod view;
 
 use std::sync::{Arc, Mutex, OnceLock, RwLock};

@@ -36,12 +36,17 @@ async fn with_the_page(db: sqlx::PgPool) -> TestApp {
     TestApp::spawn_with(db, options).await
 }
 
-/// A client on another loopback address: someone else behind another address.
-fn elsewhere() -> reqwest::Client {
+/// A client at `address`: someone behind that address.
+fn client_at(address: [u8; 4]) -> reqwest::Client {
     reqwest::Client::builder()
-        .local_address(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)))
+        .local_address(IpAddr::V4(Ipv4Addr::from(address)))
         .build()
         .unwrap()
+}
+
+/// A client on another loopback address: someone else behind another address.
+fn elsewhere() -> reqwest::Client {
+    client_at([127, 0, 0, 2])
 }
 
 /// Webhook deliveries whose bodies never come (the one location the edge limits by no rate)
@@ -110,21 +115,19 @@ async fn requests_held_open_fill_only_their_networks_share_of_the_edge(db: sqlx:
         socket.write_all(HELD_OPEN).await.unwrap();
         held.push(socket);
     }
-    let from = |address: [u8; 4]| {
-        reqwest::Client::builder()
-            .local_address(IpAddr::V4(Ipv4Addr::from(address)))
-            .build()
-            .unwrap()
-    };
     let webhook = edge.url("/v1/payments/webhook");
-    let same_network = from([127, 0, 5, 9]);
+    let same_network = client_at([127, 0, 5, 9]);
     eventually(
         "another address of the full network is refused at the edge",
         Duration::from_secs(5),
         async || refused_at_the_edge(same_network.get(&webhook).send().await.unwrap()).await,
     )
     .await;
-    let theirs = from([127, 0, 6, 9]).get(&webhook).send().await.unwrap();
+    let theirs = client_at([127, 0, 6, 9])
+        .get(&webhook)
+        .send()
+        .await
+        .unwrap();
     assert!(
         !refused_at_the_edge(theirs).await,
         "another network's delivery"
