@@ -122,7 +122,8 @@ pub struct Config {
     #[arg(long, env = "FLOODGATE_RESERVATION_KEY", hide_env_values = true)]
     pub reservation_key: SecretString,
     /// The reservation keys FLOODGATE_RESERVATION_KEY replaced, comma-separated: secrets they
-    /// made are still proven (their holders keep their own allowance) until the holds end.
+    /// made are still proven. Keep each until every sale with reservations made under it has
+    /// ended: a secret no listed key proves is answered 404 without Redis work.
     #[arg(
         long,
         env = "FLOODGATE_RESERVATION_PREVIOUS_KEYS",

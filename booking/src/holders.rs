@@ -8,12 +8,14 @@
 //!   ([`Limits::holder`](crate::limits::Limits::holder)) and never to its address's, so a
 //!   stranger sending junk from a carrier's address cannot make the people behind it wait to
 //!   pay;
-//! - anything else counts against its address (writes or reads, as before) and is then compared
-//!   with the stored secret: a reservation made before the key (a random secret), or under a key
-//!   rotated out since, still works for its holder, at the address's price.
+//! - anything else counts against its address (writes or reads) and is answered 404 at once,
+//!   with no Redis work: a stranger's guesses, from however many addresses, never reach the
+//!   pool's primary, where every reservation's script runs and the autopilot measures them. So
+//!   a key rotated out must stay listed (`FLOODGATE_RESERVATION_PREVIOUS_KEYS`) until every sale
+//!   with reservations made under it has ended (docs/runbook.md).
 //!
-//! Either way the answer is only given once the stored secret matches (`paying`): the key
-//! decides who pays for asking, not who may see the reservation.
+//! A proven secret is still compared with the stored one before anything is answered
+//! (`paying`): the key decides who may ask, the record who may see the reservation.
 
 use std::marker::PhantomData;
 
@@ -127,11 +129,11 @@ impl<A: Asking> FromRequestParts<AppState> for Holder<A> {
         let ReservationSecret(secret) = ReservationSecret::from_request_parts(parts, state)
             .await
             .map_err(unproven)?;
-        if state.reservation_key.proves(&at.sale, &at.id, &secret) {
-            state.limits.holder(&at.sale, &at.id)?;
-        } else {
+        if !state.reservation_key.proves(&at.sale, &at.id, &secret) {
             A::charge(state, client)?;
+            return Err(ReservationRef::not_found());
         }
+        state.limits.holder(&at.sale, &at.id)?;
         Ok(Self {
             at,
             secret,

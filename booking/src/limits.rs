@@ -11,7 +11,9 @@
 //!   allowance alone, so a stranger sending junk from a carrier's address cannot spend the
 //!   allowance of the people behind it. A held reservation's page reads it every 1.5 s, so reads
 //!   are allowed far more. Both are sized for a carrier's address with hundreds of people behind
-//!   it, and stop a script.
+//!   it, and stop a script. A pass without the edge's seal, where the services seal
+//!   (platform::clients::seal), is a stranger's: it pays as much again, by its address and by
+//!   its network as one, before its signature is checked (`Limits::unsealed`).
 //! - Each pass (a sale's admission token, by its id) may try reservations
 //!   `FLOODGATE_RESERVATIONS_PER_SEC_PER_PASS` times a second: 429 `reservation_rate_limited`.
 //!   A person makes one reservation, retries a 503 after its `Retry-After`, or tries another
@@ -48,6 +50,8 @@ use crate::AppState;
 /// The booking service's limits.
 pub struct Limits {
     per_address: AddressRate,
+    /// Passes the edge's seal does not vouch for, by address and network (a share).
+    unsealed: AddressRate,
     reads_per_address: AddressRate,
     per_pass: Rate<u64>,
     per_holder: Rate<u64>,
@@ -59,6 +63,7 @@ impl Limits {
     pub fn new(config: &Config) -> Self {
         Self {
             per_address: AddressRate::per_second(config.requests_per_sec_per_ip),
+            unsealed: AddressRate::share(config.requests_per_sec_per_ip),
             reads_per_address: AddressRate::per_second(config.reads_per_sec_per_ip),
             per_pass: Rate::per_second(config.reservations_per_sec_per_pass),
             per_holder: Rate::per_second(config.holder_requests_per_sec),
@@ -75,6 +80,19 @@ impl Limits {
         Err(limited(
             code::BOOKING_RATE_LIMITED,
             "too many booking requests from this address; retry in a second",
+        ))
+    }
+
+    /// One pass of `client` the edge's seal does not vouch for, or its refusal: charged before its
+    /// signature is checked, to its address and to its network as one (an IPv4 /24, an IPv6 /56
+    /// and /48), so junk from a network of addresses costs at most one allowance's checks.
+    pub fn unsealed(&self, client: IpAddr) -> Result<(), ApiError> {
+        if self.unsealed.allow(&client) {
+            return Ok(());
+        }
+        Err(limited(
+            code::BOOKING_RATE_LIMITED,
+            "too many booking requests from this network; retry in a second",
         ))
     }
 
@@ -141,6 +159,7 @@ impl Limits {
     /// Forgets what has not asked lately.
     fn prune(&self) {
         self.per_address.prune();
+        self.unsealed.prune();
         self.reads_per_address.prune();
         self.per_pass.prune();
         self.per_holder.prune();
@@ -166,8 +185,11 @@ fn limited(code: &'static str, message: &str) -> ApiError {
 /// key and body included: one that checks is held to its own allowance (`Limits::pass`), never
 /// to its address's, so the people behind one carrier's address each keep theirs whatever a
 /// stranger there sends; one that fails counts against its address, and past the allowance is
-/// answered 429 instead. Checking a pass is one signature check (CPU, no Redis), made for junk
-/// too: the address's allowance bounds what junk is told and all it may reach, not that check.
+/// answered 429 instead. Checking a pass is one signature check (CPU, no Redis). Where the
+/// services seal what they issue for the edge (platform::clients::seal), a pass without this
+/// key's seal (an MD5) is a stranger's, or from before the key: it pays its address's and its
+/// network's share before its signature is checked, so junk from a /48 costs one allowance of
+/// checks, not 65,536.
 /// A pass bound to a buyer is checked against its buyer's identity after its allowance: junk
 /// identities sent with a genuine pass cost their check at the pass's rate only.
 pub struct AllowedPass(pub crate::extract::Admitted);
@@ -177,9 +199,20 @@ impl FromRequestParts<AppState> for AllowedPass {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let ClientAddress(client) = ClientAddress::from_request_parts(parts, state).await?;
+        let presented = crate::auth::bearer(&parts.headers).unwrap_or_default();
+        let unsealed = state.clients.seal.vouches_for(presented) == Some(false);
+        if unsealed {
+            state.limits.unsealed(client)?;
+        }
         let admitted = crate::extract::Admitted::from_request_parts(parts, state)
             .await
-            .map_err(|refused| state.limits.address(client).err().unwrap_or(refused))?;
+            .map_err(|refused| {
+                if unsealed {
+                    refused
+                } else {
+                    state.limits.address(client).err().unwrap_or(refused)
+                }
+            })?;
         state.limits.pass(&admitted.claims)?;
         admitted
             .presented_by_its_buyer(state, &parts.headers)

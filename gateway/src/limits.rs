@@ -28,7 +28,12 @@
 //! one: a machine solving puzzles a thousand times faster than a phone cannot fill the gateway
 //! from one address. A person's sessions (a buyer's, a place's coming back) are held to the
 //! person's cap instead, so filling the address's cap shuts none of its people out of their
-//! places. Like the allowances, every cap of an IPv6 client holds for its /56 and /48 too, at
+//! places. A place coming back that no buyer signed in to is a person too, but a machine can
+//! make places (a solved puzzle each) and bring each back within its grace: its address's places
+//! coming back are held to a cap of their own, as large as every session's, so a stranger who
+//! leaves and takes back its places holds no more of a gateway than its new places would, and
+//! its new places shut out no one coming back. Like the allowances, every cap of an IPv6 client
+//! holds for its /56 and /48 too, at
 //! `WIDER_IPV6` times it, but the cap of every session at [`WIDER_SESSIONS`] times (a /48's
 //! would otherwise be more than a gateway holds).
 //!
@@ -80,6 +85,9 @@ pub enum Payer {
     Returning,
     /// A sign-in, or a sale's proof of work.
     Paid,
+    /// A place coming back on a sale that asks for a proof of work, no buyer signed in: its own
+    /// caps, and its address's places coming back.
+    Place,
 }
 
 pub struct IpLimits {
@@ -90,6 +98,9 @@ pub struct IpLimits {
     anonymous: Counts<Network>,
     /// The sessions no person pays for, per address (likewise).
     sessions: Counts<Network>,
+    /// Places coming back, no buyer signed in, on a sale that asks for a proof of work, per
+    /// address (likewise).
+    places_back: Counts<Network>,
     /// Sessions per person (`Person`).
     people_sessions: Counts<u64>,
     joins: AddressRate,
@@ -171,6 +182,7 @@ impl IpLimits {
             ipv6_prefix: ipv6_prefix.clamp(32, 128),
             anonymous: Counts::default(),
             sessions: Counts::default(),
+            places_back: Counts::default(),
             people_sessions: Counts::default(),
             joins: AddressRate::per_second(joins_per_sec),
             returns: AddressRate::per_second(joins_per_sec.saturating_mul(RETURNS_PER_JOIN)),
@@ -237,23 +249,30 @@ impl IpLimits {
         let mut slot = SessionSlot {
             limits: self.clone(),
             ip,
-            counted: false,
+            counted: None,
             anonymous: false,
             person: None,
         };
-        if person.is_none() || payer != Payer::Paid {
+        // A signed-in buyer alone is not counted by address: one place an identity, and an
+        // identity is the provider's to hand out.
+        let counted = match (payer, person) {
+            (Payer::Paid, Some(_)) => None,
+            (Payer::Place, _) => Some(Counted::PlaceBack),
+            _ => Some(Counted::Session),
+        };
+        if let Some(counted) = counted {
             let every = self
                 .max_connections
                 .saturating_mul(PAID_SESSIONS_PER_ANONYMOUS);
-            if !self.sessions.take_all(ip, every, WIDER_SESSIONS) {
+            if !self.counts(counted).take_all(ip, every, WIDER_SESSIONS) {
                 return refused("too_many_connections", LimitError::TooManyConnections);
             }
-            slot.counted = true;
+            slot.counted = Some(counted);
         }
         let anonymous_cap = match payer {
             Payer::Anonymous => Some(self.max_connections),
             Payer::Returning => Some(self.max_connections.saturating_mul(2)),
-            Payer::Paid => None,
+            Payer::Paid | Payer::Place => None,
         };
         if let Some(cap) = anonymous_cap {
             if !self.anonymous.take_all(ip, cap, &WIDER_IPV6) {
@@ -268,6 +287,13 @@ impl IpLimits {
             slot.person = Some(person);
         }
         Ok(slot)
+    }
+
+    fn counts(&self, counted: Counted) -> &Counts<Network> {
+        match counted {
+            Counted::Session => &self.sessions,
+            Counted::PlaceBack => &self.places_back,
+        }
     }
 
     /// Forgets rate-limit state of addresses and people not seen lately (bounded memory under
@@ -297,7 +323,7 @@ fn charge(rate: &Rate<u64>, person: Person, reason: &'static str) -> Result<(), 
 mod counts;
 
 pub use counts::SessionSlot;
-use counts::{Counts, Network};
+use counts::{Counted, Counts, Network};
 
 #[cfg(test)]
 #[path = "limits_tests.rs"]

@@ -149,7 +149,7 @@ fn a_persons_sessions_are_not_the_addresss_and_an_ipv6_clients_caps_hold_for_its
     );
     // ...shut out none of its people coming back, nor its signed-in buyers.
     let back = limits
-        .hold(a, Payer::Paid, Some(Person::of(("s", 1u64))))
+        .hold(a, Payer::Place, Some(Person::of(("s", 1u64))))
         .expect("a place coming back");
     let buyer = limits
         .hold(a, Payer::Paid, Some(Person::of(("s", "buyer", "amrita"))))
@@ -220,5 +220,37 @@ fn a_48s_sessions_stop_well_short_of_what_a_gateway_holds() {
     assert!(
         limits.hold(elsewhere, Payer::Paid, None).is_ok(),
         "another /48"
+    );
+}
+
+/// A machine's places, each left and taken back within its grace, are held to their address's
+/// cap of places coming back: before, a place coming back on a sale that asks for a proof of work
+/// counted against nothing of its address's, and one address could fill a gateway with them (a
+/// new place a join, then back, again and again). The address's new places still shut out none
+/// of its places coming back, and another address's come back.
+#[test]
+fn an_addresss_places_coming_back_stop_at_its_cap_of_them() {
+    let limits = IpLimits::new(1, 1_000);
+    let a: IpAddr = "10.0.0.1".parse().unwrap();
+    let every = PAID_SESSIONS_PER_ANONYMOUS as usize;
+    let new_places: Vec<_> = (0..every)
+        .map(|_| limits.hold(a, Payer::Paid, None).unwrap())
+        .collect();
+    let place = |n: usize| Some(Person::of(("s", "place", n as u64)));
+    let back: Vec<_> = (0..10_000)
+        .map_while(|n| limits.hold(a, Payer::Place, place(n)).ok())
+        .collect();
+    assert_eq!(back.len(), every, "as many as every session of the address");
+    assert_eq!(
+        limits.hold(a, Payer::Place, place(20_000)).err(),
+        Some(LimitError::TooManyConnections)
+    );
+    let b: IpAddr = "10.0.0.2".parse().unwrap();
+    assert!(limits.hold(b, Payer::Place, place(20_001)).is_ok());
+    drop((new_places, back));
+    assert_eq!(
+        limits.places_back.get(&(a, 128)),
+        0,
+        "every slot given back"
     );
 }

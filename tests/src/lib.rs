@@ -167,7 +167,8 @@ pub fn with_a_wrong_signature(token: &str) -> String {
 }
 
 /// An admission token for `sale` signed by `signer` (a gateway's key, or one being rotated in or
-/// out), valid for `ttl_ms` from now.
+/// out), valid for `ttl_ms` from now, sealed for the edge as a gateway issues it
+/// ([`edge_key`]).
 pub fn pass(
     signer: &TokenSigner,
     sale: &str,
@@ -177,7 +178,9 @@ pub fn pass(
     buyer: Option<&str>,
 ) -> String {
     let now = floodgate_protocol::now_millis();
-    signer.sign(&floodgate_protocol::token::AdmissionClaims {
+    let seal = floodgate_platform::clients::EdgeSeal::parse(Some(&edge_key().to_owned().into()))
+        .expect("a key the edge can hold");
+    seal.seal(&signer.sign(&floodgate_protocol::token::AdmissionClaims {
         sale: sale.to_owned(),
         ticket,
         jti: uuid::Uuid::new_v4().simple().to_string(),
@@ -185,7 +188,7 @@ pub fn pass(
         iat_ms: now,
         exp_ms: now + ttl_ms,
         buyer: buyer.map(str::to_owned),
-    })
+    }))
 }
 
 /// Settings of the sale a test runs.

@@ -136,7 +136,8 @@ pub(super) async fn pay(
         (None, None) => None,
     };
     let payer = match (buyer, &request.resumed, door.challenge) {
-        (Some(_), _, _) | (None, _, ChallengeRule::Pow) => Payer::Paid,
+        (Some(_), _, _) | (None, None, ChallengeRule::Pow) => Payer::Paid,
+        (None, Some(_), ChallengeRule::Pow) => Payer::Place,
         (None, Some(_), ChallengeRule::None) => Payer::Returning,
         (None, None, ChallengeRule::None) => Payer::Anonymous,
     };

@@ -86,21 +86,30 @@ impl<K: Hash + Eq> Counts<K> {
     }
 }
 
+/// Which of its address's counts a session is in.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Counted {
+    /// Every session no person pays for.
+    Session,
+    /// The places coming back on a sale that asks for a proof of work.
+    PlaceBack,
+}
+
 /// One session's share of its address's counts (and its person's), given back on drop.
 pub struct SessionSlot {
     pub(super) limits: Arc<IpLimits>,
     pub(super) ip: IpAddr,
-    /// Counted among the address's sessions (not a person's).
-    pub(super) counted: bool,
+    /// Counted among the address's sessions, or its places coming back (a buyer's is neither).
+    pub(super) counted: Option<Counted>,
     pub(super) anonymous: bool,
     pub(super) person: Option<Person>,
 }
 
 impl Drop for SessionSlot {
     fn drop(&mut self) {
-        if self.counted {
+        if let Some(counted) = self.counted {
             self.limits
-                .sessions
+                .counts(counted)
                 .give_all(self.ip, super::WIDER_SESSIONS);
         }
         if self.anonymous {

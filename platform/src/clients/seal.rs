@@ -84,6 +84,23 @@ impl EdgeSeal {
         }
     }
 
+    /// Whether `presented` carries this key's seal on its credential (`None` without a key:
+    /// nothing is sealed then). A credential the services issued always does where they seal,
+    /// so one that does not is a stranger's, or from before the key: a service may charge it
+    /// before the costlier check of the credential itself.
+    pub fn vouches_for(&self, presented: &str) -> Option<bool> {
+        self.0.as_ref()?;
+        let credential = floodgate_protocol::unsealed(presented);
+        if credential.len() == presented.len() {
+            return Some(false);
+        }
+        let expected = self.seal(credential);
+        Some(floodgate_protocol::same_secret(
+            presented.as_bytes(),
+            expected.as_bytes(),
+        ))
+    }
+
     /// [`Self::seal`], unless the sealed credential would be longer than `max` bytes (a resume
     /// token handed back in a WebSocket close reason: 123 at most), then the bare credential.
     pub fn seal_within(&self, credential: &str, max: usize) -> String {
@@ -141,6 +158,23 @@ mod tests {
         ));
         assert!(quoted.unwrap_err().contains("only letters"));
         assert!(keyed("ek_0123456789abcdef0123456789abcdef").is_keyed());
+    }
+
+    #[test]
+    fn only_this_keys_seal_vouches_for_a_credential() {
+        let seal = keyed("edge_key_of_thirty_two_characters_x");
+        let sealed = seal.seal("p.claims.sig");
+        assert_eq!(seal.vouches_for(&sealed), Some(true));
+        assert_eq!(seal.vouches_for("p.claims.sig"), Some(false), "no seal");
+        let other = keyed("another_key_of_thirty_two_chars_xx").seal("p.claims.sig");
+        assert_eq!(seal.vouches_for(&other), Some(false), "another key's");
+        let moved = format!("p.claims.sigX~{}", sealed.rsplit_once('~').unwrap().1);
+        assert_eq!(
+            seal.vouches_for(&moved),
+            Some(false),
+            "another credential's"
+        );
+        assert_eq!(EdgeSeal::parse(None).unwrap().vouches_for(&sealed), None);
     }
 
     #[test]

@@ -406,3 +406,41 @@ async fn a_place_taken_back_holds_two_sockets_at_the_edge(db: sqlx::PgPool) {
     assert_eq!(third.status, 429, "{third:?}");
     assert_eq!(third.body["error"], "too_many_requests");
 }
+
+/// The ceiling holds for an address's network too (an IPv4 /24, an IPv6 /48): with the network's
+/// made 5 a minute, junk credentials sent from three addresses of one /24 (each well under its
+/// own ceiling) are refused at the edge after the network's five, and another /24's are not.
+/// Before, each address had its own ceiling and nothing counted a network's: a /48 could send
+/// 65,536 times an address's junk, each a signature checked by a service.
+#[sqlx::test(migrations = "../migrations")]
+async fn the_ceiling_holds_for_an_addresss_network_too(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let sale = app
+        .open_sale("edge-network-ceiling-", SaleSpec::default())
+        .await;
+    let edge = shipped_edge_with(&app, &shrunk("floodgate_network_ceiling", "5r/m", 5)).await;
+    let url = edge.url(&format!("/v1/sales/{sale}/reservations/p1.x"));
+    let at = |address: [u8; 4]| {
+        let address = std::net::IpAddr::V4(std::net::Ipv4Addr::from(address));
+        reqwest::Client::builder()
+            .local_address(address)
+            .build()
+            .unwrap()
+    };
+    let mut refused = 0;
+    for n in 0..12u8 {
+        let junk = at([127, 0, 14, 1 + n % 3])
+            .get(&url)
+            .bearer_auth(format!("junk{n}"));
+        refused += usize::from(refused_at_the_edge(junk.send().await.unwrap()).await);
+    }
+    assert!(
+        refused >= 6,
+        "the network's ceiling: {refused} of 12 refused"
+    );
+    let theirs = at([127, 0, 15, 1]).get(&url).bearer_auth("junk-elsewhere");
+    assert!(
+        !refused_at_the_edge(theirs.send().await.unwrap()).await,
+        "another network's"
+    );
+}

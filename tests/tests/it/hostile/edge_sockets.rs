@@ -178,11 +178,8 @@ async fn trickled_bodies_hold_their_own_junks_slots_not_the_addresss(db: sqlx::P
         async || refused_at_the_edge(junk().await.unwrap()).await,
     )
     .await;
-    let seal = floodgate_platform::clients::EdgeSeal::parse(Some(
-        &floodgate_tests::edge_key().to_owned().into(),
-    ))
-    .unwrap();
-    let pass = seal.seal(&app.token(&sale, 1, 1, 60_000));
+    // Sealed with the edge's key, as a gateway issues it.
+    let pass = app.token(&sale, 1, 1, 60_000);
     let theirs = http
         .post(&url)
         .header("authorization", format!("Bearer {pass}"))
@@ -259,4 +256,103 @@ async fn a_client_that_stops_reading_is_let_go_within_seconds(db: sqlx::PgPool) 
     )
     .await;
     drop(asking);
+}
+
+/// The sockets that name no person (new places) are capped by network too: with the caps made 2
+/// an address and 4 a network, two addresses of one IPv4 /24 holding 2 each fill it, a third
+/// address of it is refused 429, and an address of another /24 still takes a place. Before, each
+/// address of a network had its own 2,048 and nothing counted them together: a /24 could hold
+/// some 500,000 of the gateways' sockets with new places.
+#[sqlx::test(migrations = "../migrations")]
+async fn new_places_fill_only_their_networks_share_of_the_edge(db: sqlx::PgPool) {
+    use floodgate_tests::client::RoomClient;
+    let app = TestApp::spawn(db).await;
+    let sale = app.pending_sale("edge-network-").await;
+    let caps = [
+        (
+            "limit_conn floodgate_conn_all 2048;".to_owned(),
+            "limit_conn floodgate_conn_all 2;".to_owned(),
+        ),
+        (
+            "limit_conn floodgate_conn_all_networks 16384;".to_owned(),
+            "limit_conn floodgate_conn_all_networks 4;".to_owned(),
+        ),
+    ];
+    let edge = shipped_edge_with(&app, &caps).await;
+    let ws = edge
+        .url(&format!("/ws?sale={sale}"))
+        .replacen("http", "ws", 1);
+    let at = |address: [u8; 4]| Some(IpAddr::V4(Ipv4Addr::from(address)));
+    let mut held = Vec::new();
+    for n in 0..4u8 {
+        let joined = RoomClient::join_from(&ws, at([127, 0, 9, 1 + n % 2]), &[]).await;
+        held.push(joined.expect("under the network's cap"));
+    }
+    let refused = RoomClient::join_from(&ws, at([127, 0, 9, 3]), &[])
+        .await
+        .err()
+        .expect("the network's cap is full");
+    assert_eq!(refused.status, 429, "{refused:?}");
+    let theirs = RoomClient::join_from(&ws, at([127, 0, 10, 3]), &[]).await;
+    assert!(theirs.is_ok(), "another network: {:?}", theirs.err());
+}
+
+/// Places coming back are capped by their address and network at the edge too (each place's own
+/// two sockets are no cap on a machine that makes places): with the caps made 2 an address and 3
+/// a network, an address's third place coming back is refused 429, another address of the
+/// network takes back one and then is refused (the network holds 3), and an address of another
+/// network takes its place back. Before, nothing counted an address's places coming back.
+#[sqlx::test(migrations = "../migrations")]
+async fn places_coming_back_fill_only_their_addresss_share_of_the_edge(db: sqlx::PgPool) {
+    use floodgate_tests::client::RoomClient;
+    let app = TestApp::spawn(db).await;
+    let sale = app.pending_sale("edge-returning-").await;
+    let mut tokens = Vec::new();
+    for _ in 0..6 {
+        let place = RoomClient::join(&app.ws_url(&sale)).await.unwrap();
+        tokens.push(place.resume_token.clone());
+        place.leave().await;
+    }
+    let caps = [
+        (
+            "limit_conn floodgate_conn_returning 2048;".to_owned(),
+            "limit_conn floodgate_conn_returning 2;".to_owned(),
+        ),
+        (
+            "limit_conn floodgate_conn_returning_networks 16384;".to_owned(),
+            "limit_conn floodgate_conn_returning_networks 3;".to_owned(),
+        ),
+    ];
+    let edge = shipped_edge_with(&app, &caps).await;
+    let ws = edge
+        .url(&format!("/ws?sale={sale}"))
+        .replacen("http", "ws", 1);
+    let mut tokens = tokens.iter();
+    let mut back = async |address: [u8; 4]| {
+        let offered = format!("floodgate, floodgate-resume.{}", tokens.next().unwrap());
+        let from = Some(IpAddr::V4(Ipv4Addr::from(address)));
+        RoomClient::join_from(&ws, from, &[("sec-websocket-protocol", &offered)]).await
+    };
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(
+            back([127, 0, 11, 1])
+                .await
+                .expect("under the address's cap"),
+        );
+    }
+    assert!(held.iter().all(|c| c.resumed), "each its place");
+    let refused = back([127, 0, 11, 1])
+        .await
+        .err()
+        .expect("the address's cap");
+    assert_eq!(refused.status, 429, "{refused:?}");
+    held.push(back([127, 0, 11, 2]).await.expect("the network's third"));
+    let refused = back([127, 0, 11, 2])
+        .await
+        .err()
+        .expect("the network's cap");
+    assert_eq!(refused.status, 429, "{refused:?}");
+    let theirs = back([127, 0, 12, 1]).await;
+    assert!(theirs.is_ok(), "another network: {:?}", theirs.err());
 }

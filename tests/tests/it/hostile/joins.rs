@@ -36,6 +36,19 @@ async fn solved(app: &TestApp, sale: &str) -> String {
     format!("{}&challenge={answer}", app.ws_url(sale))
 }
 
+/// The resume tokens of `n` places, each joined with a puzzle solved and then left.
+async fn solved_places_left(app: &TestApp, sale: &str, n: usize) -> Vec<String> {
+    let mut tokens = Vec::new();
+    for _ in 0..n {
+        let place = RoomClient::join(&solved(app, sale).await)
+            .await
+            .unwrap_or_else(|r| panic!("a solved place: {r:?}"));
+        tokens.push(place.resume_token.clone());
+        place.leave().await;
+    }
+    tokens
+}
+
 /// Every test client here comes from 127.0.0.1: the stranger and the people share the address,
 /// whose allowance is one join a second (two at once) and one anonymous session.
 fn one_join_a_second() -> TestOptions {
@@ -448,14 +461,7 @@ async fn a_place_comes_back_three_times_at_once_then_once_in_ten_seconds(db: sql
 #[sqlx::test(migrations = "../migrations")]
 async fn a_solved_places_returns_spend_its_addresss_allowance_of_returns(db: sqlx::PgPool) {
     let (app, sale) = with_a_proof_of_work(db).await;
-    let mut tokens = Vec::new();
-    for _ in 0..40 {
-        let place = RoomClient::join(&solved(&app, &sale).await)
-            .await
-            .unwrap_or_else(|r| panic!("a solved place: {r:?}"));
-        tokens.push(place.resume_token.clone());
-        place.leave().await;
-    }
+    let tokens = solved_places_left(&app, &sale, 40).await;
     let url = app.ws_url(&sale);
     let returns = tokens
         .iter()
@@ -472,4 +478,43 @@ async fn a_solved_places_returns_spend_its_addresss_allowance_of_returns(db: sql
     assert!(back < 30, "{back} of 40 came back at once: {codes:?}");
     assert!(back >= 20, "the address's burst of returns: {back}");
     assert!(codes.iter().all(|c| c == "join_rate_limited"), "{codes:?}");
+}
+
+/// A machine's places, each left and then taken back, are held to their address's cap of places
+/// coming back (32 times its anonymous sessions, here 32): the 33rd is refused 429
+/// `too_many_connections` however long it waits for its allowance of returns. Before, a place
+/// coming back on a sale that asks for a proof of work counted against nothing of its address's,
+/// and one address could fill every gateway with places of its own (a solved puzzle each).
+#[sqlx::test(migrations = "../migrations")]
+async fn an_addresss_places_coming_back_are_held_to_a_cap(db: sqlx::PgPool) {
+    let (app, sale) = with_a_proof_of_work(db).await;
+    let tokens = solved_places_left(&app, &sale, 40).await;
+    let url = app.ws_url(&sale);
+    let mut held = Vec::new();
+    let mut refused = None;
+    'places: for token in &tokens {
+        loop {
+            match RoomClient::resume(&url, token, &[]).await {
+                Ok(back) => {
+                    held.push(back);
+                    break;
+                }
+                // The address's allowance of returns (10 a second): wait for the next.
+                Err(r) if r.body["error"] == "join_rate_limited" => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(r) => {
+                    refused = Some(r);
+                    break 'places;
+                }
+            }
+        }
+    }
+    assert_eq!(held.len(), 32, "the address's places coming back");
+    let refused = refused.expect("the 33rd is refused");
+    assert_eq!(
+        (refused.status, refused.body["error"].as_str()),
+        (429, Some("too_many_connections")),
+        "{refused:?}"
+    );
 }
