@@ -12,8 +12,10 @@
 //!   allowance of the people behind it. A held reservation's page reads it every 1.5 s, so reads
 //!   are allowed far more. Both are sized for a carrier's address with hundreds of people behind
 //!   it, and stop a script. A pass without the edge's seal, where the services seal
-//!   (platform::clients::seal), is a stranger's: it pays as much again, by its address and by
-//!   its network as one, before its signature is checked (`Limits::unsealed`).
+//!   (platform::clients::seal), is a stranger's (or sealed with a key rotated out): it pays its
+//!   address's allowance before its signature is checked, and one that fails its network's
+//!   share (an IPv4 /24, an IPv6 /56 and /48, each as one); a network that spends its share
+//!   has its unsealed passes refused before any check for a second (`Limits::unsealed`).
 //! - Each pass (a sale's admission token, by its id) may try reservations
 //!   `FLOODGATE_RESERVATIONS_PER_SEC_PER_PASS` times a second: 429 `reservation_rate_limited`.
 //!   A person makes one reservation, retries a 503 after its `Retry-After`, or tries another
@@ -50,8 +52,11 @@ use crate::AppState;
 /// The booking service's limits.
 pub struct Limits {
     per_address: AddressRate,
-    /// Passes the edge's seal does not vouch for, by address and network (a share).
-    unsealed: AddressRate,
+    /// Passes the edge's seal does not vouch for whose check failed, by address and network (a
+    /// share).
+    unsealed_failures: AddressRate,
+    /// The networks whose share of those ran out, and when (`FLOODED_FOR`).
+    flooded: std::sync::Mutex<std::collections::HashMap<IpAddr, std::time::Instant>>,
     reads_per_address: AddressRate,
     per_pass: Rate<u64>,
     per_holder: Rate<u64>,
@@ -63,7 +68,8 @@ impl Limits {
     pub fn new(config: &Config) -> Self {
         Self {
             per_address: AddressRate::per_second(config.requests_per_sec_per_ip),
-            unsealed: AddressRate::share(config.requests_per_sec_per_ip),
+            unsealed_failures: AddressRate::share(config.requests_per_sec_per_ip),
+            flooded: Default::default(),
             reads_per_address: AddressRate::per_second(config.reads_per_sec_per_ip),
             per_pass: Rate::per_second(config.reservations_per_sec_per_pass),
             per_holder: Rate::per_second(config.holder_requests_per_sec),
@@ -83,17 +89,32 @@ impl Limits {
         ))
     }
 
-    /// One pass of `client` the edge's seal does not vouch for, or its refusal: charged before its
-    /// signature is checked, to its address and to its network as one (an IPv4 /24, an IPv6 /56
-    /// and /48), so junk from a network of addresses costs at most one allowance's checks.
+    /// A pass of `client` the edge's seal does not vouch for, before its signature is checked:
+    /// refused if its network's junk spent the network's share lately, else charged to its
+    /// address. So junk from a network of addresses (a /48 holds 65,536 as they are counted)
+    /// costs about one share's checks, and a genuine pass sealed with a key rotated out still
+    /// books at its address's price wherever no one floods its network.
     pub fn unsealed(&self, client: IpAddr) -> Result<(), ApiError> {
-        if self.unsealed.allow(&client) {
+        let flooded = self.flooded.lock().expect("flooded networks");
+        if flooded
+            .get(&network_of(client))
+            .is_some_and(|at| at.elapsed() < FLOODED_FOR)
+        {
+            return Err(from_a_flooded_network());
+        }
+        drop(flooded);
+        self.address(client)
+    }
+
+    /// A pass of `client` without the edge's seal whose check failed: its network's share, and
+    /// once that is spent the network is refused unsealed passes for [`FLOODED_FOR`].
+    pub fn unsealed_failed(&self, client: IpAddr) -> Result<(), ApiError> {
+        if self.unsealed_failures.allow(&client) {
             return Ok(());
         }
-        Err(limited(
-            code::BOOKING_RATE_LIMITED,
-            "too many booking requests from this network; retry in a second",
-        ))
+        let mut flooded = self.flooded.lock().expect("flooded networks");
+        flooded.insert(network_of(client), std::time::Instant::now());
+        Err(from_a_flooded_network())
     }
 
     /// One read of `client` (a reservation, a buyer's list), or its refusal.
@@ -159,7 +180,11 @@ impl Limits {
     /// Forgets what has not asked lately.
     fn prune(&self) {
         self.per_address.prune();
-        self.unsealed.prune();
+        self.unsealed_failures.prune();
+        self.flooded
+            .lock()
+            .expect("flooded networks")
+            .retain(|_, at| at.elapsed() < FLOODED_FOR);
         self.reads_per_address.prune();
         self.per_pass.prune();
         self.per_holder.prune();
@@ -176,6 +201,29 @@ impl Limits {
     }
 }
 
+/// How long a network whose unsealed passes spent its share of failures is refused them before
+/// any check: the share refills in that time.
+const FLOODED_FOR: Duration = Duration::from_secs(1);
+
+/// The network a flood of unsealed passes is stopped for: an IPv4 client's /24, an IPv6 one's
+/// /48 (the widest networks a share counts).
+fn network_of(client: IpAddr) -> IpAddr {
+    match client {
+        IpAddr::V4(v4) => {
+            let [a, b, c, _] = v4.octets();
+            IpAddr::V4(std::net::Ipv4Addr::new(a, b, c, 0))
+        }
+        IpAddr::V6(_) => floodgate_platform::clients::counted_as(client, 48),
+    }
+}
+
+fn from_a_flooded_network() -> ApiError {
+    limited(
+        code::BOOKING_RATE_LIMITED,
+        "too many passes that do not check from this network; retry in a second",
+    )
+}
+
 fn limited(code: &'static str, message: &str) -> ApiError {
     metrics::counter!("floodgate_requests_limited_total", "code" => code).increment(1);
     ApiError::new(code, message.into())
@@ -187,9 +235,9 @@ fn limited(code: &'static str, message: &str) -> ApiError {
 /// stranger there sends; one that fails counts against its address, and past the allowance is
 /// answered 429 instead. Checking a pass is one signature check (CPU, no Redis). Where the
 /// services seal what they issue for the edge (platform::clients::seal), a pass without this
-/// key's seal (an MD5) is a stranger's, or from before the key: it pays its address's and its
-/// network's share before its signature is checked, so junk from a /48 costs one allowance of
-/// checks, not 65,536.
+/// key's seal (an MD5) is a stranger's, or sealed with a key rotated out: it pays its address's
+/// allowance before its signature is checked and, failing, its network's share, so junk from a
+/// /48 costs about one share of checks, not 65,536 addresses' (`Limits::unsealed`).
 /// A pass bound to a buyer is checked against its buyer's identity after its allowance: junk
 /// identities sent with a genuine pass cost their check at the pass's rate only.
 pub struct AllowedPass(pub crate::extract::Admitted);
@@ -207,11 +255,12 @@ impl FromRequestParts<AppState> for AllowedPass {
         let admitted = crate::extract::Admitted::from_request_parts(parts, state)
             .await
             .map_err(|refused| {
-                if unsealed {
-                    refused
+                let charged = if unsealed {
+                    state.limits.unsealed_failed(client)
                 } else {
-                    state.limits.address(client).err().unwrap_or(refused)
-                }
+                    state.limits.address(client)
+                };
+                charged.err().unwrap_or(refused)
             })?;
         state.limits.pass(&admitted.claims)?;
         admitted

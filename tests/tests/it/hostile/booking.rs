@@ -136,12 +136,14 @@ async fn junk_from_a_shared_address_does_not_spend_the_passes_behind_it(db: sqlx
     }
 }
 
-/// Passes without the edge's seal (a stranger's: the gateways seal every pass they issue) pay
-/// their network's share before their signature is checked: from twenty addresses of one IPv4
-/// /24, each well within its own allowance (2 a second, bursts of 4), made-up passes (signed by a
-/// key no gateway holds) are refused 429 after the network's burst, while a person's sealed
-/// pass from the same /24 books and another /24's junk is still only checked. Before, each
-/// address had its own allowance, charged after the check: all twenty were checked (401).
+/// Passes without the edge's seal (a stranger's: the gateways seal every pass they issue) that
+/// fail their check spend their network's share, and a network that spent it is refused them
+/// before any check: from twenty addresses of one IPv4 /24, each well within its own allowance
+/// (2 a second, bursts of 4), made-up passes (signed by a key no gateway holds) are refused 429
+/// after the network's burst, while a person's sealed pass from the same /24 books, another
+/// /24's junk is still only checked, and a genuine pass without its seal (sealed with a key
+/// rotated out, say) from a third books at its address's price. Before, each address had its
+/// own allowance, charged after the check: all twenty were checked (401).
 #[sqlx::test(migrations = "../migrations")]
 async fn unsealed_passes_from_a_network_pay_one_share_before_their_check(db: sqlx::PgPool) {
     let options = TestOptions {
@@ -176,6 +178,9 @@ async fn unsealed_passes_from_a_network_pay_one_share_before_their_check(db: sql
     assert_eq!(answer.0, 201, "a person's sealed pass: {answer:?}");
     let elsewhere = reserve(&from("127.0.18.1"), &app, &sale, &junk(99), &unique("k-")).await;
     assert_eq!(elsewhere.0, 401, "another network's junk: {elsewhere:?}");
+    let bare = floodgate_protocol::unsealed(&app.token(&sale, 2, 1, 60_000)).to_owned();
+    let answer = reserve(&from("127.0.19.1"), &app, &sale, &bare, &unique("k-")).await;
+    assert_eq!(answer.0, 201, "a genuine pass without its seal: {answer:?}");
 }
 
 /// Deliveries with a bad signature count against their address, and past its allowance are

@@ -274,7 +274,7 @@ async fn new_places_fill_only_their_networks_share_of_the_edge(db: sqlx::PgPool)
             "limit_conn floodgate_conn_all 2;".to_owned(),
         ),
         (
-            "limit_conn floodgate_conn_all_networks 16384;".to_owned(),
+            "limit_conn floodgate_conn_all_networks 32768;".to_owned(),
             "limit_conn floodgate_conn_all_networks 4;".to_owned(),
         ),
     ];
@@ -319,7 +319,7 @@ async fn places_coming_back_fill_only_their_addresss_share_of_the_edge(db: sqlx:
             "limit_conn floodgate_conn_returning 2;".to_owned(),
         ),
         (
-            "limit_conn floodgate_conn_returning_networks 16384;".to_owned(),
+            "limit_conn floodgate_conn_returning_networks 32768;".to_owned(),
             "limit_conn floodgate_conn_returning_networks 3;".to_owned(),
         ),
     ];
@@ -355,4 +355,78 @@ async fn places_coming_back_fill_only_their_addresss_share_of_the_edge(db: sqlx:
     assert_eq!(refused.status, 429, "{refused:?}");
     let theirs = back([127, 0, 12, 1]).await;
     assert!(theirs.is_ok(), "another network: {:?}", theirs.err());
+}
+
+/// A join that announces a body of a byte (what the size allows) is refused at once, 413
+/// `body_not_allowed`, before anything counts it: before, the edge waited the body's 10 s for
+/// it, and with a made-up resume token each such request held one of its address's sockets of
+/// places coming back, the slots of the people behind it coming back to theirs.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_join_that_announces_a_body_is_refused_at_once(db: sqlx::PgPool) {
+    use tokio::io::AsyncReadExt as _;
+    let app = TestApp::spawn(db).await;
+    let sale = app.pending_sale("edge-body-").await;
+    let edge = super::edge::shipped_edge(&app).await;
+    let mut socket = tokio::net::TcpStream::connect(edge.addr).await.unwrap();
+    let join = format!(
+        "GET /ws?sale={sale} HTTP/1.1\r\nHost: edge\r\nConnection: Upgrade\r\n\
+         Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         Floodgate-Resume: r2.1..made-up.{sale}\r\nContent-Length: 1\r\n\r\n"
+    );
+    socket.write_all(join.as_bytes()).await.unwrap();
+    // Read up to the answer's end (the edge then lingers, and may reset the socket).
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !String::from_utf8_lossy(&answer).contains("}\n") {
+        let read = tokio::time::timeout(Duration::from_secs(30), socket.read(&mut chunk));
+        match read.await.expect("the edge answers") {
+            Ok(0) | Err(_) => break,
+            Ok(n) => answer.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("body_not_allowed"), "{answer}");
+}
+
+/// A signed-in buyer's place coming back is their identity's, not its address's: with the edge's
+/// cap of an address's places coming back made 1, an anonymous place holding it refuses the
+/// address's next anonymous one, and a signed-in buyer's return from the same address still
+/// gets in (as the gateways count it).
+#[sqlx::test(migrations = "../migrations")]
+async fn a_signed_in_buyers_return_is_not_its_addresss(db: sqlx::PgPool) {
+    use floodgate_protocol::settings::{Door, IdentityRule};
+    use floodgate_tests::client::RoomClient;
+    let app = TestApp::spawn(db).await;
+    let door = Door {
+        identity: IdentityRule::Optional,
+        ..Door::default()
+    };
+    let sale = app.pending_sale_with("edge-buyer-back-", door).await;
+    let ada = app.identity("ada").await;
+    let as_ada = [("floodgate-identity", ada.as_str())];
+    let direct = app.ws_url(&sale);
+    let mut tokens = Vec::new();
+    for _ in 0..2 {
+        let place = RoomClient::join(&direct).await.unwrap();
+        tokens.push(place.resume_token.clone());
+        place.leave().await;
+    }
+    let hers = RoomClient::join_with(&direct, &as_ada).await.unwrap();
+    let her_token = hers.resume_token.clone();
+    hers.leave().await;
+    let one = [(
+        "limit_conn floodgate_conn_returning 2048;",
+        "limit_conn floodgate_conn_returning 1;",
+    )];
+    let edge = shipped_edge_with(&app, &one).await;
+    let ws = edge
+        .url(&format!("/ws?sale={sale}"))
+        .replacen("http", "ws", 1);
+    let _held = RoomClient::resume(&ws, &tokens[0], &[]).await.expect("one");
+    let refused = RoomClient::resume(&ws, &tokens[1], &[]).await.err();
+    assert_eq!(refused.map(|r| r.status), Some(429), "the address's cap");
+    let back = RoomClient::resume(&ws, &her_token, &as_ada).await;
+    assert!(back.is_ok(), "the buyer's place: {:?}", back.err());
 }
