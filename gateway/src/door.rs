@@ -64,13 +64,19 @@ fn carried(headers: &HeaderMap, name: &str, prefix: &str) -> Option<String> {
         // checked), not none: the edge counts it as one, and a join with it is no new place.
         return Some(String::from_utf8_lossy(value.as_bytes()).trim().to_owned());
     }
+    // Each line as bytes, like the header above: the edge reads a line that is not text too,
+    // and counts a socket that carries an identity there as its person's, so the gateway must
+    // see (and check) that identity, or a made-up one with a byte past ASCII would be a new
+    // place that no cap of its address counts at the edge.
     headers
         .get_all(header::SEC_WEBSOCKET_PROTOCOL)
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .find_map(|p| p.trim().strip_prefix(prefix))
-        .map(str::to_owned)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .find_map(|line| {
+            line.split(',')
+                .find_map(|p| p.trim().strip_prefix(prefix))
+                .map(str::to_owned)
+        })
 }
 
 /// The buyer a join's identity token names (`None`: no token, on a sale that does not require
@@ -98,7 +104,13 @@ pub async fn identify(
             tracing::error!("a sale requires identities, and this gateway has no issuer configured (FLOODGATE_IDENTITY_ISSUER)");
             return Err(ApiError::from(IdentityError::Unavailable));
         }
-        return Ok(None);
+        // Refused, not ignored: the edge counts a socket that shows an identity as its
+        // person's, outside its address's caps, so one it never checks would take a new place
+        // past them. The page sends none where no issuer is configured.
+        return Err(ApiError::new(
+            code::IDENTITY_WRONG_ISSUER,
+            "this waiting room trusts no identity issuer: join without an identity token".into(),
+        ));
     };
     verifier
         .verify(token)
@@ -252,5 +264,16 @@ mod tests {
         ]);
         assert_eq!(Carried::read(&app).resume.as_deref(), Some("r-header"));
         assert_eq!(Carried::read(&app).identity, None);
+    }
+
+    /// A subprotocol line that is not text still carries its credentials, as the edge reads
+    /// it: before, the line was dropped, and a made-up identity with a byte past ASCII was a
+    /// person's socket to the edge (outside its address's caps) and a new place here.
+    #[test]
+    fn a_subprotocol_line_that_is_not_text_carries_its_credentials() {
+        let mut junk = HeaderMap::new();
+        let line = HeaderValue::from_bytes(b"floodgate, floodgate-identity.j1\x80").unwrap();
+        junk.append(header::SEC_WEBSOCKET_PROTOCOL, line);
+        assert_eq!(Carried::read(&junk).identity.as_deref(), Some("j1\u{fffd}"));
     }
 }

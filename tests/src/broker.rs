@@ -39,10 +39,8 @@ pub struct PrivateBroker {
 
 impl PrivateBroker {
     pub async fn start() -> Self {
-        let port = {
-            let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
-            probe.local_addr().unwrap().port()
-        };
+        // Below the ephemeral range, as every private server's (crate::gateways::free_port).
+        let port = crate::gateways::free_port().port();
         Self::start_on(port, None).await
     }
 

@@ -39,9 +39,10 @@ impl Edge {
             std::path::Path::new(NGINX).exists(),
             "{NGINX} is missing: deploy/stack.sh up installs it"
         );
-        let addr = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .unwrap();
+        // Below the ephemeral range (crate::gateways::free_port): a port bound to 0 and let go
+        // could be taken by another test's listener before nginx binds it, and this test would
+        // then talk to that test's edge, with its limits.
+        let addr = crate::gateways::free_port();
         let dir = std::env::temp_dir().join(unique("floodgate-edge-"));
         std::fs::create_dir_all(&dir).unwrap();
         let list = |addrs: &[SocketAddr]| {

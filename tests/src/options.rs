@@ -76,6 +76,8 @@ pub struct TestOptions {
     /// The identity issuer the services trust and the page signs in with (default: the
     /// sandbox's sign-in stand-in).
     pub identity_issuer: Option<oidc::IssuerSettings>,
+    /// Services that trust no identity issuer at all (no sign-in).
+    pub without_sign_in: bool,
     /// The pages allowed to use the gateway and the booking API from a browser
     /// (`FLOODGATE_ALLOWED_ORIGINS`; empty: the services' own origin).
     pub allowed_origins: Vec<String>,
@@ -130,6 +132,7 @@ impl Default for TestOptions {
             pow_rise_above: 0.0,
             pow_ceiling: 17,
             identity_issuer: None,
+            without_sign_in: false,
             allowed_origins: Vec::new(),
         }
     }

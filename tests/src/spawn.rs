@@ -168,11 +168,15 @@ impl TestApp {
             async move { sandbox_stop.cancelled().await },
         ));
 
-        let identity = identity_settings(
-            &sandbox,
-            options.buyer_id_key.as_deref(),
-            options.identity_issuer.as_ref(),
-        );
+        let identity = if options.without_sign_in {
+            Vec::new()
+        } else {
+            identity_settings(
+                &sandbox,
+                options.buyer_id_key.as_deref(),
+                options.identity_issuer.as_ref(),
+            )
+        };
         // The app's Redis for a service: `url` (a proxy, a private server), else the cluster
         // or the shared one, with the CA its `rediss://` connections verify against.
         let redis_for = |url: Option<String>| {

@@ -25,7 +25,9 @@ const FLOOR: f64 = 4.0;
 const CEILING: f64 = 16.0;
 /// How long each person thinks between admission and reserving.
 const THINK: Duration = Duration::from_secs(1);
-/// The latency the slow pool adds to each reply: 3x the script target set below.
+/// The latency the slow pool adds to each reply: 3x the script target set below. The pool's
+/// times are measured on the Redis every test shares: beside other tests (a browser's, say) the
+/// calm pool's p99 was seen at 100 to 145 ms, so this test runs alone (.config/nextest.toml).
 const SLOW: Duration = Duration::from_millis(150);
 
 /// What the crowd saw: every reservation's outcome (`Ok` or the refusal's code).
@@ -134,7 +136,16 @@ async fn a_slow_pool_cuts_the_rate_to_the_floor_and_its_recovery_restores_it(db:
         f["admission_rate"] == CEILING
     })
     .await;
-    assert!(back, "the rate never climbed back: {:?}", rates(&climb));
+    let cuts: Vec<_> = climb
+        .iter()
+        .map(decision)
+        .filter(|d| d["action"] == "cut")
+        .collect();
+    assert!(
+        back,
+        "the rate never climbed back: {:?}; cut by {cuts:?}",
+        rates(&climb)
+    );
     let climbed = rates(&climb);
     assert!(
         climbed.windows(2).filter(|w| w[1] > w[0]).count() >= 3,

@@ -518,3 +518,46 @@ async fn an_addresss_places_coming_back_are_held_to_a_cap(db: sqlx::PgPool) {
         "{refused:?}"
     );
 }
+
+/// A made-up identity offered in a subprotocol line that is not plain ASCII is checked, and
+/// refused, like any other: the edge reads such a line and counts the socket as a person's,
+/// outside its address's caps. Before, the gateway dropped the line, and the join was a new
+/// place that no cap of its address counted at the edge.
+#[sqlx::test(migrations = "../migrations")]
+async fn an_identity_in_a_subprotocol_line_past_ascii_is_still_checked(db: sqlx::PgPool) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let app = TestApp::spawn(db).await;
+    let sale = sale_with(&app, Door::default()).await;
+    // Written by hand: a WebSocket client library will not send a header that is not text.
+    let join = format!(
+        "GET /ws?sale={sale} HTTP/1.1\r\nHost: gateway\r\nConnection: Upgrade\r\n\
+         Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         Sec-WebSocket-Protocol: floodgate, floodgate-identity.j\u{fc}nk\r\n\r\n"
+    );
+    let mut socket = tokio::net::TcpStream::connect(app.gateway).await.unwrap();
+    socket.write_all(join.as_bytes()).await.unwrap();
+    let mut answer = vec![0u8; 4096];
+    let read = tokio::time::timeout(Duration::from_secs(10), socket.read(&mut answer));
+    let n = read.await.expect("the gateway answers").unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    assert!(answer.contains("identity_malformed"), "{answer}");
+}
+
+/// Where the services trust no identity issuer, a join that shows an identity is refused 401
+/// `identity_wrong_issuer`, and one without joins: before, the identity was ignored, and the
+/// edge counted the socket as a person's, outside its address's caps, for a made-up token.
+#[sqlx::test(migrations = "../migrations")]
+async fn an_identity_where_no_issuer_is_trusted_is_refused(db: sqlx::PgPool) {
+    let options = TestOptions {
+        without_sign_in: true,
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = sale_with(&app, Door::default()).await;
+    let shown = [("floodgate-identity", "made-up")];
+    let (status, code) = RoomClient::refusal(&app.ws_url(&sale), &shown).await;
+    assert_eq!((status, code.as_str()), (401, "identity_wrong_issuer"));
+    assert!(RoomClient::join(&app.ws_url(&sale)).await.is_ok());
+}
