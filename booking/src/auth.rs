@@ -17,7 +17,9 @@ pub enum BearerError {
     Malformed,
 }
 
-/// The credential of an `Authorization: Bearer <credential>` header (scheme case-insensitive).
+/// The credential of an `Authorization: Bearer <credential>` header (scheme case-insensitive;
+/// spaces or tabs after it, as the edge reads it: deploy/nginx/cdn.conf's `Bearer\s+`, so a
+/// credential the edge counted as sealed is the one checked here).
 pub fn bearer(headers: &HeaderMap) -> Result<&str, BearerError> {
     let value = headers
         .get(header::AUTHORIZATION)
@@ -25,7 +27,7 @@ pub fn bearer(headers: &HeaderMap) -> Result<&str, BearerError> {
     value
         .to_str()
         .ok()
-        .and_then(|v| v.split_once(' '))
+        .and_then(|v| v.split_once([' ', '\t']))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, credential)| credential.trim())
         .filter(|credential| !credential.is_empty())
@@ -67,6 +69,11 @@ mod tests {
     fn bearer_credentials_are_read_and_anything_else_is_told_apart() {
         assert_eq!(bearer(&with("Bearer abc")), Ok("abc"));
         assert_eq!(bearer(&with("bearer  abc ")), Ok("abc"));
+        assert_eq!(
+            bearer(&with("Bearer\tabc")),
+            Ok("abc"),
+            "a tab, as the edge reads it"
+        );
         assert_eq!(bearer(&HeaderMap::new()), Err(BearerError::Missing));
         assert_eq!(
             bearer(&with("Basic dXNlcjpwYXNz")),

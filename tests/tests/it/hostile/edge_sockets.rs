@@ -430,3 +430,49 @@ async fn a_signed_in_buyers_return_is_not_its_addresss(db: sqlx::PgPool) {
     let back = RoomClient::resume(&ws, &her_token, &as_ada).await;
     assert!(back.is_ok(), "the buyer's place: {:?}", back.err());
 }
+
+/// A credential header of blanks alone (tabs: nginx trims spaces, not a tab) is no credential
+/// at the edge, as at the gateways: with the address's sockets of new places made 1 and held, a
+/// join showing `Floodgate-Identity: <tab>` from the same address is refused 429 like any new
+/// place, and so is one showing a blank `Floodgate-Resume`. Before, the edge took the tab for a
+/// person's identity (outside its address's caps) while the gateway saw none: a new place that
+/// no cap of its address counted.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_credential_of_blanks_is_no_credential_at_the_edge(db: sqlx::PgPool) {
+    use floodgate_tests::client::RoomClient;
+    use tokio::io::AsyncReadExt as _;
+    let app = TestApp::spawn(db).await;
+    let sale = app.pending_sale("edge-blank-").await;
+    let one = [(
+        "limit_conn floodgate_conn_all 2048;",
+        "limit_conn floodgate_conn_all 1;",
+    )];
+    let edge = shipped_edge_with(&app, &one).await;
+    let ws = edge
+        .url(&format!("/ws?sale={sale}"))
+        .replacen("http", "ws", 1);
+    let address = Ipv4Addr::new(127, 0, 21, 1);
+    let _held = RoomClient::join_from(&ws, Some(IpAddr::V4(address)), &[])
+        .await
+        .expect("the address's one new place");
+    for blank in [
+        "Floodgate-Identity: \t",
+        "Floodgate-Identity: \t \t",
+        "Floodgate-Resume: \t",
+    ] {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind((address, 0).into()).unwrap();
+        let mut socket = socket.connect(edge.addr).await.unwrap();
+        let join = format!(
+            "GET /ws?sale={sale} HTTP/1.1\r\nHost: edge\r\nConnection: Upgrade\r\n\
+             Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n{blank}\r\n\r\n"
+        );
+        socket.write_all(join.as_bytes()).await.unwrap();
+        let mut answer = vec![0u8; 4096];
+        let read = tokio::time::timeout(Duration::from_secs(10), socket.read(&mut answer));
+        let n = read.await.expect("the edge answers").unwrap();
+        let answer = String::from_utf8_lossy(&answer[..n]);
+        assert!(answer.starts_with("HTTP/1.1 429"), "{blank:?}: {answer}");
+    }
+}
