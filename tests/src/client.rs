@@ -219,3 +219,52 @@ async fn next_frame(ws: &mut Socket, timeout: Duration) -> Heard {
         None => panic!("the waiting room said nothing within {timeout:?}"),
     }
 }
+
+/// The answer to a WebSocket join written by hand to `target` (from the local address `from`,
+/// another client to whoever counts addresses): `GET <path>` with the upgrade's headers and
+/// `extra`, header lines each ending in CRLF that a client library would not send (bytes past
+/// ASCII, blanks, a body's length). Read until its headers and the body they announce are in,
+/// or the connection ends (a refusing edge may reset it after answering).
+pub async fn hand_written_join(
+    target: std::net::SocketAddr,
+    from: Option<std::net::Ipv4Addr>,
+    path: &str,
+    extra: &str,
+) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    if let Some(from) = from {
+        socket.bind((from, 0).into()).unwrap();
+    }
+    let mut socket = socket.connect(target).await.unwrap();
+    let join = format!(
+        "GET {path} HTTP/1.1\r\nHost: floodgate\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n{extra}\r\n"
+    );
+    socket.write_all(join.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !answered(&answer) {
+        let read = tokio::time::timeout(Duration::from_secs(30), socket.read(&mut chunk));
+        match read.await.expect("an answer") {
+            Ok(0) | Err(_) => break,
+            Ok(n) => answer.extend_from_slice(&chunk[..n]),
+        }
+    }
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// Whether `answer` holds an HTTP answer's headers and the body they announce.
+fn answered(answer: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(answer);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return false;
+    };
+    let length = head
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, value)| value.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    body.len() >= length
+}

@@ -9,6 +9,8 @@ use std::time::Duration;
 use floodgate_tests::{eventually, unique, TestApp, TestOptions};
 use tokio::io::AsyncWriteExt as _;
 
+use floodgate_tests::client::hand_written_join;
+
 use super::edge::{refused_at_the_edge, shipped_edge_with};
 
 /// A webhook delivery whose body never comes: the one location the edge limits by no rate.
@@ -363,29 +365,11 @@ async fn places_coming_back_fill_only_their_addresss_share_of_the_edge(db: sqlx:
 /// places coming back, the slots of the people behind it coming back to theirs.
 #[sqlx::test(migrations = "../migrations")]
 async fn a_join_that_announces_a_body_is_refused_at_once(db: sqlx::PgPool) {
-    use tokio::io::AsyncReadExt as _;
     let app = TestApp::spawn(db).await;
     let sale = app.pending_sale("edge-body-").await;
     let edge = super::edge::shipped_edge(&app).await;
-    let mut socket = tokio::net::TcpStream::connect(edge.addr).await.unwrap();
-    let join = format!(
-        "GET /ws?sale={sale} HTTP/1.1\r\nHost: edge\r\nConnection: Upgrade\r\n\
-         Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
-         Floodgate-Resume: r2.1..made-up.{sale}\r\nContent-Length: 1\r\n\r\n"
-    );
-    socket.write_all(join.as_bytes()).await.unwrap();
-    // Read up to the answer's end (the edge then lingers, and may reset the socket).
-    let mut answer = Vec::new();
-    let mut chunk = [0u8; 4096];
-    while !String::from_utf8_lossy(&answer).contains("}\n") {
-        let read = tokio::time::timeout(Duration::from_secs(30), socket.read(&mut chunk));
-        match read.await.expect("the edge answers") {
-            Ok(0) | Err(_) => break,
-            Ok(n) => answer.extend_from_slice(&chunk[..n]),
-        }
-    }
-    let answer = String::from_utf8_lossy(&answer);
+    let extra = format!("Floodgate-Resume: r2.1..made-up.{sale}\r\nContent-Length: 1\r\n");
+    let answer = hand_written_join(edge.addr, None, &format!("/ws?sale={sale}"), &extra).await;
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert!(answer.contains("body_not_allowed"), "{answer}");
 }
@@ -440,7 +424,6 @@ async fn a_signed_in_buyers_return_is_not_its_addresss(db: sqlx::PgPool) {
 #[sqlx::test(migrations = "../migrations")]
 async fn a_credential_of_blanks_is_no_credential_at_the_edge(db: sqlx::PgPool) {
     use floodgate_tests::client::RoomClient;
-    use tokio::io::AsyncReadExt as _;
     let app = TestApp::spawn(db).await;
     let sale = app.pending_sale("edge-blank-").await;
     let one = [(
@@ -460,19 +443,9 @@ async fn a_credential_of_blanks_is_no_credential_at_the_edge(db: sqlx::PgPool) {
         "Floodgate-Identity: \t \t",
         "Floodgate-Resume: \t",
     ] {
-        let socket = tokio::net::TcpSocket::new_v4().unwrap();
-        socket.bind((address, 0).into()).unwrap();
-        let mut socket = socket.connect(edge.addr).await.unwrap();
-        let join = format!(
-            "GET /ws?sale={sale} HTTP/1.1\r\nHost: edge\r\nConnection: Upgrade\r\n\
-             Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
-             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n{blank}\r\n\r\n"
-        );
-        socket.write_all(join.as_bytes()).await.unwrap();
-        let mut answer = vec![0u8; 4096];
-        let read = tokio::time::timeout(Duration::from_secs(10), socket.read(&mut answer));
-        let n = read.await.expect("the edge answers").unwrap();
-        let answer = String::from_utf8_lossy(&answer[..n]);
+        let path = format!("/ws?sale={sale}");
+        let extra = format!("{blank}\r\n");
+        let answer = hand_written_join(edge.addr, Some(address), &path, &extra).await;
         assert!(answer.starts_with("HTTP/1.1 429"), "{blank:?}: {answer}");
     }
 }

@@ -525,22 +525,13 @@ async fn an_addresss_places_coming_back_are_held_to_a_cap(db: sqlx::PgPool) {
 /// place that no cap of its address counted at the edge.
 #[sqlx::test(migrations = "../migrations")]
 async fn an_identity_in_a_subprotocol_line_past_ascii_is_still_checked(db: sqlx::PgPool) {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let app = TestApp::spawn(db).await;
     let sale = sale_with(&app, Door::default()).await;
     // Written by hand: a WebSocket client library will not send a header that is not text.
-    let join = format!(
-        "GET /ws?sale={sale} HTTP/1.1\r\nHost: gateway\r\nConnection: Upgrade\r\n\
-         Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
-         Sec-WebSocket-Protocol: floodgate, floodgate-identity.j\u{fc}nk\r\n\r\n"
-    );
-    let mut socket = tokio::net::TcpStream::connect(app.gateway).await.unwrap();
-    socket.write_all(join.as_bytes()).await.unwrap();
-    let mut answer = vec![0u8; 4096];
-    let read = tokio::time::timeout(Duration::from_secs(10), socket.read(&mut answer));
-    let n = read.await.expect("the gateway answers").unwrap();
-    let answer = String::from_utf8_lossy(&answer[..n]);
+    let offered = "Sec-WebSocket-Protocol: floodgate, floodgate-identity.j\u{fc}nk\r\n";
+    let path = format!("/ws?sale={sale}");
+    let answer =
+        floodgate_tests::client::hand_written_join(app.gateway, None, &path, offered).await;
     assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
     assert!(answer.contains("identity_malformed"), "{answer}");
 }
