@@ -14,7 +14,7 @@ use floodgate_protocol::same_secret;
 
 use crate::error::ApiError;
 use crate::extract::ReservationRef;
-use crate::gatekeeper::{PaymentStart, ReserveError, StoredReservation};
+use crate::gatekeeper::{PaymentStart, ReserveError, StartedPayment, StoredReservation};
 use crate::AppState;
 
 /// A stored reservation as its holder sees it.
@@ -82,14 +82,15 @@ pub async fn get_reservation(
 
 /// `POST /v1/sales/{sale}/reservations/{id}/payment` with `Authorization: Bearer <secret>`:
 /// starts paying for a held reservation. Answers 202 with the provider's checkout URL; the
-/// outcome arrives later by webhook, and `GET` on the reservation shows it.
+/// outcome arrives later by webhook, and `GET` on the reservation shows it. Started again while
+/// the hold lasts, it answers the same checkout without asking the provider again.
 #[utoipa::path(
     post,
     path = "/v1/sales/{sale}/reservations/{id}/payment",
     tag = "payments",
     params(crate::openapi::ReservationPath),
     responses(
-        (status = 202, description = "Started at the provider: send the payer to checkout_url.", body = PaymentStarted),
+        (status = 202, description = "Started at the provider (or started before, while the hold lasts: the same payment and checkout, the provider not asked again): send the payer to checkout_url.", body = PaymentStarted),
         crate::openapi::PaymentRefusals,
     ),
     security(("reservation_secret" = [])),
@@ -112,6 +113,26 @@ pub async fn start_payment(
         ));
     }
     let amount_minor = stored.fare_minor * i64::from(stored.seats);
+    let answer = |started: StartedPayment| {
+        (
+            StatusCode::ACCEPTED,
+            Json(PaymentStarted {
+                reservation_id: id.clone(),
+                payment_id: started.payment_id,
+                status: started.status,
+                checkout_url: started.checkout_url,
+                amount_minor,
+                currency: stored.currency.clone(),
+                hold_expires_at_ms: stored.hold_expires_at_ms,
+            }),
+        )
+    };
+    // Started already: the same checkout again, with no call to the provider (whose limits are
+    // the operator's account's, shared by every payer: a holder starting over and over would
+    // spend them for everyone) and the first checkout still the one that buys the hold.
+    if let Some(started) = stored.started.clone() {
+        return Ok(answer(started));
+    }
     let created = state
         .provider
         .create_payment(&CreatePayment {
@@ -129,37 +150,28 @@ pub async fn start_payment(
             )
         })?;
     // Only this payment, for exactly this amount, can buy the hold (confirm.lua).
+    let created = StartedPayment {
+        payment_id: created.payment_id,
+        checkout_url: created.checkout_url,
+        status: created.status,
+    };
     match state
         .gatekeeper
-        .start_payment(&sale, &pool, &id, &created.payment_id)
+        .start_payment(&sale, &pool, &id, &created)
         .await
         .map_err(ReserveError::from)?
     {
-        PaymentStart::Pending => {}
-        PaymentStart::NotHeld { state: now } => {
-            return Err(ApiError::new(
-                code::NOT_PAYABLE,
-                format!("this reservation is {now} now; only a held reservation can be paid"),
-            ))
-        }
-        PaymentStart::Unknown => {
-            return Err(ApiError::new(
-                code::UNKNOWN_RESERVATION,
-                "no such reservation".into(),
-            ))
-        }
-        PaymentStart::PoolUnavailable => return Err(ReserveError::PoolUnavailable.into()),
+        PaymentStart::Pending => Ok(answer(created)),
+        // Another start at the same moment was recorded first: its checkout is the one.
+        PaymentStart::Started(first) => Ok(answer(first)),
+        PaymentStart::NotHeld { state: now } => Err(ApiError::new(
+            code::NOT_PAYABLE,
+            format!("this reservation is {now} now; only a held reservation can be paid"),
+        )),
+        PaymentStart::Unknown => Err(ApiError::new(
+            code::UNKNOWN_RESERVATION,
+            "no such reservation".into(),
+        )),
+        PaymentStart::PoolUnavailable => Err(ReserveError::PoolUnavailable.into()),
     }
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(PaymentStarted {
-            reservation_id: id,
-            payment_id: created.payment_id,
-            status: created.status,
-            checkout_url: created.checkout_url,
-            amount_minor,
-            currency: stored.currency,
-            hold_expires_at_ms: stored.hold_expires_at_ms,
-        }),
-    ))
 }

@@ -147,6 +147,20 @@ pub fn negotiate(accept: Option<&str>) -> Encoding {
     }
 }
 
+/// Whether a static file's path is spelled the one way the edge keys its cache by: no empty,
+/// `.` or `..` segment, nothing percent-encoded, no folder. The edge passes the path on as it
+/// came, and keys its copy by the path made plain: `//`, `/./index.html` or `/%69ndex.html`
+/// would otherwise reach the folder, which serves the page as it is stored (with nothing
+/// configured filled in: no sign-in, no checkout), and the edge would keep that under the page's
+/// own key for everyone. Files are named plainly; only a stranger spells them otherwise.
+fn plainly_spelled(path: &str) -> bool {
+    !path.contains('%')
+        && path
+            .split('/')
+            .skip(1)
+            .all(|segment| !matches!(segment, "" | "." | ".."))
+}
+
 /// Caching headers for the static files: the page is revalidated on every load (it names the
 /// scripts), catalog JSON is fresh for a minute and servable stale for ten, scripts and styles
 /// for five minutes. Every file gets an ETag (from its modification time, size and encoding, as
@@ -156,6 +170,9 @@ pub(crate) async fn static_headers(
     next: axum::middleware::Next,
 ) -> Response {
     let path = request.uri().path().to_owned();
+    if !plainly_spelled(&path) {
+        return ApiError::new(code::NOT_FOUND, "no such file".into()).into_response();
+    }
     let if_none_match = request.headers().get(header::IF_NONE_MATCH).cloned();
     let mut response = next.run(request).await;
     // The folder's own refusals (a missing file, a path that tries to leave the folder, a

@@ -8,12 +8,16 @@
 //! control frame said it was longer than 125 bytes. A frame that short is the layer's own to
 //! refuse; the watch only tells the session which code a refusal of the layer's deserves.
 //!
-//! Every frame costs the gateway a parse (and a ping a pong written back), and the layer reads
-//! on through the fragments of a message before the session sees anything: a client sending
-//! millions of empty fragments or pings would take a core with nothing to show for it. So each
-//! connection has a budget of frames, [`FRAMES_AT_ONCE`] then [`FRAMES_PER_SEC`] (a person's
-//! client sends a pong every 15 s and a message now and then); past it the read fails, and the
-//! session closes with 1008 (policy violation).
+//! Every frame costs the gateway a parse, and the layer reads on through the fragments of a
+//! message before the session sees anything: a client sending millions of empty fragments would
+//! take a core with nothing to show for it. So each connection has a budget of frames,
+//! [`FRAMES_AT_ONCE`] then [`FRAMES_PER_SEC`] (a person's client sends a pong every 15 s and a
+//! message now and then). A frame that asks for an answer (a ping, or a message: the only one
+//! the protocol takes is its ping) costs a write besides, a system call each, so those have a
+//! far smaller budget of their own, [`ASKS_AT_ONCE`] then [`ASKS_PER_SEC`]: a new socket is
+//! cheap to a stranger (a join a fifth of a second on a sale with no puzzle), and with the frame
+//! budget alone each bought two thousand answers, milliseconds of a gateway's core. Past either,
+//! the read fails, and the session closes with 1008 (policy violation).
 
 use std::io;
 use std::pin::Pin;
@@ -30,6 +34,52 @@ const CONTROL_MAX: u64 = 125;
 pub const FRAMES_AT_ONCE: u32 = 2_048;
 /// Then this many a second.
 pub const FRAMES_PER_SEC: u32 = 16;
+/// Frames that ask for an answer (pings, messages) a connection may send at once: RFC 6455's
+/// tests send ten pings in a row, a person's page a ping now and then.
+pub const ASKS_AT_ONCE: u32 = 32;
+/// Then this many a second.
+pub const ASKS_PER_SEC: u32 = 2;
+
+/// A budget that comes back with time: `at_once`, then `per_sec`.
+struct Budget {
+    left: u32,
+    refilled: Instant,
+    at_once: u32,
+    per_sec: u32,
+}
+
+impl Budget {
+    fn new(at_once: u32, per_sec: u32) -> Self {
+        Self {
+            left: at_once,
+            refilled: Instant::now(),
+            at_once,
+            per_sec,
+        }
+    }
+
+    /// Takes one, refilling the budget by the time since the last refill (read only when it
+    /// runs out: most connections never look at the clock here again); `false` when none is
+    /// left.
+    fn take(&mut self) -> bool {
+        if self.left == 0 {
+            let now = Instant::now();
+            let ms = now.saturating_duration_since(self.refilled).as_millis();
+            let earned = ms * u128::from(self.per_sec) / 1_000;
+            if earned > 0 {
+                self.left = u32::try_from(earned).unwrap_or(u32::MAX).min(self.at_once);
+                self.refilled = now;
+            }
+        }
+        match self.left.checked_sub(1) {
+            Some(left) => {
+                self.left = left;
+                true
+            }
+            None => false,
+        }
+    }
+}
 
 /// A connection's incoming bytes, read through, with the headers of its frames followed.
 pub struct FrameWatch<T> {
@@ -43,9 +93,9 @@ pub struct FrameWatch<T> {
     payload_left: u64,
     /// A control frame announced more than 125 bytes.
     control_too_long: bool,
-    /// Frames the connection may still send, and when the budget was last refilled.
-    frames_left: u32,
-    refilled: Instant,
+    /// Frames the connection may still send, and of them those that ask for an answer.
+    frames: Budget,
+    asks: Budget,
     /// The connection sent more frames than its budget.
     flooded: bool,
 }
@@ -58,8 +108,8 @@ impl<T> FrameWatch<T> {
             have: 0,
             payload_left: 0,
             control_too_long: false,
-            frames_left: FRAMES_AT_ONCE,
-            refilled: Instant::now(),
+            frames: Budget::new(FRAMES_AT_ONCE, FRAMES_PER_SEC),
+            asks: Budget::new(ASKS_AT_ONCE, ASKS_PER_SEC),
             flooded: false,
         }
     }
@@ -69,23 +119,11 @@ impl<T> FrameWatch<T> {
         self.flooded
     }
 
-    /// Takes one frame from the budget, refilling it by the time since the last refill (read
-    /// only when it runs out: most connections never look at the clock here again).
-    fn take_frame(&mut self) {
-        if self.frames_left == 0 {
-            let now = Instant::now();
-            let ms = now.saturating_duration_since(self.refilled).as_millis();
-            let earned = ms * u128::from(FRAMES_PER_SEC) / 1_000;
-            if earned > 0 {
-                self.frames_left = u32::try_from(earned)
-                    .unwrap_or(u32::MAX)
-                    .min(FRAMES_AT_ONCE);
-                self.refilled = now;
-            }
-        }
-        match self.frames_left.checked_sub(1) {
-            Some(left) => self.frames_left = left,
-            None => self.flooded = true,
+    /// Takes one frame from the budgets: every frame from the first, one that asks for an
+    /// answer from the second as well.
+    fn take_frame(&mut self, asks: bool) {
+        if !self.frames.take() || (asks && !self.asks.take()) {
+            self.flooded = true;
         }
     }
 
@@ -108,17 +146,20 @@ impl<T> FrameWatch<T> {
             self.header[usize::from(self.have)] = bytes[0];
             self.have += 1;
             bytes = &bytes[1..];
-            if let Some((length, control)) = self.header_done() {
+            if let Some((length, opcode)) = self.header_done() {
                 self.have = 0;
                 self.payload_left = length;
-                self.control_too_long = control && length > CONTROL_MAX;
-                self.take_frame();
+                // Opcodes 0x8 to 0xF are control frames.
+                self.control_too_long = opcode & 0x08 != 0 && length > CONTROL_MAX;
+                // A ping, or the first frame of a text or binary message (a continuation adds
+                // to one; a pong or a close is answered once at most).
+                self.take_frame(matches!(opcode, 0x1 | 0x2 | 0x9));
             }
         }
     }
 
-    /// The payload length and whether it is a control frame, once the whole header is here.
-    fn header_done(&self) -> Option<(u64, bool)> {
+    /// The payload length and the opcode, once the whole header is here.
+    fn header_done(&self) -> Option<(u64, u8)> {
         if self.have < 2 {
             return None;
         }
@@ -138,8 +179,7 @@ impl<T> FrameWatch<T> {
             be[at..].copy_from_slice(&self.header[2..2 + usize::from(extended)]);
             u64::from_be_bytes(be)
         });
-        // Opcodes 0x8 to 0xF are control frames.
-        Some((length, first & 0x08 != 0))
+        Some((length, first & 0x0f))
     }
 }
 
@@ -230,18 +270,43 @@ mod tests {
         // A fragment's payload is not a frame, however many bytes it has.
         let mut long = FrameWatch::new(());
         long.follow(&[header(0x1, 100_000), vec![0; 100_000]].concat());
-        assert_eq!(long.frames_left, FRAMES_AT_ONCE - 1);
+        assert_eq!(long.frames.left, FRAMES_AT_ONCE - 1);
+    }
+
+    #[test]
+    fn frames_that_ask_for_an_answer_have_a_smaller_budget() {
+        // Pings, or messages begun: the budget of them, and then one more is a flood.
+        for asking in [header(0x9, 0), [header(0x1, 15), vec![b' '; 15]].concat()] {
+            let mut watch = FrameWatch::new(());
+            watch.follow(&asking.repeat(ASKS_AT_ONCE as usize));
+            assert!(!watch.flooded(), "the whole budget");
+            watch.follow(&asking);
+            assert!(watch.flooded(), "one past it");
+        }
+        // A message's continuations, pongs and a close answer nothing: the frames' budget only.
+        let mut watch = FrameWatch::new(());
+        let quiet = [
+            header(0x1, 0),
+            header(0x0, 0).repeat(100),
+            header(0xA, 0).repeat(100),
+        ];
+        watch.follow(&quiet.concat());
+        watch.follow(&header(0x8, 0));
+        assert!(!watch.flooded());
+        assert_eq!(watch.asks.left, ASKS_AT_ONCE - 1);
     }
 
     #[test]
     fn the_budget_comes_back_with_time() {
         let mut watch = FrameWatch::new(());
-        watch.frames_left = 0;
-        watch.refilled = Instant::now() - std::time::Duration::from_secs(2);
-        watch.follow(&header(0xA, 0));
+        let two_seconds_ago = Instant::now() - std::time::Duration::from_secs(2);
+        (watch.frames.left, watch.frames.refilled) = (0, two_seconds_ago);
+        (watch.asks.left, watch.asks.refilled) = (0, two_seconds_ago);
+        watch.follow(&header(0x9, 0));
         assert!(!watch.flooded());
         // Two seconds' worth, less the frame just sent.
-        assert_eq!(watch.frames_left, 2 * FRAMES_PER_SEC - 1);
+        assert_eq!(watch.frames.left, 2 * FRAMES_PER_SEC - 1);
+        assert_eq!(watch.asks.left, 2 * ASKS_PER_SEC - 1);
     }
 
     fn watched(chunks: &[&[u8]]) -> bool {

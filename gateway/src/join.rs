@@ -79,7 +79,11 @@ pub async fn join_queue(
     upgrade: Result<Upgrade, NotWebSocket>,
     origin: Result<SameSite, ApiError>,
 ) -> Result<Response, ApiError> {
-    // The query's errors come first: a plain HTTP request for an unknown sale hears of the sale.
+    // Another site's page, before anything is counted or taken (platform::origins): its bad
+    // joins would otherwise spend the allowance of its visitors' addresses (a carrier's, shared
+    // with thousands of people) from a site the stranger does not even have to be on.
+    origin?;
+    // The query's errors come next: a plain HTTP request for an unknown sale hears of the sale.
     // A made-up resume token costs a MAC, and its address.
     let request = JoinRequest::read(&state, params, carried.resume.as_deref())
         .map_err(|e| Entry::new(&state.limits, client).failed(e))?;
@@ -87,8 +91,6 @@ pub async fn join_queue(
         Ok(upgrade) => upgrade,
         Err(refusal) => return Ok(refusal.into_response()),
     };
-    // Another site's page, before anything is counted or taken (platform::origins).
-    origin?;
     let budget = gateway_slot(&state)?;
     let mut entry = Entry::new(&state.limits, client);
     let ctx = match state.live_room(&request.sale) {

@@ -32,6 +32,9 @@ struct Payment {
     refund_fails: bool,
     /// Webhook deliveries of this payment's events that the receiver acknowledged.
     delivered: u32,
+    /// Requests that asked for this payment to be created (a retry with its idempotency key
+    /// gets it again): what a real provider counts against the merchant's rate limits.
+    create_requests: u32,
 }
 
 #[derive(Clone)]
@@ -164,7 +167,7 @@ async fn create_payment(
             .clone(),
         None => new_id("pay"),
     };
-    let payment = sandbox
+    let mut payment = sandbox
         .payments
         .entry(id.clone())
         .or_insert_with(|| Payment {
@@ -178,8 +181,10 @@ async fn create_payment(
             status: "requires_payment".into(),
             refund_fails: false,
             delivered: 0,
-        })
-        .clone();
+            create_requests: 0,
+        });
+    payment.create_requests += 1;
+    let payment = payment.clone();
     let created = CreatedPayment {
         payment_id: id.clone(),
         status: payment.status,
@@ -194,6 +199,7 @@ async fn get_payment(State(sandbox): State<Sandbox>, Path(id): Path<String>) -> 
             "payment": p.object,
             "status": p.status,
             "webhooks_delivered": p.delivered,
+            "create_requests": p.create_requests,
         }))
         .into_response(),
         None => error(StatusCode::NOT_FOUND, "unknown_payment", "no such payment"),

@@ -140,6 +140,16 @@ pub fn kafka_brokers() -> String {
 }
 
 /// A short random name, for prefixes, topics, groups and sales.
+/// A payment started at a provider, as the gatekeeper records it: `payment_id`, with a checkout
+/// of its own name.
+pub fn started_payment(payment_id: &str) -> floodgate_booking::gatekeeper::StartedPayment {
+    floodgate_booking::gatekeeper::StartedPayment {
+        payment_id: payment_id.to_owned(),
+        checkout_url: format!("https://pay.example/{payment_id}"),
+        status: "requires_payment".to_owned(),
+    }
+}
+
 pub fn unique(prefix: &str) -> String {
     format!(
         "{prefix}{}",

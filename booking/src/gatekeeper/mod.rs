@@ -47,6 +47,7 @@ mod holds;
 mod layouts;
 mod ops;
 mod outcomes;
+mod paying;
 pub mod repair;
 mod replies;
 mod requests;
@@ -63,12 +64,12 @@ use floodgate_platform::replicas::{NotReplicated, Replication};
 use floodgate_platform::runtime::RedisConn;
 use floodgate_platform::script::LuaScript as _;
 use floodgate_platform::scripts::PoolLayout;
-use floodgate_protocol::reservation::ReservationState;
 
 pub use holds::{Hold, ReserveError};
 pub use ops::{SaleFigures, LATELY_MS};
 pub use replies::{
-    Abort, Ack, Confirmation, Expiry, PaymentStart, RefundVerdict, Release, StoredReservation,
+    Abort, Ack, Confirmation, Expiry, PaymentStart, RefundVerdict, Release, StartedPayment,
+    StoredReservation,
 };
 pub use requests::{Paid, ReserveRequest, WebhookTarget};
 pub use scripts::{preload, ATTEMPT_LIFETIME_MS};
@@ -295,72 +296,6 @@ impl Gatekeeper {
         .run(&mut self.redis.clone())
         .await?;
         Ok(expiry == Expiry::Expired)
-    }
-
-    /// Reads a reservation, with its pool's fare.
-    pub async fn reservation(
-        &self,
-        sale: &str,
-        pool: &str,
-        reservation_id: &str,
-    ) -> redis::RedisResult<Option<StoredReservation>> {
-        let keys = self.keys.pool(sale, pool);
-        let (fields, fare): (
-            std::collections::HashMap<String, String>,
-            (Option<i64>, Option<String>),
-        ) = redis::pipe()
-            .hgetall(keys.reservation(reservation_id))
-            .hget(keys.config(), &["fare_minor", "currency"])
-            .query_async(&mut self.redis.clone())
-            .await?;
-        if fields.is_empty() {
-            return Ok(None);
-        }
-        let get = |k: &str| fields.get(k).cloned().unwrap_or_default();
-        let int = |k: &str| get(k).parse::<i64>().unwrap_or(0);
-        let mut refunds: Vec<(String, String)> = fields
-            .iter()
-            .filter_map(|(k, v)| k.strip_prefix("refund:").map(|p| (p.to_owned(), v.clone())))
-            .collect();
-        refunds.sort();
-        let Some(state) = ReservationState::from_lua(&get("state")) else {
-            return Err(replies::odd_record(&get("state")));
-        };
-        Ok(Some(StoredReservation {
-            id: get("id"),
-            secret: get("secret"),
-            seats: int("seats") as u32,
-            state,
-            hold_expires_at_ms: int("expires_ms"),
-            reserved_at_ms: int("at_ms"),
-            payment_id: fields.get("payment_id").cloned(),
-            refunds,
-            fare_minor: fare.0.unwrap_or(0),
-            currency: fare.1.unwrap_or_default(),
-        }))
-    }
-
-    /// Records the payment started at the provider for a held reservation (`start_payment.lua`):
-    /// the one payment that may buy it (starting a payment changes no seat).
-    pub async fn start_payment(
-        &self,
-        sale: &str,
-        pool: &str,
-        reservation_id: &str,
-        payment_id: &str,
-    ) -> redis::RedisResult<PaymentStart> {
-        let keys = self.keys.pool(sale, pool);
-        let started = scripts::StartPayment {
-            pool: PoolLayout::new(&keys, reservation_id),
-            unused: keys.relay(),
-            payment_id,
-        }
-        .run(&mut self.redis.clone())
-        .await?;
-        self.pool_replicated(sale, pool)
-            .await
-            .map_err(not_replicated)?;
-        Ok(started)
     }
 }
 

@@ -74,6 +74,8 @@ impl FromStrings for Abort {
 pub enum PaymentStart {
     /// The payment is recorded as the one that may buy the hold.
     Pending,
+    /// Another was recorded first (a start at the same moment): that one may buy the hold.
+    Started(StartedPayment),
     NotHeld {
         state: ReservationState,
     },
@@ -86,6 +88,11 @@ impl FromStrings for PaymentStart {
     fn from_strings(reply: &[String]) -> Option<Self> {
         Some(match reply.first()?.as_str() {
             "pending" => Self::Pending,
+            "started" => Self::Started(StartedPayment {
+                payment_id: reply.get(1)?.clone(),
+                checkout_url: reply.get(2)?.clone(),
+                status: reply.get(3)?.clone(),
+            }),
             "not_held" => Self::NotHeld {
                 state: ReservationState::from_lua(reply.get(1)?)?,
             },
@@ -233,6 +240,14 @@ pub(super) fn odd_record(state: &str) -> redis::RedisError {
     ))
 }
 
+/// A payment started at the provider for a hold: where its payer completes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartedPayment {
+    pub payment_id: String,
+    pub checkout_url: String,
+    pub status: String,
+}
+
 /// A reservation as stored in Redis.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredReservation {
@@ -243,6 +258,8 @@ pub struct StoredReservation {
     pub hold_expires_at_ms: UnixMillis,
     pub reserved_at_ms: UnixMillis,
     pub payment_id: Option<String>,
+    /// The payment started for it at the provider, the one that may buy it.
+    pub started: Option<StartedPayment>,
     /// Refunds by payment id: `pending`, `succeeded` or `failed`.
     pub refunds: Vec<(String, String)>,
     pub fare_minor: i64,

@@ -76,6 +76,9 @@ struct Reservation {
     state: State,
     /// The payment that bought it.
     payment: Option<String>,
+    /// The payment started for it, the one that may buy it (the first started: a second start
+    /// is answered with it).
+    started: Option<String>,
 }
 
 /// Webhook deliveries made so far, to be delivered again: (reservation, payment, event, success).
@@ -297,6 +300,7 @@ impl World {
             hold,
             state: State::Held,
             payment: None,
+            started: None,
         });
         self.reservations.len() - 1
     }
@@ -644,7 +648,7 @@ impl World {
         }
         // The seat comes back (its payment failed), and Y, X's retry, takes it.
         let payment = self.fresh("pay");
-        self.start_payment(holder, &payment).await;
+        let payment = self.start_payment(holder, &payment).await;
         let event = self.fresh("evt");
         let released = self
             .gatekeeper
@@ -666,14 +670,27 @@ impl World {
         format!("refusal races a returned seat in {pool}")
     }
 
-    async fn start_payment(&self, i: usize, payment: &str) {
+    /// Starts `payment` for hold `i`: the payment that may buy it now (the one started first).
+    async fn start_payment(&mut self, i: usize, payment: &str) -> String {
         let r = &self.reservations[i];
-        let started = self
+        let candidate = floodgate_tests::started_payment(payment);
+        let got = self
             .gatekeeper
-            .start_payment(&self.sale, r.pool, &r.hold.reservation_id, payment)
+            .start_payment(&self.sale, r.pool, &r.hold.reservation_id, &candidate)
             .await
             .unwrap();
-        assert_eq!(started, PaymentStart::Pending);
+        match r.started.clone() {
+            Some(first) => {
+                let expected = PaymentStart::Started(floodgate_tests::started_payment(&first));
+                assert_eq!(got, expected, "a second start of {i}");
+                first
+            }
+            None => {
+                assert_eq!(got, PaymentStart::Pending);
+                self.reservations[i].started = Some(payment.to_owned());
+                payment.to_owned()
+            }
+        }
     }
 
     /// Applies what `confirm.lua` must do to the model, and checks the answer.
@@ -717,12 +734,12 @@ impl World {
     async fn confirm(&mut self, i: usize, rng: &mut StdRng) -> String {
         let held = self.reservations[i].state == State::Held;
         // Sometimes the payment that already bought the seat again, under a new event id.
-        let payment = match (&self.reservations[i].payment, rng.gen_bool(0.3)) {
+        let mut payment = match (&self.reservations[i].payment, rng.gen_bool(0.3)) {
             (Some(p), true) => p.clone(),
             _ => self.fresh("pay"),
         };
         if held {
-            self.start_payment(i, &payment).await;
+            payment = self.start_payment(i, &payment).await;
         }
         // Sometimes the started payment, but for the wrong amount: refunded, the hold stays.
         let right = !rng.gen_bool(0.2);
@@ -746,12 +763,12 @@ impl World {
     }
 
     async fn fail(&mut self, i: usize, rng: &mut StdRng) -> String {
-        let payment = self.fresh("pay");
+        let mut payment = self.fresh("pay");
         let held = self.reservations[i].state == State::Held;
         // Sometimes the failure of a payment that is not the one started: it changes nothing.
         let current = held && rng.gen_bool(0.8);
         if current {
-            self.start_payment(i, &payment).await;
+            payment = self.start_payment(i, &payment).await;
         }
         let event = self.fresh("evt");
         let got = self
@@ -835,10 +852,10 @@ impl World {
     }
 
     async fn race_confirm_and_expiry(&mut self, i: usize) -> String {
-        let payment = self.fresh("pay");
+        let mut payment = self.fresh("pay");
         let was_held = self.reservations[i].state == State::Held;
         if was_held {
-            self.start_payment(i, &payment).await;
+            payment = self.start_payment(i, &payment).await;
         }
         self.make_due(i).await;
         let event = self.fresh("evt");

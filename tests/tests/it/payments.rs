@@ -168,6 +168,38 @@ async fn start_payment(app: &TestApp, b: &Booked) -> (u16, Value) {
     .await
 }
 
+/// Starting a payment again while the hold lasts (a payer's second click, or a stranger holding
+/// the reservation's secret, at its allowance, for the hold's minutes) answers the first
+/// checkout and asks the provider nothing: its rate limits are the operator's account's, shared
+/// by every payer. Before, each start was a call to the provider (which answered the same
+/// payment, by its idempotency key).
+#[sqlx::test(migrations = "../migrations")]
+async fn a_payment_started_again_asks_the_provider_nothing(db: sqlx::PgPool) {
+    let app = TestApp::spawn(db).await;
+    let b = book(&app, 300).await;
+    let (status, first) = start_payment(&app, &b).await;
+    assert_eq!(status, 202, "{first}");
+    for _ in 0..3 {
+        let (status, again) = start_payment(&app, &b).await;
+        assert_eq!(status, 202, "{again}");
+        assert_eq!(again, first);
+    }
+    // The payer completes it (starting once more, as the page does): the payment that buys it.
+    let payment = pay(&app, &b, json!({"outcome": "succeed"})).await;
+    assert_eq!(first["payment_id"], payment.as_str());
+    status_becomes(&app, &b, "confirmed").await;
+    let seen: Value = app
+        .http
+        .get(format!("http://{}/v1/payments/{payment}", app.sandbox))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(seen["create_requests"], 1, "{seen}");
+}
+
 #[sqlx::test(migrations = "../migrations")]
 async fn a_failed_payment_releases_the_seat(db: sqlx::PgPool) {
     let app = TestApp::spawn(db).await;

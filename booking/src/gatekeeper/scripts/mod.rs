@@ -139,6 +139,8 @@ floodgate_platform::lua_script! {
         }
         args {
             payment_id: &'a str = "the provider's payment id",
+            checkout_url: &'a str = "where the payer completes it",
+            status: &'a str = "the provider's status of it",
         }
     }
 }

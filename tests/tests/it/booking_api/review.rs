@@ -155,7 +155,12 @@ async fn defect_07_a_refusal_racing_a_same_key_retry_never_frees_a_token_that_ho
     // The held seat comes back (its payment failed)...
     let held = first.reservation_id.as_str();
     direct
-        .start_payment(&sale, "p1", held, "pay-failed")
+        .start_payment(
+            &sale,
+            "p1",
+            held,
+            &floodgate_tests::started_payment("pay-failed"),
+        )
         .await
         .unwrap();
     let target = WebhookTarget {

@@ -1,9 +1,9 @@
 //! What the shipped edge (`deploy/nginx/cdn.conf`) answers from its cache: the same copy for
 //! everyone, which nothing a stranger sends may spoil.
 
-use floodgate_tests::{unique, TestApp};
+use floodgate_tests::TestApp;
 
-use super::edge::{shipped_edge, shipped_edge_with, shrunk};
+use super::edge::{shipped_edge, shipped_edge_with, shrunk, with_the_page};
 
 /// A sale's puzzle, seat counts and summary are kept by path alone (the query changes none of
 /// them), and the origin refuses any query on them (400 `unknown_parameter`). A request with a
@@ -62,14 +62,7 @@ async fn a_query_on_a_cached_document_never_reaches_the_origin_to_refresh_it(db:
 /// the summary were never kept: each load a miss, counted and queued on the cache's lock.
 #[sqlx::test(migrations = "../migrations")]
 async fn answers_from_the_edges_cache_are_never_refused_for_their_address(db: sqlx::PgPool) {
-    let site = std::env::temp_dir().join(unique("floodgate-page-"));
-    std::fs::create_dir_all(&site).unwrap();
-    floodgate_tests::copy_page(&site);
-    let options = floodgate_tests::TestOptions {
-        static_dir: Some(site),
-        ..floodgate_tests::TestOptions::default()
-    };
-    let app = TestApp::spawn_with(db, options).await;
+    let app = with_the_page(db).await;
     let sale = app.pending_sale("edge-cached-").await;
     let edge = shipped_edge_with(&app, &shrunk("floodgate_pages", "2r/m", 4)).await;
     let http = reqwest::Client::new();
@@ -98,4 +91,34 @@ async fn answers_from_the_edges_cache_are_never_refused_for_their_address(db: sq
             .any(|(status, body)| *status == 429 && body.contains("too_many_requests")),
         "{misses:?}"
     );
+}
+
+/// The page spelled otherwise (`//`, `/%69ndex.html`: the edge keys its copy by the path made
+/// plain, and passes the path on as it came) never puts anything but the page in the page's
+/// place in the edge's cache. Before, the gateway's folder of static files answered such a path
+/// with the page as stored, nothing configured filled in (no sign-in, no checkout, the scripts'
+/// plain names), and whoever asked first on a new edge, or after the copy's second, gave that to
+/// everyone loading the page.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_page_spelled_otherwise_never_takes_the_pages_place_in_the_cache(db: sqlx::PgPool) {
+    let app = with_the_page(db).await;
+    let http = reqwest::Client::new();
+    let page = |url: String| {
+        let http = http.clone();
+        async move {
+            let answer = http.get(url).send().await.unwrap();
+            (answer.status().as_u16(), answer.text().await.unwrap())
+        }
+    };
+    let served = page(format!("http://{}/", app.gateway)).await;
+    assert_eq!(served.0, 200);
+    let edge = shipped_edge(&app).await;
+    for (odd, plain) in [("//", "/"), ("/%69ndex.html", "/index.html")] {
+        let (status, body) = page(edge.url(odd)).await;
+        assert!(
+            status != 200 || body == served.1,
+            "{odd}: the page as stored, not as served"
+        );
+        assert_eq!(page(edge.url(plain)).await, served, "{plain} after {odd}");
+    }
 }

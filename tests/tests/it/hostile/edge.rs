@@ -4,7 +4,7 @@
 //! from one address refused by a real nginx before the booking service hears of it.
 
 use floodgate_tests::edge::Edge;
-use floodgate_tests::{unique, SaleSpec, TestApp};
+use floodgate_tests::{unique, SaleSpec, TestApp, TestOptions};
 
 /// Every location block of `conf` but the named ones (`@...`, internal), with its body.
 fn public_locations(conf: &str) -> Vec<(String, String)> {
@@ -388,6 +388,18 @@ pub(super) fn shrunk(zone: &str, rate: &str, burst: u32) -> [(String, String); 2
 /// Whether `answer` is the edge's own refusal (429 `too_many_requests`), not a service's.
 pub(super) async fn refused_at_the_edge(answer: reqwest::Response) -> bool {
     answer.status() == 429 && answer.text().await.unwrap().contains("too_many_requests")
+}
+
+/// The services with the page to serve (about 5 KB, the same for everyone).
+pub(super) async fn with_the_page(db: sqlx::PgPool) -> TestApp {
+    let site = std::env::temp_dir().join(unique("floodgate-page-"));
+    std::fs::create_dir_all(&site).unwrap();
+    floodgate_tests::copy_page(&site);
+    let options = TestOptions {
+        static_dir: Some(site),
+        ..TestOptions::default()
+    };
+    TestApp::spawn_with(db, options).await
 }
 
 /// The shipped edge in front of `app`, each of `changes` (a text of cdn.conf, and what it

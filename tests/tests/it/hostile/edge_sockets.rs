@@ -6,12 +6,12 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
-use floodgate_tests::{eventually, unique, TestApp, TestOptions};
+use floodgate_tests::{eventually, unique, TestApp};
 use tokio::io::AsyncWriteExt as _;
 
 use floodgate_tests::client::hand_written_join;
 
-use super::edge::{refused_at_the_edge, shipped_edge_with};
+use super::edge::{refused_at_the_edge, shipped_edge_with, with_the_page};
 
 /// A webhook delivery whose body never comes: the one location the edge limits by no rate.
 const HELD_OPEN: &[u8] = b"POST /v1/payments/webhook HTTP/1.1\r\nHost: edge\r\n\
@@ -24,18 +24,6 @@ fn cap(n: u32) -> [(String, String); 1] {
         SHIPPED_CAP.to_owned(),
         format!("limit_conn floodgate_conn_requests {n};"),
     )]
-}
-
-/// The services with the page to serve (about 5 KB, the same for everyone).
-async fn with_the_page(db: sqlx::PgPool) -> TestApp {
-    let site = std::env::temp_dir().join(unique("floodgate-page-"));
-    std::fs::create_dir_all(&site).unwrap();
-    floodgate_tests::copy_page(&site);
-    let options = TestOptions {
-        static_dir: Some(site),
-        ..TestOptions::default()
-    };
-    TestApp::spawn_with(db, options).await
 }
 
 /// A client at `address`: someone behind that address.

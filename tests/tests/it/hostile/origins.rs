@@ -122,3 +122,35 @@ async fn a_deployment_names_the_origins_it_serves(db: sqlx::PgPool) {
     let (status, body) = reserve_from(&app, app.booking, &sale, &token, Some(site)).await;
     assert_eq!(status, 201, "{body}");
 }
+
+/// Another site's page that sends its visitors' joins malformed (a nonce that is no nonce, a
+/// made-up resume token) is refused for its origin, and spends nothing of their address: the
+/// people behind it (a carrier's address, thousands of them) still join from the sale's own
+/// page. Before, a bad join's query was read first, and each charged the address's allowance
+/// (one join a second here) before the origin was looked at.
+#[sqlx::test(migrations = "../migrations")]
+async fn another_sites_bad_joins_spend_nothing_of_their_visitors_address(db: sqlx::PgPool) {
+    let app = TestApp::spawn_with(
+        db,
+        TestOptions {
+            joins_per_sec_per_ip: 1,
+            ..TestOptions::default()
+        },
+    )
+    .await;
+    let sale = app.pending_sale("origin-").await;
+    let bad_nonce = format!("{}&nonce=zz", app.ws_url(&sale));
+    let foreign = [("origin", FOREIGN)];
+    let made_up = [("origin", FOREIGN), ("floodgate-resume", "made-up")];
+    for _ in 0..5 {
+        for (url, headers) in [
+            (&bad_nonce, &foreign[..]),
+            (&app.ws_url(&sale), &made_up[..]),
+        ] {
+            let refused = floodgate_tests::client::RoomClient::refusal(url, headers).await;
+            assert_eq!(refused, (403, "origin_forbidden".to_owned()));
+        }
+    }
+    let own = format!("http://{}", app.gateway);
+    assert_eq!(join_from(&app, &sale, Some(&own)).await, Ok(()));
+}

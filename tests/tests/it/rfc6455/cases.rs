@@ -5,7 +5,7 @@
 //! `{"type":"pong"}`; a valid message the protocol does not take is closed with its documented
 //! 4400, which a case tells apart from the RFC's 1002 and 1007.
 
-use floodgate_gateway::frame_watch::FRAMES_AT_ONCE;
+use floodgate_gateway::frame_watch::{ASKS_AT_ONCE, FRAMES_AT_ONCE};
 use floodgate_protocol::ws::{close, MAX_CLIENT_MESSAGE};
 
 use super::wire::{header, Frame, BINARY, CLOSE, CONTINUATION, PING, PONG, TEXT};
@@ -565,6 +565,23 @@ pub fn limits() -> Vec<Case> {
                     .chain((0..FRAMES_AT_ONCE).map(|_| fragment(CONTINUATION, &[], false)))
                     .collect(),
             ),
+            vec![Failed(close::POLICY_VIOLATION)],
+        ),
+        // Not the suite's either: a ping or a message asks for an answer written back, a system
+        // call, so those have a budget far smaller than the frames'. Before it, a new socket
+        // (one a fifth of a second, on a sale with no puzzle) bought two thousand answers.
+        case(
+            "9.8 more pings than a session may send at once",
+            frames(
+                (0..=ASKS_AT_ONCE)
+                    .map(|i| Frame::new(PING, i.to_string().into_bytes()))
+                    .collect(),
+            ),
+            vec![Failed(close::POLICY_VIOLATION)],
+        ),
+        case(
+            "9.9 more messages than a session may send at once (the protocol's ping)",
+            frames((0..=ASKS_AT_ONCE).map(|_| Frame::text(ping())).collect()),
             vec![Failed(close::POLICY_VIOLATION)],
         ),
     ]

@@ -51,9 +51,14 @@ async fn defect_11_no_pool_script_changes_anything_when_its_config_is_missing(db
         amount_minor: 150_000,
         currency: "INR",
     };
-    g.start_payment(&sale, "p1", &ids[1], "pay-1")
-        .await
-        .unwrap();
+    g.start_payment(
+        &sale,
+        "p1",
+        &ids[1],
+        &floodgate_tests::started_payment("pay-1"),
+    )
+    .await
+    .unwrap();
     g.confirm(&sold, &paid("pay-1")).await.unwrap();
     let twice = WebhookTarget {
         event: "evt-twice",
@@ -133,7 +138,16 @@ async fn defect_11_no_pool_script_changes_anything_when_its_config_is_missing(db
         ),
         (
             "start_payment",
-            format!("{:?}", g.start_payment(&sale, "p1", &ids[0], "pay-5").await),
+            format!(
+                "{:?}",
+                g.start_payment(
+                    &sale,
+                    "p1",
+                    &ids[0],
+                    &floodgate_tests::started_payment("pay-5")
+                )
+                .await
+            ),
         ),
         ("reserve", {
             let fresh = claims(&app, &app.token(&sale, 9, 1, 60_000));
