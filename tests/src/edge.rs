@@ -39,9 +39,25 @@ impl Edge {
             std::path::Path::new(NGINX).exists(),
             "{NGINX} is missing: deploy/stack.sh up installs it"
         );
+        // A port handed out free can still be taken by another test's listener in the moment
+        // before nginx binds it: nginx then stops ("Address already in use"), and is started
+        // again on another.
+        for _ in 0..3 {
+            if let Some(edge) = Self::try_start(gateways, booking, template).await {
+                return edge;
+            }
+        }
+        panic!("nginx found its port taken three times over");
+    }
+
+    /// Starts nginx on a free port: `None` if another listener took the port first.
+    async fn try_start(
+        gateways: &[SocketAddr],
+        booking: SocketAddr,
+        template: &std::path::Path,
+    ) -> Option<Edge> {
         // Below the ephemeral range (crate::gateways::free_port): a port bound to 0 and let go
-        // could be taken by another test's listener before nginx binds it, and this test would
-        // then talk to that test's edge, with its limits.
+        // could be taken by any outgoing connection.
         let addr = crate::gateways::free_port();
         let dir = std::env::temp_dir().join(unique("floodgate-edge-"));
         std::fs::create_dir_all(&dir).unwrap();
@@ -54,7 +70,7 @@ impl Edge {
         };
         let nginx = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/nginx");
         // Its errors go to its stderr (as in a container): kept in error.log here.
-        let log = std::fs::File::create(dir.join("error.log")).unwrap();
+        let log = dir.join("error.log");
         let child = Command::new(nginx.join("edge.sh"))
             .env("PATH", "/usr/sbin:/usr/bin:/bin")
             .env("FLOODGATE_EDGE_LISTEN", addr.to_string())
@@ -65,20 +81,34 @@ impl Edge {
             .env("FLOODGATE_EDGE_KEY", crate::edge_key())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(log)
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .expect("edge.sh starts nginx");
-        let edge = Edge { addr, dir, child };
+        let mut edge = Edge { addr, dir, child };
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while tokio::net::TcpStream::connect(addr).await.is_err() {
+        // Listening, and this nginx (edge.sh execs it): it writes its pid once its sockets are
+        // bound. Another test's listener on the port would answer the connect alone, and this
+        // test would then talk to it, with other limits or none.
+        let pid = edge.child.id().to_string();
+        while std::fs::read_to_string(edge.dir.join("nginx.pid"))
+            .map_or(true, |written| written.trim() != pid)
+            || tokio::net::TcpStream::connect(addr).await.is_err()
+        {
+            if let Ok(Some(status)) = edge.child.try_wait() {
+                let said = std::fs::read_to_string(&log).unwrap_or_default();
+                if said.contains("Address already in use") {
+                    return None;
+                }
+                panic!("nginx stopped ({status}): {said}");
+            }
             assert!(
                 tokio::time::Instant::now() < deadline,
                 "nginx did not listen; see {}",
-                edge.dir.join("error.log").display()
+                log.display()
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        edge
+        Some(edge)
     }
 
     pub fn url(&self, path: &str) -> String {
