@@ -46,9 +46,11 @@ for k = 8, #KEYS, 2 do
     ARGV[r], ARGV[r + 1], ARGV[r + 2], ARGV[r + 3], ARGV[r + 4], ARGV[r + 5], ARGV[r + 6],
     ARGV[r + 7], ARGV[r + 8], ARGV[r + 9]
   r = r + 10
-  -- A record Redis still has (a pool that lost only some writes) keeps its secret and its
-  -- Idempotency-Key: its holder can still read, pay and replay it.
-  local kept = redis.call('HMGET', KEYS[k], 'secret', 'idem')
+  -- A record Redis still has (a pool that lost only some writes) keeps its secret, its
+  -- Idempotency-Key and the payment started for it: its holder can still read, pay and replay
+  -- it, and the checkout they were sent to still buys it.
+  local kept = redis.call('HMGET', KEYS[k], 'secret', 'idem', 'pending_payment_id',
+    'pending_checkout_url', 'pending_status')
   local idem = ''
   if kept[1] then
     secret, idem = kept[1], kept[2] or ''
@@ -59,6 +61,10 @@ for k = 8, #KEYS, 2 do
     'ticket', ticket, 'expires_ms', expires, 'at_ms', at, 'state', state, 'durable', '1')
   if payment ~= '' then
     redis.call('HSET', KEYS[k], 'payment_id', payment)
+  end
+  if kept[3] and kept[4] then
+    redis.call('HSET', KEYS[k], 'pending_payment_id', kept[3], 'pending_checkout_url', kept[4],
+      'pending_status', kept[5] or '')
   end
   if buyer ~= '' then
     redis.call('HSET', KEYS[k], 'buyer', buyer)

@@ -5,7 +5,8 @@
 -- checkout a payer was sent to is ever orphaned, and the provider is asked once a hold.
 --
 -- KEYS: see lib.lua; KEYS[9] is not used.
--- ARGV[1] the provider's payment id, ARGV[2] its checkout URL, ARGV[3] its status
+-- ARGV[1] the provider's payment id   ARGV[2] where the payer completes it
+-- ARGV[3] the provider's status of it
 --
 -- Returns {"pending"} when recorded, {"started", payment id, checkout URL, status} for one
 -- recorded before, {"not_held", state} for a reservation that is no longer held, {"unknown"}
@@ -18,7 +19,12 @@ if rec.state ~= 'held' then
   return {'not_held', rec.state}
 end
 if rec.pending_payment_id and rec.pending_checkout_url then
-  return {'started', rec.pending_payment_id, rec.pending_checkout_url, rec.pending_status or ''}
+  -- Written again as it is: the caller's wait for the replicas then covers it, so a start
+  -- answered 202 is one a failover keeps, even when the first start's own wait failed.
+  local status = rec.pending_status or ''
+  redis.call('HSET', K.rsv, 'pending_payment_id', rec.pending_payment_id, 'pending_checkout_url',
+    rec.pending_checkout_url, 'pending_status', status)
+  return {'started', rec.pending_payment_id, rec.pending_checkout_url, status}
 end
 redis.call('HSET', K.rsv, 'pending_payment_id', ARGV[1], 'pending_checkout_url', ARGV[2],
   'pending_status', ARGV[3])

@@ -129,31 +129,12 @@ pub async fn start_payment(
     };
     // Started already: the same checkout again, with no call to the provider (whose limits are
     // the operator's account's, shared by every payer: a holder starting over and over would
-    // spend them for everyone) and the first checkout still the one that buys the hold.
-    if let Some(started) = stored.started.clone() {
-        return Ok(answer(started));
-    }
-    let created = state
-        .provider
-        .create_payment(&CreatePayment {
-            reference: id.clone(),
-            sale: sale.clone(),
-            amount_minor,
-            currency: stored.currency.clone(),
-        })
-        .await
-        .map_err(|e| {
-            tracing::warn!(error = %e, "payment provider call failed");
-            ApiError::new(
-                code::PAYMENT_PROVIDER_UNAVAILABLE,
-                "the payment provider is unavailable; retry shortly".into(),
-            )
-        })?;
-    // Only this payment, for exactly this amount, can buy the hold (confirm.lua).
-    let created = StartedPayment {
-        payment_id: created.payment_id,
-        checkout_url: created.checkout_url,
-        status: created.status,
+    // spend them for everyone) and the first checkout still the one that buys the hold. The
+    // script still runs, for the wait on the replicas that a 202 promises. Only the payment
+    // recorded, for exactly this amount, can buy the hold (confirm.lua).
+    let created = match stored.started.clone() {
+        Some(started) => started,
+        None => create(&state, &sale, &id, amount_minor, &stored.currency).await?,
     };
     match state
         .gatekeeper
@@ -162,7 +143,8 @@ pub async fn start_payment(
         .map_err(ReserveError::from)?
     {
         PaymentStart::Pending => Ok(answer(created)),
-        // Another start at the same moment was recorded first: its checkout is the one.
+        // Recorded before (by an earlier start, or another at the same moment): its checkout
+        // is the one.
         PaymentStart::Started(first) => Ok(answer(first)),
         PaymentStart::NotHeld { state: now } => Err(ApiError::new(
             code::NOT_PAYABLE,
@@ -174,4 +156,35 @@ pub async fn start_payment(
         )),
         PaymentStart::PoolUnavailable => Err(ReserveError::PoolUnavailable.into()),
     }
+}
+
+/// Creates the payment at the provider (idempotent by the reservation's id there too).
+async fn create(
+    state: &AppState,
+    sale: &str,
+    id: &str,
+    amount_minor: i64,
+    currency: &str,
+) -> Result<StartedPayment, ApiError> {
+    let created = state
+        .provider
+        .create_payment(&CreatePayment {
+            reference: id.to_owned(),
+            sale: sale.to_owned(),
+            amount_minor,
+            currency: currency.to_owned(),
+        })
+        .await
+        .map_err(|e| {
+            tracing::warn!(error = %e, "payment provider call failed");
+            ApiError::new(
+                code::PAYMENT_PROVIDER_UNAVAILABLE,
+                "the payment provider is unavailable; retry shortly".into(),
+            )
+        })?;
+    Ok(StartedPayment {
+        payment_id: created.payment_id,
+        checkout_url: created.checkout_url,
+        status: created.status,
+    })
 }

@@ -58,11 +58,15 @@ impl Budget {
         }
     }
 
-    /// Takes one, refilling the budget by the time since the last refill (read only when it
-    /// runs out: most connections never look at the clock here again); `false` when none is
-    /// left.
+    /// Takes one, refilling the budget by the time since it was last full or refilled (the
+    /// clock is read when a full budget is first spent and when it runs out: most connections
+    /// read it a few times); `false` when none is left. Counted from the last refill alone, a
+    /// budget full after a quiet spell and then spent would earn that spell's worth at once,
+    /// twice the burst back to back.
     fn take(&mut self) -> bool {
-        if self.left == 0 {
+        if self.left == self.at_once {
+            self.refilled = Instant::now();
+        } else if self.left == 0 {
             let now = Instant::now();
             let ms = now.saturating_duration_since(self.refilled).as_millis();
             let earned = ms * u128::from(self.per_sec) / 1_000;
@@ -294,6 +298,21 @@ mod tests {
         watch.follow(&header(0x8, 0));
         assert!(!watch.flooded());
         assert_eq!(watch.asks.left, ASKS_AT_ONCE - 1);
+    }
+
+    #[test]
+    fn a_quiet_spell_earns_no_more_than_the_burst() {
+        // Sixty seconds quiet with a full budget: the burst, and one more is a flood.
+        let mut watch = FrameWatch::new(());
+        watch.asks.refilled = Instant::now() - std::time::Duration::from_secs(60);
+        let ping = header(0x9, 0);
+        watch.follow(&ping.repeat(ASKS_AT_ONCE as usize));
+        assert!(!watch.flooded(), "the burst");
+        watch.follow(&ping);
+        assert!(
+            watch.flooded(),
+            "one past it, however long the quiet before"
+        );
     }
 
     #[test]

@@ -139,7 +139,6 @@ pub fn kafka_brokers() -> String {
     std::env::var("FLOODGATE_TEST_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".into())
 }
 
-/// A short random name, for prefixes, topics, groups and sales.
 /// A payment started at a provider, as the gatekeeper records it: `payment_id`, with a checkout
 /// of its own name.
 pub fn started_payment(payment_id: &str) -> floodgate_booking::gatekeeper::StartedPayment {
@@ -150,6 +149,7 @@ pub fn started_payment(payment_id: &str) -> floodgate_booking::gatekeeper::Start
     }
 }
 
+/// A short random name, for prefixes, topics, groups and sales.
 pub fn unique(prefix: &str) -> String {
     format!(
         "{prefix}{}",

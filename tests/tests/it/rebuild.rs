@@ -220,3 +220,57 @@ async fn a_rebuilt_hold_gives_its_buyers_seats_back_when_it_expires() {
     )
     .await;
 }
+
+/// A pool that lost only its state, not its reservation records, rebuilt while a payer is at the
+/// provider's checkout: the payment they were sent to still buys the hold. Before, the rebuild
+/// rewrote each record it kept without the payment started for it, and the payment, arriving
+/// after, was refunded as one nobody started (`unexpected_payment`), the hold left to lapse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkout_begun_before_a_rebuild_still_buys_the_hold() {
+    let (url, db) = fresh_database().await;
+    let app = TestApp::spawn(db.clone()).await;
+    let sale = unique("rebuild-paying-");
+    let spec = SaleSpec {
+        pools: vec![("p1".into(), 4)],
+        opens_in: Duration::from_millis(500),
+        ..SaleSpec::default()
+    };
+    app.create_sale(&sale, &spec).await;
+    app.until_open(&sale).await;
+    let held = reserve(&app, &sale, 1).await.expect("201");
+    let started = app
+        .booking_client()
+        .start_payment(&sale, &held.reservation_id, &held.secret)
+        .await
+        .expect("the payment starts");
+    eventually(
+        "the hold in PostgreSQL",
+        Duration::from_secs(30),
+        || async { rows(&db, "PENDING_PAYMENT").await == 1 },
+    )
+    .await;
+
+    // Redis loses the pool's state; its reservation record survives.
+    let _: () = redis::cmd("DEL")
+        .arg(app.keys.pool(&sale, "p1").config())
+        .query_async(&mut app.redis.clone())
+        .await
+        .unwrap();
+    let (code, said) = app.booking_command(&url, &["sale", "rebuild", &sale, "p1"]);
+    assert_eq!(code, 0, "{said}");
+
+    floodgate_client::booking::sandbox_checkout(
+        &app.http,
+        app.sandbox,
+        &started.payment_id,
+        &serde_json::json!({ "outcome": "succeed" }),
+    )
+    .await
+    .expect("the sandbox takes the checkout");
+    eventually(
+        "the payment buys the hold",
+        Duration::from_secs(30),
+        || async { rows(&db, "CONFIRMED").await == 1 },
+    )
+    .await;
+}
