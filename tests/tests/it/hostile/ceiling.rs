@@ -67,6 +67,13 @@ async fn a_strangers_junk_answers_at_the_ceiling_do_not_refuse_its_peoples_solve
     // A puzzle of the hundred seconds before the edge's clock's (an answer begun as the clock
     // turned) is proven work too. Before, it was counted with the junk and refused 429. (At one
     // turn in a thousand three digits carry and the edge cannot tell: then this is not asked.)
+    // Begun early enough in the clock's hundred seconds that it has not turned again by the time
+    // the answer reaches the edge: a solve takes a good part of a second on a busy machine, and
+    // an answer two hundreds old is junk to the edge, by design.
+    let into = floodgate_protocol::now_millis().rem_euclid(100_000);
+    if into > 90_000 {
+        tokio::time::sleep(std::time::Duration::from_millis((100_100 - into) as u64)).await;
+    }
     let now = floodgate_protocol::now_millis();
     if (now / 100_000) % 1_000 != 0 {
         let earlier = app.signer.challenge_key().issue(&sale, 16, now - 100_000);
