@@ -97,7 +97,7 @@ impl Limits {
     pub fn unsealed(&self, client: IpAddr) -> Result<(), ApiError> {
         let flooded = self.flooded.lock().expect("flooded networks");
         if flooded
-            .get(&network_of(client))
+            .get(&floodgate_platform::clients::share_network(client))
             .is_some_and(|at| at.elapsed() < FLOODED_FOR)
         {
             return Err(from_a_flooded_network());
@@ -113,7 +113,10 @@ impl Limits {
             return Ok(());
         }
         let mut flooded = self.flooded.lock().expect("flooded networks");
-        flooded.insert(network_of(client), std::time::Instant::now());
+        flooded.insert(
+            floodgate_platform::clients::share_network(client),
+            std::time::Instant::now(),
+        );
         Err(from_a_flooded_network())
     }
 
@@ -204,18 +207,6 @@ impl Limits {
 /// How long a network whose unsealed passes spent its share of failures is refused them before
 /// any check: the share refills in that time.
 const FLOODED_FOR: Duration = Duration::from_secs(1);
-
-/// The network a flood of unsealed passes is stopped for: an IPv4 client's /24, an IPv6 one's
-/// /48 (the widest networks a share counts).
-fn network_of(client: IpAddr) -> IpAddr {
-    match client {
-        IpAddr::V4(v4) => {
-            let [a, b, c, _] = v4.octets();
-            IpAddr::V4(std::net::Ipv4Addr::new(a, b, c, 0))
-        }
-        IpAddr::V6(_) => floodgate_platform::clients::counted_as(client, 48),
-    }
-}
 
 fn from_a_flooded_network() -> ApiError {
     limited(

@@ -176,6 +176,19 @@ pub fn counted_as(ip: IpAddr, ipv6_prefix: u8) -> IpAddr {
     }
 }
 
+/// The widest network a share of an allowance counts `ip` in (`AddressRate::share`): an IPv4
+/// client's /24, an IPv6 one's /48.
+pub fn share_network(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => IpAddr::V4(
+            ipnet::Ipv4Net::new(v4, rates::SHARE_IPV4)
+                .expect("a valid prefix")
+                .network(),
+        ),
+        v6 => counted_as(v6, rates::WIDEST_IPV6),
+    }
+}
+
 /// A trusted proxy as configured: a CIDR range (`203.0.113.0/24`, `2001:db8::/32`, as CDNs
 /// publish them) or one address. IPv4-mapped IPv6 forms are taken as their IPv4 address.
 pub fn parse_trusted_proxy(text: &str) -> Result<IpNet, String> {
@@ -201,6 +214,14 @@ pub fn parse_trusted_proxy(text: &str) -> Result<IpNet, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_share_counts_an_ipv4_24_and_an_ipv6_48() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(share_network(ip("198.51.100.7")), ip("198.51.100.0"));
+        assert_eq!(share_network(ip("::ffff:198.51.100.7")), ip("198.51.100.0"));
+        assert_eq!(share_network(ip("2001:db8:1:2:3::4")), ip("2001:db8:1::"));
+    }
 
     #[test]
     fn forwarded_addresses_count_only_behind_a_trusted_proxy() {

@@ -114,6 +114,11 @@ impl Edge {
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
+
+    /// The WebSocket address of `sale`'s waiting room through this edge.
+    pub fn ws_url(&self, sale: &str) -> String {
+        format!("ws://{}/ws?sale={sale}", self.addr)
+    }
 }
 
 impl Drop for Edge {

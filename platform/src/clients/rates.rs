@@ -73,7 +73,9 @@ impl<K: Hash + Eq + Clone> Rate<K> {
 /// otherwise take a fresh /64, and its allowance, per request: 65,536 of them. A mobile carrier
 /// gives each phone a /64 and may put thousands of phones in one /48, so the wider allowances
 /// are sized for a crowd, and a crowd that needs more is the one case to raise the limit for.
-pub const WIDER_IPV6: [(u8, u32); 2] = [(56, 16), (48, 256)];
+pub const WIDER_IPV6: [(u8, u32); 2] = [(56, 16), (WIDEST_IPV6, 256)];
+/// The widest of them.
+pub const WIDEST_IPV6: u8 = 48;
 
 /// The IPv4 network a share of a budget is counted by too ([`AddressRate::share`]): whoever
 /// holds a /24 would otherwise take 256 shares, a whole budget of tenths. (An allowance is not:

@@ -188,15 +188,9 @@ async fn a_payment_started_again_asks_the_provider_nothing(db: sqlx::PgPool) {
     let payment = pay(&app, &b, json!({"outcome": "succeed"})).await;
     assert_eq!(first["payment_id"], payment.as_str());
     status_becomes(&app, &b, "confirmed").await;
-    let seen: Value = app
-        .http
-        .get(format!("http://{}/v1/payments/{payment}", app.sandbox))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let seen = app
+        .get_json(&format!("http://{}/v1/payments/{payment}", app.sandbox))
+        .await;
     assert_eq!(seen["create_requests"], 1, "{seen}");
 }
 

@@ -35,9 +35,7 @@ async fn a_strangers_junk_answers_at_the_ceiling_do_not_refuse_its_peoples_solve
     };
     let sale = app.pending_sale_with("edge-pow-", door).await;
     let edge = ceiling_of_five(&app).await;
-    let ws = edge
-        .url(&format!("/ws?sale={sale}"))
-        .replacen("http", "ws", 1);
+    let ws = edge.ws_url(&sale);
     let puzzle: Puzzle = serde_json::from_value(
         app.get_json(&edge.url(&format!("/v1/sales/{sale}/challenge")))
             .await,
@@ -226,9 +224,7 @@ async fn a_strangers_junk_at_the_ceiling_does_not_refuse_its_peoples_own_credent
         .reservation(&sale, &held.reservation_id, &held.secret)
         .await;
     assert!(read.is_ok(), "the holder reads: {:?}", read.err());
-    let ws = edge
-        .url(&format!("/ws?sale={sale}"))
-        .replacen("http", "ws", 1);
+    let ws = edge.ws_url(&sale);
     let back = RoomClient::resume(&ws, &token, &[]).await;
     assert!(back.is_ok(), "the person comes back: {:?}", back.err());
 
@@ -281,9 +277,7 @@ async fn hoarded_sealed_tokens_still_meet_a_ceiling_of_their_address(db: sqlx::P
     }
     assert!(at_the_edge >= 2, "{at_the_edge} of 8 refused by the edge");
     // A ceiling of /place's own: the address's joins are not held to it, and a place comes back.
-    let ws = edge
-        .url(&format!("/ws?sale={sale}"))
-        .replacen("http", "ws", 1);
+    let ws = edge.ws_url(&sale);
     let back = RoomClient::resume(&ws, &tokens[7], &[]).await;
     assert!(back.is_ok(), "a place comes back: {:?}", back.err());
 }
@@ -331,9 +325,7 @@ async fn a_hoard_of_places_coming_back_holds_back_no_new_place(db: sqlx::PgPool)
         place.leave().await;
     }
     let edge = shipped_edge_with(&app, &shrunk("floodgate_everything_returns", "1r/m", 5)).await;
-    let ws = edge
-        .url(&format!("/ws?sale={sale}"))
-        .replacen("http", "ws", 1);
+    let ws = edge.ws_url(&sale);
     let mut at_the_edge = 0;
     for token in &tokens {
         if let Err(refused) = RoomClient::resume(&ws, token, &[]).await {
@@ -395,9 +387,7 @@ async fn a_place_taken_back_holds_two_sockets_at_the_edge(db: sqlx::PgPool) {
     let token = place.resume_token.clone();
     place.leave().await;
     let edge = shipped_edge(&app).await;
-    let ws = edge
-        .url(&format!("/ws?sale={sale}"))
-        .replacen("http", "ws", 1);
+    let ws = edge.ws_url(&sale);
     let mut held = Vec::new();
     for _ in 0..2 {
         held.push(

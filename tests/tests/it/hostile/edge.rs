@@ -448,9 +448,7 @@ async fn a_full_address_at_the_edge_still_lets_its_people_back_to_their_places(d
         )],
     )
     .await;
-    let ws = edge
-        .url(&format!("/ws?sale={sale}"))
-        .replacen("http", "ws", 1);
+    let ws = edge.ws_url(&sale);
     let offered = format!("floodgate, xfloodgate-resume.{token}");
     let stranger = [("sec-websocket-protocol", offered.as_str())];
     let mut strangers = Vec::new();

@@ -269,9 +269,7 @@ async fn new_places_fill_only_their_networks_share_of_the_edge(db: sqlx::PgPool)
         ),
     ];
     let edge = shipped_edge_with(&app, &caps).await;
-    let ws = edge
-        .url(&format!("/ws?sale={sale}"))
-        .replacen("http", "ws", 1);
+    let ws = edge.ws_url(&sale);
     let at = |address: [u8; 4]| Some(IpAddr::V4(Ipv4Addr::from(address)));
     let mut held = Vec::new();
     for n in 0..4u8 {
@@ -314,9 +312,7 @@ async fn places_coming_back_fill_only_their_addresss_share_of_the_edge(db: sqlx:
         ),
     ];
     let edge = shipped_edge_with(&app, &caps).await;
-    let ws = edge
-        .url(&format!("/ws?sale={sale}"))
-        .replacen("http", "ws", 1);
+    let ws = edge.ws_url(&sale);
     let mut tokens = tokens.iter();
     let mut back = async |address: [u8; 4]| {
         let offered = format!("floodgate, floodgate-resume.{}", tokens.next().unwrap());
@@ -393,9 +389,7 @@ async fn a_signed_in_buyers_return_is_not_its_addresss(db: sqlx::PgPool) {
         "limit_conn floodgate_conn_returning 1;",
     )];
     let edge = shipped_edge_with(&app, &one).await;
-    let ws = edge
-        .url(&format!("/ws?sale={sale}"))
-        .replacen("http", "ws", 1);
+    let ws = edge.ws_url(&sale);
     let _held = RoomClient::resume(&ws, &tokens[0], &[]).await.expect("one");
     let refused = RoomClient::resume(&ws, &tokens[1], &[]).await.err();
     assert_eq!(refused.map(|r| r.status), Some(429), "the address's cap");
@@ -419,9 +413,7 @@ async fn a_credential_of_blanks_is_no_credential_at_the_edge(db: sqlx::PgPool) {
         "limit_conn floodgate_conn_all 1;",
     )];
     let edge = shipped_edge_with(&app, &one).await;
-    let ws = edge
-        .url(&format!("/ws?sale={sale}"))
-        .replacen("http", "ws", 1);
+    let ws = edge.ws_url(&sale);
     let address = Ipv4Addr::new(127, 0, 21, 1);
     let _held = RoomClient::join_from(&ws, Some(IpAddr::V4(address)), &[])
         .await
