@@ -186,7 +186,7 @@ fn page_url(app: &TestApp, sale: &str) -> String {
 #[sqlx::test(migrations = "../migrations")]
 async fn a_reload_during_the_wait_keeps_the_place(db: sqlx::PgPool) {
     let spec = SaleSpec {
-        opens_in: Duration::from_millis(300),
+        opens_in: Duration::from_millis(1_000),
         ..SaleSpec::default()
     };
     let (_site, app, sale) = published_sale(db, "browser-", spec).await;
@@ -306,7 +306,7 @@ async fn a_rate_change_in_the_ops_console_shows_in_the_admissions(db: sqlx::PgPo
     // One admission every 1,000 seconds: after the first (the limiter's burst of one), nobody
     // else gets in during this test unless the rate changes.
     let spec = SaleSpec {
-        opens_in: Duration::from_millis(300),
+        opens_in: Duration::from_millis(1_000),
         admission_rate: 0.001,
         ..SaleSpec::default()
     };
@@ -374,7 +374,7 @@ async fn a_rate_change_in_the_ops_console_shows_in_the_admissions(db: sqlx::PgPo
 #[sqlx::test(migrations = "../migrations")]
 async fn when_its_gateway_goes_away_the_page_reconnects_and_keeps_its_place(db: sqlx::PgPool) {
     let spec = SaleSpec {
-        opens_in: Duration::from_millis(300),
+        opens_in: Duration::from_millis(1_000),
         ..SaleSpec::default()
     };
     let (site, app, sale) = published_sale(db, "reconnect-", spec).await;

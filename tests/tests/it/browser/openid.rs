@@ -11,7 +11,7 @@ use super::*;
 
 fn signed_in_only() -> SaleSpec {
     SaleSpec {
-        opens_in: Duration::from_millis(300),
+        opens_in: Duration::from_millis(1_000),
         door: Door {
             identity: IdentityRule::Required,
             max_seats_per_buyer: Some(4),

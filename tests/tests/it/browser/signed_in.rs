@@ -46,7 +46,7 @@ async fn a_signed_in_buyer_joins_past_the_bot_check_holds_one_place_in_two_tabs_
 ) {
     use floodgate_protocol::settings::{ChallengeRule, Door, IdentityRule};
     let spec = SaleSpec {
-        opens_in: Duration::from_millis(300),
+        opens_in: Duration::from_millis(1_000),
         door: Door {
             identity: IdentityRule::Required,
             challenge: ChallengeRule::Pow,
