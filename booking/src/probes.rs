@@ -15,15 +15,16 @@ pub async fn health() -> Json<Health> {
     Json(Health::ok())
 }
 
-/// `GET /readyz` of the public listener: Redis answers (within a second) and the instance is not
-/// draining (told to stop: it still serves, for its drain delay), else 503. PostgreSQL
-/// and the broker are reported too, but neither keeps an instance out of the load balancer:
-/// every instance shares their faults, a 201 never needs PostgreSQL, and each instance answers
-/// what does need them a JSON 503 with `Retry-After` at once meanwhile (crate::broker_health).
-/// It names the failed check, not why.
+/// `GET /readyz` of the public listener: 503 only while the instance is draining (told to stop:
+/// it still serves, for its drain delay). Redis, PostgreSQL and the broker are reported too, but
+/// none keeps an instance out of the load balancer: every instance shares their faults (a
+/// Redis Cluster's one slow or lost primary included: platform::readiness::Check::redis), a 201
+/// never needs PostgreSQL, and each instance answers what does need the missing part a JSON 503
+/// with `Retry-After` at once meanwhile (crate::broker_health). It names the failed check, not
+/// why.
 #[utoipa::path(get, path = "/readyz", tag = "probes", responses(
-    (status = 200, description = "Ready for traffic (a shared dependency, PostgreSQL or the broker, may be reported down).", body = Readiness),
-    (status = 503, description = "A dependency did not answer in time, or the instance is draining: which check failed (the reason is on the admin port's `/readyz`).", body = Readiness),
+    (status = 200, description = "Ready for traffic (a shared dependency, Redis, PostgreSQL or the broker, may be reported down).", body = Readiness),
+    (status = 503, description = "The instance is draining: which check failed (the reason is on the admin port's `/readyz`).", body = Readiness),
 ))]
 pub async fn ready_public(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
     readiness(&state).await.without_reasons().answer()
@@ -31,8 +32,8 @@ pub async fn ready_public(State(state): State<AppState>) -> (StatusCode, Json<Re
 
 /// The admin port's `GET /readyz`: [`ready_public`]'s answer with each failed check's reason.
 #[utoipa::path(get, path = "/readyz", tag = "probes", responses(
-    (status = 200, description = "Ready for traffic (a shared dependency, PostgreSQL or the broker, may be reported down).", body = Readiness),
-    (status = 503, description = "A dependency did not answer in time, or the instance is draining, and why.", body = Readiness),
+    (status = 200, description = "Ready for traffic (a shared dependency, Redis, PostgreSQL or the broker, may be reported down).", body = Readiness),
+    (status = 503, description = "The instance is draining, and why.", body = Readiness),
 ))]
 pub async fn ready(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
     readiness(&state).await.answer()

@@ -102,6 +102,17 @@ pub async fn connect_url(
     }
     .map_err(|e| broken(&e))?;
     if let Some(from) = from {
+        // The port is chosen at connect, not at bind (Linux): a port bound without a
+        // destination is the address's alone, and thousands of clients on one machine would
+        // then take every port of the range from every other connection on it (an edge's to
+        // its gateways, say), where ports picked at connect are shared by every destination.
+        // Best effort: without it the bind takes a port of its own, as it always did.
+        #[cfg(target_os = "linux")]
+        let _ = nix::sys::socket::setsockopt(
+            &socket,
+            nix::sys::socket::sockopt::IpBindAddressNoPort,
+            &true,
+        );
         socket
             .bind(SocketAddr::new(from, 0))
             .map_err(|e| broken(&e))?;

@@ -21,16 +21,19 @@ prefix=${FLOODGATE_EDGE_PREFIX:-/var/cache/floodgate-cdn}
 workers=${FLOODGATE_EDGE_WORKERS:-auto}
 template=${FLOODGATE_EDGE_TEMPLATE:-/etc/floodgate/cdn.conf}
 
-# `a:1,b:2` as nginx upstream lines: `server a:1; server b:2;`. A list that names a server more
-# than once is one Service tried again (Kubernetes: kube-proxy picks a Pod each time), and then
-# no entry is ever marked down (`max_fails=0`): a draining or full gateway's 503 (tried on the
-# next, cdn.conf's /ws) would otherwise take every entry, so the whole site, out of rotation for
-# ten seconds after a couple of them. Distinct instances (compose) keep nginx's passive check:
-# one that is gone is skipped for ten seconds instead of being dialled again by every request.
+# `a:1,b:2` as nginx upstream lines: `server a:1; server b:2;`, each never marked down
+# (`max_fails=0`) when the second argument says `always`, as for the gateways: a gateway's 503
+# (a Redis slot it cannot reach just now, or draining, or full) is tried on the next (cdn.conf's
+# /ws) and is that request's answer only, but nginx's passive check counts it as a failure, and a
+# few of one sale's 503s would take every gateway out of rotation for ten seconds, and with them
+# every sale (tests/tests/it/failover/readiness.rs). A gateway that is gone is passed over all
+# the same: at once when its port refuses, within proxy_connect_timeout (3 s) when nothing
+# answers. For the booking instances, a list that names an entry more than once (one Service
+# tried again) is never marked down either; distinct instances keep nginx's passive check.
 servers() {
   list=$(printf '%s' "$1" | tr ',' '\n' | sed -e 's/^ *//' -e 's/ *$//' -e '/^$/d')
   fails=
-  if [ -n "$(printf '%s\n' "$list" | sort | uniq -d)" ]; then fails=' max_fails=0'; fi
+  if [ "${2:-}" = always ] || [ -n "$(printf '%s\n' "$list" | sort | uniq -d)" ]; then fails=' max_fails=0'; fi
   printf '%s\n' "$list" | sed "s/.*/server &$fails;/" | tr '\n' ' '
 }
 
@@ -53,7 +56,7 @@ esac
 mkdir -p "$prefix"
 # The configuration holds the key: readable by this user only (nginx's master reads it).
 (umask 077 && sed -e "s|__LISTEN__|$listen|" \
-  -e "s|__GATEWAYS__|$(servers "$FLOODGATE_EDGE_GATEWAYS")|" \
+  -e "s|__GATEWAYS__|$(servers "$FLOODGATE_EDGE_GATEWAYS" always)|" \
   -e "s|__BOOKING__|$(servers "$FLOODGATE_EDGE_BOOKING")|" \
   -e "s|__PREFIX__|$prefix|g" \
   -e "s|__EDGE_KEY__|$edge_key|g" \

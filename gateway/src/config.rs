@@ -10,7 +10,11 @@ use secrecy::SecretString;
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct Config {
-    /// Address the waiting room (WebSocket and static files) listens on.
+    /// Address the waiting room (WebSocket and static files) listens on. Several,
+    /// comma-separated, serve the same under one connection cap: an edge in front then opens
+    /// its upstream connections to several destinations, each with its own range of source
+    /// ports, instead of spending every port it has on one (docs/deploy.md, "The edge's
+    /// ports").
     #[arg(
         long,
         env = "FLOODGATE_GATEWAY_LISTEN",

@@ -1,6 +1,7 @@
-//! `GET /healthz` (the process is alive) and `GET /readyz` (it should be sent joins: Redis
-//! answers and it is not draining), on the public listener, where load balancers look, and on
-//! the admin listener. A gateway told to stop turns unready at once and refuses new joins for
+//! `GET /healthz` (the process is alive) and `GET /readyz` (it should be sent joins: it is not
+//! draining; Redis is reported, a shared dependency that never takes a gateway out of its
+//! Services, platform::readiness::Check::redis), on the public listener, where load balancers
+//! look, and on the admin listener. A gateway told to stop turns unready at once and refuses new joins for
 //! its drain delay before it closes a socket (`floodgate_platform::service`), so a load balancer has stopped
 //! sending it clients by then.
 
@@ -19,8 +20,8 @@ pub async fn health() -> Json<Health> {
 }
 
 #[utoipa::path(get, path = "/readyz", tag = "probes", responses(
-    (status = 200, description = "Ready for joins.", body = Readiness),
-    (status = 503, description = "Redis did not answer in time, or the gateway is draining: which check failed (the reason is on the admin port's `/readyz`).", body = Readiness),
+    (status = 200, description = "Ready for joins (Redis, a dependency every gateway shares, may be reported down: the gateway then refuses only what needs the part that is down).", body = Readiness),
+    (status = 503, description = "The gateway is draining: which check failed (the reason is on the admin port's `/readyz`).", body = Readiness),
 ))]
 pub async fn ready_public(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
     readiness(&state).await.without_reasons().answer()

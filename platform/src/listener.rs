@@ -119,6 +119,19 @@ pub async fn serve(
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
+    serve_all(vec![listener], router, limits, shutdown).await
+}
+
+/// [`serve`] on several listeners at once, their connections under one cap: a gateway listens
+/// on several ports so that an edge in front has several destinations to open its upstream
+/// connections to (each destination has its own range of source ports; docs/deploy.md, "The
+/// edge's ports").
+pub async fn serve_all(
+    listeners: Vec<TcpListener>,
+    router: Router,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
     let router = router
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
             limits.body_timeout,
@@ -133,13 +146,14 @@ pub async fn serve(
     let (stop, stopping) = watch::channel(());
     let (done, finished) = watch::channel(());
     let mut shutdown = pin!(shutdown);
+    let mut turn = 0;
     loop {
         let permit = tokio::select! {
             permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
             () = &mut shutdown => break,
         };
         let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
+            accepted = accept_any(&listeners, &mut turn) => accepted,
             () = &mut shutdown => break,
         };
         let (stream, peer) = match accepted {
@@ -172,6 +186,25 @@ pub async fn serve(
         tracing::warn!("some connections did not finish in time; the listener stops anyway");
     }
     Ok(())
+}
+
+/// The next connection any of `listeners` has waiting, looking at them in turn from `turn` (which
+/// moves on past the one that answered), so that a flood on one port cannot starve the others.
+async fn accept_any(
+    listeners: &[TcpListener],
+    turn: &mut usize,
+) -> io::Result<(TcpStream, SocketAddr)> {
+    std::future::poll_fn(|cx| {
+        for offset in 0..listeners.len() {
+            let at = (*turn + offset) % listeners.len();
+            if let Poll::Ready(accepted) = listeners[at].poll_accept(cx) {
+                *turn = at + 1;
+                return Poll::Ready(accepted);
+            }
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// Serves one connection until it ends, or gracefully once `stopping` says so.

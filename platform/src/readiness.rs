@@ -5,9 +5,11 @@
 //! whatever its dependencies say (restarting it would not bring them back).
 //!
 //! A **shared** check ([`Check::shared`]) is reported but never makes the process unready: its
-//! dependency's fault is one that every instance shares (the booking service's broker), so
-//! taking instances out of the load balancer would only leave the edge with bare 502s to give,
-//! where each instance answers its clients a JSON 503 with `Retry-After` at once.
+//! dependency's fault is one that every instance shares (Redis, the booking service's broker
+//! and PostgreSQL), so taking instances out of the load balancer would only leave the edge with
+//! bare 502s to give, where each instance answers its clients a JSON 503 with `Retry-After` at
+//! once, and only for what needs the missing part. Only draining makes a gateway or a booking
+//! instance unready.
 
 use std::time::Duration;
 
@@ -126,10 +128,17 @@ impl Check {
         })
     }
 
-    /// Redis answers `PING`.
+    /// Redis answers `PING`: a shared check, reported and never gating. Every gateway and
+    /// booking instance shares its Redis, so its fault is every instance's at once: in a
+    /// cluster, `PING` goes to every primary and needs all of them, and one primary dead until
+    /// its replica is promoted, or the sale's own primary too busy to answer within the check's
+    /// timeout at the opening, would take every pod out of its Services together, and the edge
+    /// would answer 503 to every join, page and reservation, those of the other slots too. In
+    /// the load balancer, each instance refuses only the requests whose slot cannot answer
+    /// (a JSON 503 with `Retry-After`), and serves the rest.
     pub fn redis(conn: &RedisConn) -> Self {
         let mut conn = conn.clone();
-        Self::new("redis", async move {
+        Self::shared("redis", async move {
             redis::cmd("PING")
                 .query_async::<String>(&mut conn)
                 .await

@@ -121,21 +121,26 @@ pub struct DrainArgs {
 /// A service's listeners, bound.
 #[derive(Debug)]
 pub struct Listeners {
-    pub public: Option<TcpListener>,
+    /// The public listener's sockets: none (no public listener), one, or one per address of a
+    /// comma-separated list, all serving the same routes under one connection cap.
+    pub public: Vec<TcpListener>,
     pub admin: TcpListener,
 }
 
 impl Listeners {
-    /// Binds `public` (if the service has a public listener) and `admin`.
+    /// Binds `public` (if the service has a public listener; a comma-separated list binds each
+    /// address) and `admin`.
     pub async fn bind(public: Option<&str>, admin: &str) -> anyhow::Result<Self> {
-        let public = match public {
-            Some(addr) => Some(
+        let mut listeners = Vec::new();
+        for addr in public.into_iter().flat_map(|list| list.split(',')) {
+            let addr = addr.trim();
+            listeners.push(
                 runtime::listen(addr)
                     .await
                     .with_context(|| format!("binding {addr}"))?,
-            ),
-            None => None,
-        };
+            );
+        }
+        let public = listeners;
         let admin = runtime::listen(admin)
             .await
             .with_context(|| format!("binding {admin}"))?;
@@ -220,9 +225,11 @@ pub async fn serve<S: Service>(
         Limits::internal(),
         stopped(&life),
     ));
-    if let (Some(listener), Some((router, limits))) = (listeners.public, running.public) {
-        tracing::info!(service = S::NAME, addr = %listener.local_addr()?, "listening");
-        listener::serve(listener, router, limits, stopped(&life)).await?;
+    if let (false, Some((router, limits))) = (listeners.public.is_empty(), running.public) {
+        for listener in &listeners.public {
+            tracing::info!(service = S::NAME, addr = %listener.local_addr()?, "listening");
+        }
+        listener::serve_all(listeners.public, router, limits, stopped(&life)).await?;
     } else {
         life.shutdown.cancelled().await;
     }

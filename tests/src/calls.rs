@@ -251,18 +251,26 @@ impl TestApp {
         command
             .args(args)
             .env("FLOODGATE_DATABASE_URL", database_url)
-            .envs(redis_env())
+            .envs(self.redis_env())
             .env("FLOODGATE_REDIS_PREFIX", self.keys.prefix())
             .env("FLOODGATE_KAFKA_BROKERS", kafka_brokers())
             .env("FLOODGATE_RESERVATIONS_TOPIC", &self.topic)
             .env("FLOODGATE_CONSUMER_GROUP", &self.consumer_group)
             .env("FLOODGATE_AUDIT_KEY", &self.audit_key)
             .env("FLOODGATE_OPERATOR", "test-operator");
-        if let Some(seeds) = &self.redis_cluster {
-            command.env("FLOODGATE_REDIS_CLUSTER_NODES", seeds.join(","));
-        }
         command.envs(extra.iter().copied());
         run_to_end(&mut command)
+    }
+
+    /// The Redis settings of a binary run for this app: the shared Redis, or the app's private
+    /// cluster if it runs on one.
+    pub fn redis_env(&self) -> Vec<(&'static str, String)> {
+        let mut env = redis_env();
+        if let Some(seeds) = &self.redis_cluster {
+            env.retain(|(name, _)| *name != "FLOODGATE_REDIS_CLUSTER_NODES");
+            env.push(("FLOODGATE_REDIS_CLUSTER_NODES", seeds.join(",")));
+        }
+        env
     }
 
     /// A new sale as `spec` says (its id `prefix` and a random tail), opened 300 ms from now;

@@ -11,6 +11,15 @@ use crate::unique;
 /// Where Debian puts nginx.
 const NGINX: &str = "/usr/sbin/nginx";
 
+/// Addresses as the services' and the edge's settings take them: `host:port`, comma-separated.
+pub fn address_list(addrs: &[SocketAddr]) -> String {
+    addrs
+        .iter()
+        .map(SocketAddr::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 pub struct Edge {
     pub addr: SocketAddr,
     dir: PathBuf,
@@ -61,21 +70,14 @@ impl Edge {
         let addr = crate::gateways::free_port();
         let dir = std::env::temp_dir().join(unique("floodgate-edge-"));
         std::fs::create_dir_all(&dir).unwrap();
-        let list = |addrs: &[SocketAddr]| {
-            addrs
-                .iter()
-                .map(SocketAddr::to_string)
-                .collect::<Vec<_>>()
-                .join(",")
-        };
         let nginx = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/nginx");
         // Its errors go to its stderr (as in a container): kept in error.log here.
         let log = dir.join("error.log");
         let child = Command::new(nginx.join("edge.sh"))
             .env("PATH", "/usr/sbin:/usr/bin:/bin")
             .env("FLOODGATE_EDGE_LISTEN", addr.to_string())
-            .env("FLOODGATE_EDGE_GATEWAYS", list(gateways))
-            .env("FLOODGATE_EDGE_BOOKING", list(&[booking]))
+            .env("FLOODGATE_EDGE_GATEWAYS", address_list(gateways))
+            .env("FLOODGATE_EDGE_BOOKING", address_list(&[booking]))
             .env("FLOODGATE_EDGE_PREFIX", &dir)
             .env("FLOODGATE_EDGE_TEMPLATE", template)
             .env("FLOODGATE_EDGE_KEY", crate::edge_key())
@@ -109,6 +111,11 @@ impl Edge {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Some(edge)
+    }
+
+    /// What nginx has written to its error log so far: why it answered a 502 of its own, say.
+    pub fn errors(&self) -> String {
+        std::fs::read_to_string(self.dir.join("error.log")).unwrap_or_default()
     }
 
     pub fn url(&self, path: &str) -> String {

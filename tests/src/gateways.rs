@@ -105,7 +105,7 @@ impl GatewayProcess {
             )
             .env("FLOODGATE_GATEWAY_LISTEN", addr.to_string())
             .env("FLOODGATE_GATEWAY_ADMIN_LISTEN", admin.to_string())
-            .envs(crate::redis_env())
+            .envs(app.redis_env())
             .env("FLOODGATE_REDIS_PREFIX", app.keys.prefix())
             .env("FLOODGATE_TOKEN_KEY_ID", app.signer.kid())
             .env("FLOODGATE_TOKEN_SIGNING_KEY", app.signer.seed_base64())

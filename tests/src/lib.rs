@@ -22,6 +22,7 @@ pub mod edge;
 pub mod gateways;
 mod kafka;
 pub mod manifests;
+pub mod netns;
 pub mod oidc;
 mod options;
 pub mod prometheus;

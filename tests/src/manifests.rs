@@ -36,3 +36,29 @@ pub fn of_kind<'a>(docs: &'a [serde_yaml::Value], kind: &str) -> Vec<&'a serde_y
 pub fn name(doc: &serde_yaml::Value) -> &str {
     doc["metadata"]["name"].as_str().unwrap_or_default()
 }
+
+/// A container's settings: the ConfigMaps it takes whole (`envFrom`), then its own `env`.
+pub fn settings(
+    docs: &[serde_yaml::Value],
+    c: &serde_yaml::Value,
+) -> std::collections::BTreeMap<String, String> {
+    let mut env = std::collections::BTreeMap::new();
+    for from in c["envFrom"].as_sequence().into_iter().flatten() {
+        let map = from["configMapRef"]["name"].as_str().unwrap();
+        let config = of_kind(docs, "ConfigMap")
+            .into_iter()
+            .find(|d| name(d) == map)
+            .unwrap_or_else(|| panic!("no ConfigMap {map}"));
+        for (k, v) in config["data"].as_mapping().into_iter().flatten() {
+            env.insert(
+                k.as_str().unwrap().to_owned(),
+                v.as_str().unwrap().to_owned(),
+            );
+        }
+    }
+    for e in c["env"].as_sequence().into_iter().flatten() {
+        let value = e["value"].as_str().unwrap_or("(from the cluster)");
+        env.insert(e["name"].as_str().unwrap().to_owned(), value.to_owned());
+    }
+    env
+}

@@ -70,3 +70,17 @@ impl Drop for Stopped {
         let _ = self.0.wait();
     }
 }
+
+/// A child process told to stop (SIGTERM) when the test ends, and waited for: for one that
+/// stops children of its own (nginx's master stops its workers; a SIGKILL would orphan them).
+pub struct Terminated(pub Child);
+
+impl Drop for Terminated {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(self.0.id().to_string())
+            .status();
+        let _ = self.0.wait();
+    }
+}

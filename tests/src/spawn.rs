@@ -226,7 +226,7 @@ impl TestApp {
         serve(
             gateway_service,
             Listeners {
-                public: Some(listener),
+                public: vec![listener],
                 admin: gateway_admin_listener,
             },
             gateway_life,
@@ -279,7 +279,7 @@ impl TestApp {
         serve(
             booking_service,
             Listeners {
-                public: Some(booking_listener),
+                public: vec![booking_listener],
                 admin: admin_listener,
             },
             booking_life,
@@ -340,7 +340,7 @@ impl TestApp {
             let consumer = floodgate_consumer::Consumer::on_database(config, db, &life)
                 .expect("the consumer starts");
             let listeners = Listeners {
-                public: None,
+                public: Vec::new(),
                 admin: bind().await,
             };
             service::serve(consumer, listeners, life)
@@ -393,7 +393,7 @@ impl TestApp {
         serve(
             booking,
             Listeners {
-                public: Some(listener),
+                public: vec![listener],
                 admin: bind().await,
             },
             life,

@@ -218,7 +218,7 @@ impl Drop for TlsRedis {
 /// replicas, replication and the cluster bus over TLS too. Its nodes announce their TLS ports,
 /// so a client follows the cluster's redirections over TLS.
 pub struct TlsRedisCluster {
-    /// Seed nodes, `rediss://127.0.0.1:<port>`.
+    /// Seed nodes, `rediss://<host>:<port>`.
     pub seeds: Vec<String>,
     ca_file: PathBuf,
     ports: Vec<u16>,
@@ -227,7 +227,19 @@ pub struct TlsRedisCluster {
 }
 
 impl TlsRedisCluster {
+    /// Nodes known by their address, 127.0.0.1 (the certificate must name it).
     pub async fn start(server: &Identity, ca_file: &Path) -> Self {
+        Self::start_announcing(server, ca_file, None).await
+    }
+
+    /// Nodes that announce `hostname` (`cluster-announce-hostname`) and have clients dial them
+    /// by it (`cluster-preferred-endpoint-type hostname`), as a cluster whose certificates name
+    /// DNS names only must; the seeds name it too.
+    pub async fn start_named(server: &Identity, ca_file: &Path, hostname: &str) -> Self {
+        Self::start_announcing(server, ca_file, Some(hostname)).await
+    }
+
+    async fn start_announcing(server: &Identity, ca_file: &Path, hostname: Option<&str>) -> Self {
         let dir = std::env::temp_dir().join(crate::unique("floodgate-tls-cluster-"));
         // Six ports whose cluster bus ports (+10000) are free too.
         let mut ports = Vec::new();
@@ -254,6 +266,14 @@ impl TlsRedisCluster {
                 .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"])
                 .args(["--tls-cluster", "yes", "--tls-replication", "yes"])
                 .args(["--save", "", "--appendonly", "no"])
+                .args(hostname.into_iter().flat_map(|name| {
+                    [
+                        "--cluster-announce-hostname",
+                        name,
+                        "--cluster-preferred-endpoint-type",
+                        "hostname",
+                    ]
+                }))
                 .arg("--dir")
                 .arg(&node)
                 .args(redis_tls_files(server, ca_file))
@@ -268,7 +288,7 @@ impl TlsRedisCluster {
         let mut cluster = Self {
             seeds: ports
                 .iter()
-                .map(|p| format!("rediss://127.0.0.1:{p}"))
+                .map(|p| format!("rediss://{}:{p}", hostname.unwrap_or("127.0.0.1")))
                 .collect(),
             ca_file: ca_file.to_owned(),
             ports,

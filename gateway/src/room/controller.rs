@@ -53,10 +53,13 @@ struct Stock {
 }
 
 impl Controller {
-    /// Another instance leads: a later takeover starts from a fresh, full limiter.
-    pub(super) fn follow(&mut self) {
+    /// Another instance leads: a later takeover starts from a fresh, full limiter, and this
+    /// gateway's admission figures say it does not lead (an alert reads the leader's only: a
+    /// former leader's last figures would otherwise stand for the sale's).
+    pub(super) fn follow(&mut self, sale: &str) {
         self.limiter = None;
         self.pilot = None;
+        leading(sale, false, 0);
     }
 
     /// The leader's work for one tick, with fencing token `fence`.
@@ -97,11 +100,12 @@ impl Controller {
         // until then, in the tick that closes the pre-queue, nobody is let in while any is
         // away, or each would count as someone there.
         let unplaceable = shared.draw.get().is_none() && !read.unplaced.is_empty();
-        let permits = if admitting && !unplaceable {
+        let (allowed, permits) = if admitting && !unplaceable {
             self.permits(driver.tick, shared, view, &stock)
         } else {
-            0
+            (0, 0)
         };
+        leading(driver.sale, true, allowed);
         report(driver.sale, view, &read.pools);
         // Away tickets left before the draw: their places, now that the draw is known.
         let placing = match shared.draw.get() {
@@ -135,9 +139,15 @@ impl Controller {
         Ok(())
     }
 
-    /// How many live tickets this tick may admit: those waiting, within the active cap, what
-    /// the stock can serve, and the rate limiter.
-    fn permits(&mut self, tick: Duration, shared: &Shared, view: &RoomView, stock: &Stock) -> u64 {
+    /// How many live tickets may be admitted now (those waiting, within the active cap and what
+    /// the stock can serve), and how many of those this tick's rate limiter lets in.
+    fn permits(
+        &mut self,
+        tick: Duration,
+        shared: &Shared,
+        view: &RoomView,
+        stock: &Stock,
+    ) -> (u64, u64) {
         let dead_beyond = {
             let dead = shared.dead.read().expect("lock");
             dead.total() - dead.up_to(view.frontier)
@@ -157,7 +167,7 @@ impl Controller {
                 permits += 1;
             }
         }
-        permits
+        (allowed, permits)
     }
 
     fn limiter_for(&mut self, stored: f64, tick: Duration) -> Option<&DefaultDirectRateLimiter> {
@@ -257,6 +267,17 @@ fn limiter(rate: f64, tick: Duration) -> DefaultDirectRateLimiter {
 /// reports; a gateway that lost the lease keeps its last figures, so dashboards take the
 /// maximum across gateways): the set rate, the frontier, the tickets issued, the admission
 /// tokens not yet spent, and the cap on active users; each pool's seats available, held and sold.
+/// Whether this gateway leads `sale`'s admission (`floodgate_admission_leading`, 1 or 0), and
+/// how many waiting people the cap and the stock would let in now, the rate aside
+/// (`floodgate_admission_allowed`: 0 while admission waits for seats held to come back, after a
+/// sell-out, while paused or before the opening, and on every gateway that does not lead).
+fn leading(sale: &str, leads: bool, allowed: u64) {
+    let sale = sale.to_owned();
+    metrics::gauge!("floodgate_admission_leading", "sale" => sale.clone())
+        .set(f64::from(u8::from(leads)));
+    metrics::gauge!("floodgate_admission_allowed", "sale" => sale).set(allowed as f64);
+}
+
 fn report(sale: &str, view: &RoomView, pools: &[PoolCounts]) {
     let sale = sale.to_owned();
     for (pool, counts) in view.pools.iter().zip(pools) {

@@ -157,7 +157,7 @@ impl RoomDriver {
                     .await?;
             }
             // Someone else leads: a later takeover starts from a fresh, full limiter.
-            None => controller.follow(),
+            None => controller.follow(&self.sale),
         }
         let now = now_millis();
         let mut batches = shared.batches.lock().expect("lock");

@@ -59,6 +59,7 @@ pub fn render(runs: &Runs) -> anyhow::Result<String> {
     let shape = Shape {
         cores: 1.0,
         connections_per_gateway: 100_000,
+        clients_per_edge: 100_000,
     };
     let crowd = Crowd::rush(CROWD);
     let floors = super::overlay::floors(super::overlay::PRODUCTION)?;

@@ -57,6 +57,10 @@ pub struct SimulateArgs {
     /// The open files one gateway may hold (its `nofile` limit): connections per gateway.
     #[arg(long, default_value_t = 100_000)]
     pub connections_per_gateway: u64,
+    /// Waiting people one edge Pod passes on (each is two of its sockets): the shipped edge's
+    /// two workers hold 131,072 in about 3.8 GB of its 4 GiB (docs/deploy.md), less a spare.
+    #[arg(long, default_value_t = 100_000)]
+    pub clients_per_edge: u64,
     /// Run the autopilot between this floor and ceiling (admissions a second), `FLOOR,CEILING`.
     #[arg(long, value_delimiter = ',')]
     pub autopilot: Option<Vec<f64>>,
@@ -96,8 +100,8 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         "--cores takes a positive number of cores"
     );
     anyhow::ensure!(
-        args.connections_per_gateway > 0,
-        "--connections-per-gateway takes a positive number"
+        args.connections_per_gateway > 0 && args.clients_per_edge > 0,
+        "--connections-per-gateway and --clients-per-edge take a positive number"
     );
     let path = args.sale.context("--sale names the sale file")?;
     let sale = Sale::read(&path)?;
@@ -120,6 +124,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     let shape = plan::Shape {
         cores: args.cores,
         connections_per_gateway: args.connections_per_gateway,
+        clients_per_edge: args.clients_per_edge,
     };
     let floors = match &args.scale {
         Some(file) => {

@@ -24,6 +24,10 @@ impl Plan {
             self.gateways, p.gateway_cores, p.gateway_memory_gb, p.connections
         );
         out += &format!(
+            "  edges              {:>6}   (two sockets each for {} people)\n",
+            self.edges, self.people
+        );
+        out += &format!(
             "  booking            {:>6}   (peak {:.2} cores, {} requests a second)\n",
             self.booking, p.booking_cores, p.requests_per_second
         );
@@ -87,13 +91,14 @@ impl Plan {
         }
     }
 
-    /// A kustomize patch (strategic merge) pre-scaling the fleet: the gateways' autoscaler's
-    /// floor, and the booking and consumer replicas (they have no autoscaler), each raised to the
-    /// plan and never below what the overlay sets ([`Plan::floors`]). Applied before `opens_at`,
-    /// taken out after the sale.
+    /// A kustomize patch (strategic merge) pre-scaling the fleet: the gateways' and the edges'
+    /// autoscalers' floors, and the booking and consumer replicas (they have no autoscaler), each
+    /// raised to the plan and never below what the overlay sets ([`Plan::floors`]). Applied
+    /// before `opens_at`, taken out after the sale.
     pub fn patch(&self) -> String {
         let f = &self.floors;
         let gateways = self.gateways.max(f.gateways_min);
+        let edges = self.edges.max(f.edges_min);
         format!(
             "# Pre-scale for a sale of {people} people and {seats} seats (floodgate-loadgen simulate).\n\
              # Add it to the overlay's patchesStrategicMerge after scale.yaml, before opens_at; remove it\n\
@@ -102,6 +107,11 @@ impl Plan {
              kind: HorizontalPodAutoscaler\n\
              metadata:\n  name: floodgate-gateway\n\
              spec:\n  minReplicas: {gateways}\n  maxReplicas: {max}\n\
+             ---\n\
+             apiVersion: autoscaling/v2\n\
+             kind: HorizontalPodAutoscaler\n\
+             metadata:\n  name: floodgate-cdn\n\
+             spec:\n  minReplicas: {edges}\n  maxReplicas: {edges_max}\n\
              ---\n\
              apiVersion: apps/v1\n\
              kind: Deployment\n\
@@ -116,6 +126,7 @@ impl Plan {
             seats = self.seats,
             // Room above the floor for the autoscaler (a rush larger than planned).
             max = gateways.saturating_mul(2).max(f.gateways_max),
+            edges_max = edges.saturating_mul(2).max(f.edges_max),
             booking = self.booking.max(f.booking),
             consumers = self.consumers.max(f.consumers),
         )

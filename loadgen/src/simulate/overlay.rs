@@ -1,6 +1,6 @@
 //! What an overlay's `scale.yaml` already sets (`deploy/k8s/overlays/production/scale.yaml`):
-//! the gateways' autoscaler's bounds and the booking and consumer replicas, so that the pre-scale
-//! patch raises them and never lowers them.
+//! the gateways' and the edges' autoscalers' bounds and the booking and consumer replicas, so
+//! that the pre-scale patch raises them and never lowers them.
 
 use anyhow::{bail, Context as _};
 
@@ -9,12 +9,12 @@ use super::plan::Floors;
 /// The production overlay's, as committed: what `docs/capacity.md`'s patch is written against.
 pub const PRODUCTION: &str = include_str!("../../../deploy/k8s/overlays/production/scale.yaml");
 
-/// The floors a `scale.yaml` sets (a strategic-merge patch of Deployments and the gateways'
-/// HorizontalPodAutoscaler). It must name all three: a patch written against a file that left one
-/// out could lower it below what the base sets.
+/// The floors a `scale.yaml` sets (a strategic-merge patch of Deployments and the gateways' and
+/// edges' HorizontalPodAutoscalers). It must name all four: a patch written against a file that
+/// left one out could lower it below what the base sets.
 pub fn floors(yaml: &str) -> anyhow::Result<Floors> {
     let mut floors = Floors::default();
-    let mut named = [false; 3];
+    let mut named = [false; 4];
     for doc in yaml.split("\n---") {
         let name = field(doc, "name");
         let number = |key: &str| -> anyhow::Result<u32> {
@@ -28,6 +28,11 @@ pub fn floors(yaml: &str) -> anyhow::Result<Floors> {
                 floors.gateways_min = number("minReplicas")?;
                 floors.gateways_max = number("maxReplicas")?;
                 named[0] = true;
+            }
+            (Some("HorizontalPodAutoscaler"), Some("floodgate-cdn")) => {
+                floors.edges_min = number("minReplicas")?;
+                floors.edges_max = number("maxReplicas")?;
+                named[3] = true;
             }
             (Some("Deployment"), Some("floodgate-booking")) => {
                 floors.booking = number("replicas")?;
@@ -44,6 +49,7 @@ pub fn floors(yaml: &str) -> anyhow::Result<Floors> {
         "the HorizontalPodAutoscaler floodgate-gateway",
         "the Deployment floodgate-booking",
         "the Deployment floodgate-consumer",
+        "the HorizontalPodAutoscaler floodgate-cdn",
     ];
     let missing: Vec<&str> = objects
         .iter()
@@ -54,8 +60,8 @@ pub fn floors(yaml: &str) -> anyhow::Result<Floors> {
     if !missing.is_empty() {
         bail!("the scale file does not set {}", missing.join(", "));
     }
-    if floors.gateways_max < floors.gateways_min {
-        bail!("the gateways' maxReplicas is below their minReplicas");
+    if floors.gateways_max < floors.gateways_min || floors.edges_max < floors.edges_min {
+        bail!("an autoscaler's maxReplicas is below its minReplicas");
     }
     Ok(floors)
 }
@@ -82,6 +88,8 @@ mod tests {
             Floors {
                 gateways_min: 6,
                 gateways_max: 60,
+                edges_min: 4,
+                edges_max: 40,
                 booking: 3,
                 consumers: 3,
             }

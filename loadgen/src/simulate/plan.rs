@@ -8,11 +8,13 @@ use super::costs::Costs;
 use super::model::{Model, Outcome, Second, LIMIT};
 use super::scenario::{Crowd, Fleet, Sale};
 
-/// What one instance is: its cores (the CPU request) and the connections a gateway may hold.
+/// What one instance is: its cores (the CPU request), the connections a gateway may hold and the
+/// waiting people an edge Pod passes on.
 #[derive(Clone, Copy, Debug)]
 pub struct Shape {
     pub cores: f64,
     pub connections_per_gateway: u64,
+    pub clients_per_edge: u64,
 }
 
 /// What the overlay the patch goes into already sets (its `scale.yaml`): the patch raises these,
@@ -21,6 +23,8 @@ pub struct Shape {
 pub struct Floors {
     pub gateways_min: u32,
     pub gateways_max: u32,
+    pub edges_min: u32,
+    pub edges_max: u32,
     pub booking: u32,
     pub consumers: u32,
 }
@@ -80,6 +84,9 @@ pub struct Plan {
     pub people: u64,
     pub seats: u64,
     pub gateways: u32,
+    /// Edge Pods: one holds a socket to the client and one to a gateway for each waiting
+    /// person, so they are counted by the people, as the gateways are by their connections.
+    pub edges: u32,
     pub booking: u32,
     pub consumers: u32,
     pub primaries: u32,
@@ -165,6 +172,7 @@ pub fn plan(costs: &Costs, sale: &Sale, crowd: &Crowd, shape: &Shape, floors: Fl
         people: crowd.people,
         seats: sale.seats(),
         gateways,
+        edges: at_least(crowd.people as f64, shape.clients_per_edge as f64, 2),
         booking,
         consumers,
         primaries,
@@ -275,6 +283,7 @@ mod tests {
     const SHAPE: Shape = Shape {
         cores: 1.0,
         connections_per_gateway: 100_000,
+        clients_per_edge: 100_000,
     };
 
     #[test]
@@ -346,6 +355,8 @@ mod tests {
         let floors = Floors {
             gateways_min: 6,
             gateways_max: 60,
+            edges_min: 4,
+            edges_max: 40,
             booking: 3,
             consumers: 3,
         };
@@ -356,11 +367,16 @@ mod tests {
             "{patch}"
         );
         assert!(
+            patch.contains("name: floodgate-cdn\nspec:\n  minReplicas: 4\n  maxReplicas: 40\n"),
+            "{patch}"
+        );
+        assert!(
             patch.contains("replicas: 3\n---") && patch.ends_with("replicas: 3\n"),
             "{patch}"
         );
         let narrow = Shape {
             connections_per_gateway: 5_000,
+            clients_per_edge: 10_000,
             ..SHAPE
         };
         let large = plan(&costs(), &sale(10, 50.0), &crowd(500_000), &narrow, floors);
@@ -372,5 +388,9 @@ mod tests {
             large.gateways * 2
         );
         assert!(patch.contains(&min), "{patch}");
+        // 500,000 people through edges of 10,000 each.
+        assert_eq!(large.edges, 50);
+        let edges = "name: floodgate-cdn\nspec:\n  minReplicas: 50\n  maxReplicas: 100\n";
+        assert!(patch.contains(edges), "{patch}");
     }
 }

@@ -145,6 +145,14 @@ pub(super) const METRICS: &[(&str, &str)] = &[
         "1 while the sale's admission is paused, by sale",
     ),
     (
+        "floodgate_admission_leading",
+        "1 on the gateway leading the sale's admission, 0 on the others, by sale",
+    ),
+    (
+        "floodgate_admission_allowed",
+        "Waiting people the cap and the stock would let in now, the rate aside (0 off the leader), by sale",
+    ),
+    (
         "floodgate_pool_available",
         "Seats a pool can still sell, by sale and pool",
     ),

@@ -6,9 +6,12 @@
 //! [`passes`]: people retrying through the failover as the protocol says keep their pass.
 //! [`replays`]: every 201, a replay's and a buyer's included, waits for its replica.
 //! [`places`]: a buyer's place in line whose record a failover lost is written again.
+//! [`readiness`]: a primary slow, then dead, under a rush through the edge: every Pod stays
+//! ready, and only its slot is refused.
 
 mod passes;
 mod places;
+mod readiness;
 mod replays;
 
 use std::collections::BTreeMap;

@@ -66,6 +66,7 @@ mod crate_graph;
 mod deployment;
 mod draw_costs;
 mod edge;
+mod edge_ports;
 mod error_codes;
 mod failover;
 mod fairness;

@@ -175,7 +175,7 @@ async fn the_dashboard_and_the_alert_rules_use_only_series_the_services_serve() 
     let rules = observability("alerts.yaml");
     let (ok, said) = promtool_rules(&rules);
     assert!(ok, "promtool check rules: {said}");
-    assert!(said.contains("10 rules found"), "{said}");
+    assert!(said.contains("13 rules found"), "{said}");
 
     // The dashboard has the rush's panels, and every query parses (each checked as a
     // recording rule by promtool, with the sale variable filled in).
@@ -286,11 +286,56 @@ fn every_alert_rule_has_a_unit_test_that_passes() {
         .flat_map(|g| g["rules"].as_sequence().into_iter().flatten())
         .filter_map(|r| r["alert"].as_str())
         .collect();
-    assert_eq!(alerts.len(), 10, "{alerts:?}");
+    assert_eq!(alerts.len(), 13, "{alerts:?}");
     for alert in alerts {
         assert!(
             fired.contains(&alert),
             "{alert} has no unit test in which it fires"
+        );
+    }
+}
+
+/// Every alert says where its page in the runbook is: a `runbook_url` ending in the anchor of a
+/// heading of docs/runbook.md named after the alert (what it means, what to do), under the
+/// project's published docs.
+#[test]
+fn every_alert_links_its_section_of_the_runbook() {
+    let runbook = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/runbook.md"),
+    )
+    .unwrap();
+    let rules: serde_yaml::Value = serde_yaml::from_str(&observability("alerts.yaml")).unwrap();
+    let rules: Vec<&serde_yaml::Value> = rules["groups"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_sequence().into_iter().flatten())
+        .collect();
+    assert!(!rules.is_empty());
+    // The project's own address, as the workspace's manifest gives it.
+    let manifest = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml"),
+    )
+    .unwrap();
+    let repository = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("repository = "))
+        .map(|v| v.trim_matches('"'))
+        .expect("the workspace names its repository");
+    for rule in rules {
+        let alert = rule["alert"].as_str().unwrap();
+        let url = rule["annotations"]["runbook_url"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{alert} has no runbook_url"));
+        let anchor = alert.to_lowercase();
+        assert_eq!(
+            url,
+            format!("{repository}/docs/runbook.md#{anchor}"),
+            "{alert}"
+        );
+        assert!(
+            runbook.lines().any(|l| l == format!("### {alert}")),
+            "docs/runbook.md has no section ### {alert}"
         );
     }
 }

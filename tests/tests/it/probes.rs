@@ -1,5 +1,6 @@
-//! `/healthz` and `/readyz` of every service (issue 16, "probes"): readiness follows each
-//! service's dependencies, `/healthz` does not, and a gateway or a booking instance told to stop
+//! `/healthz` and `/readyz` of every service (issue 16, "probes"): readiness reports each
+//! service's dependencies (only the consumer's gate it: Redis, the broker and PostgreSQL are
+//! every gateway's and booking instance's shared dependencies), `/healthz` does not, and a gateway or a booking instance told to stop
 //! turns unready before it closes a socket.
 
 use std::process::{Command, Stdio};
@@ -40,7 +41,7 @@ async fn answers(url: &str, status: u16, failing: Option<&str>) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn readiness_follows_each_services_dependencies_and_liveness_does_not() {
+async fn readiness_reports_each_services_dependencies_and_liveness_ignores_them() {
     let (url, db) = fresh_database().await;
     let gateway_redis = ChaosProxy::start(redis_addr()).await;
     let booking_redis = ChaosProxy::start(redis_addr()).await;
@@ -95,18 +96,21 @@ async fn readiness_follows_each_services_dependencies_and_liveness_does_not() {
         .await;
     }
 
-    // Each service's dependency goes away in turn: that service turns unready, saying which
-    // check failed, while it stays alive; and ready again once the dependency is back.
-    let outages: [(&ChaosProxy, &str, &[&String]); 3] = [
-        (&gateway_redis, "redis", &[&gateway, &gateway_admin]),
-        (&booking_redis, "redis", &[&booking, &booking_admin]),
-        (&pg, "postgres", &[&consumer_url]),
+    // Each service's dependency goes away in turn: the service says which check failed, while
+    // it stays alive; and all is well again once the dependency is back. Redis is every
+    // gateway's and booking instance's shared dependency: reported, never unready (the whole
+    // fleet would leave its Services at once); the consumer, to which nothing routes, turns
+    // unready without its PostgreSQL.
+    let outages: [(&ChaosProxy, &str, u16, &[&String]); 3] = [
+        (&gateway_redis, "redis", 200, &[&gateway, &gateway_admin]),
+        (&booking_redis, "redis", 200, &[&booking, &booking_admin]),
+        (&pg, "postgres", 503, &[&consumer_url]),
     ];
-    for (proxy, dependency, bases) in outages {
+    for (proxy, dependency, status, bases) in outages {
         proxy.cut();
         for base in bases {
-            eventually(&format!("{base} unready"), WAIT, async || {
-                answers(&format!("{base}/readyz"), 503, Some(dependency)).await
+            eventually(&format!("{base} reports {dependency}"), WAIT, async || {
+                answers(&format!("{base}/readyz"), status, Some(dependency)).await
             })
             .await;
             let alive = reqwest::get(format!("{base}/healthz")).await.unwrap();
@@ -116,6 +120,8 @@ async fn readiness_follows_each_services_dependencies_and_liveness_does_not() {
             let (_, body) = probe(&format!("{base}/readyz")).await.expect("an answer");
             let public = *base == &gateway || *base == &booking;
             let reasons = body.checks.iter().filter(|c| c.error.is_some()).count();
+            let failed = body.checks.iter().find(|c| c.name == dependency).unwrap();
+            assert_eq!(failed.shared, status == 200, "{base}: {body:?}");
             if public {
                 assert_eq!(reasons, 0, "{base} tells the public why: {body:?}");
             } else {

@@ -97,11 +97,17 @@ fn the_plans_patch_pre_scales_the_production_overlay() {
         "{}",
         String::from_utf8_lossy(&rendered.stderr)
     );
-    // Raised to the plan, never below what the production overlay sets (6 to 60 gateways, 3
-    // booking and 3 consumer instances).
+    // Raised to the plan, never below what the production overlay sets (6 to 60 gateways, 4 to
+    // 40 edges, 3 booking and 3 consumer instances).
     let hpa = |key| field(&text, "HorizontalPodAutoscaler", "floodgate-gateway", key);
     assert_eq!(hpa("minReplicas"), Some(gateways), "{text}");
     assert_eq!(hpa("maxReplicas"), Some((gateways * 2).max(60)));
+    // The edge too, one for each 100,000 people: 15 (the overlay's floor is 4 to 40).
+    let edges = plan["edges"].as_u64().unwrap();
+    assert_eq!(edges, 15, "{plan}");
+    let edge = |key| field(&text, "HorizontalPodAutoscaler", "floodgate-cdn", key);
+    assert_eq!(edge("minReplicas"), Some(edges), "{text}");
+    assert_eq!(edge("maxReplicas"), Some((edges * 2).max(40)));
     for (name, key) in [
         ("floodgate-booking", "booking"),
         ("floodgate-consumer", "consumers"),
@@ -149,6 +155,7 @@ fn nonsense_on_the_command_line_is_refused_with_a_reason() {
             &["--connections-per-gateway", "0"][..],
             "--connections-per-gateway",
         ),
+        (&["--clients-per-edge", "0"][..], "--clients-per-edge"),
         (&["--autopilot", "5"][..], "FLOOR,CEILING"),
         (&["--autopilot", "50,5"][..], "FLOOR <= CEILING"),
         (&["--autopilot", "1,inf"][..], "admission_rate"),

@@ -361,6 +361,28 @@ async fn a_sale_runs_on_a_redis_cluster_that_speaks_only_tls() {
     install_provider();
     let ca = TestCa::new("Floodgate test CA");
     let cluster = TlsRedisCluster::start(&ca.localhost(), &ca.ca_file()).await;
+    a_sale_runs_on(&cluster, &ca).await;
+}
+
+/// An operator's certificates name DNS names, not addresses: nodes that announce a hostname
+/// are dialled by it, and the certificate is checked against it, redirections, the replica
+/// waits and the gateways' reading of the layout included (docs/deploy.md, "Redis").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sale_runs_on_a_tls_cluster_known_by_name_whose_certificates_name_no_address() {
+    install_provider();
+    let ca = TestCa::new("Floodgate test CA");
+    let by_name_only = ca.issue("localhost", &["localhost"]);
+    let cluster = TlsRedisCluster::start_named(&by_name_only, &ca.ca_file(), "localhost").await;
+    assert!(cluster
+        .seeds
+        .iter()
+        .all(|s| s.starts_with("rediss://localhost:")));
+    a_sale_runs_on(&cluster, &ca).await;
+}
+
+/// Two reservations on `cluster` through the gateway and the booking service, both written to
+/// PostgreSQL; a client trusting another CA gets no connection.
+async fn a_sale_runs_on(cluster: &TlsRedisCluster, ca: &TestCa) {
     // The gateway, the booking service and the test's own reads all on the cluster, over TLS,
     // redirections and the replica waits included.
     let options = TestOptions {
