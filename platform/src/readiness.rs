@@ -244,6 +244,13 @@ pub async fn check(checks: Vec<Check>) -> Readiness {
     }))
     .await;
     let ready = results.iter().all(|r| r.ok || r.shared);
+    // What each probe found, for an alert to tell one Pod cut off from a dependency (its own
+    // network, a full conntrack table) from a fault every Pod shares: shared checks never make
+    // a Pod unready, so nothing else would say it.
+    for result in results.iter().filter(|r| r.name != "draining") {
+        metrics::gauge!("floodgate_dependency_up", "dependency" => result.name.clone())
+            .set(f64::from(u8::from(result.ok)));
+    }
     Readiness {
         status: if ready { "ready" } else { "unready" }.into(),
         checks: results,

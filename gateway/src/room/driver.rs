@@ -115,6 +115,9 @@ impl RoomDriver {
                 .board
                 .heartbeat(heartbeats.due(tokio::time::Instant::now()));
         }
+        // Retired or stopping: this gateway leads the sale no more, whatever its last tick said
+        // (a leader's last figures would otherwise stand until the process ends).
+        controller.follow(&self.sale);
     }
 
     /// Removes this gateway's keys from the sale's slot. If Redis is unreachable they lapse by

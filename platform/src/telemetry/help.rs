@@ -145,6 +145,10 @@ pub(super) const METRICS: &[(&str, &str)] = &[
         "1 while the sale's admission is paused, by sale",
     ),
     (
+        "floodgate_dependency_up",
+        "1 when the dependency answered this process's latest readiness check, 0 when not, by dependency (redis, postgres, kafka)",
+    ),
+    (
         "floodgate_admission_leading",
         "1 on the gateway leading the sale's admission, 0 on the others, by sale",
     ),

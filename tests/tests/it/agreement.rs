@@ -113,12 +113,18 @@ fn normalised(name: &str, value: &str) -> String {
     value.to_owned()
 }
 
-fn port_of(listen: &str) -> u16 {
+/// The ports of a listener setting: one address, or several, comma-separated (a gateway's four).
+fn ports_of(listen: &str) -> Vec<u16> {
     listen
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("{listen:?} names no port"))
+        .split(',')
+        .map(|address| {
+            address
+                .rsplit(':')
+                .next()
+                .and_then(|p| p.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{listen:?} names no port"))
+        })
+        .collect()
 }
 
 fn text(v: &serde_yaml::Value) -> String {
@@ -277,16 +283,17 @@ fn from_compose(compose: &Compose, name: &str) -> Described {
             settings.insert(key.to_owned(), "(from token.env)".to_owned());
         }
     }
-    let listen = |setting: &str| port_of(&settings[setting]);
+    let listen = |setting: &str| ports_of(&settings[setting]);
     let ports = LISTENERS
         .iter()
         .filter(|(service, _)| *service == name)
-        .flat_map(|(_, l)| l.iter().map(|setting| listen(setting)))
+        .flat_map(|(_, l)| l.iter().flat_map(|setting| listen(setting)))
         .collect();
+    // Probed on the first of a listener's addresses.
     let readiness = READINESS
         .iter()
         .find(|(service, _, _)| *service == name)
-        .map(|(_, setting, path)| (listen(setting), path.map(str::to_owned)));
+        .map(|(_, setting, path)| (listen(setting)[0], path.map(str::to_owned)));
     Described {
         command: s.command.clone(),
         settings,

@@ -171,6 +171,9 @@ fn a_default_deny_network_policy_lets_through_only_what_floodgate_needs() {
         let mut needed = vec![
             (Outside, cdn, 8000, "the public to the edge"),
             (cdn, gateway, 8080, "the edge to the gateways"),
+            (cdn, gateway, 8090, "the edge to the gateways' second port"),
+            (cdn, gateway, 8091, "the edge to the gateways' third port"),
+            (cdn, gateway, 8092, "the edge to the gateways' fourth port"),
             (cdn, booking, 8081, "the edge to the booking API"),
             (gateway, booking, 8081, "the gateways' booking route"),
             (Monitoring, gateway, 9080, "Prometheus"),
@@ -220,6 +223,12 @@ fn a_default_deny_network_policy_lets_through_only_what_floodgate_needs() {
             (Outside, booking, 9081, "the ops API from outside"),
             (cdn, booking, 9081, "the ops API from the edge"),
             (Outside, gateway, 8080, "the gateways around the edge"),
+            (
+                Outside,
+                gateway,
+                8091,
+                "the gateways' other ports around the edge",
+            ),
             (gateway, Outside, 5432, "PostgreSQL from the gateways"),
             (cdn, Outside, 6379, "Redis from the edge"),
         ] {

@@ -242,7 +242,18 @@ fn the_edge_outlasts_the_load_balancers_deregistration() {
         .as_u64()
         .expect("a preStop sleep");
     let grace = pod(edge)["terminationGracePeriodSeconds"].as_u64().unwrap();
-    assert!(grace >= pause + 15, "grace {grace} s, pause {pause} s");
+    // After the pause nginx stops gracefully: what is left is closed after
+    // worker_shutdown_timeout.
+    let conf = std::fs::read_to_string(repo().join("deploy/nginx/cdn.conf")).unwrap();
+    let shutdown: u64 = conf
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("worker_shutdown_timeout "))
+        .and_then(|v| v.trim_end_matches(';').trim_end_matches('s').parse().ok())
+        .expect("cdn.conf sets worker_shutdown_timeout in seconds");
+    assert!(
+        grace >= pause + shutdown + 10,
+        "grace {grace} s for a pause of {pause} s and a stop of {shutdown} s"
+    );
     let public = of_kind(&docs, "Service")
         .into_iter()
         .find(|s| s["spec"]["type"] == "LoadBalancer")
