@@ -123,19 +123,42 @@ async fn one_edge_passes_on_more_clients_than_a_destination_has_source_ports() {
     })
     .await;
 
-    // The crowd, inside too, from 32 addresses (under the edge's sockets per address).
+    // The crowd, inside too, from 32 addresses (under the edge's sockets per address), held
+    // while the edge's processes are read (BENCHMARKS.md, "The edge's ports").
     let from: Vec<String> = (1..=32).map(|i| format!("127.0.4.{i}")).collect();
     let report = dir.join("idle.json");
-    let waited = ns
+    // A few first, so that the worker has taken connections before the first reading.
+    let warmed = ns
         .command(binary("floodgate-loadgen"))
         .args(["idle", "--gateway", &edge.to_string(), "--sale", &sale])
-        .args(["--connections", &CLIENTS.to_string(), "--hold-secs", "0"])
+        .args(["--connections", "8", "--hold-secs", "0"])
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("the load generator runs");
+    assert!(warmed.status.success(), "{warmed:?}");
+    let before = edge_usage(_edge.0.id());
+    let crowd = ns
+        .command(binary("floodgate-loadgen"))
+        .args(["idle", "--gateway", &edge.to_string(), "--sale", &sale])
+        .args(["--connections", &CLIENTS.to_string(), "--hold-secs", "3"])
         .args(["--from", &from.join(",")])
         .arg("--json")
         .arg(&report)
         .env("RUST_LOG", "warn")
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("the load generator runs");
+    // The report is written once every client has its ticket and the load generator has
+    // settled, while it still holds them all.
+    eventually(
+        "the crowd has waited",
+        Duration::from_secs(120),
+        async || report.exists(),
+    )
+    .await;
+    let (rss, cpu) = edge_usage(_edge.0.id());
+    let waited = crowd.wait_with_output().expect("the load generator ends");
     let said = String::from_utf8_lossy(&waited.stdout).into_owned()
         + &String::from_utf8_lossy(&waited.stderr);
     let report: serde_json::Value =
@@ -152,8 +175,68 @@ async fn one_edge_passes_on_more_clients_than_a_destination_has_source_ports() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+    // The edge's cost of a waiting client, for BENCHMARKS.md (nothing asserted of it: a
+    // measure, not a target).
+    let ticks = 100.0; // USER_HZ on Linux
+    println!(
+        "edge: {CLIENTS} more waiting through one worker; resident memory {} -> {} KiB, {:.2} KB a \
+         client; CPU {:.0} us a client (its join and its two sockets)",
+        before.0,
+        rss,
+        (rss.saturating_sub(before.0)) as f64 * 1.024 / CLIENTS as f64,
+        (cpu.saturating_sub(before.1)) as f64 / ticks * 1e6 / CLIENTS as f64,
+    );
     drop(redis);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The edge's processes (its master, `pid`, and its workers): resident memory (KiB) and CPU
+/// time (clock ticks) added up, read from /proc, which shows every namespace's processes.
+fn edge_usage(pid: u32) -> (u64, u64) {
+    let workers: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|p: &u32| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| {
+                    Some(
+                        s.rsplit_once(") ")?
+                            .1
+                            .split(' ')
+                            .nth(1)?
+                            .parse::<u32>()
+                            .ok()?
+                            == pid,
+                    )
+                })
+                .unwrap_or(false)
+        })
+        .collect();
+    let mut rss = 0;
+    let mut cpu = 0;
+    for p in std::iter::once(pid).chain(workers) {
+        let status = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap_or_default();
+        rss += status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+        if let Some((_, fields)) = stat.rsplit_once(") ") {
+            let fields: Vec<&str> = fields.split(' ').collect();
+            // utime and stime: fields 14 and 15 of stat, 12 and 13 after the command's name.
+            cpu += fields
+                .get(11)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+                + fields
+                    .get(12)
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+        }
+    }
+    (rss, cpu)
 }
 
 /// A gateway that has gone (its Pod's address no longer answering: SYNs dropped, no reset) is
