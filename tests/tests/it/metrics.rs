@@ -11,6 +11,8 @@ use std::time::Duration;
 use floodgate_tests::client::RoomClient;
 use floodgate_tests::{eventually, fresh_db, unique, SaleSpec, TestApp};
 
+mod admission;
+
 /// promtool: `FLOODGATE_PROMTOOL`, else where `deploy/stack.sh` unpacks it.
 fn promtool() -> PathBuf {
     if let Ok(path) = std::env::var("FLOODGATE_PROMTOOL") {
