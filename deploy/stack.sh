@@ -63,12 +63,14 @@ apt_install() {
 }
 
 # What the services' build links against: the system's OpenSSL for librdkafka's TLS and SASL
-# SCRAM (rdkafka's `ssl` feature), found through pkg-config.
+# SCRAM (rdkafka's `ssl` feature), found through pkg-config; and what the tests' network
+# namespaces are made with (`ip netns`, `sysctl`: tests/src/netns.rs).
 ensure_build_deps() {
-  if [ -f /usr/include/openssl/ssl.h ] && command -v pkg-config >/dev/null; then
+  if [ -f /usr/include/openssl/ssl.h ] && command -v pkg-config >/dev/null \
+    && command -v ip >/dev/null && command -v sysctl >/dev/null; then
     say "build dependencies: installed"; return
   fi
-  apt_install libssl-dev pkg-config
+  apt_install libssl-dev pkg-config iproute2 procps
   say "build dependencies: installed"
 }
 
