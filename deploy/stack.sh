@@ -116,11 +116,13 @@ ensure_python_tools() {
   echo "$PYTHON_TOOLS" >"$stamp"
 }
 
-# nginx plays the CDN in the edge tests (deploy/nginx/cdn.conf); only the package is needed, each
-# test runs its own instance.
+# nginx plays the CDN in the edge tests (deploy/nginx/cdn.conf, which loads the Lua module for its
+# metrics); only the packages are needed, each test runs its own instance.
 ensure_nginx() {
-  if [ -x /usr/sbin/nginx ]; then say "nginx: installed"; return; fi
-  apt_install nginx-core
+  if [ -x /usr/sbin/nginx ] && [ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ]; then
+    say "nginx: installed"; return
+  fi
+  apt_install nginx-core libnginx-mod-http-lua
   say "nginx: installed"
 }
 

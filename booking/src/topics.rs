@@ -1,10 +1,18 @@
 //! `floodgate-booking topics ensure`: the reservations topic, its dead-letter topic and the
 //! booking service's probe topic (a broker known to be down is probed there,
 //! `crate::broker_health`), made by Floodgate itself through Kafka's admin API (any broker:
-//! Kafka, Redpanda, Tansu), with the partitions and replication the settings ask for. A topic that exists is checked, never
-//! changed: a difference is reported and the command fails, because a partition count cannot
-//! be lowered and raising it moves every pool's events to another partition (their order per
-//! pool is what the consumer relies on).
+//! Kafka, Redpanda, Tansu), with the partitions and replication the settings ask for. A topic that
+//! exists is checked, never changed.
+//!
+//! The settings' partitions and replicas are a floor. A topic with more partitions than they ask
+//! for is as set: an operator grows a topic with the broker's own tools, between sales (raising
+//! the count moves pools' events to other partitions, and their order per pool is what the
+//! consumer relies on: docs/deploy.md, "Growing the topic"), and the Pods of a release whose
+//! settings still name the old count must go on starting. One with fewer is reported and left as
+//! it is, and the command still succeeds: the topic works as it is (each pool's events keep their
+//! one partition), and a Pod added at a sale's opening must never wait on a count an operator
+//! raised in the settings before growing the topic. Fewer replicas than asked is a difference
+//! that fails the command: an acknowledged event would survive less than the settings promise.
 
 use std::time::Duration;
 
@@ -38,7 +46,11 @@ pub struct TopicSettings {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TopicState {
     Created,
+    /// As the settings say, or with more partitions or replicas than they ask for.
     AsSet,
+    /// Fewer partitions than the settings ask for: what to do, for a person to decide. The
+    /// topic serves as it is.
+    Fewer(String),
     /// Exists, but not as the settings say: each difference, for a person to decide.
     Differs(Vec<String>),
 }
@@ -99,7 +111,8 @@ pub async fn ensure(
 }
 
 /// [`ensure`], with a line per topic on standard output (and each difference under it). False
-/// if a topic differs from the settings.
+/// if a topic differs from the settings (fewer partitions is not a difference that fails: see
+/// the module's note).
 pub async fn ensure_and_report(
     kafka: &KafkaArgs,
     others: (&str, &str),
@@ -110,6 +123,7 @@ pub async fn ensure_and_report(
         match state {
             TopicState::Created => println!("topic {name}: created"),
             TopicState::AsSet => println!("topic {name}: as set"),
+            TopicState::Fewer(note) => println!("topic {name}: {note}"),
             TopicState::Differs(differences) => {
                 as_set = false;
                 println!("topic {name}: differs from the settings (left as it is):");
@@ -151,23 +165,29 @@ async fn existing(
 }
 
 fn compare(found: &Found, wanted: &Wanted<'_>, settings: &TopicSettings) -> TopicState {
-    let mut differences = Vec::new();
-    if found.partitions != wanted.partitions {
-        differences.push(format!(
-            "{} partitions, the settings ask for {}",
-            found.partitions, wanted.partitions
-        ));
-    }
     let want = settings.replication_factor as usize;
-    if let Some(replicas) = found.replicas.iter().find(|r| **r != want) {
+    let mut differences = Vec::new();
+    if let Some(replicas) = found.replicas.iter().find(|r| **r < want) {
         differences.push(format!(
             "a partition has {replicas} replica(s), the settings ask for {want}"
         ));
     }
-    if differences.is_empty() {
-        TopicState::AsSet
-    } else {
-        TopicState::Differs(differences)
+    let fewer = (found.partitions < wanted.partitions).then(|| {
+        format!(
+            "{} partitions, the settings ask for {}",
+            found.partitions, wanted.partitions
+        )
+    });
+    match fewer {
+        _ if !differences.is_empty() => {
+            differences.extend(fewer);
+            TopicState::Differs(differences)
+        }
+        Some(fewer) => TopicState::Fewer(format!(
+            "{fewer}: left as it is, and serving; grow it between sales \
+             (docs/deploy.md, \"Growing the topic\")"
+        )),
+        None => TopicState::AsSet,
     }
 }
 
@@ -211,28 +231,46 @@ mod tests {
     }
 
     #[test]
-    fn an_existing_topic_is_compared_with_the_settings() {
+    fn an_existing_topic_is_compared_with_the_settings_as_a_floor() {
         let wanted = Wanted {
             name: "t",
             partitions: 6,
         };
-        let same = Found {
-            partitions: 6,
-            replicas: vec![3; 6],
+        let found = |partitions: i32, replicas: usize| Found {
+            partitions,
+            replicas: vec![replicas; partitions as usize],
         };
-        assert_eq!(compare(&same, &wanted, &settings(6, 3)), TopicState::AsSet);
-        let fewer = Found {
-            partitions: 3,
-            replicas: vec![1; 3],
+        assert_eq!(
+            compare(&found(6, 3), &wanted, &settings(6, 3)),
+            TopicState::AsSet
+        );
+        // Grown by an operator, or with more copies than asked: as set.
+        assert_eq!(
+            compare(&found(12, 3), &wanted, &settings(6, 3)),
+            TopicState::AsSet
+        );
+        assert_eq!(
+            compare(&found(6, 5), &wanted, &settings(6, 3)),
+            TopicState::AsSet
+        );
+        // Fewer partitions: reported, not a failure.
+        let TopicState::Fewer(note) = compare(&found(3, 3), &wanted, &settings(6, 3)) else {
+            panic!("fewer partitions is not a failure");
         };
-        let TopicState::Differs(differences) = compare(&fewer, &wanted, &settings(6, 3)) else {
-            panic!("a smaller topic matched");
+        assert!(
+            note.starts_with("3 partitions, the settings ask for 6: left as it is"),
+            "{note}"
+        );
+        // Fewer replicas: a difference, with the partitions' named too.
+        let TopicState::Differs(differences) = compare(&found(3, 1), &wanted, &settings(6, 3))
+        else {
+            panic!("fewer replicas matched");
         };
         assert_eq!(
             differences,
             [
-                "3 partitions, the settings ask for 6",
-                "a partition has 1 replica(s), the settings ask for 3"
+                "a partition has 1 replica(s), the settings ask for 3",
+                "3 partitions, the settings ask for 6"
             ]
         );
     }

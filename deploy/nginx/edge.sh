@@ -5,18 +5,23 @@
 #   FLOODGATE_EDGE_GATEWAYS  the gateways, host:port, comma-separated (required)
 #   FLOODGATE_EDGE_BOOKING   the booking instances, host:port, comma-separated (required)
 #   FLOODGATE_EDGE_LISTEN    what nginx listens on (default 8000: every address, port 8000)
+#   FLOODGATE_EDGE_METRICS_LISTEN  where it serves its metrics, /metrics (default 9113)
 #   FLOODGATE_EDGE_WORKERS   nginx workers (default: one per core the container sees; each sets
 #                            aside ~55 MB for its connections, so name a number under a memory
 #                            limit)
 #   FLOODGATE_EDGE_PREFIX    nginx's own writable directory (default /var/cache/floodgate-cdn)
 #   FLOODGATE_EDGE_KEY       the key the services seal the credentials they issue with, the same
 #                            as theirs (or FLOODGATE_EDGE_KEY_FILE, a file holding it): a sealed
-#                            credential is not counted against its address's ceiling. Unset: a
-#                            random one, so no credential is taken as sealed (a warning says so)
+#                            credential is not counted against its address's ceiling, and the
+#                            services take the client's address it forwards from it wherever it
+#                            runs (its word, below). Unset: a random one, so no credential is
+#                            taken as sealed and only FLOODGATE_TRUSTED_PROXIES vouches for it (a
+#                            warning says so)
 set -eu
 : "${FLOODGATE_EDGE_GATEWAYS:?FLOODGATE_EDGE_GATEWAYS is not set: name the gateways, host:port, comma-separated}"
 : "${FLOODGATE_EDGE_BOOKING:?FLOODGATE_EDGE_BOOKING is not set: name the booking instances, host:port, comma-separated}"
 listen=${FLOODGATE_EDGE_LISTEN:-8000}
+metrics=${FLOODGATE_EDGE_METRICS_LISTEN:-9113}
 prefix=${FLOODGATE_EDGE_PREFIX:-/var/cache/floodgate-cdn}
 workers=${FLOODGATE_EDGE_WORKERS:-auto}
 template=${FLOODGATE_EDGE_TEMPLATE:-/etc/floodgate/cdn.conf}
@@ -53,13 +58,20 @@ case $edge_key in
 esac
 [ "${#edge_key}" -ge 32 ] || { echo "edge.sh: FLOODGATE_EDGE_KEY is too short; it needs at least 32 characters" >&2; exit 1; }
 
+# The edge's word (cdn.conf's X-Floodgate-Edge): with it the services take this edge's
+# X-Forwarded-For whatever its address, as platform/src/clients/seal.rs computes it from the
+# same key. A random key (above) makes a word no service takes.
+edge_word=$(printf 'floodgate-edge:%s' "$edge_key" | sha256sum | cut -d' ' -f1)
+
 mkdir -p "$prefix"
 # The configuration holds the key: readable by this user only (nginx's master reads it).
 (umask 077 && sed -e "s|__LISTEN__|$listen|" \
+  -e "s|__METRICS__|$metrics|" \
   -e "s|__GATEWAYS__|$(servers "$FLOODGATE_EDGE_GATEWAYS" always)|" \
   -e "s|__BOOKING__|$(servers "$FLOODGATE_EDGE_BOOKING")|" \
   -e "s|__PREFIX__|$prefix|g" \
   -e "s|__EDGE_KEY__|$edge_key|g" \
+  -e "s|__EDGE_WORD__|$edge_word|g" \
   -e "s|^worker_processes auto;|worker_processes $workers;|" \
   -e "s|^error_log .*|error_log stderr warn;|" \
   "$template" >"$prefix/nginx.conf")

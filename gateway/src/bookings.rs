@@ -92,17 +92,14 @@ pub async fn forward(
     }
     // The client as this gateway counts it (behind a trusted edge, the one it forwards for),
     // so the booking service's per-address limits see people, not this gateway.
-    let forwarded: Vec<&str> = headers
-        .get_all("x-forwarded-for")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    let client = floodgate_platform::clients::client_address(
-        peer.ip(),
-        &forwarded,
-        state.config.clients.trusted_proxies.as_slice(),
-    );
+    let (forwarded, word) = floodgate_platform::clients::forwarding(&headers);
+    let client = state.clients.address(peer.ip(), &forwarded, word);
     request = request.header("x-forwarded-for", client.to_string());
+    // This gateway vouches for that address as the edge would, with the same key: the booking
+    // service then needs no range of gateways' addresses to trust.
+    if let Some(word) = state.clients.seal.edge_word() {
+        request = request.header(floodgate_platform::clients::EDGE_WORD_HEADER, word);
+    }
     let answer = request.send().await.map_err(|e| {
         tracing::warn!(error = %e, "booking service unreachable");
         ApiError::new(

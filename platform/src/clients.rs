@@ -27,11 +27,12 @@ pub const DEFAULT_IPV6_PREFIX: u8 = 64;
 /// The settings, for every service with a public listener.
 #[derive(Clone, Debug, clap::Args)]
 pub struct ClientArgs {
-    /// The proxies in front (the CDN's edges, a load balancer), comma-separated: CIDR ranges as
+    /// The proxies in front (a CDN's edges, a load balancer), comma-separated: CIDR ranges as
     /// CDNs publish them (`198.51.100.0/24,2001:db8::/32`) or single addresses. A connection from
     /// one of them is counted against the client address it forwards (the rightmost
     /// `X-Forwarded-For` entry that is not itself a trusted proxy); without this, every client
-    /// behind the CDN would share the edge's address and its limits.
+    /// behind the CDN would share the edge's address and its limits. The shipped edge needs no
+    /// range here: it says the edge's word (`X-Floodgate-Edge`, from `FLOODGATE_EDGE_KEY`).
     #[arg(
         long,
         env = "FLOODGATE_TRUSTED_PROXIES",
@@ -98,13 +99,32 @@ impl Clients {
         }
     }
 
-    /// The client a request from `peer` with these `X-Forwarded-For` values counts as.
-    pub fn of(&self, peer: IpAddr, forwarded_for: &[&str]) -> IpAddr {
-        counted_as(
-            client_address(peer, forwarded_for, &self.trusted),
-            self.ipv6_prefix,
-        )
+    /// The client a request from `peer` with these `X-Forwarded-For` values counts as; `word`
+    /// is its `X-Floodgate-Edge` header, if any: with the edge's word, the peer is an edge
+    /// wherever it is (`EdgeSeal::edge_word`).
+    pub fn of(&self, peer: IpAddr, forwarded_for: &[&str], word: Option<&str>) -> IpAddr {
+        counted_as(self.address(peer, forwarded_for, word), self.ipv6_prefix)
     }
+
+    /// The client's own address, before [`counted_as`]: what a gateway forwards for it.
+    pub fn address(&self, peer: IpAddr, forwarded_for: &[&str], word: Option<&str>) -> IpAddr {
+        let vouched = word.is_some_and(|w| self.seal.is_edge_word(w));
+        client_address(peer, forwarded_for, &self.trusted, vouched)
+    }
+}
+
+/// The request header that carries the edge's word (`EdgeSeal::edge_word`).
+pub const EDGE_WORD_HEADER: &str = "x-floodgate-edge";
+
+/// A request's `X-Forwarded-For` values and its edge's word, as [`Clients::of`] takes them.
+pub fn forwarding(headers: &axum::http::HeaderMap) -> (Vec<&str>, Option<&str>) {
+    let forwarded = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let word = headers.get(EDGE_WORD_HEADER).and_then(|v| v.to_str().ok());
+    (forwarded, word)
 }
 
 /// The client a request is from, as the per-address limits count it: its address (behind a
@@ -125,26 +145,27 @@ where
             .get::<ConnectInfo<SocketAddr>>()
             .copied()
             .ok_or_else(|| ApiError::internal("a request without its peer's address"))?;
-        let forwarded: Vec<&str> = parts
-            .headers
-            .get_all("x-forwarded-for")
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .collect();
+        let (forwarded, word) = forwarding(&parts.headers);
         let clients = Arc::<Clients>::from_ref(state);
-        Ok(Self(clients.of(peer.ip(), &forwarded)))
+        Ok(Self(clients.of(peer.ip(), &forwarded, word)))
     }
 }
 
-/// The address a connection from `peer` stands for: `peer` itself, unless it is a trusted proxy,
-/// in which case the rightmost `X-Forwarded-For` entry that is not a trusted proxy (entries
+/// The address a connection from `peer` stands for: `peer` itself, unless it is a trusted proxy
+/// (or `vouched` for, by the edge's word), in which case the rightmost `X-Forwarded-For` entry
+/// that is not a trusted proxy (entries
 /// further left were written by the client and prove nothing). Addresses are compared in their
 /// canonical form, so a proxy that reaches a dual-stack listener as `::ffff:10.0.0.1` is still
 /// the trusted `10.0.0.1`.
-pub fn client_address(peer: IpAddr, forwarded_for: &[&str], trusted: &[IpNet]) -> IpAddr {
+pub fn client_address(
+    peer: IpAddr,
+    forwarded_for: &[&str],
+    trusted: &[IpNet],
+    vouched: bool,
+) -> IpAddr {
     let peer = peer.to_canonical();
     let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| net.contains(ip));
-    if !is_trusted(&peer) {
+    if !vouched && !is_trusted(&peer) {
         return peer;
     }
     let mut chain = forwarded_for
@@ -229,19 +250,41 @@ mod tests {
         let client: IpAddr = "203.0.113.7".parse().unwrap();
         let trusted = [IpNet::from(edge)];
         // Direct connections are themselves, whatever they claim.
-        assert_eq!(client_address(client, &["198.51.100.1"], &trusted), client);
+        assert_eq!(
+            client_address(client, &["198.51.100.1"], &trusted, false),
+            client
+        );
         // Through the edge: the entry the edge appended, not what the client wrote before it.
         assert_eq!(
-            client_address(edge, &["198.51.100.1, 203.0.113.7"], &trusted),
+            client_address(edge, &["198.51.100.1, 203.0.113.7"], &trusted, false),
             client
         );
         assert_eq!(
-            client_address(edge, &["203.0.113.7", "10.1.1.1"], &trusted),
+            client_address(edge, &["203.0.113.7", "10.1.1.1"], &trusted, false),
             client,
             "several headers, and a trusted hop skipped"
         );
-        assert_eq!(client_address(edge, &[], &trusted), edge);
-        assert_eq!(client_address(edge, &["not-an-ip"], &trusted), edge);
+        assert_eq!(client_address(edge, &[], &trusted, false), edge);
+        assert_eq!(client_address(edge, &["not-an-ip"], &trusted, false), edge);
+    }
+
+    #[test]
+    fn the_edges_word_vouches_for_a_peer_in_no_trusted_range() {
+        let key = "edge_key_of_thirty_two_characters_x";
+        let clients = Clients::new(&ClientArgs {
+            edge_key: Some(key.to_owned().into()),
+            ..ClientArgs::default()
+        });
+        let word = clients.seal.edge_word().unwrap();
+        let edge: IpAddr = "172.31.4.5".parse().unwrap();
+        let client: IpAddr = "203.0.113.7".parse().unwrap();
+        assert_eq!(clients.of(edge, &["203.0.113.7"], Some(&word)), client);
+        // Without the word, or with a wrong one, the peer is itself.
+        assert_eq!(clients.of(edge, &["203.0.113.7"], None), edge);
+        assert_eq!(clients.of(edge, &["203.0.113.7"], Some("guess")), edge);
+        // Without a key there is no word to say.
+        let unkeyed = Clients::new(&ClientArgs::default());
+        assert_eq!(unkeyed.of(edge, &["203.0.113.7"], Some(&word)), edge);
     }
 
     #[test]
@@ -251,7 +294,7 @@ mod tests {
         let client: IpAddr = "203.0.113.7".parse().unwrap();
         // A dual-stack listener sees the edge as ::ffff:10.1.1.1: it is still the trusted edge.
         assert_eq!(
-            client_address(mapped_edge, &["203.0.113.7"], &[IpNet::from(edge)]),
+            client_address(mapped_edge, &["203.0.113.7"], &[IpNet::from(edge)], false),
             client
         );
         assert_eq!(
@@ -286,13 +329,18 @@ mod tests {
             "192.0.2.9",
         ] {
             assert_eq!(
-                client_address(edge.parse().unwrap(), &["203.0.113.7"], &cdn),
+                client_address(edge.parse().unwrap(), &["203.0.113.7"], &cdn, false),
                 client,
                 "{edge} is one of the CDN's edges"
             );
         }
         assert_eq!(
-            client_address("198.51.101.1".parse().unwrap(), &["203.0.113.7"], &cdn),
+            client_address(
+                "198.51.101.1".parse().unwrap(),
+                &["203.0.113.7"],
+                &cdn,
+                false
+            ),
             "198.51.101.1".parse::<IpAddr>().unwrap(),
             "outside the range: the peer itself"
         );

@@ -244,6 +244,10 @@ pub async fn check(checks: Vec<Check>) -> Readiness {
     }))
     .await;
     let ready = results.iter().all(|r| r.ok || r.shared);
+    // Whether this Pod is in its Services' endpoints, for an alert on how many are
+    // (FloodgateFewReadyEndpoints): kube-state-metrics would say it too, but is one more thing
+    // an operator must run.
+    metrics::gauge!("floodgate_ready").set(f64::from(u8::from(ready)));
     // What each probe found, for an alert to tell one Pod cut off from a dependency (its own
     // network, a full conntrack table) from a fault every Pod shares: shared checks never make
     // a Pod unready, so nothing else would say it.

@@ -22,6 +22,8 @@ pub fn address_list(addrs: &[SocketAddr]) -> String {
 
 pub struct Edge {
     pub addr: SocketAddr,
+    /// Where it serves its own metrics (`/metrics`).
+    pub metrics: SocketAddr,
     dir: PathBuf,
     child: Child,
 }
@@ -68,6 +70,7 @@ impl Edge {
         // Below the ephemeral range (crate::gateways::free_port): a port bound to 0 and let go
         // could be taken by any outgoing connection.
         let addr = crate::gateways::free_port();
+        let metrics = crate::gateways::free_port();
         let dir = std::env::temp_dir().join(unique("floodgate-edge-"));
         std::fs::create_dir_all(&dir).unwrap();
         let nginx = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/nginx");
@@ -76,6 +79,7 @@ impl Edge {
         let child = Command::new(nginx.join("edge.sh"))
             .env("PATH", "/usr/sbin:/usr/bin:/bin")
             .env("FLOODGATE_EDGE_LISTEN", addr.to_string())
+            .env("FLOODGATE_EDGE_METRICS_LISTEN", metrics.to_string())
             .env("FLOODGATE_EDGE_GATEWAYS", address_list(gateways))
             .env("FLOODGATE_EDGE_BOOKING", address_list(&[booking]))
             .env("FLOODGATE_EDGE_PREFIX", &dir)
@@ -86,7 +90,12 @@ impl Edge {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .expect("edge.sh starts nginx");
-        let mut edge = Edge { addr, dir, child };
+        let mut edge = Edge {
+            addr,
+            metrics,
+            dir,
+            child,
+        };
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         // Listening, and this nginx (edge.sh execs it): it writes its pid once its sockets are
         // bound. Another test's listener on the port would answer the connect alone, and this
@@ -116,6 +125,22 @@ impl Edge {
     /// What nginx has written to its error log so far: why it answered a 502 of its own, say.
     pub fn errors(&self) -> String {
         std::fs::read_to_string(self.dir.join("error.log")).unwrap_or_default()
+    }
+
+    /// Its metrics as Prometheus scrapes them.
+    pub async fn scrape(&self) -> String {
+        let answer = reqwest::get(format!("http://{}/metrics", self.metrics))
+            .await
+            .expect("the edge serves its metrics");
+        assert_eq!(answer.status(), 200, "the edge's /metrics");
+        answer.text().await.unwrap()
+    }
+
+    /// How many answers the edge counts of `status` made `by` the edge, its cache or an
+    /// origin (0 when none yet).
+    pub async fn answers(&self, status: u16, by: &str) -> u64 {
+        let series = format!("floodgate_edge_answers_total{{status=\"{status}\",by=\"{by}\"}}");
+        crate::scrape(self.metrics, &series).await.unwrap_or(0.0) as u64
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -101,6 +101,30 @@ impl EdgeSeal {
         ))
     }
 
+    /// The edge's word: what the shipped edge sends with every request it forwards, in
+    /// `X-Floodgate-Edge` (deploy/nginx/edge.sh computes it with `sha256sum` from the same key:
+    /// the SHA-256 of `floodgate-edge:<key>`, in hex). A request carrying it comes from an edge
+    /// (or a gateway forwarding a booking call), whatever its address: its `X-Forwarded-For`
+    /// names the client, with no range of addresses to trust, which a cluster's Pod network
+    /// would otherwise have to be. Nobody without the key can say it; the key itself never
+    /// travels. `None` without a key.
+    pub fn edge_word(&self) -> Option<String> {
+        use sha2::{Digest as _, Sha256};
+        let key = self.0.as_ref()?;
+        let digest = Sha256::new()
+            .chain_update(b"floodgate-edge:")
+            .chain_update(key.expose_secret().as_bytes())
+            .finalize();
+        Some(digest.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
+    /// Whether `presented` is [`Self::edge_word`] (never, without a key).
+    pub fn is_edge_word(&self, presented: &str) -> bool {
+        self.edge_word().is_some_and(|word| {
+            floodgate_protocol::same_secret(presented.trim().as_bytes(), word.as_bytes())
+        })
+    }
+
     /// [`Self::seal`], unless the sealed credential would be longer than `max` bytes (a resume
     /// token handed back in a WebSocket close reason: 123 at most), then the bare credential.
     pub fn seal_within(&self, credential: &str, max: usize) -> String {
@@ -134,6 +158,21 @@ mod tests {
         );
         assert_eq!(sealed.len(), "r2.7..mac.s1".len() + 1 + SEAL_LEN);
         assert_eq!(unsealed(&sealed), "r2.7..mac.s1");
+    }
+
+    #[test]
+    fn the_edges_word_is_what_edge_sh_computes_and_only_the_key_says_it() {
+        // `printf 'floodgate-edge:%s' edge_key_of_thirty_two_characters_x | sha256sum`, as
+        // deploy/nginx/edge.sh runs it.
+        let seal = keyed("edge_key_of_thirty_two_characters_x");
+        let word = "3f879edd59cd56ea96f2f99df4d5fb66e70beaea2c3ccdef655dff808565c55d";
+        assert_eq!(seal.edge_word().as_deref(), Some(word));
+        assert!(seal.is_edge_word(word));
+        assert!(!seal.is_edge_word(&word[..63]));
+        assert!(!seal.is_edge_word(""));
+        assert!(!keyed("another_key_of_thirty_two_characters").is_edge_word(word));
+        assert_eq!(EdgeSeal::default().edge_word(), None);
+        assert!(!EdgeSeal::default().is_edge_word(word));
     }
 
     #[test]

@@ -145,6 +145,10 @@ pub(super) const METRICS: &[(&str, &str)] = &[
         "1 while the sale's admission is paused, by sale",
     ),
     (
+        "floodgate_ready",
+        "1 when this process's latest readiness check found it ready (in its Services' endpoints), 0 when not",
+    ),
+    (
         "floodgate_dependency_up",
         "1 when the dependency answered this process's latest readiness check, 0 when not, by dependency (redis, postgres, kafka)",
     ),

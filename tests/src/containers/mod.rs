@@ -95,6 +95,8 @@ pub struct Stack {
     /// Names every container of this run (`docker ps --filter label=floodgate-test=<run>`).
     pub run: String,
     pub edge: SocketAddr,
+    /// The edge's own metrics listener.
+    pub edge_metrics: SocketAddr,
     pub gateways: Vec<Container>,
     pub bookings: Vec<Container>,
     pub consumer: Container,
@@ -121,7 +123,10 @@ pub const LISTENERS: [(&str, &[&str]); 5] = [
     ),
     ("consumer", &["FLOODGATE_CONSUMER_METRICS_LISTEN"]),
     ("sandbox", &["FLOODGATE_SANDBOX_LISTEN"]),
-    ("cdn", &["FLOODGATE_EDGE_LISTEN"]),
+    (
+        "cdn",
+        &["FLOODGATE_EDGE_LISTEN", "FLOODGATE_EDGE_METRICS_LISTEN"],
+    ),
 ];
 
 /// How each long-running service shows it is ready: on which listener, and at which path (none:
@@ -175,6 +180,7 @@ impl Stack {
             topic: format!("floodgate.{run}"),
             run,
             edge,
+            edge_metrics: free_addr(),
             gateways: Vec::new(),
             bookings: Vec::new(),
             consumer: Container {
@@ -257,7 +263,14 @@ impl Stack {
         let http = reqwest::Client::new();
         let edge = Container {
             name: self.edge_name(),
-            listens: [("FLOODGATE_EDGE_LISTEN".to_owned(), self.edge)].into(),
+            listens: [
+                ("FLOODGATE_EDGE_LISTEN".to_owned(), self.edge),
+                (
+                    "FLOODGATE_EDGE_METRICS_LISTEN".to_owned(),
+                    self.edge_metrics,
+                ),
+            ]
+            .into(),
         };
         for (service, listener, path) in READINESS {
             let containers: Vec<&Container> = match service {

@@ -90,7 +90,7 @@ impl Stack {
     }
 
     /// Every service's metrics listener: the gateways', the booking instances' and the
-    /// consumer's.
+    /// consumer's (the edge's is `edge_metrics`).
     pub fn metrics_targets(&self) -> Vec<SocketAddr> {
         let gateways = self
             .gateways

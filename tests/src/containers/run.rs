@@ -244,6 +244,10 @@ impl Stack {
         };
         env.insert("FLOODGATE_EDGE_LISTEN".into(), self.edge.to_string());
         env.insert(
+            "FLOODGATE_EDGE_METRICS_LISTEN".into(),
+            self.edge_metrics.to_string(),
+        );
+        env.insert(
             "FLOODGATE_EDGE_GATEWAYS".into(),
             list(&self.gateways, "FLOODGATE_GATEWAY_LISTEN"),
         );

@@ -29,10 +29,14 @@ const ONLY_IN_KUBERNETES: [(&str, &str); 6] = [
 ];
 
 /// Settings only compose sets, and why.
-const ONLY_IN_COMPOSE: [(&str, &str); 3] = [
+const ONLY_IN_COMPOSE: [(&str, &str); 4] = [
     (
         "FLOODGATE_REDIS_URL",
         "one Redis (the manifests name a cluster's seeds)",
+    ),
+    (
+        "FLOODGATE_TRUSTED_PROXIES",
+        "compose's edge has a fixed address to trust besides its word; a cluster's Pods have none",
     ),
     (
         "FLOODGATE_TOKEN_KEY_ID",
@@ -51,13 +55,12 @@ const SECRETS_ONLY_IN_KUBERNETES: [&str; 3] =
 
 /// Settings whose values name a host, a network or a client id of their deployment: equal by
 /// name only.
-const VALUES_OF_THEIR_OWN: [&str; 13] = [
+const VALUES_OF_THEIR_OWN: [&str; 12] = [
     "FLOODGATE_KAFKA_BROKERS",
     "FLOODGATE_BOOKING_URL",
     "FLOODGATE_PAYMENT_PROVIDER_URL",
     "FLOODGATE_IDENTITY_JWKS_URL",
     "FLOODGATE_IDENTITY_AUDIENCE",
-    "FLOODGATE_TRUSTED_PROXIES",
     "FLOODGATE_SANDBOX_WEBHOOK_URL",
     "FLOODGATE_EDGE_GATEWAYS",
     "FLOODGATE_EDGE_BOOKING",

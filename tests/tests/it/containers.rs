@@ -165,6 +165,17 @@ async fn a_sale_runs_through_the_shipped_edge_into_the_compose_stack() {
             );
         }
     }
+    // The edge's image counts its connections (its Lua module loaded): this scrape's own, at
+    // least.
+    let active = scrape(
+        stack.edge_metrics,
+        "floodgate_edge_connections{state=\"active\"}",
+    )
+    .await;
+    assert!(
+        active.is_some_and(|v| v >= 1.0),
+        "the edge's metrics: {active:?}"
+    );
 
     // A waiting room nobody is admitted from yet: who is who at the edge.
     let waiting = unique("compose-wait-");

@@ -381,6 +381,67 @@ async fn a_trusted_hop_before_the_edge_does_not_let_a_clients_own_address_throug
     );
 }
 
+/// With no address range trusted at all (a cluster whose Pod network is not the 10.0.0.0/8 a
+/// setting once guessed), the edge's word (`X-Floodgate-Edge`, from the key it shares with the
+/// services) is what makes a gateway take the address the edge forwards: clients on 127.0.0.2
+/// and 127.0.0.3 are each their own through it. A stranger reaching the gateway directly with a
+/// made-up word is itself, whatever address it claims.
+#[sqlx::test(migrations = "../migrations")]
+async fn the_edges_word_vouches_for_it_where_no_range_is_trusted(db: sqlx::PgPool) {
+    let options = TestOptions {
+        max_connections_per_ip: 2,
+        trusted_proxies: Vec::new(),
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = sale(&app).await;
+    let edge = Edge::start(&[app.gateway], app.booking).await;
+    let through_edge = edge.ws_url(&sale);
+    let mut held = Vec::new();
+    // Two from each client through the edge: without the word, all four would be the edge's
+    // address (127.0.0.1), and the third refused.
+    for from in ["127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"] {
+        let client = RoomClient::join_from(&through_edge, Some(from.parse().unwrap()), &[]).await;
+        held.push(client.unwrap_or_else(|r| panic!("{from} refused: {r:?}")));
+    }
+    let third = RoomClient::join_from(&through_edge, Some("127.0.0.2".parse().unwrap()), &[])
+        .await
+        .err()
+        .expect("a third from 127.0.0.2");
+    assert_eq!(
+        (third.status, third.body["error"].as_str()),
+        (429, Some("too_many_connections"))
+    );
+
+    // Directly, with a made-up word and a new address claimed each time: one client.
+    let direct = app.ws_url(&sale);
+    let mut refused = None;
+    for n in 1..=3 {
+        let claimed = format!("127.0.8.{n}");
+        let headers = [
+            ("x-forwarded-for", claimed.as_str()),
+            (
+                "x-floodgate-edge",
+                "0000000000000000000000000000000000000000000000000000000000000000",
+            ),
+        ];
+        match RoomClient::join_from(&direct, Some("127.0.0.4".parse().unwrap()), &headers).await {
+            Ok(client) => held.push(client),
+            Err(r) => {
+                refused = Some((n, r));
+                break;
+            }
+        }
+    }
+    let (n, refused) =
+        refused.expect("three sessions from 127.0.0.4, each claiming another address");
+    assert_eq!(n, 3, "the limit is 2 an address");
+    assert_eq!(
+        (refused.status, refused.body["error"].as_str()),
+        (429, Some("too_many_connections"))
+    );
+}
+
 /// The Kubernetes edge names its one gateway Service three times (so that a draining or full
 /// gateway's 503 is tried again, on whichever Pod the Service picks next). A refused upgrade
 /// must not take that gateway out of the edge's rotation: nginx marks a server that failed

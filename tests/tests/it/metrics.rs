@@ -12,6 +12,7 @@ use floodgate_tests::client::RoomClient;
 use floodgate_tests::{eventually, fresh_db, unique, SaleSpec, TestApp};
 
 mod admission;
+mod edge;
 
 /// promtool: `FLOODGATE_PROMTOOL`, else where `deploy/stack.sh` unpacks it.
 fn promtool() -> PathBuf {
@@ -177,7 +178,7 @@ async fn the_dashboard_and_the_alert_rules_use_only_series_the_services_serve() 
     let rules = observability("alerts.yaml");
     let (ok, said) = promtool_rules(&rules);
     assert!(ok, "promtool check rules: {said}");
-    assert!(said.contains("14 rules found"), "{said}");
+    assert!(said.contains("16 rules found"), "{said}");
 
     // The dashboard has the rush's panels, and every query parses (each checked as a
     // recording rule by promtool, with the sale variable filled in).
@@ -196,6 +197,8 @@ async fn the_dashboard_and_the_alert_rules_use_only_series_the_services_serve() 
         "Consumer lag",
         "Gateway memory per instance",
         "Sessions per instance",
+        "The edge's answers",
+        "Edge connections",
     ] {
         assert!(titles.contains(&title), "no panel {title:?} in {titles:?}");
     }
@@ -232,6 +235,10 @@ async fn the_dashboard_and_the_alert_rules_use_only_series_the_services_serve() 
         .chain([rules.as_str()])
         .flat_map(series_names)
         .collect();
+    // The edge's series are the edge's own (deploy/nginx/cdn.conf): one in front of the app,
+    // having answered once.
+    let edge = floodgate_tests::edge::Edge::start(&[app.gateway], app.booking).await;
+    let _ = app.http.get(edge.url("/v1/nowhere")).send().await.unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
         // What readiness found is served once a probe has asked (a kubelet asks every few
@@ -241,10 +248,16 @@ async fn the_dashboard_and_the_alert_rules_use_only_series_the_services_serve() 
             .get(format!("http://{}/readyz", app.admin))
             .send()
             .await;
-        let text = scrape(&app.http, app.admin).await;
+        let services = scrape(&app.http, app.admin).await;
+        let edges = edge.scrape().await;
         let missing: Vec<&String> = names
             .iter()
             .filter(|name| {
+                let text = if name.starts_with("floodgate_edge_") {
+                    &edges
+                } else {
+                    &services
+                };
                 !text.lines().any(|line| {
                     line.strip_prefix(name.as_str())
                         .is_some_and(|rest| rest.starts_with(['{', ' ']))
@@ -295,7 +308,7 @@ fn every_alert_rule_has_a_unit_test_that_passes() {
         .flat_map(|g| g["rules"].as_sequence().into_iter().flatten())
         .filter_map(|r| r["alert"].as_str())
         .collect();
-    assert_eq!(alerts.len(), 14, "{alerts:?}");
+    assert_eq!(alerts.len(), 16, "{alerts:?}");
     for alert in alerts {
         assert!(
             fired.contains(&alert),

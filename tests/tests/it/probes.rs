@@ -164,12 +164,24 @@ async fn a_stopping_gateway_turns_unready_and_refuses_joins_before_it_closes_a_s
         .expect("joins");
     let ready = format!("http://{}/readyz", gateway.addr);
     assert!(answers(&ready, 200, None).await);
+    // What the probe found is a metric too (FloodgateFewReadyEndpoints counts the ready Pods).
+    let metrics = format!("http://{}/metrics", gateway.admin);
+    let served = async |value: &str| {
+        let text = reqwest::get(&metrics).await.unwrap().text().await.unwrap();
+        text.lines()
+            .any(|line| line == format!("floodgate_ready {value}"))
+    };
+    assert!(
+        served("1").await,
+        "floodgate_ready 1 once a probe found it ready"
+    );
 
     gateway.terminate();
     eventually("unready while draining", WAIT, async || {
         answers(&ready, 503, Some("draining")).await
     })
     .await;
+    assert!(served("0").await, "floodgate_ready 0 while it drains");
     // Still serving, and not taking anyone new: a load balancer has somewhere else to send them.
     let refused = RoomClient::join(&gateway.ws_url(&sale))
         .await

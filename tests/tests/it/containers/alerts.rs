@@ -17,7 +17,8 @@ async fn a_real_prometheus_fires_and_clears_the_alerts_of_a_broker_outage() {
         ..StackOptions::default()
     };
     let stack = Stack::up(&url, options).await;
-    let prometheus = Prometheus::start(&stack.metrics_targets()).await;
+    let targets = [stack.metrics_targets(), vec![stack.edge_metrics]].concat();
+    let prometheus = Prometheus::start(&targets).await;
 
     let sale = unique("compose-alerts-");
     let spec = SaleSpec {
