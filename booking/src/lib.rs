@@ -36,7 +36,8 @@
 //! - [`publish`]: the idempotent Kafka producer that acknowledges events before a 2xx;
 //!   [`broker_health`]: whether the broker is known to be down (reservations refused at once),
 //!   and its probe.
-//! - [`catalog`]: sale files, the PostgreSQL catalog and arming a sale into Redis.
+//! - [`catalog`]: sale files, the PostgreSQL catalog and arming a sale into Redis; the catalog
+//!   documents the page reads, served for the edge to cache (`catalog::served`).
 //! - [`publish_static`]: the static catalog JSON and the list of sales, for a CDN.
 //! - [`reconcile`], [`rebuild`]: the on-call commands (Redis against PostgreSQL; a lost pool).
 //! - [`topics`]: `topics ensure`, the Kafka topics made and checked by Floodgate itself.
@@ -137,6 +138,8 @@ pub struct AppState {
     pub limits: Arc<limits::Limits>,
     /// The 201s this instance gave, for their replays (crate::replays).
     pub answered: Arc<replays::Answered>,
+    /// The catalog documents the page reads, made from PostgreSQL (crate::catalog::served).
+    pub shelf: Arc<catalog::served::Shelf>,
     /// Each dependency's latest answer to `/readyz`, asked at most once a second whoever asks.
     pub checks: Arc<floodgate_platform::readiness::RememberedChecks>,
 }
@@ -227,6 +230,7 @@ impl AppState {
             clients: Arc::new(floodgate_platform::clients::Clients::new(&config.clients)),
             limits: Arc::new(limits::Limits::new(config)),
             answered: Arc::default(),
+            shelf: Arc::default(),
             checks: Arc::default(),
             config: Arc::new(config.clone()),
             identity: config

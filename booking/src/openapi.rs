@@ -31,6 +31,7 @@ use utoipa::{IntoParams, Modify, OpenApi};
     tags(
         (name = "reservations", description = "Holding seats with an admission token (docs/protocol.md 2)."),
         (name = "payments", description = "Paying for a hold; the provider's webhook."),
+        (name = "catalog", description = "The sales and their trains, classes and fares, as the page reads them (docs/protocol.md 1.9), for a CDN to cache."),
         (name = "probes", description = "Liveness and readiness, for load balancers and kubelets."),
     ),
     modifiers(&SecuritySchemes),
@@ -191,6 +192,15 @@ floodgate_platform::refusals!(
         code::BOOKING_RATE_LIMITED,
         code::HOLDER_RATE_LIMITED,
         code::IDENTITY,
+        code::UNKNOWN_SALE,
+        code::CATALOG_UNAVAILABLE,
+    ]
+);
+
+floodgate_platform::refusals!(
+    /// What `GET /data/sales/{file}` refuses with.
+    CatalogRefusals [
+        code::NOT_FOUND,
         code::UNKNOWN_SALE,
         code::CATALOG_UNAVAILABLE,
     ]

@@ -80,6 +80,7 @@ fn documented_public() -> (Router<AppState>, Document) {
         .routes(routes!(paying::get_reservation))
         .routes(routes!(paying::start_payment))
         .routes(routes!(webhook::receive_webhook))
+        .routes(routes!(crate::catalog::served::catalog_document))
         .routes(routes!(probes::health))
         .routes(routes!(probes::ready_public));
     let (routes, mut document) = routes.split_for_parts();

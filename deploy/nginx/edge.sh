@@ -63,6 +63,17 @@ esac
 # same key. A random key (above) makes a word no service takes.
 edge_word=$(printf 'floodgate-edge:%s' "$edge_key" | sha256sum | cut -d' ' -f1)
 
+# What goes into nginx's configuration as it is: an address and port (an IPv6 one in brackets),
+# and for the public listener the words of nginx's `listen` that follow it (`proxy_protocol`).
+for setting in "FLOODGATE_EDGE_LISTEN=$listen" "FLOODGATE_EDGE_METRICS_LISTEN=$metrics"; do
+  case ${setting#*=} in
+    *[!A-Za-z0-9.:\[\]_\ -]*) echo "edge.sh: ${setting%%=*} may hold only an address and port (and listen's own words)" >&2; exit 1 ;;
+  esac
+done
+# The metrics are counted by Debian's Lua module for nginx (cdn.conf loads it): without it,
+# say so rather than leave nginx's own complaint.
+[ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ] || { echo "edge.sh: nginx's Lua module is missing: install libnginx-mod-http-lua (the edge's image has it)" >&2; exit 1; }
+
 mkdir -p "$prefix"
 # The configuration holds the key: readable by this user only (nginx's master reads it).
 (umask 077 && sed -e "s|__LISTEN__|$listen|" \

@@ -31,8 +31,8 @@
 //!   pre-queue draw's public record; `draw_guard`: what that record may cost a stranger;
 //!   `guards`: what the other public paths may cost (per address, per place, a Redis budget).
 //! - [`assets`] and `cache`: the browser client's page and hashed assets, the headers that keep
-//!   it to its own origin, and the HTTP caching (encodings, ETags) they share with the seat
-//!   counts.
+//!   it to its own origin, and the static folder's caching headers (the encodings and ETags
+//!   they share with the seat counts are `floodgate_platform::cache`'s).
 //! - [`bookings`]: the booking paths on the page's own origin, passed to the booking service.
 //! - [`door`]: who is joining (the buyer's identity) and the bot check at the door.
 //! - [`error`]: JSON errors answered before an upgrade.

@@ -275,7 +275,7 @@ mod tests {
             edge_key: Some(key.to_owned().into()),
             ..ClientArgs::default()
         });
-        let word = clients.seal.edge_word().unwrap();
+        let word = clients.seal.edge_word().unwrap().to_owned();
         let edge: IpAddr = "172.31.4.5".parse().unwrap();
         let client: IpAddr = "203.0.113.7".parse().unwrap();
         assert_eq!(clients.of(edge, &["203.0.113.7"], Some(&word)), client);

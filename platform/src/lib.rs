@@ -19,6 +19,8 @@
 //!   health), pure, for the admission leader and the sale simulator alike.
 //! - [`clients`]: who a request is from, as per-address limits count it (trusted proxies, the
 //!   IPv6 prefix), and the in-memory rate per key every limit is made of.
+//! - [`cache`]: bodies kept for crowds in three encodings with an ETag each (the gateway's assets
+//!   and seat counts, the booking service's catalog documents).
 //! - [`batch`]: natural batching (callers gather while a batch is in flight), for `WAIT` and joins.
 //! - [`keys`]: the Redis key layout and its hash tags (sale-wide slot, per-pool slot).
 //! - [`lua`]: how a Lua script is put together from its body and the shared helper files.
@@ -53,6 +55,7 @@
 pub mod admission;
 pub mod autopilot;
 pub mod batch;
+pub mod cache;
 pub mod clients;
 pub mod http;
 pub mod identity;

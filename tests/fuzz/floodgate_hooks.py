@@ -180,6 +180,10 @@ def before_call(context, case, kwargs):
     elif path == "/v1/sales/{sale}/place":
         if chance(0.85):
             set_header(case, "Floodgate-Resume", RESUME)
+    elif path == "/data/sales/{file}":
+        # The live sale's catalog, the list of sales, or the generated name (an unknown sale).
+        if live_sale and params is not None:
+            params["file"] = f"{SALE}.json" if chance(0.7) else "index.json"
     elif path == "/v1/payments/webhook":
         if chance(0.85) and not withheld(case, "Floodgate-Signature"):
             kwargs["auth"] = SignWebhook()

@@ -6,6 +6,7 @@
 //! opened, because from then on Redis counters are live and re-loading them would sell seats twice.
 
 mod file;
+pub mod served;
 
 use file::{door_from, parse_date};
 pub use file::{ClassDef, PoolDef, SaleFile, TrainDef};

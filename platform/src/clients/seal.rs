@@ -32,7 +32,15 @@ pub use floodgate_protocol::{unsealed, SEAL_LEN, SEAL_SEPARATOR as SEPARATOR};
 
 /// Seals credentials with the edge's key, or leaves them as they are without one.
 #[derive(Clone, Default)]
-pub struct EdgeSeal(Option<SecretString>);
+pub struct EdgeSeal(Option<Keyed>);
+
+/// The key, and the edge's word made from it once (every request a service takes is checked
+/// for it).
+#[derive(Clone)]
+struct Keyed {
+    key: SecretString,
+    word: SecretString,
+}
 
 impl std::fmt::Debug for EdgeSeal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -62,7 +70,10 @@ impl EdgeSeal {
                     .to_owned(),
             );
         }
-        Ok(Self(Some(key.clone())))
+        Ok(Self(Some(Keyed {
+            key: key.clone(),
+            word: edge_word(key).into(),
+        })))
     }
 
     /// Whether credentials are sealed at all.
@@ -74,7 +85,7 @@ impl EdgeSeal {
     pub fn seal(&self, credential: &str) -> String {
         match &self.0 {
             None => credential.to_owned(),
-            Some(key) => {
+            Some(Keyed { key, .. }) => {
                 let digest = Md5::new()
                     .chain_update(credential.as_bytes())
                     .chain_update(key.expose_secret().as_bytes())
@@ -108,14 +119,8 @@ impl EdgeSeal {
     /// names the client, with no range of addresses to trust, which a cluster's Pod network
     /// would otherwise have to be. Nobody without the key can say it; the key itself never
     /// travels. `None` without a key.
-    pub fn edge_word(&self) -> Option<String> {
-        use sha2::{Digest as _, Sha256};
-        let key = self.0.as_ref()?;
-        let digest = Sha256::new()
-            .chain_update(b"floodgate-edge:")
-            .chain_update(key.expose_secret().as_bytes())
-            .finalize();
-        Some(digest.iter().map(|b| format!("{b:02x}")).collect())
+    pub fn edge_word(&self) -> Option<&str> {
+        self.0.as_ref().map(|keyed| keyed.word.expose_secret())
     }
 
     /// Whether `presented` is [`Self::edge_word`] (never, without a key).
@@ -135,6 +140,16 @@ impl EdgeSeal {
             credential.to_owned()
         }
     }
+}
+
+/// The SHA-256 of `floodgate-edge:<key>`, in hex: what `deploy/nginx/edge.sh` computes.
+fn edge_word(key: &SecretString) -> String {
+    use sha2::{Digest as _, Sha256};
+    let digest = Sha256::new()
+        .chain_update(b"floodgate-edge:")
+        .chain_update(key.expose_secret().as_bytes())
+        .finalize();
+    hex::encode(digest)
 }
 
 #[cfg(test)]
@@ -166,7 +181,7 @@ mod tests {
         // deploy/nginx/edge.sh runs it.
         let seal = keyed("edge_key_of_thirty_two_characters_x");
         let word = "3f879edd59cd56ea96f2f99df4d5fb66e70beaea2c3ccdef655dff808565c55d";
-        assert_eq!(seal.edge_word().as_deref(), Some(word));
+        assert_eq!(seal.edge_word(), Some(word));
         assert!(seal.is_edge_word(word));
         assert!(!seal.is_edge_word(&word[..63]));
         assert!(!seal.is_edge_word(""));

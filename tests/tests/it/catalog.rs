@@ -5,6 +5,8 @@ use std::time::Duration;
 use floodgate_booking::catalog::{self, CatalogError};
 use floodgate_tests::{unique, SaleSpec, TestApp};
 
+mod served;
+
 #[sqlx::test(migrations = "../migrations")]
 async fn arming_is_idempotent_before_the_opening_and_refused_after(db: sqlx::PgPool) {
     let app = TestApp::spawn(db.clone()).await;

@@ -423,10 +423,12 @@ async fn the_reserve_scenario_makes_every_reservation_through_the_booking_api(db
     };
     app.create_sale(&sale, &spec).await;
     app.until_open(&sale).await;
+    // The key as `--flag=value`: base64url may begin with `-`, which a parser would take for
+    // a flag of its own (one run in 64).
     let (booking, kid, seed) = (
         app.booking.to_string(),
         app.signer.kid().to_owned(),
-        app.signer.seed_base64(),
+        format!("--token-signing-key={}", app.signer.seed_base64()),
     );
     let (status, _, report) = run(&[
         "reserve",
@@ -442,7 +444,6 @@ async fn the_reserve_scenario_makes_every_reservation_through_the_booking_api(db
         "16",
         "--token-key-id",
         &kid,
-        "--token-signing-key",
         &seed,
     ])
     .await;

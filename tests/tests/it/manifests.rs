@@ -62,8 +62,9 @@ fn selects(selector: &Value, labels: &BTreeMap<String, String>) -> bool {
 enum Peer<'a> {
     /// A workload of the manifests, by name.
     Pod(&'a str),
-    /// Prometheus, in the namespace named `monitoring`.
-    Monitoring,
+    /// A Pod of another namespace, by the namespace's name and whether it carries the label
+    /// that lets Prometheus in (`floodgate.dev/scrapes=true`).
+    Namespace(&'a str, bool),
     /// Anything outside the cluster (a browser, a managed Redis, Kafka or PostgreSQL, the
     /// payment provider).
     Outside,
@@ -77,12 +78,12 @@ fn admits(entry: &Value, peer: Peer, labels: &BTreeMap<String, BTreeMap<String, 
                 && entry["ipBlock"].is_null()
                 && selects(&entry["podSelector"], &labels[workload])
         }
-        Peer::Monitoring => {
-            let ns: BTreeMap<String, String> = [(
-                "kubernetes.io/metadata.name".to_owned(),
-                "monitoring".to_owned(),
-            )]
-            .into();
+        Peer::Namespace(name, labelled) => {
+            let mut ns: BTreeMap<String, String> =
+                [("kubernetes.io/metadata.name".to_owned(), name.to_owned())].into();
+            if labelled {
+                ns.insert("floodgate.dev/scrapes".to_owned(), "true".to_owned());
+            }
             !entry["namespaceSelector"].is_null() && selects(&entry["namespaceSelector"], &ns)
         }
         Peer::Outside => entry["ipBlock"]["cidr"] == "0.0.0.0/0",
@@ -140,7 +141,14 @@ fn allowed(docs: &[Value], from: Peer, to: Peer, port: u16, protocol: &str) -> b
 /// Every flow Floodgate needs, in every overlay; nothing else between its parts.
 #[test]
 fn a_default_deny_network_policy_lets_through_only_what_floodgate_needs() {
-    use Peer::{Monitoring, Outside, Pod};
+    use Peer::{Namespace, Outside, Pod};
+    // Prometheus where kube-prometheus-stack puts it, or in a namespace of the operator's own
+    // that carries the label; nothing from another namespace.
+    let (monitoring, labelled, elsewhere) = (
+        Namespace("monitoring", false),
+        Namespace("observability", true),
+        Namespace("observability", false),
+    );
     let (gateway, booking, consumer, cdn) = (
         Pod("floodgate-gateway"),
         Pod("floodgate-booking"),
@@ -176,10 +184,15 @@ fn a_default_deny_network_policy_lets_through_only_what_floodgate_needs() {
             (cdn, gateway, 8092, "the edge to the gateways' fourth port"),
             (cdn, booking, 8081, "the edge to the booking API"),
             (gateway, booking, 8081, "the gateways' booking route"),
-            (Monitoring, gateway, 9080, "Prometheus"),
-            (Monitoring, booking, 9081, "Prometheus"),
-            (Monitoring, consumer, 9102, "Prometheus"),
         ];
+        for prometheus in [monitoring, labelled] {
+            needed.extend([
+                (prometheus, gateway, 9080, "Prometheus"),
+                (prometheus, booking, 9081, "Prometheus"),
+                (prometheus, consumer, 9102, "Prometheus"),
+                (prometheus, cdn, 9113, "Prometheus"),
+            ]);
+        }
         for pod in [gateway, booking, consumer, cdn] {
             needed.push((pod, Outside, 53, "DNS"));
         }
@@ -231,6 +244,19 @@ fn a_default_deny_network_policy_lets_through_only_what_floodgate_needs() {
             ),
             (gateway, Outside, 5432, "PostgreSQL from the gateways"),
             (cdn, Outside, 6379, "Redis from the edge"),
+            (Outside, cdn, 9113, "the edge's metrics from outside"),
+            (
+                elsewhere,
+                cdn,
+                9113,
+                "the edge's metrics from another namespace",
+            ),
+            (
+                elsewhere,
+                gateway,
+                9080,
+                "the gateways' metrics from another namespace",
+            ),
         ] {
             assert!(
                 !allowed(&docs, from, to, port, "TCP"),

@@ -1,6 +1,7 @@
 //! A buyer's whole journey in Chromium through the shipped edge into the compose stack, with
-//! every service on the local Redis Cluster: the sale made and its catalog published as
-//! docs/deploy.md tells an operator to (`floodgate-booking` inside a booking container), then
+//! every service on the local Redis Cluster: the sale made as docs/deploy.md's Kubernetes walk
+//! tells an operator to (`floodgate-booking` inside a booking container, its catalog then
+//! served through the edge with nothing published), then
 //! sign-in at the sandbox's stand-in, the proof of work at the door, the wait, the booking, the
 //! payment on the sandbox's page, the webhook back through the edge, the confirmation. Then the
 //! edge itself is stopped as a release stops it, and drains the sockets it holds.
@@ -26,6 +27,28 @@ async fn ops(stack: &Stack, path: &str) {
     assert_eq!(answer.status(), 200, "{path}: {:?}", answer.text().await);
 }
 
+/// The sale command of docs/deploy.md's Kubernetes walk ("6. A sale"), as the walk runs it in a
+/// booking container (`kubectl exec -i deploy/floodgate-booking -- <it> < <file>`): its
+/// arguments, with the sale's id and its opening this test's own, and the file it reads.
+fn walk_command(sale: &str, opens_in_secs: &str) -> (Vec<String>, String) {
+    let deploy = std::fs::read_to_string(repo().join("docs/deploy.md")).unwrap();
+    let mut lines = deploy.lines();
+    lines
+        .find(|l| l.contains("exec -i deploy/floodgate-booking -- \\"))
+        .expect("the walk's sale command in docs/deploy.md");
+    let command = lines.next().expect("the command's second line").trim();
+    let (args, file) = command
+        .split_once(" < ")
+        .expect("the sale file on standard input");
+    let mut args: Vec<String> = args.split_whitespace().map(str::to_owned).collect();
+    assert_eq!(args.remove(0), "floodgate-booking", "{command}");
+    for (flag, value) in [("--id", sale), ("--opens-in-secs", opens_in_secs)] {
+        let at = args.iter().position(|a| a == flag).expect(flag) + 1;
+        args[at] = value.to_owned();
+    }
+    (args, file.trim().to_owned())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signed_in_buyer_books_and_pays_in_chromium_through_the_edge_on_a_redis_cluster() {
     let (url, db) = fresh_database().await;
@@ -35,25 +58,15 @@ async fn a_signed_in_buyer_books_and_pays_in_chromium_through_the_edge_on_a_redi
     };
     let stack = Stack::up(&url, options).await;
 
-    // The demo sale (signed-in buyers only, a proof of work at the door), made and published
-    // from a booking container: the file on standard input (the container's root is
-    // read-only), the catalog into the volume the gateways serve /data/ from.
+    // The demo sale (signed-in buyers only, a proof of work at the door), made from a booking
+    // container with the command of docs/deploy.md's Kubernetes walk ("6. A sale"): the file on
+    // standard input (the container's root is read-only). Nothing is published: the edge
+    // takes the catalog from the booking service, which makes it from PostgreSQL.
     let sale = unique("compose-journey-");
-    let file = std::fs::read(repo().join("deploy/sales/demo.toml")).unwrap();
-    let create = [
-        "sale",
-        "create",
-        "/dev/stdin",
-        "--id",
-        &sale,
-        "--opens-in-secs",
-        "2",
-        "--arm",
-    ];
-    let (code, said) = stack.booking_command(&create, &file);
+    let (create, file) = walk_command(&sale, "2");
+    let create: Vec<&str> = create.iter().map(String::as_str).collect();
+    let (code, said) = stack.booking_command(&create, &std::fs::read(repo().join(file)).unwrap());
     assert_eq!(code, 0, "sale create: {said}");
-    let (code, said) = stack.booking_command(&["sale", "publish", &sale], b"");
-    assert_eq!(code, 0, "sale publish: {said}");
     let catalog = reqwest::get(stack.url(&format!("/data/sales/{sale}.json")))
         .await
         .unwrap();

@@ -60,6 +60,19 @@ async fn the_edge_counts_its_answers_by_who_made_them() {
     assert_eq!(edge.answers(404, "edge").await, 0);
     assert_eq!(edge.answers(401, "edge").await, 0);
 
+    // A join is counted at its upgrade, while the person waits (not an hour later, when the
+    // socket closes).
+    let waiting = floodgate_tests::client::RoomClient::join(&edge.ws_url(&sale))
+        .await
+        .expect("joins through the edge");
+    eventually(
+        "the upgrade counted while the socket is open",
+        WAIT,
+        async || edge.answers(101, "origin").await == 1,
+    )
+    .await;
+    drop(waiting);
+
     // An edge whose origins are all gone answers by itself: a 503 made by its public server
     // (the booking path), one made by the pages' server inside it (the page: to the public
     // server, an origin's answer, marked as the edge's own), and a flood's 429s.
