@@ -70,6 +70,15 @@ for setting in "FLOODGATE_EDGE_LISTEN=$listen" "FLOODGATE_EDGE_METRICS_LISTEN=$m
     *[!A-Za-z0-9.:\[\]_\ -]*) echo "edge.sh: ${setting%%=*} may hold only an address and port (and listen's own words)" >&2; exit 1 ;;
   esac
 done
+# The origins are host:port lists; the prefix is a path.
+for setting in "FLOODGATE_EDGE_GATEWAYS=$FLOODGATE_EDGE_GATEWAYS" "FLOODGATE_EDGE_BOOKING=$FLOODGATE_EDGE_BOOKING"; do
+  case ${setting#*=} in
+    *[!A-Za-z0-9.:\[\],_\ -]*) echo "edge.sh: ${setting%%=*} may hold only host:port entries, comma-separated" >&2; exit 1 ;;
+  esac
+done
+case $prefix in
+  *[!A-Za-z0-9./_-]*) echo "edge.sh: FLOODGATE_EDGE_PREFIX may hold only a path of letters, digits, ., /, _ and -" >&2; exit 1 ;;
+esac
 # The metrics are counted by Debian's Lua module for nginx (cdn.conf loads it): without it,
 # say so rather than leave nginx's own complaint.
 [ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ] || { echo "edge.sh: nginx's Lua module is missing: install libnginx-mod-http-lua (the edge's image has it)" >&2; exit 1; }

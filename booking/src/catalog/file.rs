@@ -128,6 +128,12 @@ impl SaleFile {
     pub(super) fn validate(&self) -> Result<(), CatalogError> {
         let invalid = |m: String| Err(CatalogError::Invalid(m));
         check_sale_id(&self.id).map_err(|e| CatalogError::Invalid(e.to_string()))?;
+        // The list of sales is `/data/sales/index.json`, beside each sale's own document.
+        if self.id == "index" {
+            return invalid(
+                "a sale cannot be called \"index\" (the list of sales has that name)".into(),
+            );
+        }
         if self.hold_ttl_secs == 0 {
             return invalid("hold_ttl_secs must be positive".into());
         }
@@ -261,6 +267,11 @@ mod tests {
     fn invalid_sale_files_say_what_is_wrong() {
         let cases = [
             (MINIMAL.replace("capacity = 10", "capacity = 0"), "capacity"),
+            // Its catalog would be the list of sales' name.
+            (
+                MINIMAL.replacen("id = \"s1\"", "id = \"index\"", 1),
+                "index",
+            ),
             (MINIMAL.replace("\"2026-12-01\"", "\"1 Dec\""), "YYYY-MM-DD"),
             (MINIMAL.replace("id = \"p1\"", "id = \"p{1}\""), "pool id"),
             (

@@ -4,6 +4,7 @@
 //! armed sale's catalog and the list of sales are there at once, as `sale publish` would write
 //! them, and what a stranger names costs nothing kept and a bounded number of reads.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use floodgate_booking::catalog::served::{Shelf, KNOWN_FRESH};
@@ -104,6 +105,12 @@ async fn through_the_edge_an_armed_sales_catalog_needs_no_publishing(db: sqlx::P
         )
         .await;
     assert_eq!((status, body["error"].as_str()), (404, Some("not_found")));
+    // A name spelled otherwise than the page writes it is refused at the edge (the cache keys
+    // the path made plain: such a spelling would share the real copy's key).
+    let (status, body) = app
+        .answer(app.http.get(edge.url(&format!("/data/sales//{sale}.json"))))
+        .await;
+    assert_eq!((status, body["error"].as_str()), (404, Some("not_found")));
     let (status, body) = app
         .answer(app.http.get(edge.url(&format!("{file}?v=2"))))
         .await;
@@ -114,13 +121,14 @@ async fn through_the_edge_an_armed_sales_catalog_needs_no_publishing(db: sqlx::P
 }
 
 /// A stranger naming sale after sale costs a read of PostgreSQL now and then, and nothing kept;
-/// a crowd asking for one sale's catalog costs a read per `FRESH`.
+/// a crowd asking for one sale's catalog costs a read per `FRESH`; an ended sale is not served;
+/// with PostgreSQL away, nobody waits behind another's read.
 #[sqlx::test(migrations = "../migrations")]
 async fn made_up_names_cost_no_memory_and_few_reads(db: sqlx::PgPool) {
     let app = TestApp::spawn(db.clone()).await;
     let sale = unique("shelf-");
     app.create_sale(&sale, &SaleSpec::default()).await;
-    let shelf = Shelf::default();
+    let shelf = Arc::new(Shelf::default());
     let started = tokio::time::Instant::now();
     for n in 0..500 {
         let refused = shelf.document(&db, &format!("made-up-{n}")).await;
@@ -133,7 +141,7 @@ async fn made_up_names_cost_no_memory_and_few_reads(db: sqlx::PgPool) {
         shelf.reads(),
         started.elapsed()
     );
-    assert_eq!(shelf.kept().await, 0, "nothing kept for a made-up name");
+    assert_eq!(shelf.kept(), 0, "nothing kept for a made-up name");
 
     let before = shelf.reads();
     for _ in 0..200 {
@@ -148,5 +156,28 @@ async fn made_up_names_cost_no_memory_and_few_reads(db: sqlx::PgPool) {
         "{} reads",
         shelf.reads() - before
     );
-    assert_eq!(shelf.kept().await, 1);
+    assert_eq!(shelf.kept(), 1);
+
+    // An ended sale's catalog is not served (a fresh shelf: this one trusts its ids a minute).
+    sqlx::query("update sales set ended_at = now() where id = $1")
+        .bind(&sale)
+        .execute(&db)
+        .await
+        .unwrap();
+    let fresh = Arc::new(Shelf::default());
+    let ended = fresh.document(&db, &sale).await;
+    assert_eq!(ended.err().map(|e| e.code()), Some("unknown_sale"));
+
+    // PostgreSQL away: refused at once, with one read a period whoever asks (nobody waits
+    // behind another's read).
+    let away = sqlx::postgres::PgPoolOptions::new()
+        .acquire_timeout(Duration::from_millis(500))
+        .connect_lazy("postgres://postgres@127.0.0.1:1/none")
+        .unwrap();
+    let dark = Arc::new(Shelf::default());
+    for _ in 0..20 {
+        let refused = dark.document(&away, "index").await;
+        assert_eq!(refused.err().map(|e| e.code()), Some("catalog_unavailable"));
+    }
+    assert_eq!(dark.reads(), 1, "one read a period, whoever asks");
 }

@@ -273,3 +273,29 @@ fn the_edge_outlasts_the_load_balancers_deregistration() {
         "the edge stops {pause} s after it is told to, the load balancer lets go after {deregistration} s"
     );
 }
+
+/// What binds a gateway or an edge while people wait is the sockets it holds, and their memory,
+/// not CPU (a waiting room is quiet between ticks): each autoscaler scales on memory as well as
+/// CPU, so a crowd that fills the Pods' memory adds Pods before the gateways shed joins as full.
+#[test]
+fn the_pods_holding_people_scale_on_their_memory() {
+    for overlay in OVERLAYS {
+        let docs = rendered(overlay);
+        for held in ["floodgate-gateway", "floodgate-cdn"] {
+            let autoscaler = of_kind(&docs, "HorizontalPodAutoscaler")
+                .into_iter()
+                .find(|h| h["spec"]["scaleTargetRef"]["name"] == held)
+                .unwrap_or_else(|| panic!("{overlay}: no autoscaler for {held}"));
+            let resources: BTreeSet<&str> = autoscaler["spec"]["metrics"]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+                .filter_map(|m| m["resource"]["name"].as_str())
+                .collect();
+            assert!(
+                resources.contains("memory") && resources.contains("cpu"),
+                "{overlay}: {held} scales on {resources:?}"
+            );
+        }
+    }
+}
