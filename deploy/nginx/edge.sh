@@ -6,6 +6,10 @@
 #   FLOODGATE_EDGE_BOOKING   the booking instances, host:port, comma-separated (required)
 #   FLOODGATE_EDGE_LISTEN    what nginx listens on (default 8000: every address, port 8000)
 #   FLOODGATE_EDGE_METRICS_LISTEN  where it serves its metrics, /metrics (default 9113)
+#   FLOODGATE_EDGE_REAL_IP_FROM  a CDN's or L7 load balancer's ranges in front of the edge,
+#                            comma-separated CIDRs: the edge takes the client's address from the
+#                            X-Forwarded-For they write, and counts every limit by it (nginx's
+#                            realip module). Unset: the address each connection comes from
 #   FLOODGATE_EDGE_WORKERS   nginx workers (default: one per core the container sees; each sets
 #                            aside ~55 MB for its connections, so name a number under a memory
 #                            limit)
@@ -76,6 +80,18 @@ for setting in "FLOODGATE_EDGE_GATEWAYS=$FLOODGATE_EDGE_GATEWAYS" "FLOODGATE_EDG
     *[!A-Za-z0-9.:\[\],_\ -]*) echo "edge.sh: ${setting%%=*} may hold only host:port entries, comma-separated" >&2; exit 1 ;;
   esac
 done
+real_ip_from=${FLOODGATE_EDGE_REAL_IP_FROM:-}
+case $real_ip_from in
+  *[!0-9A-Fa-f.:/,\ ]*) echo "edge.sh: FLOODGATE_EDGE_REAL_IP_FROM may hold only CIDR ranges, comma-separated" >&2; exit 1 ;;
+esac
+# Behind the PROXY protocol (FLOODGATE_EDGE_LISTEN's `proxy_protocol`), the address is its header.
+real_ip_header=X-Forwarded-For
+case $listen in *proxy_protocol*) real_ip_header=proxy_protocol ;; esac
+real_ip=
+if [ -n "$(printf '%s' "$real_ip_from" | tr -d ' ,')" ]; then
+  real_ip="$(printf '%s' "$real_ip_from" | tr ',' '\n' | sed -e 's/^ *//' -e 's/ *$//' -e '/^$/d' |
+    sed 's/.*/set_real_ip_from &;/' | tr '\n' ' ')real_ip_header $real_ip_header; real_ip_recursive on;"
+fi
 case $prefix in
   *[!A-Za-z0-9./_-]*) echo "edge.sh: FLOODGATE_EDGE_PREFIX may hold only a path of letters, digits, ., /, _ and -" >&2; exit 1 ;;
 esac
@@ -92,6 +108,7 @@ mkdir -p "$prefix"
   -e "s|__PREFIX__|$prefix|g" \
   -e "s|__EDGE_KEY__|$edge_key|g" \
   -e "s|__EDGE_WORD__|$edge_word|g" \
+  -e "s|__REAL_IP__|$real_ip|" \
   -e "s|^worker_processes auto;|worker_processes $workers;|" \
   -e "s|^error_log .*|error_log stderr warn;|" \
   "$template" >"$prefix/nginx.conf")

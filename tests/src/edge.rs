@@ -39,12 +39,32 @@ impl Edge {
         Self::start_with(gateways, booking, &nginx.join("cdn.conf")).await
     }
 
+    /// [`Edge::start`] with settings of the edge's own besides (`FLOODGATE_EDGE_REAL_IP_FROM`,
+    /// say).
+    pub async fn start_with_settings(
+        gateways: &[SocketAddr],
+        booking: SocketAddr,
+        settings: &[(&str, &str)],
+    ) -> Edge {
+        let nginx = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/nginx");
+        Self::launch(gateways, booking, &nginx.join("cdn.conf"), settings).await
+    }
+
     /// [`Edge::start`] with another template than the shipped `cdn.conf` (the shipped one with
     /// a limit made small enough to reach, say).
     pub async fn start_with(
         gateways: &[SocketAddr],
         booking: SocketAddr,
         template: &std::path::Path,
+    ) -> Edge {
+        Self::launch(gateways, booking, template, &[]).await
+    }
+
+    async fn launch(
+        gateways: &[SocketAddr],
+        booking: SocketAddr,
+        template: &std::path::Path,
+        settings: &[(&str, &str)],
     ) -> Edge {
         assert!(
             std::path::Path::new(NGINX).exists(),
@@ -54,7 +74,7 @@ impl Edge {
         // before nginx binds it: nginx then stops ("Address already in use"), and is started
         // again on another.
         for _ in 0..3 {
-            if let Some(edge) = Self::try_start(gateways, booking, template).await {
+            if let Some(edge) = Self::try_start(gateways, booking, template, settings).await {
                 return edge;
             }
         }
@@ -66,6 +86,7 @@ impl Edge {
         gateways: &[SocketAddr],
         booking: SocketAddr,
         template: &std::path::Path,
+        settings: &[(&str, &str)],
     ) -> Option<Edge> {
         // Below the ephemeral range (crate::gateways::free_port): a port bound to 0 and let go
         // could be taken by any outgoing connection.
@@ -85,6 +106,7 @@ impl Edge {
             .env("FLOODGATE_EDGE_PREFIX", &dir)
             .env("FLOODGATE_EDGE_TEMPLATE", template)
             .env("FLOODGATE_EDGE_KEY", crate::edge_key())
+            .envs(settings.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())

@@ -381,6 +381,69 @@ async fn a_trusted_hop_before_the_edge_does_not_let_a_clients_own_address_throug
     );
 }
 
+/// Behind a CDN or an L7 load balancer, the edge is told the hop's ranges
+/// (`FLOODGATE_EDGE_REAL_IP_FROM`) and counts each client by the address the hop names in
+/// `X-Forwarded-For`, as do the gateways after it: people behind the hop (127.0.0.5) are each
+/// their own, each to the limit of two; a client that does not come through the hop is itself,
+/// whatever it claims.
+#[sqlx::test(migrations = "../migrations")]
+async fn behind_a_named_hop_each_client_is_the_address_it_names(db: sqlx::PgPool) {
+    let options = TestOptions {
+        max_connections_per_ip: 2,
+        trusted_proxies: Vec::new(),
+        ..TestOptions::default()
+    };
+    let app = TestApp::spawn_with(db, options).await;
+    let sale = sale(&app).await;
+    let edge = Edge::start_with_settings(
+        &[app.gateway],
+        app.booking,
+        &[("FLOODGATE_EDGE_REAL_IP_FROM", "127.0.0.5/32, 192.0.2.0/24")],
+    )
+    .await;
+    let ws = edge.ws_url(&sale);
+    let join = |from: &'static str, named: &'static str| {
+        let ws = ws.clone();
+        async move {
+            let headers = [("x-forwarded-for", named)];
+            RoomClient::join_from(&ws, Some(from.parse().unwrap()), &headers).await
+        }
+    };
+    let mut held = Vec::new();
+    // Four people behind the hop, each named by it: without the setting they would all be the
+    // hop's address, and the third refused.
+    for named in ["127.0.9.1", "127.0.9.2", "127.0.9.3", "127.0.9.4"] {
+        let client = join("127.0.0.5", named).await;
+        held.push(client.unwrap_or_else(|r| panic!("{named} behind the hop: {r:?}")));
+    }
+    held.push(
+        join("127.0.0.5", "127.0.9.1")
+            .await
+            .expect("127.0.9.1's second"),
+    );
+    let third = join("127.0.0.5", "127.0.9.1")
+        .await
+        .err()
+        .expect("127.0.9.1's third");
+    assert_eq!(
+        (third.status, third.body["error"].as_str()),
+        (429, Some("too_many_connections"))
+    );
+    // Not the hop: its own claims are nothing.
+    let mut refused = None;
+    for named in ["127.0.8.1", "127.0.8.2", "127.0.8.3"] {
+        match join("127.0.0.6", named).await {
+            Ok(client) => held.push(client),
+            Err(r) => {
+                refused = Some(r);
+                break;
+            }
+        }
+    }
+    let refused = refused.expect("127.0.0.6 is one client, whatever it names");
+    assert_eq!(refused.status, 429, "{refused:?}");
+}
+
 /// With no address range trusted at all (a cluster whose Pod network is not the 10.0.0.0/8 a
 /// setting once guessed), the edge's word (`X-Floodgate-Edge`, from the key it shares with the
 /// services) is what makes a gateway take the address the edge forwards: clients on 127.0.0.2

@@ -104,9 +104,8 @@ async fn every_address_of_one_ipv6_64_shares_its_ceiling_at_the_edge(db: sqlx::P
     let app = TestApp::spawn(db).await;
     let sale = app.pending_sale("edge-ipv6-").await;
     let mut changes = vec![(
-        "        listen __LISTEN__;\n".to_owned(),
-        "        listen __LISTEN__;\n        set_real_ip_from 127.0.0.1;\n        real_ip_header X-Real-IP;\n"
-            .to_owned(),
+        "        __REAL_IP__\n".to_owned(),
+        "        set_real_ip_from 127.0.0.1;\n        real_ip_header X-Real-IP;\n".to_owned(),
     )];
     changes.extend(shrunk("floodgate_ceiling", "5r/m", 5));
     changes.extend(shrunk("floodgate_pages", "2r/m", 4));
