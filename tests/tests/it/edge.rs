@@ -381,13 +381,9 @@ async fn a_trusted_hop_before_the_edge_does_not_let_a_clients_own_address_throug
     );
 }
 
-/// Behind a CDN or an L7 load balancer, the edge is told the hop's ranges
-/// (`FLOODGATE_EDGE_REAL_IP_FROM`) and counts each client by the address the hop names in
-/// `X-Forwarded-For`, as do the gateways after it: people behind the hop (127.0.0.5) are each
-/// their own, each to the limit of two; a client that does not come through the hop is itself,
-/// whatever it claims.
-#[sqlx::test(migrations = "../migrations")]
-async fn behind_a_named_hop_each_client_is_the_address_it_names(db: sqlx::PgPool) {
+/// An app whose gateways take two sessions an address and trust no range of addresses (only the
+/// edge's word), with a sale of its own.
+async fn two_sessions_an_address_trusting_no_range(db: sqlx::PgPool) -> (TestApp, String) {
     let options = TestOptions {
         max_connections_per_ip: 2,
         trusted_proxies: Vec::new(),
@@ -395,6 +391,17 @@ async fn behind_a_named_hop_each_client_is_the_address_it_names(db: sqlx::PgPool
     };
     let app = TestApp::spawn_with(db, options).await;
     let sale = sale(&app).await;
+    (app, sale)
+}
+
+/// Behind a CDN or an L7 load balancer, the edge is told the hop's ranges
+/// (`FLOODGATE_EDGE_REAL_IP_FROM`) and counts each client by the address the hop names in
+/// `X-Forwarded-For`, as do the gateways after it: people behind the hop (127.0.0.5) are each
+/// their own, each to the limit of two; a client that does not come through the hop is itself,
+/// whatever it claims.
+#[sqlx::test(migrations = "../migrations")]
+async fn behind_a_named_hop_each_client_is_the_address_it_names(db: sqlx::PgPool) {
+    let (app, sale) = two_sessions_an_address_trusting_no_range(db).await;
     let edge = Edge::start_with_settings(
         &[app.gateway],
         app.booking,
@@ -451,13 +458,7 @@ async fn behind_a_named_hop_each_client_is_the_address_it_names(db: sqlx::PgPool
 /// made-up word is itself, whatever address it claims.
 #[sqlx::test(migrations = "../migrations")]
 async fn the_edges_word_vouches_for_it_where_no_range_is_trusted(db: sqlx::PgPool) {
-    let options = TestOptions {
-        max_connections_per_ip: 2,
-        trusted_proxies: Vec::new(),
-        ..TestOptions::default()
-    };
-    let app = TestApp::spawn_with(db, options).await;
-    let sale = sale(&app).await;
+    let (app, sale) = two_sessions_an_address_trusting_no_range(db).await;
     let edge = Edge::start(&[app.gateway], app.booking).await;
     let through_edge = edge.ws_url(&sale);
     let mut held = Vec::new();
