@@ -6,6 +6,8 @@
 #   FLOODGATE_EDGE_BOOKING   the booking instances, host:port, comma-separated (required)
 #   FLOODGATE_EDGE_LISTEN    what nginx listens on (default 8000: every address, port 8000)
 #   FLOODGATE_EDGE_METRICS_LISTEN  where it serves its metrics, /metrics (default 9113)
+#   FLOODGATE_EDGE_REDIRECT_LISTEN where plain http:// arrives, answered with a redirect to
+#                            https:// (default 8001)
 #   FLOODGATE_EDGE_REAL_IP_FROM  a CDN's or L7 load balancer's ranges in front of the edge,
 #                            comma-separated CIDRs: the edge takes the client's address from the
 #                            X-Forwarded-For they write, and counts every limit by it (nginx's
@@ -26,6 +28,7 @@ set -eu
 : "${FLOODGATE_EDGE_BOOKING:?FLOODGATE_EDGE_BOOKING is not set: name the booking instances, host:port, comma-separated}"
 listen=${FLOODGATE_EDGE_LISTEN:-8000}
 metrics=${FLOODGATE_EDGE_METRICS_LISTEN:-9113}
+redirect=${FLOODGATE_EDGE_REDIRECT_LISTEN:-8001}
 prefix=${FLOODGATE_EDGE_PREFIX:-/var/cache/floodgate-cdn}
 workers=${FLOODGATE_EDGE_WORKERS:-auto}
 template=${FLOODGATE_EDGE_TEMPLATE:-/etc/floodgate/cdn.conf}
@@ -69,7 +72,7 @@ edge_word=$(printf 'floodgate-edge:%s' "$edge_key" | sha256sum | cut -d' ' -f1)
 
 # What goes into nginx's configuration as it is: an address and port (an IPv6 one in brackets),
 # and for the public listener the words of nginx's `listen` that follow it (`proxy_protocol`).
-for setting in "FLOODGATE_EDGE_LISTEN=$listen" "FLOODGATE_EDGE_METRICS_LISTEN=$metrics"; do
+for setting in "FLOODGATE_EDGE_LISTEN=$listen" "FLOODGATE_EDGE_METRICS_LISTEN=$metrics" "FLOODGATE_EDGE_REDIRECT_LISTEN=$redirect"; do
   case ${setting#*=} in
     *[!A-Za-z0-9.:\[\]_\ -]*) echo "edge.sh: ${setting%%=*} may hold only an address and port (and listen's own words)" >&2; exit 1 ;;
   esac
@@ -80,15 +83,21 @@ for setting in "FLOODGATE_EDGE_GATEWAYS=$FLOODGATE_EDGE_GATEWAYS" "FLOODGATE_EDG
     *[!A-Za-z0-9.:\[\],_\ -]*) echo "edge.sh: ${setting%%=*} may hold only host:port entries, comma-separated" >&2; exit 1 ;;
   esac
 done
-real_ip_from=${FLOODGATE_EDGE_REAL_IP_FROM:-}
+real_ip_from=$(printf '%s' "${FLOODGATE_EDGE_REAL_IP_FROM:-}" | tr ' ' ',')
 case $real_ip_from in
-  *[!0-9A-Fa-f.:/,\ ]*) echo "edge.sh: FLOODGATE_EDGE_REAL_IP_FROM may hold only CIDR ranges, comma-separated" >&2; exit 1 ;;
+  *[!0-9A-Fa-f.:/,]*) echo "edge.sh: FLOODGATE_EDGE_REAL_IP_FROM may hold only CIDR ranges, comma-separated" >&2; exit 1 ;;
 esac
 # Behind the PROXY protocol (FLOODGATE_EDGE_LISTEN's `proxy_protocol`), the address is its header.
 real_ip_header=X-Forwarded-For
 case $listen in *proxy_protocol*) real_ip_header=proxy_protocol ;; esac
+# Behind the PROXY protocol every connection comes from the load balancer: without its ranges,
+# every client would be counted as its few addresses, and refused as one.
+if [ "$real_ip_header" = proxy_protocol ] && [ -z "$(printf '%s' "$real_ip_from" | tr -d ',')" ]; then
+  echo "edge.sh: FLOODGATE_EDGE_LISTEN speaks the PROXY protocol: name the load balancer's ranges in FLOODGATE_EDGE_REAL_IP_FROM" >&2
+  exit 1
+fi
 real_ip=
-if [ -n "$(printf '%s' "$real_ip_from" | tr -d ' ,')" ]; then
+if [ -n "$(printf '%s' "$real_ip_from" | tr -d ',')" ]; then
   real_ip="$(printf '%s' "$real_ip_from" | tr ',' '\n' | sed -e 's/^ *//' -e 's/ *$//' -e '/^$/d' |
     sed 's/.*/set_real_ip_from &;/' | tr '\n' ' ')real_ip_header $real_ip_header; real_ip_recursive on;"
 fi
@@ -103,6 +112,7 @@ mkdir -p "$prefix"
 # The configuration holds the key: readable by this user only (nginx's master reads it).
 (umask 077 && sed -e "s|__LISTEN__|$listen|" \
   -e "s|__METRICS__|$metrics|" \
+  -e "s|__REDIRECT__|$redirect|" \
   -e "s|__GATEWAYS__|$(servers "$FLOODGATE_EDGE_GATEWAYS" always)|" \
   -e "s|__BOOKING__|$(servers "$FLOODGATE_EDGE_BOOKING")|" \
   -e "s|__PREFIX__|$prefix|g" \

@@ -24,6 +24,8 @@ pub struct Edge {
     pub addr: SocketAddr,
     /// Where it serves its own metrics (`/metrics`).
     pub metrics: SocketAddr,
+    /// Where it sends plain http:// to https://.
+    pub redirect: SocketAddr,
     dir: PathBuf,
     child: Child,
 }
@@ -92,6 +94,7 @@ impl Edge {
         // could be taken by any outgoing connection.
         let addr = crate::gateways::free_port();
         let metrics = crate::gateways::free_port();
+        let redirect = crate::gateways::free_port();
         let dir = std::env::temp_dir().join(unique("floodgate-edge-"));
         std::fs::create_dir_all(&dir).unwrap();
         let nginx = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/nginx");
@@ -101,6 +104,7 @@ impl Edge {
             .env("PATH", "/usr/sbin:/usr/bin:/bin")
             .env("FLOODGATE_EDGE_LISTEN", addr.to_string())
             .env("FLOODGATE_EDGE_METRICS_LISTEN", metrics.to_string())
+            .env("FLOODGATE_EDGE_REDIRECT_LISTEN", redirect.to_string())
             .env("FLOODGATE_EDGE_GATEWAYS", address_list(gateways))
             .env("FLOODGATE_EDGE_BOOKING", address_list(&[booking]))
             .env("FLOODGATE_EDGE_PREFIX", &dir)
@@ -115,6 +119,7 @@ impl Edge {
         let mut edge = Edge {
             addr,
             metrics,
+            redirect,
             dir,
             child,
         };

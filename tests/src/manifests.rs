@@ -7,14 +7,20 @@ use crate::containers::repo;
 
 /// Every resource of overlay `overlay` (`local`, `production`), rendered.
 pub fn rendered(overlay: &str) -> Vec<serde_yaml::Value> {
+    rendered_at(&repo().join("deploy/k8s/overlays").join(overlay))
+}
+
+/// The resources the kustomization in `dir` renders to, as [`rendered`].
+pub fn rendered_at(dir: &std::path::Path) -> Vec<serde_yaml::Value> {
     let output = Command::new(crate::tool("kubernetes-client/usr/bin/kubectl"))
         .arg("kustomize")
-        .arg(repo().join("deploy/k8s/overlays").join(overlay))
+        .arg(dir)
         .output()
         .expect("kubectl (deploy/stack.sh tools installs it)");
     assert!(
         output.status.success(),
-        "{overlay} renders: {}",
+        "{} renders: {}",
+        dir.display(),
         String::from_utf8_lossy(&output.stderr)
     );
     let text = String::from_utf8(output.stdout).unwrap();

@@ -97,6 +97,8 @@ pub struct Stack {
     pub edge: SocketAddr,
     /// The edge's own metrics listener.
     pub edge_metrics: SocketAddr,
+    /// Where the edge sends plain http:// to https://.
+    pub edge_redirect: SocketAddr,
     pub gateways: Vec<Container>,
     pub bookings: Vec<Container>,
     pub consumer: Container,
@@ -125,7 +127,11 @@ pub const LISTENERS: [(&str, &[&str]); 5] = [
     ("sandbox", &["FLOODGATE_SANDBOX_LISTEN"]),
     (
         "cdn",
-        &["FLOODGATE_EDGE_LISTEN", "FLOODGATE_EDGE_METRICS_LISTEN"],
+        &[
+            "FLOODGATE_EDGE_LISTEN",
+            "FLOODGATE_EDGE_METRICS_LISTEN",
+            "FLOODGATE_EDGE_REDIRECT_LISTEN",
+        ],
     ),
 ];
 
@@ -181,6 +187,7 @@ impl Stack {
             run,
             edge,
             edge_metrics: free_addr(),
+            edge_redirect: free_addr(),
             gateways: Vec::new(),
             bookings: Vec::new(),
             consumer: Container {
@@ -268,6 +275,10 @@ impl Stack {
                 (
                     "FLOODGATE_EDGE_METRICS_LISTEN".to_owned(),
                     self.edge_metrics,
+                ),
+                (
+                    "FLOODGATE_EDGE_REDIRECT_LISTEN".to_owned(),
+                    self.edge_redirect,
                 ),
             ]
             .into(),

@@ -248,6 +248,10 @@ impl Stack {
             self.edge_metrics.to_string(),
         );
         env.insert(
+            "FLOODGATE_EDGE_REDIRECT_LISTEN".into(),
+            self.edge_redirect.to_string(),
+        );
+        env.insert(
             "FLOODGATE_EDGE_GATEWAYS".into(),
             list(&self.gateways, "FLOODGATE_GATEWAY_LISTEN"),
         );

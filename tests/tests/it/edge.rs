@@ -652,3 +652,58 @@ async fn the_edges_own_answers_are_json() {
         "300 requests at once from one address, none refused"
     );
 }
+
+/// Plain http:// (the load balancer's port 80) is answered with a redirect to the same address
+/// over https://, where the page's sign-in works and the waiting room's socket is encrypted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_is_sent_to_https() {
+    let nowhere = floodgate_tests::gateways::free_port();
+    let edge = Edge::start(&[nowhere], nowhere).await;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let answer = http
+        .get(format!("http://{}/?sale=s1", edge.redirect))
+        .header("host", "tickets.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 308);
+    assert_eq!(
+        answer.headers()["location"],
+        "https://tickets.example.com/?sale=s1"
+    );
+}
+
+/// edge.sh refuses, naming the setting, what would have the edge count everyone as one address
+/// (the PROXY protocol with no load balancer's ranges) or write directives of a stranger's into
+/// nginx's file (an origin list holding `;`).
+#[test]
+fn edge_sh_refuses_settings_that_would_break_the_edge() {
+    let script = floodgate_tests::containers::repo().join("deploy/nginx/edge.sh");
+    let dir = std::env::temp_dir().join(unique("floodgate-edge-sh-"));
+    let run = |settings: &[(&str, &str)]| {
+        let out = std::process::Command::new(&script)
+            .env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/bin")
+            .env("FLOODGATE_EDGE_PREFIX", &dir)
+            .env("FLOODGATE_EDGE_KEY", floodgate_tests::edge_key())
+            .env("FLOODGATE_EDGE_GATEWAYS", "127.0.0.1:1")
+            .env("FLOODGATE_EDGE_BOOKING", "127.0.0.1:1")
+            .envs(settings.iter().copied())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, said) = run(&[("FLOODGATE_EDGE_LISTEN", "8000 proxy_protocol")]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("FLOODGATE_EDGE_REAL_IP_FROM"), "{said}");
+    let (code, said) = run(&[("FLOODGATE_EDGE_GATEWAYS", "127.0.0.1:1; return 200 owned")]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("FLOODGATE_EDGE_GATEWAYS"), "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

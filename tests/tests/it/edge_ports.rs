@@ -108,6 +108,7 @@ async fn one_edge_passes_on_more_clients_than_a_destination_has_source_ports() {
             .env("PATH", "/usr/sbin:/usr/bin:/bin")
             .env("FLOODGATE_EDGE_LISTEN", edge.to_string())
             .env("FLOODGATE_EDGE_METRICS_LISTEN", "127.0.0.1:19113")
+            .env("FLOODGATE_EDGE_REDIRECT_LISTEN", "127.0.0.1:18001")
             .env("FLOODGATE_EDGE_GATEWAYS", address_list(&ports))
             .env("FLOODGATE_EDGE_BOOKING", "127.0.0.1:18081")
             .env("FLOODGATE_EDGE_WORKERS", "1")

@@ -178,6 +178,7 @@ fn a_default_deny_network_policy_lets_through_only_what_floodgate_needs() {
         assert!(deny_all, "{overlay}: a default-deny NetworkPolicy");
         let mut needed = vec![
             (Outside, cdn, 8000, "the public to the edge"),
+            (Outside, cdn, 8001, "plain http:// to the edge's redirect"),
             (cdn, gateway, 8080, "the edge to the gateways"),
             (cdn, gateway, 8090, "the edge to the gateways' second port"),
             (cdn, gateway, 8091, "the edge to the gateways' third port"),

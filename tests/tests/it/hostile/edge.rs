@@ -29,12 +29,14 @@ fn public_locations(conf: &str) -> Vec<(String, String)> {
 fn every_public_location_of_the_edge_has_a_per_address_limit() {
     let path = floodgate_tests::containers::repo().join("deploy/nginx/cdn.conf");
     let conf = std::fs::read_to_string(path).unwrap();
-    // The edge's metrics server (the file's last) listens on a port of its own, which no
-    // public Service names and only the monitoring namespace may reach; it passes nothing on.
-    let (public, metrics) = conf
-        .split_once("listen __METRICS__;")
-        .expect("the edge's metrics server");
-    assert!(!metrics.contains("proxy_pass"), "{metrics}");
+    // The redirect of plain http:// and the edge's metrics (the file's last servers) pass
+    // nothing on: the one answers 308 to everything, the other listens on a port of its own,
+    // which no public Service names and only the monitoring namespace may reach.
+    let (public, others) = conf
+        .split_once("listen __REDIRECT__;")
+        .expect("the redirect's server");
+    assert!(!others.contains("proxy_pass"), "{others}");
+    assert!(others.contains("listen __METRICS__;"), "{others}");
     let locations = public_locations(public);
     assert!(locations.len() >= 6, "{locations:?}");
     for (head, body) in &locations {

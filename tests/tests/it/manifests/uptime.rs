@@ -299,3 +299,54 @@ fn the_pods_holding_people_scale_on_their_memory() {
         }
     }
 }
+
+/// Behind a CDN or an L7 load balancer, the production overlay's `real-ip.yaml` gives the edge the
+/// hop's ranges: applied as its kustomization's comment says, the edge's container has the
+/// setting beside every one it had.
+#[test]
+fn the_real_ip_patch_gives_the_edge_its_hops_ranges() {
+    let production = repo().join("deploy/k8s/overlays/production");
+    let kustomization = std::fs::read_to_string(production.join("kustomization.yaml")).unwrap();
+    assert!(
+        kustomization.contains("# - real-ip.yaml"),
+        "{kustomization}"
+    );
+    // A copy of deploy/k8s and deploy/nginx (kustomize takes no base outside the tree it
+    // renders), the patch turned on as the comment says.
+    let dir = std::env::temp_dir().join(floodgate_tests::unique("real-ip-"));
+    for part in ["deploy/k8s", "deploy/nginx"] {
+        copy_tree(&repo().join(part), &dir.join(part));
+    }
+    let overlay = dir.join("deploy/k8s/overlays/production");
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        kustomization.replace("# - real-ip.yaml", "- real-ip.yaml"),
+    )
+    .unwrap();
+    let edge_settings = |docs: &[Value]| {
+        let edge = &pod(deployment(docs, "floodgate-cdn"))["containers"][0];
+        settings(docs, edge)
+    };
+    let before = edge_settings(&rendered("production"));
+    let after = edge_settings(&floodgate_tests::manifests::rendered_at(&overlay));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        after.get("FLOODGATE_EDGE_REAL_IP_FROM").map(String::as_str),
+        Some("198.51.100.0/24, 2001:db8:cd::/48")
+    );
+    for (name, value) in &before {
+        assert_eq!(after.get(name), Some(value), "{name} kept");
+    }
+}
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &to.join(entry.file_name()));
+        } else {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
