@@ -182,16 +182,26 @@ impl Drop for GatewayProcess {
     }
 }
 
-/// A loopback port free right now (the gateway binds it a moment later).
+/// A loopback port free right now (the gateway binds it a moment later), and never one this
+/// process was handed before.
 pub fn free_port() -> SocketAddr {
     // Below the kernel's ephemeral range (32768 and up by default), picked at random: a port
     // handed out here is free now, and no listener bound to port 0 and no outgoing connection
     // (of this test or of another running beside it) can take it before the process it is
     // for binds it. Ports from the ephemeral range could be, and a gateway then failed to
-    // start with "Address already in use".
+    // start with "Address already in use". A port handed out and not bound (a test's origin
+    // that must not answer) is free again: handed out twice, the "nowhere" of one test was
+    // once its own edge's redirect listener.
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
     for _ in 0..1_000 {
         let port = 20_000 + (uuid::Uuid::new_v4().as_u128() % 10_000) as u16;
+        let mut given = GIVEN.lock().expect("the ports given");
+        if given.contains(&port) {
+            continue;
+        }
         if let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            given.insert(port);
             return listener.local_addr().expect("a bound address");
         }
     }
