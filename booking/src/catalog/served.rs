@@ -130,7 +130,6 @@ impl Shelf {
     /// Reads `name`'s document from PostgreSQL and shelves it; `None` if the read failed or
     /// took too long (the last copy, if any, stays).
     async fn make(&self, db: &PgPool, name: &str) -> Option<Arc<Asset>> {
-        self.reads.fetch_add(1, Ordering::Relaxed);
         let read = async {
             let value = match name {
                 INDEX => sales_index(db).await?,
@@ -138,24 +137,14 @@ impl Shelf {
             };
             anyhow::Ok(serde_json::to_vec(&value)?)
         };
-        let made = match tokio::time::timeout(READ_TIMEOUT, read).await {
+        let made = match self.read_in_time(name, read).await {
             // Compressing a large catalog takes a few milliseconds: off the runtime's threads.
-            Ok(Ok(body)) => {
+            Some(body) => {
                 tokio::task::spawn_blocking(move || Arc::new(Asset::new("application/json", body)))
                     .await
                     .ok()
             }
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, document = name, "catalog: PostgreSQL did not answer");
-                None
-            }
-            Err(_) => {
-                tracing::warn!(
-                    document = name,
-                    "catalog: PostgreSQL did not answer in time"
-                );
-                None
-            }
+            None => None,
         };
         let mut inner = self.inner.lock().expect("the shelf's lock");
         // Shelved only while the name is still live (its entry was not dropped meanwhile).
@@ -184,18 +173,7 @@ impl Shelf {
             }
             inner.knowing = true;
         };
-        self.reads.fetch_add(1, Ordering::Relaxed);
-        let ids = match tokio::time::timeout(READ_TIMEOUT, live_sales(db)).await {
-            Ok(Ok(ids)) => Some(ids),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "catalog: PostgreSQL did not answer");
-                None
-            }
-            Err(_) => {
-                tracing::warn!("catalog: PostgreSQL did not answer in time");
-                None
-            }
-        };
+        let ids = self.read_in_time("the live sales", live_sales(db)).await;
         let mut inner = self.inner.lock().expect("the shelf's lock");
         inner.knowing = false;
         let now = Instant::now();
@@ -216,6 +194,27 @@ impl Shelf {
                 let live = ids.contains(sale);
                 inner.known = Some((now, ids));
                 live
+            }
+        }
+    }
+
+    /// One read of PostgreSQL, counted, for at most [`READ_TIMEOUT`]: its answer, or `None`
+    /// (said in the log) if it failed or took too long.
+    async fn read_in_time<T>(
+        &self,
+        what: &str,
+        read: impl std::future::Future<Output = anyhow::Result<T>>,
+    ) -> Option<T> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        match tokio::time::timeout(READ_TIMEOUT, read).await {
+            Ok(Ok(value)) => Some(value),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, read = what, "catalog: PostgreSQL did not answer");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(read = what, "catalog: PostgreSQL did not answer in time");
+                None
             }
         }
     }
