@@ -34,6 +34,9 @@ use crate::broker_health::{BrokerHealth, SendStarted, PROBE_EVERY};
 /// minutes of `message.timeout.ms`, after which a queued message would raise the epoch.
 const RENEW_WHILE_DOWN: Duration = Duration::from_secs(60);
 
+/// How often a probe topic not found is looked for again (a metadata request for one topic).
+const PROBE_TOPIC_RECHECK: Duration = Duration::from_secs(5);
+
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
     #[error("the broker did not acknowledge the event: {0}")]
@@ -177,12 +180,19 @@ impl Publisher {
     /// While the broker is known to be down, a small record to the probe topic every
     /// [`PROBE_EVERY`]: its acknowledgement brings the broker back (runs until `shutdown`). The
     /// producer is replaced every [`RENEW_WHILE_DOWN`] meanwhile, so no message waits in its
-    /// queue long enough to time out there.
+    /// queue long enough to time out there. A probe topic not found is looked for again every
+    /// [`PROBE_TOPIC_RECHECK`] until it is: on a first install the setup Job makes it after the
+    /// services start.
     pub async fn watch(self, shutdown: CancellationToken) {
-        self.check_probe_topic().await;
+        let mut probe_topic = self.check_probe_topic(true).await;
+        let mut checked = Instant::now();
         let mut every = floodgate_platform::service::Every::new(PROBE_EVERY, shutdown);
         let mut renewed = Instant::now();
         while every.tick().await {
+            if !probe_topic && checked.elapsed() >= PROBE_TOPIC_RECHECK {
+                probe_topic = self.check_probe_topic(false).await;
+                checked = Instant::now();
+            }
             if !self.health.is_down() {
                 renewed = Instant::now();
                 continue;
@@ -208,9 +218,10 @@ impl Publisher {
         }
     }
 
-    /// Says loudly at start if the probe topic is missing: a broker found down could then only
-    /// be found back by requests let through again (`crate::broker_health::HALF_OPEN_AFTER`).
-    async fn check_probe_topic(&self) {
+    /// Whether the probe topic exists; says loudly at start (`first`) if it is missing: a
+    /// broker found down could then only be found back by requests let through again
+    /// (`crate::broker_health::HALF_OPEN_AFTER`).
+    async fn check_probe_topic(&self, first: bool) -> bool {
         let (producer, _) = self.producer.get();
         let topic = self.probe_topic.clone();
         let found = tokio::task::spawn_blocking(move || {
@@ -223,17 +234,35 @@ impl Publisher {
                         .any(|t| t.name() == &*topic && t.error().is_none())
                 })
         })
-        .await;
-        let missing = matches!(found, Ok(Ok(false)));
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|checked| checked.map_err(|e| e.to_string()));
+        let missing = matches!(found, Ok(false));
         metrics::gauge!("floodgate_kafka_probe_topic_missing").set(if missing { 1.0 } else { 0.0 });
         match found {
-            Ok(Ok(true)) => {}
-            Ok(Ok(false)) => tracing::error!(
-                topic = %self.probe_topic,
-                "the probe topic does not exist: run `floodgate-booking topics ensure` (a broker found down is then noticed back only by a trial request every 30 s)"
-            ),
-            Ok(Err(e)) => tracing::warn!(error = %e, "could not check the probe topic"),
-            Err(e) => tracing::warn!(error = %e, "could not check the probe topic"),
+            Ok(true) => {
+                if !first {
+                    tracing::info!(topic = %self.probe_topic, "the probe topic exists now");
+                }
+                true
+            }
+            Ok(false) => {
+                if first {
+                    tracing::error!(
+                        topic = %self.probe_topic,
+                        "the probe topic does not exist: run `floodgate-booking topics ensure` (a broker found down is then noticed back only by a trial request every 30 s)"
+                    );
+                }
+                false
+            }
+            Err(e) if first => {
+                tracing::warn!(error = %e, "could not check the probe topic");
+                false
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "could not check the probe topic");
+                false
+            }
         }
     }
 

@@ -44,7 +44,7 @@
 
 pub mod assets;
 pub mod bookings;
-mod budget;
+pub mod budget;
 mod cache;
 pub mod config;
 pub mod door;

@@ -38,6 +38,13 @@ pub fn of_kind<'a>(docs: &'a [serde_yaml::Value], kind: &str) -> Vec<&'a serde_y
     docs.iter().filter(|d| d["kind"] == kind).collect()
 }
 
+/// The resources that run Pods: the Deployments, and the Jobs (the setup's).
+pub fn workloads(docs: &[serde_yaml::Value]) -> Vec<&serde_yaml::Value> {
+    docs.iter()
+        .filter(|d| d["kind"] == "Deployment" || d["kind"] == "Job")
+        .collect()
+}
+
 /// A resource's name.
 pub fn name(doc: &serde_yaml::Value) -> &str {
     doc["metadata"]["name"].as_str().unwrap_or_default()

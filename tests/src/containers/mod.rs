@@ -138,15 +138,15 @@ pub const LISTENERS: [(&str, &[&str]); 5] = [
 /// How each long-running service shows it is ready: on which listener, and at which path (none:
 /// its port open). The test run waits for these, and the manifests' readiness probes are these.
 pub const READINESS: [(&str, &str, Option<&str>); 5] = [
-    ("gateway", "FLOODGATE_GATEWAY_LISTEN", Some("/readyz")),
-    ("booking", "FLOODGATE_BOOKING_LISTEN", Some("/readyz")),
+    ("gateway", "FLOODGATE_GATEWAY_ADMIN_LISTEN", Some("/readyz")),
+    ("booking", "FLOODGATE_ADMIN_LISTEN", Some("/readyz")),
     (
         "consumer",
         "FLOODGATE_CONSUMER_METRICS_LISTEN",
         Some("/readyz"),
     ),
     ("sandbox", "FLOODGATE_SANDBOX_LISTEN", None),
-    ("cdn", "FLOODGATE_EDGE_LISTEN", None),
+    ("cdn", "FLOODGATE_EDGE_METRICS_LISTEN", None),
 ];
 
 impl Stack {

@@ -76,10 +76,9 @@ const PAIRS: [(&str, &str, &str); 7] = [
     ("gateway", "floodgate-gateway", "gateway"),
     ("booking", "floodgate-booking", "booking"),
     ("consumer", "floodgate-consumer", "consumer"),
-    // Compose runs them once before the services; the manifests as init containers of each
-    // booking (and consumer) Pod.
-    ("migrate", "floodgate-booking", "migrate"),
-    ("topics", "floodgate-booking", "topics"),
+    // Compose runs them once before the services; the manifests in the floodgate-setup Job.
+    ("migrate", "floodgate-setup", "migrate"),
+    ("topics", "floodgate-setup", "topics"),
     ("sandbox", "floodgate-sandbox", "sandbox"),
     ("cdn", "floodgate-cdn", "nginx"),
 ];
@@ -359,8 +358,8 @@ fn compose_and_the_kubernetes_manifests_agree() {
             c.read_only && k.read_only,
             "{service}: a read-only root in both"
         );
-        // Compose runs its one-off jobs before the services, unlimited; the manifests run them
-        // as init containers with a small limit of their own (256 MiB, in base/).
+        // Compose runs its one-off jobs before the services, unlimited; the manifests' Job
+        // runs them with a small limit of its own (256 MiB, in base/setup.yaml).
         if !matches!(service, "migrate" | "topics") {
             assert_eq!(c.memory, k.memory, "{service}: the memory limit");
         }

@@ -1,21 +1,24 @@
 //! What only a Kubernetes cluster could run, checked on the rendered manifests: the network
 //! policy (every flow Floodgate needs allowed, everything else denied), the spread across zones,
-//! migrations that need no hand deletion, the CA files of private certificate authorities, the
+//! the setup Job no Pod waits for, the CA files of private certificate authorities, the
 //! Prometheus Operator's resources (labels, and the alert rules generated from
 //! deploy/observability).
 
 use std::collections::BTreeMap;
 
 use floodgate_tests::containers::repo;
-use floodgate_tests::manifests::{name, of_kind, rendered, settings, OVERLAYS};
+use floodgate_tests::manifests::{name, of_kind, rendered, settings, workloads, OVERLAYS};
 use serde_yaml::Value;
 
+mod autoscaling;
+mod readiness;
+mod runbook_links;
 mod uptime;
 
 /// The pod labels of each workload in `docs`, by workload name.
 fn pod_labels(docs: &[Value]) -> BTreeMap<String, BTreeMap<String, String>> {
-    docs.iter()
-        .filter(|d| d["kind"] == "Deployment")
+    workloads(docs)
+        .into_iter()
         .map(|d| {
             let labels = d["spec"]["template"]["metadata"]["labels"]
                 .as_mapping()
@@ -149,11 +152,12 @@ fn a_default_deny_network_policy_lets_through_only_what_floodgate_needs() {
         Namespace("observability", true),
         Namespace("observability", false),
     );
-    let (gateway, booking, consumer, cdn) = (
+    let (gateway, booking, consumer, cdn, setup) = (
         Pod("floodgate-gateway"),
         Pod("floodgate-booking"),
         Pod("floodgate-consumer"),
         Pod("floodgate-cdn"),
+        Pod("floodgate-setup"),
     );
     for overlay in OVERLAYS {
         let docs = rendered(overlay);
@@ -166,6 +170,7 @@ fn a_default_deny_network_policy_lets_through_only_what_floodgate_needs() {
                 "floodgate-booking",
                 "floodgate-consumer",
                 "floodgate-cdn",
+                "floodgate-setup",
             ]
             .iter()
             .all(|w| selects(&p["spec"]["podSelector"], &labels[*w]))
@@ -194,7 +199,7 @@ fn a_default_deny_network_policy_lets_through_only_what_floodgate_needs() {
                 (prometheus, cdn, 9113, "Prometheus"),
             ]);
         }
-        for pod in [gateway, booking, consumer, cdn] {
+        for pod in [gateway, booking, consumer, cdn, setup] {
             needed.push((pod, Outside, 53, "DNS"));
         }
         for (pod, port) in [
@@ -204,6 +209,8 @@ fn a_default_deny_network_policy_lets_through_only_what_floodgate_needs() {
             (booking, 5432),
             (consumer, 9093),
             (consumer, 5432),
+            (setup, 9093),
+            (setup, 5432),
             (booking, 443),
             (gateway, 443),
         ] {
@@ -222,6 +229,7 @@ fn a_default_deny_network_policy_lets_through_only_what_floodgate_needs() {
                 ),
                 (booking, Outside, 9092, "the local broker"),
                 (consumer, Outside, 9092, "the local broker"),
+                (setup, Outside, 9092, "the local broker"),
             ]);
         }
         for (from, to, port, why) in needed {
@@ -245,6 +253,8 @@ fn a_default_deny_network_policy_lets_through_only_what_floodgate_needs() {
             ),
             (gateway, Outside, 5432, "PostgreSQL from the gateways"),
             (cdn, Outside, 6379, "Redis from the edge"),
+            (setup, Outside, 6379, "Redis from the setup"),
+            (Outside, setup, 9081, "anything into the setup"),
             (Outside, cdn, 9113, "the edge's metrics from outside"),
             (
                 elsewhere,
@@ -284,46 +294,96 @@ fn every_workload_spreads_across_zones() {
     }
 }
 
-/// A release is `kubectl apply` and nothing else: no Job that must be deleted by hand before
-/// the next one (a Job's template cannot change), and the schema and the topics made before any
-/// service that needs them starts, by init containers of the services themselves.
+/// The commands of a container list, each as one line.
+fn commands(containers: &Value) -> Vec<String> {
+    containers
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let words: Vec<&str> = c["command"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap())
+                .collect();
+            words.join(" ")
+        })
+        .collect()
+}
+
+/// The schema and the topics are made once per release by the floodgate-setup Job, which no Pod
+/// waits for: a booking or consumer Pod added mid-sale starts without the broker's admin API (the
+/// services apply missing migrations themselves). Its template cannot change, so the release in
+/// docs/deploy.md deletes it first and waits for it, it deletes itself a day after it finishes,
+/// and GitOps tools are told to recreate it.
 #[test]
-fn migrations_need_no_hand_deletion() {
+fn the_schema_and_the_topics_are_a_job_no_pod_waits_for() {
     for overlay in OVERLAYS {
         let docs = rendered(overlay);
-        assert!(
-            of_kind(&docs, "Job").is_empty(),
-            "{overlay}: a Job, which the next release must delete first"
+        let jobs = of_kind(&docs, "Job");
+        assert_eq!(
+            jobs.iter().map(|j| name(j)).collect::<Vec<_>>(),
+            ["floodgate-setup"],
+            "{overlay}: the Jobs"
         );
-        for workload in ["floodgate-booking", "floodgate-consumer"] {
-            let d = docs
-                .iter()
-                .find(|d| d["kind"] == "Deployment" && name(d) == workload)
-                .unwrap();
-            let commands: Vec<String> = d["spec"]["template"]["spec"]["initContainers"]
-                .as_sequence()
-                .into_iter()
-                .flatten()
-                .map(|c| {
-                    c["command"]
-                        .as_sequence()
-                        .unwrap()
-                        .iter()
-                        .map(|a| a.as_str().unwrap())
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                })
-                .collect();
-            assert_eq!(
-                commands,
-                [
-                    "floodgate-booking migrate",
-                    "floodgate-booking topics ensure"
-                ],
-                "{overlay}: {workload}'s init containers"
+        let job = jobs[0];
+        let pod = &job["spec"]["template"]["spec"];
+        assert_eq!(
+            commands(&pod["initContainers"]),
+            ["floodgate-booking migrate"],
+            "{overlay}: the migrations first"
+        );
+        assert_eq!(
+            commands(&pod["containers"]),
+            ["floodgate-booking topics ensure"],
+            "{overlay}: then the topics"
+        );
+        assert_eq!(
+            pod["restartPolicy"], "Never",
+            "{overlay}: each try's logs kept"
+        );
+        let spec = &job["spec"];
+        for field in [
+            "backoffLimit",
+            "activeDeadlineSeconds",
+            "ttlSecondsAfterFinished",
+        ] {
+            assert!(
+                spec[field].as_u64().is_some_and(|v| v > 0),
+                "{overlay}: the Job's {field}"
+            );
+        }
+        let annotations = &job["metadata"]["annotations"];
+        assert_eq!(
+            annotations["argocd.argoproj.io/sync-options"], "Replace=true,Force=true",
+            "{overlay}: Argo CD recreates it"
+        );
+        assert_eq!(
+            annotations["kustomize.toolkit.fluxcd.io/force"], "enabled",
+            "{overlay}: Flux recreates it"
+        );
+        for d in of_kind(&docs, "Deployment") {
+            assert!(
+                commands(&d["spec"]["template"]["spec"]["initContainers"]).is_empty(),
+                "{overlay}: {} waits for something before it starts",
+                name(d)
             );
         }
     }
+    let walk = std::fs::read_to_string(repo().join("docs/deploy.md")).unwrap();
+    let at = |what: &str| {
+        walk.find(what)
+            .unwrap_or_else(|| panic!("docs/deploy.md: no `{what}`"))
+    };
+    let delete = at("kubectl -n floodgate delete job floodgate-setup --ignore-not-found");
+    let apply =
+        at("kubectl kustomize deploy/k8s/overlays/production | kubectl -n floodgate apply -f -");
+    let wait = at("kubectl -n floodgate wait --for=condition=complete job/floodgate-setup");
+    assert!(
+        delete < apply && apply < wait,
+        "docs/deploy.md: the release deletes the last Job, applies, then waits for the new one"
+    );
 }
 
 /// A Prometheus installed by kube-prometheus-stack selects ServiceMonitors and PrometheusRules
@@ -384,7 +444,7 @@ fn the_prometheus_rule_is_the_shipped_alert_rules() {
 #[test]
 fn production_verifies_its_dependencies_against_their_ca_files() {
     let docs = rendered("production");
-    for d in of_kind(&docs, "Deployment") {
+    for d in workloads(&docs) {
         let pod = &d["spec"]["template"]["spec"];
         let mounts_ca = |c: &Value| {
             c["volumeMounts"]
@@ -460,7 +520,7 @@ fn the_edge_can_try_another_gateway() {
 fn every_container_states_its_resources_init_containers_too() {
     for overlay in OVERLAYS {
         let docs = rendered(overlay);
-        for workload in of_kind(&docs, "Deployment") {
+        for workload in workloads(&docs) {
             let spec = &workload["spec"]["template"]["spec"];
             let containers = ["initContainers", "containers"]
                 .iter()

@@ -8,19 +8,19 @@ use floodgate_tests::containers::repo;
 use floodgate_tests::manifests::{name, of_kind, rendered, settings, OVERLAYS};
 use serde_yaml::Value;
 
-fn deployment<'a>(docs: &'a [Value], wanted: &str) -> &'a Value {
+pub(super) fn deployment<'a>(docs: &'a [Value], wanted: &str) -> &'a Value {
     of_kind(docs, "Deployment")
         .into_iter()
         .find(|d| name(d) == wanted)
         .unwrap_or_else(|| panic!("no Deployment {wanted}"))
 }
 
-fn pod(workload: &Value) -> &Value {
+pub(super) fn pod(workload: &Value) -> &Value {
     &workload["spec"]["template"]["spec"]
 }
 
 /// Kubernetes' quantities as the manifests write them: cores (`2`, `500m`) and bytes (`4Gi`).
-fn quantity(q: &Value) -> Option<f64> {
+pub(super) fn quantity(q: &Value) -> Option<f64> {
     let text = match q {
         Value::Number(n) => return n.as_f64(),
         Value::String(s) => s.as_str(),
@@ -232,8 +232,9 @@ fn the_edge_has_a_source_port_for_every_client_it_holds() {
 }
 
 /// A stopping edge serves on until the load balancer has stopped sending it new connections:
-/// its pause before nginx stops is longer than the sample load balancer's deregistration, and
-/// its grace longer than the pause. The sample keeps the client's address.
+/// its pause before nginx stops is longer than the sample load balancer's deregistration and
+/// than the two minutes an NLB with IP targets takes to let go whatever its delay, and its grace
+/// longer than the pause. The sample keeps the client's address.
 #[test]
 fn the_edge_outlasts_the_load_balancers_deregistration() {
     let docs = rendered("production");
@@ -269,36 +270,16 @@ fn the_edge_outlasts_the_load_balancers_deregistration() {
         .and_then(|v| v.parse().ok())
         .expect("a deregistration delay");
     assert!(
-        pause > deregistration,
-        "the edge stops {pause} s after it is told to, the load balancer lets go after {deregistration} s"
+        pause > deregistration.max(NLB_LETS_GO_AFTER),
+        "the edge stops {pause} s after it is told to, the load balancer lets go after \
+         {deregistration} s (and an NLB's IP targets after {NLB_LETS_GO_AFTER} s)"
     );
 }
 
-/// What binds a gateway or an edge while people wait is the sockets it holds, and their memory,
-/// not CPU (a waiting room is quiet between ticks): each autoscaler scales on memory as well as
-/// CPU, so a crowd that fills the Pods' memory adds Pods before the gateways shed joins as full.
-#[test]
-fn the_pods_holding_people_scale_on_their_memory() {
-    for overlay in OVERLAYS {
-        let docs = rendered(overlay);
-        for held in ["floodgate-gateway", "floodgate-cdn"] {
-            let autoscaler = of_kind(&docs, "HorizontalPodAutoscaler")
-                .into_iter()
-                .find(|h| h["spec"]["scaleTargetRef"]["name"] == held)
-                .unwrap_or_else(|| panic!("{overlay}: no autoscaler for {held}"));
-            let resources: BTreeSet<&str> = autoscaler["spec"]["metrics"]
-                .as_sequence()
-                .into_iter()
-                .flatten()
-                .filter_map(|m| m["resource"]["name"].as_str())
-                .collect();
-            assert!(
-                resources.contains("memory") && resources.contains("cpu"),
-                "{overlay}: {held} scales on {resources:?}"
-            );
-        }
-    }
-}
+/// How long an AWS NLB with IP targets may still send a deregistering target new connections,
+/// whatever its deregistration delay: about two minutes, as measured and reported in
+/// kubernetes-sigs/aws-load-balancer-controller issues 2366 and 3270.
+const NLB_LETS_GO_AFTER: u64 = 120;
 
 /// Behind a CDN or an L7 load balancer, the production overlay's `real-ip.yaml` gives the edge the
 /// hop's ranges: applied as its kustomization's comment says, the edge's container has the
@@ -339,7 +320,7 @@ fn the_real_ip_patch_gives_the_edge_its_hops_ranges() {
     }
 }
 
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+pub(super) fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
