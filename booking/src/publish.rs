@@ -189,7 +189,10 @@ impl Publisher {
         let mut every = floodgate_platform::service::Every::new(PROBE_EVERY, shutdown);
         let mut renewed = Instant::now();
         while every.tick().await {
-            if !probe_topic && checked.elapsed() >= PROBE_TOPIC_RECHECK {
+            // Not while the broker is down: the look would wait out its timeout and hold up
+            // the probes that notice the broker's return.
+            let due = checked.elapsed() >= PROBE_TOPIC_RECHECK;
+            if !probe_topic && due && !self.health.is_down() {
                 probe_topic = self.check_probe_topic(false).await;
                 checked = Instant::now();
             }
@@ -218,9 +221,10 @@ impl Publisher {
         }
     }
 
-    /// Whether the probe topic exists; says loudly at start (`first`) if it is missing: a
-    /// broker found down could then only be found back by requests let through again
-    /// (`crate::broker_health::HALF_OPEN_AFTER`).
+    /// Whether the probe topic exists (a broker that does not answer at start is taken to have
+    /// it: only a topic the broker says it lacks is looked for again); says loudly at start
+    /// (`first`) if it is missing: a broker found down could then only be found back by
+    /// requests let through again (`crate::broker_health::HALF_OPEN_AFTER`).
     async fn check_probe_topic(&self, first: bool) -> bool {
         let (producer, _) = self.producer.get();
         let topic = self.probe_topic.clone();
@@ -237,8 +241,10 @@ impl Publisher {
         .await
         .map_err(|e| e.to_string())
         .and_then(|checked| checked.map_err(|e| e.to_string()));
-        let missing = matches!(found, Ok(false));
-        metrics::gauge!("floodgate_kafka_probe_topic_missing").set(if missing { 1.0 } else { 0.0 });
+        if let Ok(exists) = found {
+            let missing = if exists { 0.0 } else { 1.0 };
+            metrics::gauge!("floodgate_kafka_probe_topic_missing").set(missing);
+        }
         match found {
             Ok(true) => {
                 if !first {
@@ -257,8 +263,10 @@ impl Publisher {
             }
             Err(e) if first => {
                 tracing::warn!(error = %e, "could not check the probe topic");
-                false
+                metrics::gauge!("floodgate_kafka_probe_topic_missing").set(0.0);
+                true
             }
+            // Still missing, as far as anyone knows: looked for again.
             Err(e) => {
                 tracing::debug!(error = %e, "could not check the probe topic");
                 false

@@ -23,9 +23,11 @@ while (($#)); do
       ;;
   esac
 done
-url_pattern='^https?://[^[:space:]#"]+$'
+# No '#' (the alert's anchor follows), no quote, backslash or space (the URL sits in a quoted
+# YAML string as it is), no '{' (Prometheus would read a template in it).
+url_pattern='^https?://[^][:space:]#"\\{}]+$'
 if [[ -n "$runbook" && ! "$runbook" =~ $url_pattern ]]; then
-  echo "--runbook takes an http(s) URL with no '#', quote or space: $runbook" >&2
+  echo "--runbook takes an http(s) URL with no '#', quote, backslash, brace or space: $runbook" >&2
   exit 2
 fi
 # The project's address (the workspace's `repository`), as alerts.yaml writes it.
@@ -41,14 +43,22 @@ out=deploy/k8s/overlays/production/monitoring/prometheus-rule.yaml
   echo "spec:"
   sed -e '/^#/d' -e 's/^\(.\)/  \1/' deploy/observability/alerts.yaml |
     if [[ -n "$runbook" ]]; then
-      # Plain text, not a pattern: the URL's own characters (., ?, &) mean nothing here.
-      awk -v from="runbook_url: \"$shipped#" -v to="runbook_url: \"$runbook#" '{
-        at = index($0, from)
-        if (at) $0 = substr($0, 1, at - 1) to substr($0, at + length(from))
+      # Plain text, not a pattern, passed by the environment (awk -v would read backslashes).
+      FROM="runbook_url: \"$shipped#" TO="runbook_url: \"$runbook#" awk '{
+        at = index($0, ENVIRON["FROM"])
+        if (at) $0 = substr($0, 1, at - 1) ENVIRON["TO"] substr($0, at + length(ENVIRON["FROM"]))
         print
       }'
     else
       cat
     fi
 } >"$out"
+if [[ -n "$runbook" ]] && grep -qF "$shipped#" "$out"; then
+  echo "a runbook_url under $shipped was not rewritten (its line is not as alerts.yaml writes them)" >&2
+  exit 1
+fi
+if [[ -n "$runbook" ]] && ! grep -qF "runbook_url: \"$runbook#" "$out"; then
+  echo "no runbook_url under $shipped in alerts.yaml: nothing pointed at $runbook" >&2
+  exit 1
+fi
 echo "wrote $out"

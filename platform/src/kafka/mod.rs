@@ -1,7 +1,8 @@
 //! Every Kafka client Floodgate makes (the booking service's producer, the consumer's reader and
 //! dead-letter producer, the admin and metadata clients) is configured here, in one order:
 //!
-//! 1. Floodgate's defaults for the client's role ([`PRODUCER_DEFAULTS`], [`CONSUMER_DEFAULTS`]);
+//! 1. Floodgate's defaults for the client's role ([`PRODUCER_DEFAULTS`], [`CONSUMER_DEFAULTS`],
+//!    [`ADMIN_DEFAULTS`]);
 //! 2. the properties file (`FLOODGATE_KAFKA_PROPERTIES_FILE`, `name=value` lines), every client;
 //! 3. the first-class settings ([`KafkaArgs`]: brokers, security protocol, SASL, SSL files);
 //! 4. any librdkafka property by environment variable: `FLOODGATE_KAFKA_CLIENT_<NAME>` for
@@ -59,7 +60,17 @@ pub const PRODUCER_DEFAULTS: &[(&str, &str)] = &[
     // its own timeout instead, and a message that reaches the broker after its request gave up
     // is harmless (the consumer absorbs a repeat).
     ("message.timeout.ms", "300000"),
+    // A topic is made by `topics ensure` (the floodgate-setup Job), with the partitions,
+    // replicas and `min.insync.replicas` the settings promise, never by a broker that makes any
+    // topic it is asked about (`auto.create.topics.enable`, Apache Kafka's default) with its
+    // own defaults (one replica): librdkafka's producer asks for that unless told not to, and
+    // the booking service asks about its probe topic until it exists.
+    ("allow.auto.create.topics", "false"),
 ];
+
+/// Floodgate's defaults for the admin and metadata clients: as the producer's, no topic made
+/// by asking about it (`topics ensure` looks a topic up before it makes it as the settings say).
+pub const ADMIN_DEFAULTS: &[(&str, &str)] = &[("allow.auto.create.topics", "false")];
 
 /// Floodgate's consumer defaults. The two offset settings cannot be changed.
 pub const CONSUMER_DEFAULTS: &[(&str, &str)] = &[
@@ -70,6 +81,9 @@ pub const CONSUMER_DEFAULTS: &[(&str, &str)] = &[
     ("socket.nagle.disable", "true"),
     // A stored offset below the log's start (retention passed it): read from the start.
     ("auto.offset.reset", "earliest"),
+    // librdkafka's consumer default, named: the consumer asks about its topic every round, and
+    // a topic is made by `topics ensure` alone (see the producer's).
+    ("allow.auto.create.topics", "false"),
 ];
 
 /// Properties only Floodgate sets, with why (the error an operator sees).
@@ -281,7 +295,7 @@ fn defaults(role: Role) -> &'static [(&'static str, &'static str)] {
     match role {
         Role::Producer => PRODUCER_DEFAULTS,
         Role::Consumer => CONSUMER_DEFAULTS,
-        Role::Admin => &[],
+        Role::Admin => ADMIN_DEFAULTS,
     }
 }
 
@@ -311,9 +325,11 @@ pub fn help() -> String {
          FLOODGATE_KAFKA_CONSUMER_<NAME> (one role); <NAME> is the property upper-cased\n  with \
          `.` as `_` and `_` as `__` (FLOODGATE_KAFKA_PRODUCER_LINGER_MS=5 sets linger.ms=5).\n  \
          Order: defaults, FLOODGATE_KAFKA_PROPERTIES_FILE, the settings above, the variables.\n  \
-         Producer defaults: {}\n  Consumer defaults: {}\n  Fixed by Floodgate: {}\n",
+         Producer defaults: {}\n  Consumer defaults: {}\n  Admin defaults: {}\n  Fixed by \
+         Floodgate: {}\n",
         list(PRODUCER_DEFAULTS),
         list(CONSUMER_DEFAULTS),
+        list(ADMIN_DEFAULTS),
         OWNED.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
     )
 }

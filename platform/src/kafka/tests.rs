@@ -159,10 +159,31 @@ fn sasl_defaults_to_scram_sha_512_and_files_are_checked() {
 #[test]
 fn help_shows_the_defaults_the_code_applies() {
     let help = help();
-    for (k, v) in PRODUCER_DEFAULTS.iter().chain(CONSUMER_DEFAULTS) {
+    for (k, v) in PRODUCER_DEFAULTS
+        .iter()
+        .chain(CONSUMER_DEFAULTS)
+        .chain(ADMIN_DEFAULTS)
+    {
         assert!(
             help.contains(&format!("{k}={v}")),
             "{k} missing from {help}"
+        );
+    }
+}
+
+/// No client of Floodgate's makes a topic by asking about it: on a broker with
+/// `auto.create.topics.enable` (Apache Kafka's default), librdkafka's producer would otherwise
+/// have the booking service's look at a missing probe topic make it with the broker's defaults
+/// (one replica), and `topics ensure` would then find it short of the replicas the settings ask.
+#[test]
+fn no_client_makes_a_topic_by_asking_about_it() {
+    let args = KafkaArgs::plaintext("k:9092", "t");
+    for role in [Role::Producer, Role::Consumer, Role::Admin] {
+        let config = args.client_with_env(role, &[], env(&[])).unwrap();
+        assert_eq!(
+            config.get("allow.auto.create.topics"),
+            Some("false"),
+            "{role:?}"
         );
     }
 }

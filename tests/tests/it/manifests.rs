@@ -384,6 +384,21 @@ fn the_schema_and_the_topics_are_a_job_no_pod_waits_for() {
         delete < apply && apply < wait,
         "docs/deploy.md: the release deletes the last Job, applies, then waits for the new one"
     );
+    // The wait outlasts the Job's own deadline: it ends with the Job's verdict, not before.
+    let minutes: u64 = walk[wait..]
+        .lines()
+        .next()
+        .and_then(|l| l.split("--timeout=").nth(1))
+        .and_then(|t| t.trim().strip_suffix('m'))
+        .and_then(|m| m.parse().ok())
+        .expect("the wait's --timeout in minutes");
+    let deadline = of_kind(&rendered("production"), "Job")[0]["spec"]["activeDeadlineSeconds"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        minutes * 60 > deadline,
+        "docs/deploy.md waits {minutes} min for a Job that may run {deadline} s"
+    );
 }
 
 /// A Prometheus installed by kube-prometheus-stack selects ServiceMonitors and PrometheusRules

@@ -44,7 +44,13 @@ fn the_alerts_link_the_runbook_where_the_operator_keeps_it() {
             "{alert}"
         );
     }
-    for refused in ["not a url", "https://wiki.example.com/a#b", "https://x/\"y"] {
+    for refused in [
+        "not a url",
+        "https://wiki.example.com/a#b",
+        "https://x/\"y",
+        "https://x/a\\b",
+        "https://x/{{ $labels.job }}",
+    ] {
         let said = run(&["--runbook", refused]);
         assert_eq!(said.status.code(), Some(2), "{refused}: {said:?}");
     }
