@@ -26,7 +26,7 @@ impl ProviderClient {
     /// A client of `provider`: the system's roots plus the provider's CA file if one is set;
     /// HTTPS only unless it is the sandbox.
     pub fn new(provider: &crate::config::PaymentProvider) -> anyhow::Result<Self> {
-        let mut builder = reqwest::Client::builder()
+        let mut builder = floodgate_platform::outbound::client()
             // A payer waits on this call: give up quickly and let them retry.
             .timeout(Duration::from_secs(5))
             // Never sent over plain HTTP, not even by a redirect.

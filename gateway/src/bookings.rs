@@ -48,11 +48,8 @@ impl BookingRoute {
             "FLOODGATE_BOOKING_URL must be an http:// or https:// URL"
         );
         Ok(Self {
-            // Idle connections are dropped before the booking service's own header timeout
-            // (10 s) closes them, so a request is never written into one being closed.
-            http: reqwest::Client::builder()
+            http: floodgate_platform::outbound::client()
                 .timeout(TIMEOUT)
-                .pool_idle_timeout(Duration::from_secs(5))
                 .build()?,
             base: base.trim_end_matches('/').to_owned(),
         })

@@ -148,15 +148,14 @@ fn room_for(sockets: u64) -> anyhow::Result<()> {
 
 /// One HTTP client per source address, each sending from it: the services' per-address
 /// allowances then see requests from the addresses they came from. Pooled connections idle at
-/// most 5 s, under the services' 10 s idle cut (platform::listener): no request races a close.
+/// most `floodgate_platform::outbound::POOL_IDLE`, under the services' idle cut.
 fn clients_from(
     sources: &[IpAddr],
     timeout: std::time::Duration,
 ) -> anyhow::Result<Vec<reqwest::Client>> {
     let client = |ip: &IpAddr| {
-        reqwest::Client::builder()
+        floodgate_platform::outbound::client()
             .local_address(*ip)
-            .pool_idle_timeout(std::time::Duration::from_secs(5))
             .pool_max_idle_per_host(1024)
             .timeout(timeout)
             .build()

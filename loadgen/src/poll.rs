@@ -88,9 +88,7 @@ fn make_clients(args: &PollArgs) -> anyhow::Result<Vec<(reqwest::Client, String)
         .map(|i| {
             let (source, gateway) = args.crowd.target(i);
             // One client, one kept-alive connection, as a browser polling the page.
-            let http = reqwest::Client::builder()
-                // Under the services' 10 s idle cut (platform::listener): no request races a close.
-                .pool_idle_timeout(Duration::from_secs(5))
+            let http = floodgate_platform::outbound::client()
                 .local_address(source)
                 .pool_max_idle_per_host(1)
                 .timeout(Duration::from_secs(10))

@@ -334,7 +334,8 @@ async fn wait_for(count: &AtomicU64, total: u64, timeout: Duration) -> u64 {
 
 async fn resume(ops: SocketAddr, token: &str, sale: &str) -> anyhow::Result<()> {
     crate::loopback_only([ops.ip()])?;
-    let response = reqwest::Client::new()
+    let response = floodgate_platform::outbound::client()
+        .build()?
         .post(format!("http://{ops}/admin/v1/sales/{sale}/resume"))
         .bearer_auth(token)
         .send()

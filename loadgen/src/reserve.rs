@@ -50,9 +50,7 @@ pub struct ReserveArgs {
 pub async fn run(args: ReserveArgs) -> anyhow::Result<bool> {
     crate::loopback_only([args.booking.ip()])?;
     let tokens = tokens(&args)?;
-    let http = reqwest::Client::builder()
-        // Under the services' 10 s idle cut (platform::listener): no request races a close.
-        .pool_idle_timeout(Duration::from_secs(5))
+    let http = floodgate_platform::outbound::client()
         .pool_max_idle_per_host(args.concurrency)
         .timeout(Duration::from_secs(30))
         .build()?;

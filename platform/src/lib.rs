@@ -42,6 +42,8 @@
 //!   shares (requests by route, Redis commands and scripts, `process_*`, `floodgate_build_info`).
 //! - [`trace`]: one trace across the path, from the booking handler to the consumer's write.
 //! - [`openapi`]: what the services' OpenAPI documents share (error responses, serving one).
+//! - [`outbound`]: how every HTTP client is made (idle connections dropped before a listener
+//!   closes them).
 //! - [`origins`]: which web pages may use the waiting room and the booking API from a browser
 //!   (the `Origin` check, `FLOODGATE_ALLOWED_ORIGINS`).
 //! - [`secret_files`]: every secret setting also read from the file `<ENV>_FILE` names.
@@ -65,6 +67,7 @@ pub mod listener;
 pub mod lua;
 pub mod openapi;
 pub mod origins;
+pub mod outbound;
 pub mod primaries;
 pub mod progress;
 pub mod readiness;

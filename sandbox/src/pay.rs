@@ -52,7 +52,7 @@ impl Sandbox {
             config: Arc::new(config),
             payments: Arc::default(),
             idempotency: Arc::default(),
-            http: reqwest::Client::builder()
+            http: floodgate_platform::outbound::client()
                 .timeout(Duration::from_secs(5))
                 .build()
                 .expect("HTTP client builds"),

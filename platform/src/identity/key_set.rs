@@ -64,7 +64,7 @@ const MAX_REDIRECTS: usize = 3;
 
 /// The HTTP client key sets are fetched with: a timeout, and redirects to https only.
 pub(super) fn client() -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
+    crate::outbound::client()
         .timeout(FETCH_TIMEOUT)
         .redirect(reqwest::redirect::Policy::custom(|attempt| {
             if attempt.url().scheme() != "https" {

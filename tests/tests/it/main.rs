@@ -83,6 +83,7 @@ mod metrics;
 mod openapi;
 mod ops;
 mod outages;
+mod outbound;
 mod payments;
 mod probes;
 mod rebuild;

@@ -81,6 +81,14 @@ fn the_pods_holding_people_are_neither_evicted_nor_preempted() {
                     );
                 }
             }
+            // A rollout lets each new Pod serve a while before the next old one stops, so the
+            // people of a stopped one do not land on the next to stop.
+            assert!(
+                workload["spec"]["minReadySeconds"]
+                    .as_u64()
+                    .is_some_and(|s| s >= 30),
+                "{what}: minReadySeconds"
+            );
             let annotations = &workload["spec"]["template"]["metadata"]["annotations"];
             assert_eq!(
                 annotations["karpenter.sh/do-not-disrupt"].as_str(),
@@ -269,6 +277,17 @@ fn the_edge_outlasts_the_load_balancers_deregistration() {
         .find_map(|a| a.strip_prefix("deregistration_delay.timeout_seconds="))
         .and_then(|v| v.parse().ok())
         .expect("a deregistration delay");
+    // An edge found unhealthy (a connection not taken at the opening) keeps its people, and is
+    // checked where the crowd does not queue.
+    assert!(
+        attributes.contains("target_health_state.unhealthy.connection_termination.enabled=false"),
+        "{attributes}"
+    );
+    assert_eq!(
+        public["metadata"]["annotations"]
+            ["service.beta.kubernetes.io/aws-load-balancer-healthcheck-port"],
+        "8001"
+    );
     assert!(
         pause > deregistration.max(NLB_LETS_GO_AFTER),
         "the edge stops {pause} s after it is told to, the load balancer lets go after \
