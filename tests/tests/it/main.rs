@@ -47,6 +47,7 @@
 #![allow(clippy::too_many_lines)]
 
 mod agreement;
+mod architecture;
 mod asyncapi;
 mod audit;
 mod audit_keys;
