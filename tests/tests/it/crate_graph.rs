@@ -6,9 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod circles;
 mod imports;
 
-use imports::{circles, import_graph, production_code, reexports, references, ModulePath};
+use circles::circles;
+use imports::{import_graph, production_code, reexports, references, ModulePath};
 
 /// The packages `package` links in a normal build (no dev or build dependencies), itself
 /// included.
